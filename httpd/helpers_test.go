@@ -1,0 +1,137 @@
+package httpd
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/worker"
+)
+
+// script writes an executable /bin/sh script into dir and returns its path.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "exec.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// testConfig is an HTTP-only config on loopback with free ports.
+func testConfig(t *testing.T, binary string) *worker.Config {
+	t.Helper()
+	cfg := worker.DefaultConfig()
+	cfg.Worker.Name = "test"
+	cfg.UI.Port, cfg.Sources.HTTP.Port, cfg.Metrics.Port = 0, 0, 0
+	cfg.Sources.HTTP.Host = "127.0.0.1"
+	cfg.Sources.HTTP.Enabled = true
+	cfg.Executor.BinaryPath = binary
+	cfg.Executor.PoolSize = 2
+	cfg.Executor.Timeout = worker.Duration(5 * time.Second)
+	cfg.Handler.RetryBackoff = worker.Duration(time.Millisecond)
+	cfg.Storage.Dir = ""
+	cfg.Resolve()
+	return &cfg
+}
+
+type stack struct {
+	cfg     *worker.Config
+	app     *worker.App
+	reg     *prometheus.Registry
+	ui      *UIServer
+	ingress *Ingress
+	uiURL   string
+	inURL   string
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// startStack runs the App, the UI server and the ingress on 127.0.0.1:0.
+func startStack(t *testing.T, cfg *worker.Config, tune ...func(*stack)) *stack {
+	t.Helper()
+	if problems := cfg.Validate(); len(problems) > 0 {
+		t.Fatalf("test config invalid: %v", problems)
+	}
+	reg := worker.NewRegistry()
+	log := quietLogger()
+	app, err := worker.New(cfg, log, reg, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stack{cfg: cfg, app: app, reg: reg, done: make(chan struct{})}
+	s.ui = NewUIServer(UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log})
+	if err := s.ui.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	s.ingress = NewIngress(cfg, app, reg, log)
+	if err := s.ingress.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range tune {
+		f(s)
+	}
+	s.uiURL, s.inURL = "http://"+s.ui.Addr(), "http://"+s.ingress.Addr()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() {
+		defer close(s.done)
+		errc := make(chan error, 2)
+		go func() { errc <- s.ui.Run(ctx, time.Second) }()
+		go func() { errc <- s.ingress.Run(ctx, 5*time.Second) }()
+		<-errc
+		<-errc
+		app.Drain(time.Second)
+	}()
+	t.Cleanup(func() { s.stop() })
+	return s
+}
+
+func (s *stack) stop() {
+	s.cancel()
+	<-s.done
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func do(t *testing.T, method, url string, body string, header ...string) resp {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	return resp{status: r.StatusCode, header: r.Header, body: string(b)}
+}
+
+// lines counts the lines of a file (0 when missing).
+func lines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "\n")
+}

@@ -1,0 +1,198 @@
+package httpd
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/worker"
+)
+
+// ingressClient is one configured caller.
+type ingressClient struct {
+	name  string
+	hash  [32]byte
+	limit *slidingWindow
+}
+
+// Ingress is the HTTP ingress server (spec 1.3): POST /v1/process.
+type Ingress struct {
+	surface
+	app      *worker.App
+	clients  []ingressClient
+	maxBody  int64
+	maxConc  int64
+	inFlight atomic.Int64
+	metrics  *ingressMetrics
+	now      func() time.Time
+}
+
+// NewIngress builds the ingress server from sources.http.
+func NewIngress(cfg *worker.Config, app *worker.App, reg prometheus.Registerer, log *slog.Logger) *Ingress {
+	hc := cfg.Sources.HTTP
+	in := &Ingress{
+		app: app, maxBody: hc.MaxBodyBytes, maxConc: int64(hc.MaxConcurrent),
+		metrics: newIngressMetrics(reg), now: time.Now,
+	}
+	for _, c := range hc.Clients {
+		in.clients = append(in.clients, ingressClient{
+			name: c.Name, hash: sha256.Sum256([]byte(c.Token)), limit: newSlidingWindow(c.RPM, time.Minute),
+		})
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/process", in.process)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "the ingress serves POST /v1/process only")
+	})
+	// A request may wait for every attempt of its task plus backoff.
+	work := time.Duration(cfg.Handler.MaxAttempts)*(cfg.Executor.Timeout.D()+10*time.Second) + 30*time.Second
+	in.surface = surface{
+		name: "ingress", log: log,
+		srv: &http.Server{
+			Addr: hostPort(hc.Host, hc.Port), Handler: recoverPanics(log, mux),
+			ReadHeaderTimeout: ingressHeaderTimeout, ReadTimeout: 60 * time.Second,
+			WriteTimeout: work, IdleTimeout: uiIdleTimeout, MaxHeaderBytes: uiMaxHeaderBytes,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		},
+	}
+	if len(in.clients) == 0 {
+		log.Warn("http_ingress_unauthenticated", "bind", in.srv.Addr,
+			"hint", "add [[sources.http.clients]] entries with name, token and rpm to require bearer tokens")
+	}
+	return in
+}
+
+// Listen binds the ingress socket; a failure is fatal at startup.
+func (in *Ingress) Listen() error { return in.listen() }
+
+// Run serves until ctx ends, then lets requests in flight finish within grace.
+func (in *Ingress) Run(ctx context.Context, grace time.Duration) error { return in.serve(ctx, grace) }
+
+// authenticate returns the client presenting the request's token. Every
+// client's hash is compared so timing does not tell which one matched.
+func (in *Ingress) authenticate(r *http.Request) (*ingressClient, bool) {
+	if len(in.clients) == 0 {
+		return nil, true
+	}
+	tok := bearer(r)
+	if tok == "" {
+		return nil, false
+	}
+	h := sha256.Sum256([]byte(tok))
+	var found *ingressClient
+	for i := range in.clients {
+		if subtle.ConstantTimeCompare(h[:], in.clients[i].hash[:]) == 1 {
+			found = &in.clients[i]
+		}
+	}
+	return found, found != nil
+}
+
+func (in *Ingress) reject(w http.ResponseWriter, client string, status int, reason, code, detail string) {
+	in.metrics.rejections.WithLabelValues(reason).Inc()
+	in.metrics.requests.WithLabelValues(client, strconv.Itoa(status)).Inc()
+	writeError(w, status, code, detail)
+}
+
+func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
+	client, ok := in.authenticate(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="svc-ingress"`)
+		in.reject(w, "unknown", http.StatusUnauthorized, "unauthorized", "unauthorized", "missing or unknown client token: send Authorization: Bearer <token>")
+		return
+	}
+	name := "anonymous"
+	if client != nil {
+		name = client.name
+		if ok, wait := client.limit.allow(in.now()); !ok {
+			secs := int(math.Ceil(wait.Seconds()))
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
+			in.reject(w, name, http.StatusTooManyRequests, "rate_limited", "rate_limited",
+				fmt.Sprintf("client %q is over its limit of %d requests per minute; retry in %ds", name, cap(client.limit.ring), max(1, secs)))
+			return
+		}
+	}
+	if n := in.inFlight.Add(1); n > in.maxConc {
+		in.inFlight.Add(-1)
+		w.Header().Set("Retry-After", "1")
+		in.reject(w, name, http.StatusServiceUnavailable, "overloaded", "overloaded",
+			fmt.Sprintf("%d requests are in flight (sources.http.max_concurrent); retry shortly", in.maxConc))
+		return
+	}
+	defer in.inFlight.Add(-1)
+	if in.app.Closing() {
+		in.reject(w, name, http.StatusServiceUnavailable, "draining", "draining", "the worker is shutting down")
+		return
+	}
+	if r.ContentLength > in.maxBody {
+		in.reject(w, name, http.StatusRequestEntityTooLarge, "too_large", "body_too_large",
+			fmt.Sprintf("request body is %d bytes; sources.http.max_body_bytes is %d", r.ContentLength, in.maxBody))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, in.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			in.reject(w, name, http.StatusRequestEntityTooLarge, "too_large", "body_too_large",
+				fmt.Sprintf("request body exceeds sources.http.max_body_bytes (%d)", in.maxBody))
+			return
+		}
+		in.reject(w, name, http.StatusBadRequest, "bad_request", "bad_request", "reading the body: "+err.Error())
+		return
+	}
+	in.metrics.inFlight.Inc()
+	defer in.metrics.inFlight.Dec()
+	start := time.Now()
+	req := &worker.HTTPRequest{ID: in.app.IDs.Next(), Body: body, Header: r.Header.Clone(), Labels: labelHeaders(r.Header)}
+	if client != nil {
+		req.Client = client.name
+	}
+	if k := r.Header.Get("X-Svc-Key"); k != "" {
+		req.Key = []byte(k)
+	}
+	resp, err := in.app.HandleHTTP(r.Context(), req)
+	in.metrics.duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		status, code := http.StatusInternalServerError, "handler_error"
+		if errors.Is(err, context.Canceled) {
+			status, code = 499, "client_closed"
+		}
+		in.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
+		writeError(w, status, code, err.Error())
+		return
+	}
+	status := resp.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	in.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
+	writeJSON(w, status, resp.Body)
+}
+
+// labelHeaders collects X-Svc-Label-<name> headers as task labels.
+func labelHeaders(h http.Header) map[string]string {
+	var labels map[string]string
+	for k, v := range h {
+		name, ok := strings.CutPrefix(strings.ToLower(k), "x-svc-label-")
+		if !ok || name == "" || len(v) == 0 {
+			continue
+		}
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[name] = v[0]
+	}
+	return labels
+}

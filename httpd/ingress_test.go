@@ -1,0 +1,234 @@
+package httpd
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"svc/worker"
+)
+
+// countingExec is an executor that appends one line per run to a log file,
+// so a test can tell whether a request reached it.
+func countingExec(t *testing.T, extra string) (binary, log string) {
+	log = filepath.Join(t.TempDir(), "runs.log")
+	return script(t, fmt.Sprintf("echo run >> %s\n%s\ncat", log, extra)), log
+}
+
+func withClients(cfg *worker.Config, rpm int) {
+	cfg.Sources.HTTP.Clients = []worker.HTTPClient{{Name: "alpha", Token: "tok-alpha", RPM: rpm}, {Name: "beta", Token: "tok-beta", RPM: rpm}}
+}
+
+func TestIngressAuthAndSizeRejectionsNeverReachExecutor(t *testing.T) {
+	bin, log := countingExec(t, "")
+	cfg := testConfig(t, bin)
+	withClients(cfg, 600)
+	cfg.Sources.HTTP.MaxBodyBytes = 100
+	s := startStack(t, cfg)
+	url := s.inURL + "/v1/process"
+
+	cases := []struct {
+		name   string
+		query  string
+		body   string
+		header []string
+		want   int
+		code   string
+	}{
+		{"no token", "", "x", nil, 401, "unauthorized"},
+		{"wrong token", "", "x", []string{"Authorization", "Bearer tok-gamma"}, 401, "unauthorized"},
+		{"ui-style query token is not accepted", "?token=tok-alpha", "x", nil, 401, "unauthorized"},
+		{"body over max_body_bytes", "", strings.Repeat("y", 101), []string{"Authorization", "Bearer tok-alpha"}, 413, "body_too_large"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := do(t, "POST", url+c.query, c.body, c.header...)
+			var e ErrorBody
+			_ = json.Unmarshal([]byte(r.body), &e)
+			if r.status != c.want || e.Error != c.code || e.Detail == "" {
+				t.Fatalf("= %d %s, want %d %s", r.status, r.body, c.want, c.code)
+			}
+			if c.want == 401 && r.header.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+		})
+	}
+	// Chunked body (no Content-Length) over the cap is cut while reading.
+	r := do(t, "POST", url, strings.Repeat("z", 1000), "Authorization", "Bearer tok-beta", "Transfer-Encoding", "chunked")
+	if r.status != 413 {
+		t.Errorf("streamed oversized body = %d, want 413", r.status)
+	}
+	if n := lines(t, log); n != 0 {
+		t.Fatalf("executor ran %d times for rejected requests, want 0", n)
+	}
+	r = do(t, "POST", url, "exactly fine", "Authorization", "Bearer tok-alpha")
+	if r.status != 200 || lines(t, log) != 1 {
+		t.Fatalf("good request = %d %s, executor runs %d", r.status, r.body, lines(t, log))
+	}
+}
+
+func TestIngressRateLimitPerClient(t *testing.T) {
+	bin, log := countingExec(t, "")
+	cfg := testConfig(t, bin)
+	withClients(cfg, 3)
+	s := startStack(t, cfg)
+	url := s.inURL + "/v1/process"
+	for i := range 3 {
+		if r := do(t, "POST", url, "m", "Authorization", "Bearer tok-alpha"); r.status != 200 {
+			t.Fatalf("request %d = %d %s", i+1, r.status, r.body)
+		}
+	}
+	r := do(t, "POST", url, "m", "Authorization", "Bearer tok-alpha")
+	if r.status != 429 || !strings.Contains(r.body, `"error":"rate_limited"`) {
+		t.Fatalf("4th request = %d %s, want 429", r.status, r.body)
+	}
+	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+	if err != nil || ra < 1 || ra > 60 {
+		t.Errorf("Retry-After = %q, want 1-60 seconds", r.header.Get("Retry-After"))
+	}
+	// The other client has its own window.
+	if r := do(t, "POST", url, "m", "Authorization", "Bearer tok-beta"); r.status != 200 {
+		t.Errorf("other client = %d, want 200", r.status)
+	}
+	if n := lines(t, log); n != 4 {
+		t.Errorf("executor runs = %d, want 4 (the 429 never reached it)", n)
+	}
+}
+
+func TestSlidingWindow(t *testing.T) {
+	w := newSlidingWindow(2, time.Minute)
+	t0 := time.Unix(1000, 0)
+	steps := []struct {
+		at   time.Duration
+		ok   bool
+		wait time.Duration
+	}{
+		{0, true, 0},
+		{10 * time.Second, true, 0},
+		{20 * time.Second, false, 40 * time.Second},
+		{60 * time.Second, true, 0}, // the first admission left the window
+		{65 * time.Second, false, 5 * time.Second},
+		{70 * time.Second, true, 0},
+	}
+	for _, s := range steps {
+		ok, wait := w.allow(t0.Add(s.at))
+		if ok != s.ok || wait != s.wait {
+			t.Errorf("allow(+%v) = %v, %v; want %v, %v", s.at, ok, wait, s.ok, s.wait)
+		}
+	}
+}
+
+func TestIngressShedsOverMaxConcurrent(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "release")
+	bin, log := countingExec(t, fmt.Sprintf("while [ ! -e %s ]; do sleep 0.02; done", gate))
+	cfg := testConfig(t, bin)
+	cfg.Sources.HTTP.MaxConcurrent = 2
+	cfg.Executor.PoolSize = 4
+	s := startStack(t, cfg)
+	url := s.inURL + "/v1/process"
+
+	var wg sync.WaitGroup
+	codes := make(chan int, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); codes <- do(t, "POST", url, "held").status }()
+	}
+	waitFor(t, func() bool { return lines(t, log) == 2 }, "two requests to reach the executor")
+	r := do(t, "POST", url, "shed me")
+	if r.status != 503 || !strings.Contains(r.body, `"error":"overloaded"`) || r.header.Get("Retry-After") == "" {
+		t.Errorf("third request = %d %s, want 503 overloaded with Retry-After", r.status, r.body)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Errorf("held request = %d, want 200", c)
+		}
+	}
+	if n := lines(t, log); n != 2 {
+		t.Errorf("executor runs = %d, want 2 (shed request never ran)", n)
+	}
+}
+
+func TestIngressExecutorFailureShapes(t *testing.T) {
+	cases := []struct {
+		name    string
+		script  string
+		timeout time.Duration
+		status  int
+		task    string
+	}{
+		{"ok echoes output", "cat", 5 * time.Second, 200, "ok"},
+		{"failure is 502", "cat >/dev/null; echo boom >&2; exit 4", 5 * time.Second, 502, "failed"},
+		{"timeout is 504", "sleep 30", 200 * time.Millisecond, 504, "timeout"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(t, script(t, c.script))
+			cfg.Executor.Timeout = worker.Duration(c.timeout)
+			cfg.Handler.MaxAttempts = 1
+			s := startStack(t, cfg)
+			r := do(t, "POST", s.inURL+"/v1/process", "payload-1", "X-Svc-Label-customer", "acme")
+			var body worker.ExecResponse
+			if err := json.Unmarshal([]byte(r.body), &body); err != nil {
+				t.Fatalf("body %q: %v", r.body, err)
+			}
+			if r.status != c.status || body.Status != c.task || len(body.Tasks) != 1 || body.RequestID == "" {
+				t.Fatalf("= %d %s, want %d with status %s", r.status, r.body, c.status, c.task)
+			}
+			tk := body.Tasks[0]
+			if tk.Status != c.task || tk.TaskID == "" || tk.OutputEncoding != "utf-8" {
+				t.Errorf("task = %+v", tk)
+			}
+			if c.status == 200 && tk.Output != "payload-1" {
+				t.Errorf("output = %q, want the body echoed", tk.Output)
+			}
+			if c.status != 200 && (body.Error == "" || tk.Error == "") {
+				t.Errorf("failure without error text: %s", r.body)
+			}
+		})
+	}
+}
+
+func TestIngressBinaryOutputIsBase64(t *testing.T) {
+	s := startStack(t, testConfig(t, script(t, `printf '\377\376'`)))
+	r := do(t, "POST", s.inURL+"/v1/process", "x")
+	var body worker.ExecResponse
+	_ = json.Unmarshal([]byte(r.body), &body)
+	if r.status != 200 || body.Tasks[0].OutputEncoding != "base64" || body.Tasks[0].Output != "//4=" {
+		t.Errorf("= %d %s, want base64 //4=", r.status, r.body)
+	}
+}
+
+func TestIngressMissingExecutorKeepsServing(t *testing.T) {
+	cfg := testConfig(t, "/nonexistent/executor")
+	cfg.Handler.MaxAttempts = 1
+	s := startStack(t, cfg)
+	r := do(t, "POST", s.inURL+"/v1/process", "x")
+	if r.status != 502 || !strings.Contains(r.body, "executor.binary_path") {
+		t.Errorf("missing executor = %d %s, want 502 naming executor.binary_path", r.status, r.body)
+	}
+	if r := do(t, "GET", s.uiURL+"/healthz", ""); r.status != 200 {
+		t.Errorf("healthz after executor failure = %d", r.status)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,32 @@
+package httpd
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// ErrorBody is the shape of every non-2xx JSON response.
+type ErrorBody struct {
+	Error  string `json:"error"`
+	Detail string `json:"detail"`
+}
+
+// writeJSON writes v as a JSON response with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"internal","detail":"cannot encode response"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeError writes {"error": code, "detail": detail} with status.
+func writeError(w http.ResponseWriter, status int, code, detail string) {
+	writeJSON(w, status, ErrorBody{Error: code, Detail: detail})
+}

@@ -1,0 +1,99 @@
+// Package httpd serves the worker's three HTTP surfaces: the operator UI
+// server (UI, /api/v1, /ws, probes), the HTTP ingress and the metrics
+// exporter.
+package httpd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/worker"
+)
+
+// surface is one listening HTTP server.
+type surface struct {
+	name string
+	srv  *http.Server
+	ln   net.Listener
+	log  *slog.Logger
+}
+
+// listen binds the surface's socket; a failure is fatal at startup.
+func (s *surface) listen() error {
+	ln, err := net.Listen("tcp", s.srv.Addr)
+	if err != nil {
+		return fmt.Errorf("%s: bind %s: %w", s.name, s.srv.Addr, err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the bound address (useful with port 0).
+func (s *surface) Addr() string {
+	if s.ln == nil {
+		return s.srv.Addr
+	}
+	return s.ln.Addr().String()
+}
+
+// serve runs until ctx ends, then shuts down gracefully within grace:
+// the listener closes at once (new connections are refused), requests in
+// flight finish.
+func (s *surface) serve(ctx context.Context, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("%s: %w", s.name, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("shutdown_deadline_reached", "surface", s.name, "grace", grace.String())
+		_ = s.srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+func hostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// MetricsServer is the Prometheus exporter on metrics.port.
+type MetricsServer struct{ surface }
+
+// NewMetricsServer serves reg at /metrics.
+func NewMetricsServer(cfg *worker.Config, reg *prometheus.Registry, log *slog.Logger) *MetricsServer {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttpHandler(reg))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("svc metrics exporter: see /metrics\n"))
+	})
+	return &MetricsServer{surface{
+		name: "metrics", log: log,
+		srv: &http.Server{
+			Addr: hostPort(cfg.Metrics.Host, cfg.Metrics.Port), Handler: mux,
+			ReadTimeout: uiReadTimeout, ReadHeaderTimeout: uiReadHeaderTimeout,
+			WriteTimeout: uiWriteTimeout, IdleTimeout: uiIdleTimeout, MaxHeaderBytes: uiMaxHeaderBytes,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		},
+	}}
+}
+
+// Listen binds the exporter's socket.
+func (m *MetricsServer) Listen() error { return m.listen() }
+
+// Run serves until ctx ends.
+func (m *MetricsServer) Run(ctx context.Context) error { return m.serve(ctx, 5*time.Second) }

@@ -1,0 +1,208 @@
+package httpd
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUITokenGate(t *testing.T) {
+	cfg := testConfig(t, "/bin/cat")
+	cfg.UI.AuthToken = "ui-secret"
+	s := startStack(t, cfg)
+
+	cases := []struct {
+		name   string
+		path   string
+		header []string
+		want   int
+	}{
+		{"no token", "/api/v1/identity", nil, 401},
+		{"wrong header token", "/api/v1/identity", []string{"Authorization", "Bearer nope"}, 401},
+		{"wrong query token", "/api/v1/identity?token=nope", nil, 401},
+		{"header token", "/api/v1/identity", []string{"Authorization", "Bearer ui-secret"}, 200},
+		{"lowercase bearer", "/api/v1/identity", []string{"Authorization", "bearer ui-secret"}, 200},
+		{"query token", "/api/v1/identity?token=ui-secret", nil, 200},
+		{"page needs token", "/", nil, 401},
+		{"healthz public", "/healthz", nil, 200},
+		{"readyz public", "/readyz", nil, 200},
+		{"peer routes public", "/api/v1/peer/cache/changes", nil, 404},
+		{"unknown api route gated", "/api/v1/nope", nil, 401},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := do(t, "GET", s.uiURL+c.path, "", c.header...)
+			if r.status != c.want {
+				t.Fatalf("GET %s = %d %s, want %d", c.path, r.status, r.body, c.want)
+			}
+			if r.status == 401 {
+				if got := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+					t.Errorf("WWW-Authenticate = %q, want Bearer challenge", got)
+				}
+				var e ErrorBody
+				if err := json.Unmarshal([]byte(r.body), &e); err != nil || e.Error != "unauthorized" || e.Detail == "" {
+					t.Errorf("401 body = %s, want {error:unauthorized, detail}", r.body)
+				}
+				if strings.Contains(r.body, "ui-secret") {
+					t.Error("401 body echoes the token")
+				}
+			}
+		})
+	}
+}
+
+func TestUIPublicRoutesShapes(t *testing.T) {
+	s := startStack(t, testConfig(t, "/bin/cat"))
+	if r := do(t, "GET", s.uiURL+"/healthz", ""); r.status != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("healthz = %d %s", r.status, r.body)
+	}
+	if r := do(t, "GET", s.uiURL+"/readyz", ""); r.status != 200 || !strings.Contains(r.body, `"status":"ready"`) {
+		t.Errorf("readyz = %d %s", r.status, r.body)
+	}
+	s.app.SetReady("kafka", "consumer group not joined yet")
+	r := do(t, "GET", s.uiURL+"/readyz", "")
+	if r.status != 503 || !strings.Contains(r.body, "consumer group not joined yet") {
+		t.Errorf("readyz while not ready = %d %s, want 503 with the reason", r.status, r.body)
+	}
+}
+
+func TestUIIdentityConfigMetrics(t *testing.T) {
+	cfg := testConfig(t, "/bin/cat")
+	cfg.UI.AuthToken = "ui-secret"
+	cfg.Executor.Env = map[string]string{"DB_PASSWORD": "hunter2"}
+	s := startStack(t, cfg)
+	auth := []string{"Authorization", "Bearer ui-secret"}
+
+	var id Identity
+	r := do(t, "GET", s.uiURL+"/api/v1/identity", "", auth...)
+	if err := json.Unmarshal([]byte(r.body), &id); err != nil {
+		t.Fatal(err)
+	}
+	if id.Worker != "test" || id.Contract != "v1.14" || id.CustomRenderers || id.StartedAtMS == 0 || !strings.HasPrefix(id.URL, "http://127.0.0.1:") {
+		t.Errorf("identity = %+v", id)
+	}
+
+	r = do(t, "GET", s.uiURL+"/api/v1/config", "", auth...)
+	if r.status != 200 || strings.Contains(r.body, "ui-secret") || strings.Contains(r.body, "hunter2") || !strings.Contains(r.body, `"DB_PASSWORD":"***"`) {
+		t.Errorf("config view leaks or lacks masking: %s", r.body)
+	}
+
+	// One task through the ingress makes svc_tasks_total appear.
+	if r := do(t, "POST", s.inURL+"/v1/process", "x"); r.status != 200 {
+		t.Fatalf("ingress = %d %s", r.status, r.body)
+	}
+	r = do(t, "GET", s.uiURL+"/api/v1/debug/metrics", "", auth...)
+	var m struct {
+		Families []MetricFamily `json:"families"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &m); err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]float64{}
+	for _, f := range m.Families {
+		for _, smp := range f.Samples {
+			found[f.Name] += smp.Value
+		}
+	}
+	if found["svc_tasks_total"] != 1 || found["svc_executor_pool_size"] != 2 {
+		t.Errorf("metrics: svc_tasks_total=%v svc_executor_pool_size=%v", found["svc_tasks_total"], found["svc_executor_pool_size"])
+	}
+	if _, ok := found["go_goroutines"]; !ok {
+		t.Error("Go collector missing from /api/v1/debug/metrics")
+	}
+}
+
+func TestUIPagesWithoutBundle(t *testing.T) {
+	s := startStack(t, testConfig(t, "/bin/cat"))
+	for _, p := range []string{"/", "/live", "/p/orders"} {
+		r := do(t, "GET", s.uiURL+p, "")
+		if r.status != 503 || !strings.Contains(r.body, "ui_bundle_missing") {
+			t.Errorf("GET %s = %d %s, want 503 ui_bundle_missing", p, r.status, r.body)
+		}
+	}
+	if r := do(t, "GET", s.uiURL+"/api/v1/pages", ""); r.status != 200 || strings.TrimSpace(r.body) != "[]" {
+		t.Errorf("pages = %d %s, want []", r.status, r.body)
+	}
+}
+
+func TestUIBodyLimit(t *testing.T) {
+	s := startStack(t, testConfig(t, "/bin/cat"))
+	big := strings.Repeat("x", uiMaxBodyBytes+1)
+	r := do(t, "POST", s.uiURL+"/api/v1/debug/probe", big)
+	if r.status != 413 || !strings.Contains(r.body, "body_too_large") {
+		t.Errorf("oversized body = %d %s, want 413", r.status, r.body)
+	}
+}
+
+func TestUISlowHeaderClientIsCutOff(t *testing.T) {
+	s := startStack(t, testConfig(t, "/bin/cat"), func(s *stack) {
+		s.ui.SetTimeouts(300*time.Millisecond, 300*time.Millisecond, time.Second)
+	})
+	conn, err := net.Dial("tcp", s.ui.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Start a request but never finish the header block.
+	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		// The server may answer 408 before closing; either way no 200.
+		if resp.StatusCode == 200 {
+			t.Fatalf("slow-header client got 200")
+		}
+		return
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("server kept a slow-header connection open: %v", err)
+	}
+}
+
+func TestRenderersModule(t *testing.T) {
+	s := startStack(t, testConfig(t, "/bin/cat"))
+	r := do(t, "GET", s.uiURL+"/api/v1/ui/renderers.js", "")
+	if r.status != 404 || !strings.Contains(r.body, `"enabled":false`) || !strings.Contains(r.body, `"reason"`) {
+		t.Errorf("renderers unset = %d %s", r.status, r.body)
+	}
+
+	mod := filepath.Join(t.TempDir(), "r.js")
+	src := "export default { big: (v) => document.createElement('b') };\n"
+	if err := os.WriteFile(mod, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, "/bin/cat")
+	cfg.UI.CustomRenderersPath = mod
+	cfg.UI.AuthToken = "tok"
+	s2 := startStack(t, cfg)
+	r = do(t, "GET", s2.uiURL+"/api/v1/ui/renderers.js?token=tok", "")
+	if r.status != 200 || r.body != src || !strings.HasPrefix(r.header.Get("Content-Type"), "text/javascript") {
+		t.Fatalf("renderers = %d %q %s", r.status, r.body, r.header.Get("Content-Type"))
+	}
+	etag := r.header.Get("ETag")
+	if etag == "" {
+		t.Fatal("no ETag")
+	}
+	r = do(t, "GET", s2.uiURL+"/api/v1/ui/renderers.js?token=tok", "", "If-None-Match", etag)
+	if r.status != 304 {
+		t.Errorf("matching If-None-Match = %d, want 304", r.status)
+	}
+}
+
+func TestFeatureGate(t *testing.T) {
+	h := featureGate(false, "ui.probe_enabled", func(w http.ResponseWriter, r *http.Request) { t.Error("handler ran while disabled") })
+	rec := httptest.NewRecorder()
+	h(rec, httptest.NewRequest("POST", "/api/v1/debug/probe", nil))
+	if rec.Code != 403 || !strings.Contains(rec.Body.String(), `"detail":"ui.probe_enabled is false"`) {
+		t.Errorf("gate = %d %s", rec.Code, rec.Body.String())
+	}
+}

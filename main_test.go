@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var svcBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "svc-bin-")
+	if err != nil {
+		panic(err)
+	}
+	svcBin = filepath.Join(dir, "svc")
+	build := exec.Command("go", "build", "-o", svcBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build svc: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestCheckAcceptsValidAndRejectsInvalid(t *testing.T) {
+	valid, _ := filepath.Glob("testdata/config/valid/*.toml")
+	for _, f := range valid {
+		out, err := exec.Command(svcBin, "check", "-config", f).CombinedOutput()
+		if err != nil {
+			t.Errorf("svc check %s: %v\n%s", f, err, out)
+		}
+		if strings.Contains(string(out), "s3cret") || strings.Contains(string(out), "token-a") {
+			t.Errorf("svc check %s prints a secret:\n%s", f, out)
+		}
+	}
+	invalid, _ := filepath.Glob("testdata/config/invalid/*.toml")
+	for _, f := range invalid {
+		cmd := exec.Command(svcBin, "check", "-config", f)
+		out, err := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != 1 {
+			t.Errorf("svc check %s exit = %d (%v), want 1\n%s", f, cmd.ProcessState.ExitCode(), err, out)
+		}
+		data, _ := os.ReadFile(f)
+		first, _, _ := strings.Cut(string(data), "\n")
+		if want := strings.TrimPrefix(first, "# want: "); !strings.Contains(string(out), want) {
+			t.Errorf("svc check %s output lacks %q:\n%s", f, want, out)
+		}
+	}
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(svcBin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stderr, p.cmd.Stdout = p.stderr, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func (p *proc) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(30 * time.Second):
+		t.Fatalf("svc did not exit; output:\n%s", p.stderr.String())
+		return -1
+	}
+}
+
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if r, err := http.Get(url); err == nil {
+			r.Body.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s never answered", url)
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "svc.toml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// SIGTERM stops intake at once and lets requests in flight finish; the
+// process exits 0.
+func TestShutdownDrainsInFlightAndRefusesNew(t *testing.T) {
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	exe := filepath.Join(dir, "slow.sh")
+	os.WriteFile(exe, []byte(fmt.Sprintf("#!/bin/sh\ntouch %s\nsleep 1\ncat\n", started)), 0o755)
+	ui, in := freePort(t), freePort(t)
+	cfg := writeConfig(t, fmt.Sprintf(`
+[worker]
+name = "drain"
+shutdown_timeout = "20s"
+[metrics]
+enabled = false
+[ui]
+port = %d
+[storage]
+dir = ""
+[executor]
+binary_path = %q
+[sources.http]
+enabled = true
+host = "127.0.0.1"
+port = %d
+`, ui, exe, in))
+	p := start(t, "run", "-config", cfg)
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+
+	url := fmt.Sprintf("http://127.0.0.1:%d/v1/process", in)
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	res := make(chan result, 1)
+	go func() {
+		r, err := http.Post(url, "application/octet-stream", strings.NewReader("in flight"))
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		res <- result{status: r.StatusCode, body: string(b)}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("executor never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// New connections are refused while the in-flight one finishes.
+	refused := false
+	for i := 0; i < 100 && !refused; i++ {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", in), time.Second)
+		if err != nil {
+			refused = true
+			break
+		}
+		c.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !refused {
+		t.Error("ingress still accepted connections after SIGTERM")
+	}
+	r := <-res
+	if r.err != nil || r.status != 200 || !strings.Contains(r.body, "in flight") {
+		t.Errorf("in-flight request = %d %q %v, want 200 with its output", r.status, r.body, r.err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit code = %d, want 0\n%s", code, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "worker_stopped") {
+		t.Errorf("no worker_stopped log:\n%s", p.stderr.String())
+	}
+}
+
+func TestBindFailureIsFatal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := ln.Addr().(*net.TCPAddr).Port
+	cases := map[string]string{
+		"ui":      fmt.Sprintf("[ui]\nport = %d\n[sources.http]\nenabled = true\nport = %d\n", busy, freePort(t)),
+		"ingress": fmt.Sprintf("[ui]\nport = %d\n[sources.http]\nenabled = true\nhost = \"127.0.0.1\"\nport = %d\n", freePort(t), busy),
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := writeConfig(t, "[metrics]\nenabled = false\n[storage]\ndir = \"\"\n[executor]\nbinary_path = \"/bin/cat\"\n"+body)
+			p := start(t, "run", "-config", cfg)
+			if code := p.wait(t); code != 1 {
+				t.Fatalf("exit = %d, want 1", code)
+			}
+			if want := fmt.Sprintf("%s: bind 127.0.0.1:%d", name, busy); !strings.Contains(p.stderr.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, p.stderr.String())
+			}
+		})
+	}
+}
+
+func TestDemoServesIngress(t *testing.T) {
+	ui, in, mt := freePort(t), freePort(t), freePort(t)
+	p := start(t, "demo", "-ui-port", fmt.Sprint(ui), "-ingress-port", fmt.Sprint(in), "-metrics-port", fmt.Sprint(mt))
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	req, _ := http.NewRequest("POST", fmt.Sprintf("http://127.0.0.1:%d/v1/process", in), strings.NewReader("hello demo"))
+	req.Header.Set("Authorization", "Bearer demo-token")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != 200 || !strings.Contains(string(b), "HELLO DEMO") {
+		t.Errorf("demo ingress = %d %s", r.StatusCode, b)
+	}
+	if !strings.Contains(p.stderr.String(), "curl -s") {
+		t.Errorf("demo did not print a curl line:\n%s", p.stderr.String())
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("demo exit = %d\n%s", code, p.stderr.String())
+	}
+}

@@ -1,0 +1,193 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestTestdataValidConfigsLoad(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/config/valid/*.toml")
+	if len(files) == 0 {
+		t.Fatal("no valid configs found")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			if _, err := LoadFile(f); err != nil {
+				t.Fatalf("LoadFile(%s) = %v, want nil", f, err)
+			}
+		})
+	}
+}
+
+// Each invalid config names the problem it must produce on its first line:
+// "# want: <substring of the error>".
+func TestTestdataInvalidConfigsFail(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/config/invalid/*.toml")
+	if len(files) < 10 {
+		t.Fatalf("found %d invalid configs, want one per rule", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := strings.Cut(string(data), "\n")
+			want, ok := strings.CutPrefix(first, "# want: ")
+			if !ok {
+				t.Fatalf("%s lacks a '# want:' first line", f)
+			}
+			_, err = LoadFile(f)
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("LoadFile = %v, want *ConfigError", err)
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("error does not name the problem\n got: %v\nwant substring: %s", err, want)
+			}
+			if !strings.Contains(err.Error(), f) {
+				t.Errorf("error %q does not name the file", err)
+			}
+		})
+	}
+}
+
+func TestParseReportsEveryProblemAtOnce(t *testing.T) {
+	_, err := Parse([]byte(`
+[worker]
+name = "bad name!"
+[ui]
+port = 70000
+[ui.link_bases]
+docs = "ftp://x"
+[sources.http]
+max_concurrent = 0
+`), noEnv)
+	if err == nil {
+		t.Fatal("Parse = nil error, want problems")
+	}
+	for _, want := range []string{
+		"worker.name", "ui.port", "ui.link_bases.docs: the base name \"docs\" is reserved",
+		"ui.link_bases.docs: \"ftp://x\" must start with http:// or https://",
+		"no input source is enabled", "executor.binary_path: required",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[[sources.http.clients]]\nname = \"a\"\ntoken = \"t\"\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"ui.host", cfg.UI.Host, "127.0.0.1"},
+		{"ui.port", cfg.UI.Port, 8080},
+		{"metrics.port", cfg.Metrics.Port, 9090},
+		{"sources.http.port", cfg.Sources.HTTP.Port, 8090},
+		{"sources.http.max_concurrent", cfg.Sources.HTTP.MaxConcurrent, 64},
+		{"sources.http.max_body_bytes", cfg.Sources.HTTP.MaxBodyBytes, int64(1 << 20)},
+		{"clients[0].rpm", cfg.Sources.HTTP.Clients[0].RPM, 600},
+		{"offload.max_threads", cfg.Offload.MaxThreads, 2},
+		{"io.max_threads", cfg.IO.MaxThreads > 0 && cfg.IO.MaxThreads <= 32, true},
+		{"executor.timeout", cfg.Executor.Timeout.D(), 30 * time.Second},
+		{"pipeline.max_in_flight", cfg.Pipeline.MaxInFlight, 4 * cfg.Executor.PoolSize},
+		{"storage.dir", cfg.Storage.Dir, "/tmp/svc"},
+		{"history.merged_retention_days", cfg.History.MergedRetentionDays, 7},
+		{"ui.consume_pause.enabled", cfg.UI.ConsumePause.Enabled, false},
+		{"ui.probe_enabled", cfg.UI.ProbeEnabled, true},
+		{"dlq.on_send_failure", cfg.DLQ.OnSendFailure, "stall"},
+		{"cache exchange follows cache", cfg.CacheExchangeOn(), false},
+		{"dlq topic without kafka", cfg.DLQTopic(), ""},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	host, _ := os.Hostname()
+	if cfg.Worker.Name != host {
+		t.Errorf("worker.name = %q, want hostname %q", cfg.Worker.Name, host)
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	env := map[string]string{"TOKEN": "abc", "PORT_T": "9999ms"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	cfg, err := Parse([]byte(`
+[executor]
+binary_path = "/bin/cat"
+timeout = "${PORT_T}"
+env = { A = "x-${TOKEN}-y", B = "${NOPE:-fallback}" }
+[sources.http]
+enabled = true
+[ui]
+auth_token = "${TOKEN}"
+`), lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.UI.AuthToken != "abc" || cfg.Executor.Env["A"] != "x-abc-y" || cfg.Executor.Env["B"] != "fallback" {
+		t.Errorf("expansion: auth_token=%q env=%v", cfg.UI.AuthToken, cfg.Executor.Env)
+	}
+	if cfg.Executor.Timeout.D() != 9999*time.Millisecond {
+		t.Errorf("executor.timeout = %v, want 9.999s (expanded before typing)", cfg.Executor.Timeout.D())
+	}
+}
+
+func TestLinkBaseTrailingSlashStripped(t *testing.T) {
+	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[ui.link_bases]\ngrafana = \"https://g.example.com//\"\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.UI.LinkBases["grafana"]; got != "https://g.example.com" {
+		t.Errorf("link base = %q, want trailing slashes stripped", got)
+	}
+}
+
+func TestMaskingHidesEverySecretKind(t *testing.T) {
+	cfg, err := LoadFile("../testdata/config/valid/full.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Executor.Env["DB_PASSWORD"] = "pw-env"
+	cfg.Sinks.Kafka[0].Security.Password = "sink-pw"
+	cfg.Sinks.Kafka[0].ClientConfig = map[string]string{"client.id": "sink-client-id"}
+	cfg.DLQ.ClientConfig = map[string]string{"linger.ms": "dlq-linger"}
+	secrets := []string{"s3cret", "pw", "token-a", "C.UTF-8", "pw-env", "sink-pw", "10000", "sink-client-id", "dlq-linger"}
+
+	m := cfg.Masked()
+	views := map[string]string{"toml": cfg.MaskedTOML()}
+	js, _ := json.Marshal(m)
+	views["json"] = string(js)
+	for name, view := range views {
+		for _, s := range secrets {
+			if strings.Contains(view, `"`+s+`"`) {
+				t.Errorf("%s view shows secret %q", name, s)
+			}
+		}
+		for _, keep := range []string{"SCRAM-SHA-512", "session.timeout.ms", "DB_PASSWORD", "127.0.0.1:9092"} {
+			if !strings.Contains(view, keep) {
+				t.Errorf("%s view lost non-secret %q", name, keep)
+			}
+		}
+	}
+	if cfg.UI.AuthToken != "s3cret" || cfg.Executor.Env["LANG"] != "C.UTF-8" {
+		t.Error("Masked modified the original config")
+	}
+	if m.Sources.Kafka.Security.Username != "svc" {
+		t.Errorf("username masked: %q", m.Sources.Kafka.Security.Username)
+	}
+}

@@ -1,0 +1,40 @@
+package demo
+
+import (
+	"os"
+	"time"
+
+	"svc/worker"
+)
+
+// Ports of the demo's surfaces.
+type Ports struct {
+	UI, Ingress, Metrics int
+}
+
+// IngressToken is the demo ingress client's bearer token.
+const IngressToken = "demo-token"
+
+// Config returns the demo worker's configuration: everything on loopback,
+// the svc binary itself as the executor, storage under dir.
+func Config(self, dir string, p Ports) *worker.Config {
+	cfg := worker.DefaultConfig()
+	cfg.Worker.Name = "demo"
+	cfg.Worker.ShutdownTimeout = worker.Duration(5 * time.Second)
+	cfg.Metrics.Host, cfg.Metrics.Port = "127.0.0.1", p.Metrics
+	cfg.UI.Host, cfg.UI.Port = "127.0.0.1", p.UI
+	cfg.UI.ConsumePause.Enabled = true
+	cfg.Executor.BinaryPath = self
+	cfg.Executor.Args = []string{"exec-demo"}
+	cfg.Executor.Timeout = worker.Duration(10 * time.Second)
+	cfg.Handler.RetryBackoff = worker.Duration(50 * time.Millisecond)
+	cfg.Sources.HTTP.Enabled = true
+	cfg.Sources.HTTP.Host, cfg.Sources.HTTP.Port = "127.0.0.1", p.Ingress
+	cfg.Sources.HTTP.Clients = []worker.HTTPClient{{Name: "demo", Token: IngressToken, RPM: 600}}
+	cfg.Storage.Dir = dir
+	cfg.Resolve()
+	return &cfg
+}
+
+// Self returns the path of the running binary, for use as the executor.
+func Self() (string, error) { return os.Executable() }

@@ -1,0 +1,167 @@
+package worker
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// LabelHeaderPrefix marks a Kafka record header that becomes a task label
+// (svc-label-<name>); the HTTP ingress uses X-Svc-Label-<name>.
+const LabelHeaderPrefix = "svc-label-"
+
+// ExecHandler is the built-in handler: one task per message, the message
+// bytes as the executor's stdin, labels from svc-label-* headers and from the
+// top-level JSON fields named in handler.label_fields. It implements Handler,
+// HTTPArranger and HTTPCompleter and is safe for concurrent use.
+type ExecHandler struct {
+	labelFields []string
+	ids         *IDGen
+}
+
+// NewExecHandler returns the built-in exec handler.
+func NewExecHandler(cfg HandlerConfig, ids *IDGen) *ExecHandler {
+	return &ExecHandler{labelFields: cfg.LabelFields, ids: ids}
+}
+
+// Arrange makes one task per Kafka message.
+func (h *ExecHandler) Arrange(batch []Message) ([]Task, error) {
+	tasks := make([]Task, 0, len(batch))
+	for i := range batch {
+		m := &batch[i]
+		labels := h.jsonLabels(m.Value)
+		for _, hd := range m.Headers {
+			if name, ok := strings.CutPrefix(strings.ToLower(hd.Key), LabelHeaderPrefix); ok && name != "" && utf8.Valid(hd.Value) {
+				labels = setLabel(labels, name, string(hd.Value))
+			}
+		}
+		tasks = append(tasks, Task{ID: h.ids.Next(), Msg: m, Input: m.Value, Labels: labels})
+	}
+	return tasks, nil
+}
+
+// ArrangeHTTPRequest makes one task from the request body.
+func (h *ExecHandler) ArrangeHTTPRequest(req *HTTPRequest) ([]Task, error) {
+	labels := h.jsonLabels(req.Body)
+	for k, v := range req.Labels {
+		labels = setLabel(labels, k, v)
+	}
+	msg := &Message{Source: SourceHTTP, Key: req.Key, Value: req.Body, Timestamp: time.Now()}
+	return []Task{{ID: h.ids.Next(), Msg: msg, Input: req.Body, Labels: labels}}, nil
+}
+
+// ExecResponse is the exec handler's ingress response body.
+type ExecResponse struct {
+	RequestID string           `json:"request_id"`
+	Status    string           `json:"status"`
+	Error     string           `json:"error,omitempty"`
+	Tasks     []ExecTaskResult `json:"tasks"`
+}
+
+// ExecTaskResult is one task in an ExecResponse.
+type ExecTaskResult struct {
+	TaskID         string `json:"task_id"`
+	Status         string `json:"status"`
+	Output         string `json:"output"`
+	OutputEncoding string `json:"output_encoding"`
+	DurationMS     int64  `json:"duration_ms"`
+	Attempts       int    `json:"attempts"`
+	Error          string `json:"error,omitempty"`
+}
+
+// OnHTTPRequestComplete answers 200 when every task is ok, 504 when one timed
+// out, else 502, always with the same body shape.
+func (h *ExecHandler) OnHTTPRequestComplete(req *HTTPRequest, results []TaskResult) (*HTTPResponse, error) {
+	resp := ExecResponse{RequestID: req.ID, Status: StatusOK, Tasks: make([]ExecTaskResult, 0, len(results))}
+	code := http.StatusOK
+	for _, r := range results {
+		out, enc := EncodeBytes(r.Output)
+		tr := ExecTaskResult{
+			TaskID: r.Task.ID, Status: r.Status, Output: out, OutputEncoding: enc,
+			DurationMS: r.Duration.Milliseconds(), Attempts: r.Attempts,
+		}
+		if r.Err != nil {
+			tr.Error = r.Err.Error()
+		}
+		switch r.Status {
+		case StatusOK:
+		case StatusTimeout:
+			code, resp.Status, resp.Error = http.StatusGatewayTimeout, StatusTimeout, tr.Error
+		default:
+			if code != http.StatusGatewayTimeout {
+				code, resp.Status, resp.Error = http.StatusBadGateway, StatusFailed, tr.Error
+			}
+		}
+		resp.Tasks = append(resp.Tasks, tr)
+	}
+	return &HTTPResponse{Status: code, Body: resp}, nil
+}
+
+// jsonLabels reads handler.label_fields from a JSON object body. Strings are
+// taken as they are, numbers and booleans in their JSON form.
+func (h *ExecHandler) jsonLabels(body []byte) map[string]string {
+	if len(h.labelFields) == 0 || len(body) == 0 || body[0] != '{' {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return nil
+	}
+	var labels map[string]string
+	for _, f := range h.labelFields {
+		raw, ok := obj[f]
+		if !ok {
+			continue
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			labels = setLabel(labels, f, s)
+		} else if len(raw) > 0 && raw[0] != '{' && raw[0] != '[' && string(raw) != "null" {
+			labels = setLabel(labels, f, string(raw))
+		}
+	}
+	return labels
+}
+
+func setLabel(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
+}
+
+// EncodeBytes returns b as text with its encoding: "utf-8" when b is valid
+// UTF-8, else standard base64.
+func EncodeBytes(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+// IDGen makes task and request ids: a per-process random prefix and a
+// counter, unique across a fleet without coordination. Safe for concurrent use.
+type IDGen struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+// NewIDGen returns a generator with a fresh random prefix.
+func NewIDGen() *IDGen {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &IDGen{prefix: hex.EncodeToString(b[:])}
+}
+
+// Next returns the next id.
+func (g *IDGen) Next() string {
+	return fmt.Sprintf("%s-%d", g.prefix, g.n.Add(1))
+}

@@ -1,0 +1,54 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+)
+
+// HandlerError is a handler hook (arrange or complete) that failed; the
+// ingress answers 500 with its text.
+type HandlerError struct {
+	Hook string
+	Err  error
+}
+
+func (e *HandlerError) Error() string { return fmt.Sprintf("handler %s: %v", e.Hook, e.Err) }
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// HandleHTTP runs one ingress request through the pipeline: arrange on the
+// offload pool, every task through the executor pool, results to the sinks
+// when sources.http.sinks_enabled, then the completion hook. Once arranged,
+// the request's work finishes even if ctx ends (the caller went away).
+func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, error) {
+	tasks, err := Call(ctx, a.Offload, func() ([]Task, error) { return a.arrange.ArrangeHTTPRequest(req) })
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		a.Metrics.ArrangeErrors.WithLabelValues(SourceHTTP).Inc()
+		return nil, &HandlerError{Hook: "ArrangeHTTPRequest", Err: err}
+	}
+	ctx = context.WithoutCancel(ctx)
+	for i := range tasks {
+		if tasks[i].Msg == nil {
+			tasks[i].Msg = &Message{Source: SourceHTTP, Key: req.Key, Value: req.Body}
+		}
+		if tasks[i].ID == "" {
+			tasks[i].ID = a.IDs.Next()
+		}
+	}
+	results := a.RunTasks(ctx, SourceHTTP, tasks)
+	if a.Cfg.Sources.HTTP.SinksEnabled && a.sinks != nil {
+		for i := range results {
+			if err := a.sinks.Deliver(a.taskCtx, &results[i]); err != nil {
+				return nil, fmt.Errorf("deliver task %s: %w", results[i].Task.ID, err)
+			}
+		}
+	}
+	resp, err := Call(ctx, a.Offload, func() (*HTTPResponse, error) { return a.complete.OnHTTPRequestComplete(req, results) })
+	if err != nil {
+		a.Metrics.ArrangeErrors.WithLabelValues(SourceHTTP).Inc()
+		return nil, &HandlerError{Hook: "OnHTTPRequestComplete", Err: err}
+	}
+	return resp, nil
+}

@@ -1,0 +1,87 @@
+package worker
+
+import (
+	"runtime/debug"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Version is the worker's release, set at build time with
+// -ldflags "-X svc/worker.Version=v1.2.3".
+var Version = "dev"
+
+// NewRegistry returns the worker's own Prometheus registry with the Go and
+// process collectors and svc_build_info.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	goVersion := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "svc_build_info",
+		Help:        "Build information of the running worker; always 1.",
+		ConstLabels: prometheus.Labels{"version": Version, "goversion": goVersion},
+	})
+	info.Set(1)
+	reg.MustRegister(info)
+	return reg
+}
+
+// Metrics are the pipeline's own series. Labels take bounded values only:
+// source (kafka, http, probe) and status (ok, failed, timeout).
+type Metrics struct {
+	Tasks            *prometheus.CounterVec
+	TaskDuration     *prometheus.HistogramVec
+	Attempts         *prometheus.CounterVec
+	DLQUnconfigured  prometheus.Counter
+	ArrangeErrors    *prometheus.CounterVec
+	OffloadQueueWait prometheus.Histogram
+}
+
+// newMetrics registers the pipeline metrics and the executor pool gauges.
+func newMetrics(reg prometheus.Registerer, pool poolStats) *Metrics {
+	m := &Metrics{
+		Tasks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_tasks_total", Help: "Tasks finished, by source and final status.",
+		}, []string{"source", "status"}),
+		TaskDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "svc_task_duration_seconds", Help: "Wall time of a task over all its attempts.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"source"}),
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_executor_attempts_total", Help: "Executor process runs, by source.",
+		}, []string{"source"}),
+		DLQUnconfigured: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svc_dlq_unconfigured_drops_total", Help: "DLQ sends dropped because no DLQ is configured (spec 1.2 rule 3).",
+		}),
+		ArrangeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_arrange_errors_total", Help: "Handler arrange or complete hooks that returned an error, by source.",
+		}, []string{"source"}),
+		OffloadQueueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "svc_offload_wait_seconds", Help: "Time hook work waited for an offload thread.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8),
+		}),
+	}
+	reg.MustRegister(m.Tasks, m.TaskDuration, m.Attempts, m.DLQUnconfigured, m.ArrangeErrors, m.OffloadQueueWait)
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "svc_executor_pool_busy", Help: "Executor processes running now.",
+		}, func() float64 { return float64(pool.Busy()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "svc_executor_pool_size", Help: "Executor pool size (executor.pool_size).",
+		}, func() float64 { return float64(pool.Size()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "svc_executor_pool_waiting", Help: "Tasks waiting for a free executor slot.",
+		}, func() float64 { return float64(pool.Waiting()) }),
+	)
+	return m
+}
+
+type poolStats interface {
+	Busy() int
+	Size() int
+	Waiting() int
+}

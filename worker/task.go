@@ -1,0 +1,122 @@
+package worker
+
+import (
+	"net/http"
+	"time"
+)
+
+// Source names where a message came from. It is also the value of the
+// executor's SVC_SOURCE variable and of the recorder's task "source" field.
+const (
+	SourceKafka = "kafka"
+	SourceHTTP  = "http"
+	SourceProbe = "probe"
+)
+
+// Task statuses as reported in results, metrics and the recorder.
+const (
+	StatusOK       = "ok"
+	StatusFailed   = "failed"
+	StatusTimeout  = "timeout"
+	StatusTempFail = "tempfail"
+)
+
+// Header is one Kafka record header (or HTTP label) carried with a message.
+// A nil Value is a null header value.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Message is one unit of input: a Kafka record, an HTTP request body or a
+// probe payload. Topic is the raw topic name; it never leaves the worker's
+// internals (operators see Alias).
+type Message struct {
+	Source    string
+	Alias     string
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	Timestamp time.Time
+}
+
+// Task is one executor run arranged from a message. A message can yield
+// several tasks; its offset is committable once all of them finished.
+type Task struct {
+	ID     string
+	Msg    *Message
+	Input  []byte            // bytes written to the executor's stdin
+	Labels map[string]string // SVC_LABEL_<NAME> and recorder labels
+	Env    map[string]string // extra environment for this task only
+	// Sinks names the sinks the result goes to; nil means every sink.
+	Sinks []string
+}
+
+// Annotation is a structured note a task attaches to its trace (from the
+// executor's fd 3 or from Go handler code).
+type Annotation struct {
+	Kind    string         `json:"kind"`
+	Payload map[string]any `json:"payload"`
+}
+
+// CacheWrite is a handler-cache write requested by an executor over fd 3.
+type CacheWrite struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+	Scope string `json:"scope"`
+}
+
+// TaskResult is the outcome of a task after all its attempts.
+type TaskResult struct {
+	Task            *Task
+	Status          string // StatusOK, StatusFailed or StatusTimeout
+	Output          []byte // stdout, at most executor.max_output_bytes
+	OutputTruncated bool
+	Stderr          []byte // last 8 KiB of stderr
+	ExitCode        int    // -1 when the process did not exit by itself
+	Attempts        int
+	Duration        time.Duration // wall time of all attempts
+	Err             error         // nil when Status is ok
+	Annotations     []Annotation
+	Labels          map[string]string // task labels merged with fd 3 labels
+	CacheWrites     []CacheWrite
+}
+
+// Handler arranges polled Kafka batches into tasks. Required with the Kafka
+// source. Arrange is called from the poll loop only, never concurrently.
+type Handler interface {
+	Arrange(batch []Message) ([]Task, error)
+}
+
+// HTTPRequest is the request model handed to an HTTP handler (the spec's
+// third generic model).
+type HTTPRequest struct {
+	ID     string
+	Client string // ingress client name, "" when unauthenticated
+	Body   []byte
+	Key    []byte
+	Labels map[string]string
+	Header http.Header
+}
+
+// HTTPResponse is the response model an HTTP handler returns (the spec's
+// fourth generic model). Body is encoded as JSON.
+type HTTPResponse struct {
+	Status int
+	Body   any
+}
+
+// HTTPArranger turns an ingress request into tasks. Required, with
+// HTTPCompleter, when the HTTP source is on. Called concurrently.
+type HTTPArranger interface {
+	ArrangeHTTPRequest(req *HTTPRequest) ([]Task, error)
+}
+
+// HTTPCompleter builds the ingress response once every task of a request
+// finished. Called concurrently, once per request.
+type HTTPCompleter interface {
+	OnHTTPRequestComplete(req *HTTPRequest, results []TaskResult) (*HTTPResponse, error)
+}
