@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -152,7 +153,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 // bound.
 func serve(ctx context.Context, cfg *worker.Config, log *slog.Logger, opts worker.Options, ready func(ui, ingress string)) error {
 	reg := worker.NewRegistry()
-	app, err := worker.New(cfg, log.With("component", "worker"), reg, opts)
+	app, err := worker.New(cfg, log, reg, opts)
 	if err != nil {
 		return err
 	}
@@ -230,6 +231,7 @@ func serve(ctx context.Context, cfg *worker.Config, log *slog.Logger, opts worke
 	if !app.Drain(max(0, grace-time.Since(time.Unix(0, stopAt.Load())))) {
 		log.Warn("drain_deadline_reached", "shutdown_timeout", grace.String())
 	}
+	app.Close()
 	stopLate()
 	if lerr := lg.Wait(); err == nil && ctx.Err() == nil {
 		err = lerr
@@ -265,19 +267,27 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("create demo storage dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	cfg := demo.Config(self, dir, ports)
+	cluster, err := demo.StartCluster()
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	cfg := demo.Config(self, dir, ports, cluster.Brokers())
 	if problems := cfg.Validate(); len(problems) > 0 {
 		return &worker.ConfigError{Path: "(demo)", Problems: problems}
 	}
+	go func() { _ = cluster.Trickle(ctx, 2*time.Second) }()
 	return serve(ctx, cfg, log, worker.Options{}, func(ui, ingress string) {
 		fmt.Fprintf(stdout, `
 svc demo is running (Ctrl-C to stop)
+  kafka        embedded cluster at %s: demo-in -> exec-demo -> demo-out (failures -> demo-in_dlq)
+               a sample message every 2s; about one in five fails into the DLQ
   UI and API   http://%s/api/v1/identity
   metrics      http://%s/metrics
   try it:      curl -s -H 'Authorization: Bearer %s' --data-binary 'hello world' http://%s/v1/process
   a failure:   curl -s -H 'Authorization: Bearer %s' --data-binary 'please fail' http://%s/v1/process
 
-`, ui, hostPort(cfg.Metrics.Host, cfg.Metrics.Port), demo.IngressToken, ingress, demo.IngressToken, ingress)
+`, strings.Join(cluster.Brokers(), ","), ui, hostPort(cfg.Metrics.Host, cfg.Metrics.Port), demo.IngressToken, ingress, demo.IngressToken, ingress)
 	})
 }
 

@@ -14,6 +14,12 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("GET /api/v1/pages", s.pages)
 	mux.HandleFunc("GET /api/v1/ui/renderers.js", s.renderers)
 
+	ui := s.cfg.UI
+	mux.HandleFunc("GET /api/v1/debug/consume-pause", s.consumePauseState)
+	mux.HandleFunc("POST /api/v1/debug/consume-pause", featureGate(ui.ConsumePause.Enabled, "ui.consume_pause.enabled", s.consumePause))
+	mux.HandleFunc("POST /api/v1/debug/consume-resume", featureGate(ui.ConsumePause.Enabled, "ui.consume_pause.enabled", s.consumeResume))
+	mux.HandleFunc("POST /api/v1/debug/probe", featureGate(ui.ProbeEnabled, "ui.probe_enabled", s.probe))
+
 	mux.HandleFunc("/api/", s.apiNotFound)
 	mux.HandleFunc("/", s.page)
 	return mux

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TaskRunner runs one task to its final result (all attempts). The executor
@@ -62,12 +63,19 @@ type App struct {
 	IDs     *IDGen
 	Started time.Time
 
+	base *slog.Logger // logger without a component, for sub-components
+
 	runner    TaskRunner
 	kafka     Handler
 	arrange   HTTPArranger
 	complete  HTTPCompleter
 	sinks     Deliverer
+	sinkSet   *SinkSet
 	observers []ResultObserver
+	commitObs []CommitObserver
+	flow      *flowControl
+	source    *kafkaSource
+	probes    chan struct{}
 
 	// taskCtx outlives intake: accepted work finishes during a drain and is
 	// cancelled only when the drain deadline passes.
@@ -83,7 +91,7 @@ type App struct {
 // New builds the App; it starts no goroutines.
 func New(cfg *Config, log *slog.Logger, reg prometheus.Registerer, opts Options) (*App, error) {
 	a := &App{
-		Cfg: cfg, Log: log, IDs: NewIDGen(), Started: time.Now(),
+		Cfg: cfg, Log: log.With("component", "worker"), base: log, IDs: NewIDGen(), Started: time.Now(),
 		Offload: NewThreads(cfg.Offload.MaxThreads), IO: NewThreads(cfg.IO.MaxThreads),
 		sinks: opts.Sinks, notYet: map[string]string{},
 	}
@@ -115,8 +123,20 @@ func New(cfg *Config, log *slog.Logger, reg prometheus.Registerer, opts Options)
 	}
 	a.Metrics = newMetrics(reg, stats)
 	a.Offload.onWait = func(d time.Duration) { a.Metrics.OffloadQueueWait.Observe(d.Seconds()) }
+	a.flow = newFlowControl(cfg, reg, log.With("component", "flow"))
+	a.probes = make(chan struct{}, ProbeQueueSize)
+	if a.sinks == nil && (cfg.SinksRequired() || cfg.DLQTopic() != "") {
+		ss, err := NewSinkSet(cfg, reg, a.Metrics.DLQUnconfigured, log.With("component", "sinks"))
+		if err != nil {
+			return nil, err
+		}
+		a.sinks, a.sinkSet = ss, ss
+	}
 	if cfg.SinksRequired() && a.sinks == nil {
 		return nil, errors.New("sinks are required (Kafka source on or sources.http.sinks_enabled) but no sink could be built")
+	}
+	if cfg.Sources.Kafka.Enabled {
+		a.source = newKafkaSource(a, a.flow, a.sinks, reg)
 	}
 	return a, nil
 }
@@ -249,9 +269,58 @@ func (a *App) Closing() bool {
 	return a.closing
 }
 
-// Run runs the sources the App owns until ctx ends. The HTTP source is
-// served by the ingress server, which calls HandleHTTP.
+// Run runs the sources the App owns (the Kafka consumer) until ctx ends;
+// the Kafka source drains and commits before Run returns. The HTTP source
+// is served by the ingress server, which calls HandleHTTP.
 func (a *App) Run(ctx context.Context) error {
+	if a.source != nil {
+		return a.source.run(ctx)
+	}
 	<-ctx.Done()
 	return nil
+}
+
+// Close releases the sink and DLQ producers after a drain.
+func (a *App) Close() {
+	if a.sinkSet != nil {
+		a.sinkSet.Close()
+	}
+}
+
+// CommitObserver sees every successful offset commit (partition → next
+// offset). It must not block.
+type CommitObserver func(offsets map[int32]int64)
+
+// ObserveCommits adds a commit observer. Call before Run.
+func (a *App) ObserveCommits(o CommitObserver) { a.commitObs = append(a.commitObs, o) }
+
+func (a *App) observeCommit(offsets map[int32]kgo.EpochOffset) {
+	if len(a.commitObs) == 0 {
+		return
+	}
+	m := make(map[int32]int64, len(offsets))
+	for p, eo := range offsets {
+		m[p] = eo.Offset
+	}
+	for _, o := range a.commitObs {
+		o(m)
+	}
+}
+
+// ConsumePauseState returns the consume pause state object (spec 2.3).
+func (a *App) ConsumePauseState() PauseState { return a.flow.State() }
+
+// ConsumePause pauses Kafka intake for seconds (1-3600). Errors:
+// ErrPauseDisabled, ErrConsumerNotRunning, *DurationError.
+func (a *App) ConsumePause(seconds int64) (PauseState, error) { return a.flow.Pause(seconds) }
+
+// ConsumeResume ends a consume pause; idempotent.
+func (a *App) ConsumeResume() (PauseState, error) { return a.flow.Resume() }
+
+// BreakerStates returns each sink's breaker state (nil without sinks).
+func (a *App) BreakerStates() map[string]int {
+	if a.sinkSet == nil {
+		return nil
+	}
+	return a.sinkSet.BreakerStates()
 }

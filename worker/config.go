@@ -123,6 +123,9 @@ type KafkaSourceConfig struct {
 	ClientConfig        map[string]string `toml:"client_config" json:"client_config" secret:"values"`
 	StartupAlignEnabled bool              `toml:"startup_align_enabled" json:"startup_align_enabled"`
 	StartupAlignSeconds int               `toml:"startup_align_seconds" json:"startup_align_seconds"`
+	CommitInterval      Duration          `toml:"commit_interval" json:"commit_interval"`
+	MaxPollRecords      int               `toml:"max_poll_records" json:"max_poll_records"`
+	RevokeTimeout       Duration          `toml:"revoke_timeout" json:"revoke_timeout"`
 }
 
 // SecurityConfig is a Kafka connection's security block.
@@ -167,6 +170,9 @@ type KafkaSinkConfig struct {
 	Security     SecurityConfig    `toml:"security" json:"security"`
 	ClientConfig map[string]string `toml:"client_config" json:"client_config" secret:"values"`
 	Breaker      BreakerConfig     `toml:"breaker" json:"breaker"`
+	// DeliveryTimeout is how long a produce may go unacknowledged before it
+	// counts as a breaker failure (the record itself is kept and retried).
+	DeliveryTimeout Duration `toml:"delivery_timeout" json:"delivery_timeout"`
 }
 
 // BreakerConfig tunes a sink's circuit breaker.
@@ -182,6 +188,8 @@ type DLQConfig struct {
 	Security      SecurityConfig    `toml:"security" json:"security"`
 	ClientConfig  map[string]string `toml:"client_config" json:"client_config" secret:"values"`
 	OnSendFailure string            `toml:"on_send_failure" json:"on_send_failure"`
+	// SendTimeout bounds one DLQ send; past it on_send_failure applies.
+	SendTimeout Duration `toml:"send_timeout" json:"send_timeout"`
 }
 
 // DirConfig is a directory setting (storage.dir, shared.dir).
@@ -261,10 +269,13 @@ func DefaultConfig() Config {
 		Executor: ExecutorConfig{Timeout: Duration(30 * time.Second), MaxOutputBytes: 8 << 20},
 		Handler:  HandlerConfig{MaxAttempts: 3, RetryBackoff: Duration(200 * time.Millisecond)},
 		Sources: SourcesConfig{
-			Kafka: KafkaSourceConfig{StartupAlignEnabled: true, StartupAlignSeconds: 10},
-			HTTP:  HTTPSourceConfig{Host: "0.0.0.0", Port: 8090, MaxConcurrent: 64, MaxBodyBytes: 1 << 20},
+			Kafka: KafkaSourceConfig{
+				StartupAlignEnabled: true, StartupAlignSeconds: 10, CommitInterval: Duration(5 * time.Second),
+				MaxPollRecords: 500, RevokeTimeout: Duration(30 * time.Second),
+			},
+			HTTP: HTTPSourceConfig{Host: "0.0.0.0", Port: 8090, MaxConcurrent: 64, MaxBodyBytes: 1 << 20},
 		},
-		DLQ:     DLQConfig{OnSendFailure: "stall"},
+		DLQ:     DLQConfig{OnSendFailure: "stall", SendTimeout: Duration(30 * time.Second)},
 		Storage: DirConfig{Dir: "/tmp/svc"},
 		History: HistoryConfig{
 			SealInterval: Duration(10 * time.Minute), MergedRetentionDays: 7,
@@ -307,6 +318,9 @@ func (c *Config) Resolve() {
 		}
 		if b.OpenTimeout == 0 {
 			b.OpenTimeout = Duration(10 * time.Second)
+		}
+		if c.Sinks.Kafka[i].DeliveryTimeout == 0 {
+			c.Sinks.Kafka[i].DeliveryTimeout = Duration(10 * time.Second)
 		}
 	}
 	if c.Fleet.CacheExchange.Enabled == nil {

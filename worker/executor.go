@@ -24,12 +24,6 @@ import (
 // more than executor.max_output_bytes to stdout.
 var ErrOutputTooLarge = errors.New("output exceeds executor.max_output_bytes")
 
-// execBaseEnvKeys are the only variables a child inherits from the worker.
-// The worker's environment may hold secrets (tokens, Kafka passwords), so
-// nothing else leaks; operators pass what an executor needs with
-// executor.env, whose values may expand ${VAR}.
-var execBaseEnvKeys = [...]string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
-
 // execDefaultPath is the child's PATH when the worker has none.
 const execDefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
@@ -59,7 +53,12 @@ type AttemptResult struct {
 // overflow the whole group gets SIGKILL, and so does whatever is left of it
 // once the leader exited, so grandchildren never outlive their attempt or
 // hold its pipes open. A descendant that left the group (setsid) is given
-// execIOGrace to close the pipes before they are abandoned.
+// a second to close the pipes before they are abandoned.
+//
+// The child's environment is minimal: PATH (a default when the worker has
+// none), HOME, USER, LANG, LC_ALL, LC_CTYPE, TZ and TMPDIR from the worker,
+// then executor.env, the task's Env, and the protocol's SVC_* variables,
+// later ones winning.
 type Spawner struct {
 	opts    ExecOptions
 	argv    []string
@@ -75,7 +74,11 @@ func NewSpawner(opts ExecOptions) (*Spawner, error) {
 	opts = opts.withDefaults()
 	s := &Spawner{opts: opts, log: opts.Logger}
 	s.argv = append([]string{opts.BinaryPath}, opts.Args...)
-	for _, k := range execBaseEnvKeys {
+	// These are the only variables a child inherits from the worker: its
+	// environment may hold secrets (tokens, Kafka passwords), so nothing
+	// else leaks. Operators pass what an executor needs with executor.env,
+	// whose values may expand ${VAR}.
+	for _, k := range []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"} {
 		if v, ok := os.LookupEnv(k); ok && execEnvOK(k, v) {
 			s.baseEnv = append(s.baseEnv, k+"="+v)
 		} else if k == "PATH" {
@@ -204,7 +207,7 @@ func (s *Spawner) spawn(ctx context.Context, t *Task) AttemptResult {
 		Path: bin, Args: s.argv, Env: s.env(t),
 		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
 		ExtraFiles:  pp.child[3:], // fd 3, SVC_EVENTS_FD
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: false},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	err = cmd.Start()
 	pp.closeChild()
@@ -217,6 +220,8 @@ func (s *Spawner) spawn(ctx context.Context, t *Task) AttemptResult {
 	stop := func(reason int32) {
 		if why.CompareAndSwap(0, reason) {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			// The leader too, in case it moved itself to another group.
+			_ = cmd.Process.Kill()
 		}
 	}
 	timer := time.AfterFunc(s.opts.Timeout, func() { stop(execStopTimeout) })
@@ -309,24 +314,30 @@ func execExitStatus(st *os.ProcessState, waitErr error) (string, error) {
 
 // execPipes are an attempt's stdin, stdout, stderr and fd 3 pipes: child
 // ends are handed to the process, parent ends are read (or, for stdin,
-// written) by the worker. Parent ends are pollable, so deadlines work.
+// written) by the worker. Only parent ends are non-blocking and registered
+// with the poller (so deadlines work); child ends skip that round trip,
+// which os.Pipe would make and os/exec undo.
 type execPipes struct {
 	parent, child [4]*os.File
 }
 
 func (p *execPipes) open() error {
 	for i := range p.parent {
-		r, w, err := os.Pipe()
-		if err != nil {
+		var fds [2]int
+		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
 			p.closeChild()
 			p.closeParent()
-			return fmt.Errorf("create pipe: %w", err)
+			return fmt.Errorf("create pipe: %w", os.NewSyscallError("pipe2", err))
 		}
-		if i == 0 {
-			p.child[i], p.parent[i] = r, w
-		} else {
-			p.parent[i], p.child[i] = r, w
+		parent, child := fds[0], fds[1]
+		if i == 0 { // stdin: the child reads
+			parent, child = child, parent
 		}
+		// A pipe fd is always able to go non-blocking; should it fail, the
+		// file is merely blocking (no deadlines), not broken.
+		_ = syscall.SetNonblock(parent, true)
+		p.parent[i] = os.NewFile(uintptr(parent), "|executor")
+		p.child[i] = os.NewFile(uintptr(child), "|executor-child")
 	}
 	return nil
 }

@@ -125,8 +125,14 @@ func (e *execEvents) apply(b []byte) bool {
 			return false
 		}
 	}
-	if l.Annotation != nil {
-		e.annotations = append(e.annotations, *l.Annotation)
+	if _, ok := l.Labels[""]; ok {
+		return false
+	}
+	if a := l.Annotation; a != nil {
+		if a.Payload == nil {
+			a.Payload = map[string]any{}
+		}
+		e.annotations = append(e.annotations, *a)
 	}
 	for k, v := range l.Labels {
 		if e.labels == nil {

@@ -340,6 +340,7 @@ func TestExecutorEventsParse(t *testing.T) {
 		{name: "empty"},
 		{name: "blank lines", in: "\n \r\n\t\n"},
 		{name: "annotation", in: `{"annotation":{"kind":"k","payload":{"a":1}}}`, annotations: 1},
+		{name: "annotation without payload", in: `{"annotation":{"kind":"k"}}`, annotations: 1},
 		{name: "labels merge", in: "{\"labels\":{\"a\":\"1\",\"b\":\"2\"}}\r\n{\"labels\":{\"b\":\"3\"}}\n",
 			labels: map[string]string{"a": "1", "b": "3"}},
 		{name: "cache scopes", in: `{"cache":{"key":"k","value":"v"}}` + "\n" + `{"cache":{"key":"k2","value":"v2","scope":"global"}}`,
@@ -349,7 +350,7 @@ func TestExecutorEventsParse(t *testing.T) {
 		{name: "bad members", in: `{"labels":{"n":1}}` + "\n" + `{"annotation":{"payload":{}}}` + "\n" +
 			`{"annotation":{"kind":"svc.fd3_invalid"}}` + "\n" + `{"annotation":{"kind":"k","payload":[1]}}` + "\n" +
 			`{"cache":{"key":"","value":"v"}}` + "\n" + `{"cache":{"key":"k","scope":"planet"}}` + "\n" +
-			`{"labels":{"a":"1"},"cache":{"key":""}}`, malformed: 7},
+			`{"labels":{"a":"1"},"cache":{"key":""}}` + "\n" + `{"labels":{"":"x"}}`, malformed: 8},
 		{name: "too long", in: long + "\n" + `{"labels":{"a":"1"}}` + "\n" + long, labels: map[string]string{"a": "1"}, tooLong: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -402,11 +403,17 @@ func FuzzExecutorEvents(f *testing.F) {
 		if !reflect.DeepEqual(whole, bytewise) {
 			t.Fatalf("readFrom depends on read sizes: %+v vs %+v", whole, bytewise)
 		}
-		anns, _, cache, invalid := whole.result()
+		anns, labels, cache, invalid := whole.result()
 		for i, a := range anns {
 			if strings.HasPrefix(a.Kind, "svc.") && (i != len(anns)-1 || invalid == 0) {
 				t.Errorf("annotation %d has reserved kind %q", i, a.Kind)
 			}
+			if a.Kind == "" || a.Payload == nil {
+				t.Errorf("annotation %d = %+v accepted", i, a)
+			}
+		}
+		if _, ok := labels[""]; ok {
+			t.Errorf("label with an empty name accepted")
 		}
 		for _, c := range cache {
 			if c.Key == "" || (c.Scope != "local" && c.Scope != "cluster" && c.Scope != "global") {

@@ -30,7 +30,7 @@ type ExecOptions struct {
 	Env            map[string]string // executor.env, on top of the minimal base environment
 	PoolSize       int               // executor.pool_size: concurrent processes (0: number of CPUs)
 	Timeout        time.Duration     // executor.timeout, per attempt (0: 30s)
-	MaxOutputBytes int64             // executor.max_output_bytes (0: 8 MiB)
+	MaxOutputBytes int64             // executor.max_output_bytes (0: 8 MiB); past it the attempt fails at once
 	MaxAttempts    int               // handler.max_attempts (0: 3)
 	// RetryBackoff is the base delay before a retry (handler.retry_backoff),
 	// doubled per retry, jittered and capped at 10s; 0 retries at once.

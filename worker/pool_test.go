@@ -335,3 +335,46 @@ func TestPoolCancel(t *testing.T) {
 		t.Errorf("after cancel: busy %d, waiting %d; want 0, 0", p.Busy(), p.Waiting())
 	}
 }
+
+func TestPoolEventsFromFd3(t *testing.T) {
+	opts := execTestOptions(execScript(t, `
+echo '{"annotation":{"kind":"progress","payload":{"pct":50,"step":"parse"}}}' >&3
+echo 'not json' >&3
+echo '{"labels":{"customer":"c1"}}' >&"$SVC_EVENTS_FD"
+echo '{"unknown":{"x":1}}' >&3
+printf '\n\n' >&3
+echo '{"cache":{"key":"k1","value":"v1","scope":"cluster"}}' >&3
+echo '{"cache":{"key":"k2","value":"v2","scope":"planet"}}' >&3
+head -c 70000 /dev/zero | tr '\0' x >&3; echo >&3
+echo '{"labels":{"tier":"gold"}}' >&3
+echo '{"annotation":{"kind":"svc.fd3_invalid","payload":{}}}' >&3
+cat
+printf '{"cache":{"key":"k2","value":"v2"}}' >&3`))
+	task := execTask("stdout is the result")
+	task.Labels = map[string]string{"customer": "from-header"}
+	res := execNewPool(t, opts).Run(t.Context(), task)
+	if res.Status != StatusOK || string(res.Output) != "stdout is the result" {
+		t.Fatalf("Run = %s %q (%v), want ok with stdin echoed", res.Status, res.Output, res.Err)
+	}
+	want := []Annotation{
+		{Kind: "progress", Payload: map[string]any{"pct": 50.0, "step": "parse"}},
+		{Kind: ExecInvalidEventsKind, Payload: map[string]any{"ignored_lines": 5, "malformed": 4, "too_long": 1, "over_limit": 0}},
+	}
+	if !reflect.DeepEqual(res.Annotations, want) {
+		t.Errorf("Run annotations = %+v, want %+v", res.Annotations, want)
+	}
+	if want := map[string]string{"customer": "c1", "tier": "gold"}; !reflect.DeepEqual(res.Labels, want) {
+		t.Errorf("Run labels = %v, want %v", res.Labels, want)
+	}
+	wantCache := []CacheWrite{{Key: "k1", Value: "v1", Scope: "cluster"}, {Key: "k2", Value: "v2", Scope: "local"}}
+	if !reflect.DeepEqual(res.CacheWrites, wantCache) {
+		t.Errorf("Run cache writes = %+v, want %+v", res.CacheWrites, wantCache)
+	}
+}
+
+func TestPoolEventsWithoutFd3Writes(t *testing.T) {
+	res := execNewPool(t, execTestOptions("cat")).Run(t.Context(), execTask("x"))
+	if res.Status != StatusOK || res.Annotations != nil || res.CacheWrites != nil || res.Labels != nil {
+		t.Errorf("Run = %s, annotations %v, cache %v, labels %v; want ok and none", res.Status, res.Annotations, res.CacheWrites, res.Labels)
+	}
+}

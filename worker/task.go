@@ -53,6 +53,8 @@ type Task struct {
 	Env    map[string]string // extra environment for this task only
 	// Sinks names the sinks the result goes to; nil means every sink.
 	Sinks []string
+
+	arrangeErr error // set when Arrange failed: the task goes to the DLQ unrun
 }
 
 // Annotation is a structured note a task attaches to its trace (from the

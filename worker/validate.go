@@ -117,6 +117,15 @@ func (c *Config) validateSources(p *problems) {
 		if k.Group == "" {
 			p.add("sources.kafka.group", "required when the Kafka source is enabled")
 		}
+		if k.CommitInterval <= 0 {
+			p.add("sources.kafka.commit_interval", "must be positive")
+		}
+		if k.RevokeTimeout <= 0 {
+			p.add("sources.kafka.revoke_timeout", "must be positive")
+		}
+		if k.MaxPollRecords < 1 {
+			p.add("sources.kafka.max_poll_records", "must be at least 1")
+		}
 		if k.StartupAlignSeconds < 1 {
 			p.add("sources.kafka.startup_align_seconds", "must be at least 1")
 		}
@@ -179,6 +188,9 @@ func (c *Config) validateSinks(p *problems) {
 		if s.Breaker.FailureThreshold < 1 {
 			p.add(key+".breaker.failure_threshold", "must be at least 1")
 		}
+		if s.DeliveryTimeout <= 0 {
+			p.add(key+".delivery_timeout", "must be positive")
+		}
 		if s.Breaker.OpenTimeout <= 0 {
 			p.add(key+".breaker.open_timeout", "must be positive")
 		}
@@ -188,6 +200,9 @@ func (c *Config) validateSinks(p *problems) {
 	case "stall", "drop":
 	default:
 		p.add("dlq.on_send_failure", "%q is not one of stall, drop", c.DLQ.OnSendFailure)
+	}
+	if c.DLQ.SendTimeout <= 0 {
+		p.add("dlq.send_timeout", "must be positive")
 	}
 	if c.DLQ.Topic != "" && len(c.DLQ.Brokers) == 0 && !c.Sources.Kafka.Enabled {
 		p.add("dlq.brokers", "required when dlq.topic is set and the Kafka source is off")
@@ -239,25 +254,5 @@ func (c *Config) validateHistory(p *problems) {
 	}
 	if c.Throughput.Window <= 0 {
 		p.add("throughput.window", "must be positive")
-	}
-}
-
-// checkSecurity validates a Kafka security block. Finer checks (client_config
-// keys, files on disk) are added by the Kafka connection code.
-func checkSecurity(p *problems, prefix string, s SecurityConfig, _ map[string]string) {
-	key := prefix + ".security"
-	switch strings.ToUpper(s.Protocol) {
-	case "", "PLAINTEXT", "SSL":
-	case "SASL_PLAINTEXT", "SASL_SSL":
-		switch strings.ToUpper(s.SASLMechanism) {
-		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-		default:
-			p.add(key+".sasl_mechanism", "%q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", s.SASLMechanism)
-		}
-		if s.Username == "" {
-			p.add(key+".username", "required with SASL")
-		}
-	default:
-		p.add(key+".protocol", "%q is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", s.Protocol)
 	}
 }

@@ -16,8 +16,9 @@ type Ports struct {
 const IngressToken = "demo-token"
 
 // Config returns the demo worker's configuration: everything on loopback,
-// the svc binary itself as the executor, storage under dir.
-func Config(self, dir string, p Ports) *worker.Config {
+// the svc binary itself as the executor, storage under dir, the Kafka
+// source, a sink and the DLQ on the embedded cluster at brokers.
+func Config(self, dir string, p Ports, brokers []string) *worker.Config {
 	cfg := worker.DefaultConfig()
 	cfg.Worker.Name = "demo"
 	cfg.Worker.ShutdownTimeout = worker.Duration(5 * time.Second)
@@ -32,6 +33,15 @@ func Config(self, dir string, p Ports) *worker.Config {
 	cfg.Sources.HTTP.Host, cfg.Sources.HTTP.Port = "127.0.0.1", p.Ingress
 	cfg.Sources.HTTP.Clients = []worker.HTTPClient{{Name: "demo", Token: IngressToken, RPM: 600}}
 	cfg.Storage.Dir = dir
+	cfg.Handler.LabelFields = []string{"customer"}
+	cfg.Sources.Kafka.Enabled = true
+	cfg.Sources.Kafka.Brokers = brokers
+	cfg.Sources.Kafka.Topic = TopicIn
+	cfg.Sources.Kafka.Group = "svc-demo"
+	cfg.Sources.Kafka.StartupAlignEnabled = false
+	cfg.Sources.Kafka.CommitInterval = worker.Duration(time.Second)
+	cfg.Sinks.Kafka = []worker.KafkaSinkConfig{{Name: "results", Topic: TopicOut}}
+	cfg.DLQ.SendTimeout = worker.Duration(10 * time.Second)
 	cfg.Resolve()
 	return &cfg
 }

@@ -1,0 +1,181 @@
+package httpd
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"svc/worker"
+)
+
+// decodeJSON reads a JSON object body into v; unknown fields are errors.
+func decodeJSON(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid JSON body: %w", err)
+	}
+	return nil
+}
+
+func (s *UIServer) consumePauseState(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.app.ConsumePauseState())
+}
+
+func (s *UIServer) consumePause(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		DurationSeconds json.Number `json:"duration_seconds"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		bodyError(w, err)
+		return
+	}
+	if req.DurationSeconds == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", "duration_seconds is required: an integer from 1 to 3600")
+		return
+	}
+	secs, err := req.DurationSeconds.Int64()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("duration_seconds must be an integer from 1 to 3600, got %s", req.DurationSeconds))
+		return
+	}
+	st, err := s.app.ConsumePause(secs)
+	s.pauseAnswer(w, st, err)
+}
+
+func (s *UIServer) consumeResume(w http.ResponseWriter, r *http.Request) {
+	st, err := s.app.ConsumeResume()
+	s.pauseAnswer(w, st, err)
+}
+
+func (s *UIServer) pauseAnswer(w http.ResponseWriter, st worker.PauseState, err error) {
+	var de *worker.DurationError
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, st)
+	case errors.Is(err, worker.ErrPauseDisabled):
+		writeError(w, http.StatusForbidden, "feature_disabled", "ui.consume_pause.enabled is false")
+	case errors.Is(err, worker.ErrConsumerNotRunning):
+		writeError(w, http.StatusServiceUnavailable, "consumer_not_running", err.Error())
+	case errors.As(err, &de):
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+// ProbeHeader is a header of a probe request or Kafka record.
+type ProbeHeader struct {
+	Key           string  `json:"key"`
+	Value         *string `json:"value"`
+	ValueEncoding string  `json:"value_encoding,omitempty"`
+}
+
+// ProbeRequest is the body of POST /api/v1/debug/probe.
+type ProbeRequest struct {
+	Payload         string            `json:"payload"`
+	PayloadEncoding string            `json:"payload_encoding"`
+	Key             *string           `json:"key"`
+	KeyEncoding     string            `json:"key_encoding"`
+	Headers         []ProbeHeader     `json:"headers"`
+	Labels          map[string]string `json:"labels"`
+}
+
+// ProbeTask is one task result of a probe.
+type ProbeTask struct {
+	TaskID          string              `json:"task_id"`
+	Status          string              `json:"status"`
+	Attempts        int                 `json:"attempts"`
+	DurationMS      int64               `json:"duration_ms"`
+	ExitCode        int                 `json:"exit_code"`
+	Error           string              `json:"error,omitempty"`
+	Output          string              `json:"output"`
+	OutputEncoding  string              `json:"output_encoding"`
+	OutputTruncated bool                `json:"output_truncated"`
+	Stderr          string              `json:"stderr"`
+	StderrEncoding  string              `json:"stderr_encoding"`
+	Labels          map[string]string   `json:"labels"`
+	Annotations     []worker.Annotation `json:"annotations"`
+}
+
+func decodeField(name, value, enc string) ([]byte, error) {
+	switch enc {
+	case "", "utf-8":
+		return []byte(value), nil
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(value)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not valid base64: %v", name, err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("%s encoding %q is not utf-8 or base64", name, enc)
+}
+
+func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
+	var req ProbeRequest
+	if err := decodeJSON(r, &req); err != nil {
+		bodyError(w, err)
+		return
+	}
+	var pr worker.ProbeRequest
+	var err error
+	if pr.Value, err = decodeField("payload", req.Payload, req.PayloadEncoding); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	if req.Key != nil {
+		if pr.Key, err = decodeField("key", *req.Key, req.KeyEncoding); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+	}
+	for i, h := range req.Headers {
+		hd := worker.Header{Key: h.Key}
+		if h.Value != nil {
+			if hd.Value, err = decodeField(fmt.Sprintf("headers[%d].value", i), *h.Value, h.ValueEncoding); err != nil {
+				writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+				return
+			}
+		}
+		pr.Headers = append(pr.Headers, hd)
+	}
+	pr.Labels = req.Labels
+	results, err := s.app.Probe(r.Context(), pr)
+	if err != nil {
+		if errors.Is(err, worker.ErrProbeQueueFull) {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "probe_queue_full", err.Error())
+			return
+		}
+		writeError(w, http.StatusUnprocessableEntity, "handler_error", err.Error())
+		return
+	}
+	out := make([]ProbeTask, 0, len(results))
+	for _, res := range results {
+		pt := ProbeTask{TaskID: res.Task.ID, Status: res.Status, Attempts: res.Attempts, DurationMS: res.Duration.Milliseconds(),
+			ExitCode: res.ExitCode, OutputTruncated: res.OutputTruncated, Labels: res.Labels, Annotations: res.Annotations}
+		if res.Err != nil {
+			pt.Error = res.Err.Error()
+		}
+		pt.Output, pt.OutputEncoding = worker.EncodeBytes(res.Output)
+		pt.Stderr, pt.StderrEncoding = worker.EncodeBytes(res.Stderr)
+		if pt.Labels == nil {
+			pt.Labels = map[string]string{}
+		}
+		if pt.Annotations == nil {
+			pt.Annotations = []worker.Annotation{}
+		}
+		out = append(out, pt)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": out})
+}

@@ -1,0 +1,146 @@
+package kafkaread
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Every error this package returns has an Error() text fit to be served as
+// a response detail: it echoes the alias, never a raw topic name or broker
+// address. Causes from franz-go (which do name topics and brokers) stay
+// reachable through errors.Unwrap for logs but are never part of the text.
+
+var (
+	// ErrUnknownAlias means no alias of that name is configured (404).
+	ErrUnknownAlias = errors.New("unknown alias")
+	// ErrUnknownPartition means the alias's topic has no such partition (404).
+	ErrUnknownPartition = errors.New("unknown partition")
+	// ErrBadQuery means a query parameter is missing or malformed (400).
+	ErrBadQuery = errors.New("bad query")
+	// ErrBrokerTimeout means the brokers did not answer before the deadline (502).
+	ErrBrokerTimeout = errors.New("kafka brokers did not answer before the deadline")
+	// ErrBrokerFailure means a broker answered with an error or the
+	// connection failed (502).
+	ErrBrokerFailure = errors.New("kafka read failed")
+)
+
+// UnavailableError is a configured alias that cannot be read (404); Detail
+// is the text from spec 2.1 or the reason the alias did not resolve.
+type UnavailableError struct {
+	Alias  string
+	Detail string
+}
+
+// Error returns Detail.
+func (e *UnavailableError) Error() string { return e.Detail }
+
+// OutOfRangeError is an offset outside the partition's current
+// [Low, High) watermarks (404).
+type OutOfRangeError struct {
+	Alias     string
+	Partition int32
+	Offset    int64
+	Low, High int64
+}
+
+// Error names the offset and the partition's current range.
+func (e *OutOfRangeError) Error() string {
+	return fmt.Sprintf("offset %d is outside partition %d's range [%d, %d)", e.Offset, e.Partition, e.Low, e.High)
+}
+
+// GoneError is an offset inside the watermarks whose record was deleted or
+// compacted away (404). Next is the next surviving offset; when no record
+// survives after Offset, Next is the high watermark.
+type GoneError struct {
+	Alias     string
+	Partition int32
+	Offset    int64
+	Next      int64
+}
+
+// Error names the offset and the next surviving one.
+func (e *GoneError) Error() string {
+	return fmt.Sprintf("offset %d in partition %d was deleted or compacted; the next surviving offset is %d", e.Offset, e.Partition, e.Next)
+}
+
+// brokerError is a broker timeout or failure. Its text names the operation,
+// the alias and, when there is one, the Kafka error code; it unwraps to the
+// sentinel and to the franz-go cause.
+type brokerError struct {
+	op, alias string
+	kind      error // ErrBrokerTimeout or ErrBrokerFailure
+	cause     error
+}
+
+func (e *brokerError) Error() string {
+	msg := fmt.Sprintf("%s alias '%s': %v", e.op, e.alias, e.kind)
+	var ke *kerr.Error
+	var ne net.Error
+	var ce *tls.CertificateVerificationError
+	switch {
+	case e.kind == ErrBrokerTimeout:
+	case errors.As(e.cause, &ke):
+		msg += " (" + ke.Message + ")"
+	case errors.As(e.cause, &ce):
+		msg += " (TLS certificate verification failed)"
+	case errors.As(e.cause, &ne), errors.Is(e.cause, io.EOF):
+		msg += " (connection failed)"
+	}
+	return msg
+}
+
+func (e *brokerError) Unwrap() []error { return []error{e.kind, e.cause} }
+
+// classify turns a franz-go error seen while serving op into this package's
+// errors: this package's own 4xx errors and the caller's cancellation pass
+// through, an expired opCtx is a timeout, anything else a broker failure.
+func classify(ctx, opCtx context.Context, op, alias string, err error) error {
+	if s := Status(err); s == http.StatusNotFound || s == http.StatusBadRequest {
+		return err // already one of ours
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s alias '%s': %w", op, alias, ctx.Err())
+	}
+	if opCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		return &brokerError{op: op, alias: alias, kind: ErrBrokerTimeout, cause: err}
+	}
+	return &brokerError{op: op, alias: alias, kind: ErrBrokerFailure, cause: err}
+}
+
+// Status maps an error from this package to the HTTP status spec 7 gives it:
+// 404 for unknown alias or partition, unavailable alias, out-of-range or gone
+// offsets; 400 for a bad query; 502 for broker timeouts and failures; 500 for
+// anything else.
+func Status(err error) int {
+	var unavailable *UnavailableError
+	var outOfRange *OutOfRangeError
+	var gone *GoneError
+	switch {
+	case errors.Is(err, ErrUnknownAlias), errors.Is(err, ErrUnknownPartition),
+		errors.As(err, &unavailable), errors.As(err, &outOfRange), errors.As(err, &gone):
+		return http.StatusNotFound
+	case errors.Is(err, ErrBadQuery):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrBrokerTimeout), errors.Is(err, ErrBrokerFailure):
+		return http.StatusBadGateway
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// ErrorLine returns the final NDJSON line of a stream that failed after its
+// first record (spec 4, stream rule 9): {"error": "<detail>"} and a newline.
+func ErrorLine(err error) []byte {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{err.Error()})
+	return append(b, '\n')
+}

@@ -1,0 +1,141 @@
+package kafkaread
+
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// queueHigh bounds how many fetched records one partition may hold before
+// its fetching pauses; pausing drops kgo's buffered records, which are
+// fetched again after resume without loss or duplicates.
+const queueHigh = 1000
+
+// partState is one partition of a stream: its window [start, end) where
+// end is the snapshot high watermark, whether it still fetches, and the
+// records fetched but not yet emitted.
+type partState struct {
+	start, end int64
+	open       bool // still fetching: end not reached, no record past to_ts
+	paused     bool
+	queue      []*kgo.Record
+}
+
+// merger orders a stream: it emits the queued record with the smallest
+// (timestamp, partition, offset) once every open partition has a record
+// queued, so the output is in timestamp order across partitions (which makes
+// the spec's traversal by "last timestamp_ms + 1" gap-free) and in offset
+// order within a partition. It is used by one goroutine.
+type merger struct {
+	topic   string
+	toTS    *int64
+	parts   map[int32]*partState
+	closing []int32 // partitions to stop fetching at the next settle
+}
+
+func newMerger(topic string, toTS *int64, parts map[int32]*partState) *merger {
+	return &merger{topic: topic, toTS: toTS, parts: parts}
+}
+
+// push queues fetched records of partition p, closing p at its snapshot
+// end or at its first record past to_ts. Control records (transaction
+// markers) are never emitted but count towards reaching the end.
+func (m *merger) push(p int32, recs []*kgo.Record) {
+	ps := m.parts[p]
+	if ps == nil {
+		return
+	}
+	for _, rec := range recs {
+		if !ps.open {
+			return
+		}
+		switch {
+		case rec.Offset >= ps.end:
+			m.close(p, ps)
+			return
+		case rec.Attrs.IsControl():
+		case m.toTS != nil && rec.Timestamp.UnixMilli() > *m.toTS:
+			m.close(p, ps)
+			return
+		default:
+			ps.queue = append(ps.queue, rec)
+		}
+		if rec.Offset+1 >= ps.end {
+			m.close(p, ps)
+		}
+	}
+}
+
+func (m *merger) close(p int32, ps *partState) {
+	ps.open = false
+	m.closing = append(m.closing, p)
+}
+
+// settle stops fetching closed partitions and pauses open ones whose queue
+// reached high records.
+func (m *merger) settle(cl *kgo.Client, high int) {
+	if len(m.closing) > 0 {
+		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.closing})
+		m.closing = nil
+	}
+	var pause []int32
+	for p, ps := range m.parts {
+		if ps.open && !ps.paused && len(ps.queue) >= high {
+			ps.paused = true
+			pause = append(pause, p)
+		}
+	}
+	if len(pause) > 0 {
+		cl.PauseFetchPartitions(map[string][]int32{m.topic: pause})
+	}
+}
+
+// pop returns the next record to emit, or false when an open partition has
+// nothing queued (more must be fetched first) or nothing is left. A paused
+// partition resumes once its queue falls below half of high, and always
+// before it runs empty.
+func (m *merger) pop(cl *kgo.Client, high int) (*kgo.Record, bool) {
+	var best *partState
+	for _, ps := range m.parts {
+		if len(ps.queue) == 0 {
+			if ps.open {
+				return nil, false
+			}
+			continue
+		}
+		if best == nil || before(ps.queue[0], best.queue[0]) {
+			best = ps
+		}
+	}
+	if best == nil {
+		return nil, false
+	}
+	rec := best.queue[0]
+	best.queue[0] = nil
+	best.queue = best.queue[1:]
+	if best.paused && len(best.queue) < max(high/2, 1) {
+		best.paused = false
+		cl.ResumeFetchPartitions(map[string][]int32{m.topic: {rec.Partition}})
+	}
+	return rec, true
+}
+
+// finished reports whether every partition is closed and drained.
+func (m *merger) finished() bool {
+	for _, ps := range m.parts {
+		if ps.open || len(ps.queue) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// before orders records by timestamp, then partition, then offset.
+func before(a, b *kgo.Record) bool {
+	ta, tb := a.Timestamp.UnixMilli(), b.Timestamp.UnixMilli()
+	if ta != tb {
+		return ta < tb
+	}
+	if a.Partition != b.Partition {
+		return a.Partition < b.Partition
+	}
+	return a.Offset < b.Offset
+}

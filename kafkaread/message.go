@@ -1,0 +1,115 @@
+package kafkaread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Message reads the record at partition/offset of alias. Errors:
+// ErrUnknownAlias, *UnavailableError, ErrUnknownPartition, *OutOfRangeError
+// (offset outside the current [low, high) watermarks), *GoneError (deleted
+// or compacted; names the next surviving offset), ErrBrokerTimeout when the
+// brokers do not answer within the Reader's deadline (10s by default, for
+// all broker calls together) and ErrBrokerFailure.
+func (r *Reader) Message(ctx context.Context, alias string, partition int32, offset int64) (Record, error) {
+	a, err := r.resolve(alias)
+	if err != nil {
+		return Record{}, err
+	}
+	opCtx, cancel := context.WithTimeout(ctx, r.deadline)
+	defer cancel()
+	cl, adm, err := r.newClient(a)
+	if err != nil {
+		return Record{}, err
+	}
+	defer cl.Close()
+
+	fail := func(err error) error { return classify(ctx, opCtx, "read", alias, err) }
+	low, err := listOffsets(opCtx, adm.ListStartOffsets, a, partition)
+	if err != nil {
+		return Record{}, fail(err)
+	}
+	high, err := listOffsets(opCtx, adm.ListEndOffsets, a, partition)
+	if err != nil {
+		return Record{}, fail(err)
+	}
+	if offset < low || offset >= high {
+		return Record{}, &OutOfRangeError{Alias: alias, Partition: partition, Offset: offset, Low: low, High: high}
+	}
+
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: {partition: kgo.NewOffset().At(offset)}})
+	for {
+		fetches := cl.PollFetches(opCtx)
+		if err := fetchErr(fetches); err != nil {
+			return Record{}, fail(err)
+		}
+		for it := fetches.RecordIter(); !it.Done(); {
+			rec := it.Next()
+			if rec.Partition != partition || rec.Offset < offset {
+				continue
+			}
+			if rec.Attrs.IsControl() { // a transaction marker is no readable record
+				if rec.Offset+1 >= high {
+					return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: high}
+				}
+				continue
+			}
+			if rec.Offset > offset {
+				return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: rec.Offset}
+			}
+			return newRecord(alias, rec), nil
+		}
+	}
+}
+
+// listOffsets runs one kadm offset listing for a's topic and returns the
+// partition's offset. A missing topic makes the alias unavailable; a missing
+// partition is ErrUnknownPartition.
+func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), a AliasSpec, partition int32) (int64, error) {
+	all, err := listAll(ctx, list, a)
+	if err != nil {
+		return 0, err
+	}
+	o, ok := all[partition]
+	if !ok {
+		return 0, fmt.Errorf("alias '%s' partition %d: %w", a.Name, partition, ErrUnknownPartition)
+	}
+	return o, nil
+}
+
+// listAll is listOffsets for every partition of a's topic.
+func listAll(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), a AliasSpec) (map[int32]int64, error) {
+	listed, err := list(ctx, a.Topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, &UnavailableError{Alias: a.Name, Detail: fmt.Sprintf("alias '%s' is not available: its topic does not exist", a.Name)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64, len(listed[a.Topic]))
+	for p, o := range listed[a.Topic] {
+		out[p] = o.Offset
+	}
+	return out, nil
+}
+
+// fetchErr returns the first fetch error that ends a read. Data-loss notices
+// are informational: the client has already moved on to surviving offsets.
+func fetchErr(fetches kgo.Fetches) error {
+	for _, fe := range fetches.Errors() {
+		var loss *kgo.ErrDataLoss
+		if errors.As(fe.Err, &loss) {
+			continue
+		}
+		return fe.Err
+	}
+	return nil
+}

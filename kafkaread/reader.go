@@ -1,0 +1,151 @@
+// Package kafkaread serves the operator's read-only Kafka API (spec 2.1, 2.2
+// and the Kafka rows of spec 4): it resolves aliases to topics and clusters,
+// fetches one record by coordinates and streams records by time window.
+//
+// Reads are invisible to the pipeline. Every call builds its own short-lived
+// franz-go client with client id svc-ui-read (the spec's reader group.id),
+// consumes assigned partitions directly (kgo.ConsumePartitions semantics,
+// never kgo.ConsumerGroup), so it joins no group and commits no offsets, and
+// closes the client before returning, including when ctx is canceled.
+//
+// The package also owns the Kafka connection settings (Conn, Security,
+// client_config) shared with the worker's consumer and sinks.
+package kafkaread
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ReaderClientID is the client id of every read client; it is the spec's
+// reader group.id, used only as an identity because no group is joined.
+const ReaderClientID = "svc-ui-read"
+
+// DefaultDeadline bounds broker calls (spec 8): the whole single-message
+// read, a stream's setup, and each wait for more stream records.
+const DefaultDeadline = 10 * time.Second
+
+// Reader serves reads for a fixed set of aliases. It holds no connection and
+// no goroutine between calls; its methods are safe for concurrent use.
+type Reader struct {
+	aliases  []AliasSpec
+	byName   map[string]int
+	opts     map[string][]kgo.Opt // per available alias, from ConnOpts
+	deadline time.Duration
+	extra    []kgo.Opt
+}
+
+// Option configures a Reader.
+type Option func(*Reader)
+
+// WithDeadline replaces DefaultDeadline; tests use a short one.
+func WithDeadline(d time.Duration) Option { return func(r *Reader) { r.deadline = d } }
+
+// WithClientOpts appends kgo options to every read client (for example
+// kgo.WithLogger). The reader's client id, deadlines and direct consumption
+// still apply; passing group options (kgo.ConsumerGroup) would break the
+// join-no-group, commit-nothing guarantee and is not supported.
+func WithClientOpts(opts ...kgo.Opt) Option {
+	return func(r *Reader) { r.extra = append(r.extra, opts...) }
+}
+
+// New validates aliases (unique names, a usable Conn for every available
+// alias) and returns a Reader. It starts nothing.
+func New(aliases []AliasSpec, options ...Option) (*Reader, error) {
+	r := &Reader{
+		aliases:  aliases,
+		byName:   make(map[string]int, len(aliases)),
+		opts:     make(map[string][]kgo.Opt, len(aliases)),
+		deadline: DefaultDeadline,
+	}
+	for _, o := range options {
+		o(r)
+	}
+	if r.deadline <= 0 {
+		return nil, fmt.Errorf("new reader: deadline %v is not positive", r.deadline)
+	}
+	for i, a := range aliases {
+		if a.Name == "" {
+			return nil, fmt.Errorf("new reader: alias %d has no name", i)
+		}
+		if _, dup := r.byName[a.Name]; dup {
+			return nil, fmt.Errorf("new reader: duplicate alias '%s'", a.Name)
+		}
+		r.byName[a.Name] = i
+		if a.Unavailable != "" {
+			continue
+		}
+		if a.Topic == "" {
+			return nil, fmt.Errorf("new reader: alias '%s' has no topic", a.Name)
+		}
+		opts, err := ConnOpts(a.Conn)
+		if err != nil {
+			return nil, fmt.Errorf("new reader: alias '%s': %w", a.Name, err)
+		}
+		r.opts[a.Name] = opts
+	}
+	return r, nil
+}
+
+// TopicInfo is one readable alias as listed by GET /api/v1/debug/kafka/topics.
+type TopicInfo struct {
+	Alias string `json:"alias"`
+	Kind  string `json:"kind"`
+}
+
+// Topics lists the available aliases in configuration order; never nil.
+func (r *Reader) Topics() []TopicInfo {
+	out := make([]TopicInfo, 0, len(r.aliases))
+	for _, a := range r.aliases {
+		if a.Unavailable == "" {
+			out = append(out, TopicInfo{Alias: a.Name, Kind: a.Kind})
+		}
+	}
+	return out
+}
+
+// resolve finds an available alias.
+func (r *Reader) resolve(alias string) (AliasSpec, error) {
+	i, ok := r.byName[alias]
+	if !ok {
+		return AliasSpec{}, fmt.Errorf("alias '%s': %w", alias, ErrUnknownAlias)
+	}
+	a := r.aliases[i]
+	if a.Unavailable != "" {
+		return AliasSpec{}, &UnavailableError{Alias: alias, Detail: a.Unavailable}
+	}
+	return a, nil
+}
+
+// newClient builds a direct (group-less) read client for a. Consumption
+// starts only when partitions are added with AddConsumePartitions.
+func (r *Reader) newClient(a AliasSpec) (*kgo.Client, *kadm.Client, error) {
+	// kgo does not apply a request's ctx while it sets up a connection
+	// (dial, ApiVersions, SASL): only the dial timeout and the request
+	// timeout overhead bound that, so both are capped by the deadline.
+	bound := r.deadline
+	if d, ok := requestTimeout(a.Conn.ClientConfig); ok && d < bound {
+		bound = d
+	}
+	opts := make([]kgo.Opt, 0, len(r.opts[a.Name])+len(r.extra)+6)
+	opts = append(opts,
+		kgo.FetchMaxWait(500*time.Millisecond), // overridable by fetch.max.wait.ms
+		kgo.KeepControlRecords(),               // so a partition ending in a txn marker is seen to end
+	)
+	opts = append(opts, r.opts[a.Name]...)
+	opts = append(opts, r.extra...)
+	opts = append(opts,
+		kgo.DialTimeout(bound),
+		kgo.RequestTimeoutOverhead(max(bound, 100*time.Millisecond)),
+		kgo.ClientID(ReaderClientID),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, nil, &brokerError{op: "connect", alias: a.Name, kind: ErrBrokerFailure, cause: err}
+	}
+	return cl, kadm.NewClient(cl), nil
+}

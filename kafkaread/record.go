@@ -1,0 +1,76 @@
+package kafkaread
+
+import (
+	"encoding/base64"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Encodings of key, payload and header values (spec 2.2).
+const (
+	EncodingUTF8   = "utf-8"
+	EncodingBase64 = "base64"
+)
+
+// Record is one Kafka message as served by the read API (spec 2.2). Its JSON
+// form is the wire shape; payloads are verbatim, never redacted.
+type Record struct {
+	Alias            string   `json:"alias"`
+	Partition        int32    `json:"partition"`
+	Offset           int64    `json:"offset"`
+	TimestampMs      *int64   `json:"timestamp_ms"` // nil: no usable timestamp
+	Key              *string  `json:"key"`          // nil: the record has no key
+	KeyEncoding      string   `json:"key_encoding"`
+	Payload          string   `json:"payload"`
+	PayloadEncoding  string   `json:"payload_encoding"`
+	PayloadSizeBytes int      `json:"payload_size_bytes"`
+	Headers          []Header `json:"headers"` // never nil, so JSON has []
+}
+
+// Header is one record header. Header keys are strings in Kafka; a key that
+// is not valid UTF-8 is served with U+FFFD replacements by encoding/json.
+type Header struct {
+	Key           string  `json:"key"`
+	Value         *string `json:"value"` // nil: the header has a null value
+	ValueEncoding string  `json:"value_encoding"`
+}
+
+// encode returns b as text: itself when valid UTF-8, else standard base64.
+func encode(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), EncodingUTF8
+	}
+	return base64.StdEncoding.EncodeToString(b), EncodingBase64
+}
+
+// encodeNullable is encode for nullable bytes: nil gives a nil string with
+// the utf-8 encoding.
+func encodeNullable(b []byte) (*string, string) {
+	if b == nil {
+		return nil, EncodingUTF8
+	}
+	s, enc := encode(b)
+	return &s, enc
+}
+
+// newRecord converts a fetched record read under alias.
+func newRecord(alias string, r *kgo.Record) Record {
+	out := Record{
+		Alias:            alias,
+		Partition:        r.Partition,
+		Offset:           r.Offset,
+		PayloadSizeBytes: len(r.Value),
+		Headers:          make([]Header, 0, len(r.Headers)),
+	}
+	if ms := r.Timestamp.UnixMilli(); ms > 0 {
+		out.TimestampMs = &ms
+	}
+	out.Key, out.KeyEncoding = encodeNullable(r.Key)
+	out.Payload, out.PayloadEncoding = encode(r.Value)
+	for _, h := range r.Headers {
+		v, enc := encodeNullable(h.Value)
+		out.Headers = append(out.Headers, Header{Key: h.Key, Value: v, ValueEncoding: enc})
+	}
+	return out
+}

@@ -1,0 +1,378 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/kafkaread"
+)
+
+// kafkaSource is the consumer-group input: a poll loop that hands batches to
+// the handler's Arrange, runs each message's tasks, delivers the results and
+// commits offsets once every task of a message reached its sinks or the DLQ
+// (DESIGN.md section 4).
+//
+// Ownership: the poll loop is the only caller of PollRecords and Arrange.
+// parts, lanes and the in-flight count are guarded by mu; message workers
+// and the rebalance callbacks take it briefly.
+type kafkaSource struct {
+	app   *App
+	cfg   KafkaSourceConfig
+	topic string
+	log   *slog.Logger
+	flow  *flowControl
+	sinks Deliverer
+	m     *sourceMetrics
+
+	cl      *kgo.Client
+	live    atomic.Bool
+	mu      sync.Mutex
+	parts   map[int32]*partState
+	lanes   map[laneKey][]*msgWork // per partition+key FIFO; head is running
+	inflite int
+	room    chan struct{} // signalled when in-flight work finishes
+	maxIn   int
+}
+
+type laneKey struct {
+	partition int32
+	key       string
+}
+
+// msgWork is one polled message and its arranged tasks.
+type msgWork struct {
+	msg   *Message
+	epoch int32
+	tasks []Task
+	part  *partState
+	lane  *laneKey
+}
+
+type sourceMetrics struct {
+	polled    prometheus.Counter
+	commits   *prometheus.CounterVec
+	stalled   prometheus.Gauge
+	inflight  prometheus.Gauge
+	rebalance *prometheus.CounterVec
+}
+
+func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
+	m := &sourceMetrics{
+		polled: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_kafka_records_polled_total", Help: "Records polled from the source topic."}),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_kafka_commits_total", Help: "Offset commits of the consumer group, by result.",
+		}, []string{"result"}),
+		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_kafka_partitions_stalled", Help: "Partitions stall-paused after a failed DLQ send (until restart or revoke).",
+		}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_kafka_messages_in_flight", Help: "Polled messages not yet delivered or dead-lettered.",
+		}),
+		rebalance: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_kafka_rebalance_events_total", Help: "Partition assignment changes, by kind.",
+		}, []string{"kind"}),
+	}
+	reg.MustRegister(m.polled, m.commits, m.stalled, m.inflight, m.rebalance)
+	return m
+}
+
+func newKafkaSource(a *App, flow *flowControl, sinks Deliverer, reg prometheus.Registerer) *kafkaSource {
+	return &kafkaSource{
+		app: a, cfg: a.Cfg.Sources.Kafka, topic: a.Cfg.Sources.Kafka.Topic, flow: flow, sinks: sinks,
+		log: a.base.With("component", "kafka_source"), m: newSourceMetrics(reg),
+		parts: map[int32]*partState{}, lanes: map[laneKey][]*msgWork{},
+		room: make(chan struct{}, 1), maxIn: a.Cfg.Pipeline.MaxInFlight,
+	}
+}
+
+// client builds the group consumer: manual commits, rebalance callbacks that
+// drain and commit, static membership when startup alignment is on.
+func (s *kafkaSource) client() (*kgo.Client, error) {
+	conn := s.app.Cfg.SourceConn()
+	opts, err := kafkaread.ConnOpts(conn)
+	if err != nil {
+		return nil, err
+	}
+	gopts, err := kafkaread.GroupOpts(conn)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, gopts...)
+	opts = append(opts,
+		kgo.ConsumerGroup(s.cfg.Group),
+		kgo.ConsumeTopics(s.topic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.OnPartitionsAssigned(s.assigned),
+		kgo.OnPartitionsRevoked(s.revoked),
+		kgo.OnPartitionsLost(s.lost),
+		kgo.ClientID("svc-"+s.app.Cfg.Worker.Name),
+	)
+	if s.cfg.StartupAlignEnabled {
+		opts = append(opts, kgo.InstanceID(s.app.Cfg.Worker.Name))
+	}
+	return kgo.NewClient(opts...)
+}
+
+// alignDelay is how long to wait for the next multiple of align seconds of
+// wall-clock time, so a fleet restarting together joins at one instant.
+func alignDelay(now time.Time, align int) time.Duration {
+	period := time.Duration(align) * time.Second
+	return now.Truncate(period).Add(period).Sub(now)
+}
+
+// run consumes until ctx ends, then drains in-flight messages within the
+// shutdown timeout, commits and closes the client.
+func (s *kafkaSource) run(ctx context.Context) error {
+	s.app.SetReady("kafka", "consumer group not joined yet")
+	if s.cfg.StartupAlignEnabled {
+		d := alignDelay(time.Now(), s.cfg.StartupAlignSeconds)
+		s.log.Info("kafka_startup_aligned", "join_in", d.String(), "instance_id", s.app.Cfg.Worker.Name)
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	cl, err := s.client()
+	if err != nil {
+		return fmt.Errorf("kafka source: %w", err)
+	}
+	s.mu.Lock()
+	s.cl = cl
+	s.mu.Unlock()
+	s.live.Store(true)
+	s.flow.attach(s)
+	commitDone := make(chan struct{})
+	commitCtx, stopCommits := context.WithCancel(context.Background())
+	go func() { defer close(commitDone); s.commitLoop(commitCtx) }()
+
+	s.pollLoop(ctx)
+
+	// Intake stopped: let the work in flight finish, then commit it.
+	s.flow.detach()
+	s.live.Store(false)
+	s.drainAll(s.app.Cfg.Worker.ShutdownTimeout.D())
+	stopCommits()
+	<-commitDone
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	s.commit(cctx, nil)
+	cancel()
+	cl.CloseAllowingRebalance()
+	s.app.SetReady("kafka", "consumer stopped")
+	return nil
+}
+
+func (s *kafkaSource) pollLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		room := s.waitRoom(ctx)
+		if room == 0 {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fetches := s.cl.PollRecords(pctx, min(room, s.cfg.MaxPollRecords))
+		cancel()
+		if fetches.IsClientClosed() {
+			return
+		}
+		fetches.EachError(func(_ string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				s.log.Warn("kafka_fetch_error", "partition", p, "error", err.Error())
+			}
+		})
+		if fetches.NumRecords() > 0 {
+			s.dispatch(ctx, fetches)
+		}
+		s.cl.AllowRebalance()
+	}
+}
+
+// waitRoom waits until fewer than max_in_flight messages are in flight and
+// returns how many more may be polled (0 when ctx ended or after a tick).
+func (s *kafkaSource) waitRoom(ctx context.Context) int {
+	for {
+		s.mu.Lock()
+		room := s.maxIn - s.inflite
+		s.mu.Unlock()
+		if room > 0 {
+			return room
+		}
+		select {
+		case <-s.room:
+		case <-ctx.Done():
+			return 0
+		case <-time.After(time.Second):
+			return 0
+		}
+	}
+}
+
+// dispatch arranges a polled batch and starts its messages.
+func (s *kafkaSource) dispatch(ctx context.Context, fetches kgo.Fetches) {
+	n := fetches.NumRecords()
+	s.m.polled.Add(float64(n))
+	batch := make([]Message, 0, n)
+	epochs := make([]int32, 0, n)
+	fetches.EachRecord(func(r *kgo.Record) {
+		m := Message{Source: SourceKafka, Alias: "source", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+		for _, h := range r.Headers {
+			m.Headers = append(m.Headers, Header{Key: h.Key, Value: h.Value})
+		}
+		batch = append(batch, m)
+		epochs = append(epochs, r.LeaderEpoch)
+	})
+	tasks, err := Call(context.WithoutCancel(ctx), s.app.Offload, func() ([]Task, error) { return s.app.kafka.Arrange(batch) })
+	if err != nil {
+		// A batch the handler cannot arrange goes to the DLQ message by
+		// message, so the partition moves on and nothing is lost.
+		s.app.Metrics.ArrangeErrors.WithLabelValues(SourceKafka).Inc()
+		s.log.Error("arrange_failed", "error", err.Error(), "records", n)
+		tasks = nil
+		for i := range batch {
+			tasks = append(tasks, Task{ID: s.app.IDs.Next(), Msg: &batch[i], Input: batch[i].Value, arrangeErr: err})
+		}
+	}
+	byMsg := make(map[*Message][]Task, n)
+	for _, t := range tasks {
+		if t.Msg == nil {
+			s.log.Error("arrange_task_without_message", "task_id", t.ID)
+			continue
+		}
+		if t.ID == "" {
+			t.ID = s.app.IDs.Next()
+		}
+		byMsg[t.Msg] = append(byMsg[t.Msg], t)
+	}
+	s.mu.Lock()
+	var start []*msgWork
+	for i := range batch {
+		m := &batch[i]
+		p := s.parts[m.Partition]
+		if p == nil { // revoked meanwhile: another member re-reads it
+			continue
+		}
+		p.add(m.Offset, epochs[i])
+		s.inflite++
+		w := &msgWork{msg: m, epoch: epochs[i], tasks: byMsg[m], part: p}
+		if m.Key != nil {
+			k := laneKey{m.Partition, string(m.Key)}
+			w.lane = &k
+			q := s.lanes[k]
+			s.lanes[k] = append(q, w)
+			if len(q) > 0 { // an earlier message of this key runs; this one waits
+				continue
+			}
+		}
+		start = append(start, w)
+	}
+	s.updateBackpressureLocked()
+	s.mu.Unlock()
+	for _, w := range start {
+		s.start(w)
+	}
+}
+
+func (s *kafkaSource) start(w *msgWork) {
+	s.app.inflight.Add(1)
+	go func() {
+		defer s.app.inflight.Done()
+		s.process(w)
+	}()
+}
+
+// process runs a message's tasks and delivers every result; then the
+// message's offset is finished (or abandoned when its partition stalled)
+// and the next message of the same key starts.
+func (s *kafkaSource) process(w *msgWork) {
+	stalled := false
+	var results []TaskResult
+	var runnable []Task
+	for _, t := range w.tasks {
+		if t.arrangeErr != nil {
+			results = append(results, TaskResult{Task: &t, Status: StatusFailed, Err: fmt.Errorf("arrange: %w", t.arrangeErr)})
+			continue
+		}
+		runnable = append(runnable, t)
+	}
+	results = append(results, s.app.RunTasks(s.app.taskCtx, SourceKafka, runnable)...)
+	for i := range results {
+		if err := s.sinks.Deliver(s.app.taskCtx, &results[i]); err != nil {
+			if errors.Is(err, ErrDLQStall) {
+				stalled = true
+				continue
+			}
+			// Only a cancelled task context ends a delivery: the worker is
+			// past its drain deadline and the message stays uncommitted.
+			stalled = true
+		}
+	}
+	s.mu.Lock()
+	if stalled {
+		s.stallLocked(w)
+	} else {
+		w.part.finish(w.msg.Offset)
+	}
+	s.inflite--
+	var next *msgWork
+	if w.lane != nil {
+		q := s.lanes[*w.lane][1:]
+		if len(q) == 0 {
+			delete(s.lanes, *w.lane)
+		} else {
+			s.lanes[*w.lane] = q
+			next = q[0]
+		}
+	}
+	s.updateBackpressureLocked()
+	s.mu.Unlock()
+	s.m.inflight.Set(float64(s.inflightCount()))
+	select {
+	case s.room <- struct{}{}:
+	default:
+	}
+	if next != nil {
+		s.start(next)
+	}
+}
+
+// stallLocked stall-pauses the message's partition: its offsets freeze and
+// fetching stops until restart or revoke; pause and backpressure never
+// touch it.
+func (s *kafkaSource) stallLocked(w *msgWork) {
+	p := w.part
+	first := !p.stalled
+	p.abandon()
+	if first && s.app.taskCtx.Err() == nil {
+		s.cl.PauseFetchPartitions(map[string][]int32{s.topic: {w.msg.Partition}})
+		s.m.stalled.Inc()
+		s.log.Error("partition_stalled", "partition", w.msg.Partition, "offset", w.msg.Offset,
+			"detail", "a DLQ send failed with dlq.on_send_failure = stall: the partition stays paused and uncommitted until restart or revoke")
+	}
+}
+
+func (s *kafkaSource) inflightCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflite
+}
+
+// updateBackpressureLocked pauses intake above max_in_flight and releases it
+// below half of it.
+func (s *kafkaSource) updateBackpressureLocked() {
+	switch {
+	case s.inflite >= s.maxIn:
+		s.flow.setBackpressure(true)
+	case s.inflite < max(1, s.maxIn/2):
+		s.flow.setBackpressure(false)
+	}
+}

@@ -1,0 +1,66 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ProbeQueueSize bounds the probes running or waiting at once; one more
+// answers 503.
+const ProbeQueueSize = 16
+
+// ErrProbeQueueFull says every probe slot is taken.
+var ErrProbeQueueFull = errors.New("the probe queue is full: retry shortly")
+
+// ProbeRequest is a message an operator runs through the live handler.
+type ProbeRequest struct {
+	Key     []byte
+	Value   []byte
+	Headers []Header
+	Labels  map[string]string
+}
+
+// Probe runs caller bytes through the live handler and the real executor
+// pool as a message of source "probe". Results go to no sink and no offset
+// moves. The Kafka handler arranges it when the Kafka source is on, else the
+// HTTP hooks do.
+func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error) {
+	select {
+	case a.probes <- struct{}{}:
+	default:
+		return nil, ErrProbeQueueFull
+	}
+	defer func() { <-a.probes }()
+	msg := &Message{Source: SourceProbe, Alias: "probe", Partition: -1, Offset: -1, Key: req.Key, Value: req.Value,
+		Headers: req.Headers, Timestamp: time.Now()}
+	tasks, err := Call(ctx, a.Offload, func() ([]Task, error) {
+		if a.kafka != nil {
+			return a.kafka.Arrange([]Message{*msg})
+		}
+		return a.arrange.ArrangeHTTPRequest(&HTTPRequest{ID: a.IDs.Next(), Body: req.Value, Key: req.Key, Labels: req.Labels})
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &HandlerError{Hook: "Arrange (probe)", Err: err}
+	}
+	for i := range tasks {
+		t := &tasks[i]
+		if t.ID == "" {
+			t.ID = a.IDs.Next()
+		}
+		// Whatever the handler returned, the task is a probe: it must not be
+		// mistaken for a real message downstream.
+		pm := *msg
+		if t.Msg != nil {
+			pm.Key, pm.Value = t.Msg.Key, t.Msg.Value
+		}
+		t.Msg = &pm
+		for k, v := range req.Labels {
+			t.Labels = setLabel(t.Labels, k, v)
+		}
+	}
+	return a.RunTasks(ctx, SourceProbe, tasks), nil
+}
