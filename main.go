@@ -163,7 +163,10 @@ func serve(ctx context.Context, cfg *worker.Config, log *slog.Logger, opts worke
 		metrics *httpd.MetricsServer
 	)
 	if cfg.UI.Enabled {
-		ui = httpd.NewUIServer(httpd.UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log.With("component", "ui")})
+		ui, err = httpd.NewUIServer(httpd.UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log.With("component", "ui")})
+		if err != nil {
+			return err
+		}
 		if err := ui.Listen(); err != nil {
 			return err
 		}

@@ -70,7 +70,10 @@ func startStack(t *testing.T, cfg *worker.Config, tune ...func(*stack)) *stack {
 		t.Fatal(err)
 	}
 	s := &stack{cfg: cfg, app: app, reg: reg, done: make(chan struct{})}
-	s.ui = NewUIServer(UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log})
+	s.ui, err = NewUIServer(UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.ui.Listen(); err != nil {
 		t.Fatal(err)
 	}

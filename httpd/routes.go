@@ -20,6 +20,13 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("POST /api/v1/debug/consume-resume", featureGate(ui.ConsumePause.Enabled, "ui.consume_pause.enabled", s.consumeResume))
 	mux.HandleFunc("POST /api/v1/debug/probe", featureGate(ui.ProbeEnabled, "ui.probe_enabled", s.probe))
 
+	kafka := func(h http.HandlerFunc) http.HandlerFunc {
+		return featureGate(ui.KafkaReadEnabled, "ui.kafka_read_enabled", h)
+	}
+	mux.HandleFunc("GET /api/v1/debug/kafka/topics", kafka(s.kafkaTopics))
+	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", kafka(s.kafkaMessage))
+	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", kafka(s.kafkaMessages))
+
 	mux.HandleFunc("/api/", s.apiNotFound)
 	mux.HandleFunc("/", s.page)
 	return mux

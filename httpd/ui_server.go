@@ -2,12 +2,14 @@ package httpd
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"svc/kafkaread"
 	"svc/worker"
 )
 
@@ -20,6 +22,8 @@ type UIDeps struct {
 	Log      *slog.Logger
 	// Bundle serves the SPA; nil means no bundle is cached (pages answer 503).
 	Bundle http.Handler
+	// Kafka serves the Kafka read API; nil builds one from the config.
+	Kafka *kafkaread.Reader
 }
 
 // UIServer is the operator UI server: UI pages, /api/v1, /ws and probes.
@@ -30,13 +34,21 @@ type UIServer struct {
 	gather  prometheus.Gatherer
 	log     *slog.Logger
 	bundle  http.Handler
+	kafka   *kafkaread.Reader
 	started time.Time
 }
 
 // NewUIServer builds the UI server; it does not bind or start anything.
-func NewUIServer(d UIDeps) *UIServer {
+func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
-		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, started: time.Now(),
+		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, started: time.Now(),
+	}
+	if s.kafka == nil {
+		r, err := newKafkaReader(d.Config, d.Log)
+		if err != nil {
+			return nil, err
+		}
+		s.kafka = r
 	}
 	if d.App != nil {
 		s.started = d.App.Started
@@ -57,7 +69,28 @@ func NewUIServer(d UIDeps) *UIServer {
 			"opt_in_env", `or keep it out of the file: auth_token = "${SVC_UI_TOKEN}"`,
 			"detail", "anyone who can reach this port is an operator of this worker")
 	}
-	return s
+	return s, nil
+}
+
+// newKafkaReader resolves the read API's aliases (spec 2.1) and logs the
+// startup warnings about them.
+func newKafkaReader(cfg *worker.Config, log *slog.Logger) (*kafkaread.Reader, error) {
+	aliases, shadowed := kafkaread.BuildAliases(cfg.AliasInput())
+	for _, name := range shadowed {
+		log.Warn("kafka_read_alias_shadowed", "sink", name,
+			"detail", "a sink named '"+name+"' keeps delivering but is not readable under that name: the reserved alias wins")
+	}
+	if cfg.UI.AuthToken == "" && cfg.UI.KafkaReadEnabled {
+		if exposed := kafkaread.ExposedWithoutAuth(aliases); len(exposed) > 0 {
+			log.Warn("kafka_read_exposed_without_ui_auth", "aliases", exposed,
+				"detail", "these aliases read a secured Kafka cluster through an API without a token: set ui.auth_token or ui.kafka_read_enabled = false")
+		}
+	}
+	r, err := kafkaread.New(aliases)
+	if err != nil {
+		return nil, fmt.Errorf("kafka read api: %w", err)
+	}
+	return r, nil
 }
 
 // handler composes the middleware around the route table, outermost first:

@@ -306,6 +306,12 @@ func (s *kafkaSource) process(w *msgWork) {
 	}
 	results = append(results, s.app.RunTasks(s.app.taskCtx, SourceKafka, runnable)...)
 	for i := range results {
+		if s.app.taskCtx.Err() != nil && errors.Is(results[i].Err, context.Canceled) {
+			// Cancelled past the drain deadline: not a failure of the
+			// message, so no DLQ; it stays uncommitted and is redelivered.
+			stalled = true
+			continue
+		}
 		if err := s.sinks.Deliver(s.app.taskCtx, &results[i]); err != nil {
 			if errors.Is(err, ErrDLQStall) {
 				stalled = true

@@ -1,0 +1,111 @@
+package kafkaread
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestNewRecord(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *kgo.Record
+		want string
+	}{
+		{"no timestamp", &kgo.Record{Timestamp: time.UnixMilli(-1), Key: []byte{}, Value: []byte("x")},
+			`{"alias":"a","partition":0,"offset":0,"timestamp_ms":null,"key":"","key_encoding":"utf-8","payload":"x","payload_encoding":"utf-8","payload_size_bytes":1,"headers":[]}`},
+		{"zero time", &kgo.Record{Partition: 2, Offset: 9, Value: []byte{0xff}},
+			`{"alias":"a","partition":2,"offset":9,"timestamp_ms":null,"key":null,"key_encoding":"utf-8","payload":"/w==","payload_encoding":"base64","payload_size_bytes":1,"headers":[]}`},
+		{"multibyte utf-8 and duplicate headers", &kgo.Record{Timestamp: time.UnixMilli(1), Key: []byte("ключ"), Value: []byte("✓"),
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte{}}, {Key: "h", Value: []byte{0x80}}}},
+			`{"alias":"a","partition":0,"offset":0,"timestamp_ms":1,"key":"ключ","key_encoding":"utf-8","payload":"✓","payload_encoding":"utf-8","payload_size_bytes":3,"headers":[{"key":"h","value":"","value_encoding":"utf-8"},{"key":"h","value":"gA==","value_encoding":"base64"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(newRecord("a", tt.in))
+			if err != nil || string(b) != tt.want {
+				t.Errorf("newRecord() JSON = %s, %v, want %s", b, err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzNewRecord checks that any bytes round-trip through the served form.
+func FuzzNewRecord(f *testing.F) {
+	f.Add([]byte("key"), []byte("value"), []byte("h"))
+	f.Add([]byte{0xff, 0xfe}, []byte{}, []byte{0xc3, 0x28})
+	f.Fuzz(func(t *testing.T, key, value, header []byte) {
+		r := newRecord("a", &kgo.Record{Key: key, Value: value, Headers: []kgo.RecordHeader{{Key: "h", Value: header}}})
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("json.Marshal: %v", err)
+		}
+		var back Record
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("json.Unmarshal(%s): %v", b, err)
+		}
+		for _, c := range []struct {
+			name     string
+			orig     []byte
+			text     *string
+			encoding string
+		}{
+			{"key", key, back.Key, back.KeyEncoding},
+			{"payload", value, &back.Payload, back.PayloadEncoding},
+			{"header", header, back.Headers[0].Value, back.Headers[0].ValueEncoding},
+		} {
+			if c.orig == nil {
+				if c.text != nil {
+					t.Errorf("%s nil served as %q", c.name, *c.text)
+				}
+				continue
+			}
+			got := []byte(*c.text)
+			if c.encoding == EncodingBase64 {
+				if got, err = base64.StdEncoding.DecodeString(*c.text); err != nil {
+					t.Fatalf("%s: bad base64 %q", c.name, *c.text)
+				}
+			}
+			if !bytes.Equal(got, c.orig) {
+				t.Errorf("%s %x served as %q (%s)", c.name, c.orig, *c.text, c.encoding)
+			}
+		}
+		if back.PayloadSizeBytes != len(value) {
+			t.Errorf("payload_size_bytes = %d, want %d", back.PayloadSizeBytes, len(value))
+		}
+	})
+}
+
+func TestStatusAndErrorLine(t *testing.T) {
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("alias 'x': %w", ErrUnknownAlias), http.StatusNotFound},
+		{fmt.Errorf("alias 'x' partition 1: %w", ErrUnknownPartition), http.StatusNotFound},
+		{&UnavailableError{Alias: "dlq", Detail: DetailDLQDisabled}, http.StatusNotFound},
+		{&OutOfRangeError{Partition: 0, Offset: 57, Low: 10, High: 50}, http.StatusNotFound},
+		{&GoneError{Partition: 0, Offset: 3, Next: 5}, http.StatusNotFound},
+		{fmt.Errorf("parse query: %w", ErrBadQuery), http.StatusBadRequest},
+		{&brokerError{op: "read", alias: "x", kind: ErrBrokerTimeout}, http.StatusBadGateway},
+		{&brokerError{op: "read", alias: "x", kind: ErrBrokerFailure}, http.StatusBadGateway},
+		{fmt.Errorf("something else"), http.StatusInternalServerError},
+	}
+	for _, tt := range tests {
+		if got := Status(tt.err); got != tt.want {
+			t.Errorf("Status(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+	if got, want := (&OutOfRangeError{Partition: 0, Offset: 57, Low: 10, High: 50}).Error(), "offset 57 is outside partition 0's range [10, 50)"; got != want {
+		t.Errorf("OutOfRangeError.Error() = %q, want %q", got, want)
+	}
+	if got, want := string(ErrorLine(&GoneError{Offset: 3, Next: 5})), `{"error":"offset 3 in partition 0 was deleted or compacted; the next surviving offset is 5"}`+"\n"; got != want {
+		t.Errorf("ErrorLine() = %q, want %q", got, want)
+	}
+}
