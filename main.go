@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"svc/httpd"
+	"svc/recorder"
 	"svc/worker"
 	"svc/worker/demo"
 )
@@ -161,9 +162,18 @@ func serve(ctx context.Context, cfg *worker.Config, log *slog.Logger, opts worke
 		ui      *httpd.UIServer
 		ingress *httpd.Ingress
 		metrics *httpd.MetricsServer
+		rec     *recorder.Recorder
 	)
 	if cfg.UI.Enabled {
-		ui, err = httpd.NewUIServer(httpd.UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log.With("component", "ui")})
+		// The flight recorder runs only with the UI (spec 1.2 rule 7).
+		rec, err = recorder.Open(ctx, recorderConfig(cfg, app, log))
+		if err != nil {
+			return fmt.Errorf("flight recorder: %w", err)
+		}
+		defer rec.Close()
+		app.AttachRecorder(rec)
+		httpd.RegisterRecorderMetrics(reg, rec)
+		ui, err = httpd.NewUIServer(httpd.UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log.With("component", "ui"), Recorder: rec})
 		if err != nil {
 			return err
 		}
@@ -197,6 +207,7 @@ func serve(ctx context.Context, cfg *worker.Config, log *slog.Logger, opts worke
 	if ready != nil {
 		ready(uiAddr, inAddr)
 	}
+	app.State("running", map[string]any{"release": worker.Version})
 
 	grace := cfg.Worker.ShutdownTimeout.D()
 	intake, stopIntake := context.WithCancel(ctx)
@@ -217,6 +228,7 @@ func serve(ctx context.Context, cfg *worker.Config, log *slog.Logger, opts worke
 	}
 	if ui != nil {
 		watch(func() error { return ui.Run(late, 2*time.Second) })
+		watch(func() error { return rec.Run(late) })
 	}
 	if metrics != nil {
 		watch(func() error { return metrics.Run(late) })
@@ -229,12 +241,14 @@ func serve(ctx context.Context, cfg *worker.Config, log *slog.Logger, opts worke
 	var stopAt atomic.Int64
 	context.AfterFunc(intake, func() { stopAt.Store(time.Now().UnixNano()) })
 	err = g.Wait()
+	app.State("draining", nil)
 	// Intake has stopped (the ingress closed its listener and let requests
 	// in flight finish); drain what the sources still run, then stop the rest.
 	if !app.Drain(max(0, grace-time.Since(time.Unix(0, stopAt.Load())))) {
 		log.Warn("drain_deadline_reached", "shutdown_timeout", grace.String())
 	}
 	app.Close()
+	app.State("stopped", nil)
 	stopLate()
 	if lerr := lg.Wait(); err == nil && ctx.Err() == nil {
 		err = lerr
@@ -292,6 +306,17 @@ svc demo is running (Ctrl-C to stop)
 
 `, strings.Join(cluster.Brokers(), ","), ui, hostPort(cfg.Metrics.Host, cfg.Metrics.Port), demo.IngressToken, ingress, demo.IngressToken, ingress)
 	})
+}
+
+// recorderConfig maps the worker config onto the recorder's.
+func recorderConfig(cfg *worker.Config, app *worker.App, log *slog.Logger) recorder.Config {
+	return recorder.Config{
+		Dir: cfg.Storage.Dir, SharedDir: cfg.Shared.Dir, Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster,
+		StartedAt: app.Started, SealInterval: cfg.History.SealInterval.D(),
+		ArchiveEnabled: cfg.History.Archive.Enabled, ArchiveAfter: cfg.History.Archive.After.D(),
+		ArchiveWindow: cfg.History.Archive.Window.D(), MergedRetentionDays: cfg.History.MergedRetentionDays,
+		Logger: log.With("component", "recorder"),
+	}
 }
 
 func hostPort(host string, port int) string { return fmt.Sprintf("%s:%d", host, port) }

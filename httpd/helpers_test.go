@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"svc/recorder"
 	"svc/worker"
 )
 
@@ -44,6 +45,7 @@ func testConfig(t *testing.T, binary string) *worker.Config {
 }
 
 type stack struct {
+	rec     *recorder.Recorder
 	cfg     *worker.Config
 	app     *worker.App
 	reg     *prometheus.Registry
@@ -69,8 +71,16 @@ func startStack(t *testing.T, cfg *worker.Config, tune ...func(*stack)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{cfg: cfg, app: app, reg: reg, done: make(chan struct{})}
-	s.ui, err = NewUIServer(UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log})
+	rec, err := recorder.Open(context.Background(), recorder.Config{
+		Dir: cfg.Storage.Dir, SharedDir: cfg.Shared.Dir, Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster,
+		StartedAt: app.Started, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.AttachRecorder(rec)
+	s := &stack{cfg: cfg, app: app, reg: reg, rec: rec, done: make(chan struct{})}
+	s.ui, err = NewUIServer(UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,12 +99,15 @@ func startStack(t *testing.T, cfg *worker.Config, tune ...func(*stack)) *stack {
 	s.cancel = cancel
 	go func() {
 		defer close(s.done)
-		errc := make(chan error, 2)
+		errc := make(chan error, 3)
 		go func() { errc <- s.ui.Run(ctx, time.Second) }()
 		go func() { errc <- s.ingress.Run(ctx, 5*time.Second) }()
+		go func() { errc <- rec.Run(ctx) }()
+		<-errc
 		<-errc
 		<-errc
 		app.Drain(time.Second)
+		app.Close()
 	}()
 	t.Cleanup(func() { s.stop() })
 	return s

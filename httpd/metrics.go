@@ -1,6 +1,8 @@
 package httpd
 
 import (
+	"svc/recorder"
+
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,4 +43,27 @@ func newIngressMetrics(reg prometheus.Registerer) *ingressMetrics {
 	}
 	reg.MustRegister(m.requests, m.rejections, m.inFlight, m.duration)
 	return m
+}
+
+// RegisterRecorderMetrics exports the flight recorder's counters.
+func RegisterRecorderMetrics(reg prometheus.Registerer, rec *recorder.Recorder) {
+	counter := func(name, help string, f func(recorder.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(rec.Stats())) })
+	}
+	reg.MustRegister(
+		counter("svc_recorder_dropped_total", "Recorder events and task rows dropped because the write buffer was full.",
+			func(s recorder.Stats) uint64 { return s.EventsDropped + s.TasksDropped }),
+		counter("svc_recorder_written_total", "Recorder events and task rows stored.",
+			func(s recorder.Stats) uint64 { return s.EventsWritten + s.TasksWritten }),
+		counter("svc_recorder_subscriber_drops_total", "Live-stream items not delivered to slow /ws subscribers.",
+			func(s recorder.Stats) uint64 { return s.SubscriberDrops }),
+		counter("svc_recorder_write_errors_total", "Failed recorder write batches.",
+			func(s recorder.Stats) uint64 { return s.WriteErrors }),
+		counter("svc_recorder_seals_total", "Live recorder files sealed into history.",
+			func(s recorder.Stats) uint64 { return s.Seals }),
+		counter("svc_recorder_archived_files_total", "Sealed files folded into archives by this worker.",
+			func(s recorder.Stats) uint64 { return s.ArchivedFiles }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_queue_length", Help: "Items waiting in the recorder write buffer."},
+			func() float64 { return float64(rec.Stats().Queued) }),
+	)
 }

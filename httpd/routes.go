@@ -27,6 +27,20 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", kafka(s.kafkaMessage))
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", kafka(s.kafkaMessages))
 
+	mux.HandleFunc("GET /api/v1/events", s.events)
+	mux.HandleFunc("GET /api/v1/live/task-results", s.taskResults)
+	mux.HandleFunc("GET /api/v1/dashboard/counts", s.counts)
+	mux.HandleFunc("GET /api/v1/debug/databases", s.withCORS(s.databases))
+	mux.HandleFunc("GET /api/v1/debug/trace", s.withCORS(s.trace))
+	mux.HandleFunc("GET /api/v1/debug/trace-by-label", s.withCORS(s.traceByLabel))
+	mux.HandleFunc("OPTIONS /api/v1/debug/databases", s.corsPreflight)
+	mux.HandleFunc("OPTIONS /api/v1/debug/trace", s.corsPreflight)
+	mux.HandleFunc("OPTIONS /api/v1/debug/trace-by-label", s.corsPreflight)
+	mux.HandleFunc("GET /api/v1/debug/download", s.download)
+	mux.HandleFunc("GET /api/v1/debug/download-live", s.downloadLive)
+	mux.HandleFunc("POST /api/v1/debug/merge", featureGate(ui.MergeEnabled, "ui.merge_enabled", s.merge))
+	mux.Handle("GET /ws", s.websocket())
+
 	mux.HandleFunc("/api/", s.apiNotFound)
 	mux.HandleFunc("/", s.page)
 	return mux

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/kafkaread"
+	"svc/recorder"
 	"svc/worker"
 )
 
@@ -24,6 +25,8 @@ type UIDeps struct {
 	Bundle http.Handler
 	// Kafka serves the Kafka read API; nil builds one from the config.
 	Kafka *kafkaread.Reader
+	// Recorder is the flight recorder (always present with the UI on).
+	Recorder *recorder.Recorder
 }
 
 // UIServer is the operator UI server: UI pages, /api/v1, /ws and probes.
@@ -35,13 +38,14 @@ type UIServer struct {
 	log     *slog.Logger
 	bundle  http.Handler
 	kafka   *kafkaread.Reader
+	rec     *recorder.Recorder
 	started time.Time
 }
 
 // NewUIServer builds the UI server; it does not bind or start anything.
 func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
-		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, started: time.Now(),
+		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, started: time.Now(),
 	}
 	if s.kafka == nil {
 		r, err := newKafkaReader(d.Config, d.Log)

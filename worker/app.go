@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/recorder"
 )
 
 // TaskRunner runs one task to its final result (all attempts). The executor
@@ -75,6 +77,7 @@ type App struct {
 	commitObs []CommitObserver
 	flow      *flowControl
 	source    *kafkaSource
+	recording recording
 	probes    chan struct{}
 
 	// taskCtx outlives intake: accepted work finishes during a drain and is
@@ -96,6 +99,13 @@ func New(cfg *Config, log *slog.Logger, reg prometheus.Registerer, opts Options)
 		sinks: opts.Sinks, notYet: map[string]string{},
 	}
 	a.taskCtx, a.cancelTasks = context.WithCancel(context.Background())
+	a.recording.worker = cfg.Worker.Name
+	for k := range cfg.Executor.Env {
+		if a.recording.env == nil {
+			a.recording.env = map[string]string{}
+		}
+		a.recording.env[k] = Mask
+	}
 	h := opts.Handler
 	if h == nil {
 		h = NewExecHandler(cfg.Handler, a.IDs)
@@ -110,6 +120,7 @@ func New(cfg *Config, log *slog.Logger, reg prometheus.Registerer, opts Options)
 			PoolSize: cfg.Executor.PoolSize, Timeout: cfg.Executor.Timeout.D(),
 			MaxOutputBytes: cfg.Executor.MaxOutputBytes, MaxAttempts: cfg.Handler.MaxAttempts,
 			RetryBackoff: cfg.Handler.RetryBackoff.D(), Logger: log.With("component", "executor"),
+			OnAttempt: a.recording.attempt,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("executor pool: %w", err)
@@ -130,6 +141,7 @@ func New(cfg *Config, log *slog.Logger, reg prometheus.Registerer, opts Options)
 		if err != nil {
 			return nil, err
 		}
+		ss.rec, ss.dlq.rec = &a.recording, &a.recording
 		a.sinks, a.sinkSet = ss, ss
 	}
 	if cfg.SinksRequired() && a.sinks == nil {
@@ -231,10 +243,12 @@ func (a *App) RunTasks(ctx context.Context, source string, tasks []Task) []TaskR
 }
 
 func (a *App) runOne(source string, t *Task) TaskResult {
+	a.recording.received(t)
 	res := a.runner.Run(a.taskCtx, t)
 	if res.Task == nil {
 		res.Task = t
 	}
+	a.recording.finished(source, &res)
 	a.Metrics.Tasks.WithLabelValues(source, res.Status).Inc()
 	a.Metrics.TaskDuration.WithLabelValues(source).Observe(res.Duration.Seconds())
 	a.Metrics.Attempts.WithLabelValues(source).Add(float64(res.Attempts))
@@ -295,13 +309,11 @@ type CommitObserver func(offsets map[int32]int64)
 func (a *App) ObserveCommits(o CommitObserver) { a.commitObs = append(a.commitObs, o) }
 
 func (a *App) observeCommit(offsets map[int32]kgo.EpochOffset) {
-	if len(a.commitObs) == 0 {
-		return
-	}
 	m := make(map[int32]int64, len(offsets))
 	for p, eo := range offsets {
 		m[p] = eo.Offset
 	}
+	a.recording.event(recorder.TypeOffsetCommitted, "", "", nil, map[string]any{"offsets": m})
 	for _, o := range a.commitObs {
 		o(m)
 	}

@@ -39,6 +39,7 @@ type DLQ struct {
 	m       *sinkMetrics
 	dropped prometheus.Counter
 	warn    sync.Once
+	rec     *recording
 }
 
 func newDLQ(cfg *Config, m *sinkMetrics, unconfigured prometheus.Counter, log *slog.Logger) (*DLQ, error) {
@@ -64,7 +65,17 @@ func (d *DLQ) Enabled() bool { return d.cl != nil }
 // when the record is acknowledged, dropped by policy or no DLQ exists, and
 // ErrDLQStall when it failed under the stall policy.
 func (d *DLQ) Send(ctx context.Context, res *TaskResult) error {
+	reason := res.Status
+	if res.Err != nil {
+		reason = res.Err.Error()
+	}
+	note := func(outcome string) {
+		if d.rec != nil {
+			d.rec.deadLettered(res, outcome, reason)
+		}
+	}
 	if d.cl == nil {
+		note("dropped_unconfigured")
 		d.dropped.Inc()
 		d.warn.Do(func() {
 			d.log.Warn("dlq_unconfigured_drop", "detail", "a failed message was dropped: no DLQ exists (set dlq.topic); further drops are only counted in svc_dlq_unconfigured_drops_total")
@@ -76,6 +87,7 @@ func (d *DLQ) Send(ctx context.Context, res *TaskResult) error {
 	err := d.cl.ProduceSync(sctx, d.record(res)).FirstErr()
 	if err == nil {
 		d.m.dlq.WithLabelValues("sent").Inc()
+		note("sent")
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -87,9 +99,11 @@ func (d *DLQ) Send(ctx context.Context, res *TaskResult) error {
 		attrs = append(attrs, "partition", m.Partition, "offset", m.Offset)
 	}
 	if d.stall {
+		note("failed_stall")
 		d.log.Error("dlq_send_failed_stall", attrs...)
 		return ErrDLQStall
 	}
+	note("failed_drop")
 	d.log.Error("dlq_send_failed_drop", attrs...)
 	return nil
 }

@@ -170,6 +170,7 @@ type SinkSet struct {
 	dlq    *DLQ
 	log    *slog.Logger
 	m      *sinkMetrics
+	rec    *recording
 	closed sync.Once
 }
 
@@ -224,12 +225,19 @@ func (ss *SinkSet) Deliver(ctx context.Context, res *TaskResult) error {
 			}
 		}
 	}
+	one := func(s *kafkaSink) error {
+		err := s.deliver(ctx, func() *kgo.Record { return resultRecord(s.topic, ss.worker, res) })
+		if err == nil && ss.rec != nil {
+			ss.rec.delivered(res, s.name)
+		}
+		return err
+	}
 	if len(targets) == 1 {
-		return targets[0].deliver(ctx, func() *kgo.Record { return resultRecord(targets[0].topic, ss.worker, res) })
+		return one(targets[0])
 	}
 	errs := make(chan error, len(targets))
 	for _, s := range targets {
-		go func() { errs <- s.deliver(ctx, func() *kgo.Record { return resultRecord(s.topic, ss.worker, res) }) }()
+		go func() { errs <- one(s) }()
 	}
 	var first error
 	for range targets {

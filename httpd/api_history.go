@@ -1,0 +1,240 @@
+package httpd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"svc/recorder"
+)
+
+// intQuery reads an optional integer query parameter within [lo, hi].
+func intQuery(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("%s must be an integer from %d to %d, got %q", name, lo, hi, v)
+	}
+	return n, nil
+}
+
+// events serves GET /api/v1/events: newest first, filtered by types,
+// task_id, before_id (paging), limit 1-1000 (default 200).
+func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
+	limit, err := intQuery(r, "limit", 200, 1, 1000)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	before, err := intQuery(r, "before_id", 0, 0, 1<<62)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	q := recorder.EventQuery{Limit: int(limit), TaskID: r.URL.Query().Get("task_id"), BeforeID: before}
+	for _, t := range strings.Split(r.URL.Query().Get("types"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			q.Types = append(q.Types, t)
+		}
+	}
+	evs, err := s.rec.Events(r.Context(), q)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
+		return
+	}
+	if evs == nil {
+		evs = []recorder.Event{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+}
+
+// taskResults serves GET /api/v1/live/task-results, newest first.
+func (s *UIServer) taskResults(w http.ResponseWriter, r *http.Request) {
+	limit, err := intQuery(r, "limit", 200, 1, 1000)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	rows, err := s.rec.TaskResults(r.Context(), int(limit))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
+		return
+	}
+	if rows == nil {
+		rows = []recorder.TaskRow{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": rows})
+}
+
+// counts serves the dashboard tile's request counts (spec 1.2 rule 13).
+func (s *UIServer) counts(w http.ResponseWriter, r *http.Request) {
+	c, err := s.rec.Counts(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+// databases lists live, sealed, archived and merged recorder files of the
+// shared folder, paths relative to it.
+func (s *UIServer) databases(w http.ResponseWriter, r *http.Request) {
+	dbs, err := s.rec.Databases(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
+		return
+	}
+	if dbs == nil {
+		dbs = []recorder.Database{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"databases": dbs})
+}
+
+// trace serves every event of one task across the live file, the cluster's
+// sealed files and its archives.
+func (s *UIServer) trace(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("task_id")
+	if id == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", "task_id is required")
+		return
+	}
+	evs, err := s.rec.Trace(r.Context(), id)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
+		return
+	}
+	if evs == nil {
+		evs = []recorder.Event{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task_id": id, "events": evs})
+}
+
+// traceByLabel finds task rows by one label across the same files.
+func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
+	name, value := r.URL.Query().Get("name"), r.URL.Query().Get("value")
+	if name == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", "name is required (and value)")
+		return
+	}
+	limit, err := intQuery(r, "limit", 100, 1, 1000)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	rows, err := s.rec.TraceByLabel(r.Context(), name, value, int(limit))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
+		return
+	}
+	if rows == nil {
+		rows = []recorder.TaskRow{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": rows})
+}
+
+// download serves a database of the shared folder by relative path: only
+// history/<cluster>/<name>.db, history/<cluster>/<archive>.db.gz and
+// merged/<name>.db; anything else, unsafe, a symlink, outside shared.dir,
+// in storage.dir or missing is 404.
+func (s *UIServer) download(w http.ResponseWriter, r *http.Request) {
+	rel := r.URL.Query().Get("path")
+	var (
+		f   io.ReadSeekCloser
+		mod time.Time
+		err error
+	)
+	if ioErr := s.app.IO.Do(r.Context(), func() {
+		file, info, oerr := s.rec.OpenDownload(rel)
+		if oerr != nil {
+			err = oerr
+			return
+		}
+		f, mod = file, info.ModTime()
+	}); ioErr != nil {
+		return
+	}
+	if err != nil {
+		if errors.Is(err, recorder.ErrNotFound) {
+			writeError(w, http.StatusNotFound, "not_found", "no downloadable database at that path (allowed: history/<cluster>/<name>.db, history/<cluster>/<archive>.db.gz, merged/<name>.db)")
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "recorder_error", "cannot open the database")
+		return
+	}
+	defer f.Close()
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	name := path.Base(rel)
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	http.ServeContent(w, r, name, mod, f)
+}
+
+// downloadLive streams a consistent snapshot of this worker's live file.
+func (s *UIServer) downloadLive(w http.ResponseWriter, r *http.Request) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	name := fmt.Sprintf("%s-live-%d.db", s.cfg.Worker.Name, time.Now().UnixMilli())
+	pw := &lazyHeaderWriter{w: w, start: func() {
+		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+	}}
+	err := s.rec.SnapshotLive(r.Context(), pw)
+	switch {
+	case err == nil:
+	case pw.started:
+		panic(http.ErrAbortHandler) // mid-body: cut the connection so the client sees a broken download
+	case errors.Is(err, recorder.ErrNoLiveFile):
+		writeError(w, http.StatusNotFound, "no_live_file", "storage.dir is empty: the recorder is memory-only and has no live file")
+	default:
+		writeError(w, http.StatusInternalServerError, "recorder_error", "cannot snapshot the live file")
+	}
+}
+
+// lazyHeaderWriter sets the download headers just before the first byte, so
+// an error before any byte can still become a JSON error.
+type lazyHeaderWriter struct {
+	w       http.ResponseWriter
+	start   func()
+	started bool
+}
+
+func (l *lazyHeaderWriter) Write(p []byte) (int, error) {
+	if !l.started {
+		l.started = true
+		l.start()
+	}
+	return l.w.Write(p)
+}
+
+// merge folds sealed or merged databases into a new merged/ file.
+func (s *UIServer) merge(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Paths []string `json:"paths"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		bodyError(w, err)
+		return
+	}
+	res, err := s.rec.Merge(r.Context(), req.Paths)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, res)
+	case errors.Is(err, recorder.ErrBadShape):
+		writeError(w, http.StatusBadRequest, "bad_path", "merge takes a non-empty list of paths shaped history/<cluster>/<name>.db or merged/<name>.db")
+	case errors.Is(err, recorder.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "a path does not name a database of the shared folder")
+	case errors.Is(err, recorder.ErrNoSharedDir):
+		writeError(w, http.StatusConflict, "no_shared_dir", "neither shared.dir nor storage.dir is set: there is nowhere to write a merge result")
+	default:
+		writeError(w, http.StatusInternalServerError, "merge_failed", err.Error())
+	}
+}

@@ -1,0 +1,192 @@
+package httpd
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/recorder"
+	"svc/worker"
+)
+
+// diskConfig is a stack config whose recorder writes real SQLite files:
+// storage.dir and shared.dir under a temp dir.
+func diskConfig(t *testing.T, binary string) *worker.Config {
+	cfg := testConfig(t, binary)
+	root := t.TempDir()
+	cfg.Storage.Dir = filepath.Join(root, "storage")
+	cfg.Shared.Dir = filepath.Join(root, "shared")
+	return cfg
+}
+
+func TestHistoryEventsTasksAndTrace(t *testing.T) {
+	exe := script(t, `cat >/dev/null
+echo '{"annotation":{"kind":"billing.check","payload":{"ok":true}}}' >&3
+echo done`)
+	s := startStack(t, diskConfig(t, exe))
+	r := do(t, "POST", s.inURL+"/v1/process", `{"n":1}`, "X-Svc-Label-customer", "acme")
+	var body worker.ExecResponse
+	if err := json.Unmarshal([]byte(r.body), &body); err != nil || r.status != 200 {
+		t.Fatalf("ingress = %d %s", r.status, r.body)
+	}
+	taskID := body.Tasks[0].TaskID
+
+	var results struct {
+		Results []recorder.TaskRow `json:"results"`
+	}
+	waitFor(t, func() bool {
+		_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/live/task-results?limit=10", "").body), &results)
+		return len(results.Results) == 1
+	}, "the task row")
+	row := results.Results[0]
+	if row.TaskID != taskID || row.Source != "http" || row.Status != "ok" || row.Labels["customer"] != "acme" || row.Attempts != 1 {
+		t.Errorf("task row = %+v", row)
+	}
+
+	var trace struct {
+		TaskID string           `json:"task_id"`
+		Events []recorder.Event `json:"events"`
+	}
+	waitFor(t, func() bool {
+		_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/debug/trace?task_id="+taskID, "").body), &trace)
+		return len(trace.Events) >= 4
+	}, "the trace")
+	types := map[string]bool{}
+	for _, e := range trace.Events {
+		types[e.Type] = true
+		if e.TaskID != taskID || e.Worker != "test" {
+			t.Errorf("trace event of another task or worker: %+v", e)
+		}
+	}
+	for _, want := range []string{"task_received", "executor_started", "executor_finished", "annotation"} {
+		if !types[want] {
+			t.Errorf("trace lacks %s: %v", want, types)
+		}
+	}
+
+	var evs struct {
+		Events []recorder.Event `json:"events"`
+	}
+	_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/events?types=annotation&limit=5", "").body), &evs)
+	if len(evs.Events) != 1 || evs.Events[0].Kind != "billing.check" || !strings.Contains(string(evs.Events[0].Payload), `"ok":true`) {
+		t.Errorf("annotation events = %+v", evs.Events)
+	}
+	var byLabel struct {
+		Tasks []recorder.TaskRow `json:"tasks"`
+	}
+	_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/debug/trace-by-label?name=customer&value=acme", "").body), &byLabel)
+	if len(byLabel.Tasks) != 1 || byLabel.Tasks[0].TaskID != taskID {
+		t.Errorf("trace-by-label = %+v", byLabel.Tasks)
+	}
+	var counts recorder.Counts
+	_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/dashboard/counts", "").body), &counts)
+	if counts.BySource["http"]["ok"] != 1 {
+		t.Errorf("counts = %+v", counts)
+	}
+	for _, bad := range []string{"/api/v1/events?limit=0", "/api/v1/events?limit=1001", "/api/v1/events?limit=x", "/api/v1/debug/trace", "/api/v1/live/task-results?limit=-1"} {
+		if r := do(t, "GET", s.uiURL+bad, ""); r.status != 400 {
+			t.Errorf("GET %s = %d, want 400", bad, r.status)
+		}
+	}
+}
+
+func TestHistoryDownloadMergeAndLive(t *testing.T) {
+	cfg := diskConfig(t, "/bin/cat")
+	s := startStack(t, cfg)
+	do(t, "POST", s.inURL+"/v1/process", "one")
+
+	// A sealed file of another worker in the shared history folder.
+	hist := filepath.Join(cfg.Shared.Dir, "history", "default")
+	other, err := recorder.Open(t.Context(), recorder.Config{Dir: filepath.Join(t.TempDir(), "o"), SharedDir: cfg.Shared.Dir, Worker: "other", Cluster: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Event(recorder.Event{Type: "state", Kind: "running"})
+	time.Sleep(50 * time.Millisecond)
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var dbs struct {
+		Databases []recorder.Database `json:"databases"`
+	}
+	waitFor(t, func() bool {
+		_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/debug/databases", "").body), &dbs)
+		for _, d := range dbs.Databases {
+			if d.Worker == "other" && d.Kind == "sealed" {
+				return true
+			}
+		}
+		return false
+	}, "the other worker's sealed file in databases")
+	var sealed string
+	for _, d := range dbs.Databases {
+		if d.Worker == "other" && d.Kind == "sealed" {
+			sealed = d.Path
+		}
+		if filepath.IsAbs(d.Path) {
+			t.Errorf("absolute path in databases: %s", d.Path)
+		}
+	}
+	r := do(t, "GET", s.uiURL+"/api/v1/debug/download?path="+sealed, "")
+	if r.status != 200 || !strings.HasPrefix(r.body, "SQLite format 3") || !strings.Contains(r.header.Get("Content-Disposition"), "attachment") {
+		t.Errorf("download %s = %d %q", sealed, r.status, r.body[:min(20, len(r.body))])
+	}
+
+	// The worker's own live file and anything unsafe are never served by path.
+	live, _ := filepath.Glob(filepath.Join(cfg.Storage.Dir, "recorder", "*.db"))
+	if len(live) != 1 {
+		t.Fatalf("live files = %v", live)
+	}
+	if err := os.Symlink(filepath.Join(hist, filepath.Base(sealed)), filepath.Join(hist, "link.db")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{
+		"", "history/default/missing.db", "../storage/recorder/" + filepath.Base(live[0]), "history/default/../../storage/x.db",
+		"history%2Fdefault%2F..%2F..%2Fetc%2Fpasswd", "%2e%2e/%2e%2e/etc/passwd", "/etc/passwd", "history\\default\\x.db",
+		"history/default/link.db", "recorder/" + filepath.Base(live[0]), "history/default/" + filepath.Base(sealed) + ".meta.json",
+	} {
+		r := do(t, "GET", s.uiURL+"/api/v1/debug/download?path="+p, "")
+		if r.status != 404 {
+			t.Errorf("download %q = %d, want 404", p, r.status)
+		}
+	}
+
+	r = do(t, "POST", s.uiURL+"/api/v1/debug/merge", `{"paths":["`+sealed+`"]}`)
+	var mr recorder.MergeResult
+	if err := json.Unmarshal([]byte(r.body), &mr); err != nil || r.status != 200 || !strings.HasPrefix(mr.Path, "merged/merged-") {
+		t.Fatalf("merge = %d %s", r.status, r.body)
+	}
+	st, err := os.Stat(filepath.Join(cfg.Shared.Dir, filepath.FromSlash(mr.Path)))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("merge result %v mode %v, want 0600", err, st)
+	}
+	for _, body := range []string{`{"paths":["history/default/x.db.gz"]}`, `{"paths":[]}`, `{"paths":["live/test"]}`, `{"paths":["../x.db"]}`} {
+		if r := do(t, "POST", s.uiURL+"/api/v1/debug/merge", body); r.status != 400 {
+			t.Errorf("merge %s = %d %s, want 400", body, r.status, r.body)
+		}
+	}
+
+	r = do(t, "GET", s.uiURL+"/api/v1/debug/download-live", "")
+	if r.status != 200 || !strings.HasPrefix(r.body, "SQLite format 3") {
+		t.Errorf("download-live = %d", r.status)
+	}
+}
+
+func TestHistoryMemoryOnlyAndMergeSwitch(t *testing.T) {
+	cfg := testConfig(t, "/bin/cat") // storage.dir ""
+	cfg.UI.MergeEnabled = false
+	s := startStack(t, cfg)
+	if r := do(t, "GET", s.uiURL+"/api/v1/debug/download-live", ""); r.status != 404 || !strings.Contains(r.body, "memory-only") {
+		t.Errorf("download-live in memory mode = %d %s", r.status, r.body)
+	}
+	if r := do(t, "POST", s.uiURL+"/api/v1/debug/merge", `{"paths":["history/default/a.db"]}`); r.status != 403 || !strings.Contains(r.body, "ui.merge_enabled is false") {
+		t.Errorf("merge disabled = %d %s", r.status, r.body)
+	}
+	do(t, "POST", s.inURL+"/v1/process", "x")
+	waitFor(t, func() bool {
+		return strings.Contains(do(t, "GET", s.uiURL+"/api/v1/live/task-results", "").body, `"status":"ok"`)
+	}, "a task row in memory mode")
+}

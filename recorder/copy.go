@@ -1,0 +1,132 @@
+package recorder
+
+import (
+	"compress/gzip"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// copied tells what copyFrom added.
+type copied struct {
+	events, tasks int64
+	fromMs, toMs  int64 // the source's meta from_ms and to_ms (0 when absent)
+}
+
+// copyFrom appends every row of the finished file srcPath to db (an archive
+// or merge result being built, one connection) and records sourceName in
+// its sources table, all in one transaction. Rows get new ids in db. A
+// source already listed in sources is skipped, which makes folding the same
+// sealed file twice harmless.
+func copyFrom(ctx context.Context, db *sql.DB, srcPath, sourceName string) (copied, error) {
+	var c copied
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return c, err
+	}
+	defer conn.Close()
+	var n int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sources WHERE name = ?`, sourceName).Scan(&n); err != nil {
+		return c, fmt.Errorf("check source %s: %w", sourceName, err)
+	}
+	if n > 0 {
+		return c, nil
+	}
+	if _, err := conn.ExecContext(ctx, `ATTACH DATABASE ? AS src`, sqliteURI(srcPath, "mode=ro&immutable=1")); err != nil {
+		return c, fmt.Errorf("attach %s: %w", sourceName, err)
+	}
+	defer conn.ExecContext(context.Background(), `DETACH DATABASE src`)
+	if err := checkVersion(ctx, conn, "src"); err != nil {
+		return c, fmt.Errorf("copy %s: %w", sourceName, err)
+	}
+	if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
+		return c, fmt.Errorf("begin copy %s: %w", sourceName, err)
+	}
+	steps := []struct {
+		query string
+		n     *int64
+	}{
+		{`INSERT INTO events(ts_ms, type, kind, task_id, worker, labels, payload)
+			SELECT ts_ms, type, kind, task_id, worker, labels, payload FROM src.events ORDER BY id`, &c.events},
+		{`INSERT INTO tasks(` + taskColumns + `) SELECT ` + taskColumns + ` FROM src.tasks ORDER BY id`, &c.tasks},
+		{`INSERT INTO task_labels(name, value, task_id) SELECT name, value, task_id FROM src.task_labels`, nil},
+		{`INSERT INTO config_snapshots(ts_ms, config) SELECT ts_ms, config FROM src.config_snapshots ORDER BY id`, nil},
+		{`INSERT INTO state_timeline(ts_ms, state, detail) SELECT ts_ms, state, detail FROM src.state_timeline ORDER BY id`, nil},
+	}
+	for _, s := range steps {
+		res, err := conn.ExecContext(ctx, s.query)
+		if err != nil {
+			conn.ExecContext(context.Background(), `ROLLBACK`)
+			return c, fmt.Errorf("copy %s: %w", sourceName, err)
+		}
+		if s.n != nil {
+			*s.n, _ = res.RowsAffected()
+		}
+	}
+	if _, err := conn.ExecContext(ctx, `INSERT INTO sources(name) VALUES(?)`, sourceName); err != nil {
+		conn.ExecContext(context.Background(), `ROLLBACK`)
+		return c, fmt.Errorf("record source %s: %w", sourceName, err)
+	}
+	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
+		conn.ExecContext(context.Background(), `ROLLBACK`)
+		return c, fmt.Errorf("commit copy %s: %w", sourceName, err)
+	}
+	rows, err := conn.QueryContext(ctx, `SELECT key, value FROM src.meta WHERE key IN ('from_ms', 'to_ms')`)
+	if err == nil {
+		for rows.Next() {
+			var k, v string
+			if rows.Scan(&k, &v) == nil {
+				ms, _ := strconv.ParseInt(v, 10, 64)
+				if k == "from_ms" {
+					c.fromMs = ms
+				} else {
+					c.toMs = ms
+				}
+			}
+		}
+		rows.Close()
+	}
+	return c, nil
+}
+
+// countRows returns the events and tasks row counts of db.
+func countRows(ctx context.Context, db *sql.DB) (events, tasks int64, err error) {
+	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`).Scan(&events, &tasks)
+	return events, tasks, err
+}
+
+// gzipFile compresses src into a new 0600 file dst and fsyncs it.
+func gzipFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("compress %s: %w", filepath.Base(src), err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fileMode)
+	if err != nil {
+		return fmt.Errorf("compress to %s: %w", filepath.Base(dst), err)
+	}
+	zw := gzip.NewWriter(out)
+	_, err = io.Copy(zw, in)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = out.Chmod(fileMode)
+	}
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(dst)
+		return fmt.Errorf("compress to %s: %w", filepath.Base(dst), err)
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package recorder
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCrashDetected re-executes the test binary as a worker process, kills
+// it with SIGKILL while it records, then opens a recorder on the same
+// storage.dir: the leftover watchdog file becomes a crash_detected event and
+// the dead process's live file is sealed into history.
+func TestCrashDetected(t *testing.T) {
+	dir, shared := t.TempDir(), t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
+	cmd.Env = append(os.Environ(), "RECORDER_CRASH_CHILD_DIR="+dir, "RECORDER_CRASH_CHILD_SHARED="+shared)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start child: %v", err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "CHILD_READY") {
+				ready <- true
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("child exited before it was ready")
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("child never became ready")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill child: %v", err)
+	}
+	cmd.Wait()
+	mustStat(t, filepath.Join(dir, "crashy.watchdog"))
+
+	clk := newClock()
+	clk.ms.Store(time.Now().UnixMilli())
+	r := mustOpen(t, baseConfig(t, dir, shared, "crashy", clk))
+	if _, err := os.Stat(filepath.Join(dir, "crashy.watchdog")); !os.IsNotExist(err) {
+		t.Errorf("Open left the old watchdog file: %v", err)
+	}
+	evs, err := r.Events(t.Context(), EventQuery{Types: []string{TypeCrashDetected}})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("Events(crash_detected) = %v, %v; want one event", evs, err)
+	}
+	var p watchdogState
+	if err := json.Unmarshal(evs[0].Payload, &p); err != nil || p.PID != cmd.Process.Pid || p.RSSBytes <= 0 || p.TSms <= 0 {
+		t.Errorf("crash_detected payload = %s, want the child's pid %d, rss and time", evs[0].Payload, cmd.Process.Pid)
+	}
+	trace, err := r.Trace(t.Context(), "child-task")
+	if err != nil || len(trace) != 1 {
+		t.Errorf("Trace(child-task) = %v, %v; want the dead child's event from its recovered file", trace, err)
+	}
+	if k := kinds(t, r); k["sealed"] != 1 || k["live"] != 1 {
+		t.Errorf("Databases() kinds = %v, want the recovered sealed file and a live file", k)
+	}
+}
+
+// TestCrashChild is the worker process of TestCrashDetected; it does
+// nothing unless started by it.
+func TestCrashChild(t *testing.T) {
+	dir := os.Getenv("RECORDER_CRASH_CHILD_DIR")
+	if dir == "" {
+		t.Skip("helper process for TestCrashDetected")
+	}
+	cfg := Config{Dir: dir, SharedDir: os.Getenv("RECORDER_CRASH_CHILD_SHARED"), Worker: "crashy", Cluster: "c1",
+		WatchdogInterval: 20 * time.Millisecond}
+	r, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go r.Run(context.Background())
+	r.Event(Event{Type: TypeTaskReceived, TaskID: "child-task"})
+	waitWritten(t, r, 1, 0)
+	waitFor(t, "watchdog file", func() bool { return fileExists(filepath.Join(dir, "crashy.watchdog")) })
+	fmt.Println("CHILD_READY")
+	time.Sleep(time.Minute) // killed long before
+}

@@ -1,0 +1,181 @@
+package recorder
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LivePathPrefix starts the Path of the live file in Databases
+// ("live/<worker>"). It is a marker, not a file path: it matches no download
+// shape, so ResolveDownload refuses it; the live file is fetched with
+// SnapshotLive (GET /api/v1/debug/download-live).
+const LivePathPrefix = "live/"
+
+// Database describes one recorder file for /api/v1/debug/databases.
+type Database struct {
+	Path      string `json:"path"` // relative to shared.dir, slash form; "live/<worker>" for the live file
+	Kind      string `json:"kind"` // live, sealed, archive, merged
+	Worker    string `json:"worker"`
+	Cluster   string `json:"cluster"`
+	FromMs    int64  `json:"from_ms"`
+	ToMs      int64  `json:"to_ms"` // now for the live file; 0 when unknown
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// fileMeta is the .meta.json written beside every sealed file, archive and
+// merge result (FORMAT.md).
+type fileMeta struct {
+	Kind    string   `json:"kind"`
+	Worker  string   `json:"worker"`
+	Cluster string   `json:"cluster"`
+	FromMs  int64    `json:"from_ms"`
+	ToMs    int64    `json:"to_ms"`
+	Events  int64    `json:"events"`
+	Tasks   int64    `json:"tasks"`
+	Format  int      `json:"format"`
+	Sources []string `json:"sources,omitempty"`
+}
+
+// histFile is one file found in the shared folder.
+type histFile struct {
+	path    string // absolute
+	rel     string // relative to the shared root, slash form
+	shape   shape
+	size    int64
+	modTime time.Time
+	meta    fileMeta
+}
+
+// Databases lists the live file (unless memory-only), this cluster's sealed
+// files and archives, and every merge result, newest first after the live
+// file. Metadata comes from each .meta.json, else from the file name.
+func (r *Recorder) Databases(ctx context.Context) ([]Database, error) {
+	var out []Database
+	r.liveMu.RLock()
+	if lf := r.live; lf != nil {
+		var size int64
+		for _, suffix := range []string{"", "-wal"} {
+			if fi, err := os.Stat(lf.path + suffix); err == nil {
+				size += fi.Size()
+			}
+		}
+		out = append(out, Database{Path: LivePathPrefix + r.cfg.Worker, Kind: "live", Worker: r.cfg.Worker,
+			Cluster: r.cfg.Cluster, FromMs: lf.fromMs, ToMs: r.cfg.Now().UnixMilli(), SizeBytes: size})
+	}
+	r.liveMu.RUnlock()
+	files, err := r.listShared(ctx, true, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		out = append(out, Database{Path: f.rel, Kind: f.meta.Kind, Worker: f.meta.Worker, Cluster: f.meta.Cluster,
+			FromMs: f.meta.FromMs, ToMs: f.meta.ToMs, SizeBytes: f.size})
+	}
+	return out, nil
+}
+
+// listShared returns this cluster's sealed files and archives and, when
+// merged is set, the merge results; newest first. withMeta reads each
+// .meta.json (falling back to the file name).
+func (r *Recorder) listShared(ctx context.Context, merged, withMeta bool) ([]histFile, error) {
+	if r.sharedRoot == "" {
+		return nil, nil
+	}
+	files, err := r.listDir(r.historyDir, withMeta)
+	for i := range files {
+		if files[i].meta.Cluster == "" {
+			files[i].meta.Cluster = r.cfg.Cluster
+		}
+	}
+	if err == nil && merged {
+		var m []histFile
+		m, err = r.listDir(filepath.Join(r.sharedRoot, "merged"), withMeta)
+		files = append(files, m...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(files, func(a, b histFile) int {
+		return cmp.Or(cmp.Compare(b.meta.FromMs, a.meta.FromMs), strings.Compare(a.rel, b.rel))
+	})
+	return files, ctx.Err()
+}
+
+// listDir lists the regular, non-hidden files of one folder that match a shape.
+func (r *Recorder) listDir(dir string, withMeta bool) ([]histFile, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", relSlash(r.sharedRoot, dir), err)
+	}
+	var out []histFile
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		rel := relSlash(r.sharedRoot, path)
+		_, sh, ok := parseShape(rel)
+		if !ok {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		f := histFile{path: path, rel: rel, shape: sh, size: fi.Size(), modTime: fi.ModTime(), meta: metaFromName(e.Name(), sh)}
+		if withMeta {
+			if data, err := os.ReadFile(path + ".meta.json"); err == nil {
+				var m fileMeta
+				if json.Unmarshal(data, &m) == nil {
+					m.Kind = f.meta.Kind // the shape decides the kind
+					f.meta = m
+				}
+			}
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// metaFromName reads what a file name tells: sealed <worker>-<from>-<to>.db,
+// archive <cluster>-<window_start>.db.gz, merged merged-<ts>-<token>.db.
+func metaFromName(name string, sh shape) fileMeta {
+	switch sh {
+	case shapeSealed:
+		m := fileMeta{Kind: "sealed"}
+		parts := strings.Split(strings.TrimSuffix(name, ".db"), "-")
+		if n := len(parts); n >= 3 && allDigits(parts[n-1]) && allDigits(parts[n-2]) {
+			m.Worker = strings.Join(parts[:n-2], "-")
+			m.FromMs, _ = strconv.ParseInt(parts[n-2], 10, 64)
+			m.ToMs, _ = strconv.ParseInt(parts[n-1], 10, 64)
+		}
+		return m
+	case shapeArchive:
+		m := fileMeta{Kind: "archive"}
+		base := strings.TrimSuffix(name, ".db.gz")
+		if i := strings.LastIndexByte(base, '-'); i > 0 && allDigits(base[i+1:]) {
+			m.Cluster = base[:i]
+			m.FromMs, _ = strconv.ParseInt(base[i+1:], 10, 64)
+		}
+		return m
+	default:
+		m := fileMeta{Kind: "merged"}
+		parts := strings.Split(strings.TrimSuffix(name, ".db"), "-")
+		if len(parts) == 3 && parts[0] == "merged" && allDigits(parts[1]) {
+			m.FromMs, _ = strconv.ParseInt(parts[1], 10, 64)
+		}
+		return m
+	}
+}

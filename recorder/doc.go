@@ -1,0 +1,86 @@
+// Package recorder is the worker's flight recorder: it stores pipeline
+// events and task results in SQLite files, seals them into a folder the
+// fleet shares, folds old files into compressed archives, and answers the
+// event, trace, database, download and merge queries of the operator API.
+//
+// Concurrency: Event and Task never block (a full write queue drops and
+// counts); one goroutine started by Run owns the live file's writes; the
+// query methods may run concurrently with everything. Open starts nothing.
+//
+// # On-disk format (version 1)
+//
+// Any implementation that follows this layout can share the folder; FORMAT.md
+// has the same rules with the full schema. Times are decimal epoch
+// milliseconds (UTC). Worker and cluster names are 1-128 bytes of
+// [A-Za-z0-9._-] not starting with '.'. Names starting with '.' are temp,
+// lock or cache files: listings skip them and they are never served. No file
+// stores an absolute path; paths inside files and in the API are relative to
+// shared.dir, slash-separated.
+//
+// storage.dir (private to one worker; created 0700 when missing):
+//
+//	recorder/                              0700
+//	recorder/<worker>-<start_ms>.db        live file: SQLite, WAL, busy timeout, 0600
+//	<worker>.watchdog                      {"pid","rss_bytes","ts_ms"}, rewritten every few seconds, 0600
+//
+// shared.dir (storage.dir when unset; folders created 0700, files 0600):
+//
+//	history/<cluster>/<worker>-<from_ms>-<to_ms>.db            sealed file
+//	history/<cluster>/<worker>-<from_ms>-<to_ms>.db.meta.json  its metadata
+//	history/<cluster>/<cluster>-<window_start_ms>.db.gz        archive (gzip of a SQLite file)
+//	history/<cluster>/<cluster>-<window_start_ms>.db.gz.meta.json
+//	history/<cluster>/.archive.lock                            archiving lease
+//	merged/merged-<ts_ms>-<token>.db                           merge result (token: 16 hex digits)
+//	merged/merged-<ts_ms>-<token>.db.meta.json
+//
+// Every database file has the same schema, built by numbered steps recorded
+// in PRAGMA user_version (currently 1): meta(key, value); events(id, ts_ms,
+// type, kind, task_id, worker, labels JSON, payload JSON) indexed on task_id
+// and type; tasks(id, task_id, ts_ms, worker, source, alias, partition,
+// offset, key, labels JSON, status, attempts, duration_ms, error,
+// output_size_bytes, env JSON) indexed on task_id; task_labels(name, value,
+// task_id) indexed on (name, value); config_snapshots(id, ts_ms, config);
+// state_timeline(id, ts_ms, state, detail); sources(name). meta holds format
+// ("1"), kind (live, sealed, archive, merged), worker, cluster, from_ms,
+// to_ms (0 while live); archives add window_start_ms and window_ms.
+//
+// Each .meta.json is {"kind","worker","cluster","from_ms","to_ms","events",
+// "tasks","format"} plus "sources" for archives (folded file names) and merge
+// results (the merged paths). It is written before its database appears.
+//
+// Life cycle:
+//
+//   - Live: the worker appends to its live file. In live and sealed files,
+//     events.id is the worker's event ID (increasing; seeded from the start
+//     time times 1000); in archives and merge results ids are file-local.
+//   - Seal (every seal interval and at shutdown): checkpoint the WAL
+//     (wal_checkpoint(TRUNCATE)), switch to journal_mode=DELETE, set meta
+//     kind=sealed and to_ms, close; move the file to a hidden temp name in
+//     history/<cluster>/, fsync, write the .meta.json, rename to its final
+//     name; start a new live file whose start_ms is the old to_ms. A live
+//     file without events and task rows is not sealed: it keeps recording,
+//     and at shutdown it is deleted. A live file left by a dead process is
+//     sealed at the next start, its to_ms being its newest row.
+//   - Archive (when enabled): a sealed file whose to_ms is older than
+//     archive.after is folded into the archive of window floor(from_ms /
+//     window) * window: decompress the archive (if any) to a hidden temp
+//     file, copy the rows in (skipping a file already named in sources),
+//     gzip to a hidden temp file, fsync, rename over the archive, then
+//     delete the sealed files and their .meta.json. Only the holder of
+//     .archive.lock archives: the lock is created with O_EXCL and holds
+//     {"worker","token","expires_ms"} (lease 10 minutes, refreshed before each
+//     window). An expired lock is renamed aside to a unique hidden name and
+//     taken over only if the renamed content is still the expired one.
+//   - Merge: copies all rows of the given sealed or merged files into a new
+//     merged file. While archiving is enabled, merge results older than
+//     merged_retention_days (by the <ts_ms> in the name) are deleted. With
+//     archiving off nothing is ever deleted automatically.
+//
+// Memory-only mode (storage.dir empty): recent events and task rows live in a
+// ring, nothing is sealed, there is no watchdog file and no live file.
+//
+// Only three shapes are ever served or merged by path:
+// history/<cluster>/<name>.db, history/<cluster>/<name>.db.gz (download only)
+// and merged/<name>.db. Databases lists the live file as "live/<worker>", a
+// marker no download accepts; SnapshotLive serves it.
+package recorder

@@ -1,0 +1,310 @@
+package recorder
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"strings"
+)
+
+// Event types the worker emits; they are the recorder's vocabulary.
+//
+//   - task_received: a message entered the pipeline (Kafka record or HTTP
+//     request); TaskID set, payload {source, alias, partition, offset, key}.
+//   - task_arranged: arrange() turned a message into tasks; payload lists them.
+//   - executor_started / executor_finished: one executor run of a task;
+//     finished carries {status, exit_code, duration_ms, output_size_bytes}.
+//   - sink_delivered: a result reached a sink; payload {sink, topic, partition, offset}.
+//   - dlq_sent: a payload went to the dead-letter queue; payload {topic, reason}.
+//   - offset_committed: Kafka offsets committed; payload {partitions}.
+//   - annotation: emitted by handler code; Kind is the annotation kind and
+//     Payload its JSON body (read by AnnotationsSource).
+//   - runtime_health: a runtime health heartbeat or stall report.
+//   - crash_detected: written by Open when the previous run left its
+//     watchdog file; Payload is that file's JSON {pid, rss_bytes, ts_ms}.
+//   - state: a worker state change (starting, running, draining, stopped);
+//     Kind is the state, Payload {state, detail}. Also kept in state_timeline.
+//   - config_snapshot: the effective config, secrets masked by the caller;
+//     Payload is the config. Also kept in config_snapshots.
+//
+// Payloads are free JSON chosen by the emitter; the recorder only stores
+// them. A payload that is not valid JSON is stored as a JSON string.
+const (
+	TypeTaskReceived     = "task_received"
+	TypeTaskArranged     = "task_arranged"
+	TypeExecutorStarted  = "executor_started"
+	TypeExecutorFinished = "executor_finished"
+	TypeSinkDelivered    = "sink_delivered"
+	TypeDLQSent          = "dlq_sent"
+	TypeOffsetCommitted  = "offset_committed"
+	TypeAnnotation       = "annotation"
+	TypeRuntimeHealth    = "runtime_health"
+	TypeCrashDetected    = "crash_detected"
+	TypeState            = "state"
+	TypeConfigSnapshot   = "config_snapshot"
+)
+
+// Event is one recorded pipeline event. ID is assigned by the recorder: it
+// increases with every event of this process (and across restarts of the
+// same worker, being seeded from the start time), so it orders and pages
+// the events of one worker. Events read from archives and merged files carry
+// that file's own row id instead.
+type Event struct {
+	ID      int64             `json:"id"`
+	TSms    int64             `json:"ts_ms"`
+	Type    string            `json:"type"`
+	Kind    string            `json:"kind"`
+	TaskID  string            `json:"task_id"`
+	Worker  string            `json:"worker"`
+	Labels  map[string]string `json:"labels"`
+	Payload json.RawMessage   `json:"payload"`
+}
+
+// Event records e without blocking: TSms defaults to now, Worker to this
+// worker. When the write queue is full the event is dropped from storage
+// and counted; live subscribers still receive it.
+func (r *Recorder) Event(e Event) {
+	e = r.fillEvent(e)
+	if !r.queueEvent(&e) {
+		r.stats.eventsDropped.Add(1)
+	} else if r.memory {
+		r.ring.addEvent(e)
+		r.stats.eventsWritten.Add(1)
+	}
+	r.subs.publishEvent(e)
+}
+
+// ConfigSnapshot records the effective configuration, already masked by the
+// caller, as a config_snapshot event.
+func (r *Recorder) ConfigSnapshot(masked json.RawMessage) {
+	r.Event(Event{Type: TypeConfigSnapshot, Payload: masked})
+}
+
+// State records a worker state change as a state event.
+func (r *Recorder) State(state string, detail map[string]any) {
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	payload, err := json.Marshal(map[string]any{"state": state, "detail": detail})
+	if err != nil {
+		payload, _ = json.Marshal(map[string]any{"state": state, "detail_error": err.Error()})
+	}
+	r.Event(Event{Type: TypeState, Kind: state, Payload: payload})
+}
+
+// fillEvent fills defaults and copies the labels (the caller may reuse its
+// map) and the payload.
+func (r *Recorder) fillEvent(e Event) Event {
+	if e.TSms == 0 {
+		e.TSms = r.cfg.Now().UnixMilli()
+	}
+	if e.Worker == "" {
+		e.Worker = r.cfg.Worker
+	}
+	e.Labels = cloneLabels(e.Labels)
+	e.Payload = normalizeJSON(e.Payload)
+	return e
+}
+
+// queueEvent assigns the next ID and, with a live file, queues e for the
+// writer; false means it was dropped. One lock covers both so the queue is
+// in ID order. The writer only reads *e.
+func (r *Recorder) queueEvent(e *Event) bool {
+	r.inMu.Lock()
+	defer r.inMu.Unlock()
+	e.ID = r.nextID
+	r.nextID++
+	if r.memory {
+		return true
+	}
+	return r.enqueueLocked(item{ev: e})
+}
+
+// enqueue offers it to the writer; false means it was dropped.
+func (r *Recorder) enqueue(it item) bool {
+	r.inMu.Lock()
+	defer r.inMu.Unlock()
+	return r.enqueueLocked(it)
+}
+
+func (r *Recorder) enqueueLocked(it item) bool {
+	if r.stopped {
+		return false
+	}
+	select {
+	case r.in <- it:
+		return true
+	default:
+		return false
+	}
+}
+
+// normalizeJSON copies raw and turns an empty or invalid value into valid JSON.
+func normalizeJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	if !json.Valid(raw) {
+		b, _ := json.Marshal(string(raw))
+		return b
+	}
+	return append(json.RawMessage(nil), raw...)
+}
+
+// EventQuery filters Events. Limit is clamped to 1-1000 (default 200).
+type EventQuery struct {
+	Types    []string
+	Limit    int
+	TaskID   string
+	BeforeID int64 // only events with a smaller ID; 0 = newest
+}
+
+// Events returns this worker's recent events, newest first: the live file,
+// continued into the files this process sealed most recently when the live
+// file alone cannot fill the limit; the ring in memory-only mode.
+func (r *Recorder) Events(ctx context.Context, q EventQuery) ([]Event, error) {
+	q.Limit = clampLimit(q.Limit, 200, 1000)
+	if r.memory {
+		return r.ring.events(q), nil
+	}
+	query, args := eventsSQL(q)
+	var out []Event
+	err := r.withLive(func(db *sql.DB) error {
+		var err error
+		out, err = queryEvents(ctx, db, query, args...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query events: %w", err)
+	}
+	for _, path := range r.recentSealed() {
+		if len(out) >= q.Limit {
+			break
+		}
+		if len(out) > 0 {
+			q.BeforeID = out[len(out)-1].ID
+		}
+		q.Limit -= len(out)
+		query, args := eventsSQL(q)
+		q.Limit += len(out)
+		more, err := queryFile(path, func(db *sql.DB) ([]Event, error) {
+			return queryEvents(ctx, db, query, args...)
+		})
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) { // archived meanwhile: expected
+				r.log.Warn("recorder_query_sealed_failed", "file", relSlash(r.sharedRoot, path), "error", err)
+			}
+			continue
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// eventsSQL builds the Events query for one file.
+func eventsSQL(q EventQuery) (string, []any) {
+	var where []string
+	var args []any
+	if q.BeforeID > 0 {
+		where = append(where, `id < ?`)
+		args = append(args, q.BeforeID)
+	}
+	if q.TaskID != "" {
+		where = append(where, `task_id = ?`)
+		args = append(args, q.TaskID)
+	}
+	if len(q.Types) > 0 {
+		where = append(where, `type IN (?`+strings.Repeat(`, ?`, len(q.Types)-1)+`)`)
+		for _, t := range q.Types {
+			args = append(args, t)
+		}
+	}
+	query := `SELECT id, ts_ms, type, kind, task_id, worker, labels, payload FROM events`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	args = append(args, q.Limit)
+	return query + ` ORDER BY id DESC LIMIT ?`, args
+}
+
+// queryEvents runs a query selecting the eight event columns in order.
+func queryEvents(ctx context.Context, db *sql.DB, query string, args ...any) ([]Event, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var labels, payload string
+		if err := rows.Scan(&e.ID, &e.TSms, &e.Type, &e.Kind, &e.TaskID, &e.Worker, &labels, &payload); err != nil {
+			return nil, err
+		}
+		e.Labels = decodeLabels(labels)
+		e.Payload = normalizeJSON(json.RawMessage(payload))
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// insertEvent writes e, plus its config_snapshots or state_timeline row.
+func insertEvent(w *txWriter, e *Event) error {
+	if err := w.exec(
+		`INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID, e.TSms, e.Type, e.Kind, e.TaskID, e.Worker, encodeLabels(e.Labels), string(e.Payload)); err != nil {
+		return fmt.Errorf("insert event: %w", err)
+	}
+	var err error
+	switch e.Type {
+	case TypeConfigSnapshot:
+		err = w.exec(`INSERT INTO config_snapshots(ts_ms, config) VALUES(?, ?)`, e.TSms, string(e.Payload))
+	case TypeState:
+		var p struct {
+			Detail json.RawMessage `json:"detail"`
+		}
+		json.Unmarshal(e.Payload, &p)
+		err = w.exec(`INSERT INTO state_timeline(ts_ms, state, detail) VALUES(?, ?, ?)`,
+			e.TSms, e.Kind, string(normalizeJSON(p.Detail)))
+	}
+	if err != nil {
+		return fmt.Errorf("insert %s: %w", e.Type, err)
+	}
+	return nil
+}
+
+// encodeLabels stores labels as a JSON object ("{}" when empty).
+func encodeLabels(m map[string]string) string {
+	if len(m) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// decodeLabels reads a JSON object of strings; anything else gives an empty map.
+func decodeLabels(s string) map[string]string {
+	m := map[string]string{}
+	json.Unmarshal([]byte(s), &m)
+	return m
+}
+
+// cloneLabels copies m, never returning nil so JSON shows {} rather than null.
+func cloneLabels(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return map[string]string{}
+	}
+	return maps.Clone(m)
+}
+
+// clampLimit applies a default and an upper bound.
+func clampLimit(n, def, max int) int {
+	if n <= 0 {
+		return def
+	}
+	return min(n, max)
+}

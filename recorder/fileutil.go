@@ -1,0 +1,178 @@
+package recorder
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// The spec fixes these modes for recorder files and folders. They are set
+// with Chmod after creation so the process umask never widens or narrows
+// them.
+const (
+	fileMode os.FileMode = 0o600
+	dirMode  os.FileMode = 0o700
+)
+
+// createPrivateFile creates an empty file with mode 0600; it fails with an
+// os.IsExist error when the file exists.
+func createPrivateFile(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fileMode)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := f.Chmod(fileMode); err != nil {
+		f.Close()
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// mkdirPrivate creates dir and missing parents; every folder it creates gets
+// mode 0700. Existing folders keep their mode.
+func mkdirPrivate(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("mkdir %s: not a directory", dir)
+		}
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirPrivate(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, dirMode); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, dirMode); err != nil {
+		return fmt.Errorf("chmod %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to a hidden temp file beside path, fsyncs it
+// and renames it over path, so readers see the old or the new content only.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := tempName(path)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fileMode)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(fileMode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// tempName returns a hidden, unique name in path's folder. Hidden names
+// never match a download or merge shape and are skipped by every listing.
+func tempName(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+randToken(6)+".tmp")
+}
+
+// syncFile fsyncs the file at path.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return nil
+}
+
+// syncDir fsyncs a folder so renames in it survive a power cut. Some file
+// systems refuse to fsync folders; that is not worth failing over.
+func syncDir(dir string) {
+	if f, err := os.Open(dir); err == nil {
+		f.Sync()
+		f.Close()
+	}
+}
+
+// moveFile renames src to dst, copying when they are on different file
+// systems (storage.dir and shared.dir usually are).
+func moveFile(src, dst string) error {
+	err := os.Rename(src, dst)
+	if err == nil || !errors.Is(err, syscall.EXDEV) {
+		return err
+	}
+	if err := copyFile(src, dst); err != nil {
+		os.Remove(dst)
+		return err
+	}
+	return os.Remove(src)
+}
+
+// copyFile copies src to a new file dst with mode 0600.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fileMode)
+	if err != nil {
+		return fmt.Errorf("copy to %s: %w", dst, err)
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Chmod(fileMode)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("copy to %s: %w", dst, err)
+	}
+	return nil
+}
+
+// randToken returns n random bytes in hex.
+func randToken(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// within reports whether path is root or below it. Both must be clean,
+// absolute and already free of symlinks.
+func within(path, root string) bool {
+	if path == root {
+		return true
+	}
+	if root == string(filepath.Separator) {
+		return strings.HasPrefix(path, root)
+	}
+	return strings.HasPrefix(path, root+string(filepath.Separator))
+}
+
+// removeDB removes a SQLite file and its -wal, -shm and -journal companions.
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		os.Remove(path + suffix)
+	}
+}

@@ -1,0 +1,234 @@
+package recorder
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// liveFile is the open live database.
+type liveFile struct {
+	db     *sql.DB
+	path   string
+	fromMs int64
+}
+
+// newLiveFile creates {Dir}/recorder/<worker>-<start_ms>.db, moving the
+// start forward by a millisecond while the name is taken.
+func (r *Recorder) newLiveFile(ctx context.Context, startMs int64) (*liveFile, error) {
+	path := filepath.Join(r.liveDir, fmt.Sprintf("%s-%d.db", r.cfg.Worker, startMs))
+	for {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		startMs++
+		path = filepath.Join(r.liveDir, fmt.Sprintf("%s-%d.db", r.cfg.Worker, startMs))
+	}
+	db, err := openLiveDB(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	err = setMeta(ctx, db, "format", strconv.Itoa(FormatVersion), "kind", "live",
+		"worker", r.cfg.Worker, "cluster", r.cfg.Cluster, "from_ms", strconv.FormatInt(startMs, 10), "to_ms", "0")
+	if err != nil {
+		db.Close()
+		removeDB(path)
+		return nil, err
+	}
+	return &liveFile{db: db, path: path, fromMs: startMs}, nil
+}
+
+// openLive installs a fresh live file.
+func (r *Recorder) openLive(ctx context.Context, startMs int64) error {
+	lf, err := r.newLiveFile(ctx, startMs)
+	if err != nil {
+		return err
+	}
+	r.liveMu.Lock()
+	r.live = lf
+	r.liveMu.Unlock()
+	return nil
+}
+
+// closeLive closes the live database without sealing it.
+func (r *Recorder) closeLive() {
+	r.liveMu.Lock()
+	defer r.liveMu.Unlock()
+	if r.live != nil {
+		r.live.db.Close()
+		r.live = nil
+	}
+}
+
+// withLive runs fn on the live database while no seal can swap it. With no
+// live file (after shutdown) fn is not called.
+func (r *Recorder) withLive(fn func(*sql.DB) error) error {
+	r.liveMu.RLock()
+	defer r.liveMu.RUnlock()
+	if r.live == nil {
+		return nil
+	}
+	return fn(r.live.db)
+}
+
+// sealLive moves the live file into history and, unless final, starts a new
+// one. A live file with no events and no task rows is not sealed: it keeps
+// running, and at the final seal it is deleted.
+func (r *Recorder) sealLive(ctx context.Context, final bool) error {
+	lf := r.live
+	if lf == nil {
+		if final {
+			return nil
+		}
+		return r.openLive(ctx, r.cfg.Now().UnixMilli())
+	}
+	var rows int64
+	err := lf.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM tasks)`).Scan(&rows)
+	if err != nil {
+		r.stats.sealErrors.Add(1)
+		return fmt.Errorf("seal %s: count rows: %w", filepath.Base(lf.path), err)
+	}
+	if rows == 0 {
+		if final {
+			r.closeLive()
+			removeDB(lf.path)
+		}
+		return nil
+	}
+	// Queries wait from here until the next live file is open, so they never
+	// see a closed handle nor miss the rows in flight between files.
+	r.liveMu.Lock()
+	defer r.liveMu.Unlock()
+	lf.db.Close()
+	r.live = nil
+	toMs := max(r.cfg.Now().UnixMilli(), lf.fromMs)
+	dst, err := r.sealFile(ctx, lf.path, r.cfg.Worker, lf.fromMs, toMs)
+	if err != nil {
+		r.stats.sealErrors.Add(1)
+		r.log.Error("recorder_seal_failed", "file", filepath.Base(lf.path), "error", err)
+		if !final {
+			// Keep recording into the same file; the next tick retries.
+			if db, oerr := openLiveDB(ctx, lf.path); oerr == nil {
+				setMeta(ctx, db, "kind", "live", "to_ms", "0")
+				r.live = &liveFile{db: db, path: lf.path, fromMs: lf.fromMs}
+			}
+		}
+		return err
+	}
+	r.stats.seals.Add(1)
+	r.addRecent(dst)
+	r.log.Info("recorder_sealed", "file", relSlash(r.sharedRoot, dst))
+	if final {
+		return nil
+	}
+	next, err := r.newLiveFile(ctx, toMs)
+	if err != nil {
+		r.log.Error("recorder_live_open_failed", "error", err)
+		return err
+	}
+	r.live = next
+	return nil
+}
+
+// sealFile finalises a closed live file (WAL checkpointed and turned off, meta
+// updated) and moves it to history/<cluster>/<worker>-<from>-<to>.db with a
+// .meta.json beside it. On error the file is back at path.
+func (r *Recorder) sealFile(ctx context.Context, path, worker string, fromMs, toMs int64) (string, error) {
+	if err := mkdirPrivate(r.historyDir); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(r.historyDir, fmt.Sprintf("%s-%d-%d.db", worker, fromMs, toMs))
+	for fileExists(dst) {
+		toMs++
+		dst = filepath.Join(r.historyDir, fmt.Sprintf("%s-%d-%d.db", worker, fromMs, toMs))
+	}
+	meta, err := finalizeDB(ctx, path, toMs)
+	if err != nil {
+		return "", err
+	}
+	meta.Kind, meta.Worker, meta.Cluster, meta.FromMs = "sealed", worker, r.cfg.Cluster, fromMs
+	data, _ := json.MarshalIndent(meta, "", "  ")
+	tmp := tempName(dst)
+	if err := moveFile(path, tmp); err != nil {
+		return "", fmt.Errorf("move %s: %w", filepath.Base(path), err)
+	}
+	err = os.Chmod(tmp, fileMode)
+	if err == nil {
+		err = syncFile(tmp)
+	}
+	// The meta file goes first: whoever sees the .db also finds its meta.
+	if err == nil {
+		err = writeFileAtomic(dst+".meta.json", data)
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(dst + ".meta.json")
+		if merr := moveFile(tmp, path); merr != nil {
+			return "", errors.Join(err, merr)
+		}
+		return "", err
+	}
+	syncDir(r.historyDir)
+	removeDB(path)
+	return dst, nil
+}
+
+// finalizeDB checkpoints and leaves WAL mode (a sealed file is one
+// self-contained file), stamps to_ms and kind, and returns the row counts.
+func finalizeDB(ctx context.Context, path string, toMs int64) (fileMeta, error) {
+	var m fileMeta
+	db, err := sql.Open("sqlite", sqliteURI(path, "_pragma=busy_timeout(5000)"))
+	if err != nil {
+		return m, fmt.Errorf("finalize %s: %w", filepath.Base(path), err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	var mode string
+	if _, err = db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err == nil {
+		err = db.QueryRowContext(ctx, `PRAGMA journal_mode=DELETE`).Scan(&mode)
+	}
+	if err == nil && !strings.EqualFold(mode, "delete") {
+		err = fmt.Errorf("journal_mode is still %s", mode)
+	}
+	if err == nil {
+		err = setMeta(ctx, db, "kind", "sealed", "to_ms", strconv.FormatInt(toMs, 10))
+	}
+	if err == nil {
+		err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`).Scan(&m.Events, &m.Tasks)
+	}
+	if err != nil {
+		return m, fmt.Errorf("finalize %s: %w", filepath.Base(path), err)
+	}
+	m.Format, m.ToMs = FormatVersion, toMs
+	return m, db.Close()
+}
+
+// addRecent remembers a file this process sealed, for Events and TaskResults.
+func (r *Recorder) addRecent(path string) {
+	r.recentMu.Lock()
+	defer r.recentMu.Unlock()
+	r.recent = append([]string{path}, r.recent...)
+	if len(r.recent) > 3 {
+		r.recent = r.recent[:3]
+	}
+}
+
+// recentSealed returns this process's sealed files, newest first.
+func (r *Recorder) recentSealed() []string {
+	r.recentMu.Lock()
+	defer r.recentMu.Unlock()
+	return append([]string(nil), r.recent...)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

@@ -1,0 +1,48 @@
+package recorder
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// SnapshotLive writes a consistent copy of the live file to w (the
+// download-live route): VACUUM INTO a hidden 0600 temp file beside the live
+// file, stream it, delete it. Writes continue meanwhile; the copy holds
+// what was committed when the VACUUM started. Memory-only mode gives
+// ErrNoLiveFile.
+func (r *Recorder) SnapshotLive(ctx context.Context, w io.Writer) error {
+	if r.memory {
+		return ErrNoLiveFile
+	}
+	tmp := filepath.Join(r.liveDir, ".snapshot-"+r.cfg.Worker+"-"+randToken(8)+".db.tmp")
+	defer removeDB(tmp)
+	// VACUUM INTO accepts an existing empty file and keeps its mode.
+	if err := createPrivateFile(tmp); err != nil {
+		return fmt.Errorf("snapshot live: %w", err)
+	}
+	live := false
+	err := r.withLive(func(db *sql.DB) error {
+		live = true
+		_, err := db.ExecContext(ctx, `VACUUM INTO ?`, tmp)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("snapshot live: %w", err)
+	}
+	if !live {
+		return ErrNoLiveFile
+	}
+	f, err := os.Open(tmp)
+	if err != nil {
+		return fmt.Errorf("snapshot live: %w", err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(w, f); err != nil {
+		return fmt.Errorf("snapshot live: stream: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+package recorder
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+)
+
+// TaskRow is one task result. Partition and Offset are -1 when the source
+// is not Kafka. Env is the executor environment; the caller masks it, and
+// Task masks again every key whose name contains password, secret, token,
+// key or credential (case-insensitive), so no secret value reaches disk.
+type TaskRow struct {
+	TaskID          string            `json:"task_id"`
+	TSms            int64             `json:"ts_ms"`
+	Worker          string            `json:"worker,omitempty"`
+	Source          string            `json:"source"` // kafka, http, probe
+	Alias           string            `json:"alias"`
+	Partition       int32             `json:"partition"`
+	Offset          int64             `json:"offset"`
+	Key             string            `json:"key"`
+	Labels          map[string]string `json:"labels"`
+	Status          string            `json:"status"` // ok, failed, timeout, tempfail, dlq, ...
+	Attempts        int               `json:"attempts"`
+	DurationMs      int64             `json:"duration_ms"`
+	Error           string            `json:"error"`
+	OutputSizeBytes int64             `json:"output_size_bytes"`
+	Env             map[string]string `json:"env,omitempty"`
+}
+
+// MaskedValue replaces secret values.
+const MaskedValue = "***"
+
+// Task records t without blocking; a full write queue drops and counts it.
+// Live subscribers receive the masked row either way.
+func (r *Recorder) Task(t TaskRow) {
+	if t.TSms == 0 {
+		t.TSms = r.cfg.Now().UnixMilli()
+	}
+	if t.Worker == "" {
+		t.Worker = r.cfg.Worker
+	}
+	t.Labels = cloneLabels(t.Labels)
+	t.Env = MaskEnv(t.Env)
+	if r.memory {
+		r.ring.addTask(t)
+		r.stats.tasksWritten.Add(1)
+		r.counts.add(t.Source, t.Status)
+	} else if !r.enqueue(item{task: &t}) {
+		r.stats.tasksDropped.Add(1)
+	}
+	r.subs.publishTask(t)
+}
+
+// MaskEnv returns a copy of env with the values of secret-looking keys
+// replaced by MaskedValue.
+func MaskEnv(env map[string]string) map[string]string {
+	if env == nil {
+		return nil
+	}
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		if isSecretKey(k) {
+			v = MaskedValue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// isSecretKey matches the secret key names of the config views.
+func isSecretKey(k string) bool {
+	k = strings.ToLower(k)
+	for _, part := range []string{"password", "secret", "token", "key", "credential"} {
+		if strings.Contains(k, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// TaskResults returns recent task rows, newest first (limit 1-1000, default
+// 200), from the same data Events reads.
+func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error) {
+	limit = clampLimit(limit, 200, 1000)
+	if r.memory {
+		return r.ring.tasks(limit), nil
+	}
+	query := `SELECT ` + taskColumns + ` FROM tasks ORDER BY id DESC LIMIT ?`
+	var out []TaskRow
+	err := r.withLive(func(db *sql.DB) error {
+		var err error
+		out, err = queryTasks(ctx, db, query, limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query task results: %w", err)
+	}
+	for _, path := range r.recentSealed() {
+		if len(out) >= limit {
+			break
+		}
+		more, err := queryFile(path, func(db *sql.DB) ([]TaskRow, error) {
+			return queryTasks(ctx, db, query, limit-len(out))
+		})
+		if err != nil {
+			continue
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// taskColumns lists the tasks columns in TaskRow order, for scanTask.
+const taskColumns = `task_id, ts_ms, worker, source, alias, partition, "offset", key, labels, status, attempts, duration_ms, error, output_size_bytes, env`
+
+// queryTasks runs a query selecting taskColumns.
+func queryTasks(ctx context.Context, db *sql.DB, query string, args ...any) ([]TaskRow, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []TaskRow
+	for rows.Next() {
+		var t TaskRow
+		var labels, env string
+		if err := rows.Scan(&t.TaskID, &t.TSms, &t.Worker, &t.Source, &t.Alias, &t.Partition, &t.Offset,
+			&t.Key, &labels, &t.Status, &t.Attempts, &t.DurationMs, &t.Error, &t.OutputSizeBytes, &env); err != nil {
+			return nil, err
+		}
+		t.Labels = decodeLabels(labels)
+		if m := decodeLabels(env); len(m) > 0 {
+			t.Env = MaskEnv(m)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// insertTask writes t and one task_labels row per label.
+func insertTask(w *txWriter, t *TaskRow) error {
+	env, _ := json.Marshal(t.Env)
+	if t.Env == nil {
+		env = []byte("{}")
+	}
+	if err := w.exec(`INSERT INTO tasks(`+taskColumns+`) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.TaskID, t.TSms, t.Worker, t.Source, t.Alias, t.Partition, t.Offset, t.Key, encodeLabels(t.Labels),
+		t.Status, t.Attempts, t.DurationMs, t.Error, t.OutputSizeBytes, string(env)); err != nil {
+		return fmt.Errorf("insert task: %w", err)
+	}
+	for name, value := range t.Labels {
+		if err := w.exec(`INSERT INTO task_labels(name, value, task_id) VALUES(?, ?, ?)`,
+			name, value, t.TaskID); err != nil {
+			return fmt.Errorf("insert task label: %w", err)
+		}
+	}
+	return nil
+}
+
+// Counts are the dashboard request counts: task rows recorded by this
+// recorder since it opened (SinceMs), by source and status. Rows dropped by a
+// full queue are not counted. Memory-only mode counts the same way.
+type Counts struct {
+	SinceMs  int64                       `json:"since_ms"`
+	Total    int64                       `json:"total"`
+	BySource map[string]map[string]int64 `json:"by_source"` // source → status → count
+}
+
+// Counts returns the dashboard request counts.
+func (r *Recorder) Counts(ctx context.Context) (Counts, error) {
+	return r.counts.snapshot(), ctx.Err()
+}
+
+// counter accumulates Counts.
+type counter struct {
+	mu      sync.Mutex
+	sinceMs int64
+	total   int64
+	by      map[string]map[string]int64
+}
+
+func (c *counter) add(source, status string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.by == nil {
+		c.by = map[string]map[string]int64{}
+	}
+	if c.by[source] == nil {
+		c.by[source] = map[string]int64{}
+	}
+	c.by[source][status]++
+	c.total++
+}
+
+func (c *counter) snapshot() Counts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := Counts{SinceMs: c.sinceMs, Total: c.total, BySource: map[string]map[string]int64{}}
+	for src, m := range c.by {
+		out.BySource[src] = maps.Clone(m)
+	}
+	return out
+}

@@ -1,0 +1,155 @@
+package recorder
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxTraceEvents caps one Trace answer.
+const maxTraceEvents = 10000
+
+// Trace returns every event of taskID, oldest first, from the live file (or
+// the memory ring), this cluster's sealed files (every worker's) and its
+// archives. Archives are decompressed once into a cache. An event seen in two
+// files (an archive pass in progress) is returned once. Files removed by a
+// concurrent archive pass are skipped.
+func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
+	if taskID == "" {
+		return nil, nil
+	}
+	const query = `SELECT id, ts_ms, type, kind, task_id, worker, labels, payload FROM events WHERE task_id = ? ORDER BY id LIMIT ?`
+	var all []Event
+	if r.memory {
+		all = r.ring.taskEvents(taskID)
+	}
+	err := r.withLive(func(db *sql.DB) error {
+		var err error
+		all, err = queryEvents(ctx, db, query, taskID, maxTraceEvents)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: live: %w", taskID, err)
+	}
+	files, err := r.listShared(ctx, false, false)
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: %w", taskID, err)
+	}
+	for _, f := range files {
+		evs, err := queryHist(r, f, func(db *sql.DB) ([]Event, error) {
+			return queryEvents(ctx, db, query, taskID, maxTraceEvents)
+		})
+		if err != nil {
+			// One unreadable file must not hide the rest of the history.
+			r.log.Warn("recorder_trace_file_failed", "file", f.rel, "error", err)
+			continue
+		}
+		all = append(all, evs...)
+	}
+	seen := map[string]bool{}
+	all = slices.DeleteFunc(all, func(e Event) bool {
+		k := e.Worker + "\x00" + strconv.FormatInt(e.TSms, 10) + "\x00" + e.Type + "\x00" + e.Kind + "\x00" + string(e.Payload)
+		dup := seen[k]
+		seen[k] = true
+		return dup
+	})
+	slices.SortStableFunc(all, func(a, b Event) int {
+		return cmp.Or(cmp.Compare(a.TSms, b.TSms), strings.Compare(a.Worker, b.Worker), cmp.Compare(a.ID, b.ID))
+	})
+	if len(all) > maxTraceEvents {
+		all = all[:maxTraceEvents]
+	}
+	return all, nil
+}
+
+// TraceByLabel returns task rows carrying label name=value, newest first
+// (limit 1-1000, default 100), from the same files as Trace, found through
+// the task_labels index.
+func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit int) ([]TaskRow, error) {
+	limit = clampLimit(limit, 100, 1000)
+	query := `SELECT ` + taskColumns + ` FROM tasks
+		WHERE task_id IN (SELECT task_id FROM task_labels WHERE name = ? AND value = ?)
+		ORDER BY ts_ms DESC LIMIT ?`
+	var all []TaskRow
+	if r.memory {
+		all = r.ring.tasksByLabel(name, value, limit)
+	}
+	err := r.withLive(func(db *sql.DB) error {
+		var err error
+		all, err = queryTasks(ctx, db, query, name, value, limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("trace label %s: live: %w", name, err)
+	}
+	files, err := r.listShared(ctx, false, false)
+	if err != nil {
+		return nil, fmt.Errorf("trace label %s: %w", name, err)
+	}
+	for _, f := range files {
+		rows, err := queryHist(r, f, func(db *sql.DB) ([]TaskRow, error) {
+			return queryTasks(ctx, db, query, name, value, limit)
+		})
+		if err != nil {
+			r.log.Warn("recorder_trace_file_failed", "file", f.rel, "error", err)
+			continue
+		}
+		all = append(all, rows...)
+	}
+	seen := map[string]bool{}
+	all = slices.DeleteFunc(all, func(t TaskRow) bool {
+		k := t.Worker + "\x00" + t.TaskID + "\x00" + strconv.FormatInt(t.TSms, 10) + "\x00" + t.Status + "\x00" + strconv.Itoa(t.Attempts)
+		dup := seen[k] || t.Labels[name] != value
+		seen[k] = true
+		return dup
+	})
+	slices.SortStableFunc(all, func(a, b TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+// queryFile runs fn on a finished database file opened read-only.
+func queryFile[T any](path string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	db, err := openReadOnly(path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if err := checkVersion(context.Background(), db, "main"); err != nil {
+		return nil, err
+	}
+	return fn(db)
+}
+
+// queryHist runs fn on a sealed file, or on the cached decompressed copy of
+// an archive. A file that vanished meanwhile yields nothing.
+func queryHist[T any](r *Recorder, f histFile, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+	path := f.path
+	if f.shape == shapeArchive {
+		tmp, release, err := r.gz.open(f.path, f.modTime, f.size)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		path = tmp
+	}
+	out, err := queryFile(path, fn)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return out, err
+}
