@@ -32,7 +32,7 @@ type Database struct {
 }
 
 // fileMeta is the .meta.json written beside every sealed file, archive and
-// merge result (FORMAT.md).
+// merge result (docs/storage-format.md).
 type fileMeta struct {
 	Kind    string   `json:"kind"`
 	Worker  string   `json:"worker"`

@@ -9,7 +9,7 @@
 //
 // # On-disk format (version 1)
 //
-// Any implementation that follows this layout can share the folder; FORMAT.md
+// Any implementation that follows this layout can share the folder; docs/storage-format.md
 // has the same rules with the full schema. Times are decimal epoch
 // milliseconds (UTC). Worker and cluster names are 1-128 bytes of
 // [A-Za-z0-9._-] not starting with '.'. Names starting with '.' are temp,

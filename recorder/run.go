@@ -58,7 +58,25 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case it := <-r.in:
+			// Linger briefly so one transaction carries many rows: at a few
+			// thousand rows a second, a transaction per row costs far more
+			// CPU than the rows themselves.
 			batch = r.fillBatch(append(batch[:0], it))
+			if len(batch) < maxBatch {
+				linger := time.NewTimer(writeLinger)
+			gather:
+				for len(batch) < maxBatch {
+					select {
+					case it := <-r.in:
+						batch = append(batch, it)
+					case <-linger.C:
+						break gather
+					case <-ctx.Done():
+						break gather
+					}
+				}
+				linger.Stop()
+			}
 			r.writeBatch(bg, batch)
 		case <-seal.C:
 			r.sealLive(bg, false)
@@ -68,6 +86,10 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 		}
 	}
 }
+
+// writeLinger is how long the writer waits for more rows after the first
+// one of a batch.
+const writeLinger = 20 * time.Millisecond
 
 // fillBatch appends queued items without waiting, up to maxBatch.
 func (r *Recorder) fillBatch(batch []item) []item {

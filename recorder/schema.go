@@ -13,7 +13,7 @@ import (
 )
 
 // FormatVersion is the on-disk layout version written to every file's meta
-// table and .meta.json (see FORMAT.md). It changes only when a reader of the
+// table and .meta.json (see docs/storage-format.md). It changes only when a reader of the
 // old layout would misread the new one.
 const FormatVersion = 1
 
