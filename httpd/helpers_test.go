@@ -18,7 +18,7 @@ import (
 )
 
 // script writes an executable /bin/sh script into dir and returns its path.
-func script(t *testing.T, body string) string {
+func script(t testing.TB, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "exec.sh")
 	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
@@ -28,7 +28,7 @@ func script(t *testing.T, body string) string {
 }
 
 // testConfig is an HTTP-only config on loopback with free ports.
-func testConfig(t *testing.T, binary string) *worker.Config {
+func testConfig(t testing.TB, binary string) *worker.Config {
 	t.Helper()
 	cfg := worker.DefaultConfig()
 	cfg.Worker.Name = "test"
@@ -59,8 +59,10 @@ type stack struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// startStack runs the App, the UI server and the ingress on 127.0.0.1:0.
-func startStack(t *testing.T, cfg *worker.Config, tune ...func(*stack)) *stack {
+// startStack runs the App, the UI server and the ingress on 127.0.0.1:0,
+// with a flight recorder attached unless cfg.UI.Enabled is false (as in
+// production, the recorder runs only with the UI).
+func startStack(t testing.TB, cfg *worker.Config, tune ...func(*stack)) *stack {
 	t.Helper()
 	if problems := cfg.Validate(); len(problems) > 0 {
 		t.Fatalf("test config invalid: %v", problems)
@@ -78,7 +80,9 @@ func startStack(t *testing.T, cfg *worker.Config, tune ...func(*stack)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app.AttachRecorder(rec)
+	if cfg.UI.Enabled {
+		app.AttachRecorder(rec)
+	}
 	s := &stack{cfg: cfg, app: app, reg: reg, rec: rec, done: make(chan struct{})}
 	s.ui, err = NewUIServer(UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log, Recorder: rec})
 	if err != nil {

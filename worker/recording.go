@@ -51,19 +51,41 @@ func (r *recording) event(typ, kind, taskID string, labels map[string]string, pa
 	rec.Event(recorder.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw})
 }
 
+// receivedPayload is the payload of task_received.
+type receivedPayload struct {
+	Source         string `json:"source,omitempty"`
+	Alias          string `json:"alias,omitempty"`
+	Partition      *int32 `json:"partition,omitempty"`
+	Offset         *int64 `json:"offset,omitempty"`
+	Key            string `json:"key,omitempty"`
+	KeyEncoding    string `json:"key_encoding,omitempty"`
+	InputSizeBytes int    `json:"input_size_bytes"`
+}
+
+// attemptPayload is the payload of executor_started and executor_finished.
+type attemptPayload struct {
+	Attempt         int    `json:"attempt"`
+	Status          string `json:"status,omitempty"`
+	ExitCode        *int   `json:"exit_code,omitempty"`
+	DurationMS      int64  `json:"duration_ms,omitempty"`
+	OutputSizeBytes int    `json:"output_size_bytes,omitempty"`
+	Error           string `json:"error,omitempty"`
+	StderrTail      string `json:"stderr_tail,omitempty"`
+}
+
 // received records a task entering the pipeline with its message's place.
 func (r *recording) received(t *Task) {
 	if r.get() == nil {
 		return
 	}
-	p := map[string]any{"input_size_bytes": len(t.Input)}
+	p := receivedPayload{InputSizeBytes: len(t.Input)}
 	if m := t.Msg; m != nil {
-		p["source"], p["alias"] = m.Source, m.Alias
+		p.Source, p.Alias = m.Source, m.Alias
 		if m.Source == SourceKafka {
-			p["partition"], p["offset"] = m.Partition, m.Offset
+			p.Partition, p.Offset = &m.Partition, &m.Offset
 		}
 		if m.Key != nil {
-			p["key"], p["key_encoding"] = EncodeBytes(m.Key)
+			p.Key, p.KeyEncoding = EncodeBytes(m.Key)
 		}
 	}
 	r.event(recorder.TypeTaskReceived, "", t.ID, t.Labels, p)
@@ -75,20 +97,20 @@ func (r *recording) attempt(t *Task, n int, res *AttemptResult) {
 		return
 	}
 	if res == nil {
-		r.event(recorder.TypeExecutorStarted, "", t.ID, nil, map[string]any{"attempt": n})
+		r.event(recorder.TypeExecutorStarted, "", t.ID, nil, attemptPayload{Attempt: n})
 		return
 	}
-	p := map[string]any{"attempt": n, "status": res.Status, "exit_code": res.ExitCode,
-		"duration_ms": res.Duration.Milliseconds(), "output_size_bytes": len(res.Output)}
+	p := attemptPayload{Attempt: n, Status: res.Status, ExitCode: &res.ExitCode,
+		DurationMS: res.Duration.Milliseconds(), OutputSizeBytes: len(res.Output)}
 	if res.Err != nil {
-		p["error"] = res.Err.Error()
+		p.Error = res.Err.Error()
 	}
 	if len(res.Stderr) > 0 {
 		tail := res.Stderr
 		if len(tail) > 2048 {
 			tail = tail[len(tail)-2048:]
 		}
-		p["stderr_tail"], _ = EncodeBytes(tail)
+		p.StderrTail, _ = EncodeBytes(tail)
 	}
 	r.event(recorder.TypeExecutorFinished, "", t.ID, nil, p)
 }

@@ -1,0 +1,51 @@
+package httpd
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkIngressRecorder runs ingress → exec handler → cat → response
+// with 1 KiB bodies, with the flight recorder attached (on disk) and
+// detached, in one run, to measure what recording costs the pipeline.
+func BenchmarkIngressRecorder(b *testing.B) {
+	body := bytes.Repeat([]byte("x"), 1024)
+	for _, mode := range []string{"off", "on-disk"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := testConfig(b, "/bin/cat")
+			cfg.Executor.PoolSize = 8
+			cfg.Sources.HTTP.MaxConcurrent = 1024
+			cfg.Handler.MaxAttempts = 1
+			if mode == "on-disk" {
+				cfg.Storage.Dir = filepath.Join(b.TempDir(), "storage")
+			} else {
+				cfg.UI.Enabled = false // no recorder attached
+			}
+			s := startStack(b, cfg)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			url := s.inURL + "/v1/process"
+			b.SetParallelism(4) // 8 clients on 2 cores
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r, err := client.Post(url, "application/octet-stream", bytes.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, r.Body)
+					r.Body.Close()
+					if r.StatusCode != 200 {
+						b.Errorf("status %d", r.StatusCode)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
