@@ -39,7 +39,7 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("GET /api/v1/debug/download", s.download)
 	mux.HandleFunc("GET /api/v1/debug/download-live", s.downloadLive)
 	mux.HandleFunc("POST /api/v1/debug/merge", featureGate(ui.MergeEnabled, "ui.merge_enabled", s.merge))
-	mux.Handle("GET /ws", s.websocket())
+	mux.Handle("GET /ws", s.ws)
 
 	mux.HandleFunc("/api/", s.apiNotFound)
 	mux.HandleFunc("/", s.page)

@@ -39,6 +39,7 @@ type UIServer struct {
 	bundle  http.Handler
 	kafka   *kafkaread.Reader
 	rec     *recorder.Recorder
+	ws      *wsEndpoint
 	started time.Time
 }
 
@@ -57,6 +58,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	if d.App != nil {
 		s.started = d.App.Started
 	}
+	s.ws = s.newWSEndpoint(defaultWSLimits())
 	addr := hostPort(d.Config.UI.Host, d.Config.UI.Port)
 	s.surface = surface{
 		name: "ui", log: d.Log,
@@ -67,6 +69,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 			ErrorLog: slog.NewLogLogger(d.Log.Handler(), slog.LevelDebug),
 		},
 	}
+	s.srv.RegisterOnShutdown(s.ws.closeAll)
 	if d.Config.UI.AuthToken == "" {
 		d.Log.Warn("ui_unauthenticated", "bind", addr,
 			"opt_in_config", "set ui.auth_token in the config file",

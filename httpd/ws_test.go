@@ -1,0 +1,412 @@
+package httpd
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/websocket"
+
+	"svc/recorder"
+)
+
+// wsWait bounds every wait of these tests; generous, never a timing claim.
+const wsWait = 30 * time.Second
+
+// rawUpgrade sends a WebSocket upgrade request by hand (the x/net client
+// always sends an Origin and hides the status) and returns the response.
+func rawUpgrade(t *testing.T, addr, target, host string, header ...string) resp {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, wsWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(wsWait))
+	if host == "" {
+		host = addr
+	}
+	req := "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+	for i := 0; i+1 < len(header); i += 2 {
+		req += header[i] + ": " + header[i+1] + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("upgrade %s: %v", target, err)
+	}
+	defer r.Body.Close()
+	var body []byte
+	if r.StatusCode != http.StatusSwitchingProtocols {
+		body, _ = io.ReadAll(io.LimitReader(r.Body, 4096))
+	}
+	return resp{status: r.StatusCode, header: r.Header, body: string(body)}
+}
+
+// wsDial connects a real client; header pairs are added to the handshake.
+func wsDial(t *testing.T, addr, target, origin string, header ...string) *websocket.Conn {
+	t.Helper()
+	cfg, err := websocket.NewConfig("ws://"+addr+target, origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		cfg.Header.Set(header[i], header[i+1])
+	}
+	ws, err := websocket.DialConfig(cfg)
+	if err != nil {
+		t.Fatalf("dial %s: %v", target, err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+type testFrame struct {
+	Stream string          `json:"stream"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// recv returns the next frame; pings are skipped unless keepPings.
+func recv(t *testing.T, ws *websocket.Conn, keepPings bool) testFrame {
+	t.Helper()
+	for {
+		_ = ws.SetReadDeadline(time.Now().Add(wsWait))
+		var msg string
+		if err := websocket.Message.Receive(ws, &msg); err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		var f testFrame
+		if err := json.Unmarshal([]byte(msg), &f); err != nil {
+			t.Fatalf("frame %q is not JSON: %v", msg, err)
+		}
+		if f.Stream != "ping" || keepPings {
+			return f
+		}
+	}
+}
+
+func sendText(t *testing.T, ws *websocket.Conn, msg string) {
+	t.Helper()
+	_ = ws.SetWriteDeadline(time.Now().Add(wsWait))
+	if err := websocket.Message.Send(ws, msg); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+// subscribe sends msg and waits for its acknowledgement, after which the
+// new subscription is in force.
+func subscribe(t *testing.T, ws *websocket.Conn, msg string) {
+	t.Helper()
+	sendText(t, ws, msg)
+	if f := recv(t, ws, false); f.Stream != "subscribed" {
+		t.Fatalf("after %s got %s %s, want subscribed", msg, f.Stream, f.Data)
+	}
+}
+
+// readUntil collects frames until done reports true on one of them.
+func readUntil(t *testing.T, ws *websocket.Conn, done func(testFrame) bool) []testFrame {
+	t.Helper()
+	var got []testFrame
+	for {
+		f := recv(t, ws, false)
+		got = append(got, f)
+		if done(f) {
+			return got
+		}
+	}
+}
+
+func decodeEvent(t *testing.T, f testFrame) recorder.Event {
+	t.Helper()
+	var e recorder.Event
+	if err := json.Unmarshal(f.Data, &e); err != nil {
+		t.Fatalf("%s frame data %s: %v", f.Stream, f.Data, err)
+	}
+	return e
+}
+
+// readClosed reads until the server ends the socket and fails on a timeout.
+func readClosed(t *testing.T, ws *websocket.Conn) int {
+	t.Helper()
+	n := 0
+	for {
+		_ = ws.SetReadDeadline(time.Now().Add(wsWait))
+		var msg string
+		err := websocket.Message.Receive(ws, &msg)
+		if err == nil {
+			n++
+			continue
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			t.Fatalf("socket still open after %s (%d frames read)", wsWait, n)
+		}
+		return n
+	}
+}
+
+func wsWaitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wsWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// wsTestServer serves one endpoint with custom limits on a real listener,
+// backed by a started stack's UI server and recorder.
+func wsTestServer(t *testing.T, lim wsLimits) (*stack, string) {
+	t.Helper()
+	s := startStack(t, testConfig(t, "/bin/cat"))
+	srv := httptest.NewServer(s.ui.newWSEndpoint(lim))
+	t.Cleanup(srv.Close)
+	return s, strings.TrimPrefix(srv.URL, "http://")
+}
+
+func TestWSStreamsTaskOfIngressRequest(t *testing.T) {
+	cfg := testConfig(t, "/bin/cat")
+	cfg.UI.AuthToken = "ui-secret"
+	withClients(cfg, 600)
+	s := startStack(t, cfg)
+	ws := wsDial(t, s.ui.Addr(), "/ws?token=ui-secret", s.uiURL)
+	subscribe(t, ws, `{"subscribe":["tasks","events"]}`)
+
+	r := do(t, "POST", s.inURL+"/v1/process", "hello", "Authorization", "Bearer tok-alpha")
+	var out struct {
+		Tasks []struct {
+			TaskID string `json:"task_id"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &out); err != nil || r.status != 200 || len(out.Tasks) != 1 {
+		t.Fatalf("ingress = %d %s", r.status, r.body)
+	}
+	id := out.Tasks[0].TaskID
+	var row recorder.TaskRow
+	types := map[string]bool{}
+	readUntil(t, ws, func(f testFrame) bool {
+		switch f.Stream {
+		case "tasks":
+			var tr recorder.TaskRow
+			if err := json.Unmarshal(f.Data, &tr); err != nil {
+				t.Fatalf("task frame %s: %v", f.Data, err)
+			}
+			if tr.TaskID == id {
+				row = tr
+			}
+		case "events":
+			if e := decodeEvent(t, f); e.TaskID == id {
+				types[e.Type] = true
+			}
+		}
+		return row.TaskID != "" && types[recorder.TypeTaskReceived] && types[recorder.TypeExecutorFinished]
+	})
+	if row.Status != "ok" || row.Source != "http" {
+		t.Errorf("task row = %+v, want status ok, source http", row)
+	}
+}
+
+func TestWSEventTypesAndStreams(t *testing.T) {
+	s := startStack(t, testConfig(t, "/bin/cat"))
+	ws := wsDial(t, s.ui.Addr(), "/ws", s.uiURL)
+	ann := func(kind string) {
+		s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: kind, Payload: json.RawMessage(`{}`)})
+	}
+
+	t.Run("event_types", func(t *testing.T) {
+		subscribe(t, ws, `{"subscribe":["events"],"event_types":["annotation"]}`)
+		s.rec.Event(recorder.Event{Type: recorder.TypeTaskReceived, TaskID: "ws-filtered"})
+		s.rec.State("ws-state-filtered", nil)
+		ann("ws-k1")
+		got := readUntil(t, ws, func(f testFrame) bool { return f.Stream == "events" && decodeEvent(t, f).Kind == "ws-k1" })
+		for _, f := range got {
+			if e := decodeEvent(t, f); f.Stream != "events" || e.Type != recorder.TypeAnnotation {
+				t.Errorf("got %s frame of type %s, want only annotation events", f.Stream, e.Type)
+			}
+		}
+	})
+	t.Run("resubscribe to state and tasks", func(t *testing.T) {
+		subscribe(t, ws, `{"subscribe":["state","tasks"]}`)
+		ann("ws-k2")
+		s.rec.State("ws-state-1", nil)
+		s.rec.Task(recorder.TaskRow{TaskID: "ws-t1", Source: "probe", Status: "ok"})
+		var state, task bool
+		got := readUntil(t, ws, func(f testFrame) bool {
+			switch f.Stream {
+			case "state":
+				state = state || decodeEvent(t, f).Kind == "ws-state-1"
+			case "tasks":
+				task = task || strings.Contains(string(f.Data), `"task_id":"ws-t1"`)
+			}
+			return state && task
+		})
+		for _, f := range got {
+			if f.Stream == "events" {
+				t.Errorf("events frame %s after unsubscribing events", f.Data)
+			}
+			if f.Stream == "state" && decodeEvent(t, f).Type != recorder.TypeState {
+				t.Errorf("state frame carries %s", f.Data)
+			}
+		}
+	})
+	t.Run("state on both streams", func(t *testing.T) {
+		subscribe(t, ws, `{"subscribe":["events","state"]}`)
+		s.rec.State("ws-state-2", nil)
+		seen := map[string]bool{}
+		readUntil(t, ws, func(f testFrame) bool {
+			if (f.Stream == "events" || f.Stream == "state") && decodeEvent(t, f).Kind == "ws-state-2" {
+				seen[f.Stream] = true
+			}
+			return seen["events"] && seen["state"]
+		})
+	})
+	t.Run("unsubscribe all", func(t *testing.T) {
+		subscribe(t, ws, `{"subscribe":[]}`)
+		ann("ws-k3")
+		s.rec.Task(recorder.TaskRow{TaskID: "ws-t2"})
+		subscribe(t, ws, `{"subscribe":["events"],"event_types":["annotation"]}`)
+		ann("ws-k4")
+		got := readUntil(t, ws, func(f testFrame) bool { return f.Stream == "events" && decodeEvent(t, f).Kind == "ws-k4" })
+		if len(got) != 1 {
+			t.Errorf("got %d frames, want only ws-k4: %v", len(got), got)
+		}
+	})
+}
+
+func TestWSBadClientMessages(t *testing.T) {
+	s := startStack(t, testConfig(t, "/bin/cat"))
+	ws := wsDial(t, s.ui.Addr(), "/ws", s.uiURL)
+	cases := []struct{ name, msg, code, detail string }{
+		{"not json", "hello", "bad_request", "expected"},
+		{"unknown stream", `{"subscribe":["tasks","nope"]}`, "bad_request", `unknown stream "nope"`},
+		{"missing subscribe", `{"event_types":["annotation"]}`, "bad_request", `missing "subscribe"`},
+		{"frame over 64 KiB", `{"subscribe":["` + strings.Repeat("x", 100<<10) + `"]}`, "frame_too_large", "65536"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sendText(t, ws, c.msg)
+			f := recv(t, ws, false)
+			var e ErrorBody
+			if err := json.Unmarshal(f.Data, &e); err != nil || f.Stream != "error" || e.Error != c.code || !strings.Contains(e.Detail, c.detail) {
+				t.Fatalf("after %.40q got %s %s, want error %s mentioning %q", c.msg, f.Stream, f.Data, c.code, c.detail)
+			}
+		})
+	}
+	subscribe(t, ws, `{"subscribe":["tasks"]}`) // the socket survived
+}
+
+func TestWSPing(t *testing.T) {
+	_, addr := wsTestServer(t, wsLimits{maxConns: 4, subBuffer: 16, writeTimeout: wsWait, pingEvery: 20 * time.Millisecond})
+	ws := wsDial(t, addr, "/ws", "http://localhost")
+	if f := recv(t, ws, true); f.Stream != "ping" || f.Data != nil {
+		t.Fatalf("got %s %s, want {\"stream\":\"ping\"}", f.Stream, f.Data)
+	}
+}
+
+func TestWSConnectionLimit(t *testing.T) {
+	_, addr := wsTestServer(t, wsLimits{maxConns: 1, subBuffer: 16, writeTimeout: wsWait, pingEvery: time.Hour})
+	first := wsDial(t, addr, "/ws", "http://localhost")
+	subscribe(t, first, `{"subscribe":["tasks"]}`)
+	r := rawUpgrade(t, addr, "/ws", "", "Origin", "http://localhost")
+	if r.status != 503 || !strings.Contains(r.body, "too_many_connections") || r.header.Get("Retry-After") == "" {
+		t.Fatalf("second socket = %d %s, want 503 too_many_connections with Retry-After", r.status, r.body)
+	}
+	first.Close()
+	wsWaitFor(t, "the slot to free up", func() bool { return rawUpgrade(t, addr, "/ws", "", "Origin", "http://localhost").status == 101 })
+}
+
+func TestWSWithoutRecorder(t *testing.T) {
+	cfg := testConfig(t, "/bin/cat")
+	ui := &UIServer{cfg: cfg, log: quietLogger()}
+	srv := httptest.NewServer(ui.websocket())
+	defer srv.Close()
+	r := rawUpgrade(t, strings.TrimPrefix(srv.URL, "http://"), "/ws", "")
+	if r.status != 503 || !strings.Contains(r.body, "recorder_unavailable") {
+		t.Fatalf("upgrade = %d %s, want 503 recorder_unavailable", r.status, r.body)
+	}
+}
+
+// A client that stops reading must neither slow the recorder nor be
+// buffered for: Event calls keep returning, the socket is dropped.
+func TestWSSlowClientDoesNotBlockRecorder(t *testing.T) {
+	s, addr := wsTestServer(t, wsLimits{maxConns: 4, subBuffer: 16, writeTimeout: 300 * time.Millisecond, pingEvery: time.Hour})
+	ws := wsDial(t, addr, "/ws", "http://localhost")
+	subscribe(t, ws, `{"subscribe":["events"]}`)
+	before := s.rec.Stats()
+
+	const n = 2000 // x 16 KiB: far more than the socket buffers hold
+	payload := json.RawMessage(`"` + strings.Repeat("x", 16<<10) + `"`)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range n {
+			s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "ws-flood", Payload: payload})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(wsWait):
+		t.Fatal("recorder.Event blocked behind a client that does not read")
+	}
+	wsWaitFor(t, "the server to drop the socket", func() bool { return s.rec.Stats().Subscribers == 0 })
+	frames := readClosed(t, ws)
+	after := s.rec.Stats()
+	if got := after.EventsWritten - before.EventsWritten; got < n {
+		t.Errorf("recorder stored %d events, want at least %d", got, n)
+	}
+	if frames >= n && after.SubscriberDrops == before.SubscriberDrops {
+		t.Errorf("client got all %d frames and nothing was dropped: it was never slow", frames)
+	}
+	t.Logf("client received %d frames; subscriber drops %d", frames, after.SubscriberDrops-before.SubscriberDrops)
+}
+
+func TestWSShutdownClosesSockets(t *testing.T) {
+	s := startStack(t, testConfig(t, "/bin/cat"))
+	ws := wsDial(t, s.ui.Addr(), "/ws", s.uiURL)
+	subscribe(t, ws, `{"subscribe":["tasks"]}`)
+	s.stop()
+	readClosed(t, ws)
+	wsWaitFor(t, "the subscription to end", func() bool { return s.rec.Stats().Subscribers == 0 })
+}
+
+// A client that falls behind is told how much it missed.
+func TestWSDroppedFrame(t *testing.T) {
+	s, addr := wsTestServer(t, wsLimits{maxConns: 4, subBuffer: 16, writeTimeout: wsWait, pingEvery: time.Hour})
+	ws := wsDial(t, addr, "/ws", "http://localhost")
+	subscribe(t, ws, `{"subscribe":["events"],"event_types":["annotation"]}`)
+	before := s.rec.Stats().SubscriberDrops
+	payload := json.RawMessage(`"` + strings.Repeat("x", 16<<10) + `"`)
+	for range 2000 { // the client reads nothing meanwhile: the writer blocks, the buffer overflows
+		s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "ws-flood", Payload: payload})
+	}
+	drops := s.rec.Stats().SubscriberDrops - before
+	if drops == 0 {
+		t.Fatal("no subscriber drops: the socket buffers absorbed everything")
+	}
+	var count, total uint64
+	readUntil(t, ws, func(f testFrame) bool {
+		if f.Stream != "dropped" {
+			return false
+		}
+		var d struct{ Count, Total uint64 }
+		if err := json.Unmarshal(f.Data, &d); err != nil {
+			t.Fatalf("dropped frame %s: %v", f.Data, err)
+		}
+		count, total = count+d.Count, d.Total
+		return total >= drops
+	})
+	if count != drops || total != drops {
+		t.Errorf("dropped frame count %d total %d, want %d (the subscription's drops)", count, total, drops)
+	}
+}
