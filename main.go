@@ -195,6 +195,10 @@ func serve(ctx context.Context, cfg *worker.Config, log *slog.Logger, opts worke
 			return err
 		}
 	}
+	if cfg.Cache.Enabled && cfg.Storage.Dir == "" {
+		log.Warn("cache_engine_disabled_no_storage_dir",
+			"detail", "cache.enabled with an empty storage.dir: the handler cache is memory-only and the cache exchange is off")
+	}
 	var uiAddr, inAddr string
 	if ui != nil {
 		uiAddr = ui.Addr()
