@@ -149,6 +149,9 @@ func New(cfg *Config, log *slog.Logger, reg prometheus.Registerer, opts Options)
 	}
 	if cfg.Sources.Kafka.Enabled {
 		a.source = newKafkaSource(a, a.flow, a.sinks, reg)
+		// Not ready until the group is joined, from the start: the UI
+		// server answers /readyz before Run reaches the consumer.
+		a.notYet["kafka"] = "consumer group not joined yet"
 	}
 	return a, nil
 }

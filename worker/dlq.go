@@ -84,7 +84,18 @@ func (d *DLQ) Send(ctx context.Context, res *TaskResult) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	err := d.cl.ProduceSync(sctx, d.record(res)).FirstErr()
+	done := make(chan error, 1)
+	d.cl.Produce(sctx, d.record(res), func(_ *kgo.Record, err error) { done <- err })
+	var err error
+	select {
+	case err = <-done:
+	case <-sctx.Done():
+		// A record already sent is not failed by its context (the
+		// idempotent producer keeps it until the broker answers, which a
+		// hung broker never does): the send timed out all the same. The
+		// record may still land later, a duplicate at worst.
+		err = fmt.Errorf("no acknowledgement within dlq.send_timeout %s: %w", d.timeout, sctx.Err())
+	}
 	if err == nil {
 		d.m.dlq.WithLabelValues("sent").Inc()
 		note("sent")

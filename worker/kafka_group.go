@@ -38,7 +38,12 @@ func (s *kafkaSource) revoked(ctx context.Context, cl *kgo.Client, m map[string]
 	}
 	s.m.rebalance.WithLabelValues("revoked").Inc()
 	deadline := time.After(s.cfg.RevokeTimeout.D())
+	// On shutdown run has already waited worker.shutdown_timeout for the
+	// work in flight; waiting revoke_timeout on top would overrun it.
 	for _, p := range ps {
+		if !s.live.Load() {
+			break
+		}
 		s.mu.Lock()
 		st := s.parts[p]
 		var wait <-chan struct{}
@@ -110,6 +115,8 @@ func (s *kafkaSource) commitLoop(ctx context.Context) {
 // commit sends the commit point of the given partitions (nil: all owned)
 // when it moved since the last commit.
 func (s *kafkaSource) commit(ctx context.Context, only []int32) {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
 	offsets := map[int32]kgo.EpochOffset{}
 	s.mu.Lock()
 	for p, st := range s.parts {

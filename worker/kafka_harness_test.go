@@ -12,11 +12,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -227,9 +230,15 @@ type ktWorker struct {
 // ktNew builds the App without running it.
 func ktNew(t testing.TB, cfg *Config) *ktWorker {
 	t.Helper()
+	return ktNewWith(t, cfg, Options{})
+}
+
+// ktNewWith is ktNew with Options (a custom handler).
+func ktNewWith(t testing.TB, cfg *Config, opts Options) *ktWorker {
+	t.Helper()
 	ktValidate(t, cfg)
 	w := &ktWorker{t: t, Reg: prometheus.NewRegistry(), Logs: &ktLogs{}}
-	app, err := New(cfg, w.Logs.Logger(), w.Reg, Options{})
+	app, err := New(cfg, w.Logs.Logger(), w.Reg, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -246,7 +255,13 @@ func ktNew(t testing.TB, cfg *Config) *ktWorker {
 // ktStart builds the App and runs it.
 func ktStart(t testing.TB, cfg *Config) *ktWorker {
 	t.Helper()
-	w := ktNew(t, cfg)
+	return ktStartWith(t, cfg, Options{})
+}
+
+// ktStartWith is ktStart with Options (a custom handler).
+func ktStartWith(t testing.TB, cfg *Config, opts Options) *ktWorker {
+	t.Helper()
+	w := ktNewWith(t, cfg, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel, w.done = cancel, make(chan error, 1)
 	go func() { w.done <- w.App.Run(ctx) }()
@@ -447,14 +462,23 @@ func ktEnds(t testing.TB, adm *kadm.Client, topic string) map[int32]int64 {
 // (partitions without a commit are absent).
 func ktCommitted(t testing.TB, adm *kadm.Client, group string) map[int32]int64 {
 	t.Helper()
+	return ktCommittedOn(t, adm, group, ktIn)
+}
+
+// ktCommittedOn returns the group's committed offsets on topic.
+func ktCommittedOn(t testing.TB, adm *kadm.Client, group, topic string) map[int32]int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	r, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) { // nothing committed yet
+		return map[int32]int64{}
+	}
 	if err != nil {
 		t.Fatalf("FetchOffsets %s: %v", group, err)
 	}
 	out := map[int32]int64{}
-	for p, o := range r[ktIn] {
+	for p, o := range r[topic] {
 		if o.Err == nil && o.At >= 0 {
 			out[p] = o.At
 		}
@@ -600,4 +624,55 @@ func ktIDs(from, n int) []int {
 		out[i] = from + i
 	}
 	return out
+}
+
+// client is the running consumer (nil before Run created it).
+func (w *ktWorker) client() *kgo.Client {
+	s := w.App.source
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cl
+}
+
+// IntakePaused reports whether the consumer has fetching of the source
+// topic paused (consume pause or backpressure).
+func (w *ktWorker) IntakePaused() bool {
+	cl := w.client()
+	return cl != nil && slices.Contains(cl.PauseFetchTopics(), ktIn)
+}
+
+// StallPaused returns the partitions paused one by one (stalls).
+func (w *ktWorker) StallPaused() []int32 {
+	cl := w.client()
+	if cl == nil {
+		return nil
+	}
+	ps := cl.PauseFetchPartitions(nil)[ktIn]
+	slices.Sort(ps)
+	return ps
+}
+
+// Settled reports whether nothing is in flight and every finished offset
+// has been committed.
+func (w *ktWorker) Settled() bool {
+	s := w.App.source
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflite > 0 {
+		return false
+	}
+	for _, st := range s.parts {
+		if st.commit.Offset >= 0 && st.commit.Offset != st.sent {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitSettled waits until Settled.
+func (w *ktWorker) WaitSettled() {
+	w.t.Helper()
+	ktEventually(w.t, ktWait, "in-flight work finishes and is committed", func() (bool, string) {
+		return w.Settled(), fmt.Sprintf("%d in flight", w.InFlight())
+	})
 }

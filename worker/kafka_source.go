@@ -38,8 +38,12 @@ type kafkaSource struct {
 	parts   map[int32]*partState
 	lanes   map[laneKey][]*msgWork // per partition+key FIFO; head is running
 	inflite int
-	room    chan struct{} // signalled when in-flight work finishes
-	maxIn   int
+	held    bool // backpressure holds intake: from max_in_flight until below half
+	// commitMu serialises commits (interval, revoke, shutdown) so a slower
+	// one can never move a partition's committed offset backwards.
+	commitMu sync.Mutex
+	room     chan struct{} // signalled when in-flight work finishes
+	maxIn    int
 }
 
 type laneKey struct {
@@ -97,7 +101,7 @@ func newKafkaSource(a *App, flow *flowControl, sinks Deliverer, reg prometheus.R
 // drain and commit, static membership when startup alignment is on.
 func (s *kafkaSource) client() (*kgo.Client, error) {
 	conn := s.app.Cfg.SourceConn()
-	opts, err := kafkaread.ConnOpts(conn)
+	copts, err := kafkaread.ConnOpts(conn)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +109,8 @@ func (s *kafkaSource) client() (*kgo.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The default client id first: client_config's client.id overrides it.
+	opts := append([]kgo.Opt{kgo.ClientID("svc-" + s.app.Cfg.Worker.Name)}, copts...)
 	opts = append(opts, gopts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(s.cfg.Group),
@@ -115,7 +121,6 @@ func (s *kafkaSource) client() (*kgo.Client, error) {
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
-		kgo.ClientID("svc-"+s.app.Cfg.Worker.Name),
 	)
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.app.Cfg.Worker.Name))
@@ -125,9 +130,12 @@ func (s *kafkaSource) client() (*kgo.Client, error) {
 
 // alignDelay is how long to wait for the next multiple of align seconds of
 // wall-clock time, so a fleet restarting together joins at one instant.
+// Multiples are counted from the Unix epoch, so workers agree whatever the
+// period.
 func alignDelay(now time.Time, align int) time.Duration {
-	period := time.Duration(align) * time.Second
-	return now.Truncate(period).Add(period).Sub(now)
+	period := int64(align) * int64(time.Second)
+	ns := now.UnixNano()
+	return time.Duration((ns/period+1)*period - ns)
 }
 
 // run consumes until ctx ends, then drains in-flight messages within the
@@ -197,11 +205,17 @@ func (s *kafkaSource) pollLoop(ctx context.Context) {
 }
 
 // waitRoom waits until fewer than max_in_flight messages are in flight and
-// returns how many more may be polled (0 when ctx ended or after a tick).
+// backpressure does not hold intake, and returns how many more may be
+// polled (0 when ctx ended or after a tick). It never polls while
+// backpressure holds: a poll of a paused topic makes the client drop what
+// it fetched, which it then fetches again after the resume.
 func (s *kafkaSource) waitRoom(ctx context.Context) int {
 	for {
 		s.mu.Lock()
 		room := s.maxIn - s.inflite
+		if s.held {
+			room = 0
+		}
 		s.mu.Unlock()
 		if room > 0 {
 			return room
@@ -242,7 +256,15 @@ func (s *kafkaSource) dispatch(ctx context.Context, fetches kgo.Fetches) {
 			tasks = append(tasks, Task{ID: s.app.IDs.Next(), Msg: &batch[i], Input: batch[i].Value, arrangeErr: err})
 		}
 	}
-	byMsg := make(map[*Message][]Task, n)
+	// Tasks are matched to messages by partition and offset, not by
+	// pointer: a handler may point a task at its own copy of the message
+	// (for _, m := range batch { ... &m ... }), and such a message must not
+	// be committed unprocessed.
+	type msgAt struct {
+		partition int32
+		offset    int64
+	}
+	byMsg := make(map[msgAt][]Task, n)
 	for _, t := range tasks {
 		if t.Msg == nil {
 			s.log.Error("arrange_task_without_message", "task_id", t.ID)
@@ -251,7 +273,8 @@ func (s *kafkaSource) dispatch(ctx context.Context, fetches kgo.Fetches) {
 		if t.ID == "" {
 			t.ID = s.app.IDs.Next()
 		}
-		byMsg[t.Msg] = append(byMsg[t.Msg], t)
+		at := msgAt{t.Msg.Partition, t.Msg.Offset}
+		byMsg[at] = append(byMsg[at], t)
 	}
 	s.mu.Lock()
 	var start []*msgWork
@@ -263,7 +286,7 @@ func (s *kafkaSource) dispatch(ctx context.Context, fetches kgo.Fetches) {
 		}
 		p.add(m.Offset, epochs[i])
 		s.inflite++
-		w := &msgWork{msg: m, epoch: epochs[i], tasks: byMsg[m], part: p}
+		w := &msgWork{msg: m, epoch: epochs[i], tasks: byMsg[msgAt{m.Partition, m.Offset}], part: p}
 		if m.Key != nil {
 			k := laneKey{m.Partition, string(m.Key)}
 			w.lane = &k
@@ -341,7 +364,6 @@ func (s *kafkaSource) process(w *msgWork) {
 	}
 	s.updateBackpressureLocked()
 	s.mu.Unlock()
-	s.m.inflight.Set(float64(s.inflightCount()))
 	select {
 	case s.room <- struct{}{}:
 	default:
@@ -372,13 +394,17 @@ func (s *kafkaSource) inflightCount() int {
 	return s.inflite
 }
 
-// updateBackpressureLocked pauses intake above max_in_flight and releases it
-// below half of it.
+// updateBackpressureLocked holds intake (no polling, fetching paused through
+// flow control) from max_in_flight in flight until fewer than half of it
+// are. It also publishes the in-flight gauge, so the gauge moves on
+// dispatch as well as on finish.
 func (s *kafkaSource) updateBackpressureLocked() {
+	s.m.inflight.Set(float64(s.inflite))
 	switch {
 	case s.inflite >= s.maxIn:
-		s.flow.setBackpressure(true)
+		s.held = true
 	case s.inflite < max(1, s.maxIn/2):
-		s.flow.setBackpressure(false)
+		s.held = false
 	}
+	s.flow.setBackpressure(s.held)
 }

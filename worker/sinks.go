@@ -72,19 +72,24 @@ func newSinkMetrics(reg prometheus.Registerer) *sinkMetrics {
 	return m
 }
 
-// newProducer builds an idempotent acks=all producer for conn.
-func newProducer(conn kafkaread.Conn, deliveryTimeout time.Duration, extra ...kgo.Opt) (*kgo.Client, error) {
-	opts, err := kafkaread.ConnOpts(conn)
+// newProducer builds an idempotent acks=all producer for conn. Defaults
+// (client id, then the caller's) come first so that conn's client_config
+// (client.id, linger.ms) overrides them. Linger defaults to 0: every
+// delivery waits for its acknowledgement, so lingering only adds latency
+// and caps throughput at max_in_flight records per linger period.
+func newProducer(conn kafkaread.Conn, deliveryTimeout time.Duration, defaults ...kgo.Opt) (*kgo.Client, error) {
+	connOpts, err := kafkaread.ConnOpts(conn)
 	if err != nil {
 		return nil, err
 	}
+	opts := append([]kgo.Opt{kgo.ClientID("svc-sink"), kgo.ProducerLinger(0)}, defaults...)
+	opts = append(opts, connOpts...)
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(deliveryTimeout),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.ClientID("svc-sink"),
 	)
-	return kgo.NewClient(append(opts, extra...)...)
+	return kgo.NewClient(opts...)
 }
 
 // deliver produces rec until the sink acknowledges it or ctx ends. Nothing
