@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -167,5 +168,39 @@ func TestKafkaReadStreamNDJSON(t *testing.T) {
 	r = do(t, "GET", s.uiURL+"/api/v1/debug/kafka/source/messages?from_ts=99999", "")
 	if r.status != 200 || r.body != "" || r.header.Get("Content-Type") != "application/x-ndjson" {
 		t.Errorf("empty window = %d %q %s", r.status, r.body, r.header.Get("Content-Type"))
+	}
+}
+
+func TestKafkaReadStartupWarnings(t *testing.T) {
+	cfg := testConfig(t, "/bin/cat")
+	cfg.Sources.Kafka.Enabled = true
+	cfg.Sources.Kafka.Brokers = []string{"127.0.0.1:1"}
+	cfg.Sources.Kafka.Topic = "orders-raw"
+	cfg.Sources.Kafka.Group = "g"
+	cfg.Sources.Kafka.Security = worker.SecurityConfig{Protocol: "SASL_PLAINTEXT", SASLMechanism: "PLAIN", Username: "u", Password: "p"}
+	cfg.Sinks.Kafka = []worker.KafkaSinkConfig{{Name: "dlq", Topic: "x"}, {Name: "results", Topic: "y"}}
+	cfg.Resolve()
+	var buf strings.Builder
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	if _, err := NewUIServer(UIDeps{Config: cfg, App: nil, Gatherer: worker.NewRegistry(), Log: log}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{`"msg":"kafka_read_alias_shadowed"`, `"sink":"dlq"`, `"msg":"kafka_read_exposed_without_ui_auth"`, `"aliases":["source","dlq","results"]`, `"msg":"ui_unauthenticated"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("startup log lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `"p"`) || strings.Contains(out, "orders-raw") {
+		t.Errorf("startup log leaks a password or topic:\n%s", out)
+	}
+
+	buf.Reset()
+	cfg.UI.AuthToken = "tok"
+	if _, err := NewUIServer(UIDeps{Config: cfg, Gatherer: worker.NewRegistry(), Log: log}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "kafka_read_exposed_without_ui_auth") || strings.Contains(buf.String(), "ui_unauthenticated") {
+		t.Errorf("with a UI token the exposure warnings remain:\n%s", buf.String())
 	}
 }
