@@ -135,6 +135,7 @@ func New(cfg *Config, log *slog.Logger, reg prometheus.Registerer, opts Options)
 	a.Metrics = newMetrics(reg, stats)
 	a.Offload.onWait = func(d time.Duration) { a.Metrics.OffloadQueueWait.Observe(d.Seconds()) }
 	a.flow = newFlowControl(cfg, reg, log.With("component", "flow"))
+	a.flow.rec = &a.recording
 	a.probes = make(chan struct{}, ProbeQueueSize)
 	if a.sinks == nil && (cfg.SinksRequired() || cfg.DLQTopic() != "") {
 		ss, err := NewSinkSet(cfg, reg, a.Metrics.DLQUnconfigured, log.With("component", "sinks"))

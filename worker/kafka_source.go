@@ -383,6 +383,7 @@ func (s *kafkaSource) stallLocked(w *msgWork) {
 	if first && s.app.taskCtx.Err() == nil {
 		s.cl.PauseFetchPartitions(map[string][]int32{s.topic: {w.msg.Partition}})
 		s.m.stalled.Inc()
+		s.app.recording.state("partition_stalled", map[string]any{"partition": w.msg.Partition, "offset": w.msg.Offset})
 		s.log.Error("partition_stalled", "partition", w.msg.Partition, "offset", w.msg.Offset,
 			"detail", "a DLQ send failed with dlq.on_send_failure = stall: the partition stays paused and uncommitted until restart or revoke")
 	}

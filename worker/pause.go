@@ -58,6 +58,7 @@ type flowControl struct {
 	backpressure bool
 	applied      bool // intake currently paused
 	log          *slog.Logger
+	rec          *recording
 	pauseGauge   prometheus.Gauge
 	bpGauge      prometheus.Gauge
 	now          func() time.Time
@@ -119,6 +120,7 @@ func (f *flowControl) Pause(seconds int64) (PauseState, error) {
 	target, resumeAt := f.target, f.resumeAt
 	f.mu.Unlock()
 	partitions := target.assignedPartitions()
+	f.rec.state("consume_pause", map[string]any{"active": true, "requested_seconds": seconds, "resume_at_ms": resumeAt.UnixMilli()})
 	if wasActive {
 		f.log.Info("consume_pause_extended", "duration_seconds", seconds, "deadline_ms", resumeAt.UnixMilli())
 	} else {
@@ -142,6 +144,7 @@ func (f *flowControl) Resume() (PauseState, error) {
 	was := f.endLocked()
 	f.mu.Unlock()
 	if was {
+		f.rec.state("consume_pause", map[string]any{"active": false, "by": "operator"})
 		f.log.Info("consume_pause_ended", "by", "operator")
 	}
 	return f.State(), nil
@@ -155,6 +158,7 @@ func (f *flowControl) deadline(gen int) {
 	}
 	f.endLocked()
 	f.mu.Unlock()
+	f.rec.state("consume_pause", map[string]any{"active": false, "by": "deadline"})
 	f.log.Info("consume_pause_deadline_reached")
 }
 

@@ -173,6 +173,9 @@ func (r *recording) deadLettered(res *TaskResult, outcome, reason string) {
 
 // state records a worker state change (lifecycle, breakers, pauses, stalls).
 func (r *recording) state(name string, detail map[string]any) {
+	if r == nil {
+		return
+	}
 	rec := r.get()
 	if rec == nil {
 		return

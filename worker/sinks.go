@@ -197,6 +197,9 @@ func NewSinkSet(cfg *Config, reg prometheus.Registerer, unconfigured prometheus.
 			ss.m.state.WithLabelValues(name).Set(float64(to))
 			ss.m.transitions.WithLabelValues(name, BreakerStateName(to)).Inc()
 			log.Warn("sink_breaker_"+BreakerStateName(to), "sink", name, "from", BreakerStateName(from))
+			if ss.rec != nil {
+				ss.rec.state("sink_breaker_"+BreakerStateName(to), map[string]any{"sink": name, "from": BreakerStateName(from)})
+			}
 		})
 		ss.m.state.WithLabelValues(name).Set(BreakerClosed)
 		ss.sinks = append(ss.sinks, s)
