@@ -4,10 +4,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// queueHigh bounds how many fetched records one partition may hold before
-// its fetching pauses; pausing drops kgo's buffered records, which are
-// fetched again after resume without loss or duplicates.
-const queueHigh = 1000
+// minQueueHigh is the least a partition may queue before its fetching
+// pauses; pausing drops kgo's buffered records, which are fetched again
+// after resume without loss or duplicates.
+const minQueueHigh = 100
 
 // partState is one partition of a stream: its window [start, end) where
 // end is the snapshot high watermark, whether it still fetches, and the
@@ -116,6 +116,23 @@ func (m *merger) pop(cl *kgo.Client, high int) (*kgo.Record, bool) {
 		cl.ResumeFetchPartitions(map[string][]int32{m.topic: {rec.Partition}})
 	}
 	return rec, true
+}
+
+// high is how many fetched records one open partition may queue before its
+// fetching pauses: twice the records still to send, shared among the open
+// partitions (at least minQueueHigh, at most remaining). All queues together
+// stay under about twice the request's limit, so memory is bounded by the
+// hard cap whatever the partition count, while a few partitions fetch in
+// large runs without pause/refetch round trips.
+func (m *merger) high(remaining int) int {
+	open := 0
+	for _, ps := range m.parts {
+		if ps.open {
+			open++
+		}
+	}
+	h := 2 * remaining / max(open, 1)
+	return min(remaining, max(h, minQueueHigh))
 }
 
 // finished reports whether every partition is closed and drained.

@@ -62,7 +62,7 @@ func (r *Reader) Stream(ctx context.Context, alias string, q StreamQuery, emit f
 	sent := 0
 	for {
 		for {
-			rec, ok := m.pop(cl, min(limit-sent, queueHigh))
+			rec, ok := m.pop(cl, m.high(limit-sent))
 			if !ok {
 				break
 			}
@@ -83,7 +83,7 @@ func (r *Reader) Stream(ctx context.Context, alias string, q StreamQuery, emit f
 			return fmt.Errorf("stream alias '%s': %w", alias, ctx.Err())
 		}
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) { m.push(fp.Partition, fp.Records) })
-		m.settle(cl, min(limit-sent, queueHigh))
+		m.settle(cl, m.high(limit-sent))
 		if err := fetchErr(fetches); err != nil && !m.finished() {
 			err = classify(ctx, pollCtx, "stream", alias, err)
 			cancel()
