@@ -2,7 +2,6 @@ package httpd
 
 import (
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -10,28 +9,6 @@ import (
 	"testing"
 )
 
-// doHost is do with a Host header of the caller's choice ("" keeps the
-// address's own), which the http client only takes from Request.Host.
-func doHost(t *testing.T, method, url, host string, header ...string) resp {
-	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if host != "" {
-		req.Host = host
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	r, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer r.Body.Close()
-	b, _ := io.ReadAll(r.Body)
-	return resp{status: r.StatusCode, header: r.Header, body: string(b)}
-}
 
 // lanIP returns a non-loopback address of this machine, to run a worker
 // that is not on loopback, or skips the test.

@@ -130,9 +130,24 @@ type resp struct {
 
 func do(t *testing.T, method, url string, body string, header ...string) resp {
 	t.Helper()
+	return send(t, method, url, "", body, header...)
+}
+
+// doHost is do with a Host header of the caller's choice ("" keeps the
+// address's own), which the http client only takes from Request.Host.
+func doHost(t *testing.T, method, url, host string, header ...string) resp {
+	t.Helper()
+	return send(t, method, url, host, "", header...)
+}
+
+func send(t *testing.T, method, url, host, body string, header ...string) resp {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
