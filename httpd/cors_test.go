@@ -9,7 +9,6 @@ import (
 	"testing"
 )
 
-
 // lanIP returns a non-loopback address of this machine, to run a worker
 // that is not on loopback, or skips the test.
 func lanIP(t *testing.T) string {
