@@ -74,14 +74,23 @@ func (s *UIServer) taskResults(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"results": rows})
 }
 
-// counts serves the dashboard tile's request counts (spec 1.2 rule 13).
+// counts serves the dashboard tile's request counts, derived from recorded
+// task rows (spec 1.2 rule 13). A memory-only recorder keeps no history, so
+// its counts are zeroed as the spec says, flagged with memory_only.
 func (s *UIServer) counts(w http.ResponseWriter, r *http.Request) {
 	c, err := s.rec.Counts(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, c)
+	memory := s.cfg.Storage.Dir == ""
+	if memory {
+		c.Total, c.BySource = 0, map[string]map[string]int64{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		recorder.Counts
+		MemoryOnly bool `json:"memory_only"`
+	}{c, memory})
 }
 
 // databases lists live, sealed, archived and merged recorder files of the

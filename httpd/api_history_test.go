@@ -189,4 +189,8 @@ func TestHistoryMemoryOnlyAndMergeSwitch(t *testing.T) {
 	waitFor(t, func() bool {
 		return strings.Contains(do(t, "GET", s.uiURL+"/api/v1/live/task-results", "").body, `"status":"ok"`)
 	}, "a task row in memory mode")
+	// Spec 1.2 rule 13: a memory-only recorder means zeroed dashboard counts.
+	if r := do(t, "GET", s.uiURL+"/api/v1/dashboard/counts", ""); !strings.Contains(r.body, `"total":0`) || !strings.Contains(r.body, `"memory_only":true`) {
+		t.Errorf("memory-only counts = %s, want zeroed and flagged", r.body)
+	}
 }
