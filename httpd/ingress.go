@@ -165,12 +165,19 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 	resp, err := in.app.HandleHTTP(r.Context(), req)
 	in.metrics.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
-		status, code := http.StatusInternalServerError, "handler_error"
-		if errors.Is(err, context.Canceled) {
+		status, code, detail := http.StatusInternalServerError, "handler_error", err.Error()
+		switch {
+		case errors.Is(err, context.Canceled):
 			status, code = 499, "client_closed"
+		case errors.Is(err, worker.ErrDLQStall):
+			// The task failed and its message could not be written to the
+			// DLQ: nothing kept it, so the caller must retry.
+			w.Header().Set("Retry-After", "5")
+			status, code, detail = http.StatusServiceUnavailable, "dlq_unavailable",
+				"the task failed and the message could not be written to the DLQ within dlq.send_timeout; retry the request"
 		}
 		in.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
-		writeError(w, status, code, err.Error())
+		writeError(w, status, code, detail)
 		return
 	}
 	status := resp.Status

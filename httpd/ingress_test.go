@@ -232,3 +232,20 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// With sinks_enabled a failed task goes to the DLQ; when the DLQ cannot take
+// it, the caller is told to retry instead of getting a plain failure.
+func TestIngressDLQUnavailableAsksForRetry(t *testing.T) {
+	cfg := testConfig(t, script(t, "cat >/dev/null; exit 2"))
+	cfg.Handler.MaxAttempts = 1
+	cfg.Sources.HTTP.SinksEnabled = true
+	cfg.Sinks.Kafka = []worker.KafkaSinkConfig{{Name: "out", Topic: "out", Brokers: []string{"127.0.0.1:1"}}}
+	cfg.DLQ.Topic, cfg.DLQ.Brokers = "failed", []string{"127.0.0.1:1"}
+	cfg.DLQ.SendTimeout = worker.Duration(300 * time.Millisecond)
+	cfg.Resolve()
+	s := startStack(t, cfg)
+	r := do(t, "POST", s.inURL+"/v1/process", "boom")
+	if r.status != 503 || !strings.Contains(r.body, `"error":"dlq_unavailable"`) || r.header.Get("Retry-After") == "" {
+		t.Fatalf("= %d %s, want 503 dlq_unavailable with Retry-After", r.status, r.body)
+	}
+}

@@ -86,7 +86,7 @@ func newProducer(conn kafkaread.Conn, deliveryTimeout time.Duration, defaults ..
 	opts = append(opts, connOpts...)
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordDeliveryTimeout(deliveryTimeout),
+		kgo.RecordDeliveryTimeout(max(deliveryTimeout, time.Second)), // kgo refuses less than 1 s; our own timers still apply the configured value
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	)
 	return kgo.NewClient(opts...)
