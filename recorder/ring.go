@@ -9,38 +9,44 @@ import (
 // ring keeps the most recent events and task rows in memory-only mode; each
 // holds up to size items and overwrites the oldest.
 type ring struct {
-	mu     sync.Mutex
-	size   int
-	evs    []Event
-	evNext int
-	tks    []TaskRow
-	tkNext int
+	mu  sync.Mutex
+	evs lastN[Event]
+	tks lastN[TaskRow]
 }
 
+// lastN holds the last size items appended; at(i) is the i-th oldest.
+type lastN[T any] struct {
+	size  int
+	items []T
+	next  int // where the next item goes once full; also the oldest
+}
+
+func (l *lastN[T]) add(v T) {
+	if len(l.items) < l.size {
+		l.items = append(l.items, v)
+		return
+	}
+	l.items[l.next] = v
+	l.next = (l.next + 1) % l.size
+}
+
+func (l *lastN[T]) len() int   { return len(l.items) }
+func (l *lastN[T]) at(i int) T { return l.items[(l.next+i)%len(l.items)] }
+
 func newRing(size int) *ring {
-	return &ring{size: size}
+	return &ring{evs: lastN[Event]{size: size}, tks: lastN[TaskRow]{size: size}}
 }
 
 func (g *ring) addEvent(e Event) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.evs) < g.size {
-		g.evs = append(g.evs, e)
-		return
-	}
-	g.evs[g.evNext] = e
-	g.evNext = (g.evNext + 1) % g.size
+	g.evs.add(e)
 }
 
 func (g *ring) addTask(t TaskRow) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.tks) < g.size {
-		g.tks = append(g.tks, t)
-		return
-	}
-	g.tks[g.tkNext] = t
-	g.tkNext = (g.tkNext + 1) % g.size
+	g.tks.add(t)
 }
 
 // events returns matching events newest first. Events are appended in ID
@@ -49,8 +55,8 @@ func (g *ring) events(q EventQuery) []Event {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []Event
-	for i := len(g.evs) - 1; i >= 0; i-- {
-		e := g.evs[(g.evNext+i)%len(g.evs)]
+	for i := g.evs.len() - 1; i >= 0; i-- {
+		e := g.evs.at(i)
 		if q.BeforeID > 0 && e.ID >= q.BeforeID {
 			continue
 		}
@@ -73,9 +79,9 @@ func (g *ring) events(q EventQuery) []Event {
 func (g *ring) tasks(limit int) []TaskRow {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make([]TaskRow, 0, min(limit, len(g.tks)))
-	for i := len(g.tks) - 1; i >= 0 && len(out) < limit; i-- {
-		out = append(out, g.tks[(g.tkNext+i)%len(g.tks)])
+	out := make([]TaskRow, 0, min(limit, g.tks.len()))
+	for i := g.tks.len() - 1; i >= 0 && len(out) < limit; i-- {
+		out = append(out, g.tks.at(i))
 	}
 	return out
 }
@@ -85,8 +91,8 @@ func (g *ring) taskEvents(taskID string) []Event {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []Event
-	for i := range g.evs {
-		if e := g.evs[(g.evNext+i)%len(g.evs)]; e.TaskID == taskID {
+	for i := range g.evs.len() {
+		if e := g.evs.at(i); e.TaskID == taskID {
 			out = append(out, e)
 		}
 	}
@@ -98,8 +104,8 @@ func (g *ring) tasksByLabel(name, value string, limit int) []TaskRow {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []TaskRow
-	for i := len(g.tks) - 1; i >= 0 && len(out) < limit; i-- {
-		t := g.tks[(g.tkNext+i)%len(g.tks)]
+	for i := g.tks.len() - 1; i >= 0 && len(out) < limit; i-- {
+		t := g.tks.at(i)
 		if v, ok := t.Labels[name]; ok && v == value {
 			out = append(out, t)
 		}

@@ -60,28 +60,33 @@ type subscribers struct {
 }
 
 func (ss *subscribers) publishEvent(e Event) {
+	ss.publish(func(s *Subscription) bool { return offer(s.events, e) })
+}
+
+func (ss *subscribers) publishTask(t TaskRow) {
+	ss.publish(func(s *Subscription) bool { return offer(s.tasks, t) })
+}
+
+// publish offers an item to every subscriber, counting the ones too slow
+// to take it.
+func (ss *subscribers) publish(send func(*Subscription) bool) {
 	ss.mu.RLock()
 	defer ss.mu.RUnlock()
 	for s := range ss.set {
-		select {
-		case s.events <- e:
-		default:
+		if !send(s) {
 			s.dropped.Add(1)
 			ss.drops.Add(1)
 		}
 	}
 }
 
-func (ss *subscribers) publishTask(t TaskRow) {
-	ss.mu.RLock()
-	defer ss.mu.RUnlock()
-	for s := range ss.set {
-		select {
-		case s.tasks <- t:
-		default:
-			s.dropped.Add(1)
-			ss.drops.Add(1)
-		}
+// offer sends v unless ch is full.
+func offer[T any](ch chan T, v T) bool {
+	select {
+	case ch <- v:
+		return true
+	default:
+		return false
 	}
 }
 
