@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,19 +64,9 @@ func (r *Recorder) Merge(ctx context.Context, rels []string) (MergeResult, error
 	if err != nil {
 		return res, fmt.Errorf("merge: %w", err)
 	}
-	data, _ := json.MarshalIndent(meta, "", "  ")
-	err = syncFile(tmp)
-	if err == nil {
-		err = writeFileAtomic(dst+".meta.json", data)
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(dst + ".meta.json")
+	if err := publish(tmp, dst, meta); err != nil {
 		return res, fmt.Errorf("merge: %w", err)
 	}
-	syncDir(dir)
 	fi, err := os.Stat(dst)
 	if err != nil {
 		return res, fmt.Errorf("merge: %w", err)

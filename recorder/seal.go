@@ -153,16 +153,30 @@ func (r *Recorder) sealFile(ctx context.Context, path, worker string, fromMs, to
 		return "", err
 	}
 	meta.Kind, meta.Worker, meta.Cluster, meta.FromMs = "sealed", worker, r.cfg.Cluster, fromMs
-	data, _ := json.MarshalIndent(meta, "", "  ")
 	tmp := tempName(dst)
 	if err := moveFile(path, tmp); err != nil {
 		return "", fmt.Errorf("move %s: %w", filepath.Base(path), err)
 	}
-	err = os.Chmod(tmp, fileMode)
+	if err := publish(tmp, dst, meta); err != nil {
+		if merr := moveFile(tmp, path); merr != nil {
+			return "", errors.Join(err, merr)
+		}
+		return "", err
+	}
+	removeDB(path)
+	return dst, nil
+}
+
+// publish makes tmp visible as dst with its .meta.json beside it: mode
+// 0600, fsync, the meta first (whoever sees the .db also finds its meta),
+// the rename, then an fsync of the folder. On error the meta is removed and
+// tmp stays where it is.
+func publish(tmp, dst string, meta fileMeta) error {
+	data, _ := json.MarshalIndent(meta, "", "  ")
+	err := os.Chmod(tmp, fileMode)
 	if err == nil {
 		err = syncFile(tmp)
 	}
-	// The meta file goes first: whoever sees the .db also finds its meta.
 	if err == nil {
 		err = writeFileAtomic(dst+".meta.json", data)
 	}
@@ -171,14 +185,10 @@ func (r *Recorder) sealFile(ctx context.Context, path, worker string, fromMs, to
 	}
 	if err != nil {
 		os.Remove(dst + ".meta.json")
-		if merr := moveFile(tmp, path); merr != nil {
-			return "", errors.Join(err, merr)
-		}
-		return "", err
+		return err
 	}
-	syncDir(r.historyDir)
-	removeDB(path)
-	return dst, nil
+	syncDir(filepath.Dir(dst))
+	return nil
 }
 
 // finalizeDB checkpoints and leaves WAL mode (a sealed file is one
