@@ -2,6 +2,7 @@ package httpd
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -15,7 +16,7 @@ func (s *UIServer) kafkaTopics(w http.ResponseWriter, r *http.Request) {
 
 // kafkaMessage reads one record by partition and offset.
 func (s *UIServer) kafkaMessage(w http.ResponseWriter, r *http.Request) {
-	partition, offset, err := kafkaread.ParseMessageQuery(r.URL.Query())
+	partition, offset, err := parseMessageQuery(r.URL.Query())
 	if err != nil {
 		kafkaError(w, err)
 		return
@@ -32,7 +33,7 @@ func (s *UIServer) kafkaMessage(w http.ResponseWriter, r *http.Request) {
 // error before the first line is a status code; after it, a final line
 // carrying "error" (spec 4, stream rule 9).
 func (s *UIServer) kafkaMessages(w http.ResponseWriter, r *http.Request) {
-	q, err := kafkaread.ParseStreamQuery(r.URL.Query())
+	q, err := parseStreamQuery(r.URL.Query())
 	if err != nil {
 		kafkaError(w, err)
 		return
@@ -60,17 +61,32 @@ func (s *UIServer) kafkaMessages(w http.ResponseWriter, r *http.Request) {
 	case err != nil && !started && r.Context().Err() == nil:
 		kafkaError(w, err)
 	case err != nil && started && r.Context().Err() == nil:
-		_, _ = w.Write(kafkaread.ErrorLine(err))
+		_, _ = w.Write(errorLine(err))
 	default:
 		begin()
 	}
 }
 
+// kafkaError answers a read API error: 404 for anything not found
+// (alias, partition, offset), 400 for a bad query, 502 for broker timeouts
+// and failures, 500 otherwise.
 func kafkaError(w http.ResponseWriter, err error) {
-	status := kafkaread.Status(err)
-	code := map[int]string{404: "not_found", 400: "bad_request", 502: "broker_unavailable"}[status]
-	if code == "" {
-		code = "internal"
+	switch {
+	case errors.Is(err, kafkaread.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, kafkaread.ErrBadQuery):
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, kafkaread.ErrBrokerTimeout), errors.Is(err, kafkaread.ErrBrokerFailure):
+		writeError(w, http.StatusBadGateway, "broker_unavailable", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 	}
-	writeError(w, status, code, err.Error())
+}
+
+// errorLine is the final NDJSON line of a stream that failed after its
+// first line: {"error": "<detail>"}; a client treats any line with an
+// "error" key as a terminated stream.
+func errorLine(err error) []byte {
+	b, _ := json.Marshal(map[string]string{"error": err.Error()})
+	return append(b, '\n')
 }

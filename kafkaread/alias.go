@@ -1,6 +1,10 @@
 package kafkaread
 
-import "fmt"
+import (
+	"fmt"
+
+	"svc/kafkaread/kconn"
+)
 
 // Alias kinds (spec 2.1).
 const (
@@ -28,7 +32,7 @@ type AliasSpec struct {
 	Name        string
 	Kind        string // KindSource, KindDLQ or KindSink
 	Topic       string
-	Conn        Conn
+	Conn        kconn.Conn
 	Unavailable string
 }
 
@@ -36,16 +40,16 @@ type AliasSpec struct {
 type SinkInput struct {
 	Name  string
 	Topic string
-	Conn  Conn // empty Brokers: inherit the source's Conn
+	Conn  kconn.Conn // empty Brokers: inherit the source's Conn
 }
 
 // AliasInput is the part of the worker config that alias resolution needs.
 type AliasInput struct {
-	SourceEnabled bool   // sources.kafka.enabled
-	SourceTopic   string // sources.kafka.topic
-	SourceConn    Conn   // the consumer's brokers, security and client_config
-	DLQTopic      string // dlq.topic; empty means {SourceTopic}_dlq
-	DLQConn       Conn   // empty Brokers: inherit SourceConn
+	SourceEnabled bool       // sources.kafka.enabled
+	SourceTopic   string     // sources.kafka.topic
+	SourceConn    kconn.Conn // the consumer's brokers, security and client_config
+	DLQTopic      string     // dlq.topic; empty means {SourceTopic}_dlq
+	DLQConn       kconn.Conn // empty Brokers: inherit SourceConn
 	Sinks         []SinkInput
 }
 
@@ -85,7 +89,7 @@ func BuildAliases(in AliasInput) (aliases []AliasSpec, shadowed []string) {
 }
 
 // inherit returns own, or the source's Conn when own names no broker.
-func inherit(own, source Conn) Conn {
+func inherit(own, source kconn.Conn) kconn.Conn {
 	if len(own.Brokers) == 0 {
 		return source
 	}
@@ -112,7 +116,7 @@ func checkResolved(a AliasSpec) AliasSpec {
 func ExposedWithoutAuth(aliases []AliasSpec) []string {
 	var names []string
 	for _, a := range aliases {
-		if a.Unavailable == "" && a.Conn.Security.protocol() != ProtocolPlaintext {
+		if a.Unavailable == "" && a.Conn.Security.EffectiveProtocol() != kconn.ProtocolPlaintext {
 			names = append(names, a.Name)
 		}
 	}

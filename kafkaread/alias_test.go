@@ -6,11 +6,13 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"svc/kafkaread/kconn"
 )
 
 func TestBuildAliases(t *testing.T) {
-	srcConn := Conn{Brokers: []string{"src:9092"}, Security: Security{Protocol: "SASL_SSL", SASLMechanism: "PLAIN", Username: "consumer"}}
-	ownConn := Conn{Brokers: []string{"other:9092"}}
+	srcConn := kconn.Conn{Brokers: []string{"src:9092"}, Security: kconn.Security{Protocol: "SASL_SSL", SASLMechanism: "PLAIN", Username: "consumer"}}
+	ownConn := kconn.Conn{Brokers: []string{"other:9092"}}
 	type alias struct{ name, kind, topic, broker, unavailable string }
 	tests := []struct {
 		name         string
@@ -107,7 +109,7 @@ func first(s []string) string {
 
 func TestReaderTopics(t *testing.T) {
 	aliases, _ := BuildAliases(AliasInput{
-		SourceTopic: "raw-topic-in", SourceConn: Conn{Brokers: []string{"127.0.0.1:9092"}},
+		SourceTopic: "raw-topic-in", SourceConn: kconn.Conn{Brokers: []string{"127.0.0.1:9092"}},
 		Sinks: []SinkInput{{Name: "out", Topic: "raw-topic-out"}, {Name: "audit", Topic: "raw-topic-audit"}},
 	})
 	r, err := New(aliases)
@@ -134,8 +136,8 @@ func TestReaderTopics(t *testing.T) {
 	}{
 		{"duplicate", []AliasSpec{{Name: "a", Unavailable: "x"}, {Name: "a", Unavailable: "y"}}},
 		{"no name", []AliasSpec{{Topic: "t"}}},
-		{"no topic", []AliasSpec{{Name: "a", Conn: Conn{Brokers: []string{"b:1"}}}}},
-		{"bad conn", []AliasSpec{{Name: "a", Topic: "t", Conn: Conn{Brokers: []string{"b:1"}, Security: Security{Protocol: "NOPE"}}}}},
+		{"no topic", []AliasSpec{{Name: "a", Conn: kconn.Conn{Brokers: []string{"b:1"}}}}},
+		{"bad conn", []AliasSpec{{Name: "a", Topic: "t", Conn: kconn.Conn{Brokers: []string{"b:1"}, Security: kconn.Security{Protocol: "NOPE"}}}}},
 	}
 	for _, tt := range badNew {
 		if _, err := New(tt.aliases); err == nil {

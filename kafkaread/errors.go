@@ -3,12 +3,10 @@ package kafkaread
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -19,20 +17,30 @@ import (
 // reachable through errors.Unwrap for logs but are never part of the text.
 
 var (
-	// ErrUnknownAlias means no alias of that name is configured (404).
-	ErrUnknownAlias = errors.New("unknown alias")
-	// ErrUnknownPartition means the alias's topic has no such partition (404).
-	ErrUnknownPartition = errors.New("unknown partition")
-	// ErrBadQuery means a query parameter is missing or malformed (400).
+	// ErrNotFound is matched (errors.Is) by every "no such thing" error:
+	// unknown alias or partition, unavailable alias, an offset out of range
+	// or gone.
+	ErrNotFound = errors.New("not found")
+	// ErrUnknownAlias means no alias of that name is configured.
+	ErrUnknownAlias error = notFound("unknown alias")
+	// ErrUnknownPartition means the alias's topic has no such partition.
+	ErrUnknownPartition error = notFound("unknown partition")
+	// ErrBadQuery means a query parameter is missing or malformed.
 	ErrBadQuery = errors.New("bad query")
-	// ErrBrokerTimeout means the brokers did not answer before the deadline (502).
+	// ErrBrokerTimeout means the brokers did not answer before the deadline.
 	ErrBrokerTimeout = errors.New("kafka brokers did not answer before the deadline")
 	// ErrBrokerFailure means a broker answered with an error or the
-	// connection failed (502).
+	// connection failed.
 	ErrBrokerFailure = errors.New("kafka read failed")
 )
 
-// UnavailableError is a configured alias that cannot be read (404); Detail
+// notFound is a sentinel that also matches ErrNotFound.
+type notFound string
+
+func (e notFound) Error() string        { return string(e) }
+func (e notFound) Is(target error) bool { return target == ErrNotFound }
+
+// UnavailableError is a configured alias that cannot be read; Detail
 // is the text from spec 2.1 or the reason the alias did not resolve.
 type UnavailableError struct {
 	Alias  string
@@ -42,8 +50,11 @@ type UnavailableError struct {
 // Error returns Detail.
 func (e *UnavailableError) Error() string { return e.Detail }
 
+// Is matches ErrNotFound.
+func (e *UnavailableError) Is(target error) bool { return target == ErrNotFound }
+
 // OutOfRangeError is an offset outside the partition's current
-// [Low, High) watermarks (404).
+// [Low, High) watermarks.
 type OutOfRangeError struct {
 	Alias     string
 	Partition int32
@@ -56,8 +67,11 @@ func (e *OutOfRangeError) Error() string {
 	return fmt.Sprintf("offset %d is outside partition %d's range [%d, %d)", e.Offset, e.Partition, e.Low, e.High)
 }
 
+// Is matches ErrNotFound.
+func (e *OutOfRangeError) Is(target error) bool { return target == ErrNotFound }
+
 // GoneError is an offset inside the watermarks whose record was deleted or
-// compacted away (404). Next is the next surviving offset; when no record
+// compacted away. Next is the next surviving offset; when no record
 // survives after Offset, Next is the high watermark.
 type GoneError struct {
 	Alias     string
@@ -70,6 +84,9 @@ type GoneError struct {
 func (e *GoneError) Error() string {
 	return fmt.Sprintf("offset %d in partition %d was deleted or compacted; the next surviving offset is %d", e.Offset, e.Partition, e.Next)
 }
+
+// Is matches ErrNotFound.
+func (e *GoneError) Is(target error) bool { return target == ErrNotFound }
 
 // brokerError is a broker timeout or failure. Its text names the operation,
 // the alias and, when there is one, the Kafka error code; it unwraps to the
@@ -103,7 +120,7 @@ func (e *brokerError) Unwrap() []error { return []error{e.kind, e.cause} }
 // errors: this package's own 4xx errors and the caller's cancellation pass
 // through, an expired opCtx is a timeout, anything else a broker failure.
 func classify(ctx, opCtx context.Context, op, alias string, err error) error {
-	if s := Status(err); s == http.StatusNotFound || s == http.StatusBadRequest {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrBadQuery) {
 		return err // already one of ours
 	}
 	if ctx.Err() != nil {
@@ -113,34 +130,4 @@ func classify(ctx, opCtx context.Context, op, alias string, err error) error {
 		return &brokerError{op: op, alias: alias, kind: ErrBrokerTimeout, cause: err}
 	}
 	return &brokerError{op: op, alias: alias, kind: ErrBrokerFailure, cause: err}
-}
-
-// Status maps an error from this package to the HTTP status spec 7 gives it:
-// 404 for unknown alias or partition, unavailable alias, out-of-range or gone
-// offsets; 400 for a bad query; 502 for broker timeouts and failures; 500 for
-// anything else.
-func Status(err error) int {
-	var unavailable *UnavailableError
-	var outOfRange *OutOfRangeError
-	var gone *GoneError
-	switch {
-	case errors.Is(err, ErrUnknownAlias), errors.Is(err, ErrUnknownPartition),
-		errors.As(err, &unavailable), errors.As(err, &outOfRange), errors.As(err, &gone):
-		return http.StatusNotFound
-	case errors.Is(err, ErrBadQuery):
-		return http.StatusBadRequest
-	case errors.Is(err, ErrBrokerTimeout), errors.Is(err, ErrBrokerFailure):
-		return http.StatusBadGateway
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
-// ErrorLine returns the final NDJSON line of a stream that failed after its
-// first record (spec 4, stream rule 9): {"error": "<detail>"} and a newline.
-func ErrorLine(err error) []byte {
-	b, _ := json.Marshal(struct {
-		Error string `json:"error"`
-	}{err.Error()})
-	return append(b, '\n')
 }

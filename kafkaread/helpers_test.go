@@ -2,10 +2,13 @@ package kafkaread
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"svc/kafkaread/kconn"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -70,7 +73,7 @@ func rec(p int32, ts int64, key, val string) *kgo.Record {
 func sourceReader(t testing.TB, c *kfake.Cluster, topic string, opts ...Option) *Reader {
 	t.Helper()
 	aliases, _ := BuildAliases(AliasInput{
-		SourceEnabled: true, SourceTopic: topic, SourceConn: Conn{Brokers: c.ListenAddrs()},
+		SourceEnabled: true, SourceTopic: topic, SourceConn: kconn.Conn{Brokers: c.ListenAddrs()},
 	})
 	r, err := New(aliases, opts...)
 	if err != nil {
@@ -114,3 +117,8 @@ func settleGoroutines(want int) int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// isBrokerError reports a broker timeout or failure (the API's 502).
+func isBrokerError(err error) bool {
+	return errors.Is(err, ErrBrokerTimeout) || errors.Is(err, ErrBrokerFailure)
+}

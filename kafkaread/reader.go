@@ -1,6 +1,8 @@
-// Package kafkaread serves the operator's read-only Kafka API (spec 2.1, 2.2
-// and the Kafka rows of spec 4): it resolves aliases to topics and clusters,
-// fetches one record by coordinates and streams records by time window.
+// Package kafkaread is the operator's read-only view of Kafka: it resolves
+// topic aliases (source, dlq, sink names) to topics and clusters, fetches
+// one record by coordinates and streams records by time window. It knows
+// nothing of HTTP; httpd maps its errors (ErrNotFound, ErrBadQuery,
+// ErrBrokerTimeout, ErrBrokerFailure) to status codes.
 //
 // Reads are invisible to the pipeline. Every call builds its own short-lived
 // franz-go client with client id svc-ui-read (the spec's reader group.id),
@@ -8,13 +10,15 @@
 // never kgo.ConsumerGroup), so it joins no group and commits no offsets, and
 // closes the client before returning, including when ctx is canceled.
 //
-// The package also owns the Kafka connection settings (Conn, Security,
-// client_config) shared with the worker's consumer and sinks.
+// Connections are built by the kconn subpackage, shared with the worker's
+// consumer and sinks.
 package kafkaread
 
 import (
 	"fmt"
 	"time"
+
+	"svc/kafkaread/kconn"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,7 +37,7 @@ const DefaultDeadline = 10 * time.Second
 type Reader struct {
 	aliases  []AliasSpec
 	byName   map[string]int
-	opts     map[string][]kgo.Opt // per available alias, from ConnOpts
+	opts     map[string][]kgo.Opt // per available alias, from kconn.Opts
 	deadline time.Duration
 	extra    []kgo.Opt
 }
@@ -81,7 +85,7 @@ func New(aliases []AliasSpec, options ...Option) (*Reader, error) {
 		if a.Topic == "" {
 			return nil, fmt.Errorf("new reader: alias '%s' has no topic", a.Name)
 		}
-		opts, err := ConnOpts(a.Conn)
+		opts, err := kconn.Opts(a.Conn)
 		if err != nil {
 			return nil, fmt.Errorf("new reader: alias '%s': %w", a.Name, err)
 		}
@@ -127,7 +131,7 @@ func (r *Reader) newClient(a AliasSpec) (*kgo.Client, *kadm.Client, error) {
 	// (dial, ApiVersions, SASL): only the dial timeout and the request
 	// timeout overhead bound that, so both are capped by the deadline.
 	bound := r.deadline
-	if d, ok := requestTimeout(a.Conn.ClientConfig); ok && d < bound {
+	if d, ok := kconn.RequestTimeout(a.Conn.ClientConfig); ok && d < bound {
 		bound = d
 	}
 	opts := make([]kgo.Opt, 0, len(r.opts[a.Name])+len(r.extra)+6)

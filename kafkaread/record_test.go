@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -82,30 +82,28 @@ func FuzzNewRecord(f *testing.F) {
 	})
 }
 
-func TestStatusAndErrorLine(t *testing.T) {
+func TestErrorClasses(t *testing.T) {
 	tests := []struct {
 		err  error
-		want int
+		want error
 	}{
-		{fmt.Errorf("alias 'x': %w", ErrUnknownAlias), http.StatusNotFound},
-		{fmt.Errorf("alias 'x' partition 1: %w", ErrUnknownPartition), http.StatusNotFound},
-		{&UnavailableError{Alias: "dlq", Detail: DetailDLQDisabled}, http.StatusNotFound},
-		{&OutOfRangeError{Partition: 0, Offset: 57, Low: 10, High: 50}, http.StatusNotFound},
-		{&GoneError{Partition: 0, Offset: 3, Next: 5}, http.StatusNotFound},
-		{fmt.Errorf("parse query: %w", ErrBadQuery), http.StatusBadRequest},
-		{&brokerError{op: "read", alias: "x", kind: ErrBrokerTimeout}, http.StatusBadGateway},
-		{&brokerError{op: "read", alias: "x", kind: ErrBrokerFailure}, http.StatusBadGateway},
-		{fmt.Errorf("something else"), http.StatusInternalServerError},
+		{fmt.Errorf("alias 'x': %w", ErrUnknownAlias), ErrNotFound},
+		{fmt.Errorf("alias 'x' partition 1: %w", ErrUnknownPartition), ErrNotFound},
+		{&UnavailableError{Alias: "dlq", Detail: DetailDLQDisabled}, ErrNotFound},
+		{&OutOfRangeError{Partition: 0, Offset: 57, Low: 10, High: 50}, ErrNotFound},
+		{&GoneError{Partition: 0, Offset: 3, Next: 5}, ErrNotFound},
+		{&brokerError{op: "read", alias: "x", kind: ErrBrokerTimeout}, ErrBrokerTimeout},
+		{&brokerError{op: "read", alias: "x", kind: ErrBrokerFailure}, ErrBrokerFailure},
 	}
 	for _, tt := range tests {
-		if got := Status(tt.err); got != tt.want {
-			t.Errorf("Status(%v) = %d, want %d", tt.err, got, tt.want)
+		if !errors.Is(tt.err, tt.want) {
+			t.Errorf("errors.Is(%v, %v) = false, want true", tt.err, tt.want)
 		}
+	}
+	if errors.Is(&brokerError{op: "read", alias: "x", kind: ErrBrokerFailure}, ErrNotFound) {
+		t.Error("a broker error matches ErrNotFound")
 	}
 	if got, want := (&OutOfRangeError{Partition: 0, Offset: 57, Low: 10, High: 50}).Error(), "offset 57 is outside partition 0's range [10, 50)"; got != want {
 		t.Errorf("OutOfRangeError.Error() = %q, want %q", got, want)
-	}
-	if got, want := string(ErrorLine(&GoneError{Offset: 3, Next: 5})), `{"error":"offset 3 in partition 0 was deleted or compacted; the next surviving offset is 5"}`+"\n"; got != want {
-		t.Errorf("ErrorLine() = %q, want %q", got, want)
 	}
 }

@@ -2,9 +2,10 @@ package kafkaread
 
 import (
 	"errors"
-	"net/http"
 	"slices"
 	"testing"
+
+	"svc/kafkaread/kconn"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -78,19 +79,19 @@ func TestStreamWindow(t *testing.T) {
 	}
 
 	errTests := []struct {
-		name   string
-		alias  string
-		q      StreamQuery
-		status int
+		name  string
+		alias string
+		q     StreamQuery
+		want  error
 	}{
-		{"unknown partition", "source", StreamQuery{Partition: ptr(int32(9))}, http.StatusNotFound},
-		{"unknown alias", "nope", StreamQuery{}, http.StatusNotFound},
-		{"unavailable alias", "missing", StreamQuery{}, http.StatusNotFound},
-		{"negative from_ts", "source", StreamQuery{FromTS: -1}, http.StatusBadRequest},
-		{"negative limit", "source", StreamQuery{Limit: -1}, http.StatusBadRequest},
+		{"unknown partition", "source", StreamQuery{Partition: ptr(int32(9))}, ErrNotFound},
+		{"unknown alias", "nope", StreamQuery{}, ErrNotFound},
+		{"unavailable alias", "missing", StreamQuery{}, ErrNotFound},
+		{"negative from_ts", "source", StreamQuery{FromTS: -1}, ErrBadQuery},
+		{"negative limit", "source", StreamQuery{Limit: -1}, ErrBadQuery},
 	}
 	r2, err := New([]AliasSpec{
-		{Name: "source", Kind: KindSource, Topic: topicIn, Conn: Conn{Brokers: c.ListenAddrs()}},
+		{Name: "source", Kind: KindSource, Topic: topicIn, Conn: kconn.Conn{Brokers: c.ListenAddrs()}},
 		{Name: "missing", Kind: KindSink, Unavailable: "alias 'missing' is not available: no topic is configured for it"},
 	})
 	if err != nil {
@@ -99,8 +100,8 @@ func TestStreamWindow(t *testing.T) {
 	for _, tt := range errTests {
 		t.Run(tt.name, func(t *testing.T) {
 			recs, err := collect(t, r2, tt.alias, tt.q)
-			if Status(err) != tt.status || len(recs) != 0 {
-				t.Errorf("Stream(%s, %+v) = %d records, %v (status %d), want no record and status %d", tt.alias, tt.q, len(recs), err, Status(err), tt.status)
+			if !errors.Is(err, tt.want) || len(recs) != 0 {
+				t.Errorf("Stream(%s, %+v) = %d records, %v, want no record and %v", tt.alias, tt.q, len(recs), err, tt.want)
 			}
 			assertNoLeak(t, err, c.ListenAddrs())
 		})

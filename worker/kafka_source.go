@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"svc/kafkaread/kconn"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"svc/kafkaread"
 )
 
 // kafkaSource is the consumer-group input: a poll loop that hands batches to
@@ -101,11 +101,11 @@ func newKafkaSource(a *App, flow *flowControl, sinks Deliverer, reg prometheus.R
 // drain and commit, static membership when startup alignment is on.
 func (s *kafkaSource) client() (*kgo.Client, error) {
 	conn := s.app.Cfg.SourceConn()
-	copts, err := kafkaread.ConnOpts(conn)
+	copts, err := kconn.Opts(conn)
 	if err != nil {
 		return nil, err
 	}
-	gopts, err := kafkaread.GroupOpts(conn)
+	gopts, err := kconn.GroupOpts(conn)
 	if err != nil {
 		return nil, err
 	}

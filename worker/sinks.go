@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"svc/kafkaread/kconn"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"svc/kafkaread"
 )
 
 // errDeliveryTimeout marks a produce that got no answer within the sink's
@@ -77,8 +77,8 @@ func newSinkMetrics(reg prometheus.Registerer) *sinkMetrics {
 // (client.id, linger.ms) overrides them. Linger defaults to 0: every
 // delivery waits for its acknowledgement, so lingering only adds latency
 // and caps throughput at max_in_flight records per linger period.
-func newProducer(conn kafkaread.Conn, deliveryTimeout time.Duration, defaults ...kgo.Opt) (*kgo.Client, error) {
-	connOpts, err := kafkaread.ConnOpts(conn)
+func newProducer(conn kconn.Conn, deliveryTimeout time.Duration, defaults ...kgo.Opt) (*kgo.Client, error) {
+	connOpts, err := kconn.Opts(conn)
 	if err != nil {
 		return nil, err
 	}

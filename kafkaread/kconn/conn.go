@@ -1,4 +1,8 @@
-package kafkaread
+// Package kconn turns a Kafka connection block (brokers, security,
+// client_config) into franz-go options. Every Kafka client of the worker
+// (consumer, sinks, DLQ, the read API) connects through it, so they all
+// accept the same settings and fail on them the same way.
+package kconn
 
 import (
 	"crypto/tls"
@@ -42,16 +46,16 @@ type Security struct {
 }
 
 // Conn is where and how to reach a cluster. An empty Brokers list is valid in
-// configuration (a sink or DLQ then inherits the source's Conn, see
-// BuildAliases) but not for ConnOpts.
+// configuration (a sink or DLQ then inherits the source's Conn) but not for
+// Opts.
 type Conn struct {
 	Brokers      []string
 	Security     Security
 	ClientConfig map[string]string // librdkafka-style keys, see ClientConfigKeys
 }
 
-// protocol returns the normalised protocol, PLAINTEXT when empty.
-func (s Security) protocol() string {
+// EffectiveProtocol returns the normalised protocol, PLAINTEXT when empty.
+func (s Security) EffectiveProtocol() string {
 	p := strings.ToUpper(strings.TrimSpace(s.Protocol))
 	if p == "" {
 		return ProtocolPlaintext
@@ -64,12 +68,12 @@ func usesSASL(protocol string) bool {
 	return protocol == ProtocolSASLPlaintext || protocol == ProtocolSASLSSL
 }
 
-// ValidateConn reports every problem with c at once: unknown protocol or
+// Validate reports every problem with c at once: unknown protocol or
 // mechanism, SASL without mechanism or username, SASL or TLS settings given
 // for a protocol that does not use them, TLS files missing on disk, a
 // certificate without its key, empty broker entries and bad client_config
 // keys. Each error names the offending field. Empty Brokers is not an error.
-func ValidateConn(c Conn) []error {
+func Validate(c Conn) []error {
 	var errs []error
 	for i, b := range c.Brokers {
 		if strings.TrimSpace(b) == "" {
@@ -77,7 +81,7 @@ func ValidateConn(c Conn) []error {
 		}
 	}
 	s := c.Security
-	p := s.protocol()
+	p := s.EffectiveProtocol()
 	switch p {
 	case ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL:
 	default:
@@ -128,19 +132,19 @@ func ValidateConn(c Conn) []error {
 	return errs
 }
 
-// ConnOpts returns kgo options for c: seed brokers, TLS from the CA, cert and
+// Opts returns kgo options for c: seed brokers, TLS from the CA, cert and
 // key files, SASL, and the non-group client_config keys. Group-only keys are
 // left to GroupOpts so that producers and direct consumers never carry group
 // options. The error names the first bad field.
-func ConnOpts(c Conn) ([]kgo.Opt, error) {
-	if errs := ValidateConn(c); len(errs) > 0 {
+func Opts(c Conn) ([]kgo.Opt, error) {
+	if errs := Validate(c); len(errs) > 0 {
 		return nil, errs[0]
 	}
 	if len(c.Brokers) == 0 {
 		return nil, errors.New("brokers: no broker address configured")
 	}
 	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
-	p := c.Security.protocol()
+	p := c.Security.EffectiveProtocol()
 	if usesTLS(p) {
 		tc, err := tlsConfig(c.Security)
 		if err != nil {
@@ -160,7 +164,7 @@ func ConnOpts(c Conn) ([]kgo.Opt, error) {
 
 // GroupOpts returns the kgo options for the group-only client_config keys
 // (session.timeout.ms, heartbeat.interval.ms, rebalance.timeout.ms). Only a
-// group consumer appends them to ConnOpts.
+// group consumer appends them to Opts.
 func GroupOpts(c Conn) ([]kgo.Opt, error) {
 	if errs := ValidateClientConfig(c.ClientConfig); len(errs) > 0 {
 		return nil, errs[0]

@@ -1,14 +1,16 @@
-package kafkaread
+package httpd
 
 import (
 	"fmt"
 	"net/url"
 	"strconv"
+
+	"svc/kafkaread"
 )
 
-// ParseMessageQuery reads the required `partition` and `offset` parameters
-// of GET /api/v1/debug/kafka/{alias}/message. Errors wrap ErrBadQuery.
-func ParseMessageQuery(v url.Values) (partition int32, offset int64, err error) {
+// parseMessageQuery reads the required `partition` and `offset` parameters
+// of GET /api/v1/debug/kafka/{alias}/message. Errors wrap kafkaread.ErrBadQuery.
+func parseMessageQuery(v url.Values) (partition int32, offset int64, err error) {
 	p, err := intParam(v, "partition", true, 32)
 	if err != nil {
 		return 0, 0, err
@@ -18,16 +20,16 @@ func ParseMessageQuery(v url.Values) (partition int32, offset int64, err error) 
 		return 0, 0, err
 	}
 	if p == nil || o == nil {
-		return 0, 0, fmt.Errorf("parse query: partition and offset are required: %w", ErrBadQuery)
+		return 0, 0, fmt.Errorf("parse query: partition and offset are required: %w", kafkaread.ErrBadQuery)
 	}
 	return int32(*p), *o, nil
 }
 
-// ParseStreamQuery reads `from_ts` (required), `to_ts`, `limit` and
+// parseStreamQuery reads `from_ts` (required), `to_ts`, `limit` and
 // `partition` of GET /api/v1/debug/kafka/{alias}/messages. Negative from_ts
-// or limit and to_ts before from_ts are rejected; Errors wrap ErrBadQuery.
-func ParseStreamQuery(v url.Values) (StreamQuery, error) {
-	var q StreamQuery
+// or limit and to_ts before from_ts are rejected; Errors wrap kafkaread.ErrBadQuery.
+func parseStreamQuery(v url.Values) (kafkaread.StreamQuery, error) {
+	var q kafkaread.StreamQuery
 	from, err := intParam(v, "from_ts", true, 64)
 	if err != nil {
 		return q, err
@@ -53,11 +55,11 @@ func ParseStreamQuery(v url.Values) (StreamQuery, error) {
 	}
 	switch {
 	case q.FromTS < 0:
-		return q, fmt.Errorf("parse query: from_ts %d is negative: %w", q.FromTS, ErrBadQuery)
+		return q, fmt.Errorf("parse query: from_ts %d is negative: %w", q.FromTS, kafkaread.ErrBadQuery)
 	case q.ToTS != nil && *q.ToTS < q.FromTS:
-		return q, fmt.Errorf("parse query: to_ts %d is before from_ts %d: %w", *q.ToTS, q.FromTS, ErrBadQuery)
+		return q, fmt.Errorf("parse query: to_ts %d is before from_ts %d: %w", *q.ToTS, q.FromTS, kafkaread.ErrBadQuery)
 	case q.Limit < 0:
-		return q, fmt.Errorf("parse query: limit %d is negative: %w", q.Limit, ErrBadQuery)
+		return q, fmt.Errorf("parse query: limit %d is negative: %w", q.Limit, kafkaread.ErrBadQuery)
 	}
 	return q, nil
 }
@@ -68,16 +70,16 @@ func intParam(v url.Values, name string, required bool, bits int) (*int64, error
 	raw, ok := v[name]
 	if !ok || len(raw) == 0 || raw[0] == "" {
 		if required {
-			return nil, fmt.Errorf("parse query: %s is required: %w", name, ErrBadQuery)
+			return nil, fmt.Errorf("parse query: %s is required: %w", name, kafkaread.ErrBadQuery)
 		}
 		return nil, nil
 	}
 	if len(raw) > 1 {
-		return nil, fmt.Errorf("parse query: %s is given %d times: %w", name, len(raw), ErrBadQuery)
+		return nil, fmt.Errorf("parse query: %s is given %d times: %w", name, len(raw), kafkaread.ErrBadQuery)
 	}
 	n, err := strconv.ParseInt(raw[0], 10, bits)
 	if err != nil {
-		return nil, fmt.Errorf("parse query: %s must be an integer: %w", name, ErrBadQuery)
+		return nil, fmt.Errorf("parse query: %s must be an integer: %w", name, kafkaread.ErrBadQuery)
 	}
 	return &n, nil
 }

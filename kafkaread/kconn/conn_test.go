@@ -1,4 +1,4 @@
-package kafkaread
+package kconn
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-func TestValidateConn(t *testing.T) {
+func TestValidate(t *testing.T) {
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(existing, []byte("x"), 0o600); err != nil {
@@ -42,17 +42,17 @@ func TestValidateConn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			errs := ValidateConn(tt.conn)
+			errs := Validate(tt.conn)
 			if len(errs) != len(tt.want) {
-				t.Fatalf("ValidateConn() = %v, want %d errors %q", errs, len(tt.want), tt.want)
+				t.Fatalf("Validate() = %v, want %d errors %q", errs, len(tt.want), tt.want)
 			}
 			for i, err := range errs {
 				if !strings.Contains(err.Error(), tt.want[i]) {
-					t.Errorf("ValidateConn() error %d = %q, want it to contain %q", i, err, tt.want[i])
+					t.Errorf("Validate() error %d = %q, want it to contain %q", i, err, tt.want[i])
 				}
 			}
-			if _, err := ConnOpts(tt.conn); len(errs) > 0 && err == nil {
-				t.Errorf("ConnOpts() = nil error, want %v", errs[0])
+			if _, err := Opts(tt.conn); len(errs) > 0 && err == nil {
+				t.Errorf("Opts() = nil error, want %v", errs[0])
 			}
 		})
 	}
@@ -69,9 +69,9 @@ func TestClientConfig(t *testing.T) {
 		"rebalance.timeout.ms": "60000",
 	}
 	conn := Conn{Brokers: []string{"127.0.0.1:9"}, ClientConfig: all}
-	connOpts, err := ConnOpts(conn)
+	connOpts, err := Opts(conn)
 	if err != nil {
-		t.Fatalf("ConnOpts(all keys) = %v", err)
+		t.Fatalf("Opts(all keys) = %v", err)
 	}
 	groupOpts, err := GroupOpts(conn)
 	if err != nil || len(groupOpts) != 3 {
@@ -79,7 +79,7 @@ func TestClientConfig(t *testing.T) {
 	}
 	for _, o := range connOpts {
 		if _, ok := o.(kgo.GroupOpt); ok {
-			t.Errorf("ConnOpts() returned group option %T", o)
+			t.Errorf("Opts() returned group option %T", o)
 		}
 	}
 	// Every option combination is accepted by kgo itself.

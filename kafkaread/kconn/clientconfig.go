@@ -1,4 +1,4 @@
-package kafkaread
+package kconn
 
 import (
 	"fmt"
@@ -156,8 +156,8 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// requestTimeout returns the request.timeout.ms value of cc, if valid.
-func requestTimeout(cc map[string]string) (time.Duration, bool) {
+// RequestTimeout returns the request.timeout.ms value of cc, if valid.
+func RequestTimeout(cc map[string]string) (time.Duration, bool) {
 	raw, ok := cc["request.timeout.ms"]
 	if !ok {
 		return 0, false
