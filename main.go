@@ -23,6 +23,7 @@ import (
 	"svc/httpd"
 	"svc/recorder"
 	"svc/worker"
+	"svc/worker/config"
 	"svc/worker/demo"
 )
 
@@ -119,11 +120,11 @@ func cmdCheck(args []string, stdout io.Writer) error {
 	if f.config == "" {
 		return errors.New("-config FILE is required")
 	}
-	cfg, err := worker.LoadFile(f.config)
+	cfg, err := config.LoadFile(f.config)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "# %s: OK (secrets masked as %q)\n", f.config, worker.Mask)
+	fmt.Fprintf(stdout, "# %s: OK (secrets masked as %q)\n", f.config, config.Mask)
 	fmt.Fprint(stdout, cfg.MaskedTOML())
 	return nil
 }
@@ -140,7 +141,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := worker.LoadFile(f.config)
+	cfg, err := config.LoadFile(f.config)
 	if err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 // down in reverse order: ingress stops accepting, in-flight tasks drain up
 // to worker.shutdown_timeout. ready, if set, is called once all sockets are
 // bound.
-func serve(ctx context.Context, cfg *worker.Config, log *slog.Logger, opts worker.Options, ready func(ui, ingress string)) error {
+func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, opts worker.Options, ready func(ui, ingress string)) error {
 	reg := worker.NewRegistry()
 	app, err := worker.New(cfg, log, reg, opts)
 	if err != nil {
@@ -295,7 +296,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer cluster.Close()
 	cfg := demo.Config(self, dir, ports, cluster.Brokers())
 	if problems := cfg.Validate(); len(problems) > 0 {
-		return &worker.ConfigError{Path: "(demo)", Problems: problems}
+		return &config.Error{Path: "(demo)", Problems: problems}
 	}
 	go func() { _ = cluster.Trickle(ctx, 2*time.Second) }()
 	return serve(ctx, cfg, log, worker.Options{}, func(ui, ingress string) {
@@ -313,7 +314,7 @@ svc demo is running (Ctrl-C to stop)
 }
 
 // recorderConfig maps the worker config onto the recorder's.
-func recorderConfig(cfg *worker.Config, app *worker.App, log *slog.Logger) recorder.Config {
+func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recorder.Config {
 	return recorder.Config{
 		Dir: cfg.Storage.Dir, SharedDir: cfg.Shared.Dir, Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster,
 		StartedAt: app.Started, SealInterval: cfg.History.SealInterval.D(),

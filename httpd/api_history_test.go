@@ -10,11 +10,12 @@ import (
 
 	"svc/recorder"
 	"svc/worker"
+	"svc/worker/config"
 )
 
 // diskConfig is a stack config whose recorder writes real SQLite files:
 // storage.dir and shared.dir under a temp dir.
-func diskConfig(t *testing.T, binary string) *worker.Config {
+func diskConfig(t *testing.T, binary string) *config.Config {
 	cfg := testConfig(t, binary)
 	root := t.TempDir()
 	cfg.Storage.Dir = filepath.Join(root, "storage")

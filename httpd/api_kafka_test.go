@@ -14,11 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/worker"
+	"svc/worker/config"
 )
 
 // kafkaStack runs the UI server against a kfake cluster holding topic
 // "orders-raw" (3 partitions) with 30 records at timestamps 1000..1029.
-func kafkaStack(t *testing.T, tune func(*worker.Config)) (*stack, []string) {
+func kafkaStack(t *testing.T, tune func(*config.Config)) (*stack, []string) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "orders-raw", "orders-out", "orders-raw_dlq"))
 	if err != nil {
@@ -43,7 +44,7 @@ func kafkaStack(t *testing.T, tune func(*worker.Config)) (*stack, []string) {
 	cfg.Sources.Kafka.Brokers = brokers
 	cfg.Sources.Kafka.Topic = "orders-raw"
 	cfg.Sources.Kafka.Group = "g"
-	cfg.Sinks.Kafka = []worker.KafkaSinkConfig{{Name: "results", Topic: "orders-out"}, {Name: "dlq", Topic: "orders-out"}}
+	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "results", Topic: "orders-out"}, {Name: "dlq", Topic: "orders-out"}}
 	if tune != nil {
 		tune(cfg)
 	}
@@ -177,8 +178,8 @@ func TestKafkaReadStartupWarnings(t *testing.T) {
 	cfg.Sources.Kafka.Brokers = []string{"127.0.0.1:1"}
 	cfg.Sources.Kafka.Topic = "orders-raw"
 	cfg.Sources.Kafka.Group = "g"
-	cfg.Sources.Kafka.Security = worker.SecurityConfig{Protocol: "SASL_PLAINTEXT", SASLMechanism: "PLAIN", Username: "u", Password: "p"}
-	cfg.Sinks.Kafka = []worker.KafkaSinkConfig{{Name: "dlq", Topic: "x"}, {Name: "results", Topic: "y"}}
+	cfg.Sources.Kafka.Security = config.Security{Protocol: "SASL_PLAINTEXT", SASLMechanism: "PLAIN", Username: "u", Password: "p"}
+	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "dlq", Topic: "x"}, {Name: "results", Topic: "y"}}
 	cfg.Resolve()
 	var buf strings.Builder
 	log := slog.New(slog.NewJSONHandler(&buf, nil))

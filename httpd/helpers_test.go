@@ -15,6 +15,7 @@ import (
 
 	"svc/recorder"
 	"svc/worker"
+	"svc/worker/config"
 )
 
 // script writes an executable /bin/sh script into dir and returns its path.
@@ -28,17 +29,17 @@ func script(t testing.TB, body string) string {
 }
 
 // testConfig is an HTTP-only config on loopback with free ports.
-func testConfig(t testing.TB, binary string) *worker.Config {
+func testConfig(t testing.TB, binary string) *config.Config {
 	t.Helper()
-	cfg := worker.DefaultConfig()
+	cfg := config.Default()
 	cfg.Worker.Name = "test"
 	cfg.UI.Port, cfg.Sources.HTTP.Port, cfg.Metrics.Port = 0, 0, 0
 	cfg.Sources.HTTP.Host = "127.0.0.1"
 	cfg.Sources.HTTP.Enabled = true
 	cfg.Executor.BinaryPath = binary
 	cfg.Executor.PoolSize = 2
-	cfg.Executor.Timeout = worker.Duration(5 * time.Second)
-	cfg.Handler.RetryBackoff = worker.Duration(time.Millisecond)
+	cfg.Executor.Timeout = config.Duration(5 * time.Second)
+	cfg.Handler.RetryBackoff = config.Duration(time.Millisecond)
 	cfg.Storage.Dir = ""
 	cfg.Resolve()
 	return &cfg
@@ -46,7 +47,7 @@ func testConfig(t testing.TB, binary string) *worker.Config {
 
 type stack struct {
 	rec     *recorder.Recorder
-	cfg     *worker.Config
+	cfg     *config.Config
 	app     *worker.App
 	reg     *prometheus.Registry
 	ui      *UIServer
@@ -62,7 +63,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // startStack runs the App, the UI server and the ingress on 127.0.0.1:0,
 // with a flight recorder attached unless cfg.UI.Enabled is false (as in
 // production, the recorder runs only with the UI).
-func startStack(t testing.TB, cfg *worker.Config, tune ...func(*stack)) *stack {
+func startStack(t testing.TB, cfg *config.Config, tune ...func(*stack)) *stack {
 	t.Helper()
 	if problems := cfg.Validate(); len(problems) > 0 {
 		t.Fatalf("test config invalid: %v", problems)

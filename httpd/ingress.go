@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/worker"
+	"svc/worker/config"
 )
 
 // ingressClient is one configured caller.
@@ -40,7 +41,7 @@ type Ingress struct {
 }
 
 // NewIngress builds the ingress server from sources.http.
-func NewIngress(cfg *worker.Config, app *worker.App, reg prometheus.Registerer, log *slog.Logger) *Ingress {
+func NewIngress(cfg *config.Config, app *worker.App, reg prometheus.Registerer, log *slog.Logger) *Ingress {
 	hc := cfg.Sources.HTTP
 	in := &Ingress{
 		app: app, maxBody: hc.MaxBodyBytes, maxConc: int64(hc.MaxConcurrent),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"svc/worker"
+	"svc/worker/config"
 )
 
 // countingExec is an executor that appends one line per run to a log file,
@@ -21,8 +22,8 @@ func countingExec(t *testing.T, extra string) (binary, log string) {
 	return script(t, fmt.Sprintf("echo run >> %s\n%s\ncat", log, extra)), log
 }
 
-func withClients(cfg *worker.Config, rpm int) {
-	cfg.Sources.HTTP.Clients = []worker.HTTPClient{{Name: "alpha", Token: "tok-alpha", RPM: rpm}, {Name: "beta", Token: "tok-beta", RPM: rpm}}
+func withClients(cfg *config.Config, rpm int) {
+	cfg.Sources.HTTP.Clients = []config.HTTPClient{{Name: "alpha", Token: "tok-alpha", RPM: rpm}, {Name: "beta", Token: "tok-beta", RPM: rpm}}
 }
 
 func TestIngressAuthAndSizeRejectionsNeverReachExecutor(t *testing.T) {
@@ -174,7 +175,7 @@ func TestIngressExecutorFailureShapes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(t, script(t, c.script))
-			cfg.Executor.Timeout = worker.Duration(c.timeout)
+			cfg.Executor.Timeout = config.Duration(c.timeout)
 			cfg.Handler.MaxAttempts = 1
 			s := startStack(t, cfg)
 			r := do(t, "POST", s.inURL+"/v1/process", "payload-1", "X-Svc-Label-customer", "acme")
@@ -239,9 +240,9 @@ func TestIngressDLQUnavailableAsksForRetry(t *testing.T) {
 	cfg := testConfig(t, script(t, "cat >/dev/null; exit 2"))
 	cfg.Handler.MaxAttempts = 1
 	cfg.Sources.HTTP.SinksEnabled = true
-	cfg.Sinks.Kafka = []worker.KafkaSinkConfig{{Name: "out", Topic: "out", Brokers: []string{"127.0.0.1:1"}}}
+	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "out", Topic: "out", Brokers: []string{"127.0.0.1:1"}}}
 	cfg.DLQ.Topic, cfg.DLQ.Brokers = "failed", []string{"127.0.0.1:1"}
-	cfg.DLQ.SendTimeout = worker.Duration(300 * time.Millisecond)
+	cfg.DLQ.SendTimeout = config.Duration(300 * time.Millisecond)
 	cfg.Resolve()
 	s := startStack(t, cfg)
 	r := do(t, "POST", s.inURL+"/v1/process", "boom")

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"svc/worker"
+	"svc/worker/config"
 )
 
 func TestOriginNormalize(t *testing.T) {
@@ -118,7 +118,7 @@ func TestOriginRules(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := worker.DefaultConfig()
+			cfg := config.Default()
 			cfg.UI.AllowedWSOrigins, cfg.UI.AuthToken, cfg.UI.PublicURL = c.allowed, c.token, c.publicURL
 			s := &UIServer{cfg: &cfg}
 			r := httptest.NewRequest("GET", "/ws", nil)

@@ -13,9 +13,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"svc/worker/config"
 
-	"svc/worker"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // surface is one listening HTTP server.
@@ -74,7 +74,7 @@ func hostPort(host string, port int) string {
 type MetricsServer struct{ surface }
 
 // NewMetricsServer serves reg at /metrics.
-func NewMetricsServer(cfg *worker.Config, reg *prometheus.Registry, log *slog.Logger) *MetricsServer {
+func NewMetricsServer(cfg *config.Config, reg *prometheus.Registry, log *slog.Logger) *MetricsServer {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttpHandler(reg))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

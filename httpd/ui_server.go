@@ -12,12 +12,13 @@ import (
 	"svc/kafkaread"
 	"svc/recorder"
 	"svc/worker"
+	"svc/worker/config"
 )
 
 // UIDeps are the parts the UI server reads from. Nil optional parts switch
 // their routes to a clear "not available" answer.
 type UIDeps struct {
-	Config   *worker.Config
+	Config   *config.Config
 	App      *worker.App
 	Gatherer prometheus.Gatherer
 	Log      *slog.Logger
@@ -32,7 +33,7 @@ type UIDeps struct {
 // UIServer is the operator UI server: UI pages, /api/v1, /ws and probes.
 type UIServer struct {
 	surface
-	cfg     *worker.Config
+	cfg     *config.Config
 	app     *worker.App
 	gather  prometheus.Gatherer
 	log     *slog.Logger
@@ -81,7 +82,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 
 // newKafkaReader resolves the read API's aliases (spec 2.1) and logs the
 // startup warnings about them.
-func newKafkaReader(cfg *worker.Config, log *slog.Logger) (*kafkaread.Reader, error) {
+func newKafkaReader(cfg *config.Config, log *slog.Logger) (*kafkaread.Reader, error) {
 	aliases, shadowed := kafkaread.BuildAliases(cfg.AliasInput())
 	for _, name := range shadowed {
 		log.Warn("kafka_read_alias_shadowed", "sink", name,

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/recorder"
+	"svc/worker/config"
 )
 
 // TaskRunner runs one task to its final result (all attempts). The executor
@@ -57,7 +58,7 @@ type Deliverer interface {
 // App is the worker's pipeline core: handler, executor pool, offload and
 // I/O pools, metrics and readiness. Sources (HTTP ingress, Kafka) feed it.
 type App struct {
-	Cfg     *Config
+	Cfg     *config.Config
 	Log     *slog.Logger
 	Metrics *Metrics
 	Offload *Threads
@@ -92,7 +93,7 @@ type App struct {
 }
 
 // New builds the App; it starts no goroutines.
-func New(cfg *Config, log *slog.Logger, reg prometheus.Registerer, opts Options) (*App, error) {
+func New(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, opts Options) (*App, error) {
 	a := &App{
 		Cfg: cfg, Log: log.With("component", "worker"), base: log, IDs: NewIDGen(), Started: time.Now(),
 		Offload: NewThreads(cfg.Offload.MaxThreads), IO: NewThreads(cfg.IO.MaxThreads),
@@ -104,7 +105,7 @@ func New(cfg *Config, log *slog.Logger, reg prometheus.Registerer, opts Options)
 		if a.recording.env == nil {
 			a.recording.env = map[string]string{}
 		}
-		a.recording.env[k] = Mask
+		a.recording.env[k] = config.Mask
 	}
 	h := opts.Handler
 	if h == nil {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"svc/worker/config"
 )
 
 type kafkaOnly struct{}
@@ -21,7 +23,7 @@ type arrangeOnly struct{ kafkaOnly }
 func (arrangeOnly) ArrangeHTTPRequest(*HTTPRequest) ([]Task, error) { return nil, nil }
 
 func TestNewRejectsHandlerWithoutHTTPHooks(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.Executor.BinaryPath = "/bin/cat"
 	cfg.Sources.HTTP.Enabled = true
 	cfg.Resolve()

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"svc/worker/config"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -42,7 +44,7 @@ type DLQ struct {
 	rec     *recording
 }
 
-func newDLQ(cfg *Config, m *sinkMetrics, unconfigured prometheus.Counter, log *slog.Logger) (*DLQ, error) {
+func newDLQ(cfg *config.Config, m *sinkMetrics, unconfigured prometheus.Counter, log *slog.Logger) (*DLQ, error) {
 	d := &DLQ{
 		topic: cfg.DLQTopic(), worker: cfg.Worker.Name, stall: cfg.DLQ.OnSendFailure == "stall",
 		timeout: cfg.DLQ.SendTimeout.D(), log: log, m: m, dropped: unconfigured,

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"svc/worker/config"
 )
 
 // LabelHeaderPrefix marks a Kafka record header that becomes a task label
@@ -27,7 +29,7 @@ type ExecHandler struct {
 }
 
 // NewExecHandler returns the built-in exec handler.
-func NewExecHandler(cfg HandlerConfig, ids *IDGen) *ExecHandler {
+func NewExecHandler(cfg config.Handler, ids *IDGen) *ExecHandler {
 	return &ExecHandler{labelFields: cfg.LabelFields, ids: ids}
 }
 

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"svc/worker/config"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -139,7 +141,7 @@ func BenchmarkKafkaPipeline(b *testing.B) {
 			kbFill(b, addrs, topic, backlog, payload)
 			cfg := ktConfig(b, addrs, cat)
 			cfg.Sources.Kafka.Topic = topic
-			cfg.Sources.Kafka.CommitInterval = Duration(time.Second)
+			cfg.Sources.Kafka.CommitInterval = config.Duration(time.Second)
 			cfg.Sources.Kafka.MaxPollRecords = 500
 			cfg.Executor.PoolSize = pool
 			cfg.Pipeline.MaxInFlight = 0

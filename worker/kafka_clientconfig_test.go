@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"svc/worker/config"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -22,7 +24,7 @@ func TestKafkaClientConfigWins(t *testing.T) {
 	tuned.ClientConfig = map[string]string{"client.id": "ops-sink", "linger.ms": "3"}
 	plain := cfg.Sinks.Kafka[0]
 	plain.Name, plain.Brokers = "plain", addrs
-	cfg.Sinks.Kafka = []KafkaSinkConfig{tuned, plain}
+	cfg.Sinks.Kafka = []config.KafkaSink{tuned, plain}
 	cfg.DLQ.Brokers = addrs
 	cfg.DLQ.ClientConfig = map[string]string{"client.id": "ops-dlq"}
 	w := ktStart(t, cfg)

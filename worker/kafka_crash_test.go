@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"svc/worker/config"
+
 	"github.com/BurntSushi/toml"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -30,7 +32,7 @@ func TestKafkaChildWorker(t *testing.T) {
 	if path == "" {
 		t.Skip("runs only as the child process of TestKafkaCrashRestart and BenchmarkKafkaPipeline")
 	}
-	cfg, err := LoadFile(path)
+	cfg, err := config.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +50,8 @@ func TestKafkaChildWorker(t *testing.T) {
 	app.Close()
 }
 
-// ktWriteConfig writes cfg as a TOML file that LoadFile reads back.
-func ktWriteConfig(t testing.TB, cfg *Config) string {
+// ktWriteConfig writes cfg as a TOML file that config.LoadFile reads back.
+func ktWriteConfig(t testing.TB, cfg *config.Config) string {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := toml.NewEncoder(&buf).Encode(cfg); err != nil {
@@ -59,7 +61,7 @@ func ktWriteConfig(t testing.TB, cfg *Config) string {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadFile(path); err != nil {
+	if _, err := config.LoadFile(path); err != nil {
 		t.Fatalf("the child's config does not load: %v", err)
 	}
 	return path
@@ -98,7 +100,7 @@ func TestKafkaCrashRestart(t *testing.T) {
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, ktEchoScript(t))
 	cfg.Executor.PoolSize = 4
-	cfg.Worker.ShutdownTimeout = Duration(20 * time.Second)
+	cfg.Worker.ShutdownTimeout = config.Duration(20 * time.Second)
 	// A short session, so the killed member leaves the group soon.
 	cfg.Sources.Kafka.ClientConfig["session.timeout.ms"] = "2000"
 	cfg.Sources.Kafka.ClientConfig["heartbeat.interval.ms"] = "200"

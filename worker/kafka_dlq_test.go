@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"svc/worker/config"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -18,7 +20,7 @@ func TestKafkaDLQUnconfigured(t *testing.T) {
 	c := ktCluster(t, 1)
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, ktEchoScript(t))
-	cfg.Sources.Kafka = DefaultConfig().Sources.Kafka
+	cfg.Sources.Kafka = config.Default().Sources.Kafka
 	cfg.Sources.HTTP.Enabled = true
 	cfg.Sources.HTTP.SinksEnabled = true
 	cfg.Sinks.Kafka[0].Brokers = addrs
@@ -52,11 +54,11 @@ func TestKafkaDLQUnconfigured(t *testing.T) {
 
 // ktDeadDLQ points the DLQ at a port nothing listens on, with a short send
 // timeout, so every DLQ send fails.
-func ktDeadDLQ(t testing.TB, cfg *Config, policy string) {
+func ktDeadDLQ(t testing.TB, cfg *config.Config, policy string) {
 	cfg.DLQ.Brokers = []string{fmt.Sprintf("127.0.0.1:%d", ktFreePort(t))}
 	cfg.DLQ.Topic = ktDLQ
 	cfg.DLQ.OnSendFailure = policy
-	cfg.DLQ.SendTimeout = Duration(time.Second)
+	cfg.DLQ.SendTimeout = config.Duration(time.Second)
 }
 
 // ktPartitioned makes n ok messages on partition p starting at id from,
@@ -207,7 +209,7 @@ func TestKafkaDLQSendTimeoutWhenBrokerHangs(t *testing.T) {
 			cfg.DLQ.Topic = ktDLQ
 			cfg.DLQ.Brokers = hung.ListenAddrs()
 			cfg.DLQ.OnSendFailure = policy
-			cfg.DLQ.SendTimeout = Duration(time.Second)
+			cfg.DLQ.SendTimeout = config.Duration(time.Second)
 			group := cfg.Sources.Kafka.Group
 			adm := ktAdmin(t, addrs)
 			w := ktStart(t, cfg)

@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"svc/worker/config"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -134,20 +136,20 @@ func ktName(prefix string) string {
 // ktConfig is a valid config with the Kafka source on brokers, one sink
 // "out" on the same cluster, the default DLQ in_dlq, short intervals and
 // startup alignment off. Callers adjust it, then ktStart validates it.
-func ktConfig(t testing.TB, brokers []string, executor string) *Config {
+func ktConfig(t testing.TB, brokers []string, executor string) *config.Config {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	name := ktName("kt")
 	cfg.Worker.Name = name
-	cfg.Worker.ShutdownTimeout = Duration(20 * time.Second)
+	cfg.Worker.ShutdownTimeout = config.Duration(20 * time.Second)
 	cfg.UI.Enabled = false
 	cfg.Metrics.Enabled = false
 	cfg.Storage.Dir = ""
 	cfg.Executor.BinaryPath = executor
 	cfg.Executor.PoolSize = 4
-	cfg.Executor.Timeout = Duration(60 * time.Second)
+	cfg.Executor.Timeout = config.Duration(60 * time.Second)
 	cfg.Handler.MaxAttempts = 2
-	cfg.Handler.RetryBackoff = Duration(time.Millisecond)
+	cfg.Handler.RetryBackoff = config.Duration(time.Millisecond)
 	cfg.Pipeline.MaxInFlight = 64
 	k := &cfg.Sources.Kafka
 	k.Enabled = true
@@ -155,24 +157,24 @@ func ktConfig(t testing.TB, brokers []string, executor string) *Config {
 	k.Topic = ktIn
 	k.Group = "g-" + name
 	k.StartupAlignEnabled = false
-	k.CommitInterval = Duration(200 * time.Millisecond)
+	k.CommitInterval = config.Duration(200 * time.Millisecond)
 	k.MaxPollRecords = 200
-	k.RevokeTimeout = Duration(20 * time.Second)
+	k.RevokeTimeout = config.Duration(20 * time.Second)
 	k.ClientConfig = map[string]string{
 		"metadata.max.age.ms":   "1000",
 		"session.timeout.ms":    "6000",
 		"heartbeat.interval.ms": "500",
 	}
-	cfg.Sinks.Kafka = []KafkaSinkConfig{{
-		Name: "out", Topic: ktOut, DeliveryTimeout: Duration(5 * time.Second),
-		Breaker: BreakerConfig{FailureThreshold: 3, OpenTimeout: Duration(time.Second)},
+	cfg.Sinks.Kafka = []config.KafkaSink{{
+		Name: "out", Topic: ktOut, DeliveryTimeout: config.Duration(5 * time.Second),
+		Breaker: config.Breaker{FailureThreshold: 3, OpenTimeout: config.Duration(time.Second)},
 	}}
-	cfg.DLQ.SendTimeout = Duration(5 * time.Second)
+	cfg.DLQ.SendTimeout = config.Duration(5 * time.Second)
 	return &cfg
 }
 
-// ktValidate resolves and validates cfg like LoadFile does.
-func ktValidate(t testing.TB, cfg *Config) {
+// ktValidate resolves and validates cfg like config.LoadFile does.
+func ktValidate(t testing.TB, cfg *config.Config) {
 	t.Helper()
 	cfg.Resolve()
 	if problems := cfg.Validate(); len(problems) > 0 {
@@ -228,13 +230,13 @@ type ktWorker struct {
 }
 
 // ktNew builds the App without running it.
-func ktNew(t testing.TB, cfg *Config) *ktWorker {
+func ktNew(t testing.TB, cfg *config.Config) *ktWorker {
 	t.Helper()
 	return ktNewWith(t, cfg, Options{})
 }
 
 // ktNewWith is ktNew with Options (a custom handler).
-func ktNewWith(t testing.TB, cfg *Config, opts Options) *ktWorker {
+func ktNewWith(t testing.TB, cfg *config.Config, opts Options) *ktWorker {
 	t.Helper()
 	ktValidate(t, cfg)
 	w := &ktWorker{t: t, Reg: prometheus.NewRegistry(), Logs: &ktLogs{}}
@@ -253,13 +255,13 @@ func ktNewWith(t testing.TB, cfg *Config, opts Options) *ktWorker {
 }
 
 // ktStart builds the App and runs it.
-func ktStart(t testing.TB, cfg *Config) *ktWorker {
+func ktStart(t testing.TB, cfg *config.Config) *ktWorker {
 	t.Helper()
 	return ktStartWith(t, cfg, Options{})
 }
 
 // ktStartWith is ktStart with Options (a custom handler).
-func ktStartWith(t testing.TB, cfg *Config, opts Options) *ktWorker {
+func ktStartWith(t testing.TB, cfg *config.Config, opts Options) *ktWorker {
 	t.Helper()
 	w := ktNewWith(t, cfg, opts)
 	ctx, cancel := context.WithCancel(context.Background())

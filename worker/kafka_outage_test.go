@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"svc/worker/config"
+
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -31,8 +33,8 @@ func TestKafkaSinkOutage(t *testing.T) {
 	cfg.Pipeline.MaxInFlight = maxIn
 	cfg.Sinks.Kafka[0].Brokers = sinkAddrs
 	cfg.Sinks.Kafka[0].ClientConfig = map[string]string{"metadata.max.age.ms": "500"}
-	cfg.Sinks.Kafka[0].DeliveryTimeout = Duration(time.Second)
-	cfg.Sinks.Kafka[0].Breaker = BreakerConfig{FailureThreshold: 3, OpenTimeout: Duration(time.Second)}
+	cfg.Sinks.Kafka[0].DeliveryTimeout = config.Duration(time.Second)
+	cfg.Sinks.Kafka[0].Breaker = config.Breaker{FailureThreshold: 3, OpenTimeout: config.Duration(time.Second)}
 	w := ktStart(t, cfg)
 	group := cfg.Sources.Kafka.Group
 	adm := ktAdmin(t, addrs)
@@ -115,9 +117,9 @@ func TestKafkaShutdownWithStuckDelivery(t *testing.T) {
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, ktEchoScript(t))
 	cfg.Sinks.Kafka[0].Brokers = []string{fmt.Sprintf("127.0.0.1:%d", ktFreePort(t))}
-	cfg.Sinks.Kafka[0].DeliveryTimeout = Duration(500 * time.Millisecond)
-	cfg.Worker.ShutdownTimeout = Duration(time.Second)
-	cfg.Sources.Kafka.RevokeTimeout = Duration(time.Hour)
+	cfg.Sinks.Kafka[0].DeliveryTimeout = config.Duration(500 * time.Millisecond)
+	cfg.Worker.ShutdownTimeout = config.Duration(time.Second)
+	cfg.Sources.Kafka.RevokeTimeout = config.Duration(time.Hour)
 	group := cfg.Sources.Kafka.Group
 	w := ktStart(t, cfg)
 	w.WaitJoined()

@@ -7,14 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"svc/worker/config"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // ktPauseConfig is ktConfig with the consume pause switched on.
-func ktPauseConfig(t testing.TB, addrs []string, exe string) *Config {
+func ktPauseConfig(t testing.TB, addrs []string, exe string) *config.Config {
 	cfg := ktConfig(t, addrs, exe)
-	cfg.UI.ConsumePause = ConsumePauseConfig{Enabled: true, DurationsSeconds: []int{5, 30}}
+	cfg.UI.ConsumePause = config.ConsumePause{Enabled: true, DurationsSeconds: []int{5, 30}}
 	return cfg
 }
 
@@ -58,7 +60,7 @@ func TestKafkaConsumePauseErrors(t *testing.T) {
 
 	t.Run("no consumer", func(t *testing.T) {
 		cfg := ktConfig(t, nil, exe)
-		cfg.Sources.Kafka = DefaultConfig().Sources.Kafka
+		cfg.Sources.Kafka = config.Default().Sources.Kafka
 		cfg.Sources.HTTP.Enabled = true
 		cfg.Sinks.Kafka = nil
 		cfg.UI.ConsumePause.Enabled = true
@@ -366,7 +368,7 @@ func TestKafkaFlowControlPrecedence(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := config.Default()
 			cfg.UI.ConsumePause.Enabled = true
 			f := newFlowControl(&cfg, prometheus.NewRegistry(), (&ktLogs{}).Logger())
 			target := &ktFakeTarget{}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"svc/kafkaread/kconn"
+	"svc/worker/config"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,7 +26,7 @@ import (
 // and the rebalance callbacks take it briefly.
 type kafkaSource struct {
 	app   *App
-	cfg   KafkaSourceConfig
+	cfg   config.KafkaSource
 	topic string
 	log   *slog.Logger
 	flow  *flowControl

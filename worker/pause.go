@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"svc/worker/config"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -64,7 +66,7 @@ type flowControl struct {
 	now          func() time.Time
 }
 
-func newFlowControl(cfg *Config, reg prometheus.Registerer, log *slog.Logger) *flowControl {
+func newFlowControl(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) *flowControl {
 	f := &flowControl{
 		enabled: cfg.UI.ConsumePause.Enabled, presets: cfg.UI.ConsumePause.DurationsSeconds, log: log, now: time.Now,
 		pauseGauge: prometheus.NewGauge(prometheus.GaugeOpts{

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"svc/recorder"
+	"svc/worker/config"
 )
 
 // EventRecorder receives the pipeline's flight-recorder events and task
@@ -151,7 +152,7 @@ func (r *recording) taskEnv(t *Task) map[string]string {
 	if len(r.env) == 0 && len(t.Env) == 0 {
 		return nil
 	}
-	out := recorder.MaskEnv(t.Env)
+	out := config.MaskEnv(t.Env)
 	if out == nil {
 		out = map[string]string{}
 	}

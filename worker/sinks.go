@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"svc/kafkaread/kconn"
+	"svc/worker/config"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -182,7 +183,7 @@ type SinkSet struct {
 // NewSinkSet builds a producer and a breaker per [[sinks.kafka]] entry and
 // the DLQ producer when a DLQ exists (spec 1.2 rule 3). It connects lazily:
 // no broker is contacted until the first delivery.
-func NewSinkSet(cfg *Config, reg prometheus.Registerer, unconfigured prometheus.Counter, log *slog.Logger) (*SinkSet, error) {
+func NewSinkSet(cfg *config.Config, reg prometheus.Registerer, unconfigured prometheus.Counter, log *slog.Logger) (*SinkSet, error) {
 	ss := &SinkSet{worker: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg)}
 	for i, sc := range cfg.Sinks.Kafka {
 		timeout := sc.DeliveryTimeout.D()

@@ -4,7 +4,7 @@ import (
 	"os"
 	"time"
 
-	"svc/worker"
+	"svc/worker/config"
 )
 
 // Ports of the demo's surfaces.
@@ -18,20 +18,20 @@ const IngressToken = "demo-token"
 // Config returns the demo worker's configuration: everything on loopback,
 // the svc binary itself as the executor, storage under dir, the Kafka
 // source, a sink and the DLQ on the embedded cluster at brokers.
-func Config(self, dir string, p Ports, brokers []string) *worker.Config {
-	cfg := worker.DefaultConfig()
+func Config(self, dir string, p Ports, brokers []string) *config.Config {
+	cfg := config.Default()
 	cfg.Worker.Name = "demo"
-	cfg.Worker.ShutdownTimeout = worker.Duration(5 * time.Second)
+	cfg.Worker.ShutdownTimeout = config.Duration(5 * time.Second)
 	cfg.Metrics.Host, cfg.Metrics.Port = "127.0.0.1", p.Metrics
 	cfg.UI.Host, cfg.UI.Port = "127.0.0.1", p.UI
 	cfg.UI.ConsumePause.Enabled = true
 	cfg.Executor.BinaryPath = self
 	cfg.Executor.Args = []string{"exec-demo"}
-	cfg.Executor.Timeout = worker.Duration(10 * time.Second)
-	cfg.Handler.RetryBackoff = worker.Duration(50 * time.Millisecond)
+	cfg.Executor.Timeout = config.Duration(10 * time.Second)
+	cfg.Handler.RetryBackoff = config.Duration(50 * time.Millisecond)
 	cfg.Sources.HTTP.Enabled = true
 	cfg.Sources.HTTP.Host, cfg.Sources.HTTP.Port = "127.0.0.1", p.Ingress
-	cfg.Sources.HTTP.Clients = []worker.HTTPClient{{Name: "demo", Token: IngressToken, RPM: 600}}
+	cfg.Sources.HTTP.Clients = []config.HTTPClient{{Name: "demo", Token: IngressToken, RPM: 600}}
 	cfg.Storage.Dir = dir
 	cfg.Handler.LabelFields = []string{"customer"}
 	cfg.Sources.Kafka.Enabled = true
@@ -39,9 +39,9 @@ func Config(self, dir string, p Ports, brokers []string) *worker.Config {
 	cfg.Sources.Kafka.Topic = TopicIn
 	cfg.Sources.Kafka.Group = "svc-demo"
 	cfg.Sources.Kafka.StartupAlignEnabled = false
-	cfg.Sources.Kafka.CommitInterval = worker.Duration(time.Second)
-	cfg.Sinks.Kafka = []worker.KafkaSinkConfig{{Name: "results", Topic: TopicOut}}
-	cfg.DLQ.SendTimeout = worker.Duration(10 * time.Second)
+	cfg.Sources.Kafka.CommitInterval = config.Duration(time.Second)
+	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "results", Topic: TopicOut}}
+	cfg.DLQ.SendTimeout = config.Duration(10 * time.Second)
 	cfg.Resolve()
 	return &cfg
 }

@@ -1,4 +1,4 @@
-package worker
+package config
 
 import (
 	"bytes"
@@ -12,13 +12,13 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// ConfigError lists every problem found while loading a configuration.
-type ConfigError struct {
+// Error lists every problem found while loading a configuration.
+type Error struct {
 	Path     string
 	Problems []string
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Path != "" {
 		fmt.Fprintf(&b, "config %s: ", e.Path)
@@ -40,34 +40,34 @@ func LoadFile(path string) (*Config, error) {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
 	cfg, err := Parse(data, os.LookupEnv)
-	var ce *ConfigError
+	var ce *Error
 	if errors.As(err, &ce) {
 		ce.Path = path
 	}
 	return cfg, err
 }
 
-// Parse decodes TOML bytes on top of DefaultConfig. String values expand
+// Parse decodes TOML bytes on top of Default. String values expand
 // ${VAR} and ${VAR:-default} through lookup. Unknown keys, type errors and
-// every validation problem are returned together as a *ConfigError.
+// every validation problem are returned together as a *Error.
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
-		return nil, &ConfigError{Problems: []string{tomlProblem(err)}}
+		return nil, &Error{Problems: []string{tomlProblem(err)}}
 	}
 	var problems []string
 	raw = expandAll(raw, "", lookup, &problems).(map[string]any)
 	if len(problems) > 0 {
-		return nil, &ConfigError{Problems: problems}
+		return nil, &Error{Problems: problems}
 	}
 	var buf bytes.Buffer
 	if err := toml.NewEncoder(&buf).Encode(raw); err != nil {
-		return nil, &ConfigError{Problems: []string{"re-encode after expansion: " + err.Error()}}
+		return nil, &Error{Problems: []string{"re-encode after expansion: " + err.Error()}}
 	}
-	cfg := DefaultConfig()
+	cfg := Default()
 	md, err := toml.Decode(buf.String(), &cfg)
 	if err != nil {
-		return nil, &ConfigError{Problems: []string{tomlProblem(err)}}
+		return nil, &Error{Problems: []string{tomlProblem(err)}}
 	}
 	for _, k := range md.Undecoded() {
 		problems = append(problems, fmt.Sprintf("%s: unknown key", k.String()))
@@ -75,7 +75,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	cfg.Resolve()
 	problems = append(problems, cfg.Validate()...)
 	if len(problems) > 0 {
-		return nil, &ConfigError{Problems: problems}
+		return nil, &Error{Problems: problems}
 	}
 	return &cfg, nil
 }

@@ -1,4 +1,4 @@
-package worker
+package config
 
 import (
 	"os"
@@ -7,72 +7,72 @@ import (
 )
 
 // Config is the whole TOML configuration of a worker. Keys keep the spec's
-// names; DefaultConfig holds every default. Secret fields carry the struct
+// names; Default holds every default. Secret fields carry the struct
 // tag `secret:"true"` and are masked in every view (see Masked).
 type Config struct {
-	Worker        WorkerConfig        `toml:"worker" json:"worker"`
-	Metrics       MetricsConfig       `toml:"metrics" json:"metrics"`
-	UI            UIConfig            `toml:"ui" json:"ui"`
-	Executor      ExecutorConfig      `toml:"executor" json:"executor"`
-	Handler       HandlerConfig       `toml:"handler" json:"handler"`
-	Pipeline      PipelineConfig      `toml:"pipeline" json:"pipeline"`
-	Sources       SourcesConfig       `toml:"sources" json:"sources"`
-	Sinks         SinksConfig         `toml:"sinks" json:"sinks"`
-	DLQ           DLQConfig           `toml:"dlq" json:"dlq"`
-	Storage       DirConfig           `toml:"storage" json:"storage"`
-	Shared        DirConfig           `toml:"shared" json:"shared"`
-	History       HistoryConfig       `toml:"history" json:"history"`
-	Cache         CacheConfig         `toml:"cache" json:"cache"`
-	Fleet         FleetConfig         `toml:"fleet" json:"fleet"`
-	Offload       ThreadsConfig       `toml:"offload" json:"offload"`
-	IO            ThreadsConfig       `toml:"io" json:"io"`
-	RuntimeHealth RuntimeHealthConfig `toml:"runtime_health" json:"runtime_health"`
-	Throughput    ThroughputConfig    `toml:"throughput" json:"throughput"`
+	Worker        Worker        `toml:"worker" json:"worker"`
+	Metrics       Metrics       `toml:"metrics" json:"metrics"`
+	UI            UI            `toml:"ui" json:"ui"`
+	Executor      Executor      `toml:"executor" json:"executor"`
+	Handler       Handler       `toml:"handler" json:"handler"`
+	Pipeline      Pipeline      `toml:"pipeline" json:"pipeline"`
+	Sources       Sources       `toml:"sources" json:"sources"`
+	Sinks         Sinks         `toml:"sinks" json:"sinks"`
+	DLQ           DLQ           `toml:"dlq" json:"dlq"`
+	Storage       Dir           `toml:"storage" json:"storage"`
+	Shared        Dir           `toml:"shared" json:"shared"`
+	History       History       `toml:"history" json:"history"`
+	Cache         Cache         `toml:"cache" json:"cache"`
+	Fleet         Fleet         `toml:"fleet" json:"fleet"`
+	Offload       Threads       `toml:"offload" json:"offload"`
+	IO            Threads       `toml:"io" json:"io"`
+	RuntimeHealth RuntimeHealth `toml:"runtime_health" json:"runtime_health"`
+	Throughput    Throughput    `toml:"throughput" json:"throughput"`
 }
 
-// WorkerConfig identifies the worker in its fleet.
-type WorkerConfig struct {
+// Worker identifies the worker in its fleet.
+type Worker struct {
 	Name            string   `toml:"name" json:"name"`
 	Cluster         string   `toml:"cluster" json:"cluster"`
 	ShutdownTimeout Duration `toml:"shutdown_timeout" json:"shutdown_timeout"`
 }
 
-// MetricsConfig is the Prometheus exporter surface.
-type MetricsConfig struct {
+// Metrics is the Prometheus exporter surface.
+type Metrics struct {
 	Enabled bool   `toml:"enabled" json:"enabled"`
 	Host    string `toml:"host" json:"host"`
 	Port    int    `toml:"port" json:"port"`
 }
 
-// UIConfig is the operator UI server and its feature switches.
-type UIConfig struct {
-	Enabled                bool               `toml:"enabled" json:"enabled"`
-	Host                   string             `toml:"host" json:"host"`
-	Port                   int                `toml:"port" json:"port"`
-	AuthToken              string             `toml:"auth_token" json:"auth_token" secret:"true"`
-	PublicURL              string             `toml:"public_url" json:"public_url"`
-	ProbeEnabled           bool               `toml:"probe_enabled" json:"probe_enabled"`
-	MergeEnabled           bool               `toml:"merge_enabled" json:"merge_enabled"`
-	KafkaReadEnabled       bool               `toml:"kafka_read_enabled" json:"kafka_read_enabled"`
-	ConsumePause           ConsumePauseConfig `toml:"consume_pause" json:"consume_pause"`
-	Release                ReleaseConfig      `toml:"release" json:"release"`
-	PrometheusURL          string             `toml:"prometheus_url" json:"prometheus_url"`
-	PrometheusWorkerLabel  string             `toml:"prometheus_worker_label" json:"prometheus_worker_label"`
-	PrometheusClusterLabel string             `toml:"prometheus_cluster_label" json:"prometheus_cluster_label"`
-	CustomLinks            []CustomLink       `toml:"custom_links" json:"custom_links"`
-	CustomRenderersPath    string             `toml:"custom_renderers_path" json:"custom_renderers_path"`
-	LinkBases              map[string]string  `toml:"link_bases" json:"link_bases"`
-	AllowedWSOrigins       []string           `toml:"allowed_ws_origins" json:"allowed_ws_origins"`
+// UI is the operator UI server and its feature switches.
+type UI struct {
+	Enabled                bool              `toml:"enabled" json:"enabled"`
+	Host                   string            `toml:"host" json:"host"`
+	Port                   int               `toml:"port" json:"port"`
+	AuthToken              string            `toml:"auth_token" json:"auth_token" secret:"true"`
+	PublicURL              string            `toml:"public_url" json:"public_url"`
+	ProbeEnabled           bool              `toml:"probe_enabled" json:"probe_enabled"`
+	MergeEnabled           bool              `toml:"merge_enabled" json:"merge_enabled"`
+	KafkaReadEnabled       bool              `toml:"kafka_read_enabled" json:"kafka_read_enabled"`
+	ConsumePause           ConsumePause      `toml:"consume_pause" json:"consume_pause"`
+	Release                Release           `toml:"release" json:"release"`
+	PrometheusURL          string            `toml:"prometheus_url" json:"prometheus_url"`
+	PrometheusWorkerLabel  string            `toml:"prometheus_worker_label" json:"prometheus_worker_label"`
+	PrometheusClusterLabel string            `toml:"prometheus_cluster_label" json:"prometheus_cluster_label"`
+	CustomLinks            []CustomLink      `toml:"custom_links" json:"custom_links"`
+	CustomRenderersPath    string            `toml:"custom_renderers_path" json:"custom_renderers_path"`
+	LinkBases              map[string]string `toml:"link_bases" json:"link_bases"`
+	AllowedWSOrigins       []string          `toml:"allowed_ws_origins" json:"allowed_ws_origins"`
 }
 
-// ConsumePauseConfig switches the timed consume pause (spec 2.3).
-type ConsumePauseConfig struct {
+// ConsumePause switches the timed consume pause (spec 2.3).
+type ConsumePause struct {
 	Enabled          bool  `toml:"enabled" json:"enabled"`
 	DurationsSeconds []int `toml:"durations_seconds" json:"durations_seconds"`
 }
 
-// ReleaseConfig is where the decoupled UI bundle comes from.
-type ReleaseConfig struct {
+// Release is where the decoupled UI bundle comes from.
+type Release struct {
 	Enabled  bool   `toml:"enabled" json:"enabled"`
 	Repo     string `toml:"repo" json:"repo"`
 	Version  string `toml:"version" json:"version"`
@@ -85,8 +85,8 @@ type CustomLink struct {
 	URL   string `toml:"url" json:"url"`
 }
 
-// ExecutorConfig describes the external executor binary and its pool.
-type ExecutorConfig struct {
+// Executor describes the external executor binary and its pool.
+type Executor struct {
 	BinaryPath     string            `toml:"binary_path" json:"binary_path"`
 	Args           []string          `toml:"args" json:"args"`
 	Env            map[string]string `toml:"env" json:"env" secret:"values"`
@@ -95,31 +95,31 @@ type ExecutorConfig struct {
 	MaxOutputBytes int64             `toml:"max_output_bytes" json:"max_output_bytes"`
 }
 
-// HandlerConfig tunes the built-in exec handler.
-type HandlerConfig struct {
+// Handler tunes the built-in exec handler.
+type Handler struct {
 	MaxAttempts  int      `toml:"max_attempts" json:"max_attempts"`
 	RetryBackoff Duration `toml:"retry_backoff" json:"retry_backoff"`
 	LabelFields  []string `toml:"label_fields" json:"label_fields"`
 }
 
-// PipelineConfig bounds work in flight.
-type PipelineConfig struct {
+// Pipeline bounds work in flight.
+type Pipeline struct {
 	MaxInFlight int `toml:"max_in_flight" json:"max_in_flight"`
 }
 
-// SourcesConfig holds the input sources.
-type SourcesConfig struct {
-	Kafka KafkaSourceConfig `toml:"kafka" json:"kafka"`
-	HTTP  HTTPSourceConfig  `toml:"http" json:"http"`
+// Sources holds the input sources.
+type Sources struct {
+	Kafka KafkaSource `toml:"kafka" json:"kafka"`
+	HTTP  HTTPSource  `toml:"http" json:"http"`
 }
 
-// KafkaSourceConfig is the consumer-group input.
-type KafkaSourceConfig struct {
+// KafkaSource is the consumer-group input.
+type KafkaSource struct {
 	Enabled             bool              `toml:"enabled" json:"enabled"`
 	Brokers             []string          `toml:"brokers" json:"brokers"`
 	Topic               string            `toml:"topic" json:"topic"`
 	Group               string            `toml:"group" json:"group"`
-	Security            SecurityConfig    `toml:"security" json:"security"`
+	Security            Security          `toml:"security" json:"security"`
 	ClientConfig        map[string]string `toml:"client_config" json:"client_config" secret:"values"`
 	StartupAlignEnabled bool              `toml:"startup_align_enabled" json:"startup_align_enabled"`
 	StartupAlignSeconds int               `toml:"startup_align_seconds" json:"startup_align_seconds"`
@@ -128,8 +128,8 @@ type KafkaSourceConfig struct {
 	RevokeTimeout       Duration          `toml:"revoke_timeout" json:"revoke_timeout"`
 }
 
-// SecurityConfig is a Kafka connection's security block.
-type SecurityConfig struct {
+// Security is a Kafka connection's security block.
+type Security struct {
 	Protocol      string `toml:"protocol" json:"protocol"`
 	SASLMechanism string `toml:"sasl_mechanism" json:"sasl_mechanism"`
 	Username      string `toml:"username" json:"username"`
@@ -139,8 +139,8 @@ type SecurityConfig struct {
 	KeyFile       string `toml:"key_file" json:"key_file"`
 }
 
-// HTTPSourceConfig is the HTTP ingress input.
-type HTTPSourceConfig struct {
+// HTTPSource is the HTTP ingress input.
+type HTTPSource struct {
 	Enabled       bool         `toml:"enabled" json:"enabled"`
 	Host          string       `toml:"host" json:"host"`
 	Port          int          `toml:"port" json:"port"`
@@ -157,137 +157,137 @@ type HTTPClient struct {
 	RPM   int    `toml:"rpm" json:"rpm"`
 }
 
-// SinksConfig holds the named sink instances.
-type SinksConfig struct {
-	Kafka []KafkaSinkConfig `toml:"kafka" json:"kafka"`
+// Sinks holds the named sink instances.
+type Sinks struct {
+	Kafka []KafkaSink `toml:"kafka" json:"kafka"`
 }
 
-// KafkaSinkConfig is one named Kafka sink.
-type KafkaSinkConfig struct {
+// KafkaSink is one named Kafka sink.
+type KafkaSink struct {
 	Name         string            `toml:"name" json:"name"`
 	Topic        string            `toml:"topic" json:"topic"`
 	Brokers      []string          `toml:"brokers" json:"brokers"`
-	Security     SecurityConfig    `toml:"security" json:"security"`
+	Security     Security          `toml:"security" json:"security"`
 	ClientConfig map[string]string `toml:"client_config" json:"client_config" secret:"values"`
-	Breaker      BreakerConfig     `toml:"breaker" json:"breaker"`
+	Breaker      Breaker           `toml:"breaker" json:"breaker"`
 	// DeliveryTimeout is how long a produce may go unacknowledged before it
 	// counts as a breaker failure (the record itself is kept and retried).
 	DeliveryTimeout Duration `toml:"delivery_timeout" json:"delivery_timeout"`
 }
 
-// BreakerConfig tunes a sink's circuit breaker.
-type BreakerConfig struct {
+// Breaker tunes a sink's circuit breaker.
+type Breaker struct {
 	FailureThreshold int      `toml:"failure_threshold" json:"failure_threshold"`
 	OpenTimeout      Duration `toml:"open_timeout" json:"open_timeout"`
 }
 
-// DLQConfig is the dead-letter queue.
-type DLQConfig struct {
+// DLQ is the dead-letter queue.
+type DLQ struct {
 	Topic         string            `toml:"topic" json:"topic"`
 	Brokers       []string          `toml:"brokers" json:"brokers"`
-	Security      SecurityConfig    `toml:"security" json:"security"`
+	Security      Security          `toml:"security" json:"security"`
 	ClientConfig  map[string]string `toml:"client_config" json:"client_config" secret:"values"`
 	OnSendFailure string            `toml:"on_send_failure" json:"on_send_failure"`
 	// SendTimeout bounds one DLQ send; past it on_send_failure applies.
 	SendTimeout Duration `toml:"send_timeout" json:"send_timeout"`
 }
 
-// DirConfig is a directory setting (storage.dir, shared.dir).
-type DirConfig struct {
+// Dir is a directory setting (storage.dir, shared.dir).
+type Dir struct {
 	Dir string `toml:"dir" json:"dir"`
 }
 
-// HistoryConfig tunes sealing and archiving of recorder files.
-type HistoryConfig struct {
-	SealInterval        Duration      `toml:"seal_interval" json:"seal_interval"`
-	MergedRetentionDays int           `toml:"merged_retention_days" json:"merged_retention_days"`
-	Archive             ArchiveConfig `toml:"archive" json:"archive"`
+// History tunes sealing and archiving of recorder files.
+type History struct {
+	SealInterval        Duration `toml:"seal_interval" json:"seal_interval"`
+	MergedRetentionDays int      `toml:"merged_retention_days" json:"merged_retention_days"`
+	Archive             Archive  `toml:"archive" json:"archive"`
 }
 
-// ArchiveConfig folds sealed files into window archives.
-type ArchiveConfig struct {
+// Archive folds sealed files into window archives.
+type Archive struct {
 	Enabled bool     `toml:"enabled" json:"enabled"`
 	After   Duration `toml:"after" json:"after"`
 	Window  Duration `toml:"window" json:"window"`
 }
 
-// CacheConfig switches the handler cache.
-type CacheConfig struct {
+// Cache switches the handler cache.
+type Cache struct {
 	Enabled bool `toml:"enabled" json:"enabled"`
 }
 
-// FleetConfig is the worker registry and cache exchange.
-type FleetConfig struct {
-	Registry      RegistryConfig      `toml:"registry" json:"registry"`
-	CacheExchange CacheExchangeConfig `toml:"cache_exchange" json:"cache_exchange"`
+// Fleet is the worker registry and cache exchange.
+type Fleet struct {
+	Registry      Registry      `toml:"registry" json:"registry"`
+	CacheExchange CacheExchange `toml:"cache_exchange" json:"cache_exchange"`
 }
 
-// RegistryConfig selects how workers find each other.
-type RegistryConfig struct {
+// Registry selects how workers find each other.
+type Registry struct {
 	Provider  string   `toml:"provider" json:"provider"`
 	Heartbeat Duration `toml:"heartbeat" json:"heartbeat"`
 	Peers     []string `toml:"peers" json:"peers"`
 }
 
-// CacheExchangeConfig is the peer pull of cache rows. Enabled nil means
+// CacheExchange is the peer pull of cache rows. Enabled nil means
 // "on when the cache is on".
-type CacheExchangeConfig struct {
+type CacheExchange struct {
 	Enabled  *bool    `toml:"enabled" json:"enabled"`
 	Interval Duration `toml:"interval" json:"interval"`
 }
 
-// ThreadsConfig sizes a bounded pool.
-type ThreadsConfig struct {
+// Threads sizes a bounded pool.
+type Threads struct {
 	MaxThreads int `toml:"max_threads" json:"max_threads"`
 }
 
-// RuntimeHealthConfig switches the runtime health monitor.
-type RuntimeHealthConfig struct {
+// RuntimeHealth switches the runtime health monitor.
+type RuntimeHealth struct {
 	Enabled bool `toml:"enabled" json:"enabled"`
 }
 
-// ThroughputConfig enables per-task cost and windowed throughput.
-type ThroughputConfig struct {
+// Throughput enables per-task cost and windowed throughput.
+type Throughput struct {
 	CostLabel string   `toml:"cost_label" json:"cost_label"`
 	Window    Duration `toml:"window" json:"window"`
 }
 
-// DefaultConfig returns the configuration with every default applied.
+// Default returns the configuration with every default applied.
 // Defaults that depend on other keys (pool sizes, max_in_flight, DLQ topic)
 // are resolved by Config.Resolve after decoding.
-func DefaultConfig() Config {
+func Default() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Worker:  WorkerConfig{Name: host, Cluster: "default", ShutdownTimeout: Duration(30 * time.Second)},
-		Metrics: MetricsConfig{Enabled: true, Host: "0.0.0.0", Port: 9090},
-		UI: UIConfig{
+		Worker:  Worker{Name: host, Cluster: "default", ShutdownTimeout: Duration(30 * time.Second)},
+		Metrics: Metrics{Enabled: true, Host: "0.0.0.0", Port: 9090},
+		UI: UI{
 			Enabled: true, Host: "127.0.0.1", Port: 8080,
 			ProbeEnabled: true, MergeEnabled: true, KafkaReadEnabled: true,
-			ConsumePause: ConsumePauseConfig{DurationsSeconds: []int{15, 60, 300, 900}},
-			Release:      ReleaseConfig{Enabled: true},
+			ConsumePause: ConsumePause{DurationsSeconds: []int{15, 60, 300, 900}},
+			Release:      Release{Enabled: true},
 		},
-		Executor: ExecutorConfig{Timeout: Duration(30 * time.Second), MaxOutputBytes: 8 << 20},
-		Handler:  HandlerConfig{MaxAttempts: 3, RetryBackoff: Duration(200 * time.Millisecond)},
-		Sources: SourcesConfig{
-			Kafka: KafkaSourceConfig{
+		Executor: Executor{Timeout: Duration(30 * time.Second), MaxOutputBytes: 8 << 20},
+		Handler:  Handler{MaxAttempts: 3, RetryBackoff: Duration(200 * time.Millisecond)},
+		Sources: Sources{
+			Kafka: KafkaSource{
 				StartupAlignEnabled: true, StartupAlignSeconds: 10, CommitInterval: Duration(5 * time.Second),
 				MaxPollRecords: 500, RevokeTimeout: Duration(30 * time.Second),
 			},
-			HTTP: HTTPSourceConfig{Host: "0.0.0.0", Port: 8090, MaxConcurrent: 64, MaxBodyBytes: 1 << 20},
+			HTTP: HTTPSource{Host: "0.0.0.0", Port: 8090, MaxConcurrent: 64, MaxBodyBytes: 1 << 20},
 		},
-		DLQ:     DLQConfig{OnSendFailure: "stall", SendTimeout: Duration(30 * time.Second)},
-		Storage: DirConfig{Dir: "/tmp/svc"},
-		History: HistoryConfig{
+		DLQ:     DLQ{OnSendFailure: "stall", SendTimeout: Duration(30 * time.Second)},
+		Storage: Dir{Dir: "/tmp/svc"},
+		History: History{
 			SealInterval: Duration(10 * time.Minute), MergedRetentionDays: 7,
-			Archive: ArchiveConfig{Enabled: true, After: Duration(time.Hour), Window: Duration(time.Hour)},
+			Archive: Archive{Enabled: true, After: Duration(time.Hour), Window: Duration(time.Hour)},
 		},
-		Fleet: FleetConfig{
-			Registry:      RegistryConfig{Provider: "filesystem", Heartbeat: Duration(5 * time.Second)},
-			CacheExchange: CacheExchangeConfig{Interval: Duration(5 * time.Second)},
+		Fleet: Fleet{
+			Registry:      Registry{Provider: "filesystem", Heartbeat: Duration(5 * time.Second)},
+			CacheExchange: CacheExchange{Interval: Duration(5 * time.Second)},
 		},
-		Offload:       ThreadsConfig{MaxThreads: 2},
-		RuntimeHealth: RuntimeHealthConfig{Enabled: true},
-		Throughput:    ThroughputConfig{Window: Duration(60 * time.Second)},
+		Offload:       Threads{MaxThreads: 2},
+		RuntimeHealth: RuntimeHealth{Enabled: true},
+		Throughput:    Throughput{Window: Duration(60 * time.Second)},
 	}
 }
 

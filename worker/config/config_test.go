@@ -1,4 +1,4 @@
-package worker
+package config
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 func noEnv(string) (string, bool) { return "", false }
 
 func TestTestdataValidConfigsLoad(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/config/valid/*.toml")
+	files, _ := filepath.Glob("../../testdata/config/valid/*.toml")
 	if len(files) == 0 {
 		t.Fatal("no valid configs found")
 	}
@@ -29,7 +29,7 @@ func TestTestdataValidConfigsLoad(t *testing.T) {
 // Each invalid config names the problem it must produce on its first line:
 // "# want: <substring of the error>".
 func TestTestdataInvalidConfigsFail(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/config/invalid/*.toml")
+	files, _ := filepath.Glob("../../testdata/config/invalid/*.toml")
 	if len(files) < 10 {
 		t.Fatalf("found %d invalid configs, want one per rule", len(files))
 	}
@@ -45,9 +45,9 @@ func TestTestdataInvalidConfigsFail(t *testing.T) {
 				t.Fatalf("%s lacks a '# want:' first line", f)
 			}
 			_, err = LoadFile(f)
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("LoadFile = %v, want *ConfigError", err)
+				t.Fatalf("LoadFile = %v, want *Error", err)
 			}
 			if !strings.Contains(err.Error(), want) {
 				t.Fatalf("error does not name the problem\n got: %v\nwant substring: %s", err, want)
@@ -158,7 +158,7 @@ func TestLinkBaseTrailingSlashStripped(t *testing.T) {
 }
 
 func TestMaskingHidesEverySecretKind(t *testing.T) {
-	cfg, err := LoadFile("../testdata/config/valid/full.toml")
+	cfg, err := LoadFile("../../testdata/config/valid/full.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,5 +189,21 @@ func TestMaskingHidesEverySecretKind(t *testing.T) {
 	}
 	if m.Sources.Kafka.Security.Username != "svc" {
 		t.Errorf("username masked: %q", m.Sources.Kafka.Security.Username)
+	}
+}
+
+func TestIsSecretName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"DB_PASSWORD": true, "API_Key": true, "apikey": true, "aws_credentials": true, "auth_TOKEN": true,
+		"AWS_SECRET_ACCESS_KEY": true, "SIGNING_KEY": true, "ssh-key": true, "tls.key": true, "private_key_pem": true,
+		"HOME": false, "key_file": false, "KEYBOARD": false, "monkey_name": false, "cert_file": false, "username": false,
+	} {
+		if got := IsSecretName(name); got != want {
+			t.Errorf("IsSecretName(%q) = %v, want %v", name, got, want)
+		}
+	}
+	env := MaskEnv(map[string]string{"DB_PASSWORD": "pw", "HOME": "/root"})
+	if env["DB_PASSWORD"] != Mask || env["HOME"] != "/root" {
+		t.Errorf("MaskEnv() = %v", env)
 	}
 }

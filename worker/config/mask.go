@@ -1,4 +1,4 @@
-package worker
+package config
 
 import (
 	"bytes"
@@ -31,15 +31,34 @@ func (c *Config) MaskedTOML() string {
 	return buf.String()
 }
 
-// secretKeyName reports whether a key name alone marks its value secret.
-func secretKeyName(name string) bool {
+// IsSecretName reports whether a key name alone marks its value secret:
+// it names a password, secret, token, credential or private/API/access key
+// (case-insensitive). This is the one rule for config views, task env in
+// the flight recorder and any other place that shows named values.
+func IsSecretName(name string) bool {
 	n := strings.ToLower(name)
-	for _, s := range []string{"password", "secret", "token", "credential", "apikey", "api_key"} {
+	for _, s := range []string{"password", "passwd", "secret", "token", "credential", "apikey", "api_key", "private_key", "access_key"} {
 		if strings.Contains(n, s) {
 			return true
 		}
 	}
-	return false
+	return n == "key" || strings.HasSuffix(n, "_key") || strings.HasSuffix(n, "-key") || strings.HasSuffix(n, ".key")
+}
+
+// MaskEnv returns a copy of env with the values of secret names replaced
+// by Mask.
+func MaskEnv(env map[string]string) map[string]string {
+	if env == nil {
+		return nil
+	}
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		if IsSecretName(k) {
+			v = Mask
+		}
+		out[k] = v
+	}
+	return out
 }
 
 func maskValue(dst, src reflect.Value, tag string) {
@@ -49,7 +68,7 @@ func maskValue(dst, src reflect.Value, tag string) {
 		for i := 0; i < src.NumField(); i++ {
 			f := t.Field(i)
 			ftag := f.Tag.Get("secret")
-			if ftag == "" && f.Type.Kind() == reflect.String && secretKeyName(f.Tag.Get("toml")) {
+			if ftag == "" && f.Type.Kind() == reflect.String && IsSecretName(f.Tag.Get("toml")) {
 				ftag = "true"
 			}
 			maskValue(dst.Field(i), src.Field(i), ftag)
@@ -69,7 +88,7 @@ func maskValue(dst, src reflect.Value, tag string) {
 		for iter.Next() {
 			v := reflect.New(src.Type().Elem()).Elem()
 			vtag := ""
-			if tag == "values" || secretKeyName(iter.Key().String()) {
+			if tag == "values" || IsSecretName(iter.Key().String()) {
 				vtag = "true"
 			}
 			maskValue(v, iter.Value(), vtag)

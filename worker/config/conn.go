@@ -1,4 +1,4 @@
-package worker
+package config
 
 import (
 	"svc/kafkaread"
@@ -9,7 +9,7 @@ import (
 // the translation of a security block and client_config into franz-go
 // options, so the consumer, sinks, DLQ and reader all connect the same way.
 
-func (s SecurityConfig) toKafka() kconn.Security {
+func (s Security) toKafka() kconn.Security {
 	return kconn.Security{
 		Protocol: s.Protocol, SASLMechanism: s.SASLMechanism, Username: s.Username, Password: s.Password,
 		CAFile: s.CAFile, CertFile: s.CertFile, KeyFile: s.KeyFile,
@@ -24,7 +24,7 @@ func (c *Config) SourceConn() kconn.Conn {
 
 // inheritConn returns own, or the consumer's whole Conn (brokers and
 // credentials) when own names no broker (spec 2.1).
-func (c *Config) inheritConn(brokers []string, sec SecurityConfig, cc map[string]string) kconn.Conn {
+func (c *Config) inheritConn(brokers []string, sec Security, cc map[string]string) kconn.Conn {
 	if len(brokers) == 0 {
 		return c.SourceConn()
 	}
@@ -58,7 +58,7 @@ func (c *Config) AliasInput() kafkaread.AliasInput {
 }
 
 // checkSecurity reports every problem of one connection block under prefix.
-func checkSecurity(p *problems, prefix string, s SecurityConfig, cc map[string]string) {
+func checkSecurity(p *problems, prefix string, s Security, cc map[string]string) {
 	for _, err := range kconn.Validate(kconn.Conn{Security: s.toKafka(), ClientConfig: cc}) {
 		msg := err.Error()
 		*p = append(*p, prefix+"."+msg)
