@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"svc/worker"
+	"svc/worker/kafka"
 )
 
 // decodeJSON reads a JSON object body into v; unknown fields are errors.
@@ -27,8 +28,24 @@ func decodeJSON(r *http.Request, v any) error {
 	return nil
 }
 
+// consumePauser is the Kafka source's consume pause (nil without one).
+type consumePauser interface {
+	PauseState() kafka.PauseState
+	Pause(seconds int64) (kafka.PauseState, error)
+	Resume() (kafka.PauseState, error)
+}
+
+// pauseState is the state object; without a Kafka source it is inactive
+// and a pause or resume answers 503.
+func (s *UIServer) pauseState() kafka.PauseState {
+	if s.pause != nil {
+		return s.pause.PauseState()
+	}
+	return kafka.PauseState{Enabled: s.cfg.UI.ConsumePause.Enabled, DurationsSeconds: append([]int{}, s.cfg.UI.ConsumePause.DurationsSeconds...)}
+}
+
 func (s *UIServer) consumePauseState(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.app.ConsumePauseState())
+	writeJSON(w, http.StatusOK, s.pauseState())
 }
 
 func (s *UIServer) consumePause(w http.ResponseWriter, r *http.Request) {
@@ -48,23 +65,31 @@ func (s *UIServer) consumePause(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("duration_seconds must be an integer from 1 to 3600, got %s", req.DurationSeconds))
 		return
 	}
-	st, err := s.app.ConsumePause(secs)
+	if s.pause == nil {
+		s.pauseAnswer(w, s.pauseState(), kafka.ErrConsumerNotRunning)
+		return
+	}
+	st, err := s.pause.Pause(secs)
 	s.pauseAnswer(w, st, err)
 }
 
 func (s *UIServer) consumeResume(w http.ResponseWriter, r *http.Request) {
-	st, err := s.app.ConsumeResume()
+	if s.pause == nil {
+		s.pauseAnswer(w, s.pauseState(), kafka.ErrConsumerNotRunning)
+		return
+	}
+	st, err := s.pause.Resume()
 	s.pauseAnswer(w, st, err)
 }
 
-func (s *UIServer) pauseAnswer(w http.ResponseWriter, st worker.PauseState, err error) {
-	var de *worker.DurationError
+func (s *UIServer) pauseAnswer(w http.ResponseWriter, st kafka.PauseState, err error) {
+	var de *kafka.DurationError
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, st)
-	case errors.Is(err, worker.ErrPauseDisabled):
+	case errors.Is(err, kafka.ErrPauseDisabled):
 		writeError(w, http.StatusForbidden, "feature_disabled", "ui.consume_pause.enabled is false")
-	case errors.Is(err, worker.ErrConsumerNotRunning):
+	case errors.Is(err, kafka.ErrConsumerNotRunning):
 		writeError(w, http.StatusServiceUnavailable, "consumer_not_running", err.Error())
 	case errors.As(err, &de):
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())

@@ -160,7 +160,7 @@ func (s *UIServer) download(w http.ResponseWriter, r *http.Request) {
 		mod time.Time
 		err error
 	)
-	if ioErr := s.app.IO.Do(r.Context(), func() {
+	if ioErr := s.app.IO().Do(r.Context(), func() {
 		file, info, oerr := s.rec.OpenDownload(rel)
 		if oerr != nil {
 			err = oerr

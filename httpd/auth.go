@@ -19,16 +19,20 @@ func newTokenCheck(token string) tokenCheck {
 	if token == "" {
 		return tokenCheck{}
 	}
-	return tokenCheck{set: true, hash: sha256.Sum256([]byte(token))}
+	return tokenCheck{set: true, hash: hashToken(token)}
 }
 
 func (t tokenCheck) matches(presented string) bool {
-	if !t.set || presented == "" {
-		return false
-	}
-	h := sha256.Sum256([]byte(presented))
-	return subtle.ConstantTimeCompare(h[:], t.hash[:]) == 1
+	return presented != "" && t.equal(hashToken(presented))
 }
+
+// equal compares a presented token's hash in constant time.
+func (t tokenCheck) equal(h [32]byte) bool {
+	return t.set && subtle.ConstantTimeCompare(h[:], t.hash[:]) == 1
+}
+
+// hashToken is the hash tokenCheck compares.
+func hashToken(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
 func bearer(r *http.Request) string {

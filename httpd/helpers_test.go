@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,17 +15,12 @@ import (
 	"svc/recorder"
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/workertest"
+	"svc/worker/workertest/pipeline"
 )
 
-// script writes an executable /bin/sh script into dir and returns its path.
-func script(t testing.TB, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "exec.sh")
-	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+// script writes an executable /bin/sh script and returns its path.
+func script(t testing.TB, body string) string { return workertest.Script(t, body) }
 
 // testConfig is an HTTP-only config on loopback with free ports.
 func testConfig(t testing.TB, binary string) *config.Config {
@@ -40,6 +34,7 @@ func testConfig(t testing.TB, binary string) *config.Config {
 	cfg.Executor.PoolSize = 2
 	cfg.Executor.Timeout = config.Duration(5 * time.Second)
 	cfg.Handler.RetryBackoff = config.Duration(time.Millisecond)
+	cfg.Worker.ShutdownTimeout = config.Duration(5 * time.Second)
 	cfg.Storage.Dir = ""
 	cfg.Resolve()
 	return &cfg
@@ -58,41 +53,35 @@ type stack struct {
 	done    chan struct{}
 }
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLogger() *slog.Logger { return workertest.Quiet() }
 
-// startStack runs the App, the UI server and the ingress on 127.0.0.1:0,
-// with a flight recorder attached unless cfg.UI.Enabled is false (as in
-// production, the recorder runs only with the UI).
+// startStack runs the pipeline, the UI server and the ingress on
+// 127.0.0.1:0 under the worker's lifecycle, with a flight recorder attached
+// unless cfg.UI.Enabled is false (as in production, the recorder runs only
+// with the UI).
 func startStack(t testing.TB, cfg *config.Config, tune ...func(*stack)) *stack {
 	t.Helper()
-	if problems := cfg.Validate(); len(problems) > 0 {
-		t.Fatalf("test config invalid: %v", problems)
-	}
-	reg := worker.NewRegistry()
+	p := pipeline.Build(t, cfg, nil)
 	log := quietLogger()
-	app, err := worker.New(cfg, log, reg, worker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec, err := recorder.Open(context.Background(), recorder.Config{
 		Dir: cfg.Storage.Dir, SharedDir: cfg.Shared.Dir, Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster,
-		StartedAt: app.Started, Logger: log,
+		StartedAt: p.App.Started(), Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.UI.Enabled {
-		app.AttachRecorder(rec)
+		p.App.AttachRecorder(rec)
 	}
-	s := &stack{cfg: cfg, app: app, reg: reg, rec: rec, done: make(chan struct{})}
-	s.ui, err = NewUIServer(UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log, Recorder: rec})
+	s := &stack{cfg: cfg, app: p.App, reg: p.Reg, rec: rec, done: make(chan struct{})}
+	s.ui, err = NewUIServer(UIDeps{Config: cfg, App: p.App, Gatherer: p.Reg, Log: log, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.ui.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	s.ingress = NewIngress(cfg, app, reg, log)
+	s.ingress = NewIngress(cfg, p.App, p.Reg, log)
 	if err := s.ingress.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,19 +89,15 @@ func startStack(t testing.TB, cfg *config.Config, tune ...func(*stack)) *stack {
 		f(s)
 	}
 	s.uiURL, s.inURL = "http://"+s.ui.Addr(), "http://"+s.ingress.Addr()
+	life := worker.NewLifecycle(p.App, cfg.Worker.ShutdownTimeout.D(), log)
+	life.Service("recorder", rec)
+	life.Service("ui", s.ui)
+	life.Intake("ingress", s.ingress)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() {
 		defer close(s.done)
-		errc := make(chan error, 3)
-		go func() { errc <- s.ui.Run(ctx, time.Second) }()
-		go func() { errc <- s.ingress.Run(ctx, 5*time.Second) }()
-		go func() { errc <- rec.Run(ctx) }()
-		<-errc
-		<-errc
-		<-errc
-		app.Drain(time.Second)
-		app.Close()
+		_ = life.Run(ctx)
 	}()
 	t.Cleanup(func() { s.stop() })
 	return s

@@ -2,8 +2,6 @@ package httpd
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -24,7 +22,7 @@ import (
 // ingressClient is one configured caller.
 type ingressClient struct {
 	name  string
-	hash  [32]byte
+	token tokenCheck
 	limit *slidingWindow
 }
 
@@ -38,6 +36,7 @@ type Ingress struct {
 	inFlight atomic.Int64
 	metrics  *ingressMetrics
 	now      func() time.Time
+	grace    time.Duration // worker.shutdown_timeout: requests in flight finish within it
 }
 
 // NewIngress builds the ingress server from sources.http.
@@ -45,11 +44,11 @@ func NewIngress(cfg *config.Config, app *worker.App, reg prometheus.Registerer, 
 	hc := cfg.Sources.HTTP
 	in := &Ingress{
 		app: app, maxBody: hc.MaxBodyBytes, maxConc: int64(hc.MaxConcurrent),
-		metrics: newIngressMetrics(reg), now: time.Now,
+		metrics: newIngressMetrics(reg), now: time.Now, grace: cfg.Worker.ShutdownTimeout.D(),
 	}
 	for _, c := range hc.Clients {
 		in.clients = append(in.clients, ingressClient{
-			name: c.Name, hash: sha256.Sum256([]byte(c.Token)), limit: newSlidingWindow(c.RPM, time.Minute),
+			name: c.Name, token: newTokenCheck(c.Token), limit: newSlidingWindow(c.RPM, time.Minute),
 		})
 	}
 	mux := http.NewServeMux()
@@ -78,8 +77,9 @@ func NewIngress(cfg *config.Config, app *worker.App, reg prometheus.Registerer, 
 // Listen binds the ingress socket; a failure is fatal at startup.
 func (in *Ingress) Listen() error { return in.listen() }
 
-// Run serves until ctx ends, then lets requests in flight finish within grace.
-func (in *Ingress) Run(ctx context.Context, grace time.Duration) error { return in.serve(ctx, grace) }
+// Run serves until ctx ends, then closes the listener and lets the
+// requests in flight finish within worker.shutdown_timeout.
+func (in *Ingress) Run(ctx context.Context) error { return in.serve(ctx, in.grace) }
 
 // authenticate returns the client presenting the request's token. Every
 // client's hash is compared so timing does not tell which one matched.
@@ -91,10 +91,10 @@ func (in *Ingress) authenticate(r *http.Request) (*ingressClient, bool) {
 	if tok == "" {
 		return nil, false
 	}
-	h := sha256.Sum256([]byte(tok))
+	h := hashToken(tok)
 	var found *ingressClient
 	for i := range in.clients {
-		if subtle.ConstantTimeCompare(h[:], in.clients[i].hash[:]) == 1 {
+		if in.clients[i].token.equal(h) {
 			found = &in.clients[i]
 		}
 	}
@@ -156,7 +156,7 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 	in.metrics.inFlight.Inc()
 	defer in.metrics.inFlight.Dec()
 	start := time.Now()
-	req := &worker.HTTPRequest{ID: in.app.IDs.Next(), Body: body, Header: r.Header.Clone(), Labels: labelHeaders(r.Header)}
+	req := &worker.HTTPRequest{ID: in.app.IDs().Next(), Body: body, Header: r.Header.Clone(), Labels: labelHeaders(r.Header)}
 	if client != nil {
 		req.Client = client.name
 	}
@@ -170,7 +170,7 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, context.Canceled):
 			status, code = 499, "client_closed"
-		case errors.Is(err, worker.ErrDLQStall):
+		case errors.Is(err, worker.ErrDeliveryStalled):
 			// The task failed and its message could not be written to the
 			// DLQ: nothing kept it, so the caller must retry.
 			w.Header().Set("Retry-After", "5")
@@ -193,7 +193,7 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 func labelHeaders(h http.Header) map[string]string {
 	var labels map[string]string
 	for k, v := range h {
-		name, ok := strings.CutPrefix(strings.ToLower(k), "x-svc-label-")
+		name, ok := strings.CutPrefix(strings.ToLower(k), "x-"+worker.LabelHeaderPrefix)
 		if !ok || name == "" || len(v) == 0 {
 			continue
 		}

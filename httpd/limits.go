@@ -17,6 +17,7 @@ const (
 	uiIdleTimeout        = 60 * time.Second
 	uiMaxHeaderBytes     = 64 << 10
 	ingressHeaderTimeout = 10 * time.Second
+	uiShutdownGrace      = 2 * time.Second // requests in flight when the UI server stops
 )
 
 // limitBody caps every request body at n bytes.

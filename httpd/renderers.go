@@ -20,7 +20,7 @@ func (s *UIServer) renderers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var data []byte
-	err := s.app.IO.Do(r.Context(), func() {
+	err := s.app.IO().Do(r.Context(), func() {
 		var rerr error
 		data, rerr = os.ReadFile(path)
 		if rerr != nil {

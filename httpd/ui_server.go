@@ -28,6 +28,8 @@ type UIDeps struct {
 	Kafka *kafkaread.Reader
 	// Recorder is the flight recorder (always present with the UI on).
 	Recorder *recorder.Recorder
+	// Pause is the Kafka source's consume pause; nil without a Kafka source.
+	Pause consumePauser
 }
 
 // UIServer is the operator UI server: UI pages, /api/v1, /ws and probes.
@@ -40,6 +42,7 @@ type UIServer struct {
 	bundle  http.Handler
 	kafka   *kafkaread.Reader
 	rec     *recorder.Recorder
+	pause   consumePauser
 	ws      *wsEndpoint
 	started time.Time
 }
@@ -47,7 +50,7 @@ type UIServer struct {
 // NewUIServer builds the UI server; it does not bind or start anything.
 func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
-		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, started: time.Now(),
+		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, pause: d.Pause, started: time.Now(),
 	}
 	if s.kafka == nil {
 		r, err := newKafkaReader(d.Config, d.Log)
@@ -57,7 +60,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 		s.kafka = r
 	}
 	if d.App != nil {
-		s.started = d.App.Started
+		s.started = d.App.Started()
 	}
 	s.ws = s.newWSEndpoint(defaultWSLimits())
 	addr := hostPort(d.Config.UI.Host, d.Config.UI.Port)
@@ -113,13 +116,9 @@ func (s *UIServer) handler() http.Handler {
 // Listen binds the UI socket; a failure is fatal at startup.
 func (s *UIServer) Listen() error { return s.listen() }
 
-// Run serves until ctx ends.
-func (s *UIServer) Run(ctx context.Context, grace time.Duration) error { return s.serve(ctx, grace) }
-
-// SetTimeouts overrides the read limits (tests use short ones).
-func (s *UIServer) SetTimeouts(readHeader, read, idle time.Duration) {
-	s.srv.ReadHeaderTimeout, s.srv.ReadTimeout, s.srv.IdleTimeout = readHeader, read, idle
-}
+// Run serves until ctx ends; requests in flight then get uiShutdownGrace
+// to finish.
+func (s *UIServer) Run(ctx context.Context) error { return s.serve(ctx, uiShutdownGrace) }
 
 // URL is the address operators and peers use: ui.public_url, else the bind.
 func (s *UIServer) URL() string {

@@ -143,7 +143,7 @@ func TestUIBodyLimit(t *testing.T) {
 
 func TestUISlowHeaderClientIsCutOff(t *testing.T) {
 	s := startStack(t, testConfig(t, "/bin/cat"), func(s *stack) {
-		s.ui.SetTimeouts(300*time.Millisecond, 300*time.Millisecond, time.Second)
+		s.ui.srv.ReadHeaderTimeout, s.ui.srv.ReadTimeout, s.ui.srv.IdleTimeout = 300*time.Millisecond, 300*time.Millisecond, time.Second
 	})
 	conn, err := net.Dial("tcp", s.ui.Addr())
 	if err != nil {
@@ -204,5 +204,32 @@ func TestFeatureGate(t *testing.T) {
 	h(rec, httptest.NewRequest("POST", "/api/v1/debug/probe", nil))
 	if rec.Code != 403 || !strings.Contains(rec.Body.String(), `"detail":"ui.probe_enabled is false"`) {
 		t.Errorf("gate = %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// TestConsumePauseWithoutKafkaSource: without a Kafka source the state is
+// always 200 and inactive, a pause or resume answers 503 (no consumer) when
+// the feature is on and 403 naming the key when it is off.
+func TestConsumePauseWithoutKafkaSource(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "/bin/cat")
+	cfg.UI.ConsumePause.Enabled = true
+	on := startStack(t, cfg)
+	r := do(t, "GET", on.uiURL+"/api/v1/debug/consume-pause", "")
+	if r.status != 200 || !strings.Contains(r.body, `"enabled":true`) || !strings.Contains(r.body, `"active":false`) {
+		t.Errorf("GET consume-pause = %d %s, want 200 enabled and inactive", r.status, r.body)
+	}
+	for _, path := range []string{"/api/v1/debug/consume-pause", "/api/v1/debug/consume-resume"} {
+		r := do(t, "POST", on.uiURL+path, `{"duration_seconds":60}`)
+		if r.status != 503 || !strings.Contains(r.body, "consumer_not_running") {
+			t.Errorf("POST %s without a Kafka source = %d %s, want 503 consumer_not_running", path, r.status, r.body)
+		}
+	}
+	off := startStack(t, testConfig(t, "/bin/cat"))
+	if r := do(t, "GET", off.uiURL+"/api/v1/debug/consume-pause", ""); r.status != 200 || !strings.Contains(r.body, `"enabled":false`) {
+		t.Errorf("GET consume-pause (disabled) = %d %s, want 200 with enabled false", r.status, r.body)
+	}
+	if r := do(t, "POST", off.uiURL+"/api/v1/debug/consume-pause", `{"duration_seconds":60}`); r.status != 403 || !strings.Contains(r.body, "ui.consume_pause.enabled") {
+		t.Errorf("POST consume-pause (disabled) = %d %s, want 403 naming the key", r.status, r.body)
 	}
 }

@@ -3,8 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +11,11 @@ import (
 
 	"svc/worker/config"
 )
+
+// runnerFunc is a TaskRunner built from a function.
+type runnerFunc func(context.Context, *Task) TaskResult
+
+func (f runnerFunc) Run(ctx context.Context, t *Task) TaskResult { return f(ctx, t) }
 
 type kafkaOnly struct{}
 
@@ -27,7 +30,7 @@ func TestNewRejectsHandlerWithoutHTTPHooks(t *testing.T) {
 	cfg.Executor.BinaryPath = "/bin/cat"
 	cfg.Sources.HTTP.Enabled = true
 	cfg.Resolve()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	runner := runnerFunc(func(_ context.Context, t *Task) TaskResult { return TaskResult{Task: t, Status: StatusOK} })
 	cases := []struct {
 		name    string
 		handler any
@@ -38,20 +41,20 @@ func TestNewRejectsHandlerWithoutHTTPHooks(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := New(&cfg, log, NewRegistry(), Options{Handler: c.handler})
+			_, err := New(&cfg, Deps{Handler: c.handler, Runner: runner})
 			var ce *ConfigurationError
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.missing) || !strings.Contains(err.Error(), "sources.http.enabled") {
 				t.Fatalf("New = %v, want *ConfigurationError naming %q", err, c.missing)
 			}
 		})
 	}
-	if _, err := New(&cfg, log, NewRegistry(), Options{}); err != nil {
+	if _, err := New(&cfg, Deps{Runner: runner}); err != nil {
 		t.Errorf("built-in exec handler: New = %v", err)
 	}
 }
 
 func TestThreadsBoundConcurrency(t *testing.T) {
-	th := NewThreads(2)
+	th := NewThreads(2, nil)
 	var running, peak atomic.Int32
 	var wg sync.WaitGroup
 	for range 10 {

@@ -20,12 +20,12 @@ func (e *HandlerError) Unwrap() error { return e.Err }
 // when sources.http.sinks_enabled, then the completion hook. Once arranged,
 // the request's work finishes even if ctx ends (the caller went away).
 func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, error) {
-	tasks, err := Call(ctx, a.Offload, func() ([]Task, error) { return a.arrange.ArrangeHTTPRequest(req) })
+	tasks, err := Call(ctx, a.offload, func() ([]Task, error) { return a.arrange.ArrangeHTTPRequest(req) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		a.Metrics.ArrangeErrors.WithLabelValues(SourceHTTP).Inc()
+		a.metrics.ArrangeErrors.WithLabelValues(SourceHTTP).Inc()
 		return nil, &HandlerError{Hook: "ArrangeHTTPRequest", Err: err}
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -34,20 +34,20 @@ func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, 
 			tasks[i].Msg = &Message{Source: SourceHTTP, Key: req.Key, Value: req.Body}
 		}
 		if tasks[i].ID == "" {
-			tasks[i].ID = a.IDs.Next()
+			tasks[i].ID = a.ids.Next()
 		}
 	}
 	results := a.RunTasks(ctx, SourceHTTP, tasks)
-	if a.Cfg.Sources.HTTP.SinksEnabled && a.sinks != nil {
+	if a.cfg.Sources.HTTP.SinksEnabled {
 		for i := range results {
-			if err := a.sinks.Deliver(a.taskCtx, &results[i]); err != nil {
+			if err := a.Deliver(&results[i]); err != nil {
 				return nil, fmt.Errorf("deliver task %s: %w", results[i].Task.ID, err)
 			}
 		}
 	}
-	resp, err := Call(ctx, a.Offload, func() (*HTTPResponse, error) { return a.complete.OnHTTPRequestComplete(req, results) })
+	resp, err := Call(ctx, a.offload, func() (*HTTPResponse, error) { return a.complete.OnHTTPRequestComplete(req, results) })
 	if err != nil {
-		a.Metrics.ArrangeErrors.WithLabelValues(SourceHTTP).Inc()
+		a.metrics.CompleteErrors.WithLabelValues(SourceHTTP).Inc()
 		return nil, &HandlerError{Hook: "OnHTTPRequestComplete", Err: err}
 	}
 	return resp, nil

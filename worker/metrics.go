@@ -36,13 +36,13 @@ type Metrics struct {
 	Tasks            *prometheus.CounterVec
 	TaskDuration     *prometheus.HistogramVec
 	Attempts         *prometheus.CounterVec
-	DLQUnconfigured  prometheus.Counter
 	ArrangeErrors    *prometheus.CounterVec
+	CompleteErrors   *prometheus.CounterVec
 	OffloadQueueWait prometheus.Histogram
 }
 
 // newMetrics registers the pipeline metrics and the executor pool gauges.
-func newMetrics(reg prometheus.Registerer, pool poolStats) *Metrics {
+func newMetrics(reg prometheus.Registerer, pool PoolStats) *Metrics {
 	m := &Metrics{
 		Tasks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_tasks_total", Help: "Tasks finished, by source and final status.",
@@ -54,18 +54,18 @@ func newMetrics(reg prometheus.Registerer, pool poolStats) *Metrics {
 		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_executor_attempts_total", Help: "Executor process runs, by source.",
 		}, []string{"source"}),
-		DLQUnconfigured: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svc_dlq_unconfigured_drops_total", Help: "DLQ sends dropped because no DLQ is configured (spec 1.2 rule 3).",
-		}),
 		ArrangeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_arrange_errors_total", Help: "Handler arrange or complete hooks that returned an error, by source.",
+			Name: "svc_arrange_errors_total", Help: "Handler arrange hooks (Arrange, ArrangeHTTPRequest) that returned an error, by source.",
+		}, []string{"source"}),
+		CompleteErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_complete_errors_total", Help: "Handler completion hooks (OnHTTPRequestComplete) that returned an error, by source.",
 		}, []string{"source"}),
 		OffloadQueueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "svc_offload_wait_seconds", Help: "Time hook work waited for an offload thread.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8),
 		}),
 	}
-	reg.MustRegister(m.Tasks, m.TaskDuration, m.Attempts, m.DLQUnconfigured, m.ArrangeErrors, m.OffloadQueueWait)
+	reg.MustRegister(m.Tasks, m.TaskDuration, m.Attempts, m.ArrangeErrors, m.CompleteErrors, m.OffloadQueueWait)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "svc_executor_pool_busy", Help: "Executor processes running now.",
@@ -78,10 +78,4 @@ func newMetrics(reg prometheus.Registerer, pool poolStats) *Metrics {
 		}, func() float64 { return float64(pool.Waiting()) }),
 	)
 	return m
-}
-
-type poolStats interface {
-	Busy() int
-	Size() int
-	Waiting() int
 }

@@ -10,8 +10,11 @@ import (
 // answers 503.
 const ProbeQueueSize = 16
 
-// ErrProbeQueueFull says every probe slot is taken.
-var ErrProbeQueueFull = errors.New("the probe queue is full: retry shortly")
+// Probe errors; the UI server answers 503 to both.
+var (
+	ErrProbeQueueFull = errors.New("the probe queue is full: retry shortly")
+	ErrClosing        = errors.New("the worker is shutting down")
+)
 
 // ProbeRequest is a message an operator runs through the live handler.
 type ProbeRequest struct {
@@ -26,6 +29,9 @@ type ProbeRequest struct {
 // moves. The Kafka handler arranges it when the Kafka source is on, else the
 // HTTP hooks do.
 func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error) {
+	if a.Closing() {
+		return nil, ErrClosing
+	}
 	select {
 	case a.probes <- struct{}{}:
 	default:
@@ -34,11 +40,11 @@ func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error)
 	defer func() { <-a.probes }()
 	msg := &Message{Source: SourceProbe, Alias: "probe", Partition: -1, Offset: -1, Key: req.Key, Value: req.Value,
 		Headers: req.Headers, Timestamp: time.Now()}
-	tasks, err := Call(ctx, a.Offload, func() ([]Task, error) {
+	tasks, err := Call(ctx, a.offload, func() ([]Task, error) {
 		if a.kafka != nil {
 			return a.kafka.Arrange([]Message{*msg})
 		}
-		return a.arrange.ArrangeHTTPRequest(&HTTPRequest{ID: a.IDs.Next(), Body: req.Value, Key: req.Key, Labels: req.Labels})
+		return a.arrange.ArrangeHTTPRequest(&HTTPRequest{ID: a.ids.Next(), Body: req.Value, Key: req.Key, Labels: req.Labels})
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -49,7 +55,7 @@ func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error)
 	for i := range tasks {
 		t := &tasks[i]
 		if t.ID == "" {
-			t.ID = a.IDs.Next()
+			t.ID = a.ids.Next()
 		}
 		// Whatever the handler returned, the task is a probe: it must not be
 		// mistaken for a real message downstream.
@@ -64,3 +70,6 @@ func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error)
 	}
 	return a.RunTasks(ctx, SourceProbe, tasks), nil
 }
+
+// ProbeQueue reports the probes running or waiting now and the queue size.
+func (a *App) ProbeQueue() (used, size int) { return len(a.probes), cap(a.probes) }

@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -87,6 +89,24 @@ type TaskResult struct {
 	CacheWrites     []CacheWrite
 }
 
+// AttemptResult is the outcome of one executor process.
+type AttemptResult struct {
+	Status          string // StatusOK, StatusFailed, StatusTimeout or StatusTempFail
+	Output          []byte // stdout, at most executor.max_output_bytes
+	OutputTruncated bool   // stdout went over executor.max_output_bytes (Status is failed)
+	Stderr          []byte // the tail of stderr
+	ExitCode        int    // -1 when the process did not exit by itself
+	Err             error  // nil when Status is ok
+	Duration        time.Duration
+	// Annotations, Labels and CacheWrites come from fd 3. Ignored fd 3 lines
+	// are counted in InvalidEvents and summed up in one annotation of kind
+	// svc.fd3_invalid.
+	Annotations   []Annotation
+	Labels        map[string]string
+	CacheWrites   []CacheWrite
+	InvalidEvents int
+}
+
 // Handler arranges polled Kafka batches into tasks. Required with the Kafka
 // source. Arrange is called from the poll loop only, never concurrently.
 type Handler interface {
@@ -121,4 +141,17 @@ type HTTPArranger interface {
 // finished. Called concurrently, once per request.
 type HTTPCompleter interface {
 	OnHTTPRequestComplete(req *HTTPRequest, results []TaskResult) (*HTTPResponse, error)
+}
+
+// ConfigurationError says a handler lacks the hooks the enabled sources
+// need: Arrange with the Kafka source, ArrangeHTTPRequest and
+// OnHTTPRequestComplete with the HTTP source.
+type ConfigurationError struct {
+	Handler string
+	Missing []string
+	Reason  string
+}
+
+func (e *ConfigurationError) Error() string {
+	return fmt.Sprintf("configuration error: handler %s lacks %s, required %s", e.Handler, strings.Join(e.Missing, " and "), e.Reason)
 }

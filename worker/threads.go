@@ -16,9 +16,10 @@ type Threads struct {
 	onWait func(time.Duration)
 }
 
-// NewThreads returns a pool of n slots (n < 1 counts as 1).
-func NewThreads(n int) *Threads {
-	return &Threads{slots: make(chan struct{}, max(1, n))}
+// NewThreads returns a pool of n slots (n < 1 counts as 1). onWait, if
+// set, is told how long each call waited for its slot.
+func NewThreads(n int, onWait func(time.Duration)) *Threads {
+	return &Threads{slots: make(chan struct{}, max(1, n)), onWait: onWait}
 }
 
 // Size is the number of slots.

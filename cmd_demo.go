@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"svc/worker/config"
+	"svc/worker/demo"
+)
+
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ports := demo.Ports{}
+	fs.IntVar(&ports.UI, "ui-port", 8080, "UI server port (127.0.0.1)")
+	fs.IntVar(&ports.Ingress, "ingress-port", 8090, "HTTP ingress port (127.0.0.1)")
+	fs.IntVar(&ports.Metrics, "metrics-port", 9090, "metrics exporter port (127.0.0.1)")
+	logFormat := fs.String("log-format", "text", "log format: json or text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *logFormat, "info")
+	if err != nil {
+		return err
+	}
+	self, err := demo.Self()
+	if err != nil {
+		return fmt.Errorf("find own binary for the demo executor: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "svc-demo-")
+	if err != nil {
+		return fmt.Errorf("create demo storage dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	cluster, err := demo.StartCluster()
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	cfg := demo.Config(self, dir, ports, cluster.Brokers())
+	if problems := cfg.Validate(); len(problems) > 0 {
+		return &config.Error{Path: "(demo)", Problems: problems}
+	}
+	go func() { _ = cluster.Trickle(ctx, 2*time.Second) }()
+	return serve(ctx, cfg, log, func(ui, ingress string) {
+		fmt.Fprintf(stdout, `
+svc demo is running (Ctrl-C to stop)
+  kafka        embedded cluster at %s: demo-in -> exec-demo -> demo-out (failures -> demo-in_dlq)
+               a sample message every 2s; about one in five fails into the DLQ
+  UI and API   http://%s/api/v1/identity
+  metrics      http://%s/metrics
+  try it:      curl -s -H 'Authorization: Bearer %s' --data-binary 'hello world' http://%s/v1/process
+  a failure:   curl -s -H 'Authorization: Bearer %s' --data-binary 'please fail' http://%s/v1/process
+
+`, strings.Join(cluster.Brokers(), ","), ui, hostPort(cfg.Metrics.Host, cfg.Metrics.Port), demo.IngressToken, ingress, demo.IngressToken, ingress)
+	})
+}

@@ -1,0 +1,193 @@
+package worker
+
+import (
+	"encoding/json"
+	"sync/atomic"
+	"time"
+
+	"svc/recorder"
+	"svc/worker/config"
+)
+
+// Events emits the pipeline's flight-recorder events: tasks received and
+// finished, executor attempts, deliveries, dead letters, state changes and
+// offset commits. Until a recorder is attached (with the UI off, never)
+// every call is a no-op, and a nil *Events drops everything. Safe for
+// concurrent use; no method blocks.
+type Events struct {
+	rec    atomic.Pointer[EventRecorder]
+	worker string
+	env    map[string]string // executor.env keys, every value masked
+}
+
+// NewEvents returns the event emitter of worker; execEnv is executor.env,
+// whose keys (never values) are recorded with every task.
+func NewEvents(worker string, execEnv map[string]string) *Events {
+	e := &Events{worker: worker}
+	for k := range execEnv {
+		if e.env == nil {
+			e.env = map[string]string{}
+		}
+		e.env[k] = config.Mask
+	}
+	return e
+}
+
+// Attach sends every later event to rec.
+func (r *Events) Attach(rec EventRecorder) { r.rec.Store(&rec) }
+
+func (r *Events) get() EventRecorder {
+	if r == nil {
+		return nil
+	}
+	if p := r.rec.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Event records one event of type typ.
+func (r *Events) Event(typ, kind, taskID string, labels map[string]string, payload any) {
+	rec := r.get()
+	if rec == nil {
+		return
+	}
+	var raw json.RawMessage
+	if payload != nil {
+		raw, _ = json.Marshal(payload)
+	}
+	rec.Event(recorder.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw})
+}
+
+// receivedPayload is the payload of task_received.
+type receivedPayload struct {
+	Source         string `json:"source,omitempty"`
+	Alias          string `json:"alias,omitempty"`
+	Partition      *int32 `json:"partition,omitempty"`
+	Offset         *int64 `json:"offset,omitempty"`
+	Key            string `json:"key,omitempty"`
+	KeyEncoding    string `json:"key_encoding,omitempty"`
+	InputSizeBytes int    `json:"input_size_bytes"`
+}
+
+// attemptPayload is the payload of executor_started and executor_finished.
+type attemptPayload struct {
+	Attempt         int    `json:"attempt"`
+	Status          string `json:"status,omitempty"`
+	ExitCode        *int   `json:"exit_code,omitempty"`
+	DurationMS      int64  `json:"duration_ms,omitempty"`
+	OutputSizeBytes int    `json:"output_size_bytes,omitempty"`
+	Error           string `json:"error,omitempty"`
+	StderrTail      string `json:"stderr_tail,omitempty"`
+}
+
+// Received records a task entering the pipeline with its message's place.
+func (r *Events) Received(t *Task) {
+	if r.get() == nil {
+		return
+	}
+	p := receivedPayload{InputSizeBytes: len(t.Input)}
+	if m := t.Msg; m != nil {
+		p.Source, p.Alias = m.Source, m.Alias
+		if m.Source == SourceKafka {
+			p.Partition, p.Offset = &m.Partition, &m.Offset
+		}
+		if m.Key != nil {
+			p.Key, p.KeyEncoding = EncodeBytes(m.Key)
+		}
+	}
+	r.Event(recorder.TypeTaskReceived, "", t.ID, t.Labels, p)
+}
+
+// Attempt records an executor start (res nil) or end.
+func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
+	if r.get() == nil {
+		return
+	}
+	if res == nil {
+		r.Event(recorder.TypeExecutorStarted, "", t.ID, nil, attemptPayload{Attempt: n})
+		return
+	}
+	p := attemptPayload{Attempt: n, Status: res.Status, ExitCode: &res.ExitCode,
+		DurationMS: res.Duration.Milliseconds(), OutputSizeBytes: len(res.Output)}
+	if res.Err != nil {
+		p.Error = res.Err.Error()
+	}
+	if len(res.Stderr) > 0 {
+		tail := res.Stderr
+		if len(tail) > 2048 {
+			tail = tail[len(tail)-2048:]
+		}
+		p.StderrTail, _ = EncodeBytes(tail)
+	}
+	r.Event(recorder.TypeExecutorFinished, "", t.ID, nil, p)
+}
+
+// Finished records the task row and the executor's annotations.
+func (r *Events) Finished(source string, res *TaskResult) {
+	rec := r.get()
+	if rec == nil {
+		return
+	}
+	t := res.Task
+	for _, an := range res.Annotations {
+		r.Event(recorder.TypeAnnotation, an.Kind, t.ID, res.Labels, an.Payload)
+	}
+	row := recorder.TaskRow{
+		TaskID: t.ID, TSms: time.Now().UnixMilli(), Worker: r.worker, Source: source, Labels: res.Labels,
+		Status: res.Status, Attempts: res.Attempts, DurationMs: res.Duration.Milliseconds(),
+		OutputSizeBytes: int64(len(res.Output)), Env: r.taskEnv(t), Partition: -1, Offset: -1,
+	}
+	if res.Err != nil {
+		row.Error = res.Err.Error()
+	}
+	if m := t.Msg; m != nil {
+		row.Alias = m.Alias
+		if m.Source == SourceKafka {
+			row.Partition, row.Offset = m.Partition, m.Offset
+		}
+		if m.Key != nil {
+			row.Key, _ = EncodeBytes(m.Key)
+		}
+	}
+	rec.Task(row)
+}
+
+// taskEnv is the environment a task ran with, redacted like config views:
+// every executor.env value masked, task env masked by key name.
+func (r *Events) taskEnv(t *Task) map[string]string {
+	if len(r.env) == 0 && len(t.Env) == 0 {
+		return nil
+	}
+	out := config.MaskEnv(t.Env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k, v := range r.env {
+		out[k] = v
+	}
+	return out
+}
+
+// Delivered records a result acknowledged by a sink.
+func (r *Events) Delivered(res *TaskResult, sink string) {
+	r.Event(recorder.TypeSinkDelivered, "", res.Task.ID, nil, map[string]any{"sink": sink, "output_size_bytes": len(res.Output)})
+}
+
+// DeadLettered records a failed task written to the DLQ (or dropped).
+func (r *Events) DeadLettered(res *TaskResult, outcome, reason string) {
+	r.Event(recorder.TypeDLQSent, "", res.Task.ID, nil, map[string]any{"outcome": outcome, "reason": reason, "attempts": res.Attempts})
+}
+
+// State records a worker state change (lifecycle, breakers, pauses, stalls)
+// in the recorder's state timeline.
+func (r *Events) State(name string, detail map[string]any) {
+	if rec := r.get(); rec != nil {
+		rec.State(name, detail)
+	}
+}
+
+// Committed records an offset commit (partition → next offset).
+func (r *Events) Committed(offsets map[int32]int64) {
+	r.Event(recorder.TypeOffsetCommitted, "", "", nil, map[string]any{"offsets": offsets})
+}

@@ -1,0 +1,98 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"svc/worker"
+)
+
+// execBenchParallelism is how many tasks are in flight at once, in both
+// benchmarks (and the pool size of the spawn one).
+const execBenchParallelism = 8
+
+// BenchmarkSpawnCat measures Pool.Run with cat and 1 KiB of input, to be
+// read against BenchmarkBareExecCat from the same run.
+func BenchmarkSpawnCat(b *testing.B) {
+	cat, input := execBenchSetup(b)
+	p, err := NewPool(Options{BinaryPath: cat, PoolSize: execBenchParallelism, Timeout: time.Minute, MaxAttempts: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	execBenchRun(b, func(i int64) error {
+		task := &worker.Task{ID: fmt.Sprint("bench-", i), Input: input, Labels: map[string]string{"tenant": "bench"},
+			Msg: &worker.Message{Source: worker.SourceKafka, Alias: "bench", Partition: 1, Offset: i, Key: []byte("key")}}
+		res := p.Run(ctx, task)
+		if res.Status != worker.StatusOK || len(res.Output) != len(input) {
+			return fmt.Errorf("Run = %s, %d bytes, %v", res.Status, len(res.Output), res.Err)
+		}
+		return nil
+	})
+}
+
+// BenchmarkBareExecCat is the floor: a bare os/exec loop of cat with the
+// same input and parallelism, nothing else.
+func BenchmarkBareExecCat(b *testing.B) {
+	cat, input := execBenchSetup(b)
+	execBenchRun(b, func(int64) error {
+		cmd := exec.Command(cat)
+		cmd.Stdin = bytes.NewReader(input)
+		out, err := cmd.Output()
+		if err != nil || len(out) != len(input) {
+			return fmt.Errorf("cat = %d bytes, %v", len(out), err)
+		}
+		return nil
+	})
+}
+
+func execBenchSetup(b *testing.B) (string, []byte) {
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		b.Skip("cat not installed")
+	}
+	return cat, bytes.Repeat([]byte("0123456789abcdef"), 64)
+}
+
+// execBenchRun runs op b.N times from execBenchParallelism goroutines and
+// reports tasks/s and CPU time per task, of this process and of its
+// children.
+func execBenchRun(b *testing.B, op func(i int64) error) {
+	self0, kids0 := execCPU(syscall.RUSAGE_SELF), execCPU(syscall.RUSAGE_CHILDREN)
+	b.ResetTimer()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range execBenchParallelism {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				if err := op(i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	self, kids := execCPU(syscall.RUSAGE_SELF)-self0, execCPU(syscall.RUSAGE_CHILDREN)-kids0
+	n := float64(b.N)
+	b.ReportMetric(n/b.Elapsed().Seconds(), "tasks/s")
+	b.ReportMetric(float64(self.Microseconds())/n, "worker-cpu-µs/task")
+	b.ReportMetric(float64(kids.Microseconds())/n, "child-cpu-µs/task")
+}
+
+// execCPU is user plus system CPU time of who.
+func execCPU(who int) time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(who, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,215 @@
+package executor
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+
+	"svc/worker"
+)
+
+// Limits on what an executor may report over fd 3. Lines past them are
+// ignored and counted, never fatal: fd 3 is diagnostics, not the result.
+const (
+	execEventLineMax  = 64 << 10 // bytes per line
+	execEventLinesMax = 1000     // non-empty lines per attempt
+	execEventBytesMax = 1 << 20  // bytes of accepted lines per attempt
+)
+
+// InvalidEventsKind is the annotation kind that reports how many fd 3
+// lines an attempt ignored. The "svc." kind prefix is reserved: executors
+// cannot write annotations with it.
+const InvalidEventsKind = "svc.fd3_invalid"
+
+// execEvents collects an attempt's fd 3 NDJSON lines.
+type execEvents struct {
+	annotations []worker.Annotation
+	labels      map[string]string
+	cache       []worker.CacheWrite
+	lines       int // non-empty lines seen
+	bytes       int // bytes of accepted lines
+	malformed   int // not JSON, unknown shape or bad field
+	tooLong     int // over execEventLineMax
+	overLimit   int // past execEventLinesMax or execEventBytesMax
+}
+
+// execEventLine is one fd 3 line; at least one member must be set and every
+// member set must be well formed. Unknown members are ignored.
+type execEventLine struct {
+	Annotation *worker.Annotation `json:"annotation"`
+	Labels     map[string]string  `json:"labels"`
+	Cache      *worker.CacheWrite `json:"cache"`
+}
+
+// readFrom reads NDJSON lines until EOF or a read error (a deadline).
+func (e *execEvents) readFrom(r io.Reader) {
+	var (
+		chunk = make([]byte, 4096)
+		line  []byte // the current line's bytes when it spans reads
+		long  bool   // the current line went over execEventLineMax
+	)
+	for {
+		n, err := r.Read(chunk)
+		data := chunk[:n]
+		for len(data) > 0 {
+			i := bytes.IndexByte(data, '\n')
+			part := data
+			if i >= 0 {
+				part = data[:i]
+			}
+			switch {
+			case long:
+			case len(line)+len(part) > execEventLineMax:
+				long, line = true, line[:0]
+			case i >= 0 && len(line) == 0:
+				// Whole line in the chunk: parse it in place.
+				e.add(part, false)
+				data = data[i+1:]
+				continue
+			default:
+				line = append(line, part...)
+			}
+			if i < 0 {
+				break
+			}
+			e.add(line, long)
+			line, long = line[:0], false
+			data = data[i+1:]
+		}
+		if err != nil {
+			break
+		}
+	}
+	if len(line) > 0 || long {
+		e.add(line, long)
+	}
+}
+
+// add handles one complete line.
+func (e *execEvents) add(b []byte, long bool) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 && !long {
+		return
+	}
+	e.lines++
+	switch {
+	case e.lines > execEventLinesMax:
+		e.overLimit++
+	case long:
+		e.tooLong++
+	case e.bytes+len(b) > execEventBytesMax:
+		e.overLimit++
+	case !e.apply(b):
+		e.malformed++
+	default:
+		e.bytes += len(b)
+	}
+}
+
+// apply decodes and applies a line; false leaves e unchanged.
+func (e *execEvents) apply(b []byte) bool {
+	var l execEventLine
+	if json.Unmarshal(b, &l) != nil {
+		return false
+	}
+	if l.Annotation == nil && l.Labels == nil && l.Cache == nil {
+		return false
+	}
+	if a := l.Annotation; a != nil && (a.Kind == "" || strings.HasPrefix(a.Kind, "svc.")) {
+		return false
+	}
+	if c := l.Cache; c != nil {
+		if c.Scope == "" {
+			c.Scope = "local"
+		}
+		if c.Key == "" || (c.Scope != "local" && c.Scope != "cluster" && c.Scope != "global") {
+			return false
+		}
+	}
+	if _, ok := l.Labels[""]; ok {
+		return false
+	}
+	if a := l.Annotation; a != nil {
+		if a.Payload == nil {
+			a.Payload = map[string]any{}
+		}
+		e.annotations = append(e.annotations, *a)
+	}
+	for k, v := range l.Labels {
+		if e.labels == nil {
+			e.labels = make(map[string]string, len(l.Labels))
+		}
+		e.labels[k] = v
+	}
+	if l.Cache != nil {
+		e.cache = append(e.cache, *l.Cache)
+	}
+	return true
+}
+
+// result returns what was collected; ignored lines add one
+// InvalidEventsKind annotation.
+func (e *execEvents) result() ([]worker.Annotation, map[string]string, []worker.CacheWrite, int) {
+	invalid := e.malformed + e.tooLong + e.overLimit
+	if invalid > 0 {
+		e.annotations = append(e.annotations, worker.Annotation{Kind: InvalidEventsKind, Payload: map[string]any{
+			"ignored_lines": invalid,
+			"malformed":     e.malformed,
+			"too_long":      e.tooLong,
+			"over_limit":    e.overLimit,
+		}})
+	}
+	return e.annotations, e.labels, e.cache, invalid
+}
+
+// execTail keeps the last max bytes written to it.
+type execTail struct {
+	max int
+	buf []byte
+}
+
+// readFrom reads r until EOF or a read error (a deadline).
+func (t *execTail) readFrom(r io.Reader) {
+	chunk := make([]byte, 4096)
+	for {
+		n, err := r.Read(chunk)
+		t.write(chunk[:n])
+		if err != nil {
+			return
+		}
+	}
+}
+
+// write appends p, compacting once the buffer holds twice max, so each byte
+// is copied O(1) times.
+func (t *execTail) write(p []byte) {
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return
+	}
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+}
+
+func (t *execTail) bytes() []byte {
+	if len(t.buf) > t.max {
+		return t.buf[len(t.buf)-t.max:]
+	}
+	return t.buf
+}
+
+// execReadCapped reads r to EOF and returns at most limit bytes. Past the
+// limit it calls onOverflow and discards the rest, so the writer never
+// blocks on a full pipe.
+func execReadCapped(r io.Reader, limit int64, onOverflow func()) ([]byte, bool) {
+	out, _ := io.ReadAll(io.LimitReader(r, limit+1))
+	if int64(len(out)) <= limit {
+		return out, false
+	}
+	onOverflow()
+	_, _ = io.Copy(io.Discard, r)
+	return out[:limit], true
+}

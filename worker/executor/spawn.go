@@ -1,0 +1,347 @@
+package executor
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"svc/worker"
+)
+
+// ErrOutputTooLarge is wrapped by an attempt's error when the executor wrote
+// more than executor.max_output_bytes to stdout.
+var ErrOutputTooLarge = errors.New("output exceeds executor.max_output_bytes")
+
+// execDefaultPath is the child's PATH when the worker has none.
+const execDefaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// Spawner runs one attempt of a task as one child process (executor
+// protocol v1, mode spawn, DESIGN 3). It does not bound concurrency (Pool
+// does) and Spawn is safe for concurrent use.
+//
+// The child runs in its own process group. On timeout, ctx end or output
+// overflow the whole group gets SIGKILL, and so does whatever is left of it
+// once the leader exited, so grandchildren never outlive their attempt or
+// hold its pipes open. A descendant that left the group (setsid) is given
+// a second to close the pipes before they are abandoned.
+//
+// The child's environment is minimal: PATH (a default when the worker has
+// none), HOME, USER, LANG, LC_ALL, LC_CTYPE, TZ and TMPDIR from the worker,
+// then executor.env, the task's Env, and the protocol's SVC_* variables,
+// later ones winning.
+type Spawner struct {
+	opts    Options
+	argv    []string
+	baseEnv []string // inherited base + executor.env, built once
+	log     *slog.Logger
+}
+
+// NewSpawner validates opts (filling defaults) and returns a Spawner.
+func NewSpawner(opts Options) (*Spawner, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	s := &Spawner{opts: opts, log: opts.Logger}
+	s.argv = append([]string{opts.BinaryPath}, opts.Args...)
+	// These are the only variables a child inherits from the worker: its
+	// environment may hold secrets (tokens, Kafka passwords), so nothing
+	// else leaks. Operators pass what an executor needs with executor.env,
+	// whose values may expand ${VAR}.
+	for _, k := range []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok && execEnvOK(k, v) {
+			s.baseEnv = append(s.baseEnv, k+"="+v)
+		} else if k == "PATH" {
+			s.baseEnv = append(s.baseEnv, "PATH="+execDefaultPath)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.Env)) {
+		s.baseEnv = append(s.baseEnv, k+"="+opts.Env[k])
+	}
+	return s, nil
+}
+
+// binary resolves the executor path; a bare name is looked up in the
+// worker's PATH on every attempt so that installing it later works.
+func (s *Spawner) binary() (string, error) {
+	if strings.Contains(s.opts.BinaryPath, "/") {
+		return s.opts.BinaryPath, nil
+	}
+	return exec.LookPath(s.opts.BinaryPath)
+}
+
+// env is the child's environment. Later entries win (os/exec keeps the last
+// of duplicate keys): base, executor.env, task env, then the protocol's SVC_*
+// variables, so an executor can trust them.
+func (s *Spawner) env(t *worker.Task) []string {
+	env := make([]string, 0, len(s.baseEnv)+len(t.Env)+len(t.Labels)+9)
+	env = append(env, s.baseEnv...)
+	add := func(k, v string) {
+		if execEnvOK(k, v) {
+			env = append(env, k+"="+v)
+		}
+	}
+	for k, v := range t.Env {
+		add(k, v)
+	}
+	add("SVC_TASK_ID", t.ID)
+	add("SVC_EVENTS_FD", "3")
+	if m := t.Msg; m != nil {
+		add("SVC_SOURCE", m.Source)
+		add("SVC_TOPIC_ALIAS", m.Alias)
+		add("SVC_PARTITION", strconv.FormatInt(int64(m.Partition), 10))
+		add("SVC_OFFSET", strconv.FormatInt(m.Offset, 10))
+		if utf8.Valid(m.Key) && !slices.Contains(m.Key, 0) {
+			add("SVC_KEY", string(m.Key))
+			add("SVC_KEY_ENCODING", "utf-8")
+		} else {
+			add("SVC_KEY", base64.StdEncoding.EncodeToString(m.Key))
+			add("SVC_KEY_ENCODING", "base64")
+		}
+	}
+	// Sorted so that two labels mapping to one variable resolve the same
+	// way every time (the later name wins).
+	for _, name := range slices.Sorted(maps.Keys(t.Labels)) {
+		if v := execLabelVar(name); v != "" {
+			add("SVC_LABEL_"+v, t.Labels[name])
+		}
+	}
+	return env
+}
+
+// execLabelVar upper-cases a label name and maps every rune outside
+// [A-Z0-9_] to '_'.
+func execLabelVar(name string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
+			return r
+		}
+		return '_'
+	}, name)
+}
+
+// execStartError explains a failed start, naming the config key.
+func execStartError(bin string, err error) error {
+	var pe *fs.PathError
+	var ee *exec.Error
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &ee):
+		err = ee.Err
+	}
+	return fmt.Errorf("start executor: executor.binary_path %q: %w", bin, err)
+}
+
+// execFailed is the result of an attempt that never got a process.
+func execFailed(err error) worker.AttemptResult {
+	return worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: err}
+}
+
+// Spawn runs one attempt of t. It never panics on executor misbehaviour;
+// every problem ends up in the result.
+func (s *Spawner) Spawn(ctx context.Context, t *worker.Task) worker.AttemptResult {
+	start := time.Now()
+	res := s.spawn(ctx, t)
+	res.Duration = time.Since(start)
+	return res
+}
+
+// execIOGrace bounds how long a descendant that left the process group may
+// keep an attempt's pipes open after the leader exited.
+const execIOGrace = time.Second
+
+// Why an attempt's process group was killed; the first reason wins.
+const (
+	execStopTimeout int32 = iota + 1
+	execStopCanceled
+	execStopOverflow
+)
+
+func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResult {
+	if err := ctx.Err(); err != nil {
+		return execFailed(fmt.Errorf("run executor: %w", err))
+	}
+	bin, err := s.binary()
+	if err != nil {
+		return execFailed(execStartError(s.opts.BinaryPath, err))
+	}
+	var pp execPipes
+	if err := pp.open(); err != nil {
+		return execFailed(fmt.Errorf("start executor: %w", err))
+	}
+	cmd := &exec.Cmd{
+		Path: bin, Args: s.argv, Env: s.env(t),
+		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
+		ExtraFiles:  pp.child[3:], // fd 3, SVC_EVENTS_FD
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	err = cmd.Start()
+	pp.closeChild()
+	if err != nil {
+		pp.closeParent()
+		return execFailed(execStartError(s.opts.BinaryPath, err))
+	}
+	pgid := cmd.Process.Pid
+	var why atomic.Int32
+	stop := func(reason int32) {
+		if why.CompareAndSwap(0, reason) {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			// The leader too, in case it moved itself to another group.
+			_ = cmd.Process.Kill()
+		}
+	}
+	timer := time.AfterFunc(s.opts.Timeout, func() { stop(execStopTimeout) })
+	unwatch := context.AfterFunc(ctx, func() { stop(execStopCanceled) })
+
+	var (
+		wg       sync.WaitGroup
+		out      []byte
+		overflow bool
+		stderr   = execTail{max: s.opts.StderrTail}
+		events   execEvents
+	)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		// Over the cap the group is killed at once: the attempt has failed
+		// anyway and a runaway writer should not burn CPU until the timeout.
+		out, overflow = execReadCapped(pp.parent[1], s.opts.MaxOutputBytes, func() { stop(execStopOverflow) })
+	}()
+	go func() { defer wg.Done(); stderr.readFrom(pp.parent[2]) }()
+	go func() { defer wg.Done(); events.readFrom(pp.parent[3]) }()
+	if len(t.Input) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// EPIPE means the executor exited or closed stdin without
+			// reading it all; its exit status decides the attempt.
+			_, _ = pp.parent[0].Write(t.Input)
+			_ = pp.parent[0].Close()
+		}()
+	} else {
+		_ = pp.parent[0].Close()
+	}
+
+	waitErr := cmd.Wait()
+	timer.Stop()
+	unwatch()
+	// The leader is gone: what is left of its group dies now rather than
+	// holding stdout or fd 3 open. The pgid cannot have been reused while a
+	// member is alive, and with none alive the kill finds nobody.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	var abandoned atomic.Bool
+	grace := time.AfterFunc(execIOGrace, func() { abandoned.Store(true); pp.expire() })
+	wg.Wait()
+	grace.Stop()
+	pp.closeParent()
+	if abandoned.Load() {
+		s.log.Warn("executor_io_abandoned", "task_id", t.ID, "pid", pgid,
+			"detail", "a descendant outside the process group kept the executor's pipes open")
+	}
+
+	res := worker.AttemptResult{Output: out, OutputTruncated: overflow, Stderr: stderr.bytes(), ExitCode: -1}
+	res.Annotations, res.Labels, res.CacheWrites, res.InvalidEvents = events.result()
+	st := cmd.ProcessState
+	if st != nil {
+		res.ExitCode = st.ExitCode()
+	}
+	reason := why.Load()
+	if reason != execStopOverflow && st != nil && st.Exited() {
+		reason = 0 // the leader exited by itself before the kill landed
+	}
+	switch reason {
+	case execStopTimeout:
+		res.Status, res.Err = worker.StatusTimeout, fmt.Errorf("executor timed out after %s (executor.timeout)", s.opts.Timeout)
+	case execStopCanceled:
+		res.Status, res.Err = worker.StatusFailed, fmt.Errorf("run executor: %w", ctx.Err())
+	case execStopOverflow:
+		res.Status, res.Err = worker.StatusFailed, fmt.Errorf("%w (%d)", ErrOutputTooLarge, s.opts.MaxOutputBytes)
+	default:
+		res.Status, res.Err = execExitStatus(st, waitErr)
+	}
+	return res
+}
+
+// execExitStatus maps how the leader ended to a status (DESIGN 3).
+func execExitStatus(st *os.ProcessState, waitErr error) (string, error) {
+	if st == nil {
+		return worker.StatusFailed, fmt.Errorf("wait for executor: %w", waitErr)
+	}
+	switch code := st.ExitCode(); {
+	case code == 0:
+		return worker.StatusOK, nil
+	case code == 75:
+		return worker.StatusTempFail, errors.New("executor exited with code 75 (EX_TEMPFAIL)")
+	case code > 0:
+		return worker.StatusFailed, fmt.Errorf("executor exited with code %d", code)
+	}
+	return worker.StatusFailed, fmt.Errorf("executor terminated: %s", st)
+}
+
+// execPipes are an attempt's stdin, stdout, stderr and fd 3 pipes: child
+// ends are handed to the process, parent ends are read (or, for stdin,
+// written) by the worker. Only parent ends are non-blocking and registered
+// with the poller (so deadlines work); child ends skip that round trip,
+// which os.Pipe would make and os/exec undo.
+type execPipes struct {
+	parent, child [4]*os.File
+}
+
+func (p *execPipes) open() error {
+	for i := range p.parent {
+		var fds [2]int
+		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+			p.closeChild()
+			p.closeParent()
+			return fmt.Errorf("create pipe: %w", os.NewSyscallError("pipe2", err))
+		}
+		parent, child := fds[0], fds[1]
+		if i == 0 { // stdin: the child reads
+			parent, child = child, parent
+		}
+		// A pipe fd is always able to go non-blocking; should it fail, the
+		// file is merely blocking (no deadlines), not broken.
+		_ = syscall.SetNonblock(parent, true)
+		p.parent[i] = os.NewFile(uintptr(parent), "|executor")
+		p.child[i] = os.NewFile(uintptr(child), "|executor-child")
+	}
+	return nil
+}
+
+func (p *execPipes) closeChild()  { execCloseAll(p.child[:]) }
+func (p *execPipes) closeParent() { execCloseAll(p.parent[:]) }
+
+// expire makes pending reads and the stdin write return now.
+func (p *execPipes) expire() {
+	now := time.Now()
+	_ = p.parent[0].SetWriteDeadline(now)
+	for _, f := range p.parent[1:] {
+		_ = f.SetReadDeadline(now)
+	}
+}
+
+func execCloseAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}

@@ -1,0 +1,426 @@
+package executor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"svc/worker"
+)
+
+// execScript writes a /bin/sh executor into a fresh temp dir.
+func execScript(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "executor.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// execTestOptions are small, fast settings; tests override what they probe.
+func execTestOptions(bin string) Options {
+	return Options{BinaryPath: bin, PoolSize: 2, Timeout: 20 * time.Second, MaxAttempts: 1, RetryBackoff: time.Millisecond}
+}
+
+func execTask(input string) *worker.Task {
+	return &worker.Task{ID: "t-1", Input: []byte(input), Msg: &worker.Message{
+		Source: worker.SourceKafka, Alias: "orders", Partition: 2, Offset: 42, Key: []byte("k1"),
+	}}
+}
+
+func execSpawn(t *testing.T, opts Options, task *worker.Task) worker.AttemptResult {
+	t.Helper()
+	s, err := NewSpawner(opts)
+	if err != nil {
+		t.Fatalf("NewSpawner: %v", err)
+	}
+	return s.Spawn(t.Context(), task)
+}
+
+// execWaitGone fails t unless pid is gone (or a zombie) within 5 s.
+func execWaitGone(t *testing.T, pid int) {
+	t.Helper()
+	gone := func() bool {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		// A killed grandchild stays a zombie until its new parent reaps it.
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := bytes.LastIndexByte(b, ')')
+		return err != nil || (i > 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X'))
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if gone() {
+			return
+		}
+	}
+	t.Errorf("process %d still alive", pid)
+}
+
+// execReadPid reads the pid a script wrote to path.
+func execReadPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read pid file: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file %q: %v", b, err)
+	}
+	return pid
+}
+
+func TestSpawnCatEchoesInput(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB, several pipe buffers
+	for _, tc := range []struct {
+		name  string
+		input []byte
+	}{
+		{"empty", nil},
+		{"line", []byte("hello executor\n")},
+		{"binary", []byte{0, 1, 2, 0xff, '\n', 0}},
+		{"256KiB", big},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task := execTask("")
+			task.Input = tc.input
+			res := execSpawn(t, execTestOptions("cat"), task)
+			if res.Status != worker.StatusOK || res.Err != nil || res.ExitCode != 0 {
+				t.Fatalf("Spawn(cat) = %s, %v, exit %d, want ok", res.Status, res.Err, res.ExitCode)
+			}
+			if !bytes.Equal(res.Output, tc.input) {
+				t.Errorf("Spawn(cat) output = %d bytes, want the %d input bytes", len(res.Output), len(tc.input))
+			}
+		})
+	}
+}
+
+func TestSpawnEnvironment(t *testing.T) {
+	t.Setenv("SVC_TEST_SECRET", "hunter2")
+	bin := execScript(t, "env")
+	for _, tc := range []struct {
+		name    string
+		key     []byte
+		wantKey string
+		wantEnc string
+	}{
+		{"utf8 key", []byte("k1"), "k1", "utf-8"},
+		{"no key", nil, "", "utf-8"},
+		{"binary key", []byte{0xff, 0x00, 0x01}, "/wAB", "base64"},
+		{"NUL in key", []byte("a\x00b"), "YQBi", "base64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := execTestOptions(bin)
+			opts.Env = map[string]string{"EXEC_VAR": "ev"}
+			task := execTask("")
+			task.Msg.Key = tc.key
+			task.Env = map[string]string{"TASK_VAR": "tv", "SVC_TASK_ID": "forged", "BAD=NAME": "x"}
+			task.Labels = map[string]string{"tenant-id": "acme", "Region": "eu", "ünï": "u", "nul": "a\x00b"}
+			res := execSpawn(t, opts, task)
+			if res.Status != worker.StatusOK {
+				t.Fatalf("Spawn(env) = %s, %v, want ok", res.Status, res.Err)
+			}
+			env := map[string]string{}
+			for _, line := range strings.Split(strings.TrimSpace(string(res.Output)), "\n") {
+				k, v, _ := strings.Cut(line, "=")
+				env[k] = v
+			}
+			want := map[string]string{
+				"SVC_TASK_ID": "t-1", "SVC_SOURCE": "kafka", "SVC_TOPIC_ALIAS": "orders",
+				"SVC_PARTITION": "2", "SVC_OFFSET": "42", "SVC_EVENTS_FD": "3",
+				"SVC_KEY": tc.wantKey, "SVC_KEY_ENCODING": tc.wantEnc,
+				"SVC_LABEL_TENANT_ID": "acme", "SVC_LABEL_REGION": "eu", "SVC_LABEL__N_": "u",
+				"EXEC_VAR": "ev", "TASK_VAR": "tv",
+			}
+			for k, v := range want {
+				if got, ok := env[k]; !ok || got != v {
+					t.Errorf("env %s = %q (set %v), want %q", k, got, ok, v)
+				}
+			}
+			for _, k := range []string{"SVC_TEST_SECRET", "SVC_LABEL_NUL", "BAD"} {
+				if v, ok := env[k]; ok {
+					t.Errorf("env %s = %q, want unset", k, v)
+				}
+			}
+			if env["PATH"] == "" {
+				t.Errorf("env PATH is empty, want the worker's PATH")
+			}
+		})
+	}
+}
+
+func TestSpawnExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		status       string
+		exit         int
+		errText      string
+		stderr       string
+	}{
+		{"ok", "exit 0", worker.StatusOK, 0, "", ""},
+		{"failed", "echo boom >&2; exit 3", worker.StatusFailed, 3, "executor exited with code 3", "boom\n"},
+		{"tempfail", "exit 75", worker.StatusTempFail, 75, "code 75", ""},
+		{"signal", "kill -9 $$", worker.StatusFailed, -1, "signal: killed", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := execSpawn(t, execTestOptions(execScript(t, tc.script)), execTask("in"))
+			if res.Status != tc.status || res.ExitCode != tc.exit {
+				t.Errorf("Spawn = %s exit %d, want %s exit %d", res.Status, res.ExitCode, tc.status, tc.exit)
+			}
+			if (res.Err == nil) != (tc.errText == "") || (res.Err != nil && !strings.Contains(res.Err.Error(), tc.errText)) {
+				t.Errorf("Spawn error = %v, want one containing %q", res.Err, tc.errText)
+			}
+			if string(res.Stderr) != tc.stderr {
+				t.Errorf("Spawn stderr = %q, want %q", res.Stderr, tc.stderr)
+			}
+		})
+	}
+}
+
+func TestSpawnStderrKeepsTail(t *testing.T) {
+	bin := execScript(t, `head -c 20000 /dev/zero | tr '\0' a >&2; printf END >&2; exit 3`)
+	for _, tc := range []struct {
+		name string
+		tail int
+		want int
+	}{
+		{"default 8 KiB", 0, 8 << 10},
+		{"custom", 100, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := execTestOptions(bin)
+			opts.StderrTail = tc.tail
+			res := execSpawn(t, opts, execTask(""))
+			if res.Status != worker.StatusFailed || res.ExitCode != 3 {
+				t.Errorf("Spawn = %s exit %d, want failed exit 3", res.Status, res.ExitCode)
+			}
+			want := strings.Repeat("a", tc.want-3) + "END"
+			if string(res.Stderr) != want {
+				t.Errorf("Spawn stderr = %d bytes ending %q, want the last %d bytes", len(res.Stderr), res.Stderr[max(0, len(res.Stderr)-5):], tc.want)
+			}
+		})
+	}
+}
+
+func TestSpawnIgnoresStdin(t *testing.T) {
+	input := strings.Repeat("x", 1<<20)
+	for _, tc := range []struct{ name, script string }{
+		{"exits at once", "echo ok"},
+		{"exits later", "sleep 0.2; echo ok"},
+		{"closes stdin", "exec 0<&-; sleep 0.1; echo ok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := execSpawn(t, execTestOptions(execScript(t, tc.script)), execTask(input))
+			if res.Status != worker.StatusOK || string(res.Output) != "ok\n" {
+				t.Errorf("Spawn = %s %q (%v), want ok %q", res.Status, res.Output, res.Err, "ok\n")
+			}
+		})
+	}
+}
+
+func TestSpawnOutputCap(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		status       string
+	}{
+		{"at the cap", "head -c 1000 /dev/zero", worker.StatusOK},
+		{"one over", "head -c 1001 /dev/zero", worker.StatusFailed},
+		{"endless", "yes", worker.StatusFailed},
+		{"endless from a grandchild", "yes & wait", worker.StatusFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := execTestOptions(execScript(t, tc.script))
+			opts.MaxOutputBytes = 1000
+			res := execSpawn(t, opts, execTask(""))
+			if res.Status != tc.status || len(res.Output) != 1000 {
+				t.Fatalf("Spawn = %s with %d bytes (%v), want %s with 1000", res.Status, len(res.Output), res.Err, tc.status)
+			}
+			if tc.status == worker.StatusOK {
+				return
+			}
+			if !res.OutputTruncated || !errors.Is(res.Err, ErrOutputTooLarge) {
+				t.Errorf("Spawn truncated %v, error %v, want true and ErrOutputTooLarge", res.OutputTruncated, res.Err)
+			}
+			if got, want := res.Err.Error(), "output exceeds executor.max_output_bytes (1000)"; got != want {
+				t.Errorf("Spawn error = %q, want %q", got, want)
+			}
+			if res.Duration > opts.Timeout/2 {
+				t.Errorf("Spawn took %s, want the writer killed long before the %s timeout", res.Duration, opts.Timeout)
+			}
+		})
+	}
+}
+
+func TestSpawnTimeoutKillsProcessGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+	opts := execTestOptions(execScript(t, `sleep 300 & echo $! > "$PIDFILE"; sleep 300`))
+	opts.Env = map[string]string{"PIDFILE": pidFile}
+	opts.Timeout = 300 * time.Millisecond
+	res := execSpawn(t, opts, execTask(""))
+	if res.Status != worker.StatusTimeout || res.ExitCode != -1 {
+		t.Errorf("Spawn = %s exit %d, want timeout exit -1", res.Status, res.ExitCode)
+	}
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "executor.timeout") {
+		t.Errorf("Spawn error = %v, want one naming executor.timeout", res.Err)
+	}
+	if res.Duration > 10*time.Second {
+		t.Errorf("Spawn took %s, want about the 300ms timeout", res.Duration)
+	}
+	execWaitGone(t, execReadPid(t, pidFile))
+}
+
+func TestSpawnLeftoverGrandchildIsKilled(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+	opts := execTestOptions(execScript(t, `sleep 300 & echo $! > "$PIDFILE"; echo done`))
+	opts.Env = map[string]string{"PIDFILE": pidFile}
+	res := execSpawn(t, opts, execTask(""))
+	if res.Status != worker.StatusOK || string(res.Output) != "done\n" {
+		t.Errorf("Spawn = %s %q (%v), want ok %q", res.Status, res.Output, res.Err, "done\n")
+	}
+	if res.Duration >= execIOGrace {
+		t.Errorf("Spawn took %s, want no wait for the grandchild holding stdout", res.Duration)
+	}
+	execWaitGone(t, execReadPid(t, pidFile))
+}
+
+func TestSpawnEscapedDescendantDoesNotBlock(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid not installed")
+	}
+	pidFile := filepath.Join(t.TempDir(), "escaped.pid")
+	opts := execTestOptions(execScript(t, `setsid sleep 60 & echo $! > "$PIDFILE"; echo done`))
+	opts.Env = map[string]string{"PIDFILE": pidFile}
+	res := execSpawn(t, opts, execTask(""))
+	if pid := execReadPid(t, pidFile); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if res.Status != worker.StatusOK || string(res.Output) != "done\n" {
+		t.Errorf("Spawn = %s %q (%v), want ok %q", res.Status, res.Output, res.Err, "done\n")
+	}
+	if res.Duration > 30*time.Second {
+		t.Errorf("Spawn took %s, want the pipes abandoned after %s", res.Duration, execIOGrace)
+	}
+}
+
+// execParseEvents runs the fd 3 reader over data, whole or a byte at a time.
+func execParseEvents(data []byte, oneByte bool) execEvents {
+	var r io.Reader = bytes.NewReader(data)
+	if oneByte {
+		r = iotest.OneByteReader(r)
+	}
+	var e execEvents
+	e.readFrom(r)
+	return e
+}
+
+func TestExecutorEventsParse(t *testing.T) {
+	long := `{"labels":{"x":"` + strings.Repeat("y", execEventLineMax) + `"}}`
+	for _, tc := range []struct {
+		name        string
+		in          string
+		annotations int
+		labels      map[string]string
+		cache       []worker.CacheWrite
+		malformed   int
+		tooLong     int
+	}{
+		{name: "empty"},
+		{name: "blank lines", in: "\n \r\n\t\n"},
+		{name: "annotation", in: `{"annotation":{"kind":"k","payload":{"a":1}}}`, annotations: 1},
+		{name: "annotation without payload", in: `{"annotation":{"kind":"k"}}`, annotations: 1},
+		{name: "labels merge", in: "{\"labels\":{\"a\":\"1\",\"b\":\"2\"}}\r\n{\"labels\":{\"b\":\"3\"}}\n",
+			labels: map[string]string{"a": "1", "b": "3"}},
+		{name: "cache scopes", in: `{"cache":{"key":"k","value":"v"}}` + "\n" + `{"cache":{"key":"k2","value":"v2","scope":"global"}}`,
+			cache: []worker.CacheWrite{{Key: "k", Value: "v", Scope: "local"}, {Key: "k2", Value: "v2", Scope: "global"}}},
+		{name: "unknown members ignored", in: `{"labels":{"a":"1"},"future":true}`, labels: map[string]string{"a": "1"}},
+		{name: "garbage", in: "not json\n[1]\n\"s\"\nnull\n{}\n{\"unknown\":1}\n{\"labels\":{}} x\n", malformed: 7},
+		{name: "bad members", in: `{"labels":{"n":1}}` + "\n" + `{"annotation":{"payload":{}}}` + "\n" +
+			`{"annotation":{"kind":"svc.fd3_invalid"}}` + "\n" + `{"annotation":{"kind":"k","payload":[1]}}` + "\n" +
+			`{"cache":{"key":"","value":"v"}}` + "\n" + `{"cache":{"key":"k","scope":"planet"}}` + "\n" +
+			`{"labels":{"a":"1"},"cache":{"key":""}}` + "\n" + `{"labels":{"":"x"}}`, malformed: 8},
+		{name: "too long", in: long + "\n" + `{"labels":{"a":"1"}}` + "\n" + long, labels: map[string]string{"a": "1"}, tooLong: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, oneByte := range []bool{false, true} {
+				e := execParseEvents([]byte(tc.in), oneByte)
+				if len(e.annotations) != tc.annotations || !maps.Equal(e.labels, tc.labels) || !slices.Equal(e.cache, tc.cache) {
+					t.Errorf("readFrom(oneByte=%v) = %d annotations, labels %v, cache %v; want %d, %v, %v",
+						oneByte, len(e.annotations), e.labels, e.cache, tc.annotations, tc.labels, tc.cache)
+				}
+				if e.malformed != tc.malformed || e.tooLong != tc.tooLong || e.overLimit != 0 {
+					t.Errorf("readFrom(oneByte=%v) counts malformed %d, too long %d, over limit %d; want %d, %d, 0",
+						oneByte, e.malformed, e.tooLong, e.overLimit, tc.malformed, tc.tooLong)
+				}
+			}
+		})
+	}
+}
+
+func TestExecutorEventsLimits(t *testing.T) {
+	var b strings.Builder
+	for i := range execEventLinesMax + 5 {
+		fmt.Fprintf(&b, "{\"labels\":{\"n\":\"%d\"}}\n", i)
+	}
+	e := execParseEvents([]byte(b.String()), false)
+	if e.labels["n"] != strconv.Itoa(execEventLinesMax-1) || e.overLimit != 5 {
+		t.Errorf("readFrom(%d lines) = label n %q, over limit %d; want %d, 5", execEventLinesMax+5, e.labels["n"], e.overLimit, execEventLinesMax-1)
+	}
+	b.Reset()
+	line := `{"annotation":{"kind":"k","payload":{"p":"` + strings.Repeat("z", 60<<10) + `"}}}` + "\n"
+	for range 20 {
+		b.WriteString(line)
+	}
+	e = execParseEvents([]byte(b.String()), false)
+	if got, want := len(e.annotations), execEventBytesMax/len(line); got != want || e.overLimit != 20-want {
+		t.Errorf("readFrom(20 × 60 KiB) = %d annotations, over limit %d; want %d, %d", got, e.overLimit, want, 20-want)
+	}
+	anns, _, _, invalid := e.result()
+	last := anns[len(anns)-1]
+	if invalid != 20-len(anns)+1 || last.Kind != InvalidEventsKind || last.Payload["over_limit"] != invalid {
+		t.Errorf("result() invalid %d, last annotation %+v; want the %s summary", invalid, last, InvalidEventsKind)
+	}
+}
+
+func FuzzExecutorEvents(f *testing.F) {
+	f.Add([]byte(`{"annotation":{"kind":"k","payload":{"a":[1,{"b":null}]}}}` + "\n" + `{"labels":{"a":"b"}}`))
+	f.Add([]byte(`{"cache":{"key":"k","value":"v","scope":"cluster"}}` + "\r\n\n{]\n"))
+	f.Add([]byte("\xff\xfe\n{\"labels\":{\"\xff\":\"x\"}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		whole, bytewise := execParseEvents(data, false), execParseEvents(data, true)
+		if !reflect.DeepEqual(whole, bytewise) {
+			t.Fatalf("readFrom depends on read sizes: %+v vs %+v", whole, bytewise)
+		}
+		anns, labels, cache, invalid := whole.result()
+		for i, a := range anns {
+			if strings.HasPrefix(a.Kind, "svc.") && (i != len(anns)-1 || invalid == 0) {
+				t.Errorf("annotation %d has reserved kind %q", i, a.Kind)
+			}
+			if a.Kind == "" || a.Payload == nil {
+				t.Errorf("annotation %d = %+v accepted", i, a)
+			}
+		}
+		if _, ok := labels[""]; ok {
+			t.Errorf("label with an empty name accepted")
+		}
+		for _, c := range cache {
+			if c.Key == "" || (c.Scope != "local" && c.Scope != "cluster" && c.Scope != "global") {
+				t.Errorf("cache write %+v accepted", c)
+			}
+		}
+	})
+}

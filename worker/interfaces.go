@@ -1,0 +1,60 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"svc/recorder"
+)
+
+// TaskRunner runs one task to its final result, all attempts included. The
+// executor pool (worker/executor) implements it.
+//
+// Run is safe for concurrent use and gives no ordering between tasks:
+// callers that need per-key order must not start the next task of a key
+// before the previous Run returned. Run honours ctx: when it ends, the
+// result is failed and its Err wraps ctx.Err(), so a shutdown can be told
+// from an executor failure.
+type TaskRunner interface {
+	Run(ctx context.Context, t *Task) TaskResult
+}
+
+// PoolStats reports the executor pool's occupancy for metrics and the
+// runtime monitor. Every method is safe for concurrent use.
+type PoolStats interface {
+	Busy() int    // processes running now
+	Size() int    // executor.pool_size
+	Waiting() int // tasks waiting for a free slot
+}
+
+// Deliverer sends a finished task's result where it belongs: an ok result
+// to its sinks, a failed one to the dead-letter queue. worker/sink
+// implements it.
+//
+// Deliver is safe for concurrent use. It blocks while a sink's breaker is
+// open (nothing is dropped) and returns nil once the result is safely out,
+// ErrDeliveryStalled when a failed result could not reach the DLQ and the
+// policy is to stall, or ctx.Err() when ctx ends first. Results of one
+// caller are delivered in call order; there is no order between callers.
+type Deliverer interface {
+	Deliver(ctx context.Context, res *TaskResult) error
+}
+
+// ErrDeliveryStalled says a failed result could not be written to the DLQ
+// under dlq.on_send_failure = "stall": its message must stay uncommitted
+// and its partition stops.
+var ErrDeliveryStalled = errors.New("dlq send failed: partition stalled (dlq.on_send_failure = stall)")
+
+// EventRecorder stores the pipeline's flight-recorder events, task rows,
+// state changes and config snapshots; the recorder package implements it.
+//
+// Every method is safe for concurrent use and must not block: a full
+// write queue drops and counts instead. Events of one goroutine are stored
+// in call order.
+type EventRecorder interface {
+	Event(recorder.Event)
+	Task(recorder.TaskRow)
+	State(name string, detail map[string]any)
+	ConfigSnapshot(json.RawMessage)
+}

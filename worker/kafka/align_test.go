@@ -1,0 +1,105 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/worker/workertest"
+)
+
+func TestKafkaAlignDelay(t *testing.T) {
+	cases := []struct {
+		name  string
+		now   time.Time
+		align int
+		want  time.Duration
+	}{
+		{"on a multiple waits a whole period", time.Unix(100, 0), 10, 10 * time.Second},
+		{"mid period", time.Unix(101, 500_000_000), 10, 8500 * time.Millisecond},
+		{"just before a multiple", time.Unix(109, 999_000_000), 10, time.Millisecond},
+		{"minute", time.Unix(1_700_000_019, 0), 60, 21 * time.Second},
+		{"one second", time.Unix(5, 250_000_000), 1, 750 * time.Millisecond},
+		{"period not dividing a minute counts from the epoch", time.Unix(71, 0), 7, 6 * time.Second},
+		{"time zone does not matter", time.Unix(101, 0).In(time.FixedZone("x", 5*3600+1800)), 10, 9 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := alignDelay(tc.now, tc.align); got != tc.want {
+				t.Errorf("alignDelay(%v, %d) = %v, want %v", tc.now, tc.align, got, tc.want)
+			}
+		})
+	}
+	// Workers starting anywhere in one period join at the same instant.
+	base := time.Unix(1_700_000_000, 0)
+	for ms := 0; ms < 10_000; ms += 997 {
+		now := base.Add(time.Duration(ms) * time.Millisecond)
+		if at := now.Add(alignDelay(now, 10)); !at.Equal(base.Add(10 * time.Second)) {
+			t.Errorf("a worker starting at +%dms joins at %v, want %v", ms, at, base.Add(10*time.Second))
+		}
+	}
+}
+
+// TestKafkaReadyBeforeJoin: a worker with the Kafka source is not ready
+// until its consumer joined the group, from the moment it is built.
+func TestKafkaReadyBeforeJoin(t *testing.T) {
+	w := ktNew(t, ktConfig(t, []string{"127.0.0.1:1"}, workertest.EchoScript(t)))
+	if ok, reasons := w.App.Ready(); ok {
+		t.Errorf("Ready() = true before Run, want false with a kafka reason")
+	} else if !strings.Contains(fmt.Sprint(reasons), "kafka") {
+		t.Errorf("Ready() reasons = %v, want one naming kafka", reasons)
+	}
+}
+
+// TestKafkaAlignedStartup: with startup alignment on, the consumer joins
+// at the next multiple of startup_align_seconds, not before, as a static
+// member (group.instance.id = worker name).
+func TestKafkaAlignedStartup(t *testing.T) {
+	c := ktCluster(t, 2)
+	addrs := c.ListenAddrs()
+	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
+	cfg.Sources.Kafka.StartupAlignEnabled = true
+	cfg.Sources.Kafka.StartupAlignSeconds = 2
+	earliest := time.Now().Truncate(2 * time.Second).Add(2 * time.Second)
+	w := ktStart(t, cfg)
+	w.WaitJoined()
+	joined := time.Now()
+	if joined.Before(earliest) {
+		t.Errorf("joined at %v, before the aligned instant %v", joined, earliest)
+	}
+	if ok, reasons := w.App.Ready(); !ok {
+		t.Errorf("Ready() = false after the join: %v", reasons)
+	}
+	logs := w.Logs.Named("kafka_startup_aligned")
+	if len(logs) != 1 || logs[0]["instance_id"] != cfg.Worker.Name {
+		t.Fatalf("kafka_startup_aligned logs = %v, want one naming instance %s", logs, cfg.Worker.Name)
+	}
+	d, err := time.ParseDuration(fmt.Sprint(logs[0]["join_in"]))
+	if err != nil || d <= 0 || d > 2*time.Second {
+		t.Errorf("kafka_startup_aligned join_in = %v, want a delay in (0, 2s]", logs[0]["join_in"])
+	}
+	logged, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(logs[0]["time"]))
+	if at := logged.Add(d); at.UnixMilli()%2000 > 5 && at.UnixMilli()%2000 < 1995 {
+		t.Errorf("log time %v + join_in %v = %v, want a multiple of 2 s", logged, d, at)
+	}
+	assigned := w.Logs.Named("partitions_assigned")
+	if len(assigned) == 0 {
+		t.Fatal("no partitions_assigned log")
+	}
+	if at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(assigned[0]["time"])); at.Before(logged.Add(d)) {
+		t.Errorf("partitions assigned at %v, before the aligned instant %v", at, logged.Add(d))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	groups, err := ktAdmin(t, addrs).DescribeGroups(ctx, cfg.Sources.Kafka.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := groups[cfg.Sources.Kafka.Group].Members
+	if len(members) != 1 || members[0].InstanceID == nil || *members[0].InstanceID != cfg.Worker.Name {
+		t.Errorf("group members = %+v, want one static member with instance id %s", members, cfg.Worker.Name)
+	}
+}

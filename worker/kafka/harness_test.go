@@ -1,0 +1,497 @@
+package kafka
+
+// Test harness for the Kafka pipeline: an in-process kfake cluster, a
+// config with the Kafka source on and short intervals, small /bin/sh
+// executors, the pipeline running under the worker's lifecycle, and
+// helpers that read topics, committed offsets and metrics the way an
+// operator would see them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/worker"
+	"svc/worker/config"
+	"svc/worker/sink"
+	"svc/worker/workertest"
+	"svc/worker/workertest/pipeline"
+)
+
+// Topics every test cluster is seeded with: the source, the sink and the
+// default DLQ ({sources.kafka.topic}_dlq).
+const (
+	ktIn  = "in"
+	ktOut = "out"
+	ktDLQ = "in_dlq"
+)
+
+// ktWait is the generous deadline for anything the pipeline must
+// eventually do; tests never assert how fast it happens.
+const ktWait = workertest.Wait
+
+// ktCluster starts a one-broker kfake cluster seeded with the test topics.
+func ktCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	return workertest.Cluster(t, partitions, []string{ktIn, ktOut, ktDLQ}, opts...)
+}
+
+// ktConfig is a valid config with the Kafka source on brokers, one sink
+// "out" on the same cluster, the default DLQ in_dlq, short intervals and
+// startup alignment off. Callers adjust it, then ktStart validates it.
+func ktConfig(t testing.TB, brokers []string, executor string) *config.Config {
+	t.Helper()
+	cfg := config.Default()
+	name := workertest.UniqueName("kt")
+	cfg.Worker.Name = name
+	cfg.Worker.ShutdownTimeout = config.Duration(20 * time.Second)
+	cfg.UI.Enabled = false
+	cfg.Metrics.Enabled = false
+	cfg.Storage.Dir = ""
+	cfg.Executor.BinaryPath = executor
+	cfg.Executor.PoolSize = 4
+	cfg.Executor.Timeout = config.Duration(60 * time.Second)
+	cfg.Handler.MaxAttempts = 2
+	cfg.Handler.RetryBackoff = config.Duration(time.Millisecond)
+	cfg.Pipeline.MaxInFlight = 64
+	k := &cfg.Sources.Kafka
+	k.Enabled = true
+	k.Brokers = brokers
+	k.Topic = ktIn
+	k.Group = "g-" + name
+	k.StartupAlignEnabled = false
+	k.CommitInterval = config.Duration(200 * time.Millisecond)
+	k.MaxPollRecords = 200
+	k.RevokeTimeout = config.Duration(20 * time.Second)
+	k.ClientConfig = map[string]string{
+		"metadata.max.age.ms":   "1000",
+		"session.timeout.ms":    "6000",
+		"heartbeat.interval.ms": "500",
+	}
+	cfg.Sinks.Kafka = []config.KafkaSink{{
+		Name: "out", Topic: ktOut, DeliveryTimeout: config.Duration(5 * time.Second),
+		Breaker: config.Breaker{FailureThreshold: 3, OpenTimeout: config.Duration(time.Second)},
+	}}
+	cfg.DLQ.SendTimeout = config.Duration(5 * time.Second)
+	return &cfg
+}
+
+// ktWorker is the pipeline with its Kafka source, run under the worker's
+// lifecycle as `svc run` runs it.
+type ktWorker struct {
+	t     testing.TB
+	App   *worker.App
+	Src   *Source // nil when the Kafka source is off
+	Sinks *sink.Set
+	Reg   *prometheus.Registry
+	Logs  *workertest.Logs
+	life  *worker.Lifecycle
+	stop  context.CancelFunc
+	done  chan error
+	once  sync.Once
+}
+
+// ktNew builds the pipeline without running it.
+func ktNew(t testing.TB, cfg *config.Config) *ktWorker {
+	t.Helper()
+	return ktNewWith(t, cfg, nil)
+}
+
+// ktNewWith is ktNew with a custom handler (nil: the exec handler).
+func ktNewWith(t testing.TB, cfg *config.Config, handler any) *ktWorker {
+	t.Helper()
+	p := pipeline.Build(t, cfg, handler)
+	w := &ktWorker{t: t, App: p.App, Sinks: p.Sinks, Reg: p.Reg, Logs: p.Logs}
+	log := p.Logs.Logger()
+	w.life = worker.NewLifecycle(p.App, cfg.Worker.ShutdownTimeout.D(), log)
+	if cfg.Sources.Kafka.Enabled {
+		w.Src = New(p.App, p.Reg, log)
+		w.life.Intake("kafka", w.Src)
+	}
+	if p.Sinks != nil {
+		w.life.OnDrained(p.Sinks.Close)
+	}
+	t.Cleanup(func() {
+		w.Stop()
+		if t.Failed() {
+			t.Logf("logs of worker %s:\n%s", cfg.Worker.Name, workertest.Tail(w.Logs.String(), 80))
+		}
+	})
+	return w
+}
+
+// ktStart builds the pipeline and runs it.
+func ktStart(t testing.TB, cfg *config.Config) *ktWorker {
+	t.Helper()
+	return ktStartWith(t, cfg, nil)
+}
+
+// ktStartWith is ktStart with a custom handler.
+func ktStartWith(t testing.TB, cfg *config.Config, handler any) *ktWorker {
+	t.Helper()
+	w := ktNewWith(t, cfg, handler)
+	w.Start()
+	return w
+}
+
+// Start runs the lifecycle in a goroutine.
+func (w *ktWorker) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.stop, w.done = cancel, make(chan error, 1)
+	go func() { w.done <- w.life.Run(ctx) }()
+}
+
+// Stop shuts the worker down like `svc run` on SIGTERM: intake stops (the
+// source drains and commits), then the drain, then the sinks close.
+func (w *ktWorker) Stop() {
+	w.once.Do(func() {
+		if w.stop == nil {
+			w.App.Drain(time.Second)
+			return
+		}
+		w.stop()
+		select {
+		case err := <-w.done:
+			if err != nil {
+				w.t.Errorf("Lifecycle.Run = %v, want nil", err)
+			}
+		case <-time.After(ktWait):
+			w.t.Errorf("Lifecycle.Run did not return %s after its context ended", ktWait)
+		}
+	})
+}
+
+// Owned is the partitions the worker's consumer owns now.
+func (w *ktWorker) Owned() []int32 {
+	if w.Src == nil {
+		return nil
+	}
+	return w.Src.assignedPartitions()
+}
+
+// InFlight is the number of polled messages not yet finished.
+func (w *ktWorker) InFlight() int { return w.Src.inflightCount() }
+
+// Metric sums the samples of family name whose labels include want.
+func (w *ktWorker) Metric(name string, want ...string) float64 {
+	return workertest.Metric(w.t, w.Reg, name, want...)
+}
+
+// WaitJoined waits until the worker owns at least one partition.
+func (w *ktWorker) WaitJoined() {
+	w.t.Helper()
+	workertest.Eventually(w.t, ktWait, "worker owns partitions", func() (bool, string) {
+		return len(w.Owned()) > 0, fmt.Sprint("owned ", w.Owned())
+	})
+}
+
+// ktClient is a plain client on the cluster (producer, admin).
+func ktClient(t testing.TB, addrs []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	base := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.MetadataMinAge(100 * time.Millisecond),
+		kgo.ProducerLinger(0), kgo.MaxBufferedRecords(100_000)}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// ktManual is a producer that honours Record.Partition.
+func ktManual(t testing.TB, addrs []string) *kgo.Client {
+	return ktClient(t, addrs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+}
+
+// ktProduce writes recs and fails the test on any error.
+func ktProduce(t testing.TB, cl *kgo.Client, recs []*kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), ktWait)
+	defer cancel()
+	for len(recs) > 0 {
+		n := min(len(recs), 2000)
+		if err := cl.ProduceSync(ctx, recs[:n]...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		recs = recs[n:]
+	}
+}
+
+// ktMsg is a test message: the payload carries the id (and "fail" for a
+// message the executor rejects); a header carries it too.
+func ktMsg(id int, key string, fail bool) *kgo.Record {
+	v := fmt.Sprintf("id=%d key=%s", id, key)
+	if fail {
+		v += " fail"
+	}
+	r := &kgo.Record{Topic: ktIn, Value: []byte(v), Headers: []kgo.RecordHeader{
+		{Key: "h-id", Value: []byte(strconv.Itoa(id))}, {Key: "h-bin", Value: []byte{0, 1, 0xff}},
+	}}
+	if key != "" {
+		r.Key = []byte(key)
+	}
+	return r
+}
+
+// ktID extracts the message id from a source, sink ("out:" prefix) or DLQ
+// value; -1 when there is none.
+func ktID(v []byte) int {
+	s := strings.TrimPrefix(string(v), "out:")
+	s, ok := strings.CutPrefix(s, "id=")
+	if !ok {
+		return -1
+	}
+	if i := strings.IndexByte(s, ' '); i >= 0 {
+		s = s[:i]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// ktAdmin is an admin client on the cluster.
+func ktAdmin(t testing.TB, addrs []string) *kadm.Client {
+	return kadm.NewClient(ktClient(t, addrs))
+}
+
+// ktEnds returns the high watermark of every partition of topic.
+func ktEnds(t testing.TB, adm *kadm.Client, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	l, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = l.Error()
+	}
+	if err != nil {
+		t.Fatalf("ListEndOffsets %s: %v", topic, err)
+	}
+	out := map[int32]int64{}
+	l.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// ktCommitted returns the group's committed offsets on the source topic
+// (partitions without a commit are absent).
+func ktCommitted(t testing.TB, adm *kadm.Client, group string) map[int32]int64 {
+	t.Helper()
+	return ktCommittedOn(t, adm, group, ktIn)
+}
+
+// ktCommittedOn returns the group's committed offsets on topic.
+func ktCommittedOn(t testing.TB, adm *kadm.Client, group, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	r, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) { // nothing committed yet
+		return map[int32]int64{}
+	}
+	if err != nil {
+		t.Fatalf("FetchOffsets %s: %v", group, err)
+	}
+	out := map[int32]int64{}
+	for p, o := range r[topic] {
+		if o.Err == nil && o.At >= 0 {
+			out[p] = o.At
+		}
+	}
+	return out
+}
+
+// ktSum adds up the values of m.
+func ktSum(m map[int32]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// ktWaitCommitted waits until the group's commit reached the source
+// topic's high watermark on every partition.
+func ktWaitCommitted(t testing.TB, adm *kadm.Client, group string) {
+	t.Helper()
+	workertest.Eventually(t, ktWait, "committed offsets reach the high watermarks", func() (bool, string) {
+		ends, got := ktEnds(t, adm, ktIn), ktCommitted(t, adm, group)
+		for p, end := range ends {
+			if end > 0 && got[p] != end {
+				return false, fmt.Sprintf("high watermarks %v, committed %v", ends, got)
+			}
+		}
+		return true, ""
+	})
+}
+
+// ktReadAll reads every record of topic up to the high watermarks taken
+// when it starts, with a plain assign-only consumer.
+func ktReadAll(t testing.TB, addrs []string, topic string) []*kgo.Record {
+	t.Helper()
+	adm := kadm.NewClient(ktClient(t, addrs))
+	ends := ktEnds(t, adm, topic)
+	parts := map[int32]kgo.Offset{}
+	for p, end := range ends {
+		if end > 0 {
+			parts[p] = kgo.NewOffset().AtStart()
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), ktWait)
+	defer cancel()
+	next := map[int32]int64{}
+	var out []*kgo.Record
+	for {
+		done := true
+		for p, end := range ends {
+			if next[p] < end {
+				done = false
+			}
+		}
+		if done {
+			return out
+		}
+		f := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %s: reached %v of %v before the deadline", topic, next, ends)
+		}
+		f.EachError(func(_ string, p int32, err error) { t.Logf("read %s[%d]: %v", topic, p, err) })
+		f.EachRecord(func(r *kgo.Record) {
+			if r.Offset < ends[r.Partition] {
+				out = append(out, r)
+			}
+			next[r.Partition] = r.Offset + 1
+		})
+	}
+}
+
+// ktCountIDs counts the records of each message id.
+func ktCountIDs(recs []*kgo.Record) map[int]int {
+	out := map[int]int{}
+	for _, r := range recs {
+		out[ktID(r.Value)]++
+	}
+	return out
+}
+
+// ktHeader returns the value of the last header named key.
+func ktHeader(r *kgo.Record, key string) (string, bool) {
+	v, ok := "", false
+	for _, h := range r.Headers {
+		if h.Key == key {
+			v, ok = string(h.Value), true
+		}
+	}
+	return v, ok
+}
+
+// ktCheckAllOut checks that every id in want is in the sink or the DLQ:
+// a missing one is an error, duplicates are counted and logged.
+func ktCheckAllOut(t testing.TB, want []int, sink, dlq map[int]int) {
+	t.Helper()
+	var missing []int
+	dups := 0
+	for _, id := range want {
+		n := sink[id] + dlq[id]
+		if n == 0 {
+			missing = append(missing, id)
+		}
+		if n > 1 {
+			dups += n - 1
+		}
+	}
+	if len(missing) > 0 {
+		sort.Ints(missing)
+		t.Errorf("%d of %d messages lost (neither in the sink nor in the DLQ), first ones: %v", len(missing), len(want), missing[:min(20, len(missing))])
+	}
+	t.Logf("%d messages checked: %d duplicate deliveries (at-least-once allows them)", len(want), dups)
+}
+
+// ktCollect reads the sink topic (on sinkAddrs) and the DLQ (on addrs)
+// and counts the records of each message id.
+func ktCollect(t testing.TB, addrs, sinkAddrs []string) (sink, dlq map[int]int) {
+	t.Helper()
+	return ktCountIDs(ktReadAll(t, sinkAddrs, ktOut)), ktCountIDs(ktReadAll(t, addrs, ktDLQ))
+}
+
+// ktIDs returns 0..n-1 offset by from.
+func ktIDs(from, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = from + i
+	}
+	return out
+}
+
+// client is the running consumer (nil before Run created it).
+func (w *ktWorker) client() *kgo.Client {
+	s := w.Src
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cl
+}
+
+// IntakePaused reports whether the consumer has fetching of the source
+// topic paused (consume pause or backpressure).
+func (w *ktWorker) IntakePaused() bool {
+	cl := w.client()
+	return cl != nil && slices.Contains(cl.PauseFetchTopics(), ktIn)
+}
+
+// StallPaused returns the partitions paused one by one (stalls).
+func (w *ktWorker) StallPaused() []int32 {
+	cl := w.client()
+	if cl == nil {
+		return nil
+	}
+	ps := cl.PauseFetchPartitions(nil)[ktIn]
+	slices.Sort(ps)
+	return ps
+}
+
+// Settled reports whether nothing is in flight and every finished offset
+// has been committed.
+func (w *ktWorker) Settled() bool {
+	s := w.Src
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight > 0 {
+		return false
+	}
+	for _, st := range s.parts {
+		if st.commit.Offset >= 0 && st.commit.Offset != st.sent {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitSettled waits until Settled.
+func (w *ktWorker) WaitSettled() {
+	w.t.Helper()
+	workertest.Eventually(w.t, ktWait, "in-flight work finishes and is committed", func() (bool, string) {
+		return w.Settled(), fmt.Sprintf("%d in flight", w.InFlight())
+	})
+}

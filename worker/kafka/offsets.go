@@ -1,0 +1,92 @@
+package kafka
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// partState tracks one assigned partition: the offsets handed to the
+// pipeline in poll order and which of them finished, so the commit point is
+// always the highest contiguous finished offset + 1 (at-least-once). It is
+// guarded by the source's mutex.
+type partState struct {
+	pending  []pendingOffset // ascending offsets, oldest first, from head
+	head     int
+	commit   kgo.EpochOffset // next offset to commit; Offset -1 when nothing finished yet
+	sent     int64           // last committed offset, -1 before the first commit
+	inflight int             // messages dispatched and not finished
+	stalled  bool            // DLQ send failed under "stall": offsets frozen
+	drained  chan struct{}   // closed when inflight reaches 0 while someone waits
+}
+
+type pendingOffset struct {
+	offset int64
+	epoch  int32
+	done   bool
+}
+
+func newPartState() *partState {
+	return &partState{commit: kgo.EpochOffset{Epoch: -1, Offset: -1}, sent: -1}
+}
+
+// add registers a polled offset; offsets arrive in ascending order.
+func (p *partState) add(offset int64, epoch int32) {
+	p.pending = append(p.pending, pendingOffset{offset: offset, epoch: epoch})
+	p.inflight++
+}
+
+// finish marks offset done (unless the partition stalled) and advances the
+// commit point over every contiguous finished offset.
+func (p *partState) finish(offset int64) {
+	p.inflight--
+	if p.inflight == 0 && p.drained != nil {
+		close(p.drained)
+		p.drained = nil
+	}
+	if p.stalled {
+		return
+	}
+	live := p.pending[p.head:]
+	if i := sort.Search(len(live), func(i int) bool { return live[i].offset >= offset }); i < len(live) && live[i].offset == offset {
+		live[i].done = true
+	}
+	for p.head < len(p.pending) && p.pending[p.head].done {
+		e := p.pending[p.head]
+		p.commit = kgo.EpochOffset{Epoch: e.epoch, Offset: e.offset + 1}
+		p.head++
+	}
+	if p.head > 1024 && p.head*2 > len(p.pending) {
+		p.pending = append(p.pending[:0], p.pending[p.head:]...)
+		p.head = 0
+	}
+}
+
+// abandon drops an offset that will not finish (the partition stalled): the
+// in-flight count goes down, the commit point stays where it is.
+func (p *partState) abandon() {
+	p.stalled = true
+	p.finish(-1)
+}
+
+// committable returns the commit point when it moved since the last commit.
+func (p *partState) committable() (kgo.EpochOffset, bool) {
+	if p.commit.Offset < 0 || p.commit.Offset == p.sent {
+		return kgo.EpochOffset{}, false
+	}
+	return p.commit, true
+}
+
+// waitDrained returns a channel closed once no message of the partition is
+// in flight.
+func (p *partState) waitDrained() <-chan struct{} {
+	if p.inflight == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if p.drained == nil {
+		p.drained = make(chan struct{})
+	}
+	return p.drained
+}

@@ -1,0 +1,131 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Runner is a long-running component: Run serves until ctx ends (or it
+// fails), then stops and returns once its own goroutines are done.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Lifecycle runs a worker's components under one context and stops them
+// in order. It is the one start and shutdown sequence of `svc run`,
+// `svc demo` and the test harnesses:
+//
+//  1. services start (recorder, metrics exporter, UI server, registry):
+//     they outlive intake so probes, metrics and history answer during
+//     the drain;
+//  2. the App is marked running and intake starts (HTTP ingress, Kafka
+//     source);
+//  3. when ctx ends or any component fails: readiness flips to 503 at
+//     once, intake stops (the ingress closes its listener and finishes the
+//     requests it accepted, the Kafka source drains, commits and leaves),
+//     the App drains what is left up to the grace period, sinks close;
+//  4. services stop in reverse order of registration.
+//
+// Sockets are bound before Run (a bind failure is fatal before anything
+// runs), by the caller.
+type Lifecycle struct {
+	app      *App
+	grace    time.Duration
+	log      *slog.Logger
+	closers  []func()
+	services []named
+	intake   []named
+}
+
+type named struct {
+	name string
+	r    Runner
+	stop context.CancelFunc
+}
+
+// NewLifecycle returns the lifecycle of app; grace bounds the drain
+// (worker.shutdown_timeout).
+func NewLifecycle(app *App, grace time.Duration, log *slog.Logger) *Lifecycle {
+	return &Lifecycle{app: app, grace: grace, log: log}
+}
+
+// Service adds a component that runs from start to the very end.
+func (l *Lifecycle) Service(name string, r Runner) {
+	l.services = append(l.services, named{name: name, r: r})
+}
+
+// Intake adds a component that feeds the App; intake stops first.
+func (l *Lifecycle) Intake(name string, r Runner) {
+	l.intake = append(l.intake, named{name: name, r: r})
+}
+
+// OnDrained adds a func called after the drain, before the services stop
+// (closing the sink producers).
+func (l *Lifecycle) OnDrained(f func()) { l.closers = append(l.closers, f) }
+
+// Run runs every component until ctx ends or one fails, then shuts down as
+// the type documents. It returns the first component error, or nil when
+// ctx ended.
+func (l *Lifecycle) Run(ctx context.Context) error {
+	var (
+		errOnce  sync.Once
+		firstErr error
+	)
+	failed, fail := context.WithCancel(ctx)
+	defer fail()
+	report := func(name string, err error) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			errOnce.Do(func() { firstErr = err })
+			l.log.Error("component_failed", "component", name, "error", err.Error())
+			fail()
+		}
+	}
+	start := func(ctx context.Context, cs []named) []chan struct{} {
+		done := make([]chan struct{}, len(cs))
+		for i, c := range cs {
+			done[i] = make(chan struct{})
+			go func() {
+				defer close(done[i])
+				report(c.name, c.r.Run(ctx))
+			}()
+		}
+		return done
+	}
+
+	svcDone := make([]chan struct{}, len(l.services))
+	for i, c := range l.services {
+		svcCtx, stop := context.WithCancel(context.Background())
+		defer stop()
+		svcDone[i] = make(chan struct{})
+		go func() {
+			defer close(svcDone[i])
+			report(c.name, c.r.Run(svcCtx))
+		}()
+		l.services[i].stop = stop
+	}
+	l.app.events.State("running", map[string]any{"release": Version})
+	intakeDone := start(failed, l.intake)
+
+	<-failed.Done()
+	stopAt := time.Now()
+	l.app.BeginDrain()
+	l.app.events.State("draining", nil)
+	for _, d := range intakeDone {
+		<-d
+	}
+	if !l.app.Drain(max(0, l.grace-time.Since(stopAt))) {
+		l.log.Warn("drain_deadline_reached", "shutdown_timeout", l.grace.String())
+	}
+	for _, f := range l.closers {
+		f()
+	}
+	l.app.events.State("stopped", nil)
+	for i := len(l.services) - 1; i >= 0; i-- {
+		l.services[i].stop()
+		<-svcDone[i]
+	}
+	return firstErr
+}

@@ -1,0 +1,148 @@
+package sink
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// State is a circuit breaker state; its value is also the value of
+// svc_sink_breaker_state.
+type State int
+
+// The breaker states.
+const (
+	Closed   State = 0
+	Open     State = 1
+	HalfOpen State = 2
+)
+
+// String names the state for logs, events and the API: closed, open or
+// half_open.
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half_open"
+	}
+	return "unknown"
+}
+
+// Breaker is a circuit breaker around one sink: closed until threshold
+// consecutive failures, then open for openTimeout, then half-open with one
+// trial call; the trial's success closes it, its failure opens it again.
+// While open, Acquire waits: callers are held, never refused, so nothing
+// is dropped and the pipeline backs up into backpressure. Safe for
+// concurrent use.
+type Breaker struct {
+	mu          sync.Mutex
+	state       State
+	failures    int
+	threshold   int
+	openTimeout time.Duration
+	openedAt    time.Time
+	trial       bool          // a half-open trial is out
+	changed     chan struct{} // closed and replaced on every state change
+	onChange    func(from, to State)
+	now         func() time.Time
+}
+
+// NewBreaker returns a closed breaker. onChange, if set, is called (under no
+// lock) on every transition.
+func NewBreaker(threshold int, openTimeout time.Duration, onChange func(from, to State)) *Breaker {
+	return &Breaker{threshold: max(1, threshold), openTimeout: openTimeout, changed: make(chan struct{}), onChange: onChange, now: time.Now}
+}
+
+// State returns the current state.
+func (b *Breaker) State() State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+// Acquire waits until a call may go out: at once while closed; while open,
+// until openTimeout passed and this caller wins the half-open trial. It
+// returns ctx.Err() when ctx ends first.
+func (b *Breaker) Acquire(ctx context.Context) error {
+	for {
+		b.mu.Lock()
+		var wait <-chan time.Time
+		switch b.state {
+		case Closed:
+			b.mu.Unlock()
+			return nil
+		case Open:
+			if left := b.openTimeout - b.now().Sub(b.openedAt); left > 0 {
+				wait = time.After(left)
+				break
+			}
+			from := b.transition(HalfOpen)
+			b.trial = true
+			b.mu.Unlock()
+			b.notify(from, HalfOpen)
+			return nil
+		case HalfOpen:
+			if !b.trial {
+				b.trial = true
+				b.mu.Unlock()
+				return nil
+			}
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		select {
+		case <-changed:
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Success records a call that worked: the breaker closes.
+func (b *Breaker) Success() {
+	b.mu.Lock()
+	b.failures, b.trial = 0, false
+	if b.state == Closed {
+		b.mu.Unlock()
+		return
+	}
+	from := b.transition(Closed)
+	b.mu.Unlock()
+	b.notify(from, Closed)
+}
+
+// Failure records a failed call: the threshold-th consecutive one while
+// closed, or a failed half-open trial, opens the breaker.
+func (b *Breaker) Failure() {
+	b.mu.Lock()
+	b.failures++
+	open := (b.state == Closed && b.failures >= b.threshold) || b.state == HalfOpen
+	if !open {
+		b.mu.Unlock()
+		return
+	}
+	b.trial = false
+	b.openedAt = b.now()
+	from := b.transition(Open)
+	b.mu.Unlock()
+	b.notify(from, Open)
+}
+
+// transition sets the state and wakes waiters; the caller holds mu.
+func (b *Breaker) transition(to State) State {
+	from := b.state
+	b.state = to
+	close(b.changed)
+	b.changed = make(chan struct{})
+	return from
+}
+
+func (b *Breaker) notify(from, to State) {
+	if b.onChange != nil && from != to {
+		b.onChange(from, to)
+	}
+}

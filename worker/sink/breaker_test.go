@@ -1,0 +1,77 @@
+package sink
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestBreakerTransitions(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	b := NewBreaker(3, 50*time.Millisecond, func(from, to State) {
+		mu.Lock()
+		seen = append(seen, State.String(from)+">"+State.String(to))
+		mu.Unlock()
+	})
+	ctx := t.Context()
+	for range 2 {
+		if err := b.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.Failure()
+	}
+	if b.State() != Closed {
+		t.Fatalf("after 2 failures state = %d, want closed", b.State())
+	}
+	b.Success() // resets the consecutive count
+	for range 3 {
+		b.Failure()
+	}
+	if b.State() != Open {
+		t.Fatalf("after 3 consecutive failures state = %d, want open", b.State())
+	}
+	// While open, a caller waits rather than failing.
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if err := b.Acquire(short); err == nil {
+		t.Fatal("Acquire passed while the breaker was open")
+	}
+	// After the open timeout exactly one trial goes out.
+	if err := b.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.State() != HalfOpen {
+		t.Fatalf("state = %d, want half-open", b.State())
+	}
+	second := make(chan error, 1)
+	go func() { second <- b.Acquire(ctx) }()
+	select {
+	case <-second:
+		t.Fatal("a second caller passed during the half-open trial")
+	case <-time.After(30 * time.Millisecond):
+	}
+	b.Failure() // failed trial: open again
+	if b.State() != Open {
+		t.Fatalf("failed trial: state = %d, want open", b.State())
+	}
+	if err := <-second; err != nil { // the waiter becomes the next trial
+		t.Fatal(err)
+	}
+	b.Success()
+	if b.State() != Closed {
+		t.Fatalf("successful trial: state = %d, want closed", b.State())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"closed>open", "open>half_open", "half_open>open", "open>half_open", "half_open>closed"}
+	if len(seen) != len(want) {
+		t.Fatalf("transitions = %v, want %v", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Fatalf("transitions = %v, want %v", seen, want)
+		}
+	}
+}

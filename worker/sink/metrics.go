@@ -1,0 +1,38 @@
+package sink
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// sinkMetrics are the series of every sink, labelled by sink name.
+type sinkMetrics struct {
+	state       *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	delivered   *prometheus.CounterVec
+	failures    *prometheus.CounterVec
+	dlq         *prometheus.CounterVec
+	dropped     prometheus.Counter
+}
+
+func newSinkMetrics(reg prometheus.Registerer) *sinkMetrics {
+	m := &sinkMetrics{
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "svc_sink_breaker_state", Help: "Circuit breaker state per sink: 0 closed, 1 open, 2 half-open.",
+		}, []string{"sink"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_sink_breaker_transitions_total", Help: "Circuit breaker transitions per sink, by target state.",
+		}, []string{"sink", "to"}),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_sink_delivered_total", Help: "Result records acknowledged by each sink.",
+		}, []string{"sink"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_sink_delivery_failures_total", Help: "Failed or unacknowledged delivery attempts per sink (each is retried).",
+		}, []string{"sink"}),
+		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_dlq_records_total", Help: "DLQ outcomes: sent, failed (stall or drop follows), by outcome.",
+		}, []string{"outcome"}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svc_dlq_unconfigured_drops_total", Help: "Failed messages dropped because no DLQ is configured (no Kafka source and no dlq.topic).",
+		}),
+	}
+	reg.MustRegister(m.state, m.transitions, m.delivered, m.failures, m.dlq, m.dropped)
+	return m
+}

@@ -1,0 +1,133 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/worker"
+	"svc/worker/config"
+)
+
+// Set delivers results to the named sinks and failures to the DLQ; it is
+// the worker's Deliverer.
+type Set struct {
+	name   string // the worker name, in every record's svc-worker header
+	sinks  []*kafkaSink
+	byName map[string]*kafkaSink
+	dlq    *DLQ
+	log    *slog.Logger
+	m      *sinkMetrics
+	events *worker.Events
+	closed sync.Once
+}
+
+var _ worker.Deliverer = (*Set)(nil)
+
+// New builds a producer and a breaker per [[sinks.kafka]] entry and the DLQ
+// producer when a DLQ exists (dlq.topic, or the Kafka source's
+// <topic>_dlq). It connects lazily: no broker is contacted until the first
+// delivery. events may be nil.
+func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, log *slog.Logger) (*Set, error) {
+	ss := &Set{name: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg), events: events}
+	for i, sc := range cfg.Sinks.Kafka {
+		timeout := sc.DeliveryTimeout.D()
+		cl, err := newProducer(cfg.SinkConn(i), 2*timeout)
+		if err != nil {
+			ss.Close()
+			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
+		}
+		name := sc.Name
+		s := &kafkaSink{name: name, topic: sc.Topic, cl: cl, timeout: timeout, log: log, m: ss.m}
+		s.breaker = NewBreaker(sc.Breaker.FailureThreshold, sc.Breaker.OpenTimeout.D(), func(from, to State) {
+			ss.m.state.WithLabelValues(name).Set(float64(to))
+			ss.m.transitions.WithLabelValues(name, to.String()).Inc()
+			log.Warn("sink_breaker_"+to.String(), "sink", name, "from", from.String())
+			events.State("sink_breaker_"+to.String(), map[string]any{"sink": name, "from": from.String()})
+		})
+		ss.m.state.WithLabelValues(name).Set(float64(Closed))
+		ss.sinks = append(ss.sinks, s)
+		ss.byName[name] = s
+	}
+	dlq, err := newDLQ(cfg, ss.m, events, log)
+	if err != nil {
+		ss.Close()
+		return nil, err
+	}
+	ss.dlq = dlq
+	return ss, nil
+}
+
+// Deliver sends an ok result to its sinks (every sink, or the task's named
+// ones) and a failed one to the DLQ. It returns nil once the result is
+// safely out, worker.ErrDeliveryStalled when the DLQ send failed under
+// dlq.on_send_failure = "stall", or ctx.Err().
+func (ss *Set) Deliver(ctx context.Context, res *worker.TaskResult) error {
+	if res.Status != worker.StatusOK {
+		return ss.dlq.Send(ctx, res)
+	}
+	targets := ss.sinks
+	if names := res.Task.Sinks; names != nil {
+		targets = targets[:0:0]
+		for _, n := range names {
+			if s, ok := ss.byName[n]; ok {
+				targets = append(targets, s)
+			} else {
+				ss.log.Error("sink_unknown", "sink", n, "task_id", res.Task.ID)
+			}
+		}
+	}
+	one := func(s *kafkaSink) error {
+		err := s.deliver(ctx, func() *kgo.Record { return resultRecord(s.topic, ss.name, res) })
+		if err == nil {
+			ss.events.Delivered(res, s.name)
+		}
+		return err
+	}
+	if len(targets) == 1 {
+		return one(targets[0])
+	}
+	errs := make(chan error, len(targets))
+	for _, s := range targets {
+		go func() { errs <- one(s) }()
+	}
+	var first error
+	for range targets {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// BreakerStates returns each sink's breaker state by name.
+func (ss *Set) BreakerStates() map[string]State {
+	out := make(map[string]State, len(ss.sinks))
+	for _, s := range ss.sinks {
+		out[s.name] = s.breaker.State()
+	}
+	return out
+}
+
+// Close flushes and closes every producer.
+func (ss *Set) Close() {
+	ss.closed.Do(func() {
+		for _, s := range ss.sinks {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.cl.Flush(ctx)
+			cancel()
+			s.cl.Close()
+		}
+		if ss.dlq != nil {
+			ss.dlq.Close()
+		}
+	})
+}
+
+// DLQEnabled reports whether a DLQ producer exists.
+func (ss *Set) DLQEnabled() bool { return ss.dlq.Enabled() }

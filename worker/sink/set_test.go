@@ -1,0 +1,59 @@
+package sink
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/worker/config"
+)
+
+// TestClientConfigWins: the documented client_config keys of a connection
+// block (client.id, linger.ms) take effect on the sinks and the DLQ;
+// without them a sink sends at once (no linger: each delivery waits for
+// its acknowledgement, so lingering only adds latency and caps throughput
+// at max_in_flight records per linger).
+func TestClientConfigWins(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Executor.BinaryPath = "/bin/cat"
+	cfg.Sources.Kafka.Enabled = true
+	cfg.Sources.Kafka.Brokers = []string{"127.0.0.1:1"}
+	cfg.Sources.Kafka.Topic, cfg.Sources.Kafka.Group = "in", "g"
+	own := []string{"127.0.0.1:2"} // own brokers: the sink's own client_config applies
+	cfg.Sinks.Kafka = []config.KafkaSink{
+		{Name: "tuned", Topic: "out", Brokers: own, ClientConfig: map[string]string{"client.id": "ops-sink", "linger.ms": "3"}},
+		{Name: "plain", Topic: "out", Brokers: own},
+	}
+	cfg.DLQ.Brokers = own
+	cfg.DLQ.ClientConfig = map[string]string{"client.id": "ops-dlq"}
+	cfg.Resolve()
+	if problems := cfg.Validate(); len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	ss, err := New(&cfg, prometheus.NewRegistry(), nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	for _, tc := range []struct {
+		name   string
+		cl     *kgo.Client
+		id     string
+		linger time.Duration
+	}{
+		{"sink with client_config", ss.byName["tuned"].cl, "ops-sink", 3 * time.Millisecond},
+		{"sink without client_config", ss.byName["plain"].cl, "svc-sink", 0},
+		{"dlq", ss.dlq.cl, "ops-dlq", 0},
+	} {
+		if got := tc.cl.OptValue(kgo.ClientID); got != tc.id {
+			t.Errorf("%s: client id = %v, want %s", tc.name, got, tc.id)
+		}
+		if got := tc.cl.OptValue(kgo.ProducerLinger); got != tc.linger {
+			t.Errorf("%s: linger = %v, want %v", tc.name, got, tc.linger)
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"svc/kafkaread/kconn"
+	"svc/worker"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// errDeliveryTimeout marks a produce that got no answer within the sink's
+// delivery timeout; it counts as a breaker failure while the record stays
+// with the producer, which keeps retrying it.
+var errDeliveryTimeout = errors.New("no acknowledgement within the delivery timeout")
+
+// Sink header names added to every result record.
+const (
+	HeaderTaskID          = "svc-task-id"
+	HeaderSource          = "svc-source"
+	HeaderSourcePartition = "svc-source-partition"
+	HeaderSourceOffset    = "svc-source-offset"
+	HeaderWorker          = "svc-worker"
+)
+
+// kafkaSink is one named sink: an idempotent acks=all producer behind its
+// own circuit breaker.
+type kafkaSink struct {
+	name    string
+	topic   string
+	cl      *kgo.Client
+	breaker *Breaker
+	timeout time.Duration
+	log     *slog.Logger
+	m       *sinkMetrics
+}
+
+// newProducer builds an idempotent acks=all producer for conn. Defaults
+// (client id, then the caller's) come first so that conn's client_config
+// (client.id, linger.ms) overrides them. Linger defaults to 0: every
+// delivery waits for its acknowledgement, so lingering only adds latency
+// and caps throughput at max_in_flight records per linger period.
+func newProducer(conn kconn.Conn, deliveryTimeout time.Duration, defaults ...kgo.Opt) (*kgo.Client, error) {
+	connOpts, err := kconn.Opts(conn)
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]kgo.Opt{kgo.ClientID("svc-sink"), kgo.ProducerLinger(0)}, defaults...)
+	opts = append(opts, connOpts...)
+	opts = append(opts,
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(max(deliveryTimeout, time.Second)), // kgo refuses less than 1 s; our own timers still apply the configured value
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+	)
+	return kgo.NewClient(opts...)
+}
+
+// deliver produces rec until the sink acknowledges it or ctx ends. Nothing
+// is dropped: failures are counted on the breaker and retried with backoff;
+// while the breaker is open the call waits.
+func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error {
+	backoff := 100 * time.Millisecond
+	for {
+		if err := s.breaker.Acquire(ctx); err != nil {
+			return err
+		}
+		err := s.produce(ctx, build())
+		if err == nil {
+			s.breaker.Success()
+			s.m.delivered.WithLabelValues(s.name).Inc()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.m.failures.WithLabelValues(s.name).Inc()
+		s.breaker.Failure()
+		s.log.Warn("sink_delivery_failed", "sink", s.name, "error", err.Error(), "retry_in", backoff.String())
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// produce sends one record and waits for its acknowledgement. A record
+// unanswered after the delivery timeout counts one breaker failure and is
+// waited for again: it stays with the producer, so it is not sent twice.
+func (s *kafkaSink) produce(ctx context.Context, rec *kgo.Record) error {
+	done := make(chan error, 1)
+	s.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	timer := time.NewTimer(s.timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-timer.C:
+			s.m.failures.WithLabelValues(s.name).Inc()
+			s.breaker.Failure()
+			s.log.Warn("sink_delivery_slow", "sink", s.name, "error", errDeliveryTimeout.Error())
+			timer.Reset(s.timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// resultRecord builds a sink record for one task result.
+func resultRecord(topic, workerName string, res *worker.TaskResult) *kgo.Record {
+	rec := &kgo.Record{Topic: topic, Value: res.Output}
+	t := res.Task
+	hdr := []kgo.RecordHeader{{Key: HeaderTaskID, Value: []byte(t.ID)}, {Key: HeaderWorker, Value: []byte(workerName)}}
+	if m := t.Msg; m != nil {
+		rec.Key = m.Key
+		hdr = append(hdr, kgo.RecordHeader{Key: HeaderSource, Value: []byte(m.Source)})
+		if m.Source == worker.SourceKafka {
+			hdr = append(hdr,
+				kgo.RecordHeader{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(int(m.Partition)))},
+				kgo.RecordHeader{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))})
+		}
+	}
+	for k, v := range res.Labels {
+		hdr = append(hdr, kgo.RecordHeader{Key: worker.LabelHeaderPrefix + k, Value: []byte(v)})
+	}
+	rec.Headers = hdr
+	return rec
+}

@@ -1,0 +1,224 @@
+// Package workertest holds the helpers the worker's test suites share:
+// waiting for a condition, small /bin/sh executors, an in-process kfake
+// cluster, a log capture and metric reads, and an App built from a config
+// the way `svc run` builds it.
+package workertest
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Wait is the generous deadline for anything a test waits for; tests never
+// assert how fast something happens, so it only bounds a broken run.
+const Wait = 90 * time.Second
+
+// Eventually polls cond every 50ms until it holds or timeout passes; the
+// detail cond returns describes the last state for the failure message.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after %s (%s)", what, timeout, detail)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Until is Eventually with the default deadline and no detail.
+func Until(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, Wait, what, func() (bool, string) { return cond(), "" })
+}
+
+// Script writes an executable /bin/sh script with body into a fresh temp
+// dir and returns its path.
+func Script(t testing.TB, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "executor.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// EchoBody prints "out:" + the payload and fails (exit 1) when the payload
+// contains "fail". It forks nothing but itself: the payload is one line
+// without a newline and read/printf are shell builtins.
+const EchoBody = `IFS= read -r in
+case "$in" in *fail*) echo "failing on purpose: $in" >&2; exit 1;; esac
+printf 'out:%s' "$in"`
+
+// EchoScript is an executor running EchoBody.
+func EchoScript(t testing.TB) string { return Script(t, EchoBody) }
+
+// Gate is an executor that holds every task until the gate is opened; it
+// lets a test fill the pipeline and drain it at a moment of its choice.
+type Gate struct {
+	Path string // the executor
+	file string
+}
+
+// NewGate returns a closed gate in front of EchoBody.
+func NewGate(t testing.TB) *Gate {
+	t.Helper()
+	g := &Gate{file: filepath.Join(t.TempDir(), "gate-open")}
+	g.Path = Script(t, `while [ ! -e '`+g.file+`' ]; do sleep 0.05; done
+`+EchoBody)
+	return g
+}
+
+// Open lets every waiting and later task through.
+func (g *Gate) Open(t testing.TB) {
+	t.Helper()
+	if err := os.WriteFile(g.file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Close holds the next tasks again.
+func (g *Gate) Close(t testing.TB) {
+	t.Helper()
+	if err := os.Remove(g.file); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+}
+
+// UniqueName is prefix plus 8 random hex digits: worker, group and topic
+// names that never collide between tests.
+func UniqueName(prefix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Logs is a concurrency-safe buffer behind a JSON slog handler.
+type Logs struct {
+	mu  sync.Mutex
+	b   bytes.Buffer
+	tee io.Writer
+}
+
+func (l *Logs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tee != nil {
+		_, _ = l.tee.Write(p)
+	}
+	return l.b.Write(p)
+}
+
+// Tee also copies every later line to w (a child process's stderr).
+func (l *Logs) Tee(w io.Writer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tee = w
+}
+
+// String is everything logged so far.
+func (l *Logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Named returns every record logged with message name, decoded.
+func (l *Logs) Named(name string) []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(l.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == name {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Logger logs into l at debug level.
+func (l *Logs) Logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// Tail returns the last n lines of s.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Quiet is a logger that discards everything.
+func Quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// Metric sums the samples of family name whose labels include the
+// label/value pairs in want.
+func Metric(t testing.TB, g prometheus.Gatherer, name string, want ...string) float64 {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	var sum float64
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(want); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == want[i] && lp.GetValue() == want[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue next
+				}
+			}
+			switch f.GetType() {
+			case dto.MetricType_GAUGE:
+				sum += m.GetGauge().GetValue()
+			case dto.MetricType_COUNTER:
+				sum += m.GetCounter().GetValue()
+			case dto.MetricType_UNTYPED:
+				sum += m.GetUntyped().GetValue()
+			}
+		}
+	}
+	return sum
+}
