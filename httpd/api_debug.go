@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 
+	"svc/kafkaread"
 	"svc/worker"
 	"svc/worker/kafka"
 )
@@ -192,8 +193,8 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 		if res.Err != nil {
 			pt.Error = res.Err.Error()
 		}
-		pt.Output, pt.OutputEncoding = worker.EncodeBytes(res.Output)
-		pt.Stderr, pt.StderrEncoding = worker.EncodeBytes(res.Stderr)
+		pt.Output, pt.OutputEncoding = kafkaread.Encode(res.Output)
+		pt.Stderr, pt.StderrEncoding = kafkaread.Encode(res.Stderr)
 		if pt.Labels == nil {
 			pt.Labels = map[string]string{}
 		}

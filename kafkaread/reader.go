@@ -39,7 +39,6 @@ type Reader struct {
 	byName   map[string]int
 	opts     map[string][]kgo.Opt // per available alias, from kconn.Opts
 	deadline time.Duration
-	extra    []kgo.Opt
 }
 
 // Option configures a Reader.
@@ -47,14 +46,6 @@ type Option func(*Reader)
 
 // WithDeadline replaces DefaultDeadline; tests use a short one.
 func WithDeadline(d time.Duration) Option { return func(r *Reader) { r.deadline = d } }
-
-// WithClientOpts appends kgo options to every read client (for example
-// kgo.WithLogger). The reader's client id, deadlines and direct consumption
-// still apply; passing group options (kgo.ConsumerGroup) would break the
-// join-no-group, commit-nothing guarantee and is not supported.
-func WithClientOpts(opts ...kgo.Opt) Option {
-	return func(r *Reader) { r.extra = append(r.extra, opts...) }
-}
 
 // New validates aliases (unique names, a usable Conn for every available
 // alias) and returns a Reader. It starts nothing.
@@ -134,13 +125,12 @@ func (r *Reader) newClient(a AliasSpec) (*kgo.Client, *kadm.Client, error) {
 	if d, ok := kconn.RequestTimeout(a.Conn.ClientConfig); ok && d < bound {
 		bound = d
 	}
-	opts := make([]kgo.Opt, 0, len(r.opts[a.Name])+len(r.extra)+6)
+	opts := make([]kgo.Opt, 0, len(r.opts[a.Name])+6)
 	opts = append(opts,
 		kgo.FetchMaxWait(500*time.Millisecond), // overridable by fetch.max.wait.ms
 		kgo.KeepControlRecords(),               // so a partition ending in a txn marker is seen to end
 	)
 	opts = append(opts, r.opts[a.Name]...)
-	opts = append(opts, r.extra...)
 	opts = append(opts,
 		kgo.DialTimeout(bound),
 		kgo.RequestTimeoutOverhead(max(bound, 100*time.Millisecond)),

@@ -36,8 +36,10 @@ type Header struct {
 	ValueEncoding string  `json:"value_encoding"`
 }
 
-// encode returns b as text: itself when valid UTF-8, else standard base64.
-func encode(b []byte) (string, string) {
+// Encode returns b as text with its encoding: b itself and EncodingUTF8
+// when b is valid UTF-8, else standard base64 and EncodingBase64. It is the
+// one rule for bytes shown to operators (records, task output, keys).
+func Encode(b []byte) (string, string) {
 	if utf8.Valid(b) {
 		return string(b), EncodingUTF8
 	}
@@ -50,7 +52,7 @@ func encodeNullable(b []byte) (*string, string) {
 	if b == nil {
 		return nil, EncodingUTF8
 	}
-	s, enc := encode(b)
+	s, enc := Encode(b)
 	return &s, enc
 }
 
@@ -67,7 +69,7 @@ func newRecord(alias string, r *kgo.Record) Record {
 		out.TimestampMs = &ms
 	}
 	out.Key, out.KeyEncoding = encodeNullable(r.Key)
-	out.Payload, out.PayloadEncoding = encode(r.Value)
+	out.Payload, out.PayloadEncoding = Encode(r.Value)
 	for _, h := range r.Headers {
 		v, enc := encodeNullable(h.Value)
 		out.Headers = append(out.Headers, Header{Key: h.Key, Value: v, ValueEncoding: enc})

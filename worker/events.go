@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"svc/kafkaread"
 	"svc/recorder"
 	"svc/worker/config"
 )
@@ -93,7 +94,7 @@ func (r *Events) Received(t *Task) {
 			p.Partition, p.Offset = &m.Partition, &m.Offset
 		}
 		if m.Key != nil {
-			p.Key, p.KeyEncoding = EncodeBytes(m.Key)
+			p.Key, p.KeyEncoding = kafkaread.Encode(m.Key)
 		}
 	}
 	r.Event(recorder.TypeTaskReceived, "", t.ID, t.Labels, p)
@@ -118,7 +119,7 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 		if len(tail) > 2048 {
 			tail = tail[len(tail)-2048:]
 		}
-		p.StderrTail, _ = EncodeBytes(tail)
+		p.StderrTail, _ = kafkaread.Encode(tail)
 	}
 	r.Event(recorder.TypeExecutorFinished, "", t.ID, nil, p)
 }
@@ -147,7 +148,7 @@ func (r *Events) Finished(source string, res *TaskResult) {
 			row.Partition, row.Offset = m.Partition, m.Offset
 		}
 		if m.Key != nil {
-			row.Key, _ = EncodeBytes(m.Key)
+			row.Key, _ = kafkaread.Encode(m.Key)
 		}
 	}
 	rec.Task(row)

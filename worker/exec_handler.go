@@ -2,7 +2,6 @@ package worker
 
 import (
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"svc/kafkaread"
 	"svc/worker/config"
 )
 
@@ -84,7 +84,7 @@ func (h *ExecHandler) OnHTTPRequestComplete(req *HTTPRequest, results []TaskResu
 	resp := ExecResponse{RequestID: req.ID, Status: StatusOK, Tasks: make([]ExecTaskResult, 0, len(results))}
 	code := http.StatusOK
 	for _, r := range results {
-		out, enc := EncodeBytes(r.Output)
+		out, enc := kafkaread.Encode(r.Output)
 		tr := ExecTaskResult{
 			TaskID: r.Task.ID, Status: r.Status, Output: out, OutputEncoding: enc,
 			DurationMS: r.Duration.Milliseconds(), Attempts: r.Attempts,
@@ -138,15 +138,6 @@ func setLabel(m map[string]string, k, v string) map[string]string {
 	}
 	m[k] = v
 	return m
-}
-
-// EncodeBytes returns b as text with its encoding: "utf-8" when b is valid
-// UTF-8, else standard base64.
-func EncodeBytes(b []byte) (string, string) {
-	if utf8.Valid(b) {
-		return string(b), "utf-8"
-	}
-	return base64.StdEncoding.EncodeToString(b), "base64"
 }
 
 // IDGen makes task and request ids: a per-process random prefix and a
