@@ -75,7 +75,7 @@ func (s *UIServer) taskResults(w http.ResponseWriter, r *http.Request) {
 }
 
 // counts serves the dashboard tile's request counts, derived from recorded
-// task rows (spec 1.2 rule 13). A memory-only recorder keeps no history, so
+// task rows. A memory-only recorder keeps no history, so
 // its counts are zeroed as the spec says, flagged with memory_only.
 func (s *UIServer) counts(w http.ResponseWriter, r *http.Request) {
 	c, err := s.rec.Counts(r.Context())

@@ -31,7 +31,7 @@ func (s *UIServer) kafkaMessage(w http.ResponseWriter, r *http.Request) {
 
 // kafkaMessages streams a time window as NDJSON, flushing every line. An
 // error before the first line is a status code; after it, a final line
-// carrying "error" (spec 4, stream rule 9).
+// carrying "error".
 func (s *UIServer) kafkaMessages(w http.ResponseWriter, r *http.Request) {
 	q, err := parseStreamQuery(r.URL.Query())
 	if err != nil {

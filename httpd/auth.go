@@ -52,7 +52,7 @@ func uiToken(r *http.Request) string {
 	return r.URL.Query().Get("token")
 }
 
-// isPublic reports the paths that need no UI token (spec 5 item 2).
+// isPublic reports the paths that need no UI token.
 func isPublic(path string) bool {
 	return path == "/healthz" || path == "/readyz" || strings.HasPrefix(path, "/api/v1/peer/")
 }
@@ -77,8 +77,8 @@ func requireToken(check tokenCheck, next http.Handler) http.Handler {
 	})
 }
 
-// isCORSPreflight reports an OPTIONS preflight, which needs no token (spec 5
-// item 7); only the CORS routes answer it.
+// isCORSPreflight reports an OPTIONS preflight, which needs no token; only
+// the CORS routes answer it.
 func isCORSPreflight(r *http.Request) bool {
 	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != ""
 }

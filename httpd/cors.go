@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// CORS answers of the three cross-origin routes (spec 5 items 6-7). Only
+// CORS answers of the three cross-origin routes. Only
 // withCORS and corsPreflight send CORS headers; no other path does.
 const (
 	corsAllowMethods = "GET, OPTIONS"

@@ -21,7 +21,7 @@ func (s *UIServer) apiNotFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "not_found", "no API route "+r.Method+" "+r.URL.Path)
 }
 
-// page serves the SPA bundle, or 503 while none is cached (spec 1.2 rule 9).
+// page serves the SPA bundle, or 503 while none is cached.
 func (s *UIServer) page(w http.ResponseWriter, r *http.Request) {
 	if s.bundle == nil {
 		writeError(w, http.StatusServiceUnavailable, "ui_bundle_missing",

@@ -26,7 +26,7 @@ type ingressClient struct {
 	limit *slidingWindow
 }
 
-// Ingress is the HTTP ingress server (spec 1.3): POST /v1/process.
+// Ingress is the HTTP ingress server: POST /v1/process.
 type Ingress struct {
 	surface
 	app      *worker.App

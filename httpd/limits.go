@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Limits of the UI server (DESIGN.md section 5 defaults).
+// Limits of the UI server.
 const (
 	uiMaxBodyBytes       = 1 << 20
 	uiReadTimeout        = 10 * time.Second
@@ -59,8 +59,8 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 	})
 }
 
-// featureGate answers 403 naming the config key while a kill switch is off
-// (spec 5 item 8), regardless of the token.
+// featureGate answers 403 naming the config key while a kill switch is off,
+// regardless of the token.
 func featureGate(enabled bool, key string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !enabled {

@@ -10,7 +10,7 @@ import (
 )
 
 // originAllowed reports whether the browser page named by r's Origin header
-// may use /ws or read one of the CORS routes (spec 5 items 4-6). Both use
+// may use /ws or read one of the CORS routes. Both use
 // this one rule; see originCheck for the order of the decisions.
 func (s *UIServer) originAllowed(r *http.Request) bool {
 	ok, _ := s.originCheck(r)

@@ -8,7 +8,7 @@ import (
 )
 
 // renderers serves ui.custom_renderers_path byte for byte with a
-// content-hash ETag (spec 4). The file is read on the blocking-I/O pool on
+// content-hash ETag. The file is read on the blocking-I/O pool on
 // each request so an operator can edit it without a restart.
 func (s *UIServer) renderers(w http.ResponseWriter, r *http.Request) {
 	path := s.cfg.UI.CustomRenderersPath

@@ -83,7 +83,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	return s, nil
 }
 
-// newKafkaReader resolves the read API's aliases (spec 2.1) and logs the
+// newKafkaReader resolves the read API's aliases and logs the
 // startup warnings about them.
 func newKafkaReader(cfg *config.Config, log *slog.Logger) (*kafkaread.Reader, error) {
 	aliases, shadowed := kafkaread.BuildAliases(cfg.AliasInput())

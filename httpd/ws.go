@@ -42,7 +42,7 @@ func defaultWSLimits() wsLimits {
 //
 // Access: the token gate (requireToken) runs on the HTTP upgrade request
 // itself, before any handshake byte is written, so "the token is validated
-// inside the handshake" (spec 5 item 4): a socket without the token is
+// inside the handshake": a socket without the token is
 // answered 401 and never upgraded. Browsers cannot set headers on a
 // WebSocket, so pages pass ?token=; non-browser clients may use
 // Authorization: Bearer. The token is deliberately not accepted as a

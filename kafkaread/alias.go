@@ -6,7 +6,7 @@ import (
 	"svc/kafkaread/kconn"
 )
 
-// Alias kinds (spec 2.1).
+// Alias kinds.
 const (
 	KindSource = "source"
 	KindDLQ    = "dlq"
@@ -19,7 +19,7 @@ const (
 	AliasDLQ    = "dlq"
 )
 
-// Unavailable details of the reserved aliases, verbatim from spec 2.1.
+// Unavailable details of the reserved aliases, shown verbatim to operators.
 const (
 	DetailSourceDisabled = "alias 'source' is not available: the Kafka source is disabled"
 	DetailDLQDisabled    = "alias 'dlq' is not available: the DLQ is disabled (set dlq.topic)"
@@ -53,7 +53,7 @@ type AliasInput struct {
 	Sinks         []SinkInput
 }
 
-// BuildAliases applies spec 2.1: `source` (available only with the Kafka
+// BuildAliases resolves the aliases: `source` (available only with the Kafka
 // source on), `dlq` (dlq.topic, default {source topic}_dlq, unavailable when
 // there is neither a dlq.topic nor a Kafka source) and one alias per sink.
 // A sink or DLQ with empty brokers takes the source's whole Conn (brokers and
@@ -112,7 +112,7 @@ func checkResolved(a AliasSpec) AliasSpec {
 
 // ExposedWithoutAuth returns the names of available aliases whose security
 // protocol is not PLAINTEXT. The caller logs kafka_read_exposed_without_ui_auth
-// naming them when the read API is on and ui.auth_token is empty (spec 5.9).
+// naming them when the read API is on and ui.auth_token is empty.
 func ExposedWithoutAuth(aliases []AliasSpec) []string {
 	var names []string
 	for _, a := range aliases {

@@ -41,7 +41,8 @@ func (e notFound) Error() string        { return string(e) }
 func (e notFound) Is(target error) bool { return target == ErrNotFound }
 
 // UnavailableError is a configured alias that cannot be read; Detail
-// is the text from spec 2.1 or the reason the alias did not resolve.
+// is the fixed text of a disabled reserved alias or the reason the alias
+// did not resolve.
 type UnavailableError struct {
 	Alias  string
 	Detail string

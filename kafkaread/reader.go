@@ -28,7 +28,7 @@ import (
 // reader group.id, used only as an identity because no group is joined.
 const ReaderClientID = "svc-ui-read"
 
-// DefaultDeadline bounds broker calls (spec 8): the whole single-message
+// DefaultDeadline bounds broker calls: the whole single-message
 // read, a stream's setup, and each wait for more stream records.
 const DefaultDeadline = 10 * time.Second
 

@@ -7,13 +7,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Encodings of key, payload and header values (spec 2.2).
+// Encodings of key, payload and header values.
 const (
 	EncodingUTF8   = "utf-8"
 	EncodingBase64 = "base64"
 )
 
-// Record is one Kafka message as served by the read API (spec 2.2). Its JSON
+// Record is one Kafka message as served by the read API. Its JSON
 // form is the wire shape; payloads are verbatim, never redacted.
 type Record struct {
 	Alias            string   `json:"alias"`

@@ -9,10 +9,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// MaxStreamRecords is the hard cap of records per stream request (spec 8).
+// MaxStreamRecords is the hard cap of records per stream request.
 const MaxStreamRecords = 10000
 
-// StreamQuery selects a time window of one alias (spec 4, stream rules).
+// StreamQuery selects a time window of one alias.
 type StreamQuery struct {
 	FromTS    int64  // required, epoch ms >= 0: each partition starts at its first record at or after it
 	ToTS      *int64 // optional: a partition stops at its first record with a later timestamp

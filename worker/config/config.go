@@ -65,7 +65,7 @@ type UI struct {
 	AllowedWSOrigins       []string          `toml:"allowed_ws_origins" json:"allowed_ws_origins"`
 }
 
-// ConsumePause switches the timed consume pause (spec 2.3).
+// ConsumePause switches the timed consume pause.
 type ConsumePause struct {
 	Enabled          bool  `toml:"enabled" json:"enabled"`
 	DurationsSeconds []int `toml:"durations_seconds" json:"durations_seconds"`
@@ -336,7 +336,7 @@ func (c *Config) Resolve() {
 }
 
 // DLQTopic is the dead-letter topic: dlq.topic, else {sources.kafka.topic}_dlq
-// when the Kafka source is on, else "" (no DLQ; spec 1.2 rule 3).
+// when the Kafka source is on, else "" (no DLQ).
 func (c *Config) DLQTopic() string {
 	if c.DLQ.Topic != "" {
 		return c.DLQ.Topic
@@ -347,7 +347,7 @@ func (c *Config) DLQTopic() string {
 	return ""
 }
 
-// SinksRequired reports whether results go to sinks (spec 1.2 rule 2).
+// SinksRequired reports whether results go to sinks.
 func (c *Config) SinksRequired() bool {
 	return c.Sources.Kafka.Enabled || (c.Sources.HTTP.Enabled && c.Sources.HTTP.SinksEnabled)
 }

@@ -23,7 +23,7 @@ func (c *Config) SourceConn() kconn.Conn {
 }
 
 // inheritConn returns own, or the consumer's whole Conn (brokers and
-// credentials) when own names no broker (spec 2.1).
+// credentials) when own names no broker.
 func (c *Config) inheritConn(brokers []string, sec Security, cc map[string]string) kconn.Conn {
 	if len(brokers) == 0 {
 		return c.SourceConn()

@@ -14,7 +14,7 @@ import (
 	"svc/worker/config"
 )
 
-// Executor defaults for zero Options fields (DESIGN 2a).
+// Executor defaults for zero Options fields.
 const (
 	execDefaultTimeout        = 30 * time.Second
 	execDefaultMaxOutputBytes = 8 << 20

@@ -63,7 +63,7 @@ func TestExecutorOptionsValidate(t *testing.T) {
 	o := p.opts
 	if p.Size() != runtime.NumCPU() || o.Timeout != 30*time.Second || o.MaxOutputBytes != 8<<20 ||
 		o.MaxAttempts != 3 || o.StderrTail != 8<<10 || o.RetryBackoff != 0 || p.Busy() != 0 || p.Waiting() != 0 {
-		t.Errorf("NewPool(defaults) = size %d, %+v; want the DESIGN 2a defaults", p.Size(), o)
+		t.Errorf("NewPool(defaults) = size %d, %+v; want the documented defaults", p.Size(), o)
 	}
 }
 

@@ -30,7 +30,7 @@ var ErrOutputTooLarge = errors.New("output exceeds executor.max_output_bytes")
 const execDefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // Spawner runs one attempt of a task as one child process (executor
-// protocol v1, mode spawn, DESIGN 3). It does not bound concurrency (Pool
+// protocol v1, mode spawn). It does not bound concurrency (Pool
 // does) and Spawn is safe for concurrent use.
 //
 // The child runs in its own process group. On timeout, ctx end or output
@@ -280,7 +280,8 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResul
 	return res
 }
 
-// execExitStatus maps how the leader ended to a status (DESIGN 3).
+// execExitStatus maps how the leader ended to a status: 0 ok, 75 tempfail,
+// anything else failed.
 func execExitStatus(st *os.ProcessState, waitErr error) (string, error) {
 	if st == nil {
 		return worker.StatusFailed, fmt.Errorf("wait for executor: %w", waitErr)

@@ -17,7 +17,7 @@ import (
 
 // TestKafkaDLQUnconfigured: an HTTP worker with sinks and no DLQ (no Kafka
 // source, no dlq.topic) drops failed messages, counts each in
-// svc_dlq_unconfigured_drops_total and warns once (spec 1.2 rule 3).
+// svc_dlq_unconfigured_drops_total and warns once.
 func TestKafkaDLQUnconfigured(t *testing.T) {
 	c := ktCluster(t, 1)
 	addrs := c.ListenAddrs()
@@ -118,7 +118,7 @@ func TestKafkaDLQStall(t *testing.T) {
 		t.Errorf("%d dlq_send_failed_stall logs, want 1", n)
 	}
 
-	// A debug pause and resume leaves the stall alone (spec 3 precedence).
+	// A debug pause and resume leaves the stall alone.
 	if _, err := w.Src.Pause(60); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func (e *DurationError) Error() string {
 	return fmt.Sprintf("duration_seconds must be an integer from 1 to 3600, got %d", e.Seconds)
 }
 
-// PauseState is the consume pause state object (spec 2.3).
+// PauseState is the consume pause state object.
 type PauseState struct {
 	Enabled          bool  `json:"enabled"`
 	DurationsSeconds []int `json:"durations_seconds"`
@@ -45,7 +45,7 @@ type pauseTarget interface {
 }
 
 // flowControl arbitrates the two actors that pause intake, the operator's
-// timed consume pause and backpressure, with the precedence of spec 3:
+// timed consume pause and backpressure, with this precedence:
 // intake runs only while neither holds it; stall-paused partitions are
 // outside its reach (the target never touches them). Safe for concurrent use.
 type flowControl struct {

@@ -93,7 +93,7 @@ func TestKafkaConsumePauseErrors(t *testing.T) {
 	})
 }
 
-// TestKafkaConsumePause walks the consume pause state table (spec 3) on a
+// TestKafkaConsumePause walks the consume pause state table on a
 // live consumer: nothing is consumed or committed while paused, a re-pause
 // moves the deadline, resume is idempotent, the deadline resumes
 // consumption where it stopped; gauges, state objects and logs follow.
@@ -199,7 +199,7 @@ func TestKafkaConsumePause(t *testing.T) {
 }
 
 // TestKafkaPausePrecedenceBackpressure checks the two precedence rows
-// between the operator's pause and backpressure (spec 3): a debug resume
+// between the operator's pause and backpressure: a debug resume
 // while backpressure holds leaves intake paused until in-flight work
 // drains; backpressure releasing during a debug pause does not resume it.
 func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
