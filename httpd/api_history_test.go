@@ -24,6 +24,7 @@ func diskConfig(t *testing.T, binary string) *config.Config {
 }
 
 func TestHistoryEventsTasksAndTrace(t *testing.T) {
+	t.Parallel()
 	exe := script(t, `cat >/dev/null
 echo '{"annotation":{"kind":"billing.check","payload":{"ok":true}}}' >&3
 echo done`)
@@ -95,6 +96,7 @@ echo done`)
 }
 
 func TestHistoryDownloadMergeAndLive(t *testing.T) {
+	t.Parallel()
 	cfg := diskConfig(t, "/bin/cat")
 	s := startStack(t, cfg)
 	do(t, "POST", s.inURL+"/v1/process", "one")
@@ -177,6 +179,7 @@ func TestHistoryDownloadMergeAndLive(t *testing.T) {
 }
 
 func TestHistoryMemoryOnlyAndMergeSwitch(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "/bin/cat") // storage.dir ""
 	cfg.UI.MergeEnabled = false
 	s := startStack(t, cfg)

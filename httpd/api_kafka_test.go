@@ -53,6 +53,7 @@ func kafkaStack(t *testing.T, tune func(*config.Config)) (*stack, []string) {
 }
 
 func TestKafkaReadTopicsAndMessage(t *testing.T) {
+	t.Parallel()
 	s, brokers := kafkaStack(t, nil)
 	noLeak := func(body string) {
 		t.Helper()
@@ -107,6 +108,7 @@ func TestKafkaReadTopicsAndMessage(t *testing.T) {
 }
 
 func TestKafkaReadUnavailableAliasesAndKillSwitch(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat")) // HTTP only: no source, no DLQ
 	for alias, detail := range map[string]string{
 		"source": "alias 'source' is not available: the Kafka source is disabled",
@@ -131,6 +133,7 @@ func TestKafkaReadUnavailableAliasesAndKillSwitch(t *testing.T) {
 }
 
 func TestKafkaReadStreamNDJSON(t *testing.T) {
+	t.Parallel()
 	s, _ := kafkaStack(t, nil)
 	resp, err := http.Get(s.uiURL + "/api/v1/debug/kafka/source/messages?from_ts=1010&to_ts=1020&partition=0")
 	if err != nil {
@@ -173,6 +176,7 @@ func TestKafkaReadStreamNDJSON(t *testing.T) {
 }
 
 func TestKafkaReadStartupWarnings(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
 	cfg.Sources.Kafka.Enabled = true
 	cfg.Sources.Kafka.Brokers = []string{"127.0.0.1:1"}

@@ -37,6 +37,7 @@ func corsHeaders(h http.Header) []string {
 }
 
 func TestCORSOriginTable(t *testing.T) {
+	t.Parallel()
 	const token = "ui-secret"
 	const self = "{self}" // replaced by the worker's own origin
 	type row struct {
@@ -175,6 +176,7 @@ func checkRead(t *testing.T, url, host, origin, token string, allow bool) {
 }
 
 func TestCORSOnlyThreeRoutes(t *testing.T) {
+	t.Parallel()
 	for _, token := range []string{"", "ui-secret"} {
 		t.Run("token="+token, func(t *testing.T) {
 			cfg := testConfig(t, "/bin/cat")
@@ -204,6 +206,7 @@ func TestCORSOnlyThreeRoutes(t *testing.T) {
 }
 
 func TestCORSOptionsWithoutOrigin(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat"))
 	r := do(t, "OPTIONS", s.uiURL+"/api/v1/debug/trace", "")
 	if r.status != 204 || r.header.Get("Allow") != "GET, OPTIONS" || len(corsHeaders(r.header)) > 0 {

@@ -27,6 +27,7 @@ func withClients(cfg *config.Config, rpm int) {
 }
 
 func TestIngressAuthAndSizeRejectionsNeverReachExecutor(t *testing.T) {
+	t.Parallel()
 	bin, log := countingExec(t, "")
 	cfg := testConfig(t, bin)
 	withClients(cfg, 600)
@@ -75,6 +76,7 @@ func TestIngressAuthAndSizeRejectionsNeverReachExecutor(t *testing.T) {
 }
 
 func TestIngressRateLimitPerClient(t *testing.T) {
+	t.Parallel()
 	bin, log := countingExec(t, "")
 	cfg := testConfig(t, bin)
 	withClients(cfg, 3)
@@ -103,6 +105,7 @@ func TestIngressRateLimitPerClient(t *testing.T) {
 }
 
 func TestSlidingWindow(t *testing.T) {
+	t.Parallel()
 	w := newSlidingWindow(2, time.Minute)
 	t0 := time.Unix(1000, 0)
 	steps := []struct {
@@ -126,6 +129,7 @@ func TestSlidingWindow(t *testing.T) {
 }
 
 func TestIngressShedsOverMaxConcurrent(t *testing.T) {
+	t.Parallel()
 	gate := filepath.Join(t.TempDir(), "release")
 	bin, log := countingExec(t, fmt.Sprintf("while [ ! -e %s ]; do sleep 0.02; done", gate))
 	cfg := testConfig(t, bin)
@@ -161,6 +165,7 @@ func TestIngressShedsOverMaxConcurrent(t *testing.T) {
 }
 
 func TestIngressExecutorFailureShapes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		script  string
@@ -201,6 +206,7 @@ func TestIngressExecutorFailureShapes(t *testing.T) {
 }
 
 func TestIngressBinaryOutputIsBase64(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, script(t, `printf '\377\376'`)))
 	r := do(t, "POST", s.inURL+"/v1/process", "x")
 	var body worker.ExecResponse
@@ -211,6 +217,7 @@ func TestIngressBinaryOutputIsBase64(t *testing.T) {
 }
 
 func TestIngressMissingExecutorKeepsServing(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "/nonexistent/executor")
 	cfg.Handler.MaxAttempts = 1
 	s := startStack(t, cfg)
@@ -237,6 +244,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // With sinks_enabled a failed task goes to the DLQ; when the DLQ cannot take
 // it, the caller is told to retry instead of getting a plain failure.
 func TestIngressDLQUnavailableAsksForRetry(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, script(t, "cat >/dev/null; exit 2"))
 	cfg.Handler.MaxAttempts = 1
 	cfg.Sources.HTTP.SinksEnabled = true

@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseStreamQuery(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		query   string
 		want    kafkaread.StreamQuery
@@ -44,6 +45,7 @@ func TestParseStreamQuery(t *testing.T) {
 }
 
 func TestParseMessageQuery(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		query     string
 		partition int32

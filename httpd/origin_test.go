@@ -12,6 +12,7 @@ import (
 )
 
 func TestOriginNormalize(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in, want, host string
 	}{
@@ -49,6 +50,7 @@ func TestOriginNormalize(t *testing.T) {
 }
 
 func TestOriginRules(t *testing.T) {
+	t.Parallel()
 	const (
 		loop4  = "127.0.0.1"
 		loop6  = "::1"
@@ -142,6 +144,7 @@ func TestOriginRules(t *testing.T) {
 // TestWSHandshakeOriginAndToken applies the origin rule where /ws enforces
 // it, on the upgrade, together with the token gate in front of it.
 func TestWSHandshakeOriginAndToken(t *testing.T) {
+	t.Parallel()
 	const token = "ui-secret"
 	const self = "{self}"
 	type row struct {

@@ -14,6 +14,7 @@ import (
 )
 
 func TestUITokenGate(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
 	cfg.UI.AuthToken = "ui-secret"
 	s := startStack(t, cfg)
@@ -59,6 +60,7 @@ func TestUITokenGate(t *testing.T) {
 }
 
 func TestUIPublicRoutesShapes(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat"))
 	if r := do(t, "GET", s.uiURL+"/healthz", ""); r.status != 200 || !strings.Contains(r.body, `"status":"ok"`) {
 		t.Errorf("healthz = %d %s", r.status, r.body)
@@ -74,6 +76,7 @@ func TestUIPublicRoutesShapes(t *testing.T) {
 }
 
 func TestUIIdentityConfigMetrics(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
 	cfg.UI.AuthToken = "ui-secret"
 	cfg.Executor.Env = map[string]string{"DB_PASSWORD": "hunter2"}
@@ -120,6 +123,7 @@ func TestUIIdentityConfigMetrics(t *testing.T) {
 }
 
 func TestUIPagesWithoutBundle(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat"))
 	for _, p := range []string{"/", "/live", "/p/orders"} {
 		r := do(t, "GET", s.uiURL+p, "")
@@ -133,6 +137,7 @@ func TestUIPagesWithoutBundle(t *testing.T) {
 }
 
 func TestUIBodyLimit(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat"))
 	big := strings.Repeat("x", uiMaxBodyBytes+1)
 	r := do(t, "POST", s.uiURL+"/api/v1/debug/probe", big)
@@ -142,6 +147,7 @@ func TestUIBodyLimit(t *testing.T) {
 }
 
 func TestUISlowHeaderClientIsCutOff(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat"), func(s *stack) {
 		s.ui.srv.ReadHeaderTimeout, s.ui.srv.ReadTimeout, s.ui.srv.IdleTimeout = 300*time.Millisecond, 300*time.Millisecond, time.Second
 	})
@@ -169,6 +175,7 @@ func TestUISlowHeaderClientIsCutOff(t *testing.T) {
 }
 
 func TestRenderersModule(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat"))
 	r := do(t, "GET", s.uiURL+"/api/v1/ui/renderers.js", "")
 	if r.status != 404 || !strings.Contains(r.body, `"enabled":false`) || !strings.Contains(r.body, `"reason"`) {
@@ -199,6 +206,7 @@ func TestRenderersModule(t *testing.T) {
 }
 
 func TestFeatureGate(t *testing.T) {
+	t.Parallel()
 	h := featureGate(false, "ui.probe_enabled", func(w http.ResponseWriter, r *http.Request) { t.Error("handler ran while disabled") })
 	rec := httptest.NewRecorder()
 	h(rec, httptest.NewRequest("POST", "/api/v1/debug/probe", nil))

@@ -176,6 +176,7 @@ func wsTestServer(t *testing.T, lim wsLimits) (*stack, string) {
 }
 
 func TestWSStreamsTaskOfIngressRequest(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
 	cfg.UI.AuthToken = "ui-secret"
 	withClients(cfg, 600)
@@ -218,6 +219,7 @@ func TestWSStreamsTaskOfIngressRequest(t *testing.T) {
 }
 
 func TestWSEventTypesAndStreams(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat"))
 	ws := wsDial(t, s.ui.Addr(), "/ws", s.uiURL)
 	ann := func(kind string) {
@@ -285,6 +287,7 @@ func TestWSEventTypesAndStreams(t *testing.T) {
 }
 
 func TestWSBadClientMessages(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat"))
 	ws := wsDial(t, s.ui.Addr(), "/ws", s.uiURL)
 	cases := []struct{ name, msg, code, detail string }{
@@ -307,6 +310,7 @@ func TestWSBadClientMessages(t *testing.T) {
 }
 
 func TestWSPing(t *testing.T) {
+	t.Parallel()
 	_, addr := wsTestServer(t, wsLimits{maxConns: 4, subBuffer: 16, writeTimeout: wsWait, pingEvery: 20 * time.Millisecond})
 	ws := wsDial(t, addr, "/ws", "http://localhost")
 	if f := recv(t, ws, true); f.Stream != "ping" || f.Data != nil {
@@ -315,6 +319,7 @@ func TestWSPing(t *testing.T) {
 }
 
 func TestWSConnectionLimit(t *testing.T) {
+	t.Parallel()
 	_, addr := wsTestServer(t, wsLimits{maxConns: 1, subBuffer: 16, writeTimeout: wsWait, pingEvery: time.Hour})
 	first := wsDial(t, addr, "/ws", "http://localhost")
 	subscribe(t, first, `{"subscribe":["tasks"]}`)
@@ -327,6 +332,7 @@ func TestWSConnectionLimit(t *testing.T) {
 }
 
 func TestWSWithoutRecorder(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
 	ui := &UIServer{cfg: cfg, log: quietLogger()}
 	srv := httptest.NewServer(ui.websocket())
@@ -340,6 +346,7 @@ func TestWSWithoutRecorder(t *testing.T) {
 // A client that stops reading must neither slow the recorder nor be
 // buffered for: Event calls keep returning, the socket is dropped.
 func TestWSSlowClientDoesNotBlockRecorder(t *testing.T) {
+	t.Parallel()
 	s, addr := wsTestServer(t, wsLimits{maxConns: 4, subBuffer: 16, writeTimeout: 300 * time.Millisecond, pingEvery: time.Hour})
 	ws := wsDial(t, addr, "/ws", "http://localhost")
 	subscribe(t, ws, `{"subscribe":["events"]}`)
@@ -372,6 +379,7 @@ func TestWSSlowClientDoesNotBlockRecorder(t *testing.T) {
 }
 
 func TestWSShutdownClosesSockets(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat"))
 	ws := wsDial(t, s.ui.Addr(), "/ws", s.uiURL)
 	subscribe(t, ws, `{"subscribe":["tasks"]}`)
@@ -382,6 +390,7 @@ func TestWSShutdownClosesSockets(t *testing.T) {
 
 // A client that falls behind is told how much it missed.
 func TestWSDroppedFrame(t *testing.T) {
+	t.Parallel()
 	s, addr := wsTestServer(t, wsLimits{maxConns: 4, subBuffer: 16, writeTimeout: wsWait, pingEvery: time.Hour})
 	ws := wsDial(t, addr, "/ws", "http://localhost")
 	subscribe(t, ws, `{"subscribe":["events"],"event_types":["annotation"]}`)

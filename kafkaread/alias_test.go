@@ -11,6 +11,7 @@ import (
 )
 
 func TestBuildAliases(t *testing.T) {
+	t.Parallel()
 	srcConn := kconn.Conn{Brokers: []string{"src:9092"}, Security: kconn.Security{Protocol: "SASL_SSL", SASLMechanism: "PLAIN", Username: "consumer"}}
 	ownConn := kconn.Conn{Brokers: []string{"other:9092"}}
 	type alias struct{ name, kind, topic, broker, unavailable string }
@@ -108,6 +109,7 @@ func first(s []string) string {
 }
 
 func TestReaderTopics(t *testing.T) {
+	t.Parallel()
 	aliases, _ := BuildAliases(AliasInput{
 		SourceTopic: "raw-topic-in", SourceConn: kconn.Conn{Brokers: []string{"127.0.0.1:9092"}},
 		Sinks: []SinkInput{{Name: "out", Topic: "raw-topic-out"}, {Name: "audit", Topic: "raw-topic-audit"}},

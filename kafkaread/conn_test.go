@@ -85,6 +85,7 @@ func newPKI(t *testing.T) testPKI {
 // TestConnOptsAgainstKfake produces with kconn.Opts and reads back through a
 // Reader, for every protocol and SASL mechanism.
 func TestConnOptsAgainstKfake(t *testing.T) {
+	t.Parallel()
 	pki := newPKI(t)
 	serverTLS := &tls.Config{Certificates: []tls.Certificate{pki.server}, MinVersion: tls.VersionTLS12}
 	mutualTLS := &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool, ClientAuth: tls.RequireAndVerifyClientCert}

@@ -15,6 +15,7 @@ import (
 )
 
 func TestMessage(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(2, topicIn))
 	pr := newProducer(t, c.ListenAddrs())
 	first := rec(0, 1000, "k-1", `{"a":1}`)
@@ -53,6 +54,7 @@ func TestMessage(t *testing.T) {
 }
 
 func TestMessageErrors(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(1, topicIn))
 	pr := newProducer(t, c.ListenAddrs())
 	for i := range 10 {
@@ -111,6 +113,7 @@ func TestMessageErrors(t *testing.T) {
 }
 
 func TestMessageCompacted(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	if err := c.CreateTopic(topicComp, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
 		t.Fatalf("CreateTopic: %v", err)
@@ -141,6 +144,7 @@ func TestMessageCompacted(t *testing.T) {
 }
 
 func TestMessageBrokerDown(t *testing.T) {
+	t.Parallel()
 	// A listener that accepts and never answers: the brokers "hang".
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestNewRecord(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   *kgo.Record
@@ -83,6 +84,7 @@ func FuzzNewRecord(f *testing.F) {
 }
 
 func TestErrorClasses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		err  error
 		want error

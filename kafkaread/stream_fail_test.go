@@ -36,6 +36,7 @@ func slowConn(c *kfake.Cluster) kconn.Conn {
 }
 
 func TestStreamCancelLeavesNothing(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(1, topicBig))
 	bigTopic(t, c, 500)
 	r, err := New([]AliasSpec{{Name: "source", Kind: KindSource, Topic: topicBig, Conn: slowConn(c)}})
@@ -79,6 +80,7 @@ func TestStreamCancelLeavesNothing(t *testing.T) {
 }
 
 func TestStreamBrokerFailureMidStream(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(1, topicBig))
 	const total = 2000
 	bigTopic(t, c, total)

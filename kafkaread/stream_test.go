@@ -45,6 +45,7 @@ func span(from, to int64) []int64 {
 }
 
 func TestStreamWindow(t *testing.T) {
+	t.Parallel()
 	c, r := windowTopic(t)
 	tests := []struct {
 		name string
@@ -109,6 +110,7 @@ func TestStreamWindow(t *testing.T) {
 }
 
 func TestStreamToTSStopsPartition(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(1, topicIn))
 	produce(t, newProducer(t, c.ListenAddrs()), topicIn, rec(0, 100, "", "a"), rec(0, 300, "", "b"), rec(0, 200, "", "c"))
 	recs, err := collect(t, sourceReader(t, c, topicIn), "source", StreamQuery{FromTS: 0, ToTS: ptr(int64(250))})
@@ -118,6 +120,7 @@ func TestStreamToTSStopsPartition(t *testing.T) {
 }
 
 func TestStreamTraversal(t *testing.T) {
+	t.Parallel()
 	_, r := windowTopic(t)
 	var all []int64
 	from := int64(0)
@@ -145,6 +148,7 @@ func TestStreamTraversal(t *testing.T) {
 }
 
 func TestStreamHardCap(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(2, topicBig))
 	recs := make([]*kgo.Record, 0, MaxStreamRecords+50)
 	for i := range MaxStreamRecords + 50 {
@@ -162,6 +166,7 @@ func TestStreamHardCap(t *testing.T) {
 }
 
 func TestStreamSnapshot(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(1, topicIn))
 	pr := newProducer(t, c.ListenAddrs())
 	for i := range 5 {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(existing, []byte("x"), 0o600); err != nil {
@@ -59,6 +60,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestClientConfig(t *testing.T) {
+	t.Parallel()
 	if got := ClientConfigKeys(); len(got) != 10 || !slices.IsSorted(got) || !slices.Contains(got, "session.timeout.ms") {
 		t.Errorf("ClientConfigKeys() = %v, want the 10 documented keys, sorted", got)
 	}

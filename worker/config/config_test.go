@@ -13,6 +13,7 @@ import (
 func noEnv(string) (string, bool) { return "", false }
 
 func TestTestdataValidConfigsLoad(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("../../testdata/config/valid/*.toml")
 	if len(files) == 0 {
 		t.Fatal("no valid configs found")
@@ -29,6 +30,7 @@ func TestTestdataValidConfigsLoad(t *testing.T) {
 // Each invalid config names the problem it must produce on its first line:
 // "# want: <substring of the error>".
 func TestTestdataInvalidConfigsFail(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("../../testdata/config/invalid/*.toml")
 	if len(files) < 10 {
 		t.Fatalf("found %d invalid configs, want one per rule", len(files))
@@ -60,6 +62,7 @@ func TestTestdataInvalidConfigsFail(t *testing.T) {
 }
 
 func TestParseReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
 	_, err := Parse([]byte(`
 [worker]
 name = "bad name!"
@@ -85,6 +88,7 @@ max_concurrent = 0
 }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[[sources.http.clients]]\nname = \"a\"\ntoken = \"t\"\n"), noEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +128,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestEnvExpansion(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"TOKEN": "abc", "PORT_T": "9999ms"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	cfg, err := Parse([]byte(`
@@ -148,6 +153,7 @@ auth_token = "${TOKEN}"
 }
 
 func TestLinkBaseTrailingSlashStripped(t *testing.T) {
+	t.Parallel()
 	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[ui.link_bases]\ngrafana = \"https://g.example.com//\"\n"), noEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +164,7 @@ func TestLinkBaseTrailingSlashStripped(t *testing.T) {
 }
 
 func TestMaskingHidesEverySecretKind(t *testing.T) {
+	t.Parallel()
 	cfg, err := LoadFile("../../testdata/config/valid/full.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +200,7 @@ func TestMaskingHidesEverySecretKind(t *testing.T) {
 }
 
 func TestIsSecretName(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]bool{
 		"DB_PASSWORD": true, "API_Key": true, "apikey": true, "aws_credentials": true, "auth_TOKEN": true,
 		"AWS_SECRET_ACCESS_KEY": true, "SIGNING_KEY": true, "ssh-key": true, "tls.key": true, "private_key_pem": true,

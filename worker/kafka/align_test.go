@@ -11,6 +11,7 @@ import (
 )
 
 func TestKafkaAlignDelay(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		now   time.Time
@@ -45,6 +46,7 @@ func TestKafkaAlignDelay(t *testing.T) {
 // TestKafkaReadyBeforeJoin: a worker with the Kafka source is not ready
 // until its consumer joined the group, from the moment it is built.
 func TestKafkaReadyBeforeJoin(t *testing.T) {
+	t.Parallel()
 	w := ktNew(t, ktConfig(t, []string{"127.0.0.1:1"}, workertest.EchoScript(t)))
 	if ok, reasons := w.App.Ready(); ok {
 		t.Errorf("Ready() = true before Run, want false with a kafka reason")
@@ -57,6 +59,7 @@ func TestKafkaReadyBeforeJoin(t *testing.T) {
 // at the next multiple of startup_align_seconds, not before, as a static
 // member (group.instance.id = worker name).
 func TestKafkaAlignedStartup(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 2)
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))

@@ -17,6 +17,7 @@ import (
 // made the consumer drop what it had fetched and fetch it again, the
 // worker would spend its CPU decoding the same batches over and over.
 func TestKafkaBackpressureKeepsFetchedData(t *testing.T) {
+	t.Parallel()
 	const parts, n = 2, 600
 	c := ktCluster(t, parts)
 	addrs := c.ListenAddrs()

@@ -13,6 +13,7 @@ import (
 // TestKafkaClientConfigWins: client_config's client.id takes effect on the
 // running consumer (the sinks and the DLQ are checked in worker/sink).
 func TestKafkaClientConfigWins(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 1)
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))

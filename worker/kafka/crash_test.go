@@ -91,6 +91,10 @@ func ktChild(t testing.TB, cfgPath, logPath string) *exec.Cmd {
 // message ends up in the sink or the DLQ: duplicates are allowed (counted
 // and logged), a loss fails.
 func TestKafkaCrashRestart(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("SIGKILL and restart of a child worker: long end-to-end test, skipped with -short")
+	}
 	c := ktCluster(t, 4)
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))

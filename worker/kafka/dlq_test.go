@@ -19,6 +19,7 @@ import (
 // source, no dlq.topic) drops failed messages, counts each in
 // svc_dlq_unconfigured_drops_total and warns once.
 func TestKafkaDLQUnconfigured(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 1)
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
@@ -82,6 +83,7 @@ func ktPartitioned(p int32, from, n, failAt int) []*kgo.Record {
 // touch the stall, and a restarted worker with a working DLQ picks the
 // failed message up again.
 func TestKafkaDLQStall(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 3)
 	addrs := c.ListenAddrs()
 	exe := workertest.EchoScript(t)
@@ -165,6 +167,7 @@ func TestKafkaDLQStall(t *testing.T) {
 // TestKafkaDLQDrop: under on_send_failure "drop" a failed DLQ send is
 // counted and logged and the commit moves past the message.
 func TestKafkaDLQDrop(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 2)
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
@@ -198,6 +201,7 @@ func TestKafkaDLQDrop(t *testing.T) {
 // the send: under "drop" the failure is counted and the commit moves past
 // the message; under "stall" the partition stalls.
 func TestKafkaDLQSendTimeoutWhenBrokerHangs(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{"drop", "stall"} {
 		t.Run(policy, func(t *testing.T) {
 			c := ktCluster(t, 1)

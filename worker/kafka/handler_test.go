@@ -24,6 +24,7 @@ func (h ktHandler) Arrange(batch []worker.Message) ([]worker.Task, error) { retu
 // loop), and a batch the handler cannot arrange goes to the DLQ message by
 // message. Either way no message is committed without being processed.
 func TestKafkaHandlerArrange(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 2)
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))

@@ -19,6 +19,7 @@ import (
 // message left it; once the cluster is back (same port, same data) the
 // breaker closes and every message reaches the sink.
 func TestKafkaSinkOutage(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 4)
 	addrs := c.ListenAddrs()
 	port, dataDir := workertest.FreePort(t), t.TempDir()
@@ -115,6 +116,7 @@ func TestKafkaSinkOutage(t *testing.T) {
 // passed, without waiting for the (long) revoke timeout as well; nothing
 // undelivered is committed and a later worker delivers it.
 func TestKafkaShutdownWithStuckDelivery(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 2)
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))

@@ -43,6 +43,7 @@ func ktFrozen(t *testing.T, w *ktWorker, what string, committed func() map[int32
 // not running, durations outside 1-3600 (without a Kafka source at all,
 // httpd answers; see its tests).
 func TestKafkaConsumePauseErrors(t *testing.T) {
+	t.Parallel()
 	exe := workertest.EchoScript(t)
 
 	t.Run("disabled", func(t *testing.T) {
@@ -98,6 +99,7 @@ func TestKafkaConsumePauseErrors(t *testing.T) {
 // moves the deadline, resume is idempotent, the deadline resumes
 // consumption where it stopped; gauges, state objects and logs follow.
 func TestKafkaConsumePause(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 4)
 	addrs := c.ListenAddrs()
 	cfg := ktPauseConfig(t, addrs, workertest.EchoScript(t))
@@ -203,6 +205,7 @@ func TestKafkaConsumePause(t *testing.T) {
 // while backpressure holds leaves intake paused until in-flight work
 // drains; backpressure releasing during a debug pause does not resume it.
 func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 2)
 	addrs := c.ListenAddrs()
 	gate := workertest.NewGate(t)
@@ -276,6 +279,7 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 // partitions: they arrive paused, nothing of them is consumed until the
 // resume.
 func TestKafkaPauseNewPartitionsArrivePaused(t *testing.T) {
+	t.Parallel()
 	const parts = 4
 	c := ktCluster(t, parts)
 	addrs := c.ListenAddrs()
@@ -335,6 +339,7 @@ func (f *ktFakeTarget) running() bool               { return true }
 // rows of the precedence table: intake runs only when neither the debug
 // pause nor backpressure holds it, whatever the order of events.
 func TestKafkaFlowControlPrecedence(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		do         string // pause, resume, deadline, bp_on, bp_off
 		wantPaused bool

@@ -19,6 +19,7 @@ import (
 // DLQ and no offset moves; a 17th concurrent probe is refused with
 // worker.ErrProbeQueueFull.
 func TestKafkaProbe(t *testing.T) {
+	t.Parallel()
 	c := ktCluster(t, 2)
 	addrs := c.ListenAddrs()
 	gate := filepath.Join(t.TempDir(), "gate-open")

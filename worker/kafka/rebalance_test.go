@@ -20,6 +20,7 @@ import (
 // cancelled, drain, close), and checks that the survivor takes every
 // partition and that no message is lost across both rebalances.
 func TestKafkaRebalanceSurvivor(t *testing.T) {
+	t.Parallel()
 	const parts = 6
 	c := ktCluster(t, parts)
 	addrs := c.ListenAddrs()

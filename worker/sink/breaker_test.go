@@ -8,6 +8,7 @@ import (
 )
 
 func TestBreakerTransitions(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var seen []string
 	b := NewBreaker(3, 50*time.Millisecond, func(from, to State) {
