@@ -97,6 +97,7 @@ func (m *Monitor) Snapshot() Snapshot {
 		Running:            m.running.Load(),
 		IntervalMS:         ms(m.o.Interval),
 		StallThresholdMS:   ms(m.o.StallThreshold),
+		StallSampleSeconds: m.o.StallSampleEvery.Seconds(),
 		EventEverySeconds:  m.o.EventEvery.Seconds(),
 		WindowSeconds:      m.o.Window.Seconds(),
 		LastLagMS:          ms(m.lastLag),
@@ -104,7 +105,6 @@ func (m *Monitor) Snapshot() Snapshot {
 		StallsTotal:        m.stallsTotal,
 		Recent:             make([]Sample, 0, len(m.recent)),
 		Stalls:             make([]Stall, 0, len(m.stalls)),
-		StallSampleSeconds: m.o.StallSampleEvery.Seconds(),
 	}
 	if !m.lastBeat.IsZero() {
 		s.LastBeatMS = m.lastBeat.UnixMilli()

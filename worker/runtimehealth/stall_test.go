@@ -150,7 +150,13 @@ func stallChild() int {
 	}
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	for m.Snapshot().LastBeatMS == 0 {
+	// Start from calm: beating, no episode open, and a stack sample due.
+	for {
+		s := m.Snapshot()
+		if s.LastBeatMS != 0 && !s.InStall &&
+			(len(s.Stalls) == 0 || time.Since(time.UnixMilli(s.Stalls[0].TSMS)) > 1100*time.Millisecond) {
+			break
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	n := spinFor(400 * time.Millisecond)
