@@ -29,7 +29,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Tasks whose cost label was missing or invalid, by reason.",
 		}, []string{"reason"}),
 	}
-	for _, r := range Reasons {
+	for _, r := range Reasons() {
 		m.skipped.WithLabelValues(r)
 	}
 	cs := []prometheus.Collector{m.cost, m.speed, m.skipped}

@@ -94,7 +94,7 @@ func New(o Options) (*Tracker, error) {
 		}
 		t.m = m
 	}
-	for _, r := range Reasons {
+	for _, r := range Reasons() {
 		t.skipped[r] = 0
 	}
 	now := o.Now()

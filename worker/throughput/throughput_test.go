@@ -3,8 +3,10 @@ package throughput
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -85,10 +87,10 @@ func TestScriptedObservations(t *testing.T) {
 		t.Fatalf("%d closed windows, want %d: %+v", len(snap.Windows), len(wantWindows), snap.Windows)
 	}
 	for i, want := range wantWindows {
-		checkWindow(t, "windows["+string(rune('0'+i))+"]", snap.Windows[i], want)
+		checkWindow(t, fmt.Sprintf("windows[%d]", i), snap.Windows[i], want)
 	}
 	checkWindow(t, "totals", *snap.Totals, w(3, 38, 35, 4, 16.5, 3.5, 5))
-	for _, r := range Reasons {
+	for _, r := range Reasons() {
 		if snap.Skipped[r] != 1 {
 			t.Errorf("skipped[%s] = %d, want 1", r, snap.Skipped[r])
 		}
@@ -111,8 +113,8 @@ func TestScriptedObservations(t *testing.T) {
 			t.Errorf("svc_task_cost_skipped_total%v = %v, want 1", m.GetLabel(), m.GetCounter().GetValue())
 		}
 	}
-	if n := len(mfs["svc_task_cost_skipped_total"].GetMetric()); n != len(Reasons) {
-		t.Errorf("%d skip reasons exported, want %d", n, len(Reasons))
+	if n := len(mfs["svc_task_cost_skipped_total"].GetMetric()); n != len(Reasons()) {
+		t.Errorf("%d skip reasons exported, want %d", n, len(Reasons()))
 	}
 
 	// A long idle spell: only History empty windows are kept.
@@ -125,7 +127,7 @@ func TestScriptedObservations(t *testing.T) {
 			t.Errorf("window %+v after the idle spell, want no tasks", w)
 		}
 	}
-	if want := []int64{80, 70, 60}; !equal(starts, want) {
+	if want := []int64{80, 70, 60}; !slices.Equal(starts, want) {
 		t.Errorf("window starts after idling = %v, want %v", starts, want)
 	}
 	checkWindow(t, "current after idling", *snap.Current, Window{StartMS: (base + 90) * 1000, EndMS: (base + 100) * 1000, Seconds: 5})
@@ -139,18 +141,6 @@ func checkWindow(t *testing.T, name string, got, want Window) {
 		!near(got.ExecutorSeconds, want.ExecutorSeconds) || !near(got.Speed, want.Speed) {
 		t.Errorf("%s = %+v\nwant %+v", name, got, want)
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
@@ -339,17 +329,8 @@ func FuzzParseCost(f *testing.F) {
 			t.Errorf("parseCost(%q) = %v accepted", s, cost)
 		case reason != "" && cost != 0:
 			t.Errorf("parseCost(%q) = %v with reason %q", s, cost, reason)
-		case reason != "" && !contains(Reasons, reason):
+		case reason != "" && !slices.Contains(Reasons(), reason):
 			t.Errorf("parseCost(%q) reason %q not in Reasons", s, reason)
 		}
 	})
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

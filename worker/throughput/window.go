@@ -22,7 +22,9 @@ const (
 )
 
 // Reasons lists every skip reason.
-var Reasons = []string{ReasonMissing, ReasonNotNumeric, ReasonNotFinite, ReasonNegative, ReasonTooLarge}
+func Reasons() []string {
+	return []string{ReasonMissing, ReasonNotNumeric, ReasonNotFinite, ReasonNegative, ReasonTooLarge}
+}
 
 // maxValueLen bounds the label value parsed; longer is not_numeric.
 const maxValueLen = 64
