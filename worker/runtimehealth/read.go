@@ -1,0 +1,216 @@
+package runtimehealth
+
+import (
+	"errors"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// runtime/metrics names the sample reads.
+const (
+	mGoroutines   = "/sched/goroutines:goroutines"
+	mGomaxprocs   = "/sched/gomaxprocs:threads"
+	mHeapLive     = "/gc/heap/live:bytes"
+	mHeapObjects  = "/memory/classes/heap/objects:bytes"
+	mHeapUnused   = "/memory/classes/heap/unused:bytes"
+	mHeapFree     = "/memory/classes/heap/free:bytes"
+	mGCCycles     = "/gc/cycles/total:gc-cycles"
+	mGCCPU        = "/cpu/classes/gc/total:cpu-seconds"
+	mTotalCPU     = "/cpu/classes/total:cpu-seconds"
+	mGCPauses     = "/sched/pauses/total/gc:seconds"
+	mSchedLatency = "/sched/latencies:seconds"
+)
+
+// gauges are the point-in-time values of one read.
+type gauges struct {
+	goroutines     int64
+	gomaxprocs     int64
+	heapLiveBytes  uint64
+	heapTotalBytes uint64
+}
+
+// cumulative holds the monotonic values of one read; two reads give the
+// figures of the span between them. The CPU estimates advance only when a
+// GC cycle ends.
+type cumulative struct {
+	at       time.Time
+	gcCycles uint64
+	gcCPU    float64
+	totalCPU float64
+	pauses   []uint64 // counts per bucket of mGCPauses
+	sched    []uint64 // counts per bucket of mSchedLatency
+}
+
+// reader reads runtime/metrics into a reused slice. Not safe for
+// concurrent use: the monitor goroutine owns it.
+type reader struct {
+	samples      []metrics.Sample
+	pauseBuckets []float64
+	schedBuckets []float64
+}
+
+func newReader() *reader {
+	names := []string{mGoroutines, mGomaxprocs, mHeapLive, mHeapObjects, mHeapUnused, mHeapFree,
+		mGCCycles, mGCCPU, mTotalCPU, mGCPauses, mSchedLatency}
+	r := &reader{samples: make([]metrics.Sample, len(names))}
+	for i, n := range names {
+		r.samples[i].Name = n
+	}
+	return r
+}
+
+// read returns the gauges and the cumulative values at now. A metric this
+// Go release does not know reads as zero.
+func (r *reader) read(now time.Time) (gauges, cumulative) {
+	metrics.Read(r.samples)
+	var g gauges
+	c := cumulative{at: now}
+	for _, s := range r.samples {
+		v := s.Value
+		switch s.Name {
+		case mGoroutines:
+			g.goroutines = int64(u64(v))
+		case mGomaxprocs:
+			g.gomaxprocs = int64(u64(v))
+		case mHeapLive:
+			g.heapLiveBytes = u64(v)
+		case mHeapObjects, mHeapUnused, mHeapFree:
+			g.heapTotalBytes += u64(v)
+		case mGCCycles:
+			c.gcCycles = u64(v)
+		case mGCCPU:
+			c.gcCPU = f64(v)
+		case mTotalCPU:
+			c.totalCPU = f64(v)
+		case mGCPauses:
+			c.pauses, r.pauseBuckets = histCopy(v, r.pauseBuckets)
+		case mSchedLatency:
+			c.sched, r.schedBuckets = histCopy(v, r.schedBuckets)
+		}
+	}
+	return g, c
+}
+
+func u64(v metrics.Value) uint64 {
+	if v.Kind() == metrics.KindUint64 {
+		return v.Uint64()
+	}
+	return 0
+}
+
+func f64(v metrics.Value) float64 {
+	if v.Kind() == metrics.KindFloat64 {
+		return v.Float64()
+	}
+	return 0
+}
+
+// histCopy copies the counts, which the next read overwrites; the buckets
+// never change for a metric name.
+func histCopy(v metrics.Value, buckets []float64) ([]uint64, []float64) {
+	if v.Kind() != metrics.KindFloat64Histogram {
+		return nil, buckets
+	}
+	h := v.Float64Histogram()
+	return append([]uint64(nil), h.Counts...), h.Buckets
+}
+
+// histDelta returns now − then per bucket; a missing then counts as zeros.
+func histDelta(now, then []uint64) []uint64 {
+	d := make([]uint64, len(now))
+	for i, c := range now {
+		if i < len(then) {
+			c -= min(c, then[i])
+		}
+		d[i] = c
+	}
+	return d
+}
+
+// histQuantile returns the q-quantile (nearest rank) of a runtime histogram
+// as the upper bound of the bucket holding it (its lower bound for the open
+// last bucket). Zero counts give 0.
+func histQuantile(counts []uint64, buckets []float64, q float64) float64 {
+	var total uint64
+	for _, c := range counts {
+		total += c
+	}
+	if total == 0 || len(buckets) != len(counts)+1 {
+		return 0
+	}
+	rank := max(uint64(math.Ceil(q*float64(total))), 1)
+	var cum uint64
+	for i, c := range counts {
+		cum += c
+		if cum < rank {
+			continue
+		}
+		if hi := buckets[i+1]; !math.IsInf(hi, 1) {
+			return hi
+		}
+		if lo := buckets[i]; !math.IsInf(lo, -1) {
+			return lo
+		}
+		return 0
+	}
+	return 0
+}
+
+func histTotal(counts []uint64) uint64 {
+	var n uint64
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
+// openFDs counts /proc/self/fd on Linux; -1 elsewhere or when unreadable.
+func openFDs() int64 {
+	if runtime.GOOS != "linux" {
+		return -1
+	}
+	f, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	n := 0
+	for {
+		names, err := f.Readdirnames(512)
+		n += len(names)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return -1
+		}
+	}
+	return int64(n - 1) // the descriptor reading the directory
+}
+
+// rssBytes reads the resident set size from /proc/self/statm on Linux; -1
+// elsewhere or when unreadable.
+func rssBytes() int64 {
+	if runtime.GOOS != "linux" {
+		return -1
+	}
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return -1
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || pages < 0 {
+		return -1
+	}
+	return pages * int64(os.Getpagesize())
+}
