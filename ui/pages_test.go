@@ -105,7 +105,11 @@ func TestValidatePagesRejects(t *testing.T) {
 		{"empty badge_colors on badge", onePage(Widget{View: ViewBadge, Source: Source{Kind: SourceTasks}, Field: "s", BadgeColors: map[string]string{}}), "widgets[0].badge_colors", "must not be empty"},
 		{"duplicate column", onePage(func() Widget { w := tableWidget(); w.Columns = append(w.Columns, Column{Name: "status"}); return w }()), "columns.status", "duplicate column name"},
 		{"column renderer with link_template", onePage(func() Widget { w := tableWidget(); w.Columns[0].Renderer = "orderLink"; return w }()), "columns.order_id.renderer", "cannot be combined"},
-		{"column renderer name", onePage(func() Widget { w := tableWidget(); w.Columns = append(w.Columns, Column{Name: "x", Renderer: "my-renderer"}); return w }()), "columns.x.renderer", "invalid renderer name"},
+		{"column renderer name", onePage(func() Widget {
+			w := tableWidget()
+			w.Columns = append(w.Columns, Column{Name: "x", Renderer: "my-renderer"})
+			return w
+		}()), "columns.x.renderer", "invalid renderer name"},
 		{"view missing", onePage(Widget{Source: Source{Kind: SourceTasks}}), "widgets[0].view", "is required"},
 		{"source kind missing", onePage(Widget{View: ViewKeyValue}), "widgets[0].source.kind", "is required"},
 		{"events without event_types", onePage(Widget{View: ViewKeyValue, Source: Source{Kind: SourceEvents}}), "widgets[0].source.event_types", "required"},

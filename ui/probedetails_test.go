@@ -89,7 +89,9 @@ func TestValidateProbeDetailsRejects(t *testing.T) {
 		{"renderer with link_template", details(ProbeField{Name: "s", View: ViewCustom, Renderer: "r", LinkTemplate: "/x"}), "renderer", "cannot be combined"},
 		{"renderer with badge_colors", details(ProbeField{Name: "s", View: ViewCustom, Renderer: "r", BadgeColors: map[string]string{"a": "red"}}), "renderer", "cannot be combined"},
 		{"renderer with format", details(ProbeField{Name: "s", View: ViewCustom, Renderer: "r", Format: "bytes"}), "renderer", "cannot be combined"},
-		{"column renderer with format", with(func(p *ProbeField) { p.Columns = append(p.Columns, Column{Name: "qty", Renderer: "r", Format: "number"}) }), "columns.qty.renderer", "cannot be combined"},
+		{"column renderer with format", with(func(p *ProbeField) {
+			p.Columns = append(p.Columns, Column{Name: "qty", Renderer: "r", Format: "number"})
+		}), "columns.qty.renderer", "cannot be combined"},
 		// Structural rules the tables imply.
 		{"table without row model", details(ProbeField{Name: "t", View: ViewTable}), "row_fields", "required"},
 		{"row model on a string", details(ProbeField{Name: "s", View: ViewString, RowFields: []string{"a"}}), "row_fields", "only valid with view table"},
