@@ -48,3 +48,23 @@ func TestWidgetJSONOmitsEmpty(t *testing.T) {
 		t.Errorf("Marshal(stat widget) = %s, want %s", got, want)
 	}
 }
+
+func FuzzColumnsJSON(f *testing.F) {
+	for _, s := range []string{`["a","b"]`, `{"a":{"label":"A"},"b":{}}`, `null`, `{"a":1}`, `[`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var cs Columns
+		if json.Unmarshal(data, &cs) != nil {
+			return
+		}
+		out, err := json.Marshal(cs)
+		if err != nil {
+			t.Fatalf("Marshal after Unmarshal(%q): %v", data, err)
+		}
+		var back Columns
+		if err := json.Unmarshal(out, &back); err != nil || !reflect.DeepEqual(back.Names(), cs.Names()) {
+			t.Fatalf("round trip of %q: %s -> %v, %v", data, out, back, err)
+		}
+	})
+}

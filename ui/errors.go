@@ -15,6 +15,7 @@ type Problem struct {
 	Message string
 }
 
+// String renders the problem as "<where> <field>: <message>".
 func (p Problem) String() string {
 	switch {
 	case p.Where == "":
@@ -31,6 +32,7 @@ type UIPagesConfigError struct {
 	Problems []Problem
 }
 
+// Error lists every problem, one per line.
 func (e *UIPagesConfigError) Error() string { return joinProblems("ui pages", e.Problems) }
 
 // ProbeDetailsConfigError lists every problem of a probe_details
@@ -39,6 +41,7 @@ type ProbeDetailsConfigError struct {
 	Problems []Problem
 }
 
+// Error lists every problem, one per line.
 func (e *ProbeDetailsConfigError) Error() string { return joinProblems("probe details", e.Problems) }
 
 func joinProblems(what string, ps []Problem) string {

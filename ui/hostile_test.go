@@ -109,3 +109,22 @@ func FuzzUnpackArchive(f *testing.F) {
 		})
 	})
 }
+
+func FuzzLocalName(f *testing.F) {
+	for _, s := range []string{"index.html", "./a/b", "../x", "/etc/passwd", "a/../../b", "a\\b", "."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		name, err := localName(raw)
+		if err != nil || name == "." {
+			return
+		}
+		if !filepath.IsLocal(name) || strings.Contains(name, "..") && strings.Contains("/"+name+"/", "/../") {
+			t.Fatalf("localName(%q) = %q, which is not local", raw, name)
+		}
+		joined := filepath.Join("/cache/tmp", name)
+		if !strings.HasPrefix(joined, "/cache/tmp/") {
+			t.Fatalf("localName(%q) = %q escapes to %s", raw, name, joined)
+		}
+	})
+}
