@@ -1,0 +1,170 @@
+package ui
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"time"
+)
+
+// EmbeddedTag is the release tag of the bundle embedded in this binary.
+// Tags are immutable: any change under web/ needs a new tag (a test
+// compares the tree with testdata/ui/embedded.sha256).
+const EmbeddedTag = "v1.0.0"
+
+//go:embed web
+var webFS embed.FS
+
+// Embedded returns the embedded bundle tree: index.html and 404.html at the
+// root, static files under assets/.
+func Embedded() fs.FS {
+	sub, err := fs.Sub(webFS, "web")
+	if err != nil {
+		panic(err) // the directory is compiled in
+	}
+	return sub
+}
+
+// Bundle layout: the shells at the root, static files under assets/, and a
+// VERSION file naming the tag, added when packing.
+const (
+	shellFile    = "index.html"
+	notFoundFile = "404.html"
+	versionFile  = "VERSION"
+	assetsDir    = "assets"
+)
+
+var tagPattern = regexp.MustCompile(`^v[0-9]{1,6}\.[0-9]{1,6}\.[0-9]{1,6}$`)
+
+// CheckTag returns an error unless tag has the release form vX.Y.Z.
+func CheckTag(tag string) error {
+	if !tagPattern.MatchString(tag) {
+		return fmt.Errorf("ui release tag %q: want the form vX.Y.Z", tag)
+	}
+	return nil
+}
+
+// ArchiveName is the release tarball's file name for tag.
+func ArchiveName(tag string) string { return "svc-ui-" + tag + ".tar.gz" }
+
+// packEpoch is every entry's mtime, so a pack depends on content only.
+var packEpoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Pack writes svc-ui-<tag>.tar.gz and its .sha256 (sha256sum format) into
+// outDir from the embedded tree. The same binary always writes the same
+// bytes. tag must be EmbeddedTag: release tags are immutable, so the
+// embedded content can only be published under its own tag. Files are
+// created 0600 (make them readable for the web server that hosts them).
+func Pack(tag, outDir string) (tarPath, sumPath string, err error) {
+	if err := CheckTag(tag); err != nil {
+		return "", "", err
+	}
+	if tag != EmbeddedTag {
+		return "", "", fmt.Errorf("pack ui bundle %s: this binary embeds %s (release tags are immutable)", tag, EmbeddedTag)
+	}
+	var buf bytes.Buffer
+	if err := writeArchive(&buf, Embedded(), tag); err != nil {
+		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
+	}
+	if err := os.MkdirAll(outDir, 0o700); err != nil {
+		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
+	}
+	name := ArchiveName(tag)
+	sum := sha256.Sum256(buf.Bytes())
+	tarPath = filepath.Join(outDir, name)
+	sumPath = tarPath + ".sha256"
+	if err := writeFileAtomic(tarPath, buf.Bytes()); err != nil {
+		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
+	}
+	line := hex.EncodeToString(sum[:]) + "  " + name + "\n"
+	if err := writeFileAtomic(sumPath, []byte(line)); err != nil {
+		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
+	}
+	return tarPath, sumPath, nil
+}
+
+// writeArchive writes fsys plus a VERSION file as a reproducible tar.gz:
+// sorted entries, fixed mtimes and modes, uid/gid 0, no names, and a gzip
+// header without name or time.
+func writeArchive(w io.Writer, fsys fs.FS, tag string) error {
+	files := map[string][]byte{versionFile: []byte(tag + "\n")}
+	dirs := map[string]bool{}
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." {
+			return err
+		}
+		if d.IsDir() {
+			dirs[p] = true
+			return nil
+		}
+		b, err := fs.ReadFile(fsys, p)
+		files[p] = b
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(files)+len(dirs))
+	for p := range files {
+		names = append(names, p)
+	}
+	for p := range dirs {
+		names = append(names, p+"/")
+	}
+	sort.Strings(names)
+
+	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(zw)
+	for _, n := range names {
+		h := &tar.Header{Name: n, ModTime: packEpoch, Format: tar.FormatUSTAR}
+		body, isFile := files[n]
+		if isFile {
+			h.Typeflag, h.Mode, h.Size = tar.TypeReg, 0o644, int64(len(body))
+		} else {
+			h.Typeflag, h.Mode = tar.TypeDir, 0o755
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := tw.Write(body); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// writeFileAtomic writes data to path through a temporary file and a rename,
+// so a reader never sees half a file.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}

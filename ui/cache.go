@@ -1,0 +1,161 @@
+package ui
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The per-host cache holds one directory per release tag, <cache>/<tag>,
+// published by renaming a completed temporary directory into place. A tag
+// directory that exists is complete and is never replaced (tags are
+// immutable), so any number of processes may fill the cache at once: the
+// first rename wins and the others reuse its result.
+
+// staleAfter is the age of a temporary cache entry left by a dead process.
+const staleAfter = time.Hour
+
+// DefaultCacheDir returns the per-host bundle cache directory:
+// $XDG_CACHE_HOME/svc-ui when XDG_CACHE_HOME is set, else /var/cache/svc-ui;
+// when that cannot be created or written, $HOME/.cache/svc-ui. The
+// directory is created (0700) by the check.
+func DefaultCacheDir() string {
+	primary := "/var/cache/svc-ui"
+	if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
+		primary = filepath.Join(x, "svc-ui")
+	}
+	if writableDir(primary) {
+		return primary
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".cache", "svc-ui")
+	}
+	return primary
+}
+
+func writableDir(dir string) bool {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false
+	}
+	f, err := os.CreateTemp(dir, ".probe-")
+	if err != nil {
+		return false
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return true
+}
+
+// CachedDir returns <cacheDir>/<tag> and whether a complete bundle of that
+// tag is there.
+func CachedDir(cacheDir, tag string) (string, bool) {
+	dir := filepath.Join(cacheDir, tag)
+	if CheckTag(tag) != nil {
+		return dir, false
+	}
+	return dir, checkBundleDir(dir, tag) == nil
+}
+
+// ErrNotCached means the cache holds no bundle of the tag asked for.
+var ErrNotCached = errors.New("ui bundle not cached")
+
+// checkBundleDir checks that dir holds a bundle of tag: both shells as
+// regular files and a VERSION file naming the tag.
+func checkBundleDir(dir, tag string) error {
+	for _, f := range []string{shellFile, notFoundFile} {
+		st, err := os.Lstat(filepath.Join(dir, f))
+		if err != nil {
+			return fmt.Errorf("%w: %s has no %s", ErrNotCached, dir, f)
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%w: %s in %s is not a regular file", ErrUnsafeArchive, f, dir)
+		}
+	}
+	v, err := os.ReadFile(filepath.Join(dir, versionFile))
+	if err != nil {
+		return fmt.Errorf("%w: %s has no %s", ErrNotCached, dir, versionFile)
+	}
+	if got := string(bytes.TrimSpace(v)); got != tag {
+		return fmt.Errorf("%w: the bundle says it is %q, not %s", ErrUnsafeArchive, got, tag)
+	}
+	return nil
+}
+
+// install publishes a bundle of tag into cacheDir: fill writes it into a
+// fresh temporary directory, which is checked and renamed to <tag>. If
+// another process published the tag first, its copy is kept and returned.
+// On any error nothing is left under the tag's name.
+func install(cacheDir, tag string, fill func(tmp string) error) (string, error) {
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return "", fmt.Errorf("create ui cache: %w", err)
+	}
+	sweepStale(cacheDir)
+	final, ok := CachedDir(cacheDir, tag)
+	if ok {
+		return final, nil
+	}
+	tmp, err := os.MkdirTemp(cacheDir, ".tmp-"+tag+"-")
+	if err != nil {
+		return "", fmt.Errorf("create ui cache entry: %w", err)
+	}
+	published := false
+	defer func() {
+		if !published {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := fill(tmp); err != nil {
+		return "", err
+	}
+	if err := checkBundleDir(tmp, tag); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			if _, ok := CachedDir(cacheDir, tag); ok {
+				return final, nil // another process won the race
+			}
+		}
+		return "", fmt.Errorf("publish ui bundle %s: %w", tag, err)
+	}
+	published = true
+	return final, nil
+}
+
+// sweepStale removes temporary entries a crashed process left behind.
+func sweepStale(cacheDir string) {
+	entries, err := os.ReadDir(cacheDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".tmp-") && !strings.HasPrefix(e.Name(), ".dl-") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > staleAfter {
+			os.RemoveAll(filepath.Join(cacheDir, e.Name()))
+		}
+	}
+}
+
+// StageEmbedded unpacks the embedded bundle into <cacheDir>/<EmbeddedTag>
+// (a no-op when it is there) and returns that directory. It goes through
+// the same archive checks as a fetched release.
+func StageEmbedded(cacheDir string) (string, error) {
+	var buf bytes.Buffer
+	if err := writeArchive(&buf, Embedded(), EmbeddedTag); err != nil {
+		return "", fmt.Errorf("stage embedded ui bundle: %w", err)
+	}
+	dir, err := install(cacheDir, EmbeddedTag, func(tmp string) error {
+		return unpackArchive(&buf, tmp)
+	})
+	if err != nil {
+		return "", fmt.Errorf("stage embedded ui bundle: %w", err)
+	}
+	return dir, nil
+}

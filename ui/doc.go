@@ -1,0 +1,47 @@
+// Package ui is everything the worker needs for its browser UI that is not
+// an HTTP route of its own: the declared-pages and probe-details models with
+// their validation, link templates, the SPA bundle (embedded, packed as a
+// release tarball, fetched into a per-host cache) and the page handler that
+// serves a bundle. It uses the standard library only and never imports the
+// worker or the HTTP server.
+//
+// # Declaring pages and probe details in TOML
+//
+// The built-in exec handler reads both from its [handler] table:
+//
+//	[[handler.ui_pages]]
+//	slug  = "orders"                # ^[a-z][a-z0-9-]*$, at most 40, unique
+//	title = "Orders"                # nav entry; empty means the slug
+//
+//	  [[handler.ui_pages.widgets]]  # at most 12 per page, 20 pages
+//	  title = "Recent orders"
+//	  view  = "table"               # table, keyvalue, string, badge, stat
+//	  source = { kind = "annotations", kind_prefix = "order.", limit = 100 }
+//
+//	    [[handler.ui_pages.widgets.columns]]   # or columns = ["a", "b"]
+//	    name = "order_id"
+//	    link_template = "{shop}/orders/{value}"
+//
+//	[[handler.probe_details.fields]]
+//	name = "items"                  # top-level key of the probe's JSON stdout
+//	view = "table"                  # string, keyvalue, table, tables, tree, badge, custom
+//	row_fields = ["sku", "qty"]     # the row model of table, tables and tree
+//
+// Columns are a list (names, or tables with a name key) because a TOML table
+// would lose their order. Source kinds are events (event_types, limit),
+// annotations (kind_prefix, limit), tasks (limit) and metrics (metric);
+// limit is 1-1000 and NormalizePages sets 200 when it is omitted. The
+// complete example is testdata/ui/ui-pages.toml.
+//
+// # Wire shape
+//
+// GET /api/v1/pages answers the validated, normalized []Page as JSON with
+// the spec's field names. columns is a list of names when no column carries
+// settings, else an object of name to column in declaration order. The
+// probe response carries the ProbeDetails JSON: {"fields": [ProbeField...]}.
+//
+// # Templates
+//
+// Link templates and hints use {value}, {row.<field>} and {<base>}; see
+// Template. A link must start with a {base} token, http://, https:// or /.
+package ui

@@ -1,0 +1,100 @@
+package ui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// DocsBase is the built-in link base of the worker's own docs site; a
+// ui.link_bases entry may not define it. With no docs site it stays
+// unresolved like any missing base.
+const DocsBase = "docs"
+
+// CheckLinkBases returns one problem per bad ui.link_bases entry, each
+// naming its key: a name that is not ^[a-z][a-z0-9_]*$, the reserved name
+// "docs", or a value that does not start with http:// or https://.
+func CheckLinkBases(bases map[string]string) []string {
+	names := sortedKeys(bases)
+	var out []string
+	for _, name := range names {
+		key := "ui.link_bases." + name
+		if name == DocsBase {
+			out = append(out, key+`: the base name "docs" is reserved for the worker's own docs site`)
+		} else if !basePattern.MatchString(name) {
+			out = append(out, key+": base name must match ^[a-z][a-z0-9_]*$")
+		}
+		if v := bases[name]; !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+			out = append(out, fmt.Sprintf("%s: %q must start with http:// or https://", key, v))
+		}
+	}
+	return out
+}
+
+// TrimBases returns a copy of bases with trailing '/' stripped from every
+// value, the form templates insert verbatim.
+func TrimBases(bases map[string]string) map[string]string {
+	out := make(map[string]string, len(bases))
+	for k, v := range bases {
+		out[k] = strings.TrimRight(v, "/")
+	}
+	return out
+}
+
+// MissingBases returns, sorted and once each, every base a page or probe
+// details template references that bases does not define. The server logs
+// them once as probe_details_link_bases_missing; links using them render as
+// plain text. Templates that do not parse are skipped (validation reports
+// them).
+func MissingBases(bases map[string]string, pages []Page, details ProbeDetails) []string {
+	missing := map[string]bool{}
+	for _, s := range templatesOf(pages, details) {
+		t, err := ParseTemplate(s)
+		if err != nil {
+			continue
+		}
+		for _, b := range t.Bases() {
+			if _, ok := bases[b]; !ok {
+				missing[b] = true
+			}
+		}
+	}
+	return sortedKeys(missing)
+}
+
+// templatesOf lists every template string declared anywhere.
+func templatesOf(pages []Page, details ProbeDetails) []string {
+	var out []string
+	cols := func(cs Columns) {
+		for _, c := range cs {
+			out = append(out, c.LinkTemplate, c.Hint)
+		}
+	}
+	for _, p := range pages {
+		for _, w := range p.Widgets {
+			cols(w.Columns)
+		}
+	}
+	for _, f := range details.Fields {
+		out = append(out, f.LinkTemplate, f.Hint)
+		cols(f.Columns)
+		if f.Detail != nil {
+			out = append(out, f.Detail.Title)
+			for _, e := range f.Detail.Elements {
+				for _, l := range e.Links {
+					out = append(out, l.Template)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

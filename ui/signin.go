@@ -1,0 +1,71 @@
+package ui
+
+import (
+	"bytes"
+	"html/template"
+	"net/http"
+)
+
+// signInTemplate works without JavaScript: a GET form whose token field
+// reloads the same page with ?token=. With a bundle, signin.js retries a
+// token kept in this browser tab once, and forgets one that failed.
+var signInTemplate = template.Must(template.New("signin").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Sign in · svc</title>
+{{- if .Assets}}
+<link rel="stylesheet" href="{{.Assets}}/style.css">
+<script type="module" src="{{.Assets}}/signin.js"></script>
+{{- end}}
+</head>
+<body>
+<main class="signin">
+<h1>Sign in</h1>
+<p>This worker's UI needs its operator token (<code>ui.auth_token</code>).</p>
+{{- if .Failed}}
+<p class="error" role="alert">That token was not accepted.</p>
+{{- end}}
+<form method="get">
+<label for="token">UI token</label>
+<input id="token" name="token" type="password" autocomplete="current-password" required>
+<button type="submit">Sign in</button>
+</form>
+</main>
+</body>
+</html>
+`))
+
+// SignInPage returns the sign-in page for a page request without a valid
+// UI token. tag is the bundle release served ("" when none: the page then
+// has no style or script); failed says a token was presented and refused.
+func SignInPage(tag string, failed bool) []byte {
+	data := struct {
+		Assets string
+		Failed bool
+	}{Failed: failed}
+	if CheckTag(tag) == nil {
+		data.Assets = AssetsPath(tag)
+	}
+	var b bytes.Buffer
+	if err := signInTemplate.Execute(&b, data); err != nil {
+		panic(err) // the template and its data are fixed
+	}
+	return b.Bytes()
+}
+
+// WriteSignIn answers a page request that lacks a valid UI token: status
+// 401 with WWW-Authenticate, the security headers, and SignInPage. The
+// page is never cached.
+func WriteSignIn(w http.ResponseWriter, r *http.Request, tag string, failed bool) {
+	h := w.Header()
+	SetSecurityHeaders(h, nil)
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("WWW-Authenticate", `Bearer realm="svc"`)
+	w.WriteHeader(http.StatusUnauthorized)
+	if r.Method != http.MethodHead {
+		w.Write(SignInPage(tag, failed))
+	}
+}

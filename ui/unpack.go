@@ -1,0 +1,145 @@
+package ui
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Bounds on a release archive.
+const (
+	MaxArchiveEntries = 2000
+	MaxUnpackedBytes  = 50 << 20
+	// maxArchiveBytes caps the compressed download.
+	maxArchiveBytes = MaxUnpackedBytes + 4<<20
+	// maxTrailingBytes caps what may follow the tar end inside the gzip
+	// stream (padding), so a stream of zeros cannot keep us reading.
+	maxTrailingBytes = 1 << 20
+)
+
+// ErrUnsafeArchive marks a release archive refused for its content.
+var ErrUnsafeArchive = errors.New("unsafe ui bundle archive")
+
+func unsafeEntry(name, format string, args ...any) error {
+	return fmt.Errorf("%w: entry %q: %s", ErrUnsafeArchive, name, fmt.Sprintf(format, args...))
+}
+
+// unpackArchive extracts a tar.gz into dir (which must exist and be empty):
+// regular files (0600) and directories (0700) only, every name local to
+// dir, at most MaxArchiveEntries entries and MaxUnpackedBytes of content.
+// On error dir holds a partial tree the caller removes.
+func unpackArchive(r io.Reader, dir string) error {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return fmt.Errorf("%w: not a gzip stream: %v", ErrUnsafeArchive, err)
+	}
+	tr := tar.NewReader(zr)
+	var entries int
+	var total int64
+	seen := map[string]bool{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%w: truncated or corrupt archive: %v", ErrUnsafeArchive, err)
+		}
+		entries++
+		if entries > MaxArchiveEntries {
+			return fmt.Errorf("%w: more than %d entries", ErrUnsafeArchive, MaxArchiveEntries)
+		}
+		name, err := localName(h.Name)
+		if err != nil {
+			return err
+		}
+		if name == "." {
+			continue
+		}
+		if seen[name] {
+			return unsafeEntry(h.Name, "appears twice")
+		}
+		seen[name] = true
+		target := filepath.Join(dir, filepath.FromSlash(name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o700); err != nil {
+				return fmt.Errorf("unpack %s: %w", name, err)
+			}
+		case tar.TypeReg:
+			if h.Size > MaxUnpackedBytes-total {
+				return fmt.Errorf("%w: more than %d MiB unpacked", ErrUnsafeArchive, MaxUnpackedBytes>>20)
+			}
+			n, err := writeEntry(target, tr, MaxUnpackedBytes-total)
+			total += n
+			if err != nil {
+				return err
+			}
+		case tar.TypeSymlink, tar.TypeLink:
+			return unsafeEntry(h.Name, "links are not allowed")
+		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+			return unsafeEntry(h.Name, "device files and FIFOs are not allowed")
+		default:
+			return unsafeEntry(h.Name, "entry type %q is not allowed", h.Typeflag)
+		}
+	}
+	// Read the rest of the gzip stream so its checksum and length are
+	// verified: a truncated stream fails here even after a complete tar.
+	n, err := io.Copy(io.Discard, io.LimitReader(zr, maxTrailingBytes+1))
+	if err != nil {
+		return fmt.Errorf("%w: truncated or corrupt archive: %v", ErrUnsafeArchive, err)
+	}
+	if n > maxTrailingBytes {
+		return fmt.Errorf("%w: data after the end of the tar stream", ErrUnsafeArchive)
+	}
+	return zr.Close()
+}
+
+// localName validates an entry name and returns it cleaned, slash-separated.
+func localName(raw string) (string, error) {
+	if raw == "" || strings.ContainsAny(raw, "\\\x00") {
+		return "", unsafeEntry(raw, "empty name or a backslash or NUL in it")
+	}
+	if strings.HasPrefix(raw, "/") {
+		return "", unsafeEntry(raw, "absolute path")
+	}
+	for _, seg := range strings.Split(raw, "/") {
+		if seg == ".." {
+			return "", unsafeEntry(raw, "path traversal ('..')")
+		}
+	}
+	name := path.Clean(raw)
+	if name != "." && !filepath.IsLocal(filepath.FromSlash(name)) {
+		return "", unsafeEntry(raw, "not a local path")
+	}
+	return name, nil
+}
+
+// writeEntry writes at most budget bytes of r to a new file at target; it
+// never follows or replaces an existing path.
+func writeEntry(target string, r io.Reader, budget int64) (int64, error) {
+	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+		return 0, fmt.Errorf("unpack %s: %w", target, err)
+	}
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("unpack %s: %w", target, err)
+	}
+	n, err := io.Copy(f, io.LimitReader(r, budget+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return n, fmt.Errorf("%w: truncated or corrupt archive: %v", ErrUnsafeArchive, err)
+	case n > budget:
+		return n, fmt.Errorf("%w: more than %d MiB unpacked", ErrUnsafeArchive, MaxUnpackedBytes>>20)
+	}
+	return n, nil
+}
