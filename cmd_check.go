@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"svc/worker/config"
 )
@@ -20,7 +21,12 @@ func cmdCheck(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "# %s: OK (secrets masked as %q)\n", f.config, config.Mask)
+	fmt.Fprintf(stdout, "# %s: OK\n", f.config)
+	fmt.Fprintln(stdout, "# The effective config: every default filled in. Each secret is replaced by a")
+	fmt.Fprintln(stdout, "# ${SVC_...} reference; set those variables to load this output back.")
+	if keys := cfg.InactiveKeys(); len(keys) > 0 {
+		fmt.Fprintf(stdout, "# Accepted but not read by this release yet: %s\n", strings.Join(keys, ", "))
+	}
 	fmt.Fprint(stdout, cfg.MaskedTOML())
 	return nil
 }

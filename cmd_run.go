@@ -114,6 +114,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 	if sinks != nil {
 		life.OnDrained(sinks.Close)
 	}
+	if keys := cfg.InactiveKeys(); len(keys) > 0 {
+		log.Warn("config_keys_inactive", "keys", keys,
+			"detail", "these keys are accepted but nothing in this release reads them yet (docs/configuration.md marks them reserved)")
+	}
 	if cfg.Cache.Enabled && cfg.Storage.Dir == "" {
 		log.Warn("cache_engine_disabled_no_storage_dir",
 			"detail", "cache.enabled with an empty storage.dir: the handler cache is memory-only and the cache exchange is off")

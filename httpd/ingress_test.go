@@ -216,11 +216,18 @@ func TestIngressBinaryOutputIsBase64(t *testing.T) {
 	}
 }
 
+// TestIngressMissingExecutorKeepsServing: an executor removed while the
+// worker runs (config load refuses a missing one) fails each request with a
+// 502 naming executor.binary_path; the worker keeps serving.
 func TestIngressMissingExecutorKeepsServing(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, "/nonexistent/executor")
+	bin := script(t, "cat")
+	cfg := testConfig(t, bin)
 	cfg.Handler.MaxAttempts = 1
 	s := startStack(t, cfg)
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
 	r := do(t, "POST", s.inURL+"/v1/process", "x")
 	if r.status != 502 || !strings.Contains(r.body, "executor.binary_path") {
 		t.Errorf("missing executor = %d %s, want 502 naming executor.binary_path", r.status, r.body)

@@ -1,9 +1,15 @@
 package config
 
 import (
+	"maps"
 	"os"
+	"os/exec"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
+
+	"svc/kafkaread/kconn"
 )
 
 // Config is the whole TOML configuration of a worker. Keys keep the spec's
@@ -28,6 +34,8 @@ type Config struct {
 	IO            Threads       `toml:"io" json:"io"`
 	RuntimeHealth RuntimeHealth `toml:"runtime_health" json:"runtime_health"`
 	Throughput    Throughput    `toml:"throughput" json:"throughput"`
+
+	defined []string // keys the file set, in file order (Parse)
 }
 
 // Worker identifies the worker in its fleet.
@@ -294,9 +302,35 @@ func Default() Config {
 // DefaultRPM is a client's requests-per-minute when its entry sets none.
 const DefaultRPM = 600
 
-// Resolve fills the defaults that depend on other keys or on the machine.
+// Resolve fills the defaults that depend on other keys or on the machine,
+// so that the config shows the values the worker actually uses: pool
+// sizes, the DLQ topic, security protocols and the executor's path (a bare
+// name is looked up on PATH once, here). Calling it again changes nothing.
 func (c *Config) Resolve() {
 	cpus := runtime.NumCPU()
+	if p := c.Executor.BinaryPath; p != "" && !strings.Contains(p, "/") {
+		if abs, err := exec.LookPath(p); err == nil {
+			c.Executor.BinaryPath = abs
+		}
+	}
+	k := &c.Sources.Kafka
+	if k.Security.Protocol == "" {
+		k.Security.Protocol = kconn.ProtocolPlaintext
+	}
+	if c.DLQ.Topic == "" && k.Enabled && k.Topic != "" {
+		c.DLQ.Topic = k.Topic + "_dlq"
+	}
+	// A sink or the DLQ with empty brokers uses the consumer's whole
+	// connection and ignores its own security block, so only one with its
+	// own brokers shows its own default protocol.
+	for i := range c.Sinks.Kafka {
+		if s := &c.Sinks.Kafka[i]; len(s.Brokers) > 0 && s.Security.Protocol == "" {
+			s.Security.Protocol = kconn.ProtocolPlaintext
+		}
+	}
+	if len(c.DLQ.Brokers) > 0 && c.DLQ.Security.Protocol == "" {
+		c.DLQ.Security.Protocol = kconn.ProtocolPlaintext
+	}
 	if c.Executor.PoolSize == 0 {
 		c.Executor.PoolSize = cpus
 	}
@@ -335,6 +369,20 @@ func (c *Config) Resolve() {
 	}
 }
 
+// inherit returns a sink's or the DLQ's own connection, or a copy of the
+// consumer's whole connection when it names no broker.
+func (c *Config) inherit(brokers []string, sec Security, cc map[string]string) ([]string, Security, map[string]string) {
+	if len(brokers) > 0 {
+		return brokers, sec, cc
+	}
+	k := c.Sources.Kafka
+	var own map[string]string
+	if k.ClientConfig != nil {
+		own = maps.Clone(k.ClientConfig)
+	}
+	return slices.Clone(k.Brokers), k.Security, own
+}
+
 // DLQTopic is the dead-letter topic: dlq.topic, else {sources.kafka.topic}_dlq
 // when the Kafka source is on, else "" (no DLQ).
 func (c *Config) DLQTopic() string {
@@ -347,6 +395,10 @@ func (c *Config) DLQTopic() string {
 	return ""
 }
 
+// Defined reports the keys the config file set, in file order (empty for a
+// config not read by Parse).
+func (c *Config) Defined() []string { return slices.Clone(c.defined) }
+
 // SinksRequired reports whether results go to sinks.
 func (c *Config) SinksRequired() bool {
 	return c.Sources.Kafka.Enabled || (c.Sources.HTTP.Enabled && c.Sources.HTTP.SinksEnabled)
@@ -355,4 +407,29 @@ func (c *Config) SinksRequired() bool {
 // CacheExchangeOn reports the effective fleet.cache_exchange.enabled.
 func (c *Config) CacheExchangeOn() bool {
 	return c.Fleet.CacheExchange.Enabled != nil && *c.Fleet.CacheExchange.Enabled
+}
+
+// notYetActive lists the key prefixes that are parsed and validated but
+// that nothing in this release reads yet; docs/configuration.md marks them
+// "reserved, not yet active".
+func notYetActive() []string {
+	return []string{
+		"fleet", "cache", "runtime_health", "throughput", "ui.release", "ui.link_bases", "ui.custom_links",
+		"ui.prometheus_url", "ui.prometheus_worker_label", "ui.prometheus_cluster_label",
+	}
+}
+
+// InactiveKeys returns the keys the file set that nothing reads yet, so
+// the worker can say so once at startup instead of silently ignoring them.
+func (c *Config) InactiveKeys() []string {
+	var out []string
+	for _, k := range c.defined {
+		for _, p := range notYetActive() {
+			if k == p || strings.HasPrefix(k, p+".") {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	return out
 }

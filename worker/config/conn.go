@@ -22,12 +22,10 @@ func (c *Config) SourceConn() kconn.Conn {
 	return kconn.Conn{Brokers: k.Brokers, Security: k.Security.toKafka(), ClientConfig: k.ClientConfig}
 }
 
-// inheritConn returns own, or the consumer's whole Conn (brokers and
-// credentials) when own names no broker.
-func (c *Config) inheritConn(brokers []string, sec Security, cc map[string]string) kconn.Conn {
-	if len(brokers) == 0 {
-		return c.SourceConn()
-	}
+// connOf is the connection of a sink or the DLQ: its own, or the
+// consumer's when it names no broker.
+func (c *Config) connOf(brokers []string, sec Security, cc map[string]string) kconn.Conn {
+	brokers, sec, cc = c.inherit(brokers, sec, cc)
 	return kconn.Conn{Brokers: brokers, Security: sec.toKafka(), ClientConfig: cc}
 }
 
@@ -35,12 +33,12 @@ func (c *Config) inheritConn(brokers []string, sec Security, cc map[string]strin
 // consumer's when its brokers are empty.
 func (c *Config) SinkConn(i int) kconn.Conn {
 	s := c.Sinks.Kafka[i]
-	return c.inheritConn(s.Brokers, s.Security, s.ClientConfig)
+	return c.connOf(s.Brokers, s.Security, s.ClientConfig)
 }
 
 // DLQConn is the DLQ's cluster, inherited like a sink's.
 func (c *Config) DLQConn() kconn.Conn {
-	return c.inheritConn(c.DLQ.Brokers, c.DLQ.Security, c.DLQ.ClientConfig)
+	return c.connOf(c.DLQ.Brokers, c.DLQ.Security, c.DLQ.ClientConfig)
 }
 
 // AliasInput is what the Kafka read API needs to resolve its aliases.
@@ -57,9 +55,9 @@ func (c *Config) AliasInput() kafkaread.AliasInput {
 	return in
 }
 
-// checkSecurity reports every problem of one connection block under prefix.
-func checkSecurity(p *problems, prefix string, s Security, cc map[string]string) {
-	for _, err := range kconn.Validate(kconn.Conn{Security: s.toKafka(), ClientConfig: cc}) {
+// checkConn reports every problem of one connection block under prefix.
+func checkConn(p *problems, prefix string, brokers []string, s Security, cc map[string]string) {
+	for _, err := range kconn.Validate(kconn.Conn{Brokers: brokers, Security: s.toKafka(), ClientConfig: cc}) {
 		msg := err.Error()
 		*p = append(*p, prefix+"."+msg)
 	}

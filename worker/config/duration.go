@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -21,5 +22,18 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// MarshalText writes the duration in Go syntax.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+// MarshalText writes the duration in its shortest Go syntax: "10m", "1h30m",
+// "500ms" (never "10m0s"), so every view shows one format that loads back.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// String is the shortest Go syntax of d.
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

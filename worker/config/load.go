@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -47,59 +48,109 @@ func LoadFile(path string) (*Config, error) {
 	return cfg, err
 }
 
+// Bounds on a config file, checked before decoding so a hostile file
+// cannot make `svc check` spend minutes or gigabytes.
+const (
+	maxConfigBytes = 1 << 20
+	maxConfigDepth = 32
+)
+
 // Parse decodes TOML bytes on top of Default. String values expand
-// ${VAR} and ${VAR:-default} through lookup. Unknown keys, type errors and
-// every validation problem are returned together as a *Error.
+// ${VAR} and ${VAR:-default} through lookup; an expanded string may fill an
+// integer, float or boolean key. Syntax errors, unknown keys, values of the
+// wrong type and every validation problem are returned together as a
+// *Error, each naming its key and, when known, its line.
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	if len(data) > maxConfigBytes {
+		return nil, &Error{Problems: []string{fmt.Sprintf("the file is %d bytes; a config holds at most %d", len(data), maxConfigBytes)}}
+	}
+	text := string(data)
+	if d := nestingDepth(text); d > maxConfigDepth {
+		return nil, &Error{Problems: []string{fmt.Sprintf("tables, arrays or dotted keys nest %d deep; at most %d levels are accepted", d, maxConfigDepth)}}
+	}
 	var raw map[string]any
-	if _, err := toml.Decode(string(data), &raw); err != nil {
-		return nil, &Error{Problems: []string{tomlProblem(err)}}
+	if _, err := toml.Decode(text, &raw); err != nil {
+		return nil, &Error{Problems: []string{syntaxProblem(text, err)}}
 	}
+	lines := keyLines(text)
+	expanded := map[string]bool{}
 	var problems []string
-	raw = expandAll(raw, "", lookup, &problems).(map[string]any)
-	if len(problems) > 0 {
-		return nil, &Error{Problems: problems}
-	}
+	raw = expandAll(raw, "", lookup, &problems, expanded, lines).(map[string]any)
+	tc := typeChecker{lines: lines, expanded: expanded}
+	tc.table(raw, reflect.TypeFor[Config](), "")
+	problems = append(problems, tc.problems...)
 	var buf bytes.Buffer
 	if err := toml.NewEncoder(&buf).Encode(raw); err != nil {
-		return nil, &Error{Problems: []string{"re-encode after expansion: " + err.Error()}}
+		return nil, &Error{Problems: append(problems, "re-encode after expansion: "+err.Error())}
 	}
 	cfg := Default()
 	md, err := toml.Decode(buf.String(), &cfg)
 	if err != nil {
-		return nil, &Error{Problems: []string{tomlProblem(err)}}
+		return nil, &Error{Problems: append(problems, tomlProblem(err))}
 	}
 	for _, k := range md.Undecoded() {
-		problems = append(problems, fmt.Sprintf("%s: unknown key", k.String()))
+		problems = append(problems, locate(lines, k.String())+": unknown key")
+	}
+	for _, k := range md.Keys() {
+		cfg.defined = append(cfg.defined, k.String())
 	}
 	cfg.Resolve()
-	problems = append(problems, cfg.Validate()...)
+	for _, p := range cfg.Validate() {
+		problems = append(problems, withLine(lines, p))
+	}
 	if len(problems) > 0 {
 		return nil, &Error{Problems: problems}
 	}
 	return &cfg, nil
 }
 
-// tomlProblem renders a decode error naming the key rather than a line of
-// the re-encoded text.
+// withLine adds the line of a validation problem's key: "key: msg" becomes
+// "key (line N): msg".
+func withLine(lines map[string]int, problem string) string {
+	key, msg, ok := strings.Cut(problem, ": ")
+	if !ok || strings.ContainsAny(key, " (") {
+		return problem
+	}
+	return locate(lines, key) + ": " + msg
+}
+
+// syntaxProblem renders a TOML syntax error with the line of the offending
+// character (the decoder counts a newline it did not expect on the next
+// line).
+func syntaxProblem(text string, err error) string {
+	var pe toml.ParseError
+	if errors.As(err, &pe) && pe.Position.Start >= 0 && pe.Position.Start <= len(text) {
+		return fmt.Sprintf("line %d: %s", strings.Count(text[:pe.Position.Start], "\n")+1, pe.Message)
+	}
+	return tomlProblem(err)
+}
+
+// tomlProblem renders a decode error with its line.
 func tomlProblem(err error) string {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
+		if pe.Position.Line > 0 {
+			return fmt.Sprintf("line %d: %s", pe.Position.Line, pe.Message)
+		}
 		if pe.LastKey != "" {
 			return fmt.Sprintf("%s: %s", pe.LastKey, pe.Message)
 		}
-		return fmt.Sprintf("line %d: %s", pe.Position.Line, pe.Message)
+		return pe.Message
 	}
-	msg := err.Error()
-	return strings.TrimPrefix(msg, "toml: ")
+	return strings.TrimPrefix(err.Error(), "toml: ")
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
-// expandAll walks a decoded TOML tree and expands ${VAR} in every string.
-func expandAll(v any, key string, lookup func(string) (string, bool), problems *[]string) any {
+// expandAll walks a decoded TOML tree and expands ${VAR} in every string,
+// recording in expanded the key paths of the strings that held a reference.
+func expandAll(v any, key string, lookup func(string) (string, bool), problems *[]string, expanded map[string]bool, lines map[string]int) any {
 	switch t := v.(type) {
 	case string:
+		if !strings.Contains(t, "${") {
+			return t
+		}
+		expanded[key] = true
 		return envRef.ReplaceAllStringFunc(t, func(ref string) string {
 			m := envRef.FindStringSubmatch(ref)
 			if val, ok := lookup(m[1]); ok {
@@ -108,7 +159,7 @@ func expandAll(v any, key string, lookup func(string) (string, bool), problems *
 			if m[2] != "" {
 				return m[3]
 			}
-			*problems = append(*problems, fmt.Sprintf("%s: environment variable %s is not set (use ${%s:-default} for a fallback)", key, m[1], m[1]))
+			*problems = append(*problems, fmt.Sprintf("%s: environment variable %s is not set (use ${%s:-default} for a fallback)", locate(lines, key), m[1], m[1]))
 			return ""
 		})
 	case map[string]any:
@@ -118,26 +169,19 @@ func expandAll(v any, key string, lookup func(string) (string, bool), problems *
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			t[k] = expandAll(t[k], joinKey(key, k), lookup, problems)
+			t[k] = expandAll(t[k], joinPath(key, k), lookup, problems, expanded, lines)
 		}
 		return t
 	case []map[string]any:
 		for i := range t {
-			t[i] = expandAll(t[i], fmt.Sprintf("%s[%d]", key, i), lookup, problems).(map[string]any)
+			t[i] = expandAll(t[i], fmt.Sprintf("%s[%d]", key, i), lookup, problems, expanded, lines).(map[string]any)
 		}
 		return t
 	case []any:
 		for i := range t {
-			t[i] = expandAll(t[i], fmt.Sprintf("%s[%d]", key, i), lookup, problems)
+			t[i] = expandAll(t[i], fmt.Sprintf("%s[%d]", key, i), lookup, problems, expanded, lines)
 		}
 		return t
 	}
 	return v
-}
-
-func joinKey(prefix, k string) string {
-	if prefix == "" {
-		return k
-	}
-	return prefix + "." + k
 }

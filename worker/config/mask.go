@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"strings"
 
@@ -11,24 +12,51 @@ import (
 // Mask is what a secret value looks like in every view of the config.
 const Mask = "***"
 
-// Masked returns a deep copy of c fit to show an operator: fields tagged
-// `secret:"true"` and string fields whose key names a secret are replaced by
-// Mask when set; maps tagged `secret:"values"` (executor.env and every
-// *.client_config) keep their keys with every value masked.
+// Masked returns a deep copy of c fit to show an operator (the JSON view
+// of /api/v1/config): fields tagged `secret:"true"` and string fields whose
+// key names a secret are replaced by Mask when set; maps tagged
+// `secret:"values"` (executor.env and every *.client_config) keep their
+// keys with every value masked. Nil lists and tables become empty ones.
 func (c *Config) Masked() Config {
-	out := reflect.New(reflect.TypeOf(*c)).Elem()
-	maskValue(out, reflect.ValueOf(*c), "")
-	return out.Interface().(Config)
+	return c.masked(func(string) string { return Mask })
 }
 
-// MaskedTOML renders the masked effective config as TOML (svc check).
+// MaskedTOML renders the effective config as TOML for `svc check`: every
+// default filled in, durations in one format, and each secret replaced by
+// an environment reference named after its key (ui.auth_token becomes
+// "${SVC_UI_AUTH_TOKEN}"), so the output loads back once those variables
+// are set.
 func (c *Config) MaskedTOML() string {
-	m := c.Masked()
+	m := c.masked(envRefName)
 	var buf bytes.Buffer
 	if err := toml.NewEncoder(&buf).Encode(m); err != nil {
 		return "# cannot render config: " + err.Error() + "\n"
 	}
 	return buf.String()
+}
+
+// envRefName is the ${VAR} placeholder of the secret at key path.
+func envRefName(path string) string {
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, path)
+	for strings.Contains(name, "__") {
+		name = strings.ReplaceAll(name, "__", "_")
+	}
+	return "${SVC_" + strings.Trim(name, "_") + "}"
+}
+
+func (c *Config) masked(replace func(path string) string) Config {
+	out := reflect.New(reflect.TypeOf(*c)).Elem()
+	m := masker{replace: replace}
+	m.value(out, reflect.ValueOf(*c), "", "")
+	return out.Interface().(Config)
 }
 
 // IsSecretName reports whether a key name alone marks its value secret:
@@ -61,29 +89,33 @@ func MaskEnv(env map[string]string) map[string]string {
 	return out
 }
 
-func maskValue(dst, src reflect.Value, tag string) {
+// masker copies a config value, replacing secrets.
+type masker struct{ replace func(path string) string }
+
+func (m masker) value(dst, src reflect.Value, tag, path string) {
 	switch src.Kind() {
 	case reflect.Struct:
 		t := src.Type()
 		for i := 0; i < src.NumField(); i++ {
 			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
 			ftag := f.Tag.Get("secret")
-			if ftag == "" && f.Type.Kind() == reflect.String && IsSecretName(f.Tag.Get("toml")) {
+			if ftag == "" && f.Type.Kind() == reflect.String && IsSecretName(name) {
 				ftag = "true"
 			}
-			maskValue(dst.Field(i), src.Field(i), ftag)
+			m.value(dst.Field(i), src.Field(i), ftag, joinPath(path, name))
 		}
 	case reflect.String:
 		if tag == "true" && src.Len() > 0 {
-			dst.SetString(Mask)
+			dst.SetString(m.replace(path))
 		} else {
 			dst.SetString(src.String())
 		}
 	case reflect.Map:
-		if src.IsNil() {
-			return
-		}
-		m := reflect.MakeMapWithSize(src.Type(), src.Len())
+		out := reflect.MakeMapWithSize(src.Type(), src.Len())
 		iter := src.MapRange()
 		for iter.Next() {
 			v := reflect.New(src.Type().Elem()).Elem()
@@ -91,25 +123,22 @@ func maskValue(dst, src reflect.Value, tag string) {
 			if tag == "values" || IsSecretName(iter.Key().String()) {
 				vtag = "true"
 			}
-			maskValue(v, iter.Value(), vtag)
-			m.SetMapIndex(iter.Key(), v)
+			m.value(v, iter.Value(), vtag, joinPath(path, iter.Key().String()))
+			out.SetMapIndex(iter.Key(), v)
 		}
-		dst.Set(m)
+		dst.Set(out)
 	case reflect.Slice:
-		if src.IsNil() {
-			return
-		}
-		s := reflect.MakeSlice(src.Type(), src.Len(), src.Len())
+		out := reflect.MakeSlice(src.Type(), src.Len(), src.Len())
 		for i := 0; i < src.Len(); i++ {
-			maskValue(s.Index(i), src.Index(i), tag)
+			m.value(out.Index(i), src.Index(i), tag, fmt.Sprintf("%s[%d]", path, i))
 		}
-		dst.Set(s)
+		dst.Set(out)
 	case reflect.Pointer:
 		if src.IsNil() {
 			return
 		}
 		p := reflect.New(src.Type().Elem())
-		maskValue(p.Elem(), src.Elem(), tag)
+		m.value(p.Elem(), src.Elem(), tag, path)
 		dst.Set(p)
 	default:
 		dst.Set(src)

@@ -1,10 +1,21 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
+	"time"
+)
+
+// Upper bounds of the size keys, also documented with each key.
+const (
+	MaxBodyBytes   = 1 << 30 // sources.http.max_body_bytes
+	MaxOutputBytes = 1 << 30 // executor.max_output_bytes
+	MaxRPM         = 100_000 // sources.http.clients[].rpm: the limiter keeps one timestamp per request of the window
 )
 
 var (
@@ -32,6 +43,21 @@ func (p *problems) add(key, format string, args ...any) {
 	*p = append(*p, key+": "+fmt.Sprintf(format, args...))
 }
 
+// between checks lo <= v <= hi. Every number a config holds has such a
+// bound, so `svc check` and `svc run` agree and no value overflows later.
+func (p *problems) between(key string, v, lo, hi int64) {
+	if v < lo || v > hi {
+		p.add(key, "%d is outside %d-%d", v, lo, hi)
+	}
+}
+
+// within checks lo <= d <= hi.
+func (p *problems) within(key string, d Duration, lo, hi time.Duration) {
+	if d.D() < lo || d.D() > hi {
+		p.add(key, "%s is outside %s-%s", d, Duration(lo), Duration(hi))
+	}
+}
+
 func (c *Config) validateIdentity(p *problems) {
 	if !namePattern.MatchString(c.Worker.Name) {
 		p.add("worker.name", "%q must be 1-64 characters of letters, digits, '.', '_' or '-' starting with a letter or digit (it names files)", c.Worker.Name)
@@ -39,9 +65,7 @@ func (c *Config) validateIdentity(p *problems) {
 	if !namePattern.MatchString(c.Worker.Cluster) {
 		p.add("worker.cluster", "%q must be 1-64 characters of letters, digits, '.', '_' or '-' starting with a letter or digit (it names folders)", c.Worker.Cluster)
 	}
-	if c.Worker.ShutdownTimeout <= 0 {
-		p.add("worker.shutdown_timeout", "must be positive")
-	}
+	p.within("worker.shutdown_timeout", c.Worker.ShutdownTimeout, time.Second, time.Hour)
 }
 
 func (c *Config) validateSurfaces(p *problems) {
@@ -66,10 +90,11 @@ func (c *Config) validateSurfaces(p *problems) {
 			p.add("ui.custom_renderers_path", "%s is not a file", path)
 		}
 	}
+	if n := len(c.UI.ConsumePause.DurationsSeconds); n > 16 {
+		p.add("ui.consume_pause.durations_seconds", "%d presets; at most 16", n)
+	}
 	for i, d := range c.UI.ConsumePause.DurationsSeconds {
-		if d < 1 || d > 3600 {
-			p.add(fmt.Sprintf("ui.consume_pause.durations_seconds[%d]", i), "%d is outside 1-3600", d)
-		}
+		p.between(fmt.Sprintf("ui.consume_pause.durations_seconds[%d]", i), int64(d), 1, 3600)
 	}
 	for i, o := range c.UI.AllowedWSOrigins {
 		if !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
@@ -88,12 +113,8 @@ func (c *Config) validateSurfaces(p *problems) {
 	default:
 		p.add("fleet.registry.provider", "%q is not one of filesystem, static", c.Fleet.Registry.Provider)
 	}
-	if c.Offload.MaxThreads < 1 {
-		p.add("offload.max_threads", "must be at least 1")
-	}
-	if c.IO.MaxThreads < 1 {
-		p.add("io.max_threads", "must be at least 1 (0 means min(32, cpu_count + 4))")
-	}
+	p.between("offload.max_threads", int64(c.Offload.MaxThreads), 1, 1024)
+	p.between("io.max_threads", int64(c.IO.MaxThreads), 1, 1024)
 }
 
 func checkPort(p *problems, key string, port int) {
@@ -117,27 +138,15 @@ func (c *Config) validateSources(p *problems) {
 		if k.Group == "" {
 			p.add("sources.kafka.group", "required when the Kafka source is enabled")
 		}
-		if k.CommitInterval <= 0 {
-			p.add("sources.kafka.commit_interval", "must be positive")
-		}
-		if k.RevokeTimeout <= 0 {
-			p.add("sources.kafka.revoke_timeout", "must be positive")
-		}
-		if k.MaxPollRecords < 1 {
-			p.add("sources.kafka.max_poll_records", "must be at least 1")
-		}
-		if k.StartupAlignSeconds < 1 {
-			p.add("sources.kafka.startup_align_seconds", "must be at least 1")
-		}
-		checkSecurity(p, "sources.kafka", k.Security, k.ClientConfig)
+		p.within("sources.kafka.commit_interval", k.CommitInterval, 10*time.Millisecond, time.Hour)
+		p.within("sources.kafka.revoke_timeout", k.RevokeTimeout, 100*time.Millisecond, time.Hour)
+		p.between("sources.kafka.max_poll_records", int64(k.MaxPollRecords), 1, 100_000)
+		p.between("sources.kafka.startup_align_seconds", int64(k.StartupAlignSeconds), 1, 3600)
+		checkConn(p, "sources.kafka", k.Brokers, k.Security, k.ClientConfig)
 	}
 	if h.Enabled {
-		if h.MaxConcurrent < 1 {
-			p.add("sources.http.max_concurrent", "must be at least 1")
-		}
-		if h.MaxBodyBytes < 1 {
-			p.add("sources.http.max_body_bytes", "must be at least 1")
-		}
+		p.between("sources.http.max_concurrent", int64(h.MaxConcurrent), 1, 100_000)
+		p.between("sources.http.max_body_bytes", h.MaxBodyBytes, 1, MaxBodyBytes)
 	}
 	names, tokens := map[string]bool{}, map[string]bool{}
 	for i, cl := range h.Clients {
@@ -154,13 +163,9 @@ func (c *Config) validateSources(p *problems) {
 			p.add(key+".token", "two clients share one token")
 		}
 		tokens[cl.Token] = true
-		if cl.RPM < 1 {
-			p.add(key+".rpm", "must be at least 1")
-		}
+		p.between(key+".rpm", int64(cl.RPM), 1, MaxRPM)
 	}
-	if c.Pipeline.MaxInFlight < 1 {
-		p.add("pipeline.max_in_flight", "must be at least 1")
-	}
+	p.between("pipeline.max_in_flight", int64(c.Pipeline.MaxInFlight), 1, 100_000)
 }
 
 func (c *Config) validateSinks(p *problems) {
@@ -185,74 +190,71 @@ func (c *Config) validateSinks(p *problems) {
 		if len(s.Brokers) == 0 && !c.Sources.Kafka.Enabled {
 			p.add(key+".brokers", "required when the Kafka source is off (empty brokers means the consumer's cluster)")
 		}
-		if s.Breaker.FailureThreshold < 1 {
-			p.add(key+".breaker.failure_threshold", "must be at least 1")
-		}
-		if s.DeliveryTimeout <= 0 {
-			p.add(key+".delivery_timeout", "must be positive")
-		}
-		if s.Breaker.OpenTimeout <= 0 {
-			p.add(key+".breaker.open_timeout", "must be positive")
-		}
-		checkSecurity(p, key, s.Security, s.ClientConfig)
+		p.between(key+".breaker.failure_threshold", int64(s.Breaker.FailureThreshold), 1, 1000)
+		p.within(key+".delivery_timeout", s.DeliveryTimeout, 100*time.Millisecond, time.Hour)
+		p.within(key+".breaker.open_timeout", s.Breaker.OpenTimeout, 10*time.Millisecond, time.Hour)
+		checkConn(p, key, s.Brokers, s.Security, s.ClientConfig)
 	}
 	switch c.DLQ.OnSendFailure {
 	case "stall", "drop":
 	default:
 		p.add("dlq.on_send_failure", "%q is not one of stall, drop", c.DLQ.OnSendFailure)
 	}
-	if c.DLQ.SendTimeout <= 0 {
-		p.add("dlq.send_timeout", "must be positive")
-	}
+	p.within("dlq.send_timeout", c.DLQ.SendTimeout, 100*time.Millisecond, time.Hour)
 	if c.DLQ.Topic != "" && len(c.DLQ.Brokers) == 0 && !c.Sources.Kafka.Enabled {
 		p.add("dlq.brokers", "required when dlq.topic is set and the Kafka source is off")
 	}
-	checkSecurity(p, "dlq", c.DLQ.Security, c.DLQ.ClientConfig)
+	checkConn(p, "dlq", c.DLQ.Brokers, c.DLQ.Security, c.DLQ.ClientConfig)
 }
 
 func (c *Config) validateExecutor(p *problems) {
 	e := c.Executor
 	if e.BinaryPath == "" {
 		p.add("executor.binary_path", "required: the program that processes each message")
+	} else if err := CheckExecutable(e.BinaryPath); err != nil {
+		p.add("executor.binary_path", "%v", err)
 	}
-	if e.PoolSize < 1 {
-		p.add("executor.pool_size", "must be at least 1")
-	}
-	if e.Timeout <= 0 {
-		p.add("executor.timeout", "must be positive")
-	}
-	if e.MaxOutputBytes < 1 {
-		p.add("executor.max_output_bytes", "must be at least 1")
-	}
-	if c.Handler.MaxAttempts < 1 {
-		p.add("handler.max_attempts", "must be at least 1")
-	}
-	if c.Handler.RetryBackoff < 0 {
-		p.add("handler.retry_backoff", "must not be negative")
-	}
+	p.between("executor.pool_size", int64(e.PoolSize), 1, 1024)
+	p.within("executor.timeout", e.Timeout, time.Millisecond, 24*time.Hour)
+	p.between("executor.max_output_bytes", e.MaxOutputBytes, 1, MaxOutputBytes)
+	p.between("handler.max_attempts", int64(c.Handler.MaxAttempts), 1, 100)
+	p.within("handler.retry_backoff", c.Handler.RetryBackoff, 0, time.Hour)
 }
 
 func (c *Config) validateHistory(p *problems) {
 	h := c.History
-	if h.SealInterval <= 0 {
-		p.add("history.seal_interval", "must be positive")
+	day := 24 * time.Hour
+	p.within("history.seal_interval", h.SealInterval, time.Second, 7*day)
+	p.between("history.merged_retention_days", int64(h.MergedRetentionDays), 1, 36500)
+	p.within("history.archive.after", h.Archive.After, time.Minute, 3650*day)
+	p.within("history.archive.window", h.Archive.Window, time.Minute, 31*day)
+	p.within("fleet.registry.heartbeat", c.Fleet.Registry.Heartbeat, 100*time.Millisecond, time.Hour)
+	p.within("fleet.cache_exchange.interval", c.Fleet.CacheExchange.Interval, 100*time.Millisecond, time.Hour)
+	p.within("throughput.window", c.Throughput.Window, time.Second, day)
+}
+
+// CheckExecutable reports why path cannot be started as the executor: it
+// must name an executable regular file (a bare name is looked up on PATH).
+func CheckExecutable(path string) error {
+	if !strings.Contains(path, "/") {
+		abs, err := exec.LookPath(path)
+		if err != nil {
+			return fmt.Errorf("%q is not found on PATH", path)
+		}
+		path = abs
 	}
-	if h.MergedRetentionDays < 1 {
-		p.add("history.merged_retention_days", "must be at least 1")
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s does not exist", path)
+	case err != nil:
+		return fmt.Errorf("%s: %w", path, errors.Unwrap(err))
+	case st.IsDir():
+		return fmt.Errorf("%s is a directory, not a program", path)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file", path)
+	case st.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%s is not executable (chmod +x it)", path)
 	}
-	if h.Archive.After <= 0 {
-		p.add("history.archive.after", "must be positive")
-	}
-	if h.Archive.Window <= 0 {
-		p.add("history.archive.window", "must be positive")
-	}
-	if c.Fleet.Registry.Heartbeat <= 0 {
-		p.add("fleet.registry.heartbeat", "must be positive")
-	}
-	if c.Fleet.CacheExchange.Interval <= 0 {
-		p.add("fleet.cache_exchange.interval", "must be positive")
-	}
-	if c.Throughput.Window <= 0 {
-		p.add("throughput.window", "must be positive")
-	}
+	return nil
 }

@@ -1,0 +1,247 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+)
+
+// keyLines maps every key path of a TOML document to the line it is set
+// on, in the form problems use ("sources.http.port", "sinks.kafka[1].name").
+// It reads the text line by line: table headers, array-of-tables headers,
+// key = value lines (dotted keys included) and the keys of inline tables
+// opening on that line. Values that span lines (multi-line strings and
+// arrays) are skipped. It never fails: a key it cannot place has no line.
+func keyLines(text string) map[string]int {
+	out := map[string]int{}
+	arrays := map[string]int{} // [[path]] → index of the current element
+	table := ""
+	var skip string // closing delimiter of a multi-line value being skipped
+	depth := 0      // open brackets of a multi-line array being skipped
+	for i, line := range strings.Split(text, "\n") {
+		n := i + 1
+		if skip != "" {
+			if strings.Contains(line, skip) {
+				skip = ""
+			}
+			continue
+		}
+		if depth > 0 {
+			depth += bracketDelta(line)
+			continue
+		}
+		line = strings.TrimSpace(stripComment(line))
+		switch {
+		case line == "":
+			continue
+		case strings.HasPrefix(line, "[["):
+			name := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "[["), "]]"))
+			p := joinKeys(splitKey(name))
+			idx := 0
+			if last, ok := arrays[p]; ok {
+				idx = last + 1
+			}
+			arrays[p] = idx
+			table = p + "[" + strconv.Itoa(idx) + "]"
+			out[p] = n
+			out[table] = n
+			continue
+		case strings.HasPrefix(line, "["):
+			name := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "["), "]"))
+			table = indexed(joinKeys(splitKey(name)), arrays)
+			out[table] = n
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		path := joinPath(table, joinKeys(splitKey(strings.TrimSpace(key))))
+		if _, seen := out[path]; !seen {
+			out[path] = n
+		}
+		value = strings.TrimSpace(value)
+		switch {
+		case strings.HasPrefix(value, `"""`) && strings.Count(value, `"""`) == 1:
+			skip = `"""`
+		case strings.HasPrefix(value, `'''`) && strings.Count(value, `'''`) == 1:
+			skip = `'''`
+		case strings.HasPrefix(value, "{"):
+			inlineKeys(path, value, n, out)
+		case strings.HasPrefix(value, "["):
+			depth = bracketDelta(value)
+		}
+	}
+	return out
+}
+
+// inlineKeys records the keys of an inline table value (one level deep per
+// nested brace, good enough to place every key of a one-line table).
+func inlineKeys(path, value string, line int, out map[string]int) {
+	stack := []string{path}
+	cur := ""
+	inStr := byte(0)
+	for i := 0; i < len(value); i++ {
+		c := value[i]
+		if inStr != 0 {
+			if c == '\\' && inStr == '"' {
+				i++
+			} else if c == inStr {
+				inStr = 0
+			}
+			if inStr == 0 || len(stack) == 0 {
+				continue
+			}
+			cur += string(c)
+			continue
+		}
+		switch c {
+		case '"', '\'':
+			inStr = c
+			cur += string(c)
+		case '{':
+			cur = ""
+		case '=':
+			k := joinPath(stack[len(stack)-1], joinKeys(splitKey(strings.TrimSpace(cur))))
+			if _, seen := out[k]; !seen {
+				out[k] = line
+			}
+			rest := strings.TrimSpace(value[i+1:])
+			if strings.HasPrefix(rest, "{") {
+				stack = append(stack, k)
+			}
+			cur = ""
+		case '}':
+			if len(stack) > 1 {
+				stack = stack[:len(stack)-1]
+			}
+			cur = ""
+		case ',':
+			cur = ""
+		default:
+			cur += string(c)
+		}
+	}
+}
+
+// indexed rewrites a table path whose prefix is an array of tables to
+// point at its current element: "sinks.kafka.breaker" → "sinks.kafka[1].breaker".
+func indexed(path string, arrays map[string]int) string {
+	parts := strings.Split(path, ".")
+	out := ""
+	for i, p := range parts {
+		out = joinPath(out, p)
+		if idx, ok := arrays[strings.Join(parts[:i+1], ".")]; ok && i < len(parts)-1 {
+			out += "[" + strconv.Itoa(idx) + "]"
+		}
+	}
+	return out
+}
+
+// splitKey splits a dotted TOML key, honouring quoted parts.
+func splitKey(key string) []string {
+	var parts []string
+	cur, inStr := "", byte(0)
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case inStr != 0 && c == inStr:
+			inStr = 0
+		case inStr != 0:
+			cur += string(c)
+		case c == '"' || c == '\'':
+			inStr = c
+		case c == '.':
+			parts = append(parts, strings.TrimSpace(cur))
+			cur = ""
+		default:
+			cur += string(c)
+		}
+	}
+	return append(parts, strings.TrimSpace(cur))
+}
+
+func joinKeys(parts []string) string { return strings.Join(parts, ".") }
+
+func joinPath(prefix, k string) string {
+	if prefix == "" {
+		return k
+	}
+	return prefix + "." + k
+}
+
+// stripComment drops a trailing # comment outside of strings.
+func stripComment(line string) string {
+	inStr := byte(0)
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case inStr != 0 && c == '\\' && inStr == '"':
+			i++
+		case inStr != 0 && c == inStr:
+			inStr = 0
+		case inStr != 0:
+		case c == '"' || c == '\'':
+			inStr = c
+		case c == '#':
+			return line[:i]
+		}
+	}
+	return line
+}
+
+// bracketDelta counts [ minus ] outside strings and comments.
+func bracketDelta(line string) int {
+	d := 0
+	inStr := byte(0)
+	line = stripComment(line)
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case inStr != 0 && c == '\\' && inStr == '"':
+			i++
+		case inStr != 0 && c == inStr:
+			inStr = 0
+		case inStr != 0:
+		case c == '"' || c == '\'':
+			inStr = c
+		case c == '[':
+			d++
+		case c == ']':
+			d--
+		}
+	}
+	return d
+}
+
+// nestingDepth is the deepest bracket or brace nesting of text outside
+// strings and comments, plus the longest dotted key; a bound on it keeps
+// hostile files from costing the decoder time and memory.
+func nestingDepth(text string) int {
+	deepest, d := 0, 0
+	for _, line := range strings.Split(text, "\n") {
+		line = stripComment(line)
+		inStr := byte(0)
+		dots := 0
+		for i := 0; i < len(line); i++ {
+			c := line[i]
+			switch {
+			case inStr != 0 && c == '\\' && inStr == '"':
+				i++
+			case inStr != 0 && c == inStr:
+				inStr = 0
+			case inStr != 0:
+			case c == '"' || c == '\'':
+				inStr = c
+			case c == '[' || c == '{':
+				d++
+				deepest = max(deepest, d)
+			case c == ']' || c == '}':
+				d = max(0, d-1)
+			case c == '.':
+				dots++
+				deepest = max(deepest, dots+1)
+			}
+		}
+	}
+	return deepest
+}
