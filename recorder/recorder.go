@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Sentinel errors callers map to HTTP statuses.
@@ -35,11 +36,15 @@ type Recorder struct {
 	log    *slog.Logger
 	memory bool
 
-	ownDir      string // storage.dir with symlinks resolved; "" in memory mode
-	liveDir     string // {ownDir}/recorder
-	sharedRoot  string // shared root with symlinks resolved; "" when none
-	historyDir  string // {sharedRoot}/history/{cluster}
-	guardOwnDir bool   // ownDir lies strictly inside sharedRoot
+	ownDir     string      // storage.dir with symlinks resolved; "" in memory mode
+	liveDir    string      // {ownDir}/recorder
+	sharedRoot string      // shared root with symlinks resolved; "" when none
+	ownDirInfo os.FileInfo // ownDir when it lies strictly inside sharedRoot: never served
+
+	vfs         fileVFS // lends checked shared-folder files to SQLite
+	scratchMu   sync.Mutex
+	scratchDir  string // private folder for build files; see scratch
+	scratchTemp bool   // scratchDir is a temp folder Close removes
 
 	// inMu covers ID assignment together with the enqueue, so the writer
 	// inserts events in ID order.
@@ -58,6 +63,9 @@ type Recorder struct {
 	subs   subscribers
 	counts counter
 	gz     *gzCache
+
+	warnMu sync.Mutex
+	warned map[string]time.Time // see warnEvery
 
 	sealReq      chan chan error
 	running      atomic.Bool
@@ -102,7 +110,7 @@ func Open(ctx context.Context, cfg Config) (*Recorder, error) {
 		r.ring = newRing(cfg.MemoryEvents)
 	}
 	// liveDir is "" in memory mode, which puts the cache in os.TempDir().
-	r.gz = newGzCache(r.liveDir, ".gzcache-"+cfg.Worker+"-", 8)
+	r.gz = newGzCache(r.liveDir, ".gzcache-"+cfg.Worker+"-")
 	shared := cfg.SharedDir
 	if shared == "" {
 		shared = cfg.Dir
@@ -111,8 +119,11 @@ func Open(ctx context.Context, cfg Config) (*Recorder, error) {
 		if r.sharedRoot, err = prepareDir(shared); err != nil {
 			return nil, fmt.Errorf("open recorder: %w", err)
 		}
-		r.historyDir = filepath.Join(r.sharedRoot, "history", cfg.Cluster)
-		r.guardOwnDir = r.ownDir != "" && r.ownDir != r.sharedRoot && within(r.ownDir, r.sharedRoot)
+		if r.ownDir != "" && r.ownDir != r.sharedRoot && within(r.ownDir, r.sharedRoot) {
+			if r.ownDirInfo, err = os.Stat(r.ownDir); err != nil {
+				return nil, fmt.Errorf("open recorder: %w", err)
+			}
+		}
 	}
 	if r.memory {
 		return r, nil
@@ -164,6 +175,8 @@ func prepareDir(dir string) (string, error) {
 func (r *Recorder) Close() error {
 	err := r.shutdown(context.Background())
 	r.gz.close()
+	r.vfs.close()
+	r.removeScratch()
 	return err
 }
 

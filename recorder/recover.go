@@ -63,13 +63,13 @@ func (r *Recorder) recoverOne(ctx context.Context, path string, fromMs int64) (i
 		removeDB(path)
 		return 0, nil
 	}
-	dst, err := r.sealFile(ctx, path, r.cfg.Worker, fromMs, max(toMs.Int64, fromMs))
+	name, err := r.sealFile(ctx, path, r.cfg.Worker, fromMs, max(toMs.Int64, fromMs))
 	if err != nil {
 		return 0, err
 	}
 	r.stats.seals.Add(1)
-	r.addRecent(dst)
-	r.log.Warn("recorder_recovered", "file", relSlash(r.sharedRoot, dst), "rows", rows.Int64)
+	r.addRecent(name)
+	r.log.Warn("recorder_recovered", "file", "history/"+r.cfg.Cluster+"/"+name, "rows", rows.Int64)
 	return maxID.Int64, nil
 }
 

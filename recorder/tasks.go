@@ -100,11 +100,11 @@ func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error
 	if err != nil {
 		return nil, fmt.Errorf("query task results: %w", err)
 	}
-	for _, path := range r.recentSealed() {
+	for _, segs := range r.recentSealed() {
 		if len(out) >= limit {
 			break
 		}
-		more, err := queryFile(path, func(db *sql.DB) ([]TaskRow, error) {
+		more, err := queryShared(ctx, r, segs, func(db *sql.DB) ([]TaskRow, error) {
 			return queryTasks(ctx, db, query, limit-len(out))
 		})
 		if err != nil {

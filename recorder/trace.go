@@ -42,7 +42,7 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 		return nil, fmt.Errorf("trace %s: %w", taskID, err)
 	}
 	for _, f := range files {
-		evs, err := queryHist(r, f, func(db *sql.DB) ([]Event, error) {
+		evs, err := queryHist(ctx, r, f, func(db *sql.DB) ([]Event, error) {
 			return queryEvents(ctx, db, query, taskID, maxTraceEvents)
 		})
 		if err != nil {
@@ -93,7 +93,7 @@ func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit i
 		return nil, fmt.Errorf("trace label %s: %w", name, err)
 	}
 	for _, f := range files {
-		rows, err := queryHist(r, f, func(db *sql.DB) ([]TaskRow, error) {
+		rows, err := queryHist(ctx, r, f, func(db *sql.DB) ([]TaskRow, error) {
 			return queryTasks(ctx, db, query, name, value, limit)
 		})
 		if err != nil {
@@ -116,8 +116,9 @@ func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit i
 	return all, nil
 }
 
-// queryFile runs fn on a finished database file opened read-only.
-func queryFile[T any](path string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+// queryPath runs fn on a finished database file in a private folder (the
+// archive cache), opened read-only by path.
+func queryPath[T any](ctx context.Context, path string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
@@ -126,28 +127,40 @@ func queryFile[T any](path string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
 		return nil, err
 	}
 	defer db.Close()
-	if err := checkVersion(context.Background(), db, "main"); err != nil {
+	if err := checkVersion(ctx, db, "main"); err != nil {
 		return nil, err
 	}
 	return fn(db)
 }
 
+// queryShared runs fn on a sealed or merged file of the shared folder,
+// opened through the symlink-refusing walk and read by SQLite from that
+// open file.
+func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+	f, _, err := r.openSharedFile(segs, false)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return queryOpen(ctx, r, f, fn)
+}
+
 // queryHist runs fn on a sealed file, or on the cached decompressed copy of
 // an archive. A file that vanished meanwhile yields nothing.
-func queryHist[T any](r *Recorder, f histFile, fn func(*sql.DB) ([]T, error)) ([]T, error) {
-	path := f.path
+func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+	var out []T
+	var err error
 	if f.shape == shapeArchive {
-		tmp, release, err := r.gz.open(f.path, f.modTime, f.size)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
+		var tmp string
+		var release func()
+		tmp, release, err = r.gz.open(ctx, r, f)
+		if err == nil {
+			defer release()
+			out, err = queryPath(ctx, tmp, fn)
 		}
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-		path = tmp
+	} else {
+		out, err = queryShared(ctx, r, f.segs, fn)
 	}
-	out, err := queryFile(path, fn)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
