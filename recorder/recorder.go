@@ -3,10 +3,8 @@ package recorder
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +70,9 @@ type Recorder struct {
 	shutdownOnce sync.Once
 	shutdownErr  error
 	stats        stats
+
+	own      *ownLock // {Dir}/<worker>.lock; nil in memory mode
+	fellBack bool     // storage.dir was set but unusable: memory-only
 }
 
 // item is one queued write: exactly one field is set.
@@ -80,100 +81,12 @@ type item struct {
 	task *TaskRow
 }
 
-// Open validates cfg, prepares storage.dir (created 0700 when missing) and
-// the live file, seals live files an earlier crashed run of this worker left
-// behind, and turns a leftover watchdog file into a crash_detected event.
-// It starts no goroutines; call Run.
-func Open(ctx context.Context, cfg Config) (*Recorder, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	r := &Recorder{
-		cfg:     cfg,
-		log:     cfg.Logger.With("component", "recorder"),
-		memory:  cfg.Dir == "",
-		in:      make(chan item, cfg.BufferSize),
-		sealReq: make(chan chan error),
-		nextID:  cfg.StartedAt.UnixMilli() * 1000,
-	}
-	r.counts.sinceMs = cfg.Now().UnixMilli()
-	if !r.memory {
-		if r.ownDir, err = prepareDir(cfg.Dir); err != nil {
-			return nil, fmt.Errorf("open recorder: %w", err)
-		}
-		r.liveDir = filepath.Join(r.ownDir, "recorder")
-		if err := mkdirPrivate(r.liveDir); err != nil {
-			return nil, fmt.Errorf("open recorder: %w", err)
-		}
-	} else {
-		r.ring = newRing(cfg.MemoryEvents)
-	}
-	// liveDir is "" in memory mode, which puts the cache in os.TempDir().
-	r.gz = newGzCache(r.liveDir, ".gzcache-"+cfg.Worker+"-")
-	shared := cfg.SharedDir
-	if shared == "" {
-		shared = cfg.Dir
-	}
-	if shared != "" {
-		if r.sharedRoot, err = prepareDir(shared); err != nil {
-			return nil, fmt.Errorf("open recorder: %w", err)
-		}
-		if r.ownDir != "" && r.ownDir != r.sharedRoot && within(r.ownDir, r.sharedRoot) {
-			if r.ownDirInfo, err = os.Stat(r.ownDir); err != nil {
-				return nil, fmt.Errorf("open recorder: %w", err)
-			}
-		}
-	}
-	if r.memory {
-		return r, nil
-	}
-	crash := r.takeWatchdog()
-	maxID, err := r.recoverOrphans(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("open recorder: %w", err)
-	}
-	if maxID >= r.nextID {
-		r.nextID = maxID + 1
-	}
-	if err := r.openLive(ctx, cfg.StartedAt.UnixMilli()); err != nil {
-		return nil, fmt.Errorf("open recorder: %w", err)
-	}
-	if crash != nil {
-		ev := r.fillEvent(Event{Type: TypeCrashDetected, Payload: crash})
-		ev.ID = r.nextID
-		r.nextID++
-		if err := r.writeBatch(ctx, []item{{ev: &ev}}); err != nil {
-			r.closeLive()
-			return nil, fmt.Errorf("open recorder: record crash: %w", err)
-		}
-		r.log.Warn("crash_detected", "previous", string(crash))
-	}
-	return r, nil
-}
-
-// prepareDir creates dir (0700) when missing and returns its absolute path
-// with symlinks resolved.
-func prepareDir(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", dir, err)
-	}
-	if err := mkdirPrivate(abs); err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", dir, err)
-	}
-	return real, nil
-}
-
 // Close ends the recorder. Call it after Run has returned. When Run never
 // ran it performs the same clean shutdown (seal, watchdog removal). It is
 // safe to call more than once.
 func (r *Recorder) Close() error {
 	err := r.shutdown(context.Background())
+	r.own.release()
 	r.gz.close()
 	r.vfs.close()
 	r.removeScratch()

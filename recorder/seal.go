@@ -33,6 +33,7 @@ func (r *Recorder) newLiveFile(ctx context.Context, startMs int64) (*liveFile, e
 	}
 	db, err := openLiveDB(ctx, path)
 	if err != nil {
+		removeDB(path)
 		return nil, err
 	}
 	err = setMeta(ctx, db, "format", strconv.Itoa(FormatVersion), "kind", "live",
