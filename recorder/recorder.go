@@ -71,6 +71,9 @@ type Recorder struct {
 	shutdownErr  error
 	stats        stats
 
+	loss        lossEpisode // see recordLoss
+	liveRetryAt time.Time   // writer only: last attempt to recreate the live file
+
 	own      *ownLock // {Dir}/<worker>.lock; nil in memory mode
 	fellBack bool     // storage.dir was set but unusable: memory-only
 }
@@ -97,22 +100,24 @@ func (r *Recorder) Close() error {
 type Stats struct {
 	EventsWritten   uint64 // events stored (live file or memory ring)
 	TasksWritten    uint64 // task rows stored
-	EventsDropped   uint64 // events dropped because the write queue was full or closed
-	TasksDropped    uint64 // task rows dropped likewise
+	EventsDropped   uint64 // events not stored: write queue full or closed, or lost to a failed write
+	TasksDropped    uint64 // task rows not stored, likewise
+	RowsLost        uint64 // events and task rows lost to failed writes (disk full, I/O error); part of the two above
 	SubscriberDrops uint64 // items not delivered to slow live subscribers
 	Subscribers     int    // current live subscribers
 	Queued          int    // items waiting in the write queue
-	WriteErrors     uint64 // failed write batches (their rows are lost)
+	WriteErrors     uint64 // failed write batches (their rows are in RowsLost)
 	Seals           uint64 // live files sealed into history
 	SealErrors      uint64
 	ArchivedFiles   uint64 // sealed files folded into archives by this worker
 	ArchiveErrors   uint64
 	MergedRemoved   uint64 // merge results removed by retention
+	MemoryOnly      bool   // events are kept in memory only (see Recorder.MemoryOnly)
 }
 
 type stats struct {
 	eventsWritten, tasksWritten, eventsDropped, tasksDropped atomic.Uint64
-	writeErrors, seals, sealErrors                           atomic.Uint64
+	writeErrors, rowsLost, seals, sealErrors                 atomic.Uint64
 	archivedFiles, archiveErrors, mergedRemoved              atomic.Uint64
 }
 
@@ -127,12 +132,14 @@ func (r *Recorder) Stats() Stats {
 		SubscriberDrops: drops,
 		Subscribers:     n,
 		Queued:          len(r.in),
+		RowsLost:        r.stats.rowsLost.Load(),
 		WriteErrors:     r.stats.writeErrors.Load(),
 		Seals:           r.stats.seals.Load(),
 		SealErrors:      r.stats.sealErrors.Load(),
 		ArchivedFiles:   r.stats.archivedFiles.Load(),
 		ArchiveErrors:   r.stats.archiveErrors.Load(),
 		MergedRemoved:   r.stats.mergedRemoved.Load(),
+		MemoryOnly:      r.memory,
 	}
 }
 
