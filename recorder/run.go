@@ -34,6 +34,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 	if r.cfg.ArchiveEnabled && r.sharedRoot != "" {
 		wg.Go(func() { r.archiveLoop(ctx) })
 	}
+	wg.Go(func() { r.housekeepLoop(ctx) })
 	if r.memory {
 		<-ctx.Done()
 	} else {
@@ -43,6 +44,35 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return r.shutdown(context.Background())
+}
+
+// cachePruneInterval is how often cached archive copies are checked
+// against the shared folder.
+const cachePruneInterval = time.Minute
+
+// housekeepLoop drops cached archive copies whose archive is gone or
+// changed, so they do not outlive it on disk.
+func (r *Recorder) housekeepLoop(ctx context.Context) {
+	t := time.NewTicker(cachePruneInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.pruneCache(ctx)
+		}
+	}
+}
+
+// pruneCache drops cached archive copies whose archive is gone or changed.
+func (r *Recorder) pruneCache(ctx context.Context) {
+	if n, _ := r.gz.cached(); n == 0 {
+		return
+	}
+	if files, err := r.listShared(ctx, false, false); err == nil {
+		r.gz.prune(files)
+	}
 }
 
 // writeLoop is the single writer of the live file until ctx ends.

@@ -17,9 +17,11 @@ const maxTraceEvents = 10000
 
 // Trace returns every event of taskID, oldest first, from the live file (or
 // the memory ring), this cluster's sealed files (every worker's) and its
-// archives. Archives are decompressed once into a cache. An event seen in two
-// files (an archive pass in progress) is returned once. Files removed by a
-// concurrent archive pass are skipped.
+// archives. Archives are decompressed once into a bounded cache (at most
+// MaxInflatedArchiveBytes each; a larger one is skipped and logged). An
+// event seen in two files (an archive pass in progress) is returned once.
+// Files removed by a concurrent archive pass are skipped. It stops when ctx
+// ends.
 func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 	if taskID == "" {
 		return nil, nil
@@ -41,6 +43,7 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace %s: %w", taskID, err)
 	}
+	r.gz.prune(files)
 	for _, f := range files {
 		evs, err := queryHist(ctx, r, f, func(db *sql.DB) ([]Event, error) {
 			return queryEvents(ctx, db, query, taskID, maxTraceEvents)
@@ -92,6 +95,7 @@ func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit i
 	if err != nil {
 		return nil, fmt.Errorf("trace label %s: %w", name, err)
 	}
+	r.gz.prune(files)
 	for _, f := range files {
 		rows, err := queryHist(ctx, r, f, func(db *sql.DB) ([]TaskRow, error) {
 			return queryTasks(ctx, db, query, name, value, limit)
