@@ -52,3 +52,26 @@ func TestArchivingOffDeletesNothing(t *testing.T) {
 		t.Errorf("Stats() = %+v, want nothing archived or removed", s)
 	}
 }
+
+// TestHugeRetentionKeepsMergeResults: a retention far beyond what a
+// time.Duration holds means "keep", not an overflow that expires everything.
+func TestHugeRetentionKeepsMergeResults(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	shared := t.TempDir()
+	merged := filepath.Join(shared, "merged")
+	for _, age := range []time.Duration{0, 400 * 24 * time.Hour} {
+		writeDB(t, filepath.Join(merged, "merged-"+itoa(int(clk.now().Add(-age).UnixMilli()))+"-0123456789abcdef.db"), "t")
+	}
+	for _, days := range []int{106752, 1 << 40} {
+		cfg := baseConfig(t, "", shared, "w", clk)
+		cfg.ArchiveEnabled, cfg.MergedRetentionDays = true, days
+		r := mustOpen(t, cfg)
+		if err := r.archivePass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := dirNames(t, merged); len(got) != 2 {
+			t.Errorf("merged_retention_days %d left %v, want both merge results", days, got)
+		}
+	}
+}
