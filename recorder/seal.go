@@ -258,8 +258,3 @@ func (r *Recorder) recentSealed() [][]string {
 	}
 	return out
 }
-
-func fileExists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
-}
