@@ -17,6 +17,13 @@ const (
 	DefaultWatchdogInterval    = 5 * time.Second
 )
 
+// Upper bounds of the in-memory sizes: both are allocated up front or grow
+// to their size, so they are bounded like every other number.
+const (
+	maxMemoryEvents = 1_000_000
+	maxBufferSize   = 1_000_000
+)
+
 // Config configures a Recorder. Zero durations and sizes take the defaults
 // above; negative values are rejected by Open.
 type Config struct {
@@ -84,18 +91,23 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ArchiveWindow < time.Millisecond {
 		return cfg, fmt.Errorf("validate config archive_window: %s is below 1ms", cfg.ArchiveWindow)
 	}
+	// Retention has no upper bound here: archive.go clamps it, so a huge
+	// value means "keep for ever" rather than an overflow.
 	ints := []struct {
-		name string
-		v    *int
-		def  int
+		name     string
+		v        *int
+		def, max int
 	}{
-		{"merged_retention_days", &cfg.MergedRetentionDays, DefaultMergedRetentionDays},
-		{"memory_events", &cfg.MemoryEvents, DefaultMemoryEvents},
-		{"buffer_size", &cfg.BufferSize, DefaultBufferSize},
+		{"merged_retention_days", &cfg.MergedRetentionDays, DefaultMergedRetentionDays, 0},
+		{"memory_events", &cfg.MemoryEvents, DefaultMemoryEvents, maxMemoryEvents},
+		{"buffer_size", &cfg.BufferSize, DefaultBufferSize, maxBufferSize},
 	}
 	for _, n := range ints {
 		if *n.v < 0 {
 			return cfg, fmt.Errorf("validate config %s: negative value %d", n.name, *n.v)
+		}
+		if n.max > 0 && *n.v > n.max {
+			return cfg, fmt.Errorf("validate config %s: %d is above %d", n.name, *n.v, n.max)
 		}
 		if *n.v == 0 {
 			*n.v = n.def

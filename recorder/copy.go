@@ -17,12 +17,13 @@ type copied struct {
 	fromMs, toMs  int64 // the source's meta from_ms and to_ms (0 when absent)
 }
 
-// copyFrom appends every row of the finished file srcPath to db (an archive
+// copyFrom appends every row of the finished database at srcURI (a SQLite
+// URI, see fileVFS.uri and sqliteURI) to db (an archive
 // or merge result being built, one connection) and records sourceName in
 // its sources table, all in one transaction. Rows get new ids in db. A
 // source already listed in sources is skipped, which makes folding the same
 // sealed file twice harmless.
-func copyFrom(ctx context.Context, db *sql.DB, srcPath, sourceName string) (copied, error) {
+func copyFrom(ctx context.Context, db *sql.DB, srcURI, sourceName string) (copied, error) {
 	var c copied
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -36,7 +37,7 @@ func copyFrom(ctx context.Context, db *sql.DB, srcPath, sourceName string) (copi
 	if n > 0 {
 		return c, nil
 	}
-	if _, err := conn.ExecContext(ctx, `ATTACH DATABASE ? AS src`, sqliteURI(srcPath, "mode=ro&immutable=1")); err != nil {
+	if _, err := conn.ExecContext(ctx, `ATTACH DATABASE ? AS src`, srcURI); err != nil {
 		return c, fmt.Errorf("attach %s: %w", sourceName, err)
 	}
 	defer conn.ExecContext(context.Background(), `DETACH DATABASE src`)
@@ -99,24 +100,19 @@ func countRows(ctx context.Context, db *sql.DB) (events, tasks int64, err error)
 	return events, tasks, err
 }
 
-// gzipFile compresses src into a new 0600 file dst and fsyncs it.
-func gzipFile(src, dst string) error {
+// gzipInto compresses the file at src into out (a new file the caller
+// created), fsyncs and closes out.
+func gzipInto(src string, out *os.File) error {
 	in, err := os.Open(src)
 	if err != nil {
+		out.Close()
 		return fmt.Errorf("compress %s: %w", filepath.Base(src), err)
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fileMode)
-	if err != nil {
-		return fmt.Errorf("compress to %s: %w", filepath.Base(dst), err)
-	}
 	zw := gzip.NewWriter(out)
 	_, err = io.Copy(zw, in)
 	if cerr := zw.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = out.Chmod(fileMode)
 	}
 	if err == nil {
 		err = out.Sync()
@@ -125,8 +121,7 @@ func gzipFile(src, dst string) error {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(dst)
-		return fmt.Errorf("compress to %s: %w", filepath.Base(dst), err)
+		return fmt.Errorf("compress %s: %w", filepath.Base(src), err)
 	}
 	return nil
 }

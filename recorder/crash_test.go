@@ -20,35 +20,7 @@ import (
 // the dead process's live file is sealed into history.
 func TestCrashDetected(t *testing.T) {
 	dir, shared := t.TempDir(), t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
-	cmd.Env = append(os.Environ(), "RECORDER_CRASH_CHILD_DIR="+dir, "RECORDER_CRASH_CHILD_SHARED="+shared)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child: %v", err)
-	}
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "CHILD_READY") {
-				ready <- true
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatal("child exited before it was ready")
-		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("child never became ready")
-	}
+	cmd := startChild(t, "TestCrashChild", "RECORDER_CRASH_CHILD_DIR="+dir, "RECORDER_CRASH_CHILD_SHARED="+shared)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("kill child: %v", err)
 	}
@@ -76,6 +48,46 @@ func TestCrashDetected(t *testing.T) {
 	if k := kinds(t, r); k["sealed"] != 1 || k["live"] != 1 {
 		t.Errorf("Databases() kinds = %v, want the recovered sealed file and a live file", k)
 	}
+}
+
+// startChild re-executes the test binary running only the test named run,
+// with env added, and waits until it prints CHILD_READY. The child is
+// killed when the test ends.
+func startChild(t *testing.T, run string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start child: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "CHILD_READY") {
+				ready <- true
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("child exited before it was ready")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("child never became ready")
+	}
+	return cmd
 }
 
 // TestCrashChild is the worker process of TestCrashDetected; it does

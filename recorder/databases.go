@@ -3,11 +3,9 @@ package recorder
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,8 +45,9 @@ type fileMeta struct {
 
 // histFile is one file found in the shared folder.
 type histFile struct {
-	path    string // absolute
-	rel     string // relative to the shared root, slash form
+	path    string   // absolute, for cache keys and messages; never opened by path
+	segs    []string // rel split into segments, for openSharedFile
+	rel     string   // relative to the shared root, slash form
 	shape   shape
 	size    int64
 	modTime time.Time
@@ -85,68 +84,37 @@ func (r *Recorder) Databases(ctx context.Context) ([]Database, error) {
 
 // listShared returns this cluster's sealed files and archives and, when
 // merged is set, the merge results; newest first. withMeta reads each
-// .meta.json (falling back to the file name).
+// .meta.json (falling back to the file name). A folder that is a symlink is
+// left out with a warning: it is not part of the shared folder.
 func (r *Recorder) listShared(ctx context.Context, merged, withMeta bool) ([]histFile, error) {
 	if r.sharedRoot == "" {
 		return nil, nil
 	}
-	files, err := r.listDir(r.historyDir, withMeta)
+	folders := [][]string{r.histSegs()}
+	if merged {
+		folders = append(folders, []string{"merged"})
+	}
+	var files []histFile
+	for _, segs := range folders {
+		got, err := r.listDir(segs, withMeta)
+		if errors.Is(err, ErrUnsafePath) {
+			r.warnEvery("recorder_unsafe_folder", path.Join(segs...), "folder", path.Join(segs...), "error", err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, got...)
+	}
 	for i := range files {
-		if files[i].meta.Cluster == "" {
+		if files[i].shape != shapeMerged && files[i].meta.Cluster == "" {
 			files[i].meta.Cluster = r.cfg.Cluster
 		}
-	}
-	if err == nil && merged {
-		var m []histFile
-		m, err = r.listDir(filepath.Join(r.sharedRoot, "merged"), withMeta)
-		files = append(files, m...)
-	}
-	if err != nil {
-		return nil, err
 	}
 	slices.SortFunc(files, func(a, b histFile) int {
 		return cmp.Or(cmp.Compare(b.meta.FromMs, a.meta.FromMs), strings.Compare(a.rel, b.rel))
 	})
 	return files, ctx.Err()
-}
-
-// listDir lists the regular, non-hidden files of one folder that match a shape.
-func (r *Recorder) listDir(dir string, withMeta bool) ([]histFile, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", relSlash(r.sharedRoot, dir), err)
-	}
-	var out []histFile
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		rel := relSlash(r.sharedRoot, path)
-		_, sh, ok := parseShape(rel)
-		if !ok {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			continue
-		}
-		f := histFile{path: path, rel: rel, shape: sh, size: fi.Size(), modTime: fi.ModTime(), meta: metaFromName(e.Name(), sh)}
-		if withMeta {
-			if data, err := os.ReadFile(path + ".meta.json"); err == nil {
-				var m fileMeta
-				if json.Unmarshal(data, &m) == nil {
-					m.Kind = f.meta.Kind // the shape decides the kind
-					f.meta = m
-				}
-			}
-		}
-		out = append(out, f)
-	}
-	return out, nil
 }
 
 // metaFromName reads what a file name tells: sealed <worker>-<from>-<to>.db,

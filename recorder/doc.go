@@ -22,6 +22,7 @@
 //	recorder/                              0700
 //	recorder/<worker>-<start_ms>.db        live file: SQLite, WAL, busy timeout, 0600
 //	<worker>.watchdog                      {"pid","rss_bytes","ts_ms"}, rewritten every few seconds, 0600
+//	<worker>.lock                          {"pid","started_ms"}, flock held while running, never deleted
 //
 // shared.dir (storage.dir when unset; folders created 0700, files 0600):
 //
@@ -32,6 +33,14 @@
 //	history/<cluster>/.archive.lock                            archiving lease
 //	merged/merged-<ts_ms>-<token>.db                           merge result (token: 16 hex digits)
 //	merged/merged-<ts_ms>-<token>.db.meta.json
+//
+// No folder or file below the shared root may be a symlink and no file may
+// have more than one hard link: every operation there walks from the root
+// with O_NOFOLLOW and works through the open folder (openat, renameat,
+// unlinkat), SQLite reads shared files through a read-only VFS serving the
+// descriptor that was checked, and databases are built in a private folder
+// before they are moved in. What is read from peers' files is bounded
+// (archives inflate to at most 1 GiB for a trace, 16 GiB for a fold).
 //
 // Every database file has the same schema, built by numbered steps recorded
 // in PRAGMA user_version (currently 1): meta(key, value); events(id, ts_ms,
@@ -76,8 +85,18 @@
 //     merged_retention_days (by the <ts_ms> in the name) are deleted. With
 //     archiving off nothing is ever deleted automatically.
 //
+// Open takes an exclusive flock on <worker>.lock, so a second process of the
+// same worker on the same storage.dir is refused (ErrInUse, naming the PID)
+// instead of sealing the first one's live file or reporting a false crash.
+//
 // Memory-only mode (storage.dir empty): recent events and task rows live in a
-// ring, nothing is sealed, there is no watchdog file and no live file.
+// ring, nothing is sealed, there is no watchdog file and no live file. A
+// storage.dir that cannot hold the live file at Open (permission, read-only
+// or full file system) gives the same mode with the WARN
+// recorder_memory_only_fallback. A write that fails later (disk full) loses
+// its batch: the rows are counted in Stats (EventsDropped, TasksDropped,
+// RowsLost) and Counts (LostRows, Incomplete), and the error is logged once
+// per episode and then at most every 30 seconds.
 //
 // Only three shapes are ever served or merged by path:
 // history/<cluster>/<name>.db, history/<cluster>/<name>.db.gz (download only)

@@ -181,7 +181,7 @@ func (r *Recorder) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("query events: %w", err)
 	}
-	for _, path := range r.recentSealed() {
+	for _, segs := range r.recentSealed() {
 		if len(out) >= q.Limit {
 			break
 		}
@@ -191,12 +191,12 @@ func (r *Recorder) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 		q.Limit -= len(out)
 		query, args := eventsSQL(q)
 		q.Limit += len(out)
-		more, err := queryFile(path, func(db *sql.DB) ([]Event, error) {
+		more, err := queryShared(ctx, r, segs, func(db *sql.DB) ([]Event, error) {
 			return queryEvents(ctx, db, query, args...)
 		})
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) { // archived meanwhile: expected
-				r.log.Warn("recorder_query_sealed_failed", "file", relSlash(r.sharedRoot, path), "error", err)
+				r.log.Warn("recorder_query_sealed_failed", "file", strings.Join(segs, "/"), "error", err)
 			}
 			continue
 		}

@@ -5,11 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // The spec fixes these modes for recorder files and folders. They are set
@@ -89,66 +87,6 @@ func writeFileAtomic(path string, data []byte) error {
 // never match a download or merge shape and are skipped by every listing.
 func tempName(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+randToken(6)+".tmp")
-}
-
-// syncFile fsyncs the file at path.
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	return nil
-}
-
-// syncDir fsyncs a folder so renames in it survive a power cut. Some file
-// systems refuse to fsync folders; that is not worth failing over.
-func syncDir(dir string) {
-	if f, err := os.Open(dir); err == nil {
-		f.Sync()
-		f.Close()
-	}
-}
-
-// moveFile renames src to dst, copying when they are on different file
-// systems (storage.dir and shared.dir usually are).
-func moveFile(src, dst string) error {
-	err := os.Rename(src, dst)
-	if err == nil || !errors.Is(err, syscall.EXDEV) {
-		return err
-	}
-	if err := copyFile(src, dst); err != nil {
-		os.Remove(dst)
-		return err
-	}
-	return os.Remove(src)
-}
-
-// copyFile copies src to a new file dst with mode 0600.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("copy %s: %w", src, err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fileMode)
-	if err != nil {
-		return fmt.Errorf("copy to %s: %w", dst, err)
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Chmod(fileMode)
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("copy to %s: %w", dst, err)
-	}
-	return nil
 }
 
 // randToken returns n random bytes in hex.

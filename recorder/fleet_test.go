@@ -147,7 +147,7 @@ func TestArchiveLock(t *testing.T) {
 		t.Errorf("b lost its lock when a released")
 	}
 	lb.release()
-	if _, err := os.Stat(lb.path); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(shared, "history", "c1", lockName)); !os.IsNotExist(err) {
 		t.Errorf("lock file remains after release: %v", err)
 	}
 	leftovers, _ := filepath.Glob(filepath.Join(shared, "history", "c1", ".archive.lock.*"))
@@ -161,7 +161,9 @@ func TestArchiveLock(t *testing.T) {
 func TestMergedRetention(t *testing.T) {
 	clk := newClock()
 	shared := t.TempDir()
-	r := mustOpen(t, baseConfig(t, "", shared, "w", clk))
+	cfg := baseConfig(t, "", shared, "w", clk)
+	cfg.ArchiveEnabled = true
+	r := mustOpen(t, cfg)
 	merged := filepath.Join(shared, "merged")
 	os.MkdirAll(merged, 0o700)
 	old := filepath.Join(merged, "merged-"+itoa(int(clk.now().Add(-8*24*time.Hour).UnixMilli()))+"-ab.db")

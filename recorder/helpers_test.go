@@ -132,3 +132,8 @@ func mustStat(t testing.TB, path string) os.FileInfo {
 	}
 	return fi
 }
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

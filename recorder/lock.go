@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -14,11 +13,18 @@ import (
 // the holder refreshes it before each window it folds.
 const archiveLease = 10 * time.Minute
 
+// lockName is the archive lock's file name in history/<cluster>/.
+const lockName = ".archive.lock"
+
+// maxLockBytes bounds a lock file read (it is a peer's file).
+const maxLockBytes = 4096
+
 // archiveLock is history/<cluster>/.archive.lock, held by one worker of the
-// fleet at a time.
+// fleet at a time. dir is the history folder it lives in, opened without
+// symlinks; the fold works through the same open folder.
 type archiveLock struct {
 	r     *Recorder
-	path  string
+	dir   *dir
 	token string
 }
 
@@ -35,45 +41,52 @@ type lockContent struct {
 // aside under a unique name, and the takeover counts only if the renamed
 // file is still the stale one, so two workers cannot both take it over.
 func (r *Recorder) acquireArchiveLock() (*archiveLock, error) {
-	if err := mkdirPrivate(r.historyDir); err != nil {
+	d, err := r.openShared(true, false, r.histSegs()...)
+	if err != nil {
+		return nil, fmt.Errorf("archive lock: %w", err)
+	}
+	l := &archiveLock{r: r, dir: d, token: randToken(8)}
+	got, err := l.acquire()
+	if err != nil || !got {
+		d.close()
 		return nil, err
 	}
-	l := &archiveLock{r: r, path: filepath.Join(r.historyDir, ".archive.lock"), token: randToken(8)}
+	return l, nil
+}
+
+func (l *archiveLock) acquire() (bool, error) {
 	for attempt := 0; attempt < 2; attempt++ {
 		ok, err := l.create()
-		if err != nil {
-			return nil, err
+		if err != nil || ok {
+			return ok, err
 		}
-		if ok {
-			return l, nil
-		}
-		old, err := os.ReadFile(l.path)
+		old, err := l.dir.readSmall(lockName, maxLockBytes)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil || !l.stale(old) {
-			return nil, err
+			return false, err
 		}
-		aside := l.path + "." + l.token + ".stale"
-		if err := os.Rename(l.path, aside); err != nil {
-			return nil, nil // someone else moved it first
+		aside := lockName + "." + l.token + ".stale"
+		if err := l.dir.rename(lockName, l.dir, aside); err != nil {
+			return false, nil // someone else moved it first
 		}
-		got, _ := os.ReadFile(aside)
+		got, _ := l.dir.readSmall(aside, maxLockBytes)
 		if !bytes.Equal(got, old) {
 			// We moved a fresh lock another worker had just taken: put it back.
-			os.Link(aside, l.path)
-			os.Remove(aside)
-			return nil, nil
+			l.dir.link(aside, lockName)
+			l.dir.remove(aside)
+			return false, nil
 		}
-		os.Remove(aside)
-		r.log.Warn("recorder_archive_lock_taken_over", "previous", string(old))
+		l.dir.remove(aside)
+		l.r.log.Warn("recorder_archive_lock_taken_over", "previous", string(old))
 	}
-	return nil, nil
+	return false, nil
 }
 
 // create makes the lock file with O_EXCL; false when it exists.
 func (l *archiveLock) create() (bool, error) {
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fileMode)
+	f, err := l.dir.create(lockName)
 	if errors.Is(err, os.ErrExist) {
 		return false, nil
 	}
@@ -88,7 +101,7 @@ func (l *archiveLock) create() (bool, error) {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(l.path)
+		l.dir.remove(lockName)
 		return false, fmt.Errorf("write archive lock: %w", err)
 	}
 	return true, nil
@@ -108,13 +121,13 @@ func (l *archiveLock) stale(data []byte) bool {
 	if json.Unmarshal(data, &c) == nil && c.ExpiresMs > 0 {
 		return c.ExpiresMs < l.r.cfg.Now().UnixMilli()
 	}
-	fi, err := os.Stat(l.path)
+	fi, err := l.dir.stat(lockName)
 	return err == nil && l.r.cfg.Now().Sub(fi.ModTime()) > archiveLease
 }
 
 // held reports whether the lock file still carries our token.
 func (l *archiveLock) held() bool {
-	data, err := os.ReadFile(l.path)
+	data, err := l.dir.readSmall(lockName, maxLockBytes)
 	if err != nil {
 		return false
 	}
@@ -127,12 +140,13 @@ func (l *archiveLock) refresh() bool {
 	if !l.held() {
 		return false
 	}
-	return writeFileAtomic(l.path, l.content()) == nil
+	return l.dir.writeAtomic(lockName, l.content()) == nil
 }
 
-// release removes the lock if it is still ours.
+// release removes the lock if it is still ours and closes its folder.
 func (l *archiveLock) release() {
 	if l.held() {
-		os.Remove(l.path)
+		l.dir.remove(lockName)
 	}
+	l.dir.close()
 }

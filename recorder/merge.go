@@ -2,8 +2,8 @@ package recorder
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 )
@@ -15,76 +15,95 @@ type MergeResult struct {
 	SizeBytes int64  `json:"size_bytes"`
 }
 
+// MaxMergePaths bounds the paths of one Merge call.
+const MaxMergePaths = 4096
+
 // Merge copies the events, task rows, labels, config snapshots and state
 // timelines of the given files into a new merged/merged-<ts_ms>-<token>.db
 // (0600; merged/ created 0700) with a .meta.json beside it. Paths are
 // relative to shared.dir and must have the shape history/<cluster>/<name>.db
-// or merged/<name>.db: anything else, archives (.db.gz) included, and an
-// empty list give ErrBadShape; a path that does not resolve to a servable
-// file (see ResolveDownload) gives ErrNotFound. Repeated paths are merged
-// once.
+// or merged/<name>.db: anything else, archives (.db.gz) included, an empty
+// list and more than MaxMergePaths give ErrBadShape; a path that does not
+// resolve to a servable file (see ResolveDownload) gives ErrNotFound.
+// Repeated paths are merged once. The result is built in a private folder
+// and published into merged/ through the open folder: a merged/ that is a
+// symlink gives ErrUnsafePath and nothing is written.
 func (r *Recorder) Merge(ctx context.Context, rels []string) (MergeResult, error) {
 	var res MergeResult
 	if len(rels) == 0 {
 		return res, fmt.Errorf("merge: no paths: %w", ErrBadShape)
 	}
-	var segsList [][]string
+	if len(rels) > MaxMergePaths {
+		return res, fmt.Errorf("merge: %d paths, at most %d: %w", len(rels), MaxMergePaths, ErrBadShape)
+	}
 	for _, rel := range rels {
-		segs, sh, ok := parseShape(rel)
-		if !ok || sh == shapeArchive {
+		if _, sh, ok := parseShape(rel); !ok || sh == shapeArchive {
 			return res, fmt.Errorf("merge %q: %w", rel, ErrBadShape)
 		}
-		segsList = append(segsList, segs)
 	}
 	if r.sharedRoot == "" {
 		return res, fmt.Errorf("merge: %w", ErrNoSharedDir)
 	}
+	var names []string
 	seen := map[string]bool{}
-	var srcs, names []string
-	for i, rel := range rels {
+	for _, rel := range rels {
 		if seen[rel] {
 			continue
 		}
 		seen[rel] = true
-		abs, err := r.resolveExisting(segsList[i])
+		f, _, err := r.openServable(rel)
 		if err != nil {
 			return res, fmt.Errorf("merge %q: %w", rel, err)
 		}
-		srcs, names = append(srcs, abs), append(names, rel)
+		f.Close()
+		names = append(names, rel)
 	}
-	dir := filepath.Join(r.sharedRoot, "merged")
-	if err := mkdirPrivate(dir); err != nil {
-		return res, fmt.Errorf("merge: %w", err)
-	}
-	now := r.cfg.Now().UnixMilli()
-	dst := filepath.Join(dir, fmt.Sprintf("merged-%d-%s.db", now, randToken(8)))
-	tmp := tempName(dst)
-	defer removeDB(tmp)
-	meta, err := r.buildMerged(ctx, tmp, srcs, names)
+	merged, err := r.openShared(true, false, "merged")
 	if err != nil {
 		return res, fmt.Errorf("merge: %w", err)
 	}
-	if err := publish(tmp, dst, meta); err != nil {
-		return res, fmt.Errorf("merge: %w", err)
-	}
-	fi, err := os.Stat(dst)
+	defer merged.close()
+	scratch, err := r.scratch()
 	if err != nil {
 		return res, fmt.Errorf("merge: %w", err)
 	}
-	r.log.Info("recorder_merged", "path", relSlash(r.sharedRoot, dst), "sources", len(srcs), "events", meta.Events)
-	return MergeResult{Path: relSlash(r.sharedRoot, dst), Events: meta.Events, SizeBytes: fi.Size()}, nil
+	defer scratch.close()
+	work := ".merge-" + r.cfg.Worker + "-" + randToken(8) + ".db.tmp"
+	defer removeDB(filepath.Join(scratch.path, work))
+	meta, err := r.buildMerged(ctx, filepath.Join(scratch.path, work), names)
+	if err != nil {
+		return res, fmt.Errorf("merge: %w", err)
+	}
+	name := fmt.Sprintf("merged-%d-%s.db", r.cfg.Now().UnixMilli(), randToken(8))
+	tmp := tempBase(name)
+	if err := moveAt(scratch, work, merged, tmp); err != nil {
+		return res, fmt.Errorf("merge: %w", err)
+	}
+	if err := publishAt(merged, tmp, name, meta); err != nil {
+		merged.remove(tmp)
+		return res, fmt.Errorf("merge: %w", err)
+	}
+	fi, err := merged.stat(name)
+	if err != nil {
+		return res, fmt.Errorf("merge: %w", err)
+	}
+	rel := "merged/" + name
+	r.log.Info("recorder_merged", "path", rel, "sources", len(names), "events", meta.Events)
+	return MergeResult{Path: rel, Events: meta.Events, SizeBytes: fi.Size()}, nil
 }
 
-// buildMerged fills the new file path from srcs and returns its meta.
-func (r *Recorder) buildMerged(ctx context.Context, path string, srcs, names []string) (fileMeta, error) {
-	meta := fileMeta{Kind: "merged", Worker: r.cfg.Worker, Cluster: r.cfg.Cluster, Format: FormatVersion, Sources: names}
+// buildMerged fills the new file path from the shared files rels and
+// returns its meta. Each source is opened again through the safe walk and
+// read by SQLite from that open file.
+func (r *Recorder) buildMerged(ctx context.Context, path string, rels []string) (fileMeta, error) {
+	meta := fileMeta{Kind: "merged", Worker: r.cfg.Worker, Cluster: r.cfg.Cluster, Format: FormatVersion, Sources: rels}
 	db, err := openBuildDB(ctx, path)
 	if err != nil {
 		return meta, err
 	}
 	defer db.Close()
-	for i, src := range srcs {
-		c, err := copyFrom(ctx, db, src, names[i])
+	for _, rel := range rels {
+		c, err := r.copyShared(ctx, db, rel)
 		if err != nil {
 			return meta, err
 		}
@@ -102,4 +121,19 @@ func (r *Recorder) buildMerged(ctx context.Context, path string, srcs, names []s
 		return meta, err
 	}
 	return meta, db.Close()
+}
+
+// copyShared copies the servable file rel into db (see copyFrom).
+func (r *Recorder) copyShared(ctx context.Context, db *sql.DB, rel string) (copied, error) {
+	f, _, err := r.openServable(rel)
+	if err != nil {
+		return copied{}, fmt.Errorf("copy %q: %w", rel, err)
+	}
+	defer f.Close()
+	uri, done, err := r.vfs.uri(f)
+	if err != nil {
+		return copied{}, err
+	}
+	defer done()
+	return copyFrom(ctx, db, uri, rel)
 }

@@ -47,7 +47,7 @@ func TestFileModes(t *testing.T) {
 	checkMode(t, filepath.Join(shared, "history", "c1"), 0o700)
 	checkMode(t, sealed[0], 0o600)
 	checkMode(t, sealed[0]+".meta.json", 0o600)
-	res, err := r.Merge(t.Context(), []string{relSlash(r.sharedRoot, sealed[0])})
+	res, err := r.Merge(t.Context(), []string{"history/c1/" + filepath.Base(sealed[0])})
 	if err != nil {
 		t.Fatalf("Merge() error = %v", err)
 	}
@@ -94,7 +94,10 @@ func TestFileModes(t *testing.T) {
 			data, _ := os.ReadFile(path)
 			if strings.HasSuffix(path, ".gz") {
 				var buf bytes.Buffer
-				if err := inflateTo(&buf, path); err != nil {
+				f, _ := os.Open(path)
+				_, err := inflateTo(t.Context(), &buf, f, MaxInflatedArchiveBytes)
+				f.Close()
+				if err != nil {
 					t.Errorf("inflate %s: %v", path, err)
 				}
 				data = buf.Bytes()
@@ -114,31 +117,41 @@ func checkMode(t *testing.T, path string, want fs.FileMode) {
 	}
 }
 
-// TestMoveFileAcrossFileSystems covers the copy fallback used when
-// storage.dir and shared.dir are different mounts.
-func TestMoveFileAcrossFileSystems(t *testing.T) {
+// TestMoveAcrossFileSystems covers the copy fallback used when storage.dir
+// and shared.dir are different mounts.
+func TestMoveAcrossFileSystems(t *testing.T) {
 	other, err := os.MkdirTemp("/dev/shm", "recorder-test-")
 	if err != nil {
 		t.Skipf("no /dev/shm: %v", err)
 	}
 	defer os.RemoveAll(other)
-	src := filepath.Join(t.TempDir(), "a.db")
-	os.WriteFile(src, []byte("payload"), 0o644)
+	srcDir := t.TempDir()
+	os.WriteFile(filepath.Join(srcDir, "a.db"), []byte("payload"), 0o644)
 	var a, b syscall.Stat_t
-	syscall.Stat(src, &a)
+	syscall.Stat(srcDir, &a)
 	syscall.Stat(other, &b)
 	if a.Dev == b.Dev {
 		t.Skip("/dev/shm is on the same file system as the temp folder")
 	}
-	dst := filepath.Join(other, "b.db")
-	if err := moveFile(src, dst); err != nil {
-		t.Fatalf("moveFile() error = %v", err)
+	from, err := openDir(srcDir, nil, false, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer from.close()
+	to, err := openDir(other, nil, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer to.close()
+	if err := moveAt(from, "a.db", to, "b.db"); err != nil {
+		t.Fatalf("moveAt() error = %v", err)
+	}
+	dst := filepath.Join(other, "b.db")
 	if data, _ := os.ReadFile(dst); string(data) != "payload" {
 		t.Errorf("moved content = %q", data)
 	}
 	checkMode(t, dst, 0o600)
-	if _, err := os.Stat(src); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(srcDir, "a.db")); !os.IsNotExist(err) {
 		t.Errorf("source still exists after move")
 	}
 }

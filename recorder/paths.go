@@ -3,9 +3,7 @@ package recorder
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 )
 
@@ -60,90 +58,42 @@ func parseShape(rel string) ([]string, shape, bool) {
 // a file that may be served. Only history/<cluster>/<name>.db,
 // history/<cluster>/<name>.db.gz and merged/<name>.db qualify. It returns
 // ErrNotFound for any other shape, an unsafe segment, a symlink at any
-// level below the root, a path resolving outside the root, a file inside
+// level below the root, a file with more than one hard link, a file inside
 // storage.dir (when storage.dir lies inside shared.dir), a non-regular file
 // or a missing one. The live file is never served by path: use SnapshotLive.
+// Prefer OpenDownload, which returns the checked file itself.
 func (r *Recorder) ResolveDownload(rel string) (string, error) {
-	segs, _, ok := parseShape(rel)
-	if !ok {
-		return "", fmt.Errorf("resolve %q: %w", rel, ErrNotFound)
-	}
-	abs, err := r.resolveExisting(segs)
+	f, _, err := r.openServable(rel)
 	if err != nil {
 		return "", fmt.Errorf("resolve %q: %w", rel, err)
 	}
-	return abs, nil
+	f.Close()
+	return f.Name(), nil
 }
 
-// OpenDownload resolves rel like ResolveDownload and opens the file for
-// serving. The open does not follow a symlink and the opened file must be
-// the one checked, so a component swapped between check and open is refused
-// with ErrNotFound too.
+// OpenDownload opens a file by a path relative to shared.dir under the same
+// rules as ResolveDownload. Every folder on the way is opened without
+// following symlinks and the file itself with O_NOFOLLOW, so a component
+// swapped for a symlink at any moment is refused (ErrNotFound) rather than
+// followed.
 func (r *Recorder) OpenDownload(rel string) (*os.File, os.FileInfo, error) {
-	abs, err := r.ResolveDownload(rel)
+	f, fi, err := r.openServable(rel)
 	if err != nil {
-		return nil, nil, err
-	}
-	checked, err := os.Lstat(abs)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open %q: %w", rel, ErrNotFound)
-	}
-	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open %q: %w", rel, ErrNotFound)
-	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || !os.SameFile(checked, fi) {
-		f.Close()
-		return nil, nil, fmt.Errorf("open %q: %w", rel, ErrNotFound)
+		return nil, nil, fmt.Errorf("open %q: %w", rel, err)
 	}
 	return f, fi, nil
 }
 
-// resolveExisting walks segs from the shared root with Lstat, refusing
-// symlinks and anything but folders then one regular file, and confirms
-// the real path is still under the root and outside the worker's own
-// storage.dir.
-func (r *Recorder) resolveExisting(segs []string) (string, error) {
-	if r.sharedRoot == "" {
-		return "", ErrNotFound
+// openServable opens a file of one of the three shapes for serving or
+// merging; every refusal is ErrNotFound.
+func (r *Recorder) openServable(rel string) (*os.File, os.FileInfo, error) {
+	segs, _, ok := parseShape(rel)
+	if !ok {
+		return nil, nil, ErrNotFound
 	}
-	cur := r.sharedRoot
-	for i, s := range segs {
-		cur = filepath.Join(cur, s)
-		fi, err := os.Lstat(cur)
-		if err != nil {
-			return "", ErrNotFound
-		}
-		last := i == len(segs)-1
-		switch {
-		case fi.Mode()&os.ModeSymlink != 0:
-			return "", ErrNotFound
-		case last && !fi.Mode().IsRegular():
-			return "", ErrNotFound
-		case !last && !fi.IsDir():
-			return "", ErrNotFound
-		}
-	}
-	real, err := filepath.EvalSymlinks(cur)
-	if err != nil || real != cur || !within(real, r.sharedRoot) {
-		return "", ErrNotFound
-	}
-	if r.guardOwnDir && within(real, r.ownDir) {
-		return "", ErrNotFound
-	}
-	return real, nil
-}
-
-// relSlash returns path relative to root in slash form, for logs and API
-// answers; never an absolute path.
-func relSlash(root, path string) string {
-	if root == "" {
-		return filepath.Base(path)
-	}
-	rel, err := filepath.Rel(root, path)
+	f, fi, err := r.openSharedFile(segs, true)
 	if err != nil {
-		return filepath.Base(path)
+		return nil, nil, ErrNotFound
 	}
-	return filepath.ToSlash(rel)
+	return f, fi, nil
 }

@@ -24,6 +24,9 @@ func TestOpenValidates(t *testing.T) {
 		{"empty cluster", Config{Worker: "w"}},
 		{"negative seal", Config{Worker: "w", Cluster: "c", SealInterval: -1}},
 		{"negative buffer", Config{Worker: "w", Cluster: "c", BufferSize: -1}},
+		{"huge buffer", Config{Worker: "w", Cluster: "c", BufferSize: 1 << 40}},
+		{"huge ring", Config{Worker: "w", Cluster: "c", MemoryEvents: 1 << 40}},
+		{"sub-millisecond window", Config{Worker: "w", Cluster: "c", ArchiveWindow: time.Nanosecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

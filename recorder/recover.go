@@ -12,7 +12,7 @@ import (
 
 // recoverOrphans seals live files an earlier run of this worker left in
 // {Dir}/recorder (it died before sealing them) and removes its stale
-// snapshot and archive-cache temp files. It returns the highest event ID found, so new IDs stay above it.
+// snapshot, archive-cache, merge and fold temp files. It returns the highest event ID found, so new IDs stay above it.
 // A file that cannot be recovered is logged and left in place.
 func (r *Recorder) recoverOrphans(ctx context.Context) (int64, error) {
 	entries, err := os.ReadDir(r.liveDir)
@@ -23,7 +23,7 @@ func (r *Recorder) recoverOrphans(ctx context.Context) (int64, error) {
 	for _, e := range entries {
 		name := e.Name()
 		// Only this worker's leftovers: storage.dir may be shared by a fleet.
-		if strings.HasPrefix(name, ".snapshot-"+r.cfg.Worker+"-") || strings.HasPrefix(name, ".gzcache-"+r.cfg.Worker+"-") {
+		if leftover(name, r.cfg.Worker) {
 			os.RemoveAll(filepath.Join(r.liveDir, name))
 			continue
 		}
@@ -63,14 +63,26 @@ func (r *Recorder) recoverOne(ctx context.Context, path string, fromMs int64) (i
 		removeDB(path)
 		return 0, nil
 	}
-	dst, err := r.sealFile(ctx, path, r.cfg.Worker, fromMs, max(toMs.Int64, fromMs))
+	name, err := r.sealFile(ctx, path, r.cfg.Worker, fromMs, max(toMs.Int64, fromMs))
 	if err != nil {
 		return 0, err
 	}
 	r.stats.seals.Add(1)
-	r.addRecent(dst)
-	r.log.Warn("recorder_recovered", "file", relSlash(r.sharedRoot, dst), "rows", rows.Int64)
+	r.addRecent(name)
+	r.log.Warn("recorder_recovered", "file", "history/"+r.cfg.Cluster+"/"+name, "rows", rows.Int64)
 	return maxID.Int64, nil
+}
+
+// leftover reports whether name is a temp file or folder of this worker
+// that only lives while the process runs: live snapshots, the archive
+// cache, merge and fold build files.
+func leftover(name, worker string) bool {
+	for _, kind := range []string{".snapshot-", ".gzcache-", ".merge-", ".fold-"} {
+		if strings.HasPrefix(name, kind+worker+"-") {
+			return true
+		}
+	}
+	return false
 }
 
 // parseLiveName matches "<worker>-<start_ms>.db" for this worker.

@@ -34,6 +34,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 	if r.cfg.ArchiveEnabled && r.sharedRoot != "" {
 		wg.Go(func() { r.archiveLoop(ctx) })
 	}
+	wg.Go(func() { r.housekeepLoop(ctx) })
 	if r.memory {
 		<-ctx.Done()
 	} else {
@@ -43,6 +44,35 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return r.shutdown(context.Background())
+}
+
+// cachePruneInterval is how often cached archive copies are checked
+// against the shared folder.
+const cachePruneInterval = time.Minute
+
+// housekeepLoop drops cached archive copies whose archive is gone or
+// changed, so they do not outlive it on disk.
+func (r *Recorder) housekeepLoop(ctx context.Context) {
+	t := time.NewTicker(cachePruneInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.pruneCache(ctx)
+		}
+	}
+}
+
+// pruneCache drops cached archive copies whose archive is gone or changed.
+func (r *Recorder) pruneCache(ctx context.Context) {
+	if n, _ := r.gz.cached(); n == 0 {
+		return
+	}
+	if files, err := r.listShared(ctx, false, false); err == nil {
+		r.gz.prune(files)
+	}
 }
 
 // writeLoop is the single writer of the live file until ctx ends.
@@ -86,6 +116,10 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 		}
 	}
 }
+
+// liveRetryInterval is how often the writer retries creating a live file
+// that could not be created.
+const liveRetryInterval = 5 * time.Second
 
 // writeLinger is how long the writer waits for more rows after the first
 // one of a batch.
@@ -132,15 +166,16 @@ func (r *Recorder) sealNow(ctx context.Context) error {
 	}
 }
 
-// writeBatch stores items in one transaction. A failed batch is lost and
-// counted; the writer carries on with the next one.
+// writeBatch stores items in one transaction. A failed batch is lost: its
+// rows are counted as dropped and lost, and the writer carries on with the
+// next one.
 func (r *Recorder) writeBatch(ctx context.Context, items []item) error {
 	err := r.insertItems(ctx, items)
 	if err != nil {
-		r.stats.writeErrors.Add(1)
-		r.log.Error("recorder_write_failed", "items", len(items), "error", err)
+		r.recordLoss(items, err)
 		return err
 	}
+	r.writeSucceeded()
 	for _, it := range items {
 		if it.ev != nil {
 			r.stats.eventsWritten.Add(1)
@@ -156,7 +191,18 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 	// Only the writer replaces r.live, so it reads the field without liveMu.
 	lf := r.live
 	if lf == nil {
-		return errors.New("write batch: no live file")
+		// A new live file could not be created after a seal (full disk, say):
+		// try again now and then rather than waiting for the next seal.
+		if now := r.cfg.Now(); !r.memory && now.Sub(r.liveRetryAt) >= liveRetryInterval {
+			r.liveRetryAt = now
+			if err := r.openLive(ctx, now.UnixMilli()); err != nil {
+				return fmt.Errorf("write batch: no live file: %w", err)
+			}
+			lf = r.live
+		}
+		if lf == nil {
+			return errors.New("write batch: no live file")
+		}
 	}
 	tx, err := lf.db.BeginTx(ctx, nil)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ func (r *Recorder) newLiveFile(ctx context.Context, startMs int64) (*liveFile, e
 	}
 	db, err := openLiveDB(ctx, path)
 	if err != nil {
+		removeDB(path)
 		return nil, err
 	}
 	err = setMeta(ctx, db, "format", strconv.Itoa(FormatVersion), "kind", "live",
@@ -108,7 +110,7 @@ func (r *Recorder) sealLive(ctx context.Context, final bool) error {
 	lf.db.Close()
 	r.live = nil
 	toMs := max(r.cfg.Now().UnixMilli(), lf.fromMs)
-	dst, err := r.sealFile(ctx, lf.path, r.cfg.Worker, lf.fromMs, toMs)
+	name, err := r.sealFile(ctx, lf.path, r.cfg.Worker, lf.fromMs, toMs)
 	if err != nil {
 		r.stats.sealErrors.Add(1)
 		r.log.Error("recorder_seal_failed", "file", filepath.Base(lf.path), "error", err)
@@ -122,8 +124,8 @@ func (r *Recorder) sealLive(ctx context.Context, final bool) error {
 		return err
 	}
 	r.stats.seals.Add(1)
-	r.addRecent(dst)
-	r.log.Info("recorder_sealed", "file", relSlash(r.sharedRoot, dst))
+	r.addRecent(name)
+	r.log.Info("recorder_sealed", "file", path.Join(append(r.histSegs(), name)...))
 	if final {
 		return nil
 	}
@@ -138,56 +140,69 @@ func (r *Recorder) sealLive(ctx context.Context, final bool) error {
 
 // sealFile finalises a closed live file (WAL checkpointed and turned off, meta
 // updated) and moves it to history/<cluster>/<worker>-<from>-<to>.db with a
-// .meta.json beside it. On error the file is back at path.
+// .meta.json beside it. The history folder is reached without following a
+// symlink (a symlinked history or history/<cluster> is refused with
+// ErrUnsafePath). On error the file is back at path.
 func (r *Recorder) sealFile(ctx context.Context, path, worker string, fromMs, toMs int64) (string, error) {
-	if err := mkdirPrivate(r.historyDir); err != nil {
-		return "", err
+	hist, err := r.openShared(true, false, r.histSegs()...)
+	if err != nil {
+		return "", fmt.Errorf("seal %s: %w", filepath.Base(path), err)
 	}
-	dst := filepath.Join(r.historyDir, fmt.Sprintf("%s-%d-%d.db", worker, fromMs, toMs))
-	for fileExists(dst) {
+	defer hist.close()
+	name := fmt.Sprintf("%s-%d-%d.db", worker, fromMs, toMs)
+	for hist.exists(name) {
 		toMs++
-		dst = filepath.Join(r.historyDir, fmt.Sprintf("%s-%d-%d.db", worker, fromMs, toMs))
+		name = fmt.Sprintf("%s-%d-%d.db", worker, fromMs, toMs)
 	}
 	meta, err := finalizeDB(ctx, path, toMs)
 	if err != nil {
 		return "", err
 	}
 	meta.Kind, meta.Worker, meta.Cluster, meta.FromMs = "sealed", worker, r.cfg.Cluster, fromMs
-	tmp := tempName(dst)
-	if err := moveFile(path, tmp); err != nil {
+	live, err := openDir(filepath.Dir(path), nil, false, nil)
+	if err != nil {
+		return "", fmt.Errorf("seal %s: %w", filepath.Base(path), err)
+	}
+	defer live.close()
+	tmp := tempBase(name)
+	if err := moveAt(live, filepath.Base(path), hist, tmp); err != nil {
 		return "", fmt.Errorf("move %s: %w", filepath.Base(path), err)
 	}
-	if err := publish(tmp, dst, meta); err != nil {
-		if merr := moveFile(tmp, path); merr != nil {
+	if err := publishAt(hist, tmp, name, meta); err != nil {
+		if merr := moveAt(hist, tmp, live, filepath.Base(path)); merr != nil {
 			return "", errors.Join(err, merr)
 		}
 		return "", err
 	}
 	removeDB(path)
-	return dst, nil
+	return name, nil
 }
 
-// publish makes tmp visible as dst with its .meta.json beside it: mode
-// 0600, fsync, the meta first (whoever sees the .db also finds its meta),
-// the rename, then an fsync of the folder. On error the meta is removed and
-// tmp stays where it is.
-func publish(tmp, dst string, meta fileMeta) error {
+// publishAt makes tmp in d visible as name with its .meta.json beside it:
+// mode 0600, fsync, the meta first (whoever sees the .db also finds its
+// meta), the rename, then an fsync of the folder. On error the meta is
+// removed and tmp stays where it is.
+func publishAt(d *dir, tmp, name string, meta fileMeta) error {
 	data, _ := json.MarshalIndent(meta, "", "  ")
-	err := os.Chmod(tmp, fileMode)
+	f, _, err := d.openFile(tmp)
 	if err == nil {
-		err = syncFile(tmp)
+		err = f.Chmod(fileMode)
+		if err == nil {
+			err = f.Sync()
+		}
+		f.Close()
 	}
 	if err == nil {
-		err = writeFileAtomic(dst+".meta.json", data)
+		err = d.writeAtomic(name+".meta.json", data)
 	}
 	if err == nil {
-		err = os.Rename(tmp, dst)
+		err = d.rename(tmp, d, name)
 	}
 	if err != nil {
-		os.Remove(dst + ".meta.json")
-		return err
+		d.remove(name + ".meta.json")
+		return fmt.Errorf("publish %s/%s: %w", d.rel, name, err)
 	}
-	syncDir(filepath.Dir(dst))
+	d.sync()
 	return nil
 }
 
@@ -221,24 +236,25 @@ func finalizeDB(ctx context.Context, path string, toMs int64) (fileMeta, error) 
 	return m, db.Close()
 }
 
-// addRecent remembers a file this process sealed, for Events and TaskResults.
-func (r *Recorder) addRecent(path string) {
+// addRecent remembers a file this process sealed (its name in the
+// history folder), for Events and TaskResults.
+func (r *Recorder) addRecent(name string) {
 	r.recentMu.Lock()
 	defer r.recentMu.Unlock()
-	r.recent = append([]string{path}, r.recent...)
+	r.recent = append([]string{name}, r.recent...)
 	if len(r.recent) > 3 {
 		r.recent = r.recent[:3]
 	}
 }
 
-// recentSealed returns this process's sealed files, newest first.
-func (r *Recorder) recentSealed() []string {
+// recentSealed returns the segments of this process's sealed files,
+// newest first.
+func (r *Recorder) recentSealed() [][]string {
 	r.recentMu.Lock()
 	defer r.recentMu.Unlock()
-	return append([]string(nil), r.recent...)
-}
-
-func fileExists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
+	out := make([][]string, 0, len(r.recent))
+	for _, name := range r.recent {
+		out = append(out, append(r.histSegs(), name))
+	}
+	return out
 }

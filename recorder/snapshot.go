@@ -12,8 +12,8 @@ import (
 // SnapshotLive writes a consistent copy of the live file to w (the
 // download-live route): VACUUM INTO a hidden 0600 temp file beside the live
 // file, stream it, delete it. Writes continue meanwhile; the copy holds
-// what was committed when the VACUUM started. Memory-only mode gives
-// ErrNoLiveFile.
+// what was committed when the VACUUM started. It stops, with ctx's error,
+// as soon as ctx ends. Memory-only mode gives ErrNoLiveFile.
 func (r *Recorder) SnapshotLive(ctx context.Context, w io.Writer) error {
 	if r.memory {
 		return ErrNoLiveFile
@@ -41,7 +41,8 @@ func (r *Recorder) SnapshotLive(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("snapshot live: %w", err)
 	}
 	defer f.Close()
-	if _, err := io.Copy(w, f); err != nil {
+	// The client may stop reading: the copy ends with ctx, not with the file.
+	if _, err := io.Copy(w, ctxReader{ctx, f}); err != nil {
 		return fmt.Errorf("snapshot live: stream: %w", err)
 	}
 	return nil

@@ -52,6 +52,7 @@ func (r *Recorder) Task(t TaskRow) {
 		r.counts.add(t.Source, t.Status)
 	} else if !r.enqueue(item{task: &t}) {
 		r.stats.tasksDropped.Add(1)
+		r.counts.lose(1)
 	}
 	r.subs.publishTask(t)
 }
@@ -100,11 +101,11 @@ func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error
 	if err != nil {
 		return nil, fmt.Errorf("query task results: %w", err)
 	}
-	for _, path := range r.recentSealed() {
+	for _, segs := range r.recentSealed() {
 		if len(out) >= limit {
 			break
 		}
-		more, err := queryFile(path, func(db *sql.DB) ([]TaskRow, error) {
+		more, err := queryShared(ctx, r, segs, func(db *sql.DB) ([]TaskRow, error) {
 			return queryTasks(ctx, db, query, limit-len(out))
 		})
 		if err != nil {
@@ -163,12 +164,16 @@ func insertTask(w *txWriter, t *TaskRow) error {
 }
 
 // Counts are the dashboard request counts: task rows recorded by this
-// recorder since it opened (SinceMs), by source and status. Rows dropped by a
-// full queue are not counted. Memory-only mode counts the same way.
+// recorder since it opened (SinceMs), by source and status. Task rows that
+// were not stored (write queue full, failed write) are not in them: they
+// are counted in LostRows and Incomplete is set, so a dashboard can say its
+// counts are short. Memory-only mode counts the same way.
 type Counts struct {
-	SinceMs  int64                       `json:"since_ms"`
-	Total    int64                       `json:"total"`
-	BySource map[string]map[string]int64 `json:"by_source"` // source → status → count
+	SinceMs    int64                       `json:"since_ms"`
+	Total      int64                       `json:"total"`
+	BySource   map[string]map[string]int64 `json:"by_source"`  // source → status → count
+	Incomplete bool                        `json:"incomplete"` // some task rows were lost: the counts are short
+	LostRows   int64                       `json:"lost_rows"`  // task rows missing from the counts
 }
 
 // Counts returns the dashboard request counts.
@@ -181,7 +186,18 @@ type counter struct {
 	mu      sync.Mutex
 	sinceMs int64
 	total   int64
+	lost    int64
 	by      map[string]map[string]int64
+}
+
+// lose counts task rows that will never be in the counts.
+func (c *counter) lose(n int64) {
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lost += n
 }
 
 func (c *counter) add(source, status string) {
@@ -200,7 +216,8 @@ func (c *counter) add(source, status string) {
 func (c *counter) snapshot() Counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := Counts{SinceMs: c.sinceMs, Total: c.total, BySource: map[string]map[string]int64{}}
+	out := Counts{SinceMs: c.sinceMs, Total: c.total, BySource: map[string]map[string]int64{},
+		Incomplete: c.lost > 0, LostRows: c.lost}
 	for src, m := range c.by {
 		out.BySource[src] = maps.Clone(m)
 	}

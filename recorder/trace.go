@@ -17,9 +17,11 @@ const maxTraceEvents = 10000
 
 // Trace returns every event of taskID, oldest first, from the live file (or
 // the memory ring), this cluster's sealed files (every worker's) and its
-// archives. Archives are decompressed once into a cache. An event seen in two
-// files (an archive pass in progress) is returned once. Files removed by a
-// concurrent archive pass are skipped.
+// archives. Archives are decompressed once into a bounded cache (at most
+// MaxInflatedArchiveBytes each; a larger one is skipped and logged). An
+// event seen in two files (an archive pass in progress) is returned once.
+// Files removed by a concurrent archive pass are skipped. It stops when ctx
+// ends.
 func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 	if taskID == "" {
 		return nil, nil
@@ -41,8 +43,9 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace %s: %w", taskID, err)
 	}
+	r.gz.prune(files)
 	for _, f := range files {
-		evs, err := queryHist(r, f, func(db *sql.DB) ([]Event, error) {
+		evs, err := queryHist(ctx, r, f, func(db *sql.DB) ([]Event, error) {
 			return queryEvents(ctx, db, query, taskID, maxTraceEvents)
 		})
 		if err != nil {
@@ -92,8 +95,9 @@ func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit i
 	if err != nil {
 		return nil, fmt.Errorf("trace label %s: %w", name, err)
 	}
+	r.gz.prune(files)
 	for _, f := range files {
-		rows, err := queryHist(r, f, func(db *sql.DB) ([]TaskRow, error) {
+		rows, err := queryHist(ctx, r, f, func(db *sql.DB) ([]TaskRow, error) {
 			return queryTasks(ctx, db, query, name, value, limit)
 		})
 		if err != nil {
@@ -116,8 +120,9 @@ func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit i
 	return all, nil
 }
 
-// queryFile runs fn on a finished database file opened read-only.
-func queryFile[T any](path string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+// queryPath runs fn on a finished database file in a private folder (the
+// archive cache), opened read-only by path.
+func queryPath[T any](ctx context.Context, path string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
@@ -126,28 +131,40 @@ func queryFile[T any](path string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
 		return nil, err
 	}
 	defer db.Close()
-	if err := checkVersion(context.Background(), db, "main"); err != nil {
+	if err := checkVersion(ctx, db, "main"); err != nil {
 		return nil, err
 	}
 	return fn(db)
 }
 
+// queryShared runs fn on a sealed or merged file of the shared folder,
+// opened through the symlink-refusing walk and read by SQLite from that
+// open file.
+func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+	f, _, err := r.openSharedFile(segs, false)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return queryOpen(ctx, r, f, fn)
+}
+
 // queryHist runs fn on a sealed file, or on the cached decompressed copy of
 // an archive. A file that vanished meanwhile yields nothing.
-func queryHist[T any](r *Recorder, f histFile, fn func(*sql.DB) ([]T, error)) ([]T, error) {
-	path := f.path
+func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+	var out []T
+	var err error
 	if f.shape == shapeArchive {
-		tmp, release, err := r.gz.open(f.path, f.modTime, f.size)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
+		var tmp string
+		var release func()
+		tmp, release, err = r.gz.open(ctx, r, f)
+		if err == nil {
+			defer release()
+			out, err = queryPath(ctx, tmp, fn)
 		}
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-		path = tmp
+	} else {
+		out, err = queryShared(ctx, r, f.segs, fn)
 	}
-	out, err := queryFile(path, fn)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
