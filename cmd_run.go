@@ -139,7 +139,7 @@ func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recor
 		StartedAt: app.Started(), SealInterval: cfg.History.SealInterval.D(),
 		ArchiveEnabled: cfg.History.Archive.Enabled, ArchiveAfter: cfg.History.Archive.After.D(),
 		ArchiveWindow: cfg.History.Archive.Window.D(), MergedRetentionDays: cfg.History.MergedRetentionDays,
-		Logger: log,
+		MaskEnv: config.MaskEnv, Logger: log,
 	}
 }
 

@@ -83,7 +83,7 @@ func (s *UIServer) counts(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	memory := s.cfg.Storage.Dir == ""
+	memory := s.rec.MemoryOnly()
 	if memory {
 		c.Total, c.BySource = 0, map[string]map[string]int64{}
 	}
@@ -243,6 +243,8 @@ func (s *UIServer) merge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "a path does not name a database of the shared folder")
 	case errors.Is(err, recorder.ErrNoSharedDir):
 		writeError(w, http.StatusConflict, "no_shared_dir", "neither shared.dir nor storage.dir is set: there is nowhere to write a merge result")
+	case errors.Is(err, recorder.ErrUnsafePath):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, "merge_failed", err.Error())
 	}

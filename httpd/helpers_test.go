@@ -65,7 +65,7 @@ func startStack(t testing.TB, cfg *config.Config, tune ...func(*stack)) *stack {
 	log := quietLogger()
 	rec, err := recorder.Open(context.Background(), recorder.Config{
 		Dir: cfg.Storage.Dir, SharedDir: cfg.Shared.Dir, Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster,
-		StartedAt: p.App.Started(), Logger: log,
+		StartedAt: p.App.Started(), Logger: log, MaskEnv: config.MaskEnv,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -51,8 +51,10 @@ func RegisterRecorderMetrics(reg prometheus.Registerer, rec *recorder.Recorder) 
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(rec.Stats())) })
 	}
 	reg.MustRegister(
-		counter("svc_recorder_dropped_total", "Recorder events and task rows dropped because the write buffer was full.",
+		counter("svc_recorder_dropped_total", "Recorder events and task rows not stored: write buffer full or write failed.",
 			func(s recorder.Stats) uint64 { return s.EventsDropped + s.TasksDropped }),
+		counter("svc_recorder_lost_rows_total", "Recorder rows lost to failed writes (full disk, I/O errors); part of svc_recorder_dropped_total.",
+			func(s recorder.Stats) uint64 { return s.RowsLost }),
 		counter("svc_recorder_written_total", "Recorder events and task rows stored.",
 			func(s recorder.Stats) uint64 { return s.EventsWritten + s.TasksWritten }),
 		counter("svc_recorder_subscriber_drops_total", "Live-stream items not delivered to slow /ws subscribers.",
@@ -65,5 +67,12 @@ func RegisterRecorderMetrics(reg prometheus.Registerer, rec *recorder.Recorder) 
 			func(s recorder.Stats) uint64 { return s.ArchivedFiles }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_queue_length", Help: "Items waiting in the recorder write buffer."},
 			func() float64 { return float64(rec.Stats().Queued) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_memory_only", Help: "1 while the recorder keeps history in memory only (no storage.dir, or it could not be written at startup)."},
+			func() float64 {
+				if rec.MemoryOnly() {
+					return 1
+				}
+				return 0
+			}),
 	)
 }

@@ -55,6 +55,10 @@ type Config struct {
 	BufferSize int
 	// WatchdogInterval is how often the watchdog file is rewritten.
 	WatchdogInterval time.Duration
+	// MaskEnv redacts a task's environment (secret names' values masked)
+	// before it is stored and again when rows are read back, so a file
+	// written elsewhere shows no secret either; nil stores env as given.
+	MaskEnv func(map[string]string) map[string]string
 	// Logger receives the recorder's logs; nil discards them.
 	Logger *slog.Logger
 	// Now replaces time.Now, for tests.

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"svc/worker/config"
 )
 
 var update = flag.Bool("update", false, "rebuild the SQLite files of testdata/recorder/shared-v1 from docs/storage-format.md")
@@ -199,7 +201,7 @@ func TestGoldenSharedFolder(t *testing.T) {
 		}
 		rows, err := r.TraceByLabel(t.Context(), "order", "7", 10)
 		if err != nil || len(rows) != 2 || rows[0].Status != "ok" || rows[1].Status != "tempfail" ||
-			rows[0].Env["API_TOKEN"] != MaskedValue || rows[0].Partition != 2 || rows[0].Offset != 41 {
+			rows[0].Env["API_TOKEN"] != config.Mask || rows[0].Partition != 2 || rows[0].Offset != 41 {
 			t.Errorf("TraceByLabel(order=7) = %+v, %v; want the ok row (masked env) then the tempfail row", rows, err)
 		}
 	})

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"svc/worker/config"
 )
 
 // t0 is an hour boundary plus one second, so early files share a window.
@@ -46,7 +48,7 @@ func baseConfig(t testing.TB, dir, shared, worker string, clk *clock) Config {
 		Dir: dir, SharedDir: shared, Worker: worker, Cluster: "c1",
 		StartedAt: clk.now(), SealInterval: time.Hour, WatchdogInterval: time.Hour,
 		ArchiveAfter: time.Hour, ArchiveWindow: time.Hour,
-		Logger: testLogger(t), Now: clk.now,
+		Logger: testLogger(t), Now: clk.now, MaskEnv: config.MaskEnv,
 	}
 }
 

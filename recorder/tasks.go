@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
 	"sync"
 )
 
@@ -32,9 +31,6 @@ type TaskRow struct {
 	Env             map[string]string `json:"env,omitempty"`
 }
 
-// MaskedValue replaces secret values.
-const MaskedValue = "***"
-
 // Task records t without blocking; a full write queue drops and counts it.
 // Live subscribers receive the masked row either way.
 func (r *Recorder) Task(t TaskRow) {
@@ -45,7 +41,7 @@ func (r *Recorder) Task(t TaskRow) {
 		t.Worker = r.cfg.Worker
 	}
 	t.Labels = cloneLabels(t.Labels)
-	t.Env = MaskEnv(t.Env)
+	t.Env = r.maskEnv(t.Env)
 	if r.memory {
 		r.ring.addTask(t)
 		r.stats.tasksWritten.Add(1)
@@ -55,33 +51,6 @@ func (r *Recorder) Task(t TaskRow) {
 		r.counts.lose(1)
 	}
 	r.subs.publishTask(t)
-}
-
-// MaskEnv returns a copy of env with the values of secret-looking keys
-// replaced by MaskedValue.
-func MaskEnv(env map[string]string) map[string]string {
-	if env == nil {
-		return nil
-	}
-	out := make(map[string]string, len(env))
-	for k, v := range env {
-		if isSecretKey(k) {
-			v = MaskedValue
-		}
-		out[k] = v
-	}
-	return out
-}
-
-// isSecretKey matches the secret key names of the config views.
-func isSecretKey(k string) bool {
-	k = strings.ToLower(k)
-	for _, part := range []string{"password", "secret", "token", "key", "credential"} {
-		if strings.Contains(k, part) {
-			return true
-		}
-	}
-	return false
 }
 
 // TaskResults returns recent task rows, newest first (limit 1-1000, default
@@ -95,7 +64,7 @@ func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error
 	var out []TaskRow
 	err := r.withLive(func(db *sql.DB) error {
 		var err error
-		out, err = queryTasks(ctx, db, query, limit)
+		out, err = r.queryTasks(ctx, db, query, limit)
 		return err
 	})
 	if err != nil {
@@ -106,7 +75,7 @@ func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error
 			break
 		}
 		more, err := queryShared(ctx, r, segs, func(db *sql.DB) ([]TaskRow, error) {
-			return queryTasks(ctx, db, query, limit-len(out))
+			return r.queryTasks(ctx, db, query, limit-len(out))
 		})
 		if err != nil {
 			continue
@@ -120,7 +89,7 @@ func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error
 const taskColumns = `task_id, ts_ms, worker, source, alias, partition, "offset", key, labels, status, attempts, duration_ms, error, output_size_bytes, env`
 
 // queryTasks runs a query selecting taskColumns.
-func queryTasks(ctx context.Context, db *sql.DB, query string, args ...any) ([]TaskRow, error) {
+func (r *Recorder) queryTasks(ctx context.Context, db *sql.DB, query string, args ...any) ([]TaskRow, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -136,7 +105,7 @@ func queryTasks(ctx context.Context, db *sql.DB, query string, args ...any) ([]T
 		}
 		t.Labels = decodeLabels(labels)
 		if m := decodeLabels(env); len(m) > 0 {
-			t.Env = MaskEnv(m)
+			t.Env = r.maskEnv(m)
 		}
 		out = append(out, t)
 	}
@@ -222,4 +191,13 @@ func (c *counter) snapshot() Counts {
 		out.BySource[src] = maps.Clone(m)
 	}
 	return out
+}
+
+// maskEnv applies Config.MaskEnv: the same redaction as config views, on
+// rows written here and on rows read from any file.
+func (r *Recorder) maskEnv(env map[string]string) map[string]string {
+	if env == nil || r.cfg.MaskEnv == nil {
+		return env
+	}
+	return r.cfg.MaskEnv(env)
 }

@@ -85,7 +85,7 @@ func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit i
 	}
 	err := r.withLive(func(db *sql.DB) error {
 		var err error
-		all, err = queryTasks(ctx, db, query, name, value, limit)
+		all, err = r.queryTasks(ctx, db, query, name, value, limit)
 		return err
 	})
 	if err != nil {
@@ -98,7 +98,7 @@ func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit i
 	r.gz.prune(files)
 	for _, f := range files {
 		rows, err := queryHist(ctx, r, f, func(db *sql.DB) ([]TaskRow, error) {
-			return queryTasks(ctx, db, query, name, value, limit)
+			return r.queryTasks(ctx, db, query, name, value, limit)
 		})
 		if err != nil {
 			r.log.Warn("recorder_trace_file_failed", "file", f.rel, "error", err)
