@@ -89,3 +89,74 @@ func TestThreadsBoundConcurrency(t *testing.T) {
 	}
 	close(block)
 }
+
+// TestProbeDuringShutdown: probes racing a drain never corrupt the work
+// count (the drain waits for the probes it let in) and once the drain has
+// begun new probes are refused with ErrClosing.
+func TestProbeDuringShutdown(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Executor.BinaryPath = "/bin/cat"
+	cfg.Sources.HTTP.Enabled = true
+	cfg.Resolve()
+	release := make(chan struct{})
+	var ran atomic.Int32
+	runner := runnerFunc(func(ctx context.Context, t *Task) TaskResult {
+		ran.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return TaskResult{Task: t, Status: StatusOK}
+	})
+	app, err := New(&cfg, Deps{Runner: runner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	probe := func() {
+		defer wg.Done()
+		_, err := app.Probe(context.Background(), ProbeRequest{Value: []byte("x")})
+		errs <- err
+	}
+	wg.Add(1)
+	go probe()
+	for ran.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	drained := make(chan bool)
+	go func() { drained <- app.Drain(time.Minute) }()
+	for !app.Closing() {
+		time.Sleep(time.Millisecond)
+	}
+	for range 32 { // racing the drain: refused, never added to a finished count
+		wg.Add(1)
+		go probe()
+	}
+	select {
+	case <-drained:
+		t.Fatal("Drain returned while a probe it accepted was still running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if !<-drained {
+		t.Fatal("Drain = false, want true once the probe finished")
+	}
+	wg.Wait()
+	close(errs)
+	var ok, closing int
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, ErrClosing):
+			closing++
+		default:
+			t.Errorf("probe error %v, want nil or ErrClosing", err)
+		}
+	}
+	if ok != 1 || closing != 32 {
+		t.Errorf("%d probes ran and %d were refused, want 1 and 32", ok, closing)
+	}
+}
