@@ -9,7 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"svc/worker/workertest"
 )
 
 // workerConfig is an HTTP-only worker with the recorder on disk.
@@ -55,13 +56,7 @@ func getJSON(t *testing.T, url string, v any) {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	workertest.Until(t, what, cond)
 }
 
 // Two worker processes mounting one shared folder see each other's sealed

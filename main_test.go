@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/worker/workertest"
 )
 
 var svcBin string
@@ -35,15 +37,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return workertest.FreePort(t) }
 
 func TestCheckAcceptsValidAndRejectsInvalid(t *testing.T) {
 	valid, _ := filepath.Glob("testdata/config/valid/*.toml")

@@ -169,8 +169,9 @@ func joinPath(prefix, k string) string {
 	return prefix + "." + k
 }
 
-// stripComment drops a trailing # comment outside of strings.
-func stripComment(line string) string {
+// eachCode calls f with every byte of line that is outside a string
+// literal, with its index, until f returns false.
+func eachCode(line string, f func(i int, c byte) bool) {
 	inStr := byte(0)
 	for i := 0; i < len(line); i++ {
 		c := line[i]
@@ -182,66 +183,62 @@ func stripComment(line string) string {
 		case inStr != 0:
 		case c == '"' || c == '\'':
 			inStr = c
-		case c == '#':
-			return line[:i]
+		default:
+			if !f(i, c) {
+				return
+			}
 		}
 	}
-	return line
+}
+
+// stripComment drops a trailing # comment outside of strings.
+func stripComment(line string) string {
+	end := len(line)
+	eachCode(line, func(i int, c byte) bool {
+		if c == '#' {
+			end = i
+			return false
+		}
+		return true
+	})
+	return line[:end]
 }
 
 // bracketDelta counts [ minus ] outside strings and comments.
 func bracketDelta(line string) int {
 	d := 0
-	inStr := byte(0)
-	line = stripComment(line)
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case inStr != 0 && c == '\\' && inStr == '"':
-			i++
-		case inStr != 0 && c == inStr:
-			inStr = 0
-		case inStr != 0:
-		case c == '"' || c == '\'':
-			inStr = c
-		case c == '[':
+	eachCode(stripComment(line), func(_ int, c byte) bool {
+		switch c {
+		case '[':
 			d++
-		case c == ']':
+		case ']':
 			d--
 		}
-	}
+		return true
+	})
 	return d
 }
 
 // nestingDepth is the deepest bracket or brace nesting of text outside
-// strings and comments, plus the longest dotted key; a bound on it keeps
+// strings and comments, or its longest dotted key; a bound on it keeps
 // hostile files from costing the decoder time and memory.
 func nestingDepth(text string) int {
 	deepest, d := 0, 0
 	for _, line := range strings.Split(text, "\n") {
-		line = stripComment(line)
-		inStr := byte(0)
 		dots := 0
-		for i := 0; i < len(line); i++ {
-			c := line[i]
-			switch {
-			case inStr != 0 && c == '\\' && inStr == '"':
-				i++
-			case inStr != 0 && c == inStr:
-				inStr = 0
-			case inStr != 0:
-			case c == '"' || c == '\'':
-				inStr = c
-			case c == '[' || c == '{':
+		eachCode(stripComment(line), func(_ int, c byte) bool {
+			switch c {
+			case '[', '{':
 				d++
 				deepest = max(deepest, d)
-			case c == ']' || c == '}':
+			case ']', '}':
 				d = max(0, d-1)
-			case c == '.':
+			case '.':
 				dots++
 				deepest = max(deepest, dots+1)
 			}
-		}
+			return true
+		})
 	}
 	return deepest
 }
