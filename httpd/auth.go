@@ -64,7 +64,7 @@ func requireToken(check tokenCheck, next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isPublic(r.URL.Path) || check.matches(uiToken(r)) || isCORSPreflight(r) {
+		if isPublic(r.URL.Path) || check.matches(uiToken(r)) || isCORSPreflight(r) && isCORSRoute(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -77,8 +77,17 @@ func requireToken(check tokenCheck, next http.Handler) http.Handler {
 	})
 }
 
-// isCORSPreflight reports an OPTIONS preflight, which needs no token; only
-// the CORS routes answer it.
+// isCORSRoute reports the three routes that answer cross-origin reads.
+func isCORSRoute(path string) bool {
+	switch path {
+	case "/api/v1/debug/trace", "/api/v1/debug/trace-by-label", "/api/v1/debug/databases":
+		return true
+	}
+	return false
+}
+
+// isCORSPreflight reports an OPTIONS preflight, which needs no token on a
+// CORS route (and only there).
 func isCORSPreflight(r *http.Request) bool {
 	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != ""
 }

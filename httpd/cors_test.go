@@ -41,10 +41,11 @@ func TestCORSOriginTable(t *testing.T) {
 	const token = "ui-secret"
 	const self = "{self}" // replaced by the worker's own origin
 	type row struct {
-		name   string
-		host   string // Host header; "" = the address dialled
-		origin string
-		allow  bool
+		name    string
+		host    string // Host header; "" = the address dialled
+		origin  string
+		allow   bool
+		blocked bool // refused before CORS: a loopback-bound worker does not answer that Host
 	}
 	groups := []struct {
 		name    string
@@ -54,33 +55,33 @@ func TestCORSOriginTable(t *testing.T) {
 		rows    []row
 	}{
 		{"allowlist with token", false, []string{"http://dash.example:3000"}, token, []row{
-			{"listed", "", "http://dash.example:3000", true},
-			{"listed after normalising", "", "HTTP://DASH.example:3000", true},
-			{"unlisted", "", "http://evil.example", false},
-			{"own origin not listed", "", self, false},
+			{"listed", "", "http://dash.example:3000", true, false},
+			{"listed after normalising", "", "HTTP://DASH.example:3000", true, false},
+			{"unlisted", "", "http://evil.example", false, false},
+			{"own origin not listed", "", self, false, false},
 		}},
 		{"allowlist untokened", false, []string{"http://dash.example:3000"}, "", []row{
-			{"listed page to loopback worker", "", "http://dash.example:3000", true},
-			{"unlisted loopback page", "", "http://localhost:3000", false},
+			{"listed page to loopback worker", "", "http://dash.example:3000", true, false},
+			{"unlisted loopback page", "", "http://localhost:3000", false, false},
 		}},
 		{"token empty list", false, nil, token, []row{
-			{"same origin", "", self, true},
-			{"cross origin", "", "http://dash.example:3000", false},
-			{"localhost is not 127.0.0.1", "", "http://localhost:{port}", false},
-			{"null origin", "", "null", false},
+			{"same origin", "", self, true, false},
+			{"cross origin", "", "http://dash.example:3000", false, false},
+			{"localhost is not 127.0.0.1", "", "http://localhost:{port}", false, false},
+			{"null origin", "", "null", false, false},
 		}},
 		{"untokened loopback worker", false, nil, "", []row{
-			{"loopback page", "", "http://localhost:3000", true},
-			{"ipv6 loopback page", "", "http://[::1]:3000", true},
-			{"page not on loopback", "", "http://evil.example", false},
-			{"dns rebinding", "evil.example:{port}", "http://evil.example:{port}", false},
-			{"malformed origin", "", "http://evil.example/path", false},
-			{"null origin", "", "null", false},
+			{"loopback page", "", "http://localhost:3000", true, false},
+			{"ipv6 loopback page", "", "http://[::1]:3000", true, false},
+			{"page not on loopback", "", "http://evil.example", false, false},
+			{"dns rebinding", "evil.example:{port}", "http://evil.example:{port}", false, true},
+			{"malformed origin", "", "http://evil.example/path", false, false},
+			{"null origin", "", "null", false, false},
 		}},
 		{"untokened lan worker", true, nil, "", []row{
-			{"network peers", "", "http://dash.example:3000", true},
-			{"loopback page", "", "http://localhost:3000", true},
-			{"tunnel host header names localhost", "localhost:{port}", "http://evil.example", false},
+			{"network peers", "", "http://dash.example:3000", true, false},
+			{"loopback page", "", "http://localhost:3000", true, false},
+			{"tunnel host header names localhost", "localhost:{port}", "http://evil.example", false, false},
 		}},
 	}
 	for _, g := range groups {
@@ -97,6 +98,15 @@ func TestCORSOriginTable(t *testing.T) {
 				host := strings.ReplaceAll(c.host, "{port}", port)
 				for _, path := range []string{"/api/v1/debug/databases", "/api/v1/debug/trace?task_id=x", "/api/v1/debug/trace-by-label?name=a&value=b"} {
 					t.Run(c.name+" "+path, func(t *testing.T) {
+						if c.blocked {
+							for _, m := range []string{"OPTIONS", "GET"} {
+								r := doHost(t, m, s.uiURL+path, host, "Origin", origin)
+								if r.status != 403 || !strings.Contains(r.body, "host_not_allowed") || len(corsHeaders(r.header)) > 0 {
+									t.Errorf("%s with Host %s = %d %s, want 403 host_not_allowed without CORS headers", m, host, r.status, r.body)
+								}
+							}
+							return
+						}
 						checkPreflight(t, s.uiURL+path, host, origin, c.allow)
 						checkRead(t, s.uiURL+path, host, origin, g.token, c.allow)
 					})

@@ -7,9 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +39,8 @@ type Ingress struct {
 	metrics  *ingressMetrics
 	now      func() time.Time
 	grace    time.Duration // worker.shutdown_timeout: requests in flight finish within it
+	perConn  clientSlots   // requests in progress per client, body reading included
+	bodyTime time.Duration // sources.http.body_timeout
 }
 
 // NewIngress builds the ingress server from sources.http.
@@ -45,6 +49,7 @@ func NewIngress(cfg *config.Config, app *worker.App, reg prometheus.Registerer, 
 	in := &Ingress{
 		app: app, maxBody: hc.MaxBodyBytes, maxConc: int64(hc.MaxConcurrent),
 		metrics: newIngressMetrics(reg), now: time.Now, grace: cfg.Worker.ShutdownTimeout.D(),
+		perConn: clientSlots{max: hc.MaxConcurrentPerClient}, bodyTime: hc.BodyTimeout.D(),
 	}
 	for _, c := range hc.Clients {
 		in.clients = append(in.clients, ingressClient{
@@ -52,7 +57,7 @@ func NewIngress(cfg *config.Config, app *worker.App, reg prometheus.Registerer, 
 		})
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/process", in.process)
+	mux.Handle("POST /v1/process", guardBrowsers(http.HandlerFunc(in.process)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "the ingress serves POST /v1/process only")
 	})
@@ -61,7 +66,7 @@ func NewIngress(cfg *config.Config, app *worker.App, reg prometheus.Registerer, 
 	in.surface = surface{
 		name: "ingress", log: log,
 		srv: &http.Server{
-			Addr: hostPort(hc.Host, hc.Port), Handler: recoverPanics(log, mux),
+			Addr: hostPort(hc.Host, hc.Port), Handler: recoverPanics(log, guardHost(newHostRule(hc.Host, "", hc.AllowedHosts, "sources.http.allowed_hosts"), mux)),
 			ReadHeaderTimeout: ingressHeaderTimeout, ReadTimeout: 60 * time.Second,
 			WriteTimeout: work, IdleTimeout: uiIdleTimeout, MaxHeaderBytes: uiMaxHeaderBytes,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
@@ -101,12 +106,22 @@ func (in *Ingress) authenticate(r *http.Request) (*ingressClient, bool) {
 	return found, found != nil
 }
 
+// reject answers a request refused before the pipeline and closes the
+// connection: the server would otherwise read the rest of an unread body
+// (from a client that may be sending it a byte at a time) before the
+// answer goes out.
 func (in *Ingress) reject(w http.ResponseWriter, client string, status int, reason, code, detail string) {
+	w.Header().Set("Connection", "close")
 	in.metrics.rejections.WithLabelValues(reason).Inc()
 	in.metrics.requests.WithLabelValues(client, strconv.Itoa(status)).Inc()
 	writeError(w, status, code, detail)
 }
 
+// process runs one request. The order matters: the client is known and
+// within its rate and its own concurrency cap before its body is read; the
+// body is read under its own deadline before the request takes one of the
+// max_concurrent pipeline slots, so slow bodies cannot hold the pipeline
+// from other clients.
 func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 	client, ok := in.authenticate(r)
 	if !ok {
@@ -114,9 +129,9 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 		in.reject(w, "unknown", http.StatusUnauthorized, "unauthorized", "unauthorized", "missing or unknown client token: send Authorization: Bearer <token>")
 		return
 	}
-	name := "anonymous"
+	name, slot := "anonymous", remoteHost(r)
 	if client != nil {
-		name = client.name
+		name, slot = client.name, "client:"+client.name
 		if ok, wait := client.limit.allow(in.now()); !ok {
 			secs := int(math.Ceil(wait.Seconds()))
 			w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
@@ -125,14 +140,13 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if n := in.inFlight.Add(1); n > in.maxConc {
-		in.inFlight.Add(-1)
+	if !in.perConn.acquire(slot) {
 		w.Header().Set("Retry-After", "1")
-		in.reject(w, name, http.StatusServiceUnavailable, "overloaded", "overloaded",
-			fmt.Sprintf("%d requests are in flight (sources.http.max_concurrent); retry shortly", in.maxConc))
+		in.reject(w, name, http.StatusTooManyRequests, "client_concurrency", "too_many_requests",
+			fmt.Sprintf("this client already has %d requests in progress (sources.http.max_concurrent_per_client); retry when one finished", in.perConn.max))
 		return
 	}
-	defer in.inFlight.Add(-1)
+	defer in.perConn.release(slot)
 	if in.app.Closing() {
 		in.reject(w, name, http.StatusServiceUnavailable, "draining", "draining", "the worker is shutting down")
 		return
@@ -142,17 +156,33 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("request body is %d bytes; sources.http.max_body_bytes is %d", r.ContentLength, in.maxBody))
 		return
 	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(in.now().Add(in.bodyTime))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, in.maxBody))
+	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			in.reject(w, name, http.StatusRequestEntityTooLarge, "too_large", "body_too_large",
 				fmt.Sprintf("request body exceeds sources.http.max_body_bytes (%d)", in.maxBody))
-			return
+		case errors.As(err, &ne) && ne.Timeout():
+			in.reject(w, name, http.StatusRequestTimeout, "body_timeout", "body_timeout",
+				fmt.Sprintf("the request body did not arrive within sources.http.body_timeout (%s)", in.bodyTime))
+		default:
+			in.reject(w, name, http.StatusBadRequest, "bad_request", "bad_request", "reading the body: "+err.Error())
 		}
-		in.reject(w, name, http.StatusBadRequest, "bad_request", "bad_request", "reading the body: "+err.Error())
 		return
 	}
+	if n := in.inFlight.Add(1); n > in.maxConc {
+		in.inFlight.Add(-1)
+		w.Header().Set("Retry-After", "1")
+		in.reject(w, name, http.StatusServiceUnavailable, "overloaded", "overloaded",
+			fmt.Sprintf("%d requests are in flight (sources.http.max_concurrent); retry shortly", in.maxConc))
+		return
+	}
+	defer in.inFlight.Add(-1)
 	in.metrics.inFlight.Inc()
 	defer in.metrics.inFlight.Dec()
 	start := time.Now()
@@ -203,4 +233,64 @@ func labelHeaders(h http.Header) map[string]string {
 		labels[name] = v[0]
 	}
 	return labels
+}
+
+// remoteHost is the address a request came from, the per-client key of an
+// ingress without clients.
+func remoteHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return "addr:" + h
+	}
+	return "addr:" + r.RemoteAddr
+}
+
+// clientSlots counts requests in progress per client and refuses one over
+// max. Safe for concurrent use; a client with none in progress holds no
+// memory.
+type clientSlots struct {
+	mu  sync.Mutex
+	max int
+	n   map[string]int
+}
+
+func (c *clientSlots) acquire(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	if c.n[key] >= c.max {
+		return false
+	}
+	c.n[key]++
+	return true
+}
+
+func (c *clientSlots) release(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[key]--; c.n[key] <= 0 {
+		delete(c.n, key)
+	}
+}
+
+// guardBrowsers refuses ingress requests a browser sends from another site:
+// machines that call the ingress send no Origin, and a page must not be
+// able to push bytes through the executor from a visitor's browser.
+func guardBrowsers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+			writeError(w, http.StatusForbidden, "cross_site_refused", "the ingress takes requests from programs, not from web pages of other sites")
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" {
+			origin, _, ok := normalizeOrigin(o)
+			own, _, _ := normalizeOrigin("http://" + r.Host)
+			if !ok || origin != own {
+				writeError(w, http.StatusForbidden, "origin_refused", "the ingress takes requests from programs; a web page of origin "+quoteOrigin(o)+" may not call it")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

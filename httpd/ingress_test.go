@@ -1,8 +1,11 @@
 package httpd
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +16,7 @@ import (
 
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/workertest"
 )
 
 // countingExec is an executor that appends one line per run to a log file,
@@ -263,5 +267,81 @@ func TestIngressDLQUnavailableAsksForRetry(t *testing.T) {
 	r := do(t, "POST", s.inURL+"/v1/process", "boom")
 	if r.status != 503 || !strings.Contains(r.body, `"error":"dlq_unavailable"`) || r.header.Get("Retry-After") == "" {
 		t.Fatalf("= %d %s, want 503 dlq_unavailable with Retry-After", r.status, r.body)
+	}
+}
+
+// TestSlowBodiesDoNotStarveTheIngress: clients that send their bodies a
+// byte at a time neither hold the pipeline's slots (a slot is taken only
+// once the body is read) nor get past their own concurrency cap, and a
+// body slower than body_timeout gets 408; other clients are served all
+// along.
+func TestSlowBodiesDoNotStarveTheIngress(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "/bin/cat")
+	cfg.Sources.HTTP.MaxConcurrent = 2
+	cfg.Sources.HTTP.MaxConcurrentPerClient = 4
+	cfg.Sources.HTTP.BodyTimeout = config.Duration(800 * time.Millisecond)
+	cfg.Sources.HTTP.Clients = []config.HTTPClient{{Name: "slow", Token: "slow-token", RPM: 1000}, {Name: "good", Token: "good-token", RPM: 1000}}
+	s := startStack(t, cfg)
+	addr := strings.TrimPrefix(s.inURL, "http://")
+
+	var conns []net.Conn
+	for range 6 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "POST /v1/process HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer slow-token\r\nContent-Length: 100\r\n\r\nx", addr)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // let the slow requests reach the server
+	for i := range 4 {
+		r := do(t, "POST", s.inURL+"/v1/process", fmt.Sprintf("good %d", i), "Authorization", "Bearer good-token")
+		if r.status != 200 {
+			t.Fatalf("good client request %d while 6 slow bodies trickle = %d %s, want 200", i, r.status, r.body)
+		}
+	}
+	statuses := map[int]int{}
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("reading slow client %d's answer: %v (so far %v)", i, err, statuses)
+		}
+		resp.Body.Close()
+		statuses[resp.StatusCode]++
+	}
+	if statuses[429] != 2 || statuses[408] != 4 {
+		t.Errorf("slow client answers = %v, want 2 × 429 (over its 4 concurrent requests) and 4 × 408 (body_timeout)", statuses)
+	}
+	if got := workertest.Metric(t, s.reg, "svc_ingress_rejections_total", "reason", "body_timeout"); got != 4 {
+		t.Errorf("svc_ingress_rejections_total{reason=body_timeout} = %v, want 4", got)
+	}
+}
+
+// TestIngressRefusesWebPages: the ingress serves programs; a browser page
+// of another site cannot push bytes through the executor, and a worker
+// whose ingress is bound to loopback answers only loopback names.
+func TestIngressRefusesWebPages(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "/bin/cat")
+	s := startStack(t, cfg)
+	for _, h := range [][]string{{"Origin", "https://evil.example"}, {"Sec-Fetch-Site", "cross-site"}, {"Origin", "null"}} {
+		r := do(t, "POST", s.inURL+"/v1/process", "x", "Content-Type", "text/plain", h[0], h[1])
+		if r.status != 403 {
+			t.Errorf("ingress POST with %s: %s = %d %s, want 403", h[0], h[1], r.status, r.body)
+		}
+	}
+	if r := do(t, "POST", s.inURL+"/v1/process", "x"); r.status != 200 {
+		t.Errorf("ingress POST from a program = %d %s, want 200", r.status, r.body)
+	}
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.inURL, "http://"))
+	if r := send(t, "POST", s.inURL+"/v1/process", "rebind.attacker.example:"+port, "x"); r.status != 403 || !strings.Contains(r.body, "sources.http.allowed_hosts") {
+		t.Errorf("loopback-bound ingress with a foreign Host = %d %s, want 403 naming sources.http.allowed_hosts", r.status, r.body)
 	}
 }

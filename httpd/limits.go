@@ -58,15 +58,3 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-// featureGate answers 403 naming the config key while a kill switch is off,
-// regardless of the token.
-func featureGate(enabled bool, key string, next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !enabled {
-			writeError(w, http.StatusForbidden, "feature_disabled", key+" is false")
-			return
-		}
-		next(w, r)
-	}
-}

@@ -1,6 +1,9 @@
 package httpd
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // routes lists every route of the UI server.
 func (s *UIServer) routes() *http.ServeMux {
@@ -14,18 +17,14 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("GET /api/v1/pages", s.pages)
 	mux.HandleFunc("GET /api/v1/ui/renderers.js", s.renderers)
 
-	ui := s.cfg.UI
 	mux.HandleFunc("GET /api/v1/debug/consume-pause", s.consumePauseState)
-	mux.HandleFunc("POST /api/v1/debug/consume-pause", featureGate(ui.ConsumePause.Enabled, "ui.consume_pause.enabled", s.consumePause))
-	mux.HandleFunc("POST /api/v1/debug/consume-resume", featureGate(ui.ConsumePause.Enabled, "ui.consume_pause.enabled", s.consumeResume))
-	mux.HandleFunc("POST /api/v1/debug/probe", featureGate(ui.ProbeEnabled, "ui.probe_enabled", s.probe))
+	mux.HandleFunc("POST /api/v1/debug/consume-pause", s.consumePause)
+	mux.HandleFunc("POST /api/v1/debug/consume-resume", s.consumeResume)
+	mux.HandleFunc("POST /api/v1/debug/probe", s.probe)
 
-	kafka := func(h http.HandlerFunc) http.HandlerFunc {
-		return featureGate(ui.KafkaReadEnabled, "ui.kafka_read_enabled", h)
-	}
-	mux.HandleFunc("GET /api/v1/debug/kafka/topics", kafka(s.kafkaTopics))
-	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", kafka(s.kafkaMessage))
-	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", kafka(s.kafkaMessages))
+	mux.HandleFunc("GET /api/v1/debug/kafka/topics", s.kafkaTopics)
+	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", s.kafkaMessage)
+	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", s.kafkaMessages)
 
 	mux.HandleFunc("GET /api/v1/events", s.events)
 	mux.HandleFunc("GET /api/v1/live/task-results", s.taskResults)
@@ -38,10 +37,60 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("OPTIONS /api/v1/debug/trace-by-label", s.corsPreflight)
 	mux.HandleFunc("GET /api/v1/debug/download", s.download)
 	mux.HandleFunc("GET /api/v1/debug/download-live", s.downloadLive)
-	mux.HandleFunc("POST /api/v1/debug/merge", featureGate(ui.MergeEnabled, "ui.merge_enabled", s.merge))
+	mux.HandleFunc("POST /api/v1/debug/merge", s.merge)
 	mux.Handle("GET /ws", s.ws)
 
-	mux.HandleFunc("/api/", s.apiNotFound)
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) { s.apiNotFound(mux, w, r) })
 	mux.HandleFunc("/", s.page)
 	return mux
+}
+
+// killSwitch is a feature whose routes answer 403 naming its config key
+// while it is off, whatever the token.
+type killSwitch struct {
+	key     string
+	enabled bool
+	match   func(r *http.Request) bool
+}
+
+// killSwitches lists the switched routes: probe, merge, Kafka read and the
+// consume pause's POSTs (its GET always answers).
+func (s *UIServer) killSwitches() []killSwitch {
+	ui := s.cfg.UI
+	post := func(path string) func(*http.Request) bool {
+		return func(r *http.Request) bool { return r.Method == http.MethodPost && r.URL.Path == path }
+	}
+	return []killSwitch{
+		{"ui.probe_enabled", ui.ProbeEnabled, post("/api/v1/debug/probe")},
+		{"ui.merge_enabled", ui.MergeEnabled, post("/api/v1/debug/merge")},
+		{"ui.kafka_read_enabled", ui.KafkaReadEnabled, func(r *http.Request) bool {
+			return strings.HasPrefix(r.URL.Path, "/api/v1/debug/kafka/")
+		}},
+		{"ui.consume_pause.enabled", ui.ConsumePause.Enabled, func(r *http.Request) bool {
+			return post("/api/v1/debug/consume-pause")(r) || post("/api/v1/debug/consume-resume")(r)
+		}},
+	}
+}
+
+// guardKillSwitches answers 403 for a route whose feature is off. It runs
+// before the token gate: a switched-off feature is off for everyone.
+func guardKillSwitches(switches []killSwitch, next http.Handler) http.Handler {
+	var off []killSwitch
+	for _, k := range switches {
+		if !k.enabled {
+			off = append(off, k)
+		}
+	}
+	if len(off) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, k := range off {
+			if k.match(r) {
+				writeError(w, http.StatusForbidden, "feature_disabled", k.key+" is false")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -105,11 +105,16 @@ func newKafkaReader(cfg *config.Config, log *slog.Logger) (*kafkaread.Reader, er
 }
 
 // handler composes the middleware around the route table, outermost first:
-// panic recovery, body limit, token gate.
+// panic recovery, Host check (a loopback-bound server answers only its own
+// names), body limit, kill switches (403 whatever the token), cross-site
+// refusal of state-changing requests, token gate.
 func (s *UIServer) handler() http.Handler {
 	var h http.Handler = s.routes()
 	h = requireToken(newTokenCheck(s.cfg.UI.AuthToken), h)
+	h = s.guardCrossSite(h)
+	h = guardKillSwitches(s.killSwitches(), h)
 	h = limitBody(uiMaxBodyBytes, h)
+	h = guardHost(newHostRule(s.cfg.UI.Host, s.cfg.UI.PublicURL, s.cfg.UI.AllowedHosts, "ui.allowed_hosts"), h)
 	return recoverPanics(s.log, h)
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,16 +201,6 @@ func TestRenderersModule(t *testing.T) {
 	r = do(t, "GET", s2.uiURL+"/api/v1/ui/renderers.js?token=tok", "", "If-None-Match", etag)
 	if r.status != 304 {
 		t.Errorf("matching If-None-Match = %d, want 304", r.status)
-	}
-}
-
-func TestFeatureGate(t *testing.T) {
-	t.Parallel()
-	h := featureGate(false, "ui.probe_enabled", func(w http.ResponseWriter, r *http.Request) { t.Error("handler ran while disabled") })
-	rec := httptest.NewRecorder()
-	h(rec, httptest.NewRequest("POST", "/api/v1/debug/probe", nil))
-	if rec.Code != 403 || !strings.Contains(rec.Body.String(), `"detail":"ui.probe_enabled is false"`) {
-		t.Errorf("gate = %d %s", rec.Code, rec.Body.String())
 	}
 }
 

@@ -71,6 +71,9 @@ type UI struct {
 	CustomRenderersPath    string            `toml:"custom_renderers_path" json:"custom_renderers_path"`
 	LinkBases              map[string]string `toml:"link_bases" json:"link_bases"`
 	AllowedWSOrigins       []string          `toml:"allowed_ws_origins" json:"allowed_ws_origins"`
+	// AllowedHosts are Host names a loopback-bound UI server answers to
+	// besides loopback names and ui.public_url's host (DNS-rebinding guard).
+	AllowedHosts []string `toml:"allowed_hosts" json:"allowed_hosts"`
 }
 
 // ConsumePause switches the timed consume pause.
@@ -149,13 +152,22 @@ type Security struct {
 
 // HTTPSource is the HTTP ingress input.
 type HTTPSource struct {
-	Enabled       bool         `toml:"enabled" json:"enabled"`
-	Host          string       `toml:"host" json:"host"`
-	Port          int          `toml:"port" json:"port"`
-	SinksEnabled  bool         `toml:"sinks_enabled" json:"sinks_enabled"`
-	MaxConcurrent int          `toml:"max_concurrent" json:"max_concurrent"`
-	MaxBodyBytes  int64        `toml:"max_body_bytes" json:"max_body_bytes"`
-	Clients       []HTTPClient `toml:"clients" json:"clients"`
+	Enabled       bool   `toml:"enabled" json:"enabled"`
+	Host          string `toml:"host" json:"host"`
+	Port          int    `toml:"port" json:"port"`
+	SinksEnabled  bool   `toml:"sinks_enabled" json:"sinks_enabled"`
+	MaxConcurrent int    `toml:"max_concurrent" json:"max_concurrent"`
+	MaxBodyBytes  int64  `toml:"max_body_bytes" json:"max_body_bytes"`
+	// MaxConcurrentPerClient caps the requests one client (one token, or
+	// one remote address without clients) has in progress, body reading
+	// included, so one caller cannot take every slot.
+	MaxConcurrentPerClient int `toml:"max_concurrent_per_client" json:"max_concurrent_per_client"`
+	// BodyTimeout bounds reading one request body; a slower body gets 408.
+	BodyTimeout Duration `toml:"body_timeout" json:"body_timeout"`
+	// AllowedHosts are Host names a loopback-bound ingress answers to
+	// besides loopback names (DNS-rebinding guard).
+	AllowedHosts []string     `toml:"allowed_hosts" json:"allowed_hosts"`
+	Clients      []HTTPClient `toml:"clients" json:"clients"`
 }
 
 // HTTPClient is one ingress caller with its own token and rate.
@@ -281,7 +293,10 @@ func Default() Config {
 				StartupAlignEnabled: true, StartupAlignSeconds: 10, CommitInterval: Duration(5 * time.Second),
 				MaxPollRecords: 500, RevokeTimeout: Duration(30 * time.Second),
 			},
-			HTTP: HTTPSource{Host: "0.0.0.0", Port: 8090, MaxConcurrent: 64, MaxBodyBytes: 1 << 20},
+			HTTP: HTTPSource{
+				Host: "0.0.0.0", Port: 8090, MaxConcurrent: 64, MaxBodyBytes: 1 << 20,
+				MaxConcurrentPerClient: 16, BodyTimeout: Duration(10 * time.Second),
+			},
 		},
 		DLQ:     DLQ{OnSendFailure: "stall", SendTimeout: Duration(30 * time.Second)},
 		Storage: Dir{Dir: "/tmp/svc"},

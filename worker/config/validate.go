@@ -101,6 +101,8 @@ func (c *Config) validateSurfaces(p *problems) {
 			p.add(fmt.Sprintf("ui.allowed_ws_origins[%d]", i), "%q must be an origin such as https://ops.example.com", o)
 		}
 	}
+	checkHosts(p, "ui.allowed_hosts", c.UI.AllowedHosts)
+	checkHosts(p, "sources.http.allowed_hosts", c.Sources.HTTP.AllowedHosts)
 	if u := c.UI.PublicURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		p.add("ui.public_url", "%q must start with http:// or https://", u)
 	}
@@ -115,6 +117,15 @@ func (c *Config) validateSurfaces(p *problems) {
 	}
 	p.between("offload.max_threads", int64(c.Offload.MaxThreads), 1, 1024)
 	p.between("io.max_threads", int64(c.IO.MaxThreads), 1, 1024)
+}
+
+// checkHosts checks a list of bare host names (no scheme, port or path).
+func checkHosts(p *problems, key string, hosts []string) {
+	for i, h := range hosts {
+		if h == "" || strings.ContainsAny(h, "/:@ ") && !strings.HasPrefix(h, "[") {
+			p.add(fmt.Sprintf("%s[%d]", key, i), "%q must be a bare host name such as ops.example.com (no scheme, port or path)", h)
+		}
+	}
 }
 
 func checkPort(p *problems, key string, port int) {
@@ -147,6 +158,8 @@ func (c *Config) validateSources(p *problems) {
 	if h.Enabled {
 		p.between("sources.http.max_concurrent", int64(h.MaxConcurrent), 1, 100_000)
 		p.between("sources.http.max_body_bytes", h.MaxBodyBytes, 1, MaxBodyBytes)
+		p.between("sources.http.max_concurrent_per_client", int64(h.MaxConcurrentPerClient), 1, 100_000)
+		p.within("sources.http.body_timeout", h.BodyTimeout, 100*time.Millisecond, 10*time.Minute)
 	}
 	names, tokens := map[string]bool{}, map[string]bool{}
 	for i, cl := range h.Clients {
