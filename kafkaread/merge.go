@@ -17,6 +17,8 @@ type partState struct {
 	open       bool // still fetching: end not reached, no record past to_ts
 	paused     bool
 	queue      []*kgo.Record
+	bytes      int   // size of the queued records
+	rewind     int64 // >= 0: fetched records from this offset on were not queued; fetch them again
 }
 
 // merger orders a stream: it emits the queued record with the smallest
@@ -29,6 +31,8 @@ type merger struct {
 	toTS    *int64
 	parts   map[int32]*partState
 	closing []int32 // partitions to stop fetching at the next settle
+	queued  int     // bytes queued over all partitions
+	peak    int     // the most bytes ever queued (tests)
 }
 
 func newMerger(topic string, toTS *int64, parts map[int32]*partState) *merger {
@@ -43,8 +47,15 @@ func (m *merger) push(p int32, recs []*kgo.Record) {
 	if ps == nil {
 		return
 	}
+	byteHigh := m.byteHigh()
 	for _, rec := range recs {
-		if !ps.open {
+		if !ps.open || ps.rewind >= 0 {
+			return
+		}
+		if len(ps.queue) > 0 && ps.bytes+recordSize(rec) > byteHigh {
+			// A fetch larger than this partition's share: keep what fits,
+			// fetch the rest again once the client has read the queue.
+			ps.rewind = rec.Offset
 			return
 		}
 		switch {
@@ -57,6 +68,11 @@ func (m *merger) push(p int32, recs []*kgo.Record) {
 			return
 		default:
 			ps.queue = append(ps.queue, rec)
+			n := recordSize(rec)
+			ps.bytes += n
+			m.queued += n
+			m.peak = max(m.peak, m.queued)
+
 		}
 		if rec.Offset+1 >= ps.end {
 			m.close(p, ps)
@@ -70,21 +86,30 @@ func (m *merger) close(p int32, ps *partState) {
 }
 
 // settle stops fetching closed partitions and pauses open ones whose queue
-// reached high records.
+// reached high records or its share of ReadAheadBytes.
 func (m *merger) settle(cl *kgo.Client, high int) {
+	byteHigh := m.byteHigh()
 	if len(m.closing) > 0 {
 		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.closing})
 		m.closing = nil
 	}
 	var pause []int32
+	rewind := map[int32]kgo.EpochOffset{}
 	for p, ps := range m.parts {
-		if ps.open && !ps.paused && len(ps.queue) >= high {
+		if ps.open && !ps.paused && (len(ps.queue) >= high || ps.bytes >= byteHigh || ps.rewind >= 0) {
 			ps.paused = true
 			pause = append(pause, p)
+		}
+		if ps.open && ps.rewind >= 0 {
+			rewind[p] = kgo.EpochOffset{Epoch: -1, Offset: ps.rewind}
+			ps.rewind = -1
 		}
 	}
 	if len(pause) > 0 {
 		cl.PauseFetchPartitions(map[string][]int32{m.topic: pause})
+	}
+	if len(rewind) > 0 {
+		cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{m.topic: rewind})
 	}
 }
 
@@ -111,7 +136,10 @@ func (m *merger) pop(cl *kgo.Client, high int) (*kgo.Record, bool) {
 	rec := best.queue[0]
 	best.queue[0] = nil
 	best.queue = best.queue[1:]
-	if best.paused && len(best.queue) < max(high/2, 1) {
+	n := recordSize(rec)
+	best.bytes -= n
+	m.queued -= n
+	if best.paused && len(best.queue) < max(high/2, 1) && best.bytes < m.byteHigh()/2 {
 		best.paused = false
 		cl.ResumeFetchPartitions(map[string][]int32{m.topic: {rec.Partition}})
 	}
@@ -133,6 +161,29 @@ func (m *merger) high(remaining int) int {
 	}
 	h := 2 * remaining / max(open, 1)
 	return min(remaining, max(h, minQueueHigh))
+}
+
+// byteHigh is how many bytes one open partition may queue before its
+// fetching pauses: an even share of ReadAheadBytes, so a client that reads
+// slowly holds the worker to about ReadAheadBytes queued (plus one record
+// per partition, which ordering needs) whatever the window's size.
+func (m *merger) byteHigh() int {
+	open := 0
+	for _, ps := range m.parts {
+		if ps.open {
+			open++
+		}
+	}
+	return max(ReadAheadBytes/max(open, 1), 1)
+}
+
+// recordSize approximates the memory a queued record holds.
+func recordSize(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // finished reports whether every partition is closed and drained.

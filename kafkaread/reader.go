@@ -39,7 +39,12 @@ type Reader struct {
 	byName   map[string]int
 	opts     map[string][]kgo.Opt // per available alias, from kconn.Opts
 	deadline time.Duration
+	onMerger func(*merger) // test hook: the merger of each stream
 }
+
+// ReadAheadBytes bounds what one read request fetches ahead of its client
+// (a single record larger than this is still fetched whole).
+const ReadAheadBytes = 1 << 20
 
 // Option configures a Reader.
 type Option func(*Reader)
@@ -131,7 +136,17 @@ func (r *Reader) newClient(a AliasSpec) (*kgo.Client, *kadm.Client, error) {
 		kgo.KeepControlRecords(),               // so a partition ending in a txn marker is seen to end
 	)
 	opts = append(opts, r.opts[a.Name]...)
+	// Read-ahead is bounded whatever client_config says: one fetch of at
+	// most ReadAheadBytes at a time (less when fetch.max.bytes says so), so
+	// a client that reads slowly holds at most about that much here.
+	fetchMax := int32(ReadAheadBytes)
+	if v, ok := kconn.Int(a.Conn.ClientConfig, "fetch.max.bytes"); ok && v < ReadAheadBytes {
+		fetchMax = int32(v)
+	}
 	opts = append(opts,
+		kgo.MaxConcurrentFetches(1),
+		kgo.FetchMaxBytes(fetchMax),
+		kgo.FetchMaxPartitionBytes(fetchMax),
 		kgo.DialTimeout(bound),
 		kgo.RequestTimeoutOverhead(max(bound, 100*time.Millisecond)),
 		kgo.ClientID(ReaderClientID),

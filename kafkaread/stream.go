@@ -53,6 +53,9 @@ func (r *Reader) Stream(ctx context.Context, alias string, q StreamQuery, emit f
 		return err
 	}
 	m := newMerger(a.Topic, q.ToTS, parts)
+	if r.onMerger != nil {
+		r.onMerger(m)
+	}
 	assign := make(map[int32]kgo.Offset, len(parts))
 	for p, ps := range parts {
 		assign[p] = kgo.NewOffset().At(ps.start)
@@ -130,7 +133,7 @@ func (r *Reader) streamStart(ctx context.Context, adm *kadm.Client, a AliasSpec,
 		if (q.Partition != nil && p != *q.Partition) || !ok || start < 0 || start >= end {
 			continue
 		}
-		parts[p] = &partState{start: start, end: end, open: true}
+		parts[p] = &partState{start: start, end: end, open: true, rewind: -1}
 	}
 	return parts, nil
 }

@@ -1,8 +1,11 @@
 package kafkaread
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"svc/kafkaread/kconn"
@@ -195,5 +198,47 @@ func TestStreamSnapshot(t *testing.T) {
 	err = r.Stream(t.Context(), "source", StreamQuery{}, func(Record) error { return emitErr })
 	if !errors.Is(err, emitErr) {
 		t.Errorf("Stream(failing emit) = %v, want the emit error", err)
+	}
+}
+
+// TestStreamReadAheadIsBounded: a client that stops reading does not make
+// the worker fetch the whole window: what is fetched beyond what was
+// emitted stays within a small multiple of ReadAheadBytes.
+func TestStreamReadAheadIsBounded(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.SeedTopics(4, topicIn))
+	pr := newProducer(t, c.ListenAddrs())
+	value := string(bytes.Repeat([]byte("x"), 4<<10))
+	var recs []*kgo.Record
+	for i := range 8000 { // 32 MiB over 4 partitions
+		recs = append(recs, rec(int32(i%4), int64(1000+i), "", value))
+	}
+	produce(t, pr, topicIn, recs...)
+	r := sourceReader(t, c, topicIn)
+	var m atomic.Pointer[merger]
+	r.onMerger = func(x *merger) { m.Store(x) }
+	emitted := 0
+	stalled := make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.Stream(ctx, "source", StreamQuery{FromTS: 0}, func(Record) error {
+			emitted++
+			if emitted == 200 { // the client stops reading here
+				close(stalled)
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		})
+	}()
+	<-stalled
+	cancel()
+	<-done
+	// The merger's own goroutine is the one that stalled, so its peak is
+	// what it queued before and while the client stopped.
+	if peak, limit := m.Load().peak, 2*ReadAheadBytes+4*len(value); peak > limit {
+		t.Errorf("queued up to %d bytes for a client that took 200 records, want at most %d (2 × ReadAheadBytes + a record per partition)", peak, limit)
 	}
 }

@@ -158,13 +158,19 @@ func sortedKeys(m map[string]string) []string {
 
 // RequestTimeout returns the request.timeout.ms value of cc, if valid.
 func RequestTimeout(cc map[string]string) (time.Duration, bool) {
-	raw, ok := cc["request.timeout.ms"]
+	v, ok := Int(cc, "request.timeout.ms")
+	return time.Duration(v) * time.Millisecond, ok
+}
+
+// Int returns the value of integer key name of cc, if set and valid.
+func Int(cc map[string]string, name string) (int64, bool) {
+	raw, ok := cc[name]
 	if !ok {
 		return 0, false
 	}
-	_, v, err := parseClientKey("request.timeout.ms", raw)
+	_, v, err := parseClientKey(name, raw)
 	if err != nil {
 		return 0, false
 	}
-	return time.Duration(v) * time.Millisecond, true
+	return v, true
 }
