@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 )
 
 var (
@@ -22,6 +23,7 @@ func (c *Config) Validate() []string {
 	c.validateSources(&p)
 	c.validateSinks(&p)
 	c.validateExecutor(&p)
+	c.validateExecutorMode(&p)
 	c.validateHistory(&p)
 	return p
 }
@@ -254,5 +256,27 @@ func (c *Config) validateHistory(p *problems) {
 	}
 	if c.Throughput.Window <= 0 {
 		p.add("throughput.window", "must be positive")
+	}
+}
+
+// Bounds of the persistent executor keys.
+const (
+	maxTasksPerChildLimit = 1_000_000_000
+	readyTimeoutMin       = 10 * time.Millisecond
+	readyTimeoutMax       = 10 * time.Minute
+)
+
+func (c *Config) validateExecutorMode(p *problems) {
+	e := c.Executor
+	switch e.Mode {
+	case "spawn", "persistent":
+	default:
+		p.add("executor.mode", "%q is not one of spawn, persistent", e.Mode)
+	}
+	if e.MaxTasksPerChild < 0 || e.MaxTasksPerChild > maxTasksPerChildLimit {
+		p.add("executor.max_tasks_per_child", "%d is outside 0-%d (0: never recycle)", e.MaxTasksPerChild, maxTasksPerChildLimit)
+	}
+	if d := e.ReadyTimeout.D(); d < readyTimeoutMin || d > readyTimeoutMax {
+		p.add("executor.ready_timeout", "%s is outside %s-%s", d, readyTimeoutMin, readyTimeoutMax)
 	}
 }
