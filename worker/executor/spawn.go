@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -30,10 +29,11 @@ var ErrOutputTooLarge = errors.New("output exceeds executor.max_output_bytes")
 const execDefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // Spawner runs one attempt of a task as one child process (executor
-// protocol v1, mode spawn, DESIGN 3). It does not bound concurrency (Pool
+// protocol v1, mode spawn). It does not bound concurrency (Pool
 // does) and Spawn is safe for concurrent use.
 //
-// The child runs in its own process group. On timeout, ctx end or output
+// The child runs in its own process group and, on Linux, is killed when
+// the worker dies (parent-death signal). On timeout, ctx end or output
 // overflow the whole group gets SIGKILL, and so does whatever is left of it
 // once the leader exited, so grandchildren never outlive their attempt or
 // hold its pipes open. A descendant that left the group (setsid) is given
@@ -47,6 +47,8 @@ type Spawner struct {
 	opts    Options
 	argv    []string
 	baseEnv []string // inherited base + executor.env, built once
+	// persistentEnv is a persistent child's whole environment.
+	persistentEnv []string
 	log     *slog.Logger
 }
 
@@ -72,6 +74,7 @@ func NewSpawner(opts Options) (*Spawner, error) {
 	for _, k := range slices.Sorted(maps.Keys(opts.Env)) {
 		s.baseEnv = append(s.baseEnv, k+"="+opts.Env[k])
 	}
+	s.persistentEnv = append(slices.Clip(s.baseEnv), "SVC_EXECUTOR_MODE=persistent")
 	return s, nil
 }
 
@@ -137,19 +140,6 @@ func execLabelVar(name string) string {
 	}, name)
 }
 
-// execStartError explains a failed start, naming the config key.
-func execStartError(bin string, err error) error {
-	var pe *fs.PathError
-	var ee *exec.Error
-	switch {
-	case errors.As(err, &pe):
-		err = pe.Err
-	case errors.As(err, &ee):
-		err = ee.Err
-	}
-	return fmt.Errorf("start executor: executor.binary_path %q: %w", bin, err)
-}
-
 // execFailed is the result of an attempt that never got a process.
 func execFailed(err error) worker.AttemptResult {
 	return worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: err}
@@ -184,14 +174,14 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResul
 		return execFailed(execStartError(s.opts.BinaryPath, err))
 	}
 	var pp execPipes
-	if err := pp.open(); err != nil {
+	if err := pp.open(4); err != nil {
 		return execFailed(fmt.Errorf("start executor: %w", err))
 	}
 	cmd := &exec.Cmd{
 		Path: bin, Args: s.argv, Env: s.env(t),
 		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
 		ExtraFiles:  pp.child[3:], // fd 3, SVC_EVENTS_FD
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: execSysProcAttr(),
 	}
 	err = cmd.Start()
 	pp.closeChild()
@@ -280,7 +270,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResul
 	return res
 }
 
-// execExitStatus maps how the leader ended to a status (DESIGN 3).
+// execExitStatus maps how the leader ended to a status.
 func execExitStatus(st *os.ProcessState, waitErr error) (string, error) {
 	if st == nil {
 		return worker.StatusFailed, fmt.Errorf("wait for executor: %w", waitErr)
@@ -305,25 +295,18 @@ type execPipes struct {
 	parent, child [4]*os.File
 }
 
-func (p *execPipes) open() error {
-	for i := range p.parent {
-		var fds [2]int
-		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-			p.closeChild()
-			p.closeParent()
-			return fmt.Errorf("create pipe: %w", os.NewSyscallError("pipe2", err))
-		}
-		parent, child := fds[0], fds[1]
-		if i == 0 { // stdin: the child reads
-			parent, child = child, parent
-		}
-		// A pipe fd is always able to go non-blocking; should it fail, the
-		// file is merely blocking (no deadlines), not broken.
-		_ = syscall.SetNonblock(parent, true)
-		p.parent[i] = os.NewFile(uintptr(parent), "|executor")
-		p.child[i] = os.NewFile(uintptr(child), "|executor-child")
+// set stores pipe i (read end fds[0], write end fds[1]); the worker's end
+// goes non-blocking so that it works with the poller and deadlines.
+func (p *execPipes) set(i int, fds [2]int) {
+	parent, child := fds[0], fds[1]
+	if i == 0 { // stdin: the child reads
+		parent, child = child, parent
 	}
-	return nil
+	// A pipe fd is always able to go non-blocking; should it fail, the
+	// file is merely blocking (no deadlines), not broken.
+	_ = syscall.SetNonblock(parent, true)
+	p.parent[i] = os.NewFile(uintptr(parent), "|executor")
+	p.child[i] = os.NewFile(uintptr(child), "|executor-child")
 }
 
 func (p *execPipes) closeChild()  { execCloseAll(p.child[:]) }
@@ -334,7 +317,9 @@ func (p *execPipes) expire() {
 	now := time.Now()
 	_ = p.parent[0].SetWriteDeadline(now)
 	for _, f := range p.parent[1:] {
-		_ = f.SetReadDeadline(now)
+		if f != nil {
+			_ = f.SetReadDeadline(now)
+		}
 	}
 }
 
