@@ -108,7 +108,6 @@ func TestPoolBackoff(t *testing.T) {
 	}
 }
 
-
 func TestPoolEchoesInput(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB, several pipe buffers
 	execEachMode(t, func(t *testing.T, mode string) {

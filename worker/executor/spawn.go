@@ -49,7 +49,7 @@ type Spawner struct {
 	baseEnv []string // inherited base + executor.env, built once
 	// persistentEnv is a persistent child's whole environment.
 	persistentEnv []string
-	log     *slog.Logger
+	log           *slog.Logger
 }
 
 // NewSpawner validates opts (filling defaults) and returns a Spawner.
