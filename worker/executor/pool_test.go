@@ -203,12 +203,12 @@ func TestPoolRetriesUntilMaxAttempts(t *testing.T) {
 		{"failed", "!fail", worker.StatusFailed, map[string]string{
 			ModeSpawn: "executor exited with code 3", ModePersistent: "executor answered status failed"}},
 		{"timeout", "!sleep 30s", worker.StatusTimeout, map[string]string{
-			ModeSpawn: "executor timed out after 300ms (executor.timeout)", ModePersistent: "executor timed out after 300ms (executor.timeout)"}},
+			ModeSpawn: "executor timed out after 2s (executor.timeout)", ModePersistent: "executor timed out after 2s (executor.timeout)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			execEachMode(t, func(t *testing.T, mode string) {
 				opts := helperOptions(t, mode)
-				opts.MaxAttempts, opts.Timeout = 3, 300*time.Millisecond
+				opts.MaxAttempts, opts.Timeout = 3, 2*time.Second
 				var attempts atomic.Int32
 				opts.OnAttempt = func(_ *worker.Task, _ int, res *worker.AttemptResult) {
 					if res != nil {

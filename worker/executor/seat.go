@@ -35,7 +35,10 @@ func (p *persistent) seat() {
 			p.mu.Lock()
 			p.starting--
 			closed := p.closed
-			if !closed {
+			deaths++
+			// Tasks fail at once rather than wait when the binary cannot
+			// be run at all, or its children keep dying at start-up.
+			if !closed && (why == execReasonStartFailed || deaths >= execCrashLoopAfter) {
 				p.startErr = err
 				if p.live == 0 && p.starting == 0 {
 					p.failWaitersLocked(err)
@@ -46,7 +49,6 @@ func (p *persistent) seat() {
 				return
 			}
 			p.metrics.restarts.WithLabelValues(why).Inc()
-			deaths++
 			p.noteDeath(deaths, why, err.Error())
 			continue
 		}
