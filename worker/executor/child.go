@@ -71,11 +71,13 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 		exited: make(chan struct{}), downCh: make(chan struct{}), busy: true, startAt: time.Now(),
 	}
 	c = child
+	s.guard.note('+', c.pgid)
 	go c.stderr.loop()
 	go func() {
 		_ = cmd.Wait()
 		// Leftovers of its group die with it rather than hold the pipes.
 		_ = syscall.Kill(-child.pgid, syscall.SIGKILL)
+		s.guard.note('-', child.pgid)
 		close(child.exited)
 		onReaped(child)
 	}()

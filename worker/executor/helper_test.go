@@ -2,16 +2,20 @@ package executor
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"svc/worker"
 )
 
 // The test binary doubles as an executor speaking both protocols: run as
@@ -22,6 +26,12 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "exec-helper" {
 		os.Exit(helperMain())
+	}
+	if len(os.Args) > 1 && os.Args[1] == GuardArg {
+		os.Exit(RunGuard(os.Stdin))
+	}
+	if len(os.Args) > 3 && os.Args[1] == "exec-worker" {
+		os.Exit(execWorkerMain(os.Args[2], os.Args[3]))
 	}
 	os.Exit(m.Run())
 }
@@ -231,4 +241,19 @@ func helperServe(t *helperTask) helperAnswer {
 		}}
 	}
 	return helperAnswer{status: "failed", output: []byte("unknown command " + cmd)}
+}
+
+// execWorkerMain is the test binary run as a worker: it starts one task in
+// a pool of the given mode (its executor leaves a grandchild) and blocks
+// until it is killed.
+func execWorkerMain(mode, dir string) int {
+	self, _ := os.Executable()
+	opts := Options{Mode: mode, BinaryPath: self, Args: []string{"exec-helper"}, PoolSize: 1, Timeout: time.Hour,
+		MaxAttempts: 1, GuardBinary: self}
+	p, err := NewPool(opts)
+	if err != nil {
+		return 2
+	}
+	p.Run(context.Background(), &worker.Task{ID: "t", Input: []byte("!hang " + filepath.Join(dir, "grandchild.pid"))})
+	return 0
 }

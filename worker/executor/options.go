@@ -70,6 +70,11 @@ type Options struct {
 	StopGrace time.Duration
 	// Registerer takes the persistent pool's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// GuardBinary, when set, is a binary that runs RunGuard when started
+	// with GuardArg (the worker's own: svc does). It is started once and
+	// kills every executor process group left when the worker dies, so that
+	// grandchildren die too; "" relies on the parent-death signal alone.
+	GuardBinary string
 }
 
 // withDefaults returns o with zero fields replaced by their defaults.

@@ -26,6 +26,7 @@ import (
 type Pool struct {
 	opts    Options
 	backend execBackend
+	guard   *execGuard
 }
 
 // execBackend runs single attempts for a Pool: the mode-specific part.
@@ -55,7 +56,7 @@ func NewPool(opts Options) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{opts: s.opts}
+	p := &Pool{opts: s.opts, guard: s.guard}
 	if s.opts.Mode == ModePersistent {
 		if p.backend, err = newPersistent(s); err != nil {
 			return nil, err
@@ -78,11 +79,15 @@ func (p *Pool) Waiting() int { return p.backend.waiting() }
 // Mode is the pool's executor mode (ModeSpawn or ModePersistent).
 func (p *Pool) Mode() string { return p.opts.Mode }
 
-// Close stops the pool: later Runs fail at once, and in mode persistent
+// Close stops the pool: later Runs fail at once (mode persistent), the
+// guard process (GuardBinary) ends, and in mode persistent
 // every child gets EOF on stdin, SIGTERM after StopGrace and SIGKILL after
 // as long again; Close returns once they are gone. Tasks still running keep
 // their child until they end. Safe to call more than once.
-func (p *Pool) Close() { p.backend.close() }
+func (p *Pool) Close() {
+	p.backend.close()
+	p.guard.close()
+}
 
 // Run runs t until an attempt is ok or MaxAttempts attempts were made; every
 // non-ok attempt (failed, timeout, tempfail) is retried after a backoff,

@@ -49,6 +49,7 @@ type Spawner struct {
 	baseEnv []string // inherited base + executor.env, built once
 	// persistentEnv is a persistent child's whole environment.
 	persistentEnv []string
+	guard         *execGuard
 	log           *slog.Logger
 }
 
@@ -58,7 +59,7 @@ func NewSpawner(opts Options) (*Spawner, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	s := &Spawner{opts: opts, log: opts.Logger}
+	s := &Spawner{opts: opts, log: opts.Logger, guard: &execGuard{bin: opts.GuardBinary}}
 	s.argv = append([]string{opts.BinaryPath}, opts.Args...)
 	// These are the only variables a child inherits from the worker: its
 	// environment may hold secrets (tokens, Kafka passwords), so nothing
@@ -190,6 +191,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResul
 		return execFailed(execStartError(s.opts.BinaryPath, err))
 	}
 	pgid := cmd.Process.Pid
+	s.guard.note('+', pgid)
 	var why atomic.Int32
 	stop := func(reason int32) {
 		if why.CompareAndSwap(0, reason) {
@@ -237,6 +239,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResul
 	// holding stdout or fd 3 open. The pgid cannot have been reused while a
 	// member is alive, and with none alive the kill finds nobody.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	s.guard.note('-', pgid)
 	var abandoned atomic.Bool
 	grace := time.AfterFunc(execIOGrace, func() { abandoned.Store(true); pp.expire() })
 	wg.Wait()
