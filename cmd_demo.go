@@ -21,6 +21,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&ports.Ingress, "ingress-port", 8090, "HTTP ingress port (127.0.0.1)")
 	fs.IntVar(&ports.Metrics, "metrics-port", 9090, "metrics exporter port (127.0.0.1)")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
+	persistent := fs.Bool("persistent", false, "run the demo executor in mode persistent (long-lived processes, protocol v2)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,6 +44,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer cluster.Close()
 	cfg := demo.Config(self, dir, ports, cluster.Brokers())
+	if *persistent {
+		cfg.Executor.Mode = "persistent"
+	}
 	if problems := cfg.Validate(); len(problems) > 0 {
 		return &config.Error{Path: "(demo)", Problems: problems}
 	}

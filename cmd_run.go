@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"svc/httpd"
 	"svc/recorder"
@@ -43,11 +44,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 	reg := worker.NewRegistry()
 	events := worker.NewEvents(cfg.Worker.Name, cfg.Executor.Env)
 	opts := executor.ConfigOptions(cfg)
-	opts.Logger, opts.OnAttempt = log.With("component", "executor"), events.Attempt
+	opts.Logger, opts.OnAttempt, opts.Registerer = log.With("component", "executor"), events.Attempt, reg
+	opts.GuardBinary, _ = os.Executable() // kills executor trees left by a SIGKILLed worker
 	pool, err := executor.NewPool(opts)
 	if err != nil {
 		return fmt.Errorf("executor pool: %w", err)
 	}
+	defer pool.Close()
 	deps := worker.Deps{Runner: pool, Events: events, Registry: reg, Log: log}
 	var sinks *sink.Set
 	if cfg.SinksRequired() || cfg.DLQTopic() != "" {

@@ -17,6 +17,7 @@ import (
 
 	"svc/worker"
 	"svc/worker/demo"
+	"svc/worker/executor"
 )
 
 const usage = `usage: svc <command> [flags]
@@ -41,6 +42,9 @@ func main() {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if filepath.Base(args[0]) == "svc-exec-demo" || (len(args) > 1 && args[1] == "exec-demo") {
 		return demo.Execute(stdin, stdout, stderr, os.NewFile(3, "events"))
+	}
+	if len(args) > 1 && args[1] == executor.GuardArg {
+		return executor.RunGuard(stdin)
 	}
 	if len(args) < 2 {
 		fmt.Fprint(stderr, usage)

@@ -104,6 +104,14 @@ type Executor struct {
 	PoolSize       int               `toml:"pool_size" json:"pool_size"`
 	Timeout        Duration          `toml:"timeout" json:"timeout"`
 	MaxOutputBytes int64             `toml:"max_output_bytes" json:"max_output_bytes"`
+	// Mode is "spawn" (one process per attempt) or "persistent" (pool_size
+	// long-lived processes fed framed tasks, executor protocol v2).
+	Mode string `toml:"mode" json:"mode"`
+	// MaxTasksPerChild recycles a persistent child after that many tasks
+	// (0: never).
+	MaxTasksPerChild int `toml:"max_tasks_per_child" json:"max_tasks_per_child"`
+	// ReadyTimeout bounds a persistent child's start-up, until its ready frame.
+	ReadyTimeout Duration `toml:"ready_timeout" json:"ready_timeout"`
 }
 
 // Handler tunes the built-in exec handler.
@@ -286,7 +294,7 @@ func Default() Config {
 			ConsumePause: ConsumePause{DurationsSeconds: []int{15, 60, 300, 900}},
 			Release:      Release{Enabled: true},
 		},
-		Executor: Executor{Timeout: Duration(30 * time.Second), MaxOutputBytes: 8 << 20},
+		Executor: Executor{Timeout: Duration(30 * time.Second), MaxOutputBytes: 8 << 20, Mode: "spawn", ReadyTimeout: Duration(10 * time.Second)},
 		Handler:  Handler{MaxAttempts: 3, RetryBackoff: Duration(200 * time.Millisecond)},
 		Sources: Sources{
 			Kafka: KafkaSource{

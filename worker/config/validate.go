@@ -33,6 +33,7 @@ func (c *Config) Validate() []string {
 	c.validateSources(&p)
 	c.validateSinks(&p)
 	c.validateExecutor(&p)
+	c.validateExecutorMode(&p)
 	c.validateHistory(&p)
 	return p
 }
@@ -270,4 +271,15 @@ func CheckExecutable(path string) error {
 		return fmt.Errorf("%s is not executable (chmod +x it)", path)
 	}
 	return nil
+}
+
+func (c *Config) validateExecutorMode(p *problems) {
+	e := c.Executor
+	switch e.Mode {
+	case "spawn", "persistent":
+	default:
+		p.add("executor.mode", "%q is not one of spawn, persistent", e.Mode)
+	}
+	p.between("executor.max_tasks_per_child", int64(e.MaxTasksPerChild), 0, 1_000_000_000)
+	p.within("executor.ready_timeout", e.ReadyTimeout, 10*time.Millisecond, 10*time.Minute)
 }

@@ -18,40 +18,69 @@ import (
 // asks for a retry (exit 75, so it is retried and finally fails) when the
 // message contains "tempfail", fails (exit 1) when it contains "fail",
 // sleeps a second when it contains "slow", and otherwise answers a JSON
-// summary of the message. It writes one annotation and its labels to fd 3
-// when the worker offers the side channel (SVC_EVENTS_FD=3).
+// summary of the message. It writes one annotation to fd 3 when the worker
+// offers the side channel (SVC_EVENTS_FD=3). Started in mode persistent
+// (SVC_EXECUTOR_MODE=persistent) it serves protocol v2 frames instead.
 func Execute(stdin io.Reader, stdout, stderr io.Writer, events *os.File) int {
+	if os.Getenv("SVC_EXECUTOR_MODE") == "persistent" {
+		return executePersistent(stdin, stdout, stderr)
+	}
 	in, err := io.ReadAll(stdin)
 	if err != nil {
 		fmt.Fprintln(stderr, "exec-demo: read stdin:", err)
 		return 1
 	}
-	text := string(in)
+	a := handle(in, os.Getenv("SVC_TASK_ID"), os.Getenv("SVC_SOURCE"))
 	if os.Getenv("SVC_EVENTS_FD") == "3" && events != nil {
 		defer events.Close()
-		line, _ := json.Marshal(map[string]any{"annotation": map[string]any{
-			"kind": "demo.summary", "payload": map[string]any{"bytes": len(in), "words": len(strings.Fields(text))},
-		}})
+		line, _ := json.Marshal(map[string]any{"annotation": a.annotation})
 		_, _ = events.Write(append(line, '\n'))
 	}
+	if a.diag != "" {
+		fmt.Fprintln(stderr, a.diag)
+	}
+	switch a.status {
+	case "retry":
+		return 75
+	case "failed":
+		return 1
+	}
+	_, _ = stdout.Write(a.output)
+	return 0
+}
+
+// answer is the demo executor's verdict on one message.
+type answer struct {
+	status     string // ok, retry or failed
+	output     []byte
+	diag       string // a stderr line
+	annotation map[string]any
+}
+
+// handle decides what the demo does with message in.
+func handle(in []byte, taskID, source string) answer {
+	text := string(in)
+	a := answer{status: "ok", annotation: map[string]any{
+		"kind": "demo.summary", "payload": map[string]any{"bytes": len(in), "words": len(strings.Fields(text))},
+	}}
 	switch {
 	case strings.Contains(text, "tempfail"):
-		fmt.Fprintln(stderr, "exec-demo: pretending a dependency is down; asking for a retry (exit 75)")
-		return 75
+		a.status, a.diag = "retry", "exec-demo: pretending a dependency is down; asking for a retry"
+		return a
 	case strings.Contains(text, "fail"):
-		fmt.Fprintln(stderr, "exec-demo: the message asked to fail")
-		return 1
+		a.status, a.diag = "failed", "exec-demo: the message asked to fail"
+		return a
 	case strings.Contains(text, "slow"):
 		time.Sleep(time.Second)
 	}
 	sum := sha256.Sum256(in)
 	out, _ := json.Marshal(map[string]any{
-		"task_id": os.Getenv("SVC_TASK_ID"),
-		"source":  os.Getenv("SVC_SOURCE"),
+		"task_id": taskID,
+		"source":  source,
 		"bytes":   len(in),
 		"sha256":  hex.EncodeToString(sum[:8]),
 		"upper":   string(bytes.ToUpper(in)),
 	})
-	_, _ = stdout.Write(append(out, '\n'))
-	return 0
+	a.output = append(out, '\n')
+	return a
 }

@@ -1,9 +1,12 @@
 package executor
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -95,4 +98,79 @@ func execCPU(who int) time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkPersistentEcho measures Pool.Run in mode persistent with a Go
+// echo child (the test binary's helper) and 1 KiB of input, to be read
+// against BenchmarkBareFrameLoop from the same run.
+func BenchmarkPersistentEcho(b *testing.B) {
+	self, input := execBenchSelf(b)
+	p, err := NewPool(Options{Mode: ModePersistent, BinaryPath: self, Args: []string{"exec-helper"},
+		PoolSize: execBenchParallelism, Timeout: time.Minute, MaxAttempts: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	if res := p.Run(ctx, &worker.Task{ID: "warm", Input: input}); res.Status != worker.StatusOK {
+		b.Fatal(res.Err)
+	}
+	execBenchRun(b, func(i int64) error {
+		task := &worker.Task{ID: fmt.Sprint("bench-", i), Input: input, Labels: map[string]string{"tenant": "bench"},
+			Msg: &worker.Message{Source: worker.SourceKafka, Alias: "bench", Partition: 1, Offset: i, Key: []byte("key")}}
+		res := p.Run(ctx, task)
+		if res.Status != worker.StatusOK || len(res.Output) != len(input) {
+			return fmt.Errorf("Run = %s, %d bytes, %v", res.Status, len(res.Output), res.Err)
+		}
+		return nil
+	})
+}
+
+// BenchmarkBareFrameLoop is the floor of mode persistent: the same echo
+// children and frames, each driven by its own goroutine with nothing else
+// (no pool, no timeouts, no stderr, no result parsing beyond the frame).
+func BenchmarkBareFrameLoop(b *testing.B) {
+	self, input := execBenchSelf(b)
+	type child struct {
+		w   io.Writer
+		r   *bufio.Reader
+		cmd *exec.Cmd
+	}
+	children := make(chan *child, execBenchParallelism)
+	for range execBenchParallelism {
+		cmd := exec.Command(self, "exec-helper")
+		cmd.Env = []string{"SVC_EXECUTOR_MODE=persistent"}
+		w, _ := cmd.StdinPipe()
+		r, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		c := &child{w: w, r: bufio.NewReaderSize(r, 64<<10), cmd: cmd}
+		if _, _, err := execReadFrame(c.r, 0); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { w.Close(); _ = cmd.Wait() }()
+		children <- c
+	}
+	execBenchRun(b, func(i int64) error {
+		c := <-children
+		defer func() { children <- c }()
+		frame, _ := execEncodeTask(&worker.Task{ID: fmt.Sprint("bench-", i), Input: input}, 1)
+		if _, err := c.w.Write(frame); err != nil {
+			return err
+		}
+		_, body, err := execReadFrame(c.r, 1<<20)
+		if err != nil || len(body) != len(input) {
+			return fmt.Errorf("frame = %d bytes, %v", len(body), err)
+		}
+		return nil
+	})
+}
+
+func execBenchSelf(b *testing.B) (string, []byte) {
+	self, err := os.Executable()
+	if err != nil {
+		b.Skip(err)
+	}
+	return self, bytes.Repeat([]byte("0123456789abcdef"), 64)
 }

@@ -113,6 +113,23 @@ func (e *execEvents) apply(b []byte) bool {
 	if json.Unmarshal(b, &l) != nil {
 		return false
 	}
+	return e.applyLine(l)
+}
+
+// entry counts one side-channel entry (a protocol v2 annotation, label or
+// cache write), ignoring it past the line limit or when apply fails.
+func (e *execEvents) entry(apply func() bool) {
+	e.lines++
+	switch {
+	case e.lines > execEventLinesMax:
+		e.overLimit++
+	case !apply():
+		e.malformed++
+	}
+}
+
+// applyLine checks and applies a decoded line; false leaves e unchanged.
+func (e *execEvents) applyLine(l execEventLine) bool {
 	if l.Annotation == nil && l.Labels == nil && l.Cache == nil {
 		return false
 	}

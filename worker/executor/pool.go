@@ -2,114 +2,42 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"svc/worker"
-	"svc/worker/config"
 )
 
-// Executor defaults for zero Options fields.
-const (
-	execDefaultTimeout        = 30 * time.Second
-	execDefaultMaxOutputBytes = 8 << 20
-	execDefaultMaxAttempts    = 3
-	execDefaultStderrTail     = 8 << 10
-	// execMaxRetryBackoff caps the exponential backoff between attempts
-	// (unless RetryBackoff itself is larger).
-	execMaxRetryBackoff = 10 * time.Second
-)
-
-// Options configures the executor pool (mode spawn). Zero values take
-// the defaults noted per field; negative values are rejected by NewPool.
-type Options struct {
-	BinaryPath     string            // executor.binary_path; a bare name is looked up in the worker's PATH
-	Args           []string          // executor.args, after the binary in argv
-	Env            map[string]string // executor.env, on top of the minimal base environment
-	PoolSize       int               // executor.pool_size: concurrent processes (0: number of CPUs)
-	Timeout        time.Duration     // executor.timeout, per attempt (0: 30s)
-	MaxOutputBytes int64             // executor.max_output_bytes (0: 8 MiB); past it the attempt fails at once
-	MaxAttempts    int               // handler.max_attempts (0: 3)
-	// RetryBackoff is the base delay before a retry (handler.retry_backoff),
-	// doubled per retry, jittered and capped at 10s; 0 retries at once.
-	RetryBackoff time.Duration
-	StderrTail   int          // stderr bytes kept, the last ones (0: 8 KiB)
-	Logger       *slog.Logger // nil: discard; should already carry component=executor
-	// OnAttempt, when set, is called from Run's goroutine when an attempt
-	// starts (res is nil; the slot is held) and when it ended (res set; the
-	// slot is released). It must be quick and safe for concurrent use.
-	OnAttempt func(t *worker.Task, attempt int, res *worker.AttemptResult)
-}
-
-// withDefaults returns o with zero fields replaced by their defaults.
-func (o Options) withDefaults() Options {
-	if o.PoolSize == 0 {
-		o.PoolSize = runtime.NumCPU()
-	}
-	if o.Timeout == 0 {
-		o.Timeout = execDefaultTimeout
-	}
-	if o.MaxOutputBytes == 0 {
-		o.MaxOutputBytes = execDefaultMaxOutputBytes
-	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = execDefaultMaxAttempts
-	}
-	if o.StderrTail == 0 {
-		o.StderrTail = execDefaultStderrTail
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	return o
-}
-
-// validate names the TOML key of the first bad field.
-func (o Options) validate() error {
-	switch {
-	case o.BinaryPath == "":
-		return fmt.Errorf("executor.binary_path: required")
-	case o.PoolSize < 0:
-		return fmt.Errorf("executor.pool_size: must not be negative (got %d)", o.PoolSize)
-	case o.Timeout < 0:
-		return fmt.Errorf("executor.timeout: must not be negative (got %s)", o.Timeout)
-	case o.MaxOutputBytes < 0:
-		return fmt.Errorf("executor.max_output_bytes: must not be negative (got %d)", o.MaxOutputBytes)
-	case o.MaxAttempts < 0:
-		return fmt.Errorf("handler.max_attempts: must not be negative (got %d)", o.MaxAttempts)
-	case o.RetryBackoff < 0:
-		return fmt.Errorf("handler.retry_backoff: must not be negative (got %s)", o.RetryBackoff)
-	case o.StderrTail < 0:
-		return fmt.Errorf("executor stderr tail: must not be negative (got %d)", o.StderrTail)
-	}
-	for k, v := range o.Env {
-		if !execEnvOK(k, v) {
-			return fmt.Errorf("executor.env: bad variable %q (empty name, or '=' or NUL in it)", k)
-		}
-	}
-	return nil
-}
-
-// Pool runs tasks through executor processes, at most Size at once. It is
-// the worker.TaskRunner of mode spawn; a persistent mode would be another
-// worker.TaskRunner.
+// Pool runs tasks through executor processes, at most Size at once, in
+// mode spawn (one process per attempt) or persistent (Size long-lived
+// processes fed framed tasks). It is the worker's worker.TaskRunner and
+// worker.PoolStats; both modes share the retry loop and the result rules.
 //
-// Run is safe for concurrent use. Each attempt takes a slot; callers that
-// find none wait in arrival order (a channel semaphore) until one frees up or
-// their ctx ends. The slot is released while a retry backs off, so a task
-// being retried never holds a process slot idle. Run has no ordering
-// guarantee between tasks: callers that need per-key order must not start
-// the next task of a key before the previous one returned.
+// Run is safe for concurrent use. Each attempt takes a slot (spawn) or an
+// idle child (persistent); callers that find none wait in arrival order
+// until one frees up or their ctx ends. The slot is released while a retry
+// backs off, so a task being retried never holds a process idle. Run has no
+// ordering guarantee between tasks: callers that need per-key order must
+// not start the next task of a key before the previous one returned.
 type Pool struct {
-	spawner *Spawner
 	opts    Options
-	slots   chan struct{}
-	waiting atomic.Int64
+	backend execBackend
+	guard   *execGuard
+}
+
+// execBackend runs single attempts for a Pool: the mode-specific part.
+type execBackend interface {
+	// attempt waits for a slot, calls started once it holds one, runs
+	// attempt n of t and releases the slot. A non-nil error says no slot was
+	// had because ctx ended (or the pool closed); nothing ran.
+	attempt(ctx context.Context, t *worker.Task, n int, started func()) (worker.AttemptResult, error)
+	busy() int
+	waiting() int
+	close()
 }
 
 var (
@@ -117,34 +45,58 @@ var (
 	_ worker.PoolStats  = (*Pool)(nil)
 )
 
-// NewPool validates opts and returns a pool. It starts nothing: processes
-// are spawned by Run. A missing or unusable binary is not an error here (it
-// may be installed later); each attempt then fails naming
-// executor.binary_path.
+// NewPool validates opts and returns a pool of opts.Mode. It starts
+// nothing: spawn mode spawns per attempt, persistent mode starts its
+// children on the first Run. A missing or unusable binary is not an error
+// here (it may be installed later; call Check at load to refuse it); each
+// attempt then fails at once, unretried, naming executor.binary_path.
+// Close stops a persistent pool's children.
 func NewPool(opts Options) (*Pool, error) {
 	s, err := NewSpawner(opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{spawner: s, opts: s.opts, slots: make(chan struct{}, s.opts.PoolSize)}, nil
+	p := &Pool{opts: s.opts, guard: s.guard}
+	if s.opts.Mode == ModePersistent {
+		if p.backend, err = newPersistent(s); err != nil {
+			return nil, err
+		}
+	} else {
+		p.backend = &spawnBackend{spawner: s, slots: make(chan struct{}, s.opts.PoolSize)}
+	}
+	return p, nil
 }
 
 // Size is the number of process slots (executor.pool_size).
-func (p *Pool) Size() int { return cap(p.slots) }
+func (p *Pool) Size() int { return p.opts.PoolSize }
 
 // Busy is the number of slots in use now.
-func (p *Pool) Busy() int { return len(p.slots) }
+func (p *Pool) Busy() int { return p.backend.busy() }
 
 // Waiting is the number of attempts waiting for a free slot.
-func (p *Pool) Waiting() int { return int(p.waiting.Load()) }
+func (p *Pool) Waiting() int { return p.backend.waiting() }
+
+// Mode is the pool's executor mode (ModeSpawn or ModePersistent).
+func (p *Pool) Mode() string { return p.opts.Mode }
+
+// Close stops the pool: later Runs fail at once (mode persistent), the
+// guard process (GuardBinary) ends, and in mode persistent
+// every child gets EOF on stdin, SIGTERM after StopGrace and SIGKILL after
+// as long again; Close returns once they are gone. Tasks still running keep
+// their child until they end. Safe to call more than once.
+func (p *Pool) Close() {
+	p.backend.close()
+	p.guard.close()
+}
 
 // Run runs t until an attempt is ok or MaxAttempts attempts were made; every
-// non-ok attempt (failed, timeout, tempfail) is retried after a backoff.
-// The result carries the last attempt's output, stderr, exit code,
+// non-ok attempt (failed, timeout, tempfail) is retried after a backoff,
+// except one whose executor could not start (ErrStart), which ends the task
+// at once. The result carries the last attempt's output, stderr, exit code,
 // annotations and cache writes, the task labels merged with the last
-// attempt's fd 3 labels (fd 3 wins), and the wall time of all attempts.
-// A last attempt that asked to retry (exit 75) ends as failed. When ctx ends
-// first the status is failed and Err wraps ctx.Err(), so callers can tell a
+// attempt's labels (the executor's win), and the wall time of all attempts.
+// A last attempt that asked to retry ends as failed. When ctx ends first
+// the status is failed and Err wraps ctx.Err(), so callers can tell a
 // shutdown from an executor failure.
 func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 	start := time.Now()
@@ -158,14 +110,15 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 				break
 			}
 		}
-		if stopErr = p.acquire(ctx); stopErr != nil {
+		started := func() {
+			if p.opts.OnAttempt != nil {
+				p.opts.OnAttempt(t, attempt, nil)
+			}
+		}
+		var a worker.AttemptResult
+		if a, stopErr = p.backend.attempt(ctx, t, attempt, started); stopErr != nil {
 			break
 		}
-		if p.opts.OnAttempt != nil {
-			p.opts.OnAttempt(t, attempt, nil)
-		}
-		a := p.spawner.Spawn(ctx, t)
-		<-p.slots
 		last, res.Attempts = &a, attempt
 		if p.opts.OnAttempt != nil {
 			p.opts.OnAttempt(t, attempt, last)
@@ -173,7 +126,7 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 		if a.Status == worker.StatusTempFail {
 			tempfails++
 		}
-		if a.Status == worker.StatusOK || ctx.Err() != nil {
+		if a.Status == worker.StatusOK || ctx.Err() != nil || errors.Is(a.Err, ErrStart) {
 			break
 		}
 	}
@@ -188,6 +141,9 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 	switch {
 	case stopErr != nil:
 		res.Status, res.Err = worker.StatusFailed, fmt.Errorf("wait for executor: %w", stopErr)
+	case res.Status == worker.StatusTempFail && p.opts.Mode == ModePersistent:
+		res.Status = worker.StatusFailed
+		res.Err = fmt.Errorf("executor asked to retry (status retry) %d times", tempfails)
 	case res.Status == worker.StatusTempFail:
 		res.Status = worker.StatusFailed
 		res.Err = fmt.Errorf("executor asked to retry (exit 75) %d times", tempfails)
@@ -195,17 +151,39 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 	return res
 }
 
+// spawnBackend is mode spawn: a channel semaphore of PoolSize slots, one
+// process per attempt.
+type spawnBackend struct {
+	spawner *Spawner
+	slots   chan struct{}
+	nwait   atomic.Int64
+}
+
+func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, _ int, started func()) (worker.AttemptResult, error) {
+	if err := b.acquire(ctx); err != nil {
+		return worker.AttemptResult{}, err
+	}
+	started()
+	a := b.spawner.Spawn(ctx, t)
+	<-b.slots
+	return a, nil
+}
+
+func (b *spawnBackend) busy() int    { return len(b.slots) }
+func (b *spawnBackend) waiting() int { return int(b.nwait.Load()) }
+func (b *spawnBackend) close()       {}
+
 // acquire takes a slot, waiting in line when none is free.
-func (p *Pool) acquire(ctx context.Context) error {
+func (b *spawnBackend) acquire(ctx context.Context) error {
 	select {
-	case p.slots <- struct{}{}:
+	case b.slots <- struct{}{}:
 		return nil
 	default:
 	}
-	p.waiting.Add(1)
-	defer p.waiting.Add(-1)
+	b.nwait.Add(1)
+	defer b.nwait.Add(-1)
 	select {
-	case p.slots <- struct{}{}:
+	case b.slots <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -264,14 +242,4 @@ func execMergeLabels(base, extra map[string]string) map[string]string {
 // execEnvOK reports whether k=v can be put in a process environment.
 func execEnvOK(k, v string) bool {
 	return k != "" && !strings.ContainsAny(k, "=\x00") && !strings.ContainsRune(v, 0)
-}
-
-// ConfigOptions maps the executor and handler keys of cfg onto Options.
-// OnAttempt and Logger are left for the caller.
-func ConfigOptions(cfg *config.Config) Options {
-	e := cfg.Executor
-	return Options{
-		BinaryPath: e.BinaryPath, Args: e.Args, Env: e.Env, PoolSize: e.PoolSize, Timeout: e.Timeout.D(),
-		MaxOutputBytes: e.MaxOutputBytes, MaxAttempts: cfg.Handler.MaxAttempts, RetryBackoff: cfg.Handler.RetryBackoff.D(),
-	}
 }

@@ -1,8 +1,11 @@
 package executor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,13 +20,28 @@ import (
 	"svc/worker"
 )
 
+// execModes are the executor modes every behavioural pool test runs in.
+var execModes = []string{ModeSpawn, ModePersistent}
+
+// execNewPool builds a pool closed when the test ends.
 func execNewPool(t *testing.T, opts Options) *Pool {
 	t.Helper()
 	p, err := NewPool(opts)
 	if err != nil {
 		t.Fatalf("NewPool: %v", err)
 	}
+	t.Cleanup(p.Close)
 	return p
+}
+
+// execEachMode runs f as a parallel subtest per executor mode.
+func execEachMode(t *testing.T, f func(t *testing.T, mode string)) {
+	for _, mode := range execModes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			f(t, mode)
+		})
+	}
 }
 
 // execCountLines is the number of lines in path (0 when missing).
@@ -49,6 +67,10 @@ func TestExecutorOptionsValidate(t *testing.T) {
 		{"negative attempts", func(o *Options) { o.MaxAttempts = -1 }, "handler.max_attempts"},
 		{"negative backoff", func(o *Options) { o.RetryBackoff = -time.Second }, "handler.retry_backoff"},
 		{"bad env name", func(o *Options) { o.Env = map[string]string{"A=B": "c"} }, "executor.env"},
+		{"bad mode", func(o *Options) { o.Mode = "forked" }, "executor.mode"},
+		{"negative tasks per child", func(o *Options) { o.MaxTasksPerChild = -1 }, "executor.max_tasks_per_child"},
+		{"negative ready timeout", func(o *Options) { o.ReadyTimeout = -time.Second }, "executor.ready_timeout"},
+		{"huge output cap", func(o *Options) { o.MaxOutputBytes = 1 << 62 }, "executor.max_output_bytes"},
 		{"NUL in env", func(o *Options) { o.Env = map[string]string{"A": "b\x00"} }, "executor.env"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,7 +84,8 @@ func TestExecutorOptionsValidate(t *testing.T) {
 	p := execNewPool(t, Options{BinaryPath: "cat"})
 	o := p.opts
 	if p.Size() != runtime.NumCPU() || o.Timeout != 30*time.Second || o.MaxOutputBytes != 8<<20 ||
-		o.MaxAttempts != 3 || o.StderrTail != 8<<10 || o.RetryBackoff != 0 || p.Busy() != 0 || p.Waiting() != 0 {
+		o.MaxAttempts != 3 || o.StderrTail != 8<<10 || o.RetryBackoff != 0 || p.Busy() != 0 || p.Waiting() != 0 ||
+		o.Mode != ModeSpawn || o.ReadyTimeout != 10*time.Second || o.MaxTasksPerChild != 0 {
 		t.Errorf("NewPool(defaults) = size %d, %+v; want the documented defaults", p.Size(), o)
 	}
 }
@@ -85,91 +108,133 @@ func TestPoolBackoff(t *testing.T) {
 	}
 }
 
-func TestPoolTempFailThenSuccess(t *testing.T) {
-	counter := filepath.Join(t.TempDir(), "count")
-	opts := execTestOptions(execScript(t, `
-n=$(cat "$COUNTER" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$COUNTER"
-echo "{\"annotation\":{\"kind\":\"attempt\",\"payload\":{\"n\":$n}}}" >&3
-echo "{\"labels\":{\"attempt\":\"$n\",\"region\":\"from-fd3\"}}" >&3
-echo "attempt $n" >&2
-[ $n -le 2 ] && exit 75
-echo "{\"cache\":{\"key\":\"seen\",\"value\":\"$n\",\"scope\":\"cluster\"}}" >&3
-echo done`))
-	opts.Env = map[string]string{"COUNTER": counter}
-	opts.MaxAttempts = 5
-	var mu sync.Mutex
-	var events []string
-	opts.OnAttempt = func(task *worker.Task, attempt int, res *worker.AttemptResult) {
-		mu.Lock()
-		defer mu.Unlock()
-		if res == nil {
-			events = append(events, "start "+strconv.Itoa(attempt))
-		} else {
-			events = append(events, "end "+strconv.Itoa(attempt)+" "+res.Status)
+func TestPoolEchoesInput(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB, several pipe buffers
+	execEachMode(t, func(t *testing.T, mode string) {
+		p := execNewPool(t, helperOptions(t, mode))
+		for _, in := range [][]byte{nil, []byte("hello executor\n"), {0, 1, 2, 0xff, '\n', 0}, big} {
+			res := p.Run(t.Context(), execTask(string(in)))
+			if res.Status != worker.StatusOK || res.Err != nil || res.ExitCode != 0 || res.Attempts != 1 {
+				t.Fatalf("Run(%d bytes) = %s, %v, exit %d, %d attempts; want ok, exit 0, 1 attempt", len(in), res.Status, res.Err, res.ExitCode, res.Attempts)
+			}
+			if !bytes.Equal(res.Output, in) {
+				t.Errorf("Run output = %d bytes, want the %d input bytes", len(res.Output), len(in))
+			}
 		}
-	}
-	task := execTask("in")
-	task.Labels = map[string]string{"tenant": "acme", "region": "from-task"}
-	res := execNewPool(t, opts).Run(t.Context(), task)
-	if res.Status != worker.StatusOK || res.Attempts != 3 || string(res.Output) != "done\n" || res.Err != nil {
-		t.Fatalf("Run = %s after %d attempts, %q, %v; want ok after 3, %q", res.Status, res.Attempts, res.Output, res.Err, "done\n")
-	}
-	if res.Task != task || string(res.Stderr) != "attempt 3\n" || res.ExitCode != 0 {
-		t.Errorf("Run = task %p, stderr %q, exit %d; want %p, the last attempt's stderr, 0", res.Task, res.Stderr, res.ExitCode, task)
-	}
-	wantAnn := []worker.Annotation{{Kind: "attempt", Payload: map[string]any{"n": 3.0}}}
-	if !reflect.DeepEqual(res.Annotations, wantAnn) {
-		t.Errorf("Run annotations = %+v, want the last attempt's %+v", res.Annotations, wantAnn)
-	}
-	wantLabels := map[string]string{"tenant": "acme", "region": "from-fd3", "attempt": "3"}
-	if !reflect.DeepEqual(res.Labels, wantLabels) {
-		t.Errorf("Run labels = %v, want %v", res.Labels, wantLabels)
-	}
-	if want := []worker.CacheWrite{{Key: "seen", Value: "3", Scope: "cluster"}}; !reflect.DeepEqual(res.CacheWrites, want) {
-		t.Errorf("Run cache writes = %+v, want %+v", res.CacheWrites, want)
-	}
-	if len(task.Labels) != 2 {
-		t.Errorf("Run changed the task's labels to %v", task.Labels)
-	}
-	want := []string{"start 1", "end 1 tempfail", "start 2", "end 2 tempfail", "start 3", "end 3 ok"}
-	if !reflect.DeepEqual(events, want) {
-		t.Errorf("OnAttempt calls = %v, want %v", events, want)
-	}
+	})
+}
+
+func TestPoolTaskMetadata(t *testing.T) {
+	execEachMode(t, func(t *testing.T, mode string) {
+		p := execNewPool(t, helperOptions(t, mode))
+		for _, tc := range []struct {
+			key          []byte
+			wantKey, enc string
+		}{{[]byte("k1"), "k1", "utf-8"}, {[]byte{0xff, 0, 1}, "/wAB", "base64"}} {
+			task := execTask("!view")
+			task.Msg.Key = tc.key
+			res := p.Run(t.Context(), task)
+			var got helperTask
+			if err := json.Unmarshal(res.Output, &got); err != nil || res.Status != worker.StatusOK {
+				t.Fatalf("Run(view) = %s %q (%v, %v)", res.Status, res.Output, res.Err, err)
+			}
+			want := helperTask{TaskID: "t-1", Source: "kafka", TopicAlias: "orders", Partition: 2, Offset: 42, Key: tc.wantKey, KeyEncoding: tc.enc}
+			got.Labels, got.Env, got.Attempt = nil, nil, 0
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("executor saw %+v, want %+v", got, want)
+			}
+		}
+	})
+}
+
+func TestPoolTempFailThenSuccess(t *testing.T) {
+	execEachMode(t, func(t *testing.T, mode string) {
+		opts := helperOptions(t, mode)
+		opts.MaxAttempts = 5
+		var mu sync.Mutex
+		var events []string
+		opts.OnAttempt = func(task *worker.Task, attempt int, res *worker.AttemptResult) {
+			mu.Lock()
+			defer mu.Unlock()
+			if res == nil {
+				events = append(events, "start "+strconv.Itoa(attempt))
+			} else {
+				events = append(events, "end "+strconv.Itoa(attempt)+" "+res.Status)
+			}
+		}
+		task := execTask("!count " + filepath.Join(t.TempDir(), "count"))
+		task.Labels = map[string]string{"tenant": "acme", "region": "from-task"}
+		res := execNewPool(t, opts).Run(t.Context(), task)
+		if res.Status != worker.StatusOK || res.Attempts != 3 || string(res.Output) != "done\n" || res.Err != nil {
+			t.Fatalf("Run = %s after %d attempts, %q, %v; want ok after 3, %q", res.Status, res.Attempts, res.Output, res.Err, "done\n")
+		}
+		if res.Task != task || string(res.Stderr) != "attempt 3\n" || res.ExitCode != 0 {
+			t.Errorf("Run = task %p, stderr %q, exit %d; want %p, the last attempt's stderr, 0", res.Task, res.Stderr, res.ExitCode, task)
+		}
+		wantAnn := []worker.Annotation{{Kind: "attempt", Payload: map[string]any{"n": 3.0}}}
+		if !reflect.DeepEqual(res.Annotations, wantAnn) {
+			t.Errorf("Run annotations = %+v, want the last attempt's %+v", res.Annotations, wantAnn)
+		}
+		wantLabels := map[string]string{"tenant": "acme", "region": "from-executor", "attempt": "3"}
+		if !reflect.DeepEqual(res.Labels, wantLabels) {
+			t.Errorf("Run labels = %v, want %v", res.Labels, wantLabels)
+		}
+		if want := []worker.CacheWrite{{Key: "seen", Value: "3", Scope: "cluster"}}; !reflect.DeepEqual(res.CacheWrites, want) {
+			t.Errorf("Run cache writes = %+v, want %+v", res.CacheWrites, want)
+		}
+		if len(task.Labels) != 2 {
+			t.Errorf("Run changed the task's labels to %v", task.Labels)
+		}
+		want := []string{"start 1", "end 1 tempfail", "start 2", "end 2 tempfail", "start 3", "end 3 ok"}
+		if !reflect.DeepEqual(events, want) {
+			t.Errorf("OnAttempt calls = %v, want %v", events, want)
+		}
+	})
 }
 
 func TestPoolRetriesUntilMaxAttempts(t *testing.T) {
 	for _, tc := range []struct {
-		name, script string
-		status       string
-		exit         int
-		errText      string
+		name, input string
+		status      string
+		errText     map[string]string
 	}{
-		{"tempfail", "exit 75", worker.StatusFailed, 75, "executor asked to retry (exit 75) 3 times"},
-		{"failed", "exit 3", worker.StatusFailed, 3, "executor exited with code 3"},
-		{"timeout", "sleep 30", worker.StatusTimeout, -1, "executor timed out after 200ms (executor.timeout)"},
+		{"tempfail", "!retry", worker.StatusFailed, map[string]string{
+			ModeSpawn: "executor asked to retry (exit 75) 3 times", ModePersistent: "executor asked to retry (status retry) 3 times"}},
+		{"failed", "!fail", worker.StatusFailed, map[string]string{
+			ModeSpawn: "executor exited with code 3", ModePersistent: "executor answered status failed"}},
+		{"timeout", "!sleep 30s", worker.StatusTimeout, map[string]string{
+			ModeSpawn: "executor timed out after 2s (executor.timeout)", ModePersistent: "executor timed out after 2s (executor.timeout)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			runs := filepath.Join(t.TempDir(), "runs")
-			opts := execTestOptions(execScript(t, `echo run >> "$RUNS"; `+tc.script))
-			opts.Env = map[string]string{"RUNS": runs}
-			opts.MaxAttempts, opts.Timeout = 3, 200*time.Millisecond
-			res := execNewPool(t, opts).Run(t.Context(), execTask("in"))
-			if res.Status != tc.status || res.Attempts != 3 || res.ExitCode != tc.exit {
-				t.Errorf("Run = %s after %d attempts, exit %d; want %s after 3, exit %d", res.Status, res.Attempts, res.ExitCode, tc.status, tc.exit)
-			}
-			if res.Err == nil || res.Err.Error() != tc.errText {
-				t.Errorf("Run error = %v, want %q", res.Err, tc.errText)
-			}
-			if n := execCountLines(t, runs); n != 3 {
-				t.Errorf("executor ran %d times, want 3", n)
-			}
+			execEachMode(t, func(t *testing.T, mode string) {
+				opts := helperOptions(t, mode)
+				opts.MaxAttempts, opts.Timeout = 3, 2*time.Second
+				var attempts atomic.Int32
+				opts.OnAttempt = func(_ *worker.Task, _ int, res *worker.AttemptResult) {
+					if res != nil {
+						attempts.Add(1)
+					}
+				}
+				res := execNewPool(t, opts).Run(t.Context(), execTask(tc.input))
+				if res.Status != tc.status || res.Attempts != 3 || attempts.Load() != 3 {
+					t.Errorf("Run = %s after %d attempts (%d ended); want %s after 3", res.Status, res.Attempts, attempts.Load(), tc.status)
+				}
+				if res.Err == nil || res.Err.Error() != tc.errText[mode] {
+					t.Errorf("Run error = %v, want %q", res.Err, tc.errText[mode])
+				}
+			})
 		})
 	}
 }
-func TestPoolBadBinary(t *testing.T) {
+
+func TestPoolBadBinaryFailsAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	notExec := filepath.Join(dir, "plain.sh")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notProgram := filepath.Join(dir, "data.bin")
+	if err := os.WriteFile(notProgram, []byte{0x7f, 'E', 'L', 'F', 0, 0, 0, 0}, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, bin, want string }{
@@ -177,204 +242,253 @@ func TestPoolBadBinary(t *testing.T) {
 		{"not executable", notExec, "permission denied"},
 		{"directory", dir, "permission denied"},
 		{"not in PATH", "svc-no-such-executor", "not found in $PATH"},
+		{"not a program", notProgram, "exec format error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := execTestOptions(tc.bin)
-			opts.MaxAttempts = 2
-			res := execNewPool(t, opts).Run(t.Context(), execTask("in"))
-			if res.Status != worker.StatusFailed || res.Err == nil || res.Attempts != 2 || res.ExitCode != -1 {
-				t.Fatalf("Run(%s) = %s after %d attempts, exit %d, %v; want failed after 2, exit -1", tc.bin, res.Status, res.Attempts, res.ExitCode, res.Err)
-			}
-			msg := res.Err.Error()
-			if !strings.Contains(msg, "executor.binary_path") || !strings.Contains(msg, tc.want) {
-				t.Errorf("Run(%s) error = %q, want it to name executor.binary_path and say %q", tc.bin, msg, tc.want)
-			}
+			execEachMode(t, func(t *testing.T, mode string) {
+				opts := helperOptions(t, mode)
+				opts.BinaryPath, opts.Args, opts.MaxAttempts = tc.bin, nil, 3
+				p := execNewPool(t, opts)
+				for range 2 { // the second finds the pool already failing
+					res := p.Run(t.Context(), execTask("in"))
+					if res.Status != worker.StatusFailed || res.Attempts != 1 || res.ExitCode != -1 || !errors.Is(res.Err, ErrStart) {
+						t.Fatalf("Run(%s) = %s after %d attempts, exit %d, %v; want failed after 1, exit -1, ErrStart", tc.bin, res.Status, res.Attempts, res.ExitCode, res.Err)
+					}
+					if msg := res.Err.Error(); !strings.Contains(msg, "executor.binary_path") || !strings.Contains(msg, tc.want) {
+						t.Errorf("Run(%s) error = %q, want it to name executor.binary_path and say %q", tc.bin, msg, tc.want)
+					}
+				}
+			})
 		})
 	}
 }
 
 func TestPoolRecoversOnceBinaryIsFixed(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "executor.sh")
-	p := execNewPool(t, execTestOptions(bin))
-	steps := []struct {
-		name   string
-		fix    func() error
-		status string
-	}{
-		{"missing", func() error { return nil }, worker.StatusFailed},
-		{"not executable", func() error { return os.WriteFile(bin, []byte("#!/bin/sh\ncat\n"), 0o644) }, worker.StatusFailed},
-		{"fixed", func() error { return os.Chmod(bin, 0o755) }, worker.StatusOK},
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, st := range steps {
-		if err := st.fix(); err != nil {
-			t.Fatal(err)
+	execEachMode(t, func(t *testing.T, mode string) {
+		bin := filepath.Join(t.TempDir(), "executor.sh")
+		opts := helperOptions(t, mode)
+		opts.BinaryPath, opts.Args = bin, nil
+		p := execNewPool(t, opts)
+		steps := []struct {
+			name   string
+			fix    func() error
+			status string
+		}{
+			{"missing", func() error { return nil }, worker.StatusFailed},
+			{"not executable", func() error { return os.WriteFile(bin, []byte("#!/bin/sh\nexec "+self+" exec-helper\n"), 0o644) }, worker.StatusFailed},
+			{"fixed", func() error { return os.Chmod(bin, 0o755) }, worker.StatusOK},
 		}
-		res := p.Run(t.Context(), execTask("payload"))
-		if res.Status != st.status {
-			t.Errorf("%s: Run = %s (%v), want %s", st.name, res.Status, res.Err, st.status)
+		for _, st := range steps {
+			if err := st.fix(); err != nil {
+				t.Fatal(err)
+			}
+			res := p.Run(t.Context(), execTask("payload"))
+			// A persistent seat backs off between failed starts: the fix is
+			// picked up at its next start.
+			for deadline := time.Now().Add(30 * time.Second); st.status == worker.StatusOK && res.Status != worker.StatusOK && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+				res = p.Run(t.Context(), execTask("payload"))
+			}
+			if res.Status != st.status {
+				t.Errorf("%s: Run = %s (%v), want %s", st.name, res.Status, res.Err, st.status)
+			}
+			if st.status == worker.StatusOK && string(res.Output) != "payload" {
+				t.Errorf("%s: Run output = %q, want %q", st.name, res.Output, "payload")
+			}
 		}
-		if st.status == worker.StatusOK && string(res.Output) != "payload" {
-			t.Errorf("%s: Run output = %q, want %q", st.name, res.Output, "payload")
+		if p.Busy() != 0 || p.Waiting() != 0 {
+			t.Errorf("after Run: busy %d, waiting %d; want 0, 0", p.Busy(), p.Waiting())
 		}
-	}
-	if p.Busy() != 0 || p.Waiting() != 0 {
-		t.Errorf("after Run: busy %d, waiting %d; want 0, 0", p.Busy(), p.Waiting())
-	}
+	})
 }
 
 func TestPoolSizeRespected(t *testing.T) {
 	const size = 3
-	const tasks = size + 2
-	dir := t.TempDir()
-	running, seen := filepath.Join(dir, "running"), filepath.Join(dir, "seen")
-	for _, d := range []string{running, seen} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Each process marks itself running, records how many it sees, and
-	// unmarks itself before exiting, i.e. before its slot is released.
-	opts := execTestOptions(execScript(t, `touch "$RUNNING/$$"; ls "$RUNNING" | wc -l > "$SEEN/$$"; sleep 0.5; rm "$RUNNING/$$"`))
-	opts.Env = map[string]string{"RUNNING": running, "SEEN": seen}
-	opts.PoolSize = size
-	p := execNewPool(t, opts)
-
-	var maxBusy, maxWaiting atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		for {
-			maxBusy.Store(max(maxBusy.Load(), int64(p.Busy())))
-			maxWaiting.Store(max(maxWaiting.Load(), int64(p.Waiting())))
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
+	const tasks = 3 * size
+	execEachMode(t, func(t *testing.T, mode string) {
+		opts := helperOptions(t, mode)
+		opts.PoolSize = size
+		p := execNewPool(t, opts)
+		var maxBusy, maxWaiting atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			for {
+				maxBusy.Store(max(maxBusy.Load(), int64(p.Busy())))
+				maxWaiting.Store(max(maxWaiting.Load(), int64(p.Waiting())))
+				select {
+				case <-done:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
 			}
+		}()
+		var wg sync.WaitGroup
+		for i := range tasks {
+			wg.Go(func() {
+				if res := p.Run(t.Context(), execTask("!sleep 300ms")); res.Status != worker.StatusOK {
+					t.Errorf("Run(task %d) = %s (%v), want ok", i, res.Status, res.Err)
+				}
+			})
 		}
-	}()
-	var wg sync.WaitGroup
-	for i := range tasks {
-		wg.Go(func() {
-			if res := p.Run(t.Context(), execTask(strconv.Itoa(i))); res.Status != worker.StatusOK {
-				t.Errorf("Run(task %d) = %s (%v), want ok", i, res.Status, res.Err)
-			}
-		})
-	}
-	wg.Wait()
-	close(done)
-
-	files, err := os.ReadDir(seen)
-	if err != nil || len(files) != tasks {
-		t.Fatalf("seen files = %d (%v), want %d", len(files), err, tasks)
-	}
-	most := 0
-	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(seen, f.Name()))
-		n, aerr := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || aerr != nil {
-			t.Fatalf("seen file %s = %q (%v, %v)", f.Name(), b, err, aerr)
+		wg.Wait()
+		close(done)
+		if maxBusy.Load() > size || maxBusy.Load() < 2 || maxWaiting.Load() < 1 {
+			t.Errorf("sampled busy max %d, waiting max %d; want 2..%d and >= 1", maxBusy.Load(), maxWaiting.Load(), size)
 		}
-		most = max(most, n)
-	}
-	if most > size || most < 2 {
-		t.Errorf("most executors seen running at once = %d, want 2..%d", most, size)
-	}
-	if maxBusy.Load() > size || maxWaiting.Load() < 1 {
-		t.Errorf("sampled busy max %d, waiting max %d; want <= %d and >= 1", maxBusy.Load(), maxWaiting.Load(), size)
-	}
+	})
 }
 
 func TestPoolCancel(t *testing.T) {
-	opts := execTestOptions(execScript(t, "sleep 30"))
-	opts.PoolSize, opts.MaxAttempts = 1, 3
-	p := execNewPool(t, opts)
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
+	execEachMode(t, func(t *testing.T, mode string) {
+		opts := helperOptions(t, mode)
+		opts.PoolSize, opts.MaxAttempts = 1, 3
+		p := execNewPool(t, opts)
+		waitFor := func(what string, cond func() bool) {
+			t.Helper()
+			for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("timed out waiting for %s", what)
+				}
 			}
 		}
-	}
-	runAsync := func(ctx context.Context) <-chan worker.TaskResult {
-		ch := make(chan worker.TaskResult, 1)
-		go func() { ch <- p.Run(ctx, execTask("")) }()
-		return ch
-	}
-	result := func(ch <-chan worker.TaskResult) worker.TaskResult {
-		t.Helper()
-		select {
-		case res := <-ch:
-			return res
-		case <-time.After(10 * time.Second):
-			t.Fatal("Run did not return promptly after its context ended")
-			return worker.TaskResult{}
+		runAsync := func(ctx context.Context) <-chan worker.TaskResult {
+			ch := make(chan worker.TaskResult, 1)
+			go func() { ch <- p.Run(ctx, execTask("!sleep 30s")) }()
+			return ch
 		}
-	}
+		result := func(ch <-chan worker.TaskResult) worker.TaskResult {
+			t.Helper()
+			select {
+			case res := <-ch:
+				return res
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return promptly after its context ended")
+				return worker.TaskResult{}
+			}
+		}
 
-	busyCtx, stopBusy := context.WithCancel(t.Context())
-	defer stopBusy()
-	busy := runAsync(busyCtx)
-	waitFor("the slot to be taken", func() bool { return p.Busy() == 1 })
+		busyCtx, stopBusy := context.WithCancel(t.Context())
+		defer stopBusy()
+		busy := runAsync(busyCtx)
+		waitFor("the slot to be taken", func() bool { return p.Busy() == 1 })
 
-	queuedCtx, stopQueued := context.WithCancel(t.Context())
-	queued := runAsync(queuedCtx)
-	waitFor("a waiter", func() bool { return p.Waiting() == 1 })
-	stopQueued()
-	res := result(queued)
-	if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, context.Canceled) {
-		t.Errorf("queued Run = %s after %d attempts, %v; want failed after 0, context.Canceled", res.Status, res.Attempts, res.Err)
-	}
+		queuedCtx, stopQueued := context.WithCancel(t.Context())
+		queued := runAsync(queuedCtx)
+		waitFor("a waiter", func() bool { return p.Waiting() == 1 })
+		stopQueued()
+		res := result(queued)
+		if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, context.Canceled) {
+			t.Errorf("queued Run = %s after %d attempts, %v; want failed after 0, context.Canceled", res.Status, res.Attempts, res.Err)
+		}
 
-	stopBusy()
-	res = result(busy)
-	if res.Status != worker.StatusFailed || res.Attempts != 1 || !errors.Is(res.Err, context.Canceled) {
-		t.Errorf("running Run = %s after %d attempts, %v; want failed after 1, context.Canceled", res.Status, res.Attempts, res.Err)
-	}
-	if p.Busy() != 0 || p.Waiting() != 0 {
-		t.Errorf("after cancel: busy %d, waiting %d; want 0, 0", p.Busy(), p.Waiting())
+		stopBusy()
+		res = result(busy)
+		if res.Status != worker.StatusFailed || res.Attempts != 1 || !errors.Is(res.Err, context.Canceled) {
+			t.Errorf("running Run = %s after %d attempts, %v; want failed after 1, context.Canceled", res.Status, res.Attempts, res.Err)
+		}
+		if p.Busy() != 0 || p.Waiting() != 0 {
+			t.Errorf("after cancel: busy %d, waiting %d; want 0, 0", p.Busy(), p.Waiting())
+		}
+		// The pool still serves (persistent: a fresh child).
+		if res := p.Run(t.Context(), execTask("after")); res.Status != worker.StatusOK || string(res.Output) != "after" {
+			t.Errorf("Run after cancel = %s %q (%v), want ok", res.Status, res.Output, res.Err)
+		}
+	})
+}
+
+func TestPoolExecutorEvents(t *testing.T) {
+	execEachMode(t, func(t *testing.T, mode string) {
+		task := execTask("!events")
+		task.Labels = map[string]string{"customer": "from-header", "tier": "gold"}
+		res := execNewPool(t, helperOptions(t, mode)).Run(t.Context(), task)
+		if res.Status != worker.StatusOK || string(res.Output) != "with events" {
+			t.Fatalf("Run = %s %q (%v), want ok", res.Status, res.Output, res.Err)
+		}
+		want := []worker.Annotation{
+			{Kind: "progress", Payload: map[string]any{"pct": 50.0}},
+			{Kind: InvalidEventsKind, Payload: map[string]any{"ignored_lines": 2, "malformed": 2, "too_long": 0, "over_limit": 0}},
+		}
+		if !reflect.DeepEqual(res.Annotations, want) {
+			t.Errorf("Run annotations = %+v, want %+v", res.Annotations, want)
+		}
+		if want := map[string]string{"customer": "c1", "tier": "gold"}; !reflect.DeepEqual(res.Labels, want) {
+			t.Errorf("Run labels = %v, want %v", res.Labels, want)
+		}
+		if want := []worker.CacheWrite{{Key: "k1", Value: "v1", Scope: "cluster"}}; !reflect.DeepEqual(res.CacheWrites, want) {
+			t.Errorf("Run cache writes = %+v, want %+v", res.CacheWrites, want)
+		}
+	})
+}
+
+func TestPoolStderrPerTask(t *testing.T) {
+	execEachMode(t, func(t *testing.T, mode string) {
+		opts := helperOptions(t, mode)
+		opts.PoolSize, opts.StderrTail = 1, 100
+		p := execNewPool(t, opts)
+		for i := range 5 {
+			msg := fmt.Sprintf("task %d says %s", i, strings.Repeat("x", 150))
+			res := p.Run(t.Context(), execTask("!stderr "+msg))
+			if want := msg[len(msg)-100:]; res.Status != worker.StatusOK || string(res.Stderr) != want {
+				t.Errorf("Run %d stderr = %q (%s), want its own last 100 bytes %q", i, res.Stderr, res.Status, want)
+			}
+		}
+		if res := p.Run(t.Context(), execTask("quiet")); len(res.Stderr) != 0 {
+			t.Errorf("Run(quiet) stderr = %q, want none", res.Stderr)
+		}
+	})
+}
+
+func TestPoolOutputCap(t *testing.T) {
+	for _, tc := range []struct {
+		n      int
+		status string
+	}{{1000, worker.StatusOK}, {1001, worker.StatusFailed}, {1 << 20, worker.StatusFailed}} {
+		t.Run(strconv.Itoa(tc.n), func(t *testing.T) {
+			execEachMode(t, func(t *testing.T, mode string) {
+				opts := helperOptions(t, mode)
+				opts.MaxOutputBytes = 1000
+				p := execNewPool(t, opts)
+				res := p.Run(t.Context(), execTask("!big "+strconv.Itoa(tc.n)))
+				if res.Status != tc.status {
+					t.Fatalf("Run = %s (%v), want %s", res.Status, res.Err, tc.status)
+				}
+				if tc.status == worker.StatusOK {
+					return
+				}
+				if !res.OutputTruncated || !errors.Is(res.Err, ErrOutputTooLarge) || len(res.Output) > 1000 {
+					t.Errorf("Run truncated %v, %d bytes, error %v; want true, at most 1000, ErrOutputTooLarge", res.OutputTruncated, len(res.Output), res.Err)
+				}
+				if !strings.Contains(res.Err.Error(), "output exceeds executor.max_output_bytes (1000)") {
+					t.Errorf("Run error = %q, want it to name executor.max_output_bytes (1000)", res.Err)
+				}
+				if res := p.Run(t.Context(), execTask("next")); res.Status != worker.StatusOK || string(res.Output) != "next" {
+					t.Errorf("Run after overflow = %s %q (%v), want ok", res.Status, res.Output, res.Err)
+				}
+			})
+		})
 	}
 }
 
-func TestPoolEventsFromFd3(t *testing.T) {
-	opts := execTestOptions(execScript(t, `
-echo '{"annotation":{"kind":"progress","payload":{"pct":50,"step":"parse"}}}' >&3
-echo 'not json' >&3
-echo '{"labels":{"customer":"c1"}}' >&"$SVC_EVENTS_FD"
-echo '{"unknown":{"x":1}}' >&3
-printf '\n\n' >&3
-echo '{"cache":{"key":"k1","value":"v1","scope":"cluster"}}' >&3
-echo '{"cache":{"key":"k2","value":"v2","scope":"planet"}}' >&3
-head -c 70000 /dev/zero | tr '\0' x >&3; echo >&3
-echo '{"labels":{"tier":"gold"}}' >&3
-echo '{"annotation":{"kind":"svc.fd3_invalid","payload":{}}}' >&3
-cat
-printf '{"cache":{"key":"k2","value":"v2"}}' >&3`))
-	task := execTask("stdout is the result")
-	task.Labels = map[string]string{"customer": "from-header"}
-	res := execNewPool(t, opts).Run(t.Context(), task)
-	if res.Status != worker.StatusOK || string(res.Output) != "stdout is the result" {
-		t.Fatalf("Run = %s %q (%v), want ok with stdin echoed", res.Status, res.Output, res.Err)
-	}
-	want := []worker.Annotation{
-		{Kind: "progress", Payload: map[string]any{"pct": 50.0, "step": "parse"}},
-		{Kind: InvalidEventsKind, Payload: map[string]any{"ignored_lines": 5, "malformed": 4, "too_long": 1, "over_limit": 0}},
-	}
-	if !reflect.DeepEqual(res.Annotations, want) {
-		t.Errorf("Run annotations = %+v, want %+v", res.Annotations, want)
-	}
-	if want := map[string]string{"customer": "c1", "tier": "gold"}; !reflect.DeepEqual(res.Labels, want) {
-		t.Errorf("Run labels = %v, want %v", res.Labels, want)
-	}
-	wantCache := []worker.CacheWrite{{Key: "k1", Value: "v1", Scope: "cluster"}, {Key: "k2", Value: "v2", Scope: "local"}}
-	if !reflect.DeepEqual(res.CacheWrites, wantCache) {
-		t.Errorf("Run cache writes = %+v, want %+v", res.CacheWrites, wantCache)
-	}
-}
-
-func TestPoolEventsWithoutFd3Writes(t *testing.T) {
-	res := execNewPool(t, execTestOptions("cat")).Run(t.Context(), execTask("x"))
-	if res.Status != worker.StatusOK || res.Annotations != nil || res.CacheWrites != nil || res.Labels != nil {
-		t.Errorf("Run = %s, annotations %v, cache %v, labels %v; want ok and none", res.Status, res.Annotations, res.CacheWrites, res.Labels)
-	}
+func TestPoolTimeoutKillsProcessGroup(t *testing.T) {
+	execEachMode(t, func(t *testing.T, mode string) {
+		opts := helperOptions(t, mode)
+		opts.Timeout, opts.PoolSize = time.Second, 1
+		p := execNewPool(t, opts)
+		pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+		res := p.Run(t.Context(), execTask("!hang "+pidFile))
+		if res.Status != worker.StatusTimeout || res.ExitCode != -1 || res.Err == nil || !strings.Contains(res.Err.Error(), "executor.timeout") {
+			t.Errorf("Run = %s exit %d (%v), want timeout exit -1 naming executor.timeout", res.Status, res.ExitCode, res.Err)
+		}
+		execWaitGone(t, execReadPid(t, pidFile))
+		if mode == ModeSpawn {
+			return
+		}
+		if res := p.Run(t.Context(), execTask("next")); res.Status != worker.StatusOK || string(res.Output) != "next" {
+			t.Errorf("Run after timeout = %s %q (%v), want ok from a fresh child", res.Status, res.Output, res.Err)
+		}
+	})
 }

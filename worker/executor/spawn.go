@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -33,7 +32,8 @@ const execDefaultPath = "/usr/local/bin:/usr/bin:/bin"
 // protocol v1, mode spawn). It does not bound concurrency (Pool
 // does) and Spawn is safe for concurrent use.
 //
-// The child runs in its own process group. On timeout, ctx end or output
+// The child runs in its own process group and, on Linux, is killed when
+// the worker dies (parent-death signal). On timeout, ctx end or output
 // overflow the whole group gets SIGKILL, and so does whatever is left of it
 // once the leader exited, so grandchildren never outlive their attempt or
 // hold its pipes open. A descendant that left the group (setsid) is given
@@ -47,7 +47,10 @@ type Spawner struct {
 	opts    Options
 	argv    []string
 	baseEnv []string // inherited base + executor.env, built once
-	log     *slog.Logger
+	// persistentEnv is a persistent child's whole environment.
+	persistentEnv []string
+	guard         *execGuard
+	log           *slog.Logger
 }
 
 // NewSpawner validates opts (filling defaults) and returns a Spawner.
@@ -56,7 +59,7 @@ func NewSpawner(opts Options) (*Spawner, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	s := &Spawner{opts: opts, log: opts.Logger}
+	s := &Spawner{opts: opts, log: opts.Logger, guard: &execGuard{bin: opts.GuardBinary}}
 	s.argv = append([]string{opts.BinaryPath}, opts.Args...)
 	// These are the only variables a child inherits from the worker: its
 	// environment may hold secrets (tokens, Kafka passwords), so nothing
@@ -72,6 +75,7 @@ func NewSpawner(opts Options) (*Spawner, error) {
 	for _, k := range slices.Sorted(maps.Keys(opts.Env)) {
 		s.baseEnv = append(s.baseEnv, k+"="+opts.Env[k])
 	}
+	s.persistentEnv = append(slices.Clip(s.baseEnv), "SVC_EXECUTOR_MODE=persistent")
 	return s, nil
 }
 
@@ -137,19 +141,6 @@ func execLabelVar(name string) string {
 	}, name)
 }
 
-// execStartError explains a failed start, naming the config key.
-func execStartError(bin string, err error) error {
-	var pe *fs.PathError
-	var ee *exec.Error
-	switch {
-	case errors.As(err, &pe):
-		err = pe.Err
-	case errors.As(err, &ee):
-		err = ee.Err
-	}
-	return fmt.Errorf("start executor: executor.binary_path %q: %w", bin, err)
-}
-
 // execFailed is the result of an attempt that never got a process.
 func execFailed(err error) worker.AttemptResult {
 	return worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: err}
@@ -184,14 +175,14 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResul
 		return execFailed(execStartError(s.opts.BinaryPath, err))
 	}
 	var pp execPipes
-	if err := pp.open(); err != nil {
+	if err := pp.open(4); err != nil {
 		return execFailed(fmt.Errorf("start executor: %w", err))
 	}
 	cmd := &exec.Cmd{
 		Path: bin, Args: s.argv, Env: s.env(t),
 		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
 		ExtraFiles:  pp.child[3:], // fd 3, SVC_EVENTS_FD
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: execSysProcAttr(),
 	}
 	err = cmd.Start()
 	pp.closeChild()
@@ -200,6 +191,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResul
 		return execFailed(execStartError(s.opts.BinaryPath, err))
 	}
 	pgid := cmd.Process.Pid
+	s.guard.note('+', pgid)
 	var why atomic.Int32
 	stop := func(reason int32) {
 		if why.CompareAndSwap(0, reason) {
@@ -247,6 +239,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResul
 	// holding stdout or fd 3 open. The pgid cannot have been reused while a
 	// member is alive, and with none alive the kill finds nobody.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	s.guard.note('-', pgid)
 	var abandoned atomic.Bool
 	grace := time.AfterFunc(execIOGrace, func() { abandoned.Store(true); pp.expire() })
 	wg.Wait()
@@ -306,25 +299,18 @@ type execPipes struct {
 	parent, child [4]*os.File
 }
 
-func (p *execPipes) open() error {
-	for i := range p.parent {
-		var fds [2]int
-		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-			p.closeChild()
-			p.closeParent()
-			return fmt.Errorf("create pipe: %w", os.NewSyscallError("pipe2", err))
-		}
-		parent, child := fds[0], fds[1]
-		if i == 0 { // stdin: the child reads
-			parent, child = child, parent
-		}
-		// A pipe fd is always able to go non-blocking; should it fail, the
-		// file is merely blocking (no deadlines), not broken.
-		_ = syscall.SetNonblock(parent, true)
-		p.parent[i] = os.NewFile(uintptr(parent), "|executor")
-		p.child[i] = os.NewFile(uintptr(child), "|executor-child")
+// set stores pipe i (read end fds[0], write end fds[1]); the worker's end
+// goes non-blocking so that it works with the poller and deadlines.
+func (p *execPipes) set(i int, fds [2]int) {
+	parent, child := fds[0], fds[1]
+	if i == 0 { // stdin: the child reads
+		parent, child = child, parent
 	}
-	return nil
+	// A pipe fd is always able to go non-blocking; should it fail, the
+	// file is merely blocking (no deadlines), not broken.
+	_ = syscall.SetNonblock(parent, true)
+	p.parent[i] = os.NewFile(uintptr(parent), "|executor")
+	p.child[i] = os.NewFile(uintptr(child), "|executor-child")
 }
 
 func (p *execPipes) closeChild()  { execCloseAll(p.child[:]) }
@@ -335,7 +321,9 @@ func (p *execPipes) expire() {
 	now := time.Now()
 	_ = p.parent[0].SetWriteDeadline(now)
 	for _, f := range p.parent[1:] {
-		_ = f.SetReadDeadline(now)
+		if f != nil {
+			_ = f.SetReadDeadline(now)
+		}
 	}
 }
 

@@ -1,0 +1,53 @@
+package demo
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/worker"
+	"svc/worker/executor"
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "exec-demo" {
+		os.Exit(Execute(os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "events")))
+	}
+	os.Exit(m.Run())
+}
+
+// The demo executor behaves the same in both executor modes.
+func TestDemoExecutorModes(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{executor.ModeSpawn, executor.ModePersistent} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			p, err := executor.NewPool(executor.Options{Mode: mode, BinaryPath: self, Args: []string{"exec-demo"},
+				PoolSize: 1, MaxAttempts: 2, Timeout: 20 * time.Second, ReadyTimeout: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			task := func(in string) *worker.Task {
+				return &worker.Task{ID: "t1", Input: []byte(in), Msg: &worker.Message{Source: worker.SourceHTTP}}
+			}
+			res := p.Run(t.Context(), task("hello world"))
+			var out map[string]any
+			if res.Status != worker.StatusOK || json.Unmarshal(res.Output, &out) != nil || out["upper"] != "HELLO WORLD" || out["task_id"] != "t1" {
+				t.Errorf("Run(hello) = %s %q (%v), want the JSON summary", res.Status, res.Output, res.Err)
+			}
+			if len(res.Annotations) != 1 || res.Annotations[0].Kind != "demo.summary" {
+				t.Errorf("Run(hello) annotations = %+v, want one demo.summary", res.Annotations)
+			}
+			res = p.Run(t.Context(), task("please fail"))
+			if res.Status != worker.StatusFailed || res.Attempts != 2 || !strings.Contains(string(res.Stderr), "asked to fail") {
+				t.Errorf("Run(fail) = %s after %d attempts, stderr %q; want failed after 2 with its reason", res.Status, res.Attempts, res.Stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,246 @@
+package executor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// execChild is one long-lived executor process of a persistent pool. Its
+// pipes are used by one holder at a time (the starter, then one task at a
+// time); the pool's mutex guards the fields marked so.
+type execChild struct {
+	cmd     *exec.Cmd
+	pgid    int
+	stdin   *os.File
+	stdout  *os.File
+	r       *bufio.Reader
+	stderr  *execStderr
+	exited  chan struct{} // closed once the process was reaped
+	startAt time.Time
+
+	// Guarded by persistent.mu.
+	busy      bool          // a holder (starter or task) uses the pipes
+	live      bool          // counted in persistent.live
+	down      bool          // out of service; downCh is closed
+	downWhy   string        // the restart reason of the first markDown
+	closePend bool          // reaped while busy: the holder closes the pipes
+	inLoop    bool          // started during its seat's crash loop, no answer yet
+	served    int           // tasks handed to it
+	answered  int           // result frames it sent
+	downCh    chan struct{} // closed when the child leaves service
+}
+
+// execStartChild starts one child and waits for its ready frame, at most
+// readyTimeout or until ctx ends. onReaped is called from the reaper
+// goroutine once the process is gone. The child comes back busy (held by
+// the caller). The error wraps ErrStart; why is the restart reason.
+func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, onReaped func(*execChild)) (c *execChild, why string, err error) {
+	bin, err := s.binary()
+	if err != nil {
+		return nil, execReasonStartFailed, execStartError(s.opts.BinaryPath, err)
+	}
+	var pp execPipes
+	if err := pp.open(3); err != nil {
+		return nil, execReasonStartFailed, fmt.Errorf("%w: %w", ErrStart, err)
+	}
+	cmd := &exec.Cmd{
+		Path: bin, Args: s.argv, Env: s.persistentEnv,
+		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
+		SysProcAttr: execSysProcAttr(),
+	}
+	err = cmd.Start()
+	pp.closeChild()
+	if err != nil {
+		pp.closeParent()
+		return nil, execReasonStartFailed, execStartError(s.opts.BinaryPath, err)
+	}
+	child := &execChild{
+		cmd: cmd, pgid: cmd.Process.Pid, stdin: pp.parent[0], stdout: pp.parent[1],
+		r: bufio.NewReaderSize(pp.parent[1], 64<<10), stderr: newExecStderr(pp.parent[2], s.opts.StderrTail),
+		exited: make(chan struct{}), downCh: make(chan struct{}), busy: true, startAt: time.Now(),
+	}
+	c = child
+	s.guard.note('+', c.pgid)
+	go c.stderr.loop()
+	go func() {
+		_ = cmd.Wait()
+		// Leftovers of its group die with it rather than hold the pipes.
+		_ = syscall.Kill(-child.pgid, syscall.SIGKILL)
+		s.guard.note('-', child.pgid)
+		close(child.exited)
+		onReaped(child)
+	}()
+
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(readyTimeout, func() { timedOut.Store(true); c.kill() })
+	unwatch := context.AfterFunc(ctx, c.kill)
+	header, _, err := execReadFrame(c.r, 0)
+	timer.Stop()
+	unwatch()
+	if err == nil {
+		err = execCheckReady(header)
+		if err == nil {
+			return c, "", nil
+		}
+	}
+	c.kill()
+	<-c.exited
+	tail := execTailText(c.stderr.take())
+	c.closePipes()
+	switch {
+	case timedOut.Load():
+		return nil, execReasonNotReady, fmt.Errorf("%w: no ready frame within %s (executor.ready_timeout)%s", ErrStart, readyTimeout, tail)
+	case ctx.Err() != nil:
+		return nil, execReasonStopped, fmt.Errorf("%w: %w", ErrStart, ctx.Err())
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, execReasonNotReady, fmt.Errorf("%w: executor.binary_path %q exited before its ready frame (%s)%s",
+			ErrStart, s.opts.BinaryPath, c.cmd.ProcessState, tail)
+	}
+	return nil, execReasonNotReady, fmt.Errorf("%w: executor.binary_path %q: %w%s", ErrStart, s.opts.BinaryPath, err, tail)
+}
+
+// execCheckReady accepts a ready frame's header.
+func execCheckReady(header []byte) error {
+	var h execResultHeader
+	if err := json.Unmarshal(header, &h); err != nil {
+		return fmt.Errorf("%w: ready header is not JSON: %v", errFrameProtocol, err)
+	}
+	if h.Type != execFrameTypeReady {
+		return fmt.Errorf("%w: first frame has type %q, want %q", errFrameProtocol, h.Type, execFrameTypeReady)
+	}
+	return nil
+}
+
+// execTailText is the end of a stderr tail for an error message.
+func execTailText(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > 200 {
+		b = b[len(b)-200:]
+	}
+	return fmt.Sprintf("; stderr: %q", b)
+}
+
+// kill SIGKILLs the child's whole process group.
+func (c *execChild) kill() {
+	_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
+	_ = c.cmd.Process.Kill()
+}
+
+// exitText says how the reaped child ended.
+func (c *execChild) exitText() string {
+	if st := c.cmd.ProcessState; st != nil {
+		return st.String()
+	}
+	return "not reaped"
+}
+
+// exitCode is the reaped child's exit code, -1 when killed by a signal.
+func (c *execChild) exitCode() int {
+	if st := c.cmd.ProcessState; st != nil {
+		return st.ExitCode()
+	}
+	return -1
+}
+
+// retire stops an idle child: EOF on stdin, SIGTERM to its group after
+// grace, SIGKILL after as long again.
+func (c *execChild) retire(grace time.Duration) {
+	_ = c.stdin.Close()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t := time.NewTimer(grace)
+		select {
+		case <-c.exited:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		_ = syscall.Kill(-c.pgid, sig)
+		_ = c.cmd.Process.Signal(sig)
+	}
+	<-c.exited
+}
+
+// closePipes closes the worker's ends of the child's pipes.
+func (c *execChild) closePipes() {
+	_ = c.stdin.Close()
+	_ = c.stdout.Close()
+	c.stderr.close()
+}
+
+// execStderr keeps the tail of a child's stderr. A goroutine drains the
+// pipe as data comes; take drains what is left in the pipe under the same
+// lock, so every byte written before a result frame is in that result.
+type execStderr struct {
+	mu   sync.Mutex
+	f    *os.File
+	rc   syscall.RawConn
+	tail execTail
+	buf  []byte
+}
+
+func newExecStderr(f *os.File, keep int) *execStderr {
+	s := &execStderr{f: f, tail: execTail{max: keep}, buf: make([]byte, 4096)}
+	s.rc, _ = f.SyscallConn()
+	return s
+}
+
+// loop drains the pipe until EOF or close.
+func (s *execStderr) loop() {
+	if s.rc == nil {
+		return
+	}
+	_ = s.rc.Read(func(fd uintptr) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.drainLocked(fd)
+	})
+}
+
+// drainLocked reads what the pipe holds; true at EOF or on a hard error.
+func (s *execStderr) drainLocked(fd uintptr) bool {
+	for {
+		n, err := syscall.Read(int(fd), s.buf)
+		if n > 0 {
+			s.tail.write(s.buf[:n])
+			continue
+		}
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EAGAIN):
+			return false
+		}
+		return true
+	}
+}
+
+// take returns and forgets the tail, including bytes still in the pipe.
+func (s *execStderr) take() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rc != nil {
+		_ = s.rc.Control(func(fd uintptr) { s.drainLocked(fd) })
+	}
+	if len(s.tail.buf) == 0 {
+		return nil
+	}
+	out := bytes.Clone(s.tail.bytes())
+	s.tail.buf = s.tail.buf[:0]
+	return out
+}
+
+func (s *execStderr) close() { _ = s.f.Close() }

@@ -1,0 +1,70 @@
+//go:build linux
+
+package executor
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A worker killed with SIGKILL leaves no executor and no grandchild of one
+// behind: the parent-death signal kills the executor, the guard its group.
+func TestSIGKILLedWorkerLeavesNoExecutorTree(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	execEachMode(t, func(t *testing.T, mode string) {
+		dir := t.TempDir()
+		w := exec.Command(self, "exec-worker", mode, dir)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pidFile := filepath.Join(dir, "grandchild.pid")
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = w.Process.Kill()
+				t.Fatal("the worker's executor never started its grandchild")
+			}
+		}
+		grandchild := execReadPid(t, pidFile)
+		executors := execChildrenOf(w.Process.Pid)
+		if len(executors) == 0 {
+			t.Fatal("found no executor process under the worker")
+		}
+		_ = w.Process.Kill()
+		_ = w.Wait()
+		for _, pid := range append(executors, grandchild) {
+			execWaitGone(t, pid)
+		}
+	})
+}
+
+// execChildrenOf lists the pids whose parent is pid, from procfs.
+func execChildrenOf(pid int) []int {
+	dirs, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, d := range dirs {
+		n, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}

@@ -1,0 +1,58 @@
+package executor
+
+import (
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"svc/worker"
+)
+
+// The example executors of docs/executor.md run as documented.
+func TestExampleExecutors(t *testing.T) {
+	t.Run("go", func(t *testing.T) {
+		t.Parallel()
+		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		bin := filepath.Join(t.TempDir(), "echo-go")
+		if out, err := exec.Command(goBin, "build", "-o", bin, "../../testdata/executors/echo-go").CombinedOutput(); err != nil {
+			t.Fatalf("build echo-go: %v\n%s", err, out)
+		}
+		opts := helperOptions(t, ModePersistent)
+		opts.BinaryPath, opts.Args = bin, nil
+		p := execNewPool(t, opts)
+		res := p.Run(t.Context(), execTask("bytes \x00\xff\n kept"))
+		if res.Status != worker.StatusOK || res.Output == nil || string(res.Output) != "bytes \x00\xff\n kept" {
+			t.Errorf("echo-go Run = %s %q (%v), want the payload back", res.Status, res.Output, res.Err)
+		}
+		want := []worker.Annotation{{Kind: "echo.size", Payload: map[string]any{"bytes": 14.0, "attempt": 1.0}}}
+		if !reflect.DeepEqual(res.Annotations, want) {
+			t.Errorf("echo-go annotations = %+v, want %+v", res.Annotations, want)
+		}
+		res = p.Run(t.Context(), execTask("fail please"))
+		if res.Status != worker.StatusFailed || !strings.Contains(res.Err.Error(), "the message asked to fail") ||
+			string(res.Stderr) != "task t-1 asked to fail\n" {
+			t.Errorf("echo-go Run(fail) = %s (%v), stderr %q; want failed with its reason and stderr", res.Status, res.Err, res.Stderr)
+		}
+	})
+	t.Run("python", func(t *testing.T) {
+		t.Parallel()
+		if _, err := exec.LookPath("python3"); err != nil {
+			t.Skip("python3 not installed")
+		}
+		bin, _ := filepath.Abs("../../testdata/executors/echo.py")
+		opts := helperOptions(t, ModePersistent)
+		opts.BinaryPath, opts.Args, opts.MaxAttempts = bin, nil, 2
+		p := execNewPool(t, opts)
+		res := p.Run(t.Context(), execTask("hello"))
+		if res.Status != worker.StatusOK || string(res.Output) != "HELLO" || res.Labels["handled_by"] != "echo.py" {
+			t.Errorf("echo.py Run = %s %q labels %v (%v), want HELLO with its label", res.Status, res.Output, res.Labels, res.Err)
+		}
+		res = p.Run(t.Context(), execTask("busy"))
+		if res.Status != worker.StatusFailed || res.Attempts != 2 || string(res.Stderr) != "task t-1: dependency busy\n" {
+			t.Errorf("echo.py Run(busy) = %s after %d attempts, stderr %q (%v); want failed after 2 retries", res.Status, res.Attempts, res.Stderr, res.Err)
+		}
+	})
+}

@@ -1,0 +1,198 @@
+package executor
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"unicode/utf8"
+
+	"svc/worker"
+)
+
+// Executor protocol v2 (mode persistent): every message either way is one
+// frame, a 4-byte big-endian length L followed by L bytes: a JSON header
+// on one line ending in '\n', then the body (task input, or result bytes),
+// raw. JSON never holds a raw newline, so the first '\n' ends the header.
+const (
+	execFrameTypeTask   = "task"
+	execFrameTypeReady  = "ready"
+	execFrameTypeResult = "result"
+	// execMaxHeaderBytes bounds a result frame's header line (annotations,
+	// labels and cache writes included).
+	execMaxHeaderBytes = 1 << 20
+	// execMaxErrorText bounds the executor's error text kept in a result.
+	execMaxErrorText = 1 << 10
+)
+
+// Frame errors; each one makes the child unusable (it is replaced).
+var (
+	errFrameTooLarge = errors.New("frame too large")
+	errFrameProtocol = errors.New("executor protocol")
+)
+
+// execTaskHeader is the header of a task frame (worker → executor). It
+// carries what mode spawn passes as SVC_* variables.
+type execTaskHeader struct {
+	Type        string            `json:"type"`
+	TaskID      string            `json:"task_id"`
+	Attempt     int               `json:"attempt"`
+	Source      string            `json:"source"`
+	TopicAlias  string            `json:"topic_alias"`
+	Partition   int32             `json:"partition"`
+	Offset      int64             `json:"offset"`
+	Key         string            `json:"key"`
+	KeyEncoding string            `json:"key_encoding"`
+	Labels      map[string]string `json:"labels"`
+	Env         map[string]string `json:"env"`
+}
+
+// execResultHeader is the header of a ready or result frame (executor →
+// worker). Entries are decoded one by one so that a bad one is ignored
+// and counted rather than failing the task.
+type execResultHeader struct {
+	Type        string            `json:"type"`
+	Status      string            `json:"status"`
+	Error       string            `json:"error"`
+	Annotations []json.RawMessage `json:"annotations"`
+	Labels      map[string]any    `json:"labels"`
+	Cache       []json.RawMessage `json:"cache"`
+}
+
+var execEmptyMap = map[string]string{}
+
+// execEncodeTask builds the task frame of attempt n of t.
+func execEncodeTask(t *worker.Task, n int) ([]byte, error) {
+	h := execTaskHeader{Type: execFrameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env, KeyEncoding: "utf-8"}
+	if h.Labels == nil {
+		h.Labels = execEmptyMap
+	}
+	if h.Env == nil {
+		h.Env = execEmptyMap
+	}
+	if m := t.Msg; m != nil {
+		h.Source, h.TopicAlias, h.Partition, h.Offset = m.Source, m.Alias, m.Partition, m.Offset
+		if utf8.Valid(m.Key) && !slices.Contains(m.Key, 0) {
+			h.Key = string(m.Key)
+		} else {
+			h.Key, h.KeyEncoding = base64.StdEncoding.EncodeToString(m.Key), "base64"
+		}
+	}
+	hb, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode task frame: %w", err)
+	}
+	n64 := int64(len(hb)) + 1 + int64(len(t.Input))
+	if n64 > 1<<32-1 {
+		return nil, fmt.Errorf("encode task frame: input of %d bytes does not fit a frame", len(t.Input))
+	}
+	buf := make([]byte, 4+n64)
+	binary.BigEndian.PutUint32(buf, uint32(n64))
+	copy(buf[4:], hb)
+	buf[4+len(hb)] = '\n'
+	copy(buf[5+len(hb):], t.Input)
+	return buf, nil
+}
+
+// execReadFrame reads one frame from r and splits it into header and body.
+// A body over maxBody fails with errFrameTooLarge (the body returned is cut
+// to maxBody, or empty when the length alone was too large to read); a
+// frame without a header line fails with errFrameProtocol. io.EOF means
+// the stream ended before the frame began, io.ErrUnexpectedEOF inside it.
+func execReadFrame(r *bufio.Reader, maxBody int64) (header, body []byte, err error) {
+	var lb [4]byte
+	if _, err := io.ReadFull(r, lb[:]); err != nil {
+		return nil, nil, err
+	}
+	n := int64(binary.BigEndian.Uint32(lb[:]))
+	if n > maxBody+execMaxHeaderBytes+1 {
+		if execLooksLikeText(lb[:]) {
+			return nil, nil, fmt.Errorf("%w: frame length prefix is text %q: is the executor speaking protocol v2?", errFrameProtocol, lb[:])
+		}
+		return nil, nil, fmt.Errorf("%w: frame of %d bytes", errFrameTooLarge, n)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, nil, err
+	}
+	i := bytes.IndexByte(buf, '\n')
+	switch {
+	case i < 0 || i > execMaxHeaderBytes:
+		return nil, nil, fmt.Errorf("%w: frame of %d bytes has no header line of at most %d bytes", errFrameProtocol, n, execMaxHeaderBytes)
+	case int64(len(buf)-i-1) > maxBody:
+		return buf[:i], buf[i+1 : int64(i+1)+maxBody], fmt.Errorf("%w: body of %d bytes", errFrameTooLarge, len(buf)-i-1)
+	}
+	return buf[:i], buf[i+1:], nil
+}
+
+// execLooksLikeText reports whether a length prefix is printable text,
+// the mark of an executor writing protocol v1 output to a v2 pool.
+func execLooksLikeText(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 || c > 0x7e) && c != '\n' && c != '\r' && c != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// execParseResult decodes a result frame's header into res: status, error
+// text, annotations, labels and cache writes (bad entries ignored and
+// counted as in fd 3). It fails on a header that is not a result frame.
+func execParseResult(header []byte, res *worker.AttemptResult) error {
+	var h execResultHeader
+	if err := json.Unmarshal(header, &h); err != nil {
+		return fmt.Errorf("%w: result header is not JSON: %v", errFrameProtocol, err)
+	}
+	if h.Type != execFrameTypeResult {
+		return fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, h.Type, execFrameTypeResult)
+	}
+	text := h.Error
+	if len(text) > execMaxErrorText {
+		text = text[:execMaxErrorText] + "…"
+	}
+	switch h.Status {
+	case "ok":
+		res.Status, res.ExitCode = worker.StatusOK, 0
+	case "retry":
+		res.Status, res.ExitCode = worker.StatusTempFail, 75
+		res.Err = errors.New("executor answered status retry")
+	case "failed":
+		res.Status, res.ExitCode = worker.StatusFailed, 1
+		res.Err = errors.New("executor answered status failed")
+	default:
+		return fmt.Errorf("%w: result status %q is not one of ok, retry, failed", errFrameProtocol, h.Status)
+	}
+	if res.Err != nil && text != "" {
+		res.Err = fmt.Errorf("%w: %s", res.Err, text)
+	}
+	var e execEvents
+	for _, raw := range h.Annotations {
+		e.entry(func() bool {
+			var a worker.Annotation
+			return json.Unmarshal(raw, &a) == nil && e.applyLine(execEventLine{Annotation: &a})
+		})
+	}
+	for k, v := range h.Labels {
+		e.entry(func() bool {
+			s, ok := v.(string)
+			return ok && e.applyLine(execEventLine{Labels: map[string]string{k: s}})
+		})
+	}
+	for _, raw := range h.Cache {
+		e.entry(func() bool {
+			var c worker.CacheWrite
+			return json.Unmarshal(raw, &c) == nil && e.applyLine(execEventLine{Cache: &c})
+		})
+	}
+	res.Annotations, res.Labels, res.CacheWrites, res.InvalidEvents = e.result()
+	return nil
+}

@@ -1,0 +1,102 @@
+package executor
+
+import (
+	"bufio"
+	"io"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+// GuardArg is argv[1] of the executor guard: a copy of the worker's own
+// binary that outlives it by design. The worker tells it every executor
+// process group it starts and ends; when the worker dies (even by SIGKILL)
+// the guard reads EOF and SIGKILLs every group still listed, so an
+// executor's grandchildren never outlive the worker. The binary must call
+// RunGuard when started with this argument (svc's main does).
+const GuardArg = "svc-executor-guard"
+
+// RunGuard is the guard's main: it reads "+PGID" and "-PGID" lines from r
+// until EOF, then kills every group still listed. It returns the exit code.
+func RunGuard(r io.Reader) int {
+	groups := map[int]bool{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if len(line) < 2 {
+			continue
+		}
+		pgid, err := strconv.Atoi(line[1:])
+		if err != nil || pgid <= 1 {
+			continue
+		}
+		if line[0] == '+' {
+			groups[pgid] = true
+		} else {
+			delete(groups, pgid)
+		}
+	}
+	for pgid := range groups {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	return 0
+}
+
+// execGuard is the worker's side of the guard process.
+type execGuard struct {
+	once sync.Once
+	bin  string
+	mu   sync.Mutex
+	w    io.WriteCloser // nil when the guard could not start
+}
+
+// note tells the guard that process group pgid started (+) or ended (-).
+// A guard that failed or died is ignored: the parent-death signal still
+// covers the executors themselves.
+func (g *execGuard) note(op byte, pgid int) {
+	if g == nil || g.bin == "" {
+		return
+	}
+	g.once.Do(g.start)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w == nil {
+		return
+	}
+	// One write under PIPE_BUF: the line arrives whole.
+	if _, err := g.w.Write(append(strconv.AppendInt([]byte{op}, int64(pgid), 10), '\n')); err != nil {
+		_ = g.w.Close()
+		g.w = nil
+	}
+}
+
+func (g *execGuard) start() {
+	cmd := exec.Command(g.bin, GuardArg)
+	cmd.Env = []string{}
+	// Its own group: a signal to the worker's group (Ctrl-C) leaves it to
+	// read EOF and clean up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return
+	}
+	if err := cmd.Start(); err != nil {
+		return
+	}
+	go func() { _ = cmd.Wait() }()
+	g.w = w
+}
+
+// close ends the guard (EOF): it kills what is still listed, then exits.
+func (g *execGuard) close() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w != nil {
+		_ = g.w.Close()
+		g.w = nil
+	}
+}

@@ -1,0 +1,259 @@
+package executor
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/worker"
+)
+
+// The test binary doubles as an executor speaking both protocols: run as
+// `<test binary> exec-helper`, it serves one task (mode spawn) or a frame
+// loop (SVC_EXECUTOR_MODE=persistent). What it does is read from the task
+// input: a first word starting with '!' is a command, anything else is
+// echoed. Start-up behaviour comes from HELPER_* variables (executor.env).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "exec-helper" {
+		os.Exit(helperMain())
+	}
+	if len(os.Args) > 1 && os.Args[1] == GuardArg {
+		os.Exit(RunGuard(os.Stdin))
+	}
+	if len(os.Args) > 3 && os.Args[1] == "exec-worker" {
+		os.Exit(execWorkerMain(os.Args[2], os.Args[3]))
+	}
+	os.Exit(m.Run())
+}
+
+// helperOptions runs the test binary as the executor in mode.
+func helperOptions(t *testing.T, mode string) Options {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{Mode: mode, BinaryPath: self, Args: []string{"exec-helper"}, PoolSize: 2, Timeout: 20 * time.Second,
+		MaxAttempts: 1, RetryBackoff: time.Millisecond, ReadyTimeout: 20 * time.Second, StopGrace: 2 * time.Second}
+}
+
+// helperTask is what the helper knows of its task, in either mode.
+type helperTask struct {
+	TaskID      string            `json:"task_id"`
+	Attempt     int               `json:"attempt"`
+	Source      string            `json:"source"`
+	TopicAlias  string            `json:"topic_alias"`
+	Partition   int32             `json:"partition"`
+	Offset      int64             `json:"offset"`
+	Key         string            `json:"key"`
+	KeyEncoding string            `json:"key_encoding"`
+	Labels      map[string]string `json:"labels"`
+	Env         map[string]string `json:"env"`
+	input       []byte
+}
+
+// helperAnswer is the helper's result, written as an exit code and fd 3
+// lines (spawn) or a result frame (persistent).
+type helperAnswer struct {
+	status string // ok, retry, failed
+	output []byte
+	events []map[string]any // fd 3 lines / result header members
+	crash  bool             // die in the middle of the answer
+}
+
+func helperMain() int {
+	persistent := os.Getenv("SVC_EXECUTOR_MODE") == "persistent"
+	if !persistent {
+		in, _ := io.ReadAll(os.Stdin)
+		t := helperTask{TaskID: os.Getenv("SVC_TASK_ID"), Source: os.Getenv("SVC_SOURCE"), TopicAlias: os.Getenv("SVC_TOPIC_ALIAS"),
+			Key: os.Getenv("SVC_KEY"), KeyEncoding: os.Getenv("SVC_KEY_ENCODING"), input: in}
+		p, _ := strconv.Atoi(os.Getenv("SVC_PARTITION"))
+		t.Partition = int32(p)
+		t.Offset, _ = strconv.ParseInt(os.Getenv("SVC_OFFSET"), 10, 64)
+		a := helperServe(&t)
+		os.Stdout.Write(a.output)
+		if fd3 := os.NewFile(3, "events"); fd3 != nil {
+			for _, ev := range a.events {
+				b, _ := json.Marshal(ev)
+				fd3.Write(append(b, '\n'))
+			}
+		}
+		switch {
+		case a.crash:
+			return 1
+		case a.status == "retry":
+			return 75
+		case a.status == "failed":
+			return 3
+		}
+		return 0
+	}
+	switch os.Getenv("HELPER_START") {
+	case "crash":
+		fmt.Fprintln(os.Stderr, "helper: cannot load the model")
+		return 1
+	case "never-ready":
+		time.Sleep(time.Hour)
+	case "garbage":
+		os.Stdout.WriteString("hello, I speak protocol v1\n")
+		time.Sleep(time.Hour)
+	}
+	r, w := bufio.NewReader(os.Stdin), bufio.NewWriter(os.Stdout)
+	helperFrame(w, map[string]any{"type": "ready"}, nil)
+	for {
+		var lb [4]byte
+		if _, err := io.ReadFull(r, lb[:]); err != nil {
+			return 0 // EOF: the pool is done with this child
+		}
+		buf := make([]byte, binary.BigEndian.Uint32(lb[:]))
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return 2
+		}
+		i := strings.IndexByte(string(buf), '\n')
+		var t helperTask
+		if err := json.Unmarshal(buf[:i], &t); err != nil {
+			return 2
+		}
+		t.input = buf[i+1:]
+		a := helperServe(&t)
+		if a.status == "garbage" {
+			w.WriteString("this is not a frame\n")
+			w.Flush()
+			continue
+		}
+		h := map[string]any{"type": "result", "status": a.status}
+		for _, ev := range a.events {
+			for k, v := range ev {
+				switch k {
+				case "labels":
+					if h["labels"] == nil {
+						h["labels"] = map[string]any{}
+					}
+					for lk, lv := range v.(map[string]any) {
+						h["labels"].(map[string]any)[lk] = lv
+					}
+				case "annotation":
+					h["annotations"] = append(helperList(h["annotations"]), v)
+				case "cache":
+					h["cache"] = append(helperList(h["cache"]), v)
+				}
+			}
+		}
+		if a.crash {
+			b, _ := json.Marshal(h)
+			binary.Write(w, binary.BigEndian, uint32(len(b)+1+len(a.output)+100))
+			w.Write(b)
+			w.Flush()
+			return 1
+		}
+		helperFrame(w, h, a.output)
+		if os.Getenv("HELPER_EXIT_AFTER_TASK") == "1" {
+			return 0
+		}
+	}
+}
+
+func helperList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// helperFrame writes one protocol v2 frame.
+func helperFrame(w *bufio.Writer, header map[string]any, body []byte) {
+	b, _ := json.Marshal(header)
+	binary.Write(w, binary.BigEndian, uint32(len(b)+1+len(body)))
+	w.Write(b)
+	w.WriteByte('\n')
+	w.Write(body)
+	w.Flush()
+}
+
+// helperServe does what the task input asks.
+func helperServe(t *helperTask) helperAnswer {
+	in := string(t.input)
+	if !strings.HasPrefix(in, "!") {
+		return helperAnswer{status: "ok", output: t.input}
+	}
+	cmd, arg, _ := strings.Cut(in[1:], " ")
+	switch cmd {
+	case "fail":
+		fmt.Fprintln(os.Stderr, "helper: asked to fail")
+		return helperAnswer{status: "failed"}
+	case "retry":
+		return helperAnswer{status: "retry"}
+	case "stderr":
+		fmt.Fprint(os.Stderr, arg)
+		return helperAnswer{status: "ok", output: []byte("said it")}
+	case "big":
+		n, _ := strconv.Atoi(arg)
+		return helperAnswer{status: "ok", output: []byte(strings.Repeat("z", n))}
+	case "sleep":
+		d, _ := time.ParseDuration(arg)
+		time.Sleep(d)
+		return helperAnswer{status: "ok", output: []byte("slept")}
+	case "hang": // with a grandchild in its process group
+		sleep := exec.Command("sleep", "300")
+		if sleep.Start() == nil {
+			os.WriteFile(arg, []byte(strconv.Itoa(sleep.Process.Pid)), 0o600)
+		}
+		time.Sleep(time.Hour)
+	case "pid":
+		return helperAnswer{status: "ok", output: []byte(strconv.Itoa(os.Getpid()))}
+	case "view":
+		b, _ := json.Marshal(t)
+		return helperAnswer{status: "ok", output: b}
+	case "crash":
+		return helperAnswer{status: "ok", output: []byte("partial"), crash: true}
+	case "garbage":
+		return helperAnswer{status: "garbage"}
+	case "count": // arg: a counter file; retry until the third attempt
+		b, _ := os.ReadFile(arg)
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		n++
+		os.WriteFile(arg, []byte(strconv.Itoa(n)), 0o600)
+		fmt.Fprintf(os.Stderr, "attempt %d\n", n)
+		a := helperAnswer{status: "retry", events: []map[string]any{
+			{"annotation": map[string]any{"kind": "attempt", "payload": map[string]any{"n": n}}},
+			{"labels": map[string]any{"attempt": strconv.Itoa(n), "region": "from-executor"}},
+		}}
+		if n > 2 {
+			a.status, a.output = "ok", []byte("done\n")
+			a.events = append(a.events, map[string]any{"cache": map[string]any{"key": "seen", "value": strconv.Itoa(n), "scope": "cluster"}})
+		}
+		return a
+	case "events":
+		return helperAnswer{status: "ok", output: []byte("with events"), events: []map[string]any{
+			{"annotation": map[string]any{"kind": "progress", "payload": map[string]any{"pct": 50}}},
+			{"annotation": map[string]any{"kind": "svc.forged", "payload": map[string]any{}}},
+			{"labels": map[string]any{"customer": "c1"}},
+			{"cache": map[string]any{"key": "k1", "value": "v1", "scope": "cluster"}},
+			{"cache": map[string]any{"key": "k2", "value": "v2", "scope": "planet"}},
+		}}
+	}
+	return helperAnswer{status: "failed", output: []byte("unknown command " + cmd)}
+}
+
+// execWorkerMain is the test binary run as a worker: it starts one task in
+// a pool of the given mode (its executor leaves a grandchild) and blocks
+// until it is killed.
+func execWorkerMain(mode, dir string) int {
+	self, _ := os.Executable()
+	opts := Options{Mode: mode, BinaryPath: self, Args: []string{"exec-helper"}, PoolSize: 1, Timeout: time.Hour,
+		MaxAttempts: 1, GuardBinary: self}
+	p, err := NewPool(opts)
+	if err != nil {
+		return 2
+	}
+	p.Run(context.Background(), &worker.Task{ID: "t", Input: []byte("!hang " + filepath.Join(dir, "grandchild.pid"))})
+	return 0
+}

@@ -1,0 +1,48 @@
+package executor
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// execMetrics are the persistent pool's series.
+type execMetrics struct {
+	restarts     *prometheus.CounterVec
+	crashLoops   prometheus.Counter
+	crashLooping prometheus.Gauge
+	ready        prometheus.Gauge
+}
+
+// newExecMetrics builds the series and registers them on reg (nil: kept
+// private). Every restart reason starts at 0.
+func newExecMetrics(reg prometheus.Registerer) (*execMetrics, error) {
+	m := &execMetrics{
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_executor_restarts_total",
+			Help: "Persistent executor children replaced, by reason (start_failed, not_ready, exited, timeout, canceled, protocol, oversized, recycled).",
+		}, []string{"reason"}),
+		crashLoops: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svc_executor_crash_loops_total",
+			Help: "Crash-loop episodes: persistent children dying repeatedly before answering a task.",
+		}),
+		crashLooping: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_executor_crash_loop_active", Help: "1 while persistent children are in a crash loop (restarts back off).",
+		}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_executor_children_ready", Help: "Persistent executor children alive and past their ready frame.",
+		}),
+	}
+	for _, r := range execRestartReasons {
+		m.restarts.WithLabelValues(r)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.restarts, m.crashLoops, m.crashLooping, m.ready} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register executor metrics: %w", err)
+		}
+	}
+	return m, nil
+}

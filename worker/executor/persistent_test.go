@@ -1,0 +1,350 @@
+package executor
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"svc/worker"
+)
+
+// execPersistentPool is a persistent helper pool with its own metrics.
+func execPersistentPool(t *testing.T, edit func(*Options)) (*Pool, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	opts := helperOptions(t, ModePersistent)
+	opts.Registerer = reg
+	if edit != nil {
+		edit(&opts)
+	}
+	return execNewPool(t, opts), reg
+}
+
+// execRestarts is svc_executor_restarts_total{reason}.
+func execRestarts(t *testing.T, p *Pool, reason string) float64 {
+	t.Helper()
+	return execMetricValue(p.backend.(*persistent).metrics.restarts.WithLabelValues(reason))
+}
+
+// execMetricValue reads a counter or gauge.
+func execMetricValue(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if m.Write(&d) != nil {
+		return -1
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
+}
+
+// execPid runs a task that answers its child's pid.
+func execPid(t *testing.T, p *Pool) int {
+	t.Helper()
+	res := p.Run(t.Context(), execTask("!pid"))
+	pid, err := strconv.Atoi(string(res.Output))
+	if res.Status != worker.StatusOK || err != nil {
+		t.Fatalf("Run(pid) = %s %q (%v)", res.Status, res.Output, res.Err)
+	}
+	return pid
+}
+
+func TestPersistentChildServesManyTasks(t *testing.T) {
+	t.Parallel()
+	p, _ := execPersistentPool(t, func(o *Options) { o.PoolSize = 1 })
+	first := execPid(t, p)
+	for range 20 {
+		if pid := execPid(t, p); pid != first {
+			t.Fatalf("task ran in child %d, want the long-lived child %d", pid, first)
+		}
+	}
+}
+
+func TestPersistentFailuresReplaceTheChild(t *testing.T) {
+	for _, tc := range []struct {
+		name, input, reason, errText string
+	}{
+		{"crash mid-frame", "!crash", execReasonExited, "executor exited in the middle of its result frame (exit status 1)"},
+		{"garbage", "!garbage", execReasonProtocol, "is the executor speaking protocol v2?"},
+		{"oversized", "!big 5000", execReasonOversized, "output exceeds executor.max_output_bytes (1000)"},
+		{"hang", "!sleep 1h", execReasonTimeout, "executor timed out after 1s (executor.timeout)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, _ := execPersistentPool(t, func(o *Options) { o.PoolSize, o.MaxOutputBytes, o.Timeout = 1, 1000, time.Second })
+			before := execPid(t, p)
+			res := p.Run(t.Context(), execTask(tc.input))
+			if res.Status == worker.StatusOK || res.Err == nil || !strings.Contains(res.Err.Error(), tc.errText) {
+				t.Errorf("Run(%s) = %s (%v), want a failure saying %q", tc.input, res.Status, res.Err, tc.errText)
+			}
+			execWaitGone(t, before)
+			if after := execPid(t, p); after == before {
+				t.Errorf("next task ran in the old child %d, want a fresh one", before)
+			}
+			if n := execRestarts(t, p, tc.reason); n != 1 {
+				t.Errorf("restarts{reason=%s} = %v, want 1", tc.reason, n)
+			}
+		})
+	}
+}
+
+func TestPersistentExitAfterEveryTask(t *testing.T) {
+	t.Parallel()
+	p, _ := execPersistentPool(t, func(o *Options) {
+		o.PoolSize, o.Env = 2, map[string]string{"HELPER_EXIT_AFTER_TASK": "1"}
+	})
+	for i := range 10 {
+		res := p.Run(t.Context(), execTask("!pid"))
+		if res.Status != worker.StatusOK || res.Attempts != 1 {
+			t.Fatalf("Run %d = %s after %d attempts (%v); want ok at the first attempt", i, res.Status, res.Attempts, res.Err)
+		}
+	}
+	if n := execRestarts(t, p, execReasonExited); n < 8 {
+		t.Errorf("restarts{reason=exited} = %v, want about one per task", n)
+	}
+}
+
+func TestPersistentNeverReady(t *testing.T) {
+	for _, start := range []string{"never-ready", "garbage", "crash"} {
+		t.Run(start, func(t *testing.T) {
+			t.Parallel()
+			p, _ := execPersistentPool(t, func(o *Options) {
+				o.MaxAttempts, o.Env = 3, map[string]string{"HELPER_START": start}
+				if start == "never-ready" {
+					o.ReadyTimeout = 300 * time.Millisecond
+				}
+			})
+			res := p.Run(t.Context(), execTask("in"))
+			if res.Status != worker.StatusFailed || res.Attempts != 1 || !errors.Is(res.Err, ErrStart) {
+				t.Fatalf("Run = %s after %d attempts (%v); want failed after 1 with ErrStart", res.Status, res.Attempts, res.Err)
+			}
+			want := map[string]string{"never-ready": "executor.ready_timeout", "garbage": "protocol v2",
+				"crash": `exited before its ready frame (exit status 1); stderr: "helper: cannot load the model"`}[start]
+			if !strings.Contains(res.Err.Error(), want) {
+				t.Errorf("Run error = %q, want it to say %q", res.Err, want)
+			}
+		})
+	}
+}
+
+func TestPersistentCrashLoopBacksOff(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	p, reg := execPersistentPool(t, func(o *Options) {
+		o.PoolSize, o.Env = 2, map[string]string{"HELPER_START": "crash"}
+		o.Logger = slog.New(slog.NewTextHandler(&execLockedWriter{w: &logs, mu: &logMu}, nil))
+	})
+	p.Run(t.Context(), execTask("in")) // starts the seats
+	time.Sleep(2 * time.Second)
+	starts := execRestarts(t, p, execReasonNotReady)
+	// Without backoff two seats would restart hundreds of times in 2 s.
+	if starts < 4 || starts > 30 {
+		t.Errorf("restarts{reason=not_ready} after 2s = %v, want a handful (backoff)", starts)
+	}
+	if n := execMetricValue(p.backend.(*persistent).metrics.crashLoops); n != 1 {
+		t.Errorf("svc_executor_crash_loops_total = %v, want 1 episode", n)
+	}
+	logMu.Lock()
+	n := strings.Count(logs.String(), "executor_crash_loop ")
+	logMu.Unlock()
+	if n != 1 {
+		t.Errorf("executor_crash_loop logged %d times, want once per episode:\n%s", n, logs.String())
+	}
+	fams, err := reg.Gather()
+	names := map[string]bool{}
+	for _, f := range fams {
+		names[f.GetName()] = true
+	}
+	for _, n := range []string{"svc_executor_restarts_total", "svc_executor_crash_loops_total", "svc_executor_crash_loop_active", "svc_executor_children_ready"} {
+		if !names[n] {
+			t.Errorf("registry lacks %s (%v)", n, err)
+		}
+	}
+}
+
+// A pool where one seat's children crash at start-up keeps serving with
+// the others.
+func TestPersistentCrashLoopingSeatDoesNotStopOthers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	self, _ := os.Executable()
+	p, _ := execPersistentPool(t, func(o *Options) {
+		o.PoolSize = 3
+		// Every start after the first two crashes: one seat crash-loops.
+		o.BinaryPath, o.Args = "/bin/sh", []string{"-c", `mkdir "$DIR/a" 2>/dev/null || mkdir "$DIR/b" 2>/dev/null || { echo broken >&2; exit 1; }; exec "$SELF" exec-helper`}
+		o.Env = map[string]string{"DIR": dir, "SELF": self}
+	})
+	for i := range 30 {
+		if res := p.Run(t.Context(), execTask("ok")); res.Status != worker.StatusOK {
+			t.Fatalf("Run %d = %s (%v), want ok from the healthy children", i, res.Status, res.Err)
+		}
+	}
+}
+
+func TestPersistentMaxTasksPerChild(t *testing.T) {
+	t.Parallel()
+	p, _ := execPersistentPool(t, func(o *Options) { o.PoolSize, o.MaxTasksPerChild = 1, 3 })
+	var pids []int
+	for range 9 {
+		pids = append(pids, execPid(t, p))
+	}
+	for i := range pids {
+		if same := pids[i] == pids[i/3*3]; !same {
+			t.Fatalf("children per task = %v, want a new child every 3 tasks", pids)
+		}
+	}
+	if pids[0] == pids[3] || pids[3] == pids[6] {
+		t.Errorf("children per task = %v, want a new child every 3 tasks", pids)
+	}
+	execWaitGone(t, pids[0])
+	if n := execRestarts(t, p, execReasonRecycled); n < 2 {
+		t.Errorf("restarts{reason=recycled} = %v, want 2", n)
+	}
+}
+
+func TestPersistentCloseStopsChildren(t *testing.T) {
+	t.Parallel()
+	p, _ := execPersistentPool(t, func(o *Options) { o.PoolSize, o.StopGrace = 2, 200*time.Millisecond })
+	a, b := execPid(t, p), execPid(t, p)
+	p.Close()
+	execWaitGone(t, a)
+	execWaitGone(t, b)
+	if res := p.Run(t.Context(), execTask("late")); res.Status != worker.StatusFailed || !errors.Is(res.Err, errPoolClosed) {
+		t.Errorf("Run after Close = %s (%v), want failed: pool closed", res.Status, res.Err)
+	}
+}
+
+// 10,000 tasks through 4 children while children are killed at random:
+// every task ends ok (retried when its child died under it), and no task
+// runs in two children at once.
+func TestPersistentRandomKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	t.Parallel()
+	const tasks = 10_000
+	p, _ := execPersistentPool(t, func(o *Options) {
+		o.PoolSize, o.MaxAttempts, o.Env = 4, 5, map[string]string{"HELPER_POOL": t.Name()}
+	})
+	var mu sync.Mutex
+	running := map[string]bool{}
+	twice := 0
+	p.opts.OnAttempt = func(task *worker.Task, _ int, res *worker.AttemptResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		if res == nil {
+			if running[task.ID] {
+				twice++
+			}
+			running[task.ID] = true
+		} else {
+			delete(running, task.ID)
+		}
+	}
+	stop := make(chan struct{})
+	killed := 0
+	var killer sync.WaitGroup
+	killer.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(50+rand.IntN(100)) * time.Millisecond):
+			}
+			if victims := execHelperChildren(t, "HELPER_POOL="+t.Name()); len(victims) > 0 {
+				_ = syscall.Kill(victims[rand.IntN(len(victims))], syscall.SIGKILL)
+				killed++
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	var next, lost, ok int64
+	var cmu sync.Mutex
+	for range 16 {
+		wg.Go(func() {
+			for {
+				cmu.Lock()
+				i := next
+				next++
+				cmu.Unlock()
+				if i >= tasks {
+					return
+				}
+				task := execTask("payload-" + strconv.FormatInt(i, 10))
+				task.ID = "t-" + strconv.FormatInt(i, 10)
+				res := p.Run(t.Context(), task)
+				cmu.Lock()
+				if res.Status == worker.StatusOK && string(res.Output) == "payload-"+strconv.FormatInt(i, 10) {
+					ok++
+				} else {
+					lost++
+					if lost < 5 {
+						t.Errorf("task %d = %s %q after %d attempts (%v)", i, res.Status, res.Output, res.Attempts, res.Err)
+					}
+				}
+				cmu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	killer.Wait()
+	if ok != tasks || lost != 0 || twice != 0 {
+		t.Errorf("%d tasks: %d ok, %d lost, %d run by two children at once; want all ok, none twice", tasks, ok, lost, twice)
+	}
+	if killed < 5 {
+		t.Errorf("only %d children were killed; the test did not exercise restarts", killed)
+	}
+	t.Logf("%d tasks ok with %d children killed", ok, killed)
+}
+
+// execLockedWriter serialises writes to w.
+type execLockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *execLockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// execHelperChildren are the pids of this process's exec-helper children
+// whose environment holds mark, busy or idle, from procfs.
+func execHelperChildren(t *testing.T, mark string) []int {
+	t.Helper()
+	dirs, _ := os.ReadDir("/proc")
+	me := os.Getpid()
+	var pids []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		environ, err2 := os.ReadFile("/proc/" + d.Name() + "/environ")
+		if err != nil || err2 != nil || !slices.Contains(strings.Split(string(environ), "\x00"), mark) {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(me) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

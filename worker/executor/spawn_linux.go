@@ -1,0 +1,48 @@
+//go:build linux
+
+package executor
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// execSysProcAttr puts a child in its own process group and has the kernel
+// SIGKILL it when the worker dies, even by SIGKILL.
+func execSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// open creates the first n pipes (stdin, stdout, stderr, fd 3) with
+// close-on-exec set atomically.
+func (p *execPipes) open(n int) error {
+	for i := range n {
+		var fds [2]int
+		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+			p.closeChild()
+			p.closeParent()
+			return fmt.Errorf("create pipe: %w", os.NewSyscallError("pipe2", err))
+		}
+		p.set(i, fds)
+	}
+	return nil
+}
+
+// execUnread is how many bytes written to the pipe f (a write end) are not
+// read yet, -1 when unknown.
+func execUnread(f *os.File) int {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	n := -1
+	_ = rc.Control(func(fd uintptr) {
+		var v int32
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&v))); e == 0 {
+			n = int(v)
+		}
+	})
+	return n
+}
