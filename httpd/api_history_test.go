@@ -2,6 +2,8 @@ package httpd
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"svc/recorder"
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/workertest"
 )
 
 // diskConfig is a stack config whose recorder writes real SQLite files:
@@ -196,5 +199,49 @@ func TestHistoryMemoryOnlyAndMergeSwitch(t *testing.T) {
 	// Spec 1.2 rule 13: a memory-only recorder means zeroed dashboard counts.
 	if r := do(t, "GET", s.uiURL+"/api/v1/dashboard/counts", ""); !strings.Contains(r.body, `"total":0`) || !strings.Contains(r.body, `"memory_only":true`) {
 		t.Errorf("memory-only counts = %s, want zeroed and flagged", r.body)
+	}
+}
+
+// TestStreamsAreBounded: downloads and NDJSON windows are capped at once
+// (503 past the cap) and a client that stops reading is cut off once a
+// write makes no progress for the stream window, freeing its slot.
+func TestStreamsAreBounded(t *testing.T) {
+	t.Parallel()
+	cfg := diskConfig(t, "/bin/cat")
+	s := startStack(t, cfg)
+	s.ui.streams.window = 300 * time.Millisecond
+	dir := filepath.Join(cfg.Shared.Dir, "history", cfg.Worker.Cluster)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const name = "other-1700000000000-1700000600000.db"
+	big := make([]byte, 24<<20) // more than loopback socket buffers hold
+	if err := os.WriteFile(filepath.Join(dir, name), big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := s.uiURL + "/api/v1/debug/download?path=history/" + cfg.Worker.Cluster + "/" + name
+	addr := strings.TrimPrefix(s.uiURL, "http://")
+	var conns []net.Conn
+	for range maxStreams {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET /api/v1/debug/download?path=history/%s/%s HTTP/1.1\r\nHost: %s\r\n\r\n", cfg.Worker.Cluster, name, addr)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	workertest.Until(t, "every stream slot taken", func() bool { return len(s.ui.streams.slots) == maxStreams })
+	if r := do(t, "GET", url, ""); r.status != 503 || !strings.Contains(r.body, "too_many_streams") {
+		t.Errorf("download past the cap = %d %s, want 503 too_many_streams", r.status, r.body[:min(len(r.body), 200)])
+	}
+	// Nobody reads: every stalled write hits the window and its slot frees.
+	workertest.Until(t, "stalled downloads cut off", func() bool { return len(s.ui.streams.slots) == 0 })
+	if r := do(t, "GET", url, ""); r.status != 200 || len(r.body) != len(big) {
+		t.Errorf("download after the stalled ones were cut off = %d, %d bytes, want 200 and %d bytes", r.status, len(r.body), len(big))
 	}
 }

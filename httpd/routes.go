@@ -24,7 +24,7 @@ func (s *UIServer) routes() *http.ServeMux {
 
 	mux.HandleFunc("GET /api/v1/debug/kafka/topics", s.kafkaTopics)
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", s.kafkaMessage)
-	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", s.kafkaMessages)
+	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", s.streams.guard(s.kafkaMessages))
 
 	mux.HandleFunc("GET /api/v1/events", s.events)
 	mux.HandleFunc("GET /api/v1/live/task-results", s.taskResults)
@@ -35,8 +35,8 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("OPTIONS /api/v1/debug/databases", s.corsPreflight)
 	mux.HandleFunc("OPTIONS /api/v1/debug/trace", s.corsPreflight)
 	mux.HandleFunc("OPTIONS /api/v1/debug/trace-by-label", s.corsPreflight)
-	mux.HandleFunc("GET /api/v1/debug/download", s.download)
-	mux.HandleFunc("GET /api/v1/debug/download-live", s.downloadLive)
+	mux.HandleFunc("GET /api/v1/debug/download", s.streams.guard(s.download))
+	mux.HandleFunc("GET /api/v1/debug/download-live", s.streams.guard(s.downloadLive))
 	mux.HandleFunc("POST /api/v1/debug/merge", s.merge)
 	mux.Handle("GET /ws", s.ws)
 

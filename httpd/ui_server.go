@@ -43,6 +43,7 @@ type UIServer struct {
 	kafka   *kafkaread.Reader
 	rec     *recorder.Recorder
 	pause   consumePauser
+	streams *streamSlots
 	ws      *wsEndpoint
 	started time.Time
 }
@@ -51,6 +52,7 @@ type UIServer struct {
 func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
 		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, pause: d.Pause, started: time.Now(),
+		streams: newStreamSlots(),
 	}
 	if s.kafka == nil {
 		r, err := newKafkaReader(d.Config, d.Log)

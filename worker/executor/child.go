@@ -103,6 +103,11 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 		return nil, execReasonNotReady, fmt.Errorf("%w: no ready frame within %s (executor.ready_timeout)%s", ErrStart, readyTimeout, tail)
 	case ctx.Err() != nil:
 		return nil, execReasonStopped, fmt.Errorf("%w: %w", ErrStart, ctx.Err())
+	case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && execSignaled(c.cmd.ProcessState):
+		// Killed from outside (an operator, the OOM killer): not a broken
+		// executor, so it does not count toward a crash loop.
+		return nil, execReasonKilled, fmt.Errorf("%w: executor.binary_path %q was killed before its ready frame (%s)%s",
+			ErrStart, s.opts.BinaryPath, c.cmd.ProcessState, tail)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return nil, execReasonNotReady, fmt.Errorf("%w: executor.binary_path %q exited before its ready frame (%s)%s",
 			ErrStart, s.opts.BinaryPath, c.cmd.ProcessState, tail)
@@ -244,3 +249,9 @@ func (s *execStderr) take() []byte {
 }
 
 func (s *execStderr) close() { _ = s.f.Close() }
+
+// execSignaled reports a process that ended by a signal.
+func execSignaled(st *os.ProcessState) bool {
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
+}

@@ -19,6 +19,7 @@ import (
 const (
 	execReasonStartFailed = "start_failed" // the binary could not be started
 	execReasonNotReady    = "not_ready"    // no ready frame (exit, garbage or ready_timeout)
+	execReasonKilled      = "killed"       // killed by a signal from outside before its ready frame
 	execReasonExited      = "exited"       // the process ended by itself
 	execReasonTimeout     = "timeout"      // a task ran over executor.timeout
 	execReasonCanceled    = "canceled"     // a task's context ended
@@ -29,7 +30,7 @@ const (
 )
 
 var execRestartReasons = []string{
-	execReasonStartFailed, execReasonNotReady, execReasonExited, execReasonTimeout, execReasonCanceled,
+	execReasonStartFailed, execReasonNotReady, execReasonKilled, execReasonExited, execReasonTimeout, execReasonCanceled,
 	execReasonProtocol, execReasonOversized, execReasonRecycled,
 }
 

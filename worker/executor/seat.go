@@ -35,7 +35,9 @@ func (p *persistent) seat() {
 			p.mu.Lock()
 			p.starting--
 			closed := p.closed
-			deaths++
+			if why != execReasonKilled {
+				deaths++
+			}
 			// Tasks fail at once rather than wait when the binary cannot
 			// be run at all, or its children keep dying at start-up.
 			if !closed && (why == execReasonStartFailed || deaths >= execCrashLoopAfter) {
@@ -49,6 +51,14 @@ func (p *persistent) seat() {
 				return
 			}
 			p.metrics.restarts.WithLabelValues(why).Inc()
+			if why == execReasonKilled {
+				// Not the executor's fault: start again soon, without
+				// growing the crash-loop backoff.
+				if !p.sleep(execCrashBackoff(1)) {
+					return
+				}
+				continue
+			}
 			p.noteDeath(deaths, why, err.Error())
 			continue
 		}

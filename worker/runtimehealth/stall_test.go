@@ -150,7 +150,10 @@ func stallChild() int {
 	}
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	// Start from calm: beating, no episode open, and a stack sample due.
+	// Calibrating spins too and may itself stall the monitor on a loaded
+	// machine: do it first, then start the bursts from calm (beating, no
+	// episode open, a stack sample due), so their stall is the sampled one.
+	n := spinFor(400 * time.Millisecond)
 	for {
 		s := m.Snapshot()
 		if s.LastBeatMS != 0 && !s.InStall &&
@@ -159,7 +162,6 @@ func stallChild() int {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	n := spinFor(400 * time.Millisecond)
 	go burner(n)
 	select {
 	case <-ended:

@@ -47,6 +47,7 @@ func Build(t testing.TB, cfg *config.Config, handler any) *P {
 		t.Fatalf("executor.NewPool: %v", err)
 	}
 	p.Pool = pool
+	t.Cleanup(pool.Close)
 	deps := worker.Deps{Handler: handler, Runner: pool, Events: p.Events, Registry: p.Reg, Log: log}
 	if cfg.SinksRequired() || cfg.DLQTopic() != "" {
 		p.Sinks, err = sink.New(cfg, p.Reg, p.Events, log.With("component", "sinks"))
