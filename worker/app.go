@@ -239,10 +239,20 @@ func (a *App) RunTasks(ctx context.Context, source string, tasks []Task) []TaskR
 }
 
 func (a *App) runOne(source string, t *Task) TaskResult {
+	var dropped int
+	t.Labels, dropped = limitLabels(t.Labels)
 	a.events.Received(t)
 	res := a.runner.Run(a.taskCtx, t)
 	if res.Task == nil {
 		res.Task = t
+	}
+	var late int // added by the executor (fd 3 or its result frame)
+	res.Labels, late = limitLabels(res.Labels)
+	if n := dropped + late; n > 0 {
+		a.metrics.LabelsDropped.WithLabelValues(source).Add(float64(n))
+		res.Annotations = append(res.Annotations, Annotation{Kind: LabelsDroppedKind, Payload: map[string]any{
+			"dropped": n, "max_labels": MaxLabels, "max_name_bytes": MaxLabelName, "max_value_bytes": MaxLabelValue,
+		}})
 	}
 	a.events.Finished(source, &res)
 	a.metrics.Tasks.WithLabelValues(source, res.Status).Inc()

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,9 @@ import (
 	"time"
 
 	"svc/worker/config"
+	"svc/worker/workertest"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // runnerFunc is a TaskRunner built from a function.
@@ -158,5 +162,40 @@ func TestProbeDuringShutdown(t *testing.T) {
 	}
 	if ok != 1 || closing != 32 {
 		t.Errorf("%d probes ran and %d were refused, want 1 and 32", ok, closing)
+	}
+}
+
+// TestLabelsAreBounded: a task with thousands of labels, long names or long
+// values runs with at most MaxLabels labels within the size bounds; the
+// rest are dropped, counted and noted on the result.
+func TestLabelsAreBounded(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Executor.BinaryPath = "/bin/cat"
+	cfg.Sources.HTTP.Enabled = true
+	cfg.Resolve()
+	var seen map[string]string
+	runner := runnerFunc(func(_ context.Context, t *Task) TaskResult {
+		seen = t.Labels
+		return TaskResult{Task: t, Status: StatusOK, Labels: t.Labels}
+	})
+	reg := prometheus.NewRegistry()
+	app, err := New(&cfg, Deps{Runner: runner, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{strings.Repeat("n", MaxLabelName+1): "long name", "big": strings.Repeat("v", MaxLabelValue+1)}
+	for i := range 2600 {
+		labels[fmt.Sprintf("l%04d", i)] = "x"
+	}
+	res := app.RunTasks(t.Context(), SourceHTTP, []Task{{ID: "t1", Labels: labels}})[0]
+	if len(seen) != MaxLabels || seen["l0000"] != "x" || seen["big"] != "" {
+		t.Errorf("executor saw %d labels (l0000=%q, big set %v), want the first %d by name within the bounds", len(seen), seen["l0000"], seen["big"] != "", MaxLabels)
+	}
+	if n := len(res.Annotations); n != 1 || res.Annotations[0].Kind != LabelsDroppedKind || res.Annotations[0].Payload["dropped"] != len(labels)-MaxLabels {
+		t.Errorf("annotations = %+v, want one %s with dropped %d", res.Annotations, LabelsDroppedKind, len(labels)-MaxLabels)
+	}
+	if got := workertest.Metric(t, reg, "svc_task_labels_dropped_total", "source", SourceHTTP); got != float64(len(labels)-MaxLabels) {
+		t.Errorf("svc_task_labels_dropped_total = %v, want %d", got, len(labels)-MaxLabels)
 	}
 }

@@ -38,6 +38,7 @@ type Metrics struct {
 	Attempts         *prometheus.CounterVec
 	ArrangeErrors    *prometheus.CounterVec
 	CompleteErrors   *prometheus.CounterVec
+	LabelsDropped    *prometheus.CounterVec
 	OffloadQueueWait prometheus.Histogram
 }
 
@@ -60,12 +61,15 @@ func newMetrics(reg prometheus.Registerer, pool PoolStats) *Metrics {
 		CompleteErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_complete_errors_total", Help: "Handler completion hooks (OnHTTPRequestComplete) that returned an error, by source.",
 		}, []string{"source"}),
+		LabelsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_task_labels_dropped_total", Help: "Task labels dropped for being past the bounds (32 labels, 64-byte names, 1 KiB values), by source.",
+		}, []string{"source"}),
 		OffloadQueueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "svc_offload_wait_seconds", Help: "Time hook work waited for an offload thread.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8),
 		}),
 	}
-	reg.MustRegister(m.Tasks, m.TaskDuration, m.Attempts, m.ArrangeErrors, m.CompleteErrors, m.OffloadQueueWait)
+	reg.MustRegister(m.Tasks, m.TaskDuration, m.Attempts, m.ArrangeErrors, m.CompleteErrors, m.LabelsDropped, m.OffloadQueueWait)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "svc_executor_pool_busy", Help: "Executor processes running now.",

@@ -92,15 +92,24 @@ func (s *Spawner) binary() (string, error) {
 // of duplicate keys): base, executor.env, task env, then the protocol's SVC_*
 // variables, so an executor can trust them.
 func (s *Spawner) env(t *worker.Task) []string {
-	env := make([]string, 0, len(s.baseEnv)+len(t.Env)+len(t.Labels)+9)
+	env := make([]string, 0, len(s.baseEnv)+len(t.Env)+len(t.Labels)+10)
 	env = append(env, s.baseEnv...)
 	add := func(k, v string) {
 		if execEnvOK(k, v) {
 			env = append(env, k+"="+v)
 		}
 	}
+	// The kernel refuses a single environment string over 128 KiB
+	// ("argument list too long"): a value over execEnvValueMax is cut, and
+	// for the message key the original length is passed along.
+	cut := func(v string) string {
+		if len(v) > execEnvValueMax {
+			return v[:execEnvValueMax]
+		}
+		return v
+	}
 	for k, v := range t.Env {
-		add(k, v)
+		add(k, cut(v))
 	}
 	add("SVC_TASK_ID", t.ID)
 	add("SVC_EVENTS_FD", "3")
@@ -109,23 +118,31 @@ func (s *Spawner) env(t *worker.Task) []string {
 		add("SVC_TOPIC_ALIAS", m.Alias)
 		add("SVC_PARTITION", strconv.FormatInt(int64(m.Partition), 10))
 		add("SVC_OFFSET", strconv.FormatInt(m.Offset, 10))
+		key := ""
 		if utf8.Valid(m.Key) && !slices.Contains(m.Key, 0) {
-			add("SVC_KEY", string(m.Key))
+			key = string(m.Key)
 			add("SVC_KEY_ENCODING", "utf-8")
 		} else {
-			add("SVC_KEY", base64.StdEncoding.EncodeToString(m.Key))
+			key = base64.StdEncoding.EncodeToString(m.Key)
 			add("SVC_KEY_ENCODING", "base64")
 		}
+		if len(key) > execEnvValueMax {
+			add("SVC_KEY_TRUNCATED", strconv.Itoa(len(key)))
+		}
+		add("SVC_KEY", cut(key))
 	}
 	// Sorted so that two labels mapping to one variable resolve the same
 	// way every time (the later name wins).
 	for _, name := range slices.Sorted(maps.Keys(t.Labels)) {
 		if v := execLabelVar(name); v != "" {
-			add("SVC_LABEL_"+v, t.Labels[name])
+			add("SVC_LABEL_"+v, cut(t.Labels[name]))
 		}
 	}
 	return env
 }
+
+// execEnvValueMax caps one environment value of a spawned executor.
+const execEnvValueMax = 32 << 10
 
 // execLabelVar upper-cases a label name and maps every rune outside
 // [A-Z0-9_] to '_'.

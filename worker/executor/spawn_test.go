@@ -424,3 +424,23 @@ func FuzzExecutorEvents(f *testing.F) {
 		}
 	})
 }
+
+// TestSpawnHugeKeyAndLabels: a message key or a label over the kernel's
+// 128 KiB limit for one environment string used to fail every attempt with
+// "argument list too long" blamed on executor.binary_path; the value is now
+// cut to 32 KiB and the key's real length is passed along.
+func TestSpawnHugeKeyAndLabels(t *testing.T) {
+	t.Parallel()
+	bin := execScript(t, `printf '%s %s %s' "${#SVC_KEY}" "$SVC_KEY_TRUNCATED" "${#SVC_LABEL_BIG}"`)
+	task := execTask("")
+	task.Msg.Key = []byte(strings.Repeat("k", 200<<10))
+	task.Labels = map[string]string{"big": strings.Repeat("v", 150<<10)}
+	task.Env = map[string]string{"HUGE": strings.Repeat("e", 300<<10)}
+	res := execSpawn(t, execTestOptions(bin), task)
+	if res.Status != worker.StatusOK {
+		t.Fatalf("Spawn(huge key) = %s, %v, want ok", res.Status, res.Err)
+	}
+	if got, want := string(res.Output), fmt.Sprintf("%d %d %d", 32<<10, 200<<10, 32<<10); got != want {
+		t.Errorf("key length, key truncated, label length = %q, want %q", got, want)
+	}
+}

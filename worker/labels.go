@@ -1,0 +1,47 @@
+package worker
+
+import (
+	"maps"
+	"slices"
+)
+
+// Bounds on a task's labels: whatever a message, a request or an executor
+// sends, a task carries at most MaxLabels labels, each name at most
+// MaxLabelName bytes and each value at most MaxLabelValue bytes. Labels
+// past them are dropped (by name order, so the same ones every time),
+// counted in svc_task_labels_dropped_total and noted on the task as an
+// annotation of kind svc.labels_dropped.
+const (
+	MaxLabels     = 32
+	MaxLabelName  = 64
+	MaxLabelValue = 1024
+)
+
+// LabelsDroppedKind is the annotation kind that reports dropped labels.
+const LabelsDroppedKind = "svc.labels_dropped"
+
+// limitLabels returns labels within the bounds and how many were dropped.
+// It returns m itself when nothing is dropped.
+func limitLabels(m map[string]string) (map[string]string, int) {
+	over := len(m) > MaxLabels
+	if !over {
+		for k, v := range m {
+			if len(k) > MaxLabelName || len(v) > MaxLabelValue || k == "" {
+				over = true
+				break
+			}
+		}
+	}
+	if !over {
+		return m, 0
+	}
+	out := make(map[string]string, min(len(m), MaxLabels))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		if k == "" || len(k) > MaxLabelName || len(v) > MaxLabelValue || len(out) == MaxLabels {
+			continue
+		}
+		out[k] = v
+	}
+	return out, len(m) - len(out)
+}
