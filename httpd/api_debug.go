@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	"svc/kafkaread"
 	"svc/worker"
@@ -51,19 +52,20 @@ func (s *UIServer) consumePauseState(w http.ResponseWriter, r *http.Request) {
 
 func (s *UIServer) consumePause(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		DurationSeconds json.Number `json:"duration_seconds"`
+		DurationSeconds json.RawMessage `json:"duration_seconds"`
 	}
 	if err := decodeJSON(r, &req); err != nil {
 		bodyError(w, err)
 		return
 	}
-	if req.DurationSeconds == "" {
+	if len(req.DurationSeconds) == 0 || string(req.DurationSeconds) == "null" {
 		writeError(w, http.StatusBadRequest, "bad_request", "duration_seconds is required: an integer from 1 to 3600")
 		return
 	}
-	secs, err := req.DurationSeconds.Int64()
+	// A JSON number only: "30" (a string) is refused, not read as 30.
+	secs, err := strconv.ParseInt(string(req.DurationSeconds), 10, 64)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("duration_seconds must be an integer from 1 to 3600, got %s", req.DurationSeconds))
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("duration_seconds must be an integer from 1 to 3600, got %s", cut(string(req.DurationSeconds), 40)))
 		return
 	}
 	if s.pause == nil {
@@ -106,9 +108,10 @@ type ProbeHeader struct {
 	ValueEncoding string  `json:"value_encoding,omitempty"`
 }
 
-// ProbeRequest is the body of POST /api/v1/debug/probe.
+// ProbeRequest is the body of POST /api/v1/debug/probe; payload is
+// required (an empty message is "").
 type ProbeRequest struct {
-	Payload         string            `json:"payload"`
+	Payload         *string           `json:"payload"`
 	PayloadEncoding string            `json:"payload_encoding"`
 	Key             *string           `json:"key"`
 	KeyEncoding     string            `json:"key_encoding"`
@@ -153,9 +156,13 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 		bodyError(w, err)
 		return
 	}
+	if req.Payload == nil {
+		writeError(w, http.StatusBadRequest, "bad_request", `payload is required: the message to run, e.g. {"payload": "hello"} ("" for an empty message)`)
+		return
+	}
 	var pr worker.ProbeRequest
 	var err error
-	if pr.Value, err = decodeField("payload", req.Payload, req.PayloadEncoding); err != nil {
+	if pr.Value, err = decodeField("payload", *req.Payload, req.PayloadEncoding); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,10 +41,16 @@ func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := recorder.EventQuery{Limit: int(limit), TaskID: r.URL.Query().Get("task_id"), BeforeID: before}
+	known := recorder.EventTypes()
 	for _, t := range strings.Split(r.URL.Query().Get("types"), ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			q.Types = append(q.Types, t)
+		if t = strings.TrimSpace(t); t == "" {
+			continue
 		}
+		if !slices.Contains(known, t) {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("types: %q is not an event type; known types: %s", t, strings.Join(known, ", ")))
+			return
+		}
+		q.Types = append(q.Types, t)
 	}
 	evs, err := s.rec.Events(r.Context(), q)
 	if err != nil {
@@ -128,9 +135,10 @@ func (s *UIServer) trace(w http.ResponseWriter, r *http.Request) {
 
 // traceByLabel finds task rows by one label across the same files.
 func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
-	name, value := r.URL.Query().Get("name"), r.URL.Query().Get("value")
+	name := r.URL.Query().Get("name")
+	value, hasValue := r.URL.Query()["value"]
 	if name == "" {
-		writeError(w, http.StatusBadRequest, "bad_request", "name is required (and value)")
+		writeError(w, http.StatusBadRequest, "bad_request", "name is required: the label to look for (value is optional; without it any value matches)")
 		return
 	}
 	limit, err := intQuery(r, "limit", 100, 1, 1000)
@@ -138,7 +146,12 @@ func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	rows, err := s.rec.TraceByLabel(r.Context(), name, value, int(limit))
+	var rows []recorder.TaskRow
+	if hasValue {
+		rows, err = s.rec.TraceByLabel(r.Context(), name, value[0], int(limit))
+	} else {
+		rows, err = s.rec.TraceByLabelName(r.Context(), name, int(limit))
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return

@@ -9,7 +9,7 @@ import (
 )
 
 // parseMessageQuery reads the required `partition` and `offset` parameters
-// of GET /api/v1/debug/kafka/{alias}/message. Errors wrap kafkaread.ErrBadQuery.
+// of GET /api/v1/debug/kafka/{alias}/message. Errors match kafkaread.ErrBadQuery.
 func parseMessageQuery(v url.Values) (partition int32, offset int64, err error) {
 	p, err := intParam(v, "partition", true, 32)
 	if err != nil {
@@ -20,14 +20,14 @@ func parseMessageQuery(v url.Values) (partition int32, offset int64, err error) 
 		return 0, 0, err
 	}
 	if p == nil || o == nil {
-		return 0, 0, fmt.Errorf("parse query: partition and offset are required: %w", kafkaread.ErrBadQuery)
+		return 0, 0, badQuery("partition and offset are required")
 	}
 	return int32(*p), *o, nil
 }
 
 // parseStreamQuery reads `from_ts` (required), `to_ts`, `limit` and
 // `partition` of GET /api/v1/debug/kafka/{alias}/messages. Negative from_ts
-// or limit and to_ts before from_ts are rejected; Errors wrap kafkaread.ErrBadQuery.
+// or limit and to_ts before from_ts are rejected; Errors match kafkaread.ErrBadQuery.
 func parseStreamQuery(v url.Values) (kafkaread.StreamQuery, error) {
 	var q kafkaread.StreamQuery
 	from, err := intParam(v, "from_ts", true, 64)
@@ -55,11 +55,11 @@ func parseStreamQuery(v url.Values) (kafkaread.StreamQuery, error) {
 	}
 	switch {
 	case q.FromTS < 0:
-		return q, fmt.Errorf("parse query: from_ts %d is negative: %w", q.FromTS, kafkaread.ErrBadQuery)
+		return q, badQuery("from_ts %d is negative", q.FromTS)
 	case q.ToTS != nil && *q.ToTS < q.FromTS:
-		return q, fmt.Errorf("parse query: to_ts %d is before from_ts %d: %w", *q.ToTS, q.FromTS, kafkaread.ErrBadQuery)
-	case q.Limit < 0:
-		return q, fmt.Errorf("parse query: limit %d is negative: %w", q.Limit, kafkaread.ErrBadQuery)
+		return q, badQuery("to_ts %d is before from_ts %d", *q.ToTS, q.FromTS)
+	case limit != nil && *limit < 1:
+		return q, badQuery("limit must be at least 1 (got %d); omit it for the cap of %d", *limit, kafkaread.MaxStreamRecords)
 	}
 	return q, nil
 }
@@ -70,16 +70,25 @@ func intParam(v url.Values, name string, required bool, bits int) (*int64, error
 	raw, ok := v[name]
 	if !ok || len(raw) == 0 || raw[0] == "" {
 		if required {
-			return nil, fmt.Errorf("parse query: %s is required: %w", name, kafkaread.ErrBadQuery)
+			return nil, badQuery("%s is required", name)
 		}
 		return nil, nil
 	}
 	if len(raw) > 1 {
-		return nil, fmt.Errorf("parse query: %s is given %d times: %w", name, len(raw), kafkaread.ErrBadQuery)
+		return nil, badQuery("%s is given %d times", name, len(raw))
 	}
 	n, err := strconv.ParseInt(raw[0], 10, bits)
 	if err != nil {
-		return nil, fmt.Errorf("parse query: %s must be an integer: %w", name, kafkaread.ErrBadQuery)
+		return nil, badQuery("%s must be an integer", name)
 	}
 	return &n, nil
 }
+
+// queryError is a bad query parameter; its text is the whole detail.
+type queryError string
+
+func (e queryError) Error() string        { return string(e) }
+func (e queryError) Is(target error) bool { return target == kafkaread.ErrBadQuery }
+
+// badQuery formats a queryError.
+func badQuery(format string, args ...any) error { return queryError(fmt.Sprintf(format, args...)) }

@@ -1,6 +1,7 @@
 package httpd
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 )
@@ -12,11 +13,16 @@ type ErrorBody struct {
 }
 
 // writeJSON writes v as a JSON response with status.
+// HTML escaping is off: details such as "Bearer <token>" read as written.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	b := []byte(`{"error":"internal","detail":"cannot encode response"}`)
+	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"error":"internal","detail":"cannot encode response"}`)
+	} else {
+		b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

@@ -48,6 +48,16 @@ const (
 	TypeConfigSnapshot   = "config_snapshot"
 )
 
+// EventTypes lists every event type, the accepted values of an events
+// query's type filter.
+func EventTypes() []string {
+	return []string{
+		TypeTaskReceived, TypeTaskArranged, TypeExecutorStarted, TypeExecutorFinished, TypeSinkDelivered,
+		TypeDLQSent, TypeOffsetCommitted, TypeAnnotation, TypeRuntimeHealth, TypeCrashDetected, TypeState,
+		TypeConfigSnapshot,
+	}
+}
+
 // Event is one recorded pipeline event. ID is assigned by the recorder: it
 // increases with every event of this process (and across restarts of the
 // same worker, being seeded from the start time), so it orders and pages

@@ -99,14 +99,13 @@ func (g *ring) taskEvents(taskID string) []Event {
 	return out
 }
 
-// tasksByLabel returns task rows carrying label name=value, newest first.
-func (g *ring) tasksByLabel(name, value string, limit int) []TaskRow {
+// tasksWhere returns the task rows match accepts, newest first.
+func (g *ring) tasksWhere(match func(TaskRow) bool, limit int) []TaskRow {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []TaskRow
 	for i := g.tks.len() - 1; i >= 0 && len(out) < limit; i-- {
-		t := g.tks.at(i)
-		if v, ok := t.Labels[name]; ok && v == value {
+		if t := g.tks.at(i); match(t) {
 			out = append(out, t)
 		}
 	}

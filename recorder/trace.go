@@ -75,17 +75,41 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 // (limit 1-1000, default 100), from the same files as Trace, found through
 // the task_labels index.
 func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit int) ([]TaskRow, error) {
+	return r.traceByLabel(ctx, name, &value, limit)
+}
+
+// TraceByLabelName is TraceByLabel matching any value of label name.
+func (r *Recorder) TraceByLabelName(ctx context.Context, name string, limit int) ([]TaskRow, error) {
+	return r.traceByLabel(ctx, name, nil, limit)
+}
+
+// traceByLabel matches tasks whose label name has value, or any value when
+// value is nil.
+func (r *Recorder) traceByLabel(ctx context.Context, name string, value *string, limit int) ([]TaskRow, error) {
 	limit = clampLimit(limit, 100, 1000)
 	query := `SELECT ` + taskColumns + ` FROM tasks
 		WHERE task_id IN (SELECT task_id FROM task_labels WHERE name = ? AND value = ?)
 		ORDER BY ts_ms DESC LIMIT ?`
+	args := []any{name, "", limit}
+	if value == nil {
+		query = `SELECT ` + taskColumns + ` FROM tasks
+		WHERE task_id IN (SELECT task_id FROM task_labels WHERE name = ?)
+		ORDER BY ts_ms DESC LIMIT ?`
+		args = []any{name, limit}
+	} else {
+		args[1] = *value
+	}
+	matches := func(t TaskRow) bool {
+		v, ok := t.Labels[name]
+		return ok && (value == nil || v == *value)
+	}
 	var all []TaskRow
 	if r.memory {
-		all = r.ring.tasksByLabel(name, value, limit)
+		all = r.ring.tasksWhere(matches, limit)
 	}
 	err := r.withLive(func(db *sql.DB) error {
 		var err error
-		all, err = r.queryTasks(ctx, db, query, name, value, limit)
+		all, err = r.queryTasks(ctx, db, query, args...)
 		return err
 	})
 	if err != nil {
@@ -98,7 +122,7 @@ func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit i
 	r.gz.prune(files)
 	for _, f := range files {
 		rows, err := queryHist(ctx, r, f, func(db *sql.DB) ([]TaskRow, error) {
-			return r.queryTasks(ctx, db, query, name, value, limit)
+			return r.queryTasks(ctx, db, query, args...)
 		})
 		if err != nil {
 			r.log.Warn("recorder_trace_file_failed", "file", f.rel, "error", err)
@@ -109,7 +133,7 @@ func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit i
 	seen := map[string]bool{}
 	all = slices.DeleteFunc(all, func(t TaskRow) bool {
 		k := t.Worker + "\x00" + t.TaskID + "\x00" + strconv.FormatInt(t.TSms, 10) + "\x00" + t.Status + "\x00" + strconv.Itoa(t.Attempts)
-		dup := seen[k] || t.Labels[name] != value
+		dup := seen[k] || !matches(t)
 		seen[k] = true
 		return dup
 	})
