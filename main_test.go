@@ -139,7 +139,7 @@ func TestShutdownDrainsInFlightAndRefusesNew(t *testing.T) {
 	dir := t.TempDir()
 	started := filepath.Join(dir, "started")
 	exe := filepath.Join(dir, "slow.sh")
-	os.WriteFile(exe, []byte(fmt.Sprintf("#!/bin/sh\ntouch %s\nsleep 1\ncat\n", started)), 0o755)
+	os.WriteFile(exe, []byte(fmt.Sprintf("#!/bin/sh\ntouch %s\nsleep 2\ncat\n", started)), 0o755)
 	ui, in := freePort(t), freePort(t)
 	cfg := writeConfig(t, fmt.Sprintf(`
 [worker]
@@ -204,6 +204,17 @@ port = %d
 	}
 	if !refused {
 		t.Error("ingress still accepted connections after SIGTERM")
+	}
+	// Readiness flips the moment shutdown begins, while the request in
+	// flight is still running (the UI server answers until the end).
+	rz, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", ui))
+	if err != nil {
+		t.Fatalf("readyz during the drain: %v", err)
+	}
+	body, _ := io.ReadAll(rz.Body)
+	rz.Body.Close()
+	if rz.StatusCode != 503 || !strings.Contains(string(body), "draining") {
+		t.Errorf("readyz during the drain = %d %s, want 503 naming the drain", rz.StatusCode, body)
 	}
 	r := <-res
 	if r.err != nil || r.status != 200 || !strings.Contains(r.body, "in flight") {
