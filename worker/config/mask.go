@@ -18,7 +18,7 @@ const Mask = "***"
 // `secret:"values"` (executor.env and every *.client_config) keep their
 // keys with every value masked. Nil lists and tables become empty ones.
 func (c *Config) Masked() Config {
-	return c.masked(func(string) string { return Mask })
+	return c.masked(func(string, string) string { return Mask })
 }
 
 // MaskedTOML renders the effective config as TOML for `svc check`: every
@@ -35,8 +35,20 @@ func (c *Config) MaskedTOML() string {
 	return buf.String()
 }
 
+// secretEnv maps the variable of each ${VAR} reference MaskedTOML writes
+// to the secret's value: the environment that loads that output back.
+func (c *Config) secretEnv() map[string]string {
+	env := map[string]string{}
+	c.masked(func(path, value string) string {
+		ref := envRefName(path, value)
+		env[strings.TrimSuffix(strings.TrimPrefix(ref, "${"), "}")] = value
+		return ref
+	})
+	return env
+}
+
 // envRefName is the ${VAR} placeholder of the secret at key path.
-func envRefName(path string) string {
+func envRefName(path, _ string) string {
 	name := strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z':
@@ -52,7 +64,7 @@ func envRefName(path string) string {
 	return "${SVC_" + strings.Trim(name, "_") + "}"
 }
 
-func (c *Config) masked(replace func(path string) string) Config {
+func (c *Config) masked(replace func(path, value string) string) Config {
 	out := reflect.New(reflect.TypeOf(*c)).Elem()
 	m := masker{replace: replace}
 	m.value(out, reflect.ValueOf(*c), "", "")
@@ -90,7 +102,7 @@ func MaskEnv(env map[string]string) map[string]string {
 }
 
 // masker copies a config value, replacing secrets.
-type masker struct{ replace func(path string) string }
+type masker struct{ replace func(path, value string) string }
 
 func (m masker) value(dst, src reflect.Value, tag, path string) {
 	switch src.Kind() {
@@ -110,7 +122,7 @@ func (m masker) value(dst, src reflect.Value, tag, path string) {
 		}
 	case reflect.String:
 		if tag == "true" && src.Len() > 0 {
-			dst.SetString(m.replace(path))
+			dst.SetString(m.replace(path, src.String()))
 		} else {
 			dst.SetString(src.String())
 		}
