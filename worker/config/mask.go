@@ -102,7 +102,9 @@ func MaskEnv(env map[string]string) map[string]string {
 }
 
 // masker copies a config value, replacing secrets.
-type masker struct{ replace func(path, value string) string }
+type masker struct {
+	replace func(path, value string) string
+}
 
 func (m masker) value(dst, src reflect.Value, tag, path string) {
 	switch src.Kind() {
