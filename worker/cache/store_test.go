@@ -32,7 +32,7 @@ func open(t *testing.T, dir, worker string, tune ...func(*Config)) opened {
 	t.Helper()
 	o := opened{clock: &clock{}, reg: prometheus.NewRegistry(), logs: &workertest.Logs{}}
 	o.clock.ms.Store(1000)
-	cfg := Config{Dir: dir, Worker: worker, MaxRows: 100, MaxBytes: 1 << 20, Logger: o.logs.Logger(), Registry: o.reg, Now: o.clock.now}
+	cfg := Config{Dir: dir, Worker: worker, MaxRows: 10_000, MaxBytes: 8 << 20, Logger: o.logs.Logger(), Registry: o.reg, Now: o.clock.now}
 	for _, f := range tune {
 		f(&cfg)
 	}
