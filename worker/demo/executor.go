@@ -20,6 +20,7 @@ import (
 // sleeps a second when it contains "slow", and otherwise answers a JSON
 // summary of the message. It writes one annotation and its labels to fd 3
 // when the worker offers the side channel (SVC_EVENTS_FD=3).
+// It also writes one handler-cache row there: demo.last_task.
 func Execute(stdin io.Reader, stdout, stderr io.Writer, events *os.File) int {
 	in, err := io.ReadAll(stdin)
 	if err != nil {
@@ -31,6 +32,11 @@ func Execute(stdin io.Reader, stdout, stderr io.Writer, events *os.File) int {
 		defer events.Close()
 		line, _ := json.Marshal(map[string]any{"annotation": map[string]any{
 			"kind": "demo.summary", "payload": map[string]any{"bytes": len(in), "words": len(strings.Fields(text))},
+		}})
+		_, _ = events.Write(append(line, '\n'))
+		// One handler-cache row: the newest task, shared with the cluster.
+		line, _ = json.Marshal(map[string]any{"cache": map[string]any{
+			"key": "demo.last_task", "value": os.Getenv("SVC_TASK_ID"), "scope": "cluster",
 		}})
 		_, _ = events.Write(append(line, '\n'))
 	}
