@@ -185,6 +185,9 @@ func (s *Store) Apply(ctx context.Context, rows []Row) (Applied, error) {
 	for _, c := range done {
 		s.account(&c.r, c.held, c.ok)
 	}
+	if len(done) > 0 {
+		s.version.Add(1)
+	}
 	a.Stored = len(done)
 	s.metrics.writes.WithLabelValues(sourcePeer, "stored").Add(float64(a.Stored))
 	s.metrics.writes.WithLabelValues(sourcePeer, "superseded").Add(float64(a.Superseded))

@@ -228,7 +228,11 @@ func TestHostilePeers(t *testing.T) {
 			t.Parallel()
 			srv := httptest.NewServer(c.h)
 			t.Cleanup(srv.Close)
-			b := newExchange(t, "b", "eu", 500*time.Millisecond)
+			timeout := 10 * time.Second
+			if c.result == "timeout" {
+				timeout = 300 * time.Millisecond
+			}
+			b := newExchange(t, "b", "eu", timeout)
 			b.peers.set(fleet.Peer{Name: "evil", Cluster: c.cluster, URL: srv.URL, Static: true})
 			b.cycle(t.Context())
 			if got := b.requests(t, c.result); got != 1 {

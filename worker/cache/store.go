@@ -80,6 +80,7 @@ type Store struct {
 
 	rows, bytes          atomic.Int64
 	markCluster, markGlb atomic.Int64
+	version              atomic.Int64 // counts changes, for readers' snapshots
 }
 
 // Open opens the cache of cfg.Worker in cfg.Dir, creating the file (0600)
@@ -198,6 +199,7 @@ func (s *Store) Put(ctx context.Context, scope, key string, value []byte) error 
 	})
 	if err == nil {
 		s.account(&r, held, ok)
+		s.version.Add(1)
 		s.clock = r.TSms
 		switch scope {
 		case ScopeCluster:

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -34,7 +35,15 @@ const opTimeout = 10 * time.Second
 type Tasks struct {
 	store *Store
 	keys  []string
+
+	mu      sync.Mutex
+	snap    []envVar // the variables of keys as of version snapVer
+	snapVer int64
+	misses  int // keys not found in snap (for the read counters)
 }
+
+// envVar is one cache key as executor variables.
+type envVar struct{ name, value, enc string }
 
 var _ worker.TaskCache = (*Tasks)(nil)
 
@@ -50,41 +59,59 @@ func (c *Tasks) Prepare(t *worker.Task) (undo func()) {
 	if len(c.keys) == 0 {
 		return func() {}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
+	vars, misses := c.read()
 	orig := t.Env
 	env := maps.Clone(orig)
 	if env == nil {
 		env = map[string]string{}
 	}
 	budget := EnvBudget
-	for _, k := range c.keys {
-		r, ok, err := c.store.Lookup(ctx, k)
-		switch {
-		case err != nil:
-			c.store.metrics.reads.WithLabelValues("error").Inc()
-			continue
-		case !ok:
-			c.store.metrics.reads.WithLabelValues("miss").Inc()
-			continue
-		}
-		name := config.CacheEnvName(k)
-		val, enc := string(r.Value), "utf-8"
-		if !utf8.Valid(r.Value) || strings.IndexByte(val, 0) >= 0 {
-			val, enc = base64.StdEncoding.EncodeToString(r.Value), "base64"
-		}
+	for _, v := range vars {
 		// NAME=value and NAME_ENCODING=enc
-		n := 2*len(name) + len(val) + len(enc) + 12
+		n := 2*len(v.name) + len(v.value) + len(v.enc) + 12
 		if n > budget {
 			c.store.metrics.reads.WithLabelValues("over_budget").Inc()
 			continue
 		}
 		budget -= n
-		env[name], env[name+"_ENCODING"] = val, enc
+		env[v.name], env[v.name+"_ENCODING"] = v.value, v.enc
 		c.store.metrics.reads.WithLabelValues("hit").Inc()
 	}
+	c.store.metrics.reads.WithLabelValues("miss").Add(float64(misses))
 	t.Env = env
 	return func() { t.Env = orig }
+}
+
+// read returns the variables of the keys found and how many were not. It
+// reads the store only when it changed since the last read.
+func (c *Tasks) read() ([]envVar, int) {
+	ver := c.store.version.Load()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap != nil && c.snapVer == ver {
+		return c.snap, c.misses
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	vars, misses := []envVar{}, 0
+	for _, k := range c.keys {
+		r, ok, err := c.store.Lookup(ctx, k)
+		switch {
+		case err != nil:
+			c.store.metrics.reads.WithLabelValues("error").Inc()
+			return vars, misses // not kept: the next task reads again
+		case !ok:
+			misses++
+			continue
+		}
+		v := envVar{name: config.CacheEnvName(k), value: string(r.Value), enc: EncodingUTF8}
+		if !utf8.Valid(r.Value) || strings.IndexByte(v.value, 0) >= 0 {
+			v.value, v.enc = base64.StdEncoding.EncodeToString(r.Value), EncodingBase64
+		}
+		vars = append(vars, v)
+	}
+	c.snap, c.snapVer, c.misses = vars, ver, misses
+	return vars, misses
 }
 
 // Commit stores the result's fd 3 cache writes in order, as this worker.

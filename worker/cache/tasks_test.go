@@ -75,11 +75,15 @@ echo '{"cache":{"key":"fx:EURUSD","value":"1.09","scope":"cluster"}}' >&3`,
 	if r, _ := get(t, s.Store, ScopeCluster, "fx:EURUSD"); string(r.Value) != "1.09" {
 		t.Errorf("fd 3 rewrite = %q, want 1.09", r.Value)
 	}
+	// The next run reads the value the previous one wrote.
+	if res := runOne(t, a, worker.SourceHTTP, "y"); !strings.HasPrefix(string(res.Output), "1.09|") {
+		t.Errorf("second run saw %q, want the rewritten 1.09", res.Output)
+	}
 	if res.Task.Env != nil {
 		t.Errorf("task env after the run = %v, want the handler's own (nil)", res.Task.Env)
 	}
-	if got := workertest.Metric(t, s.reg, "svc_cache_reads_total", "result", "hit"); got != 2 {
-		t.Errorf("hits = %v, want 2", got)
+	if got := workertest.Metric(t, s.reg, "svc_cache_reads_total", "result", "hit"); got != 4 {
+		t.Errorf("hits = %v, want 2 per run", got)
 	}
 }
 
