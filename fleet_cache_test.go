@@ -62,7 +62,7 @@ port = %d
 [cache]
 enabled = true
 [fleet.registry]
-heartbeat = "200ms"
+heartbeat = "1s"
 [fleet.cache_exchange]
 interval = "500ms"
 timeout = "5s"

@@ -187,18 +187,21 @@ func TestStaleCardsTurnUnreachableThenGo(t *testing.T) {
 func TestSecondWorkerOfOneNameYields(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	first := run(t, root, "twin", func(c *Config) { c.URL = func() string { return "http://first:1" } })
+	// Heartbeats of a second: a loaded machine must not make the first
+	// look unreachable.
+	slow := func(c *Config) { c.Heartbeat = time.Second }
+	first := run(t, root, "twin", slow, func(c *Config) { c.URL = func() string { return "http://first:1" } })
 	workertest.Until(t, "the first card", func() bool {
 		_, err := os.Stat(filepath.Join(root, FolderName, "twin.json"))
 		return err == nil
 	})
-	second := run(t, root, "twin", func(c *Config) { c.URL = func() string { return "http://second:1" } })
+	second := run(t, root, "twin", slow, func(c *Config) { c.URL = func() string { return "http://second:1" } })
 	workertest.Until(t, "the conflict log", func() bool { return len(second.logs.Named("fleet_name_conflict")) == 1 })
 	log := second.logs.Named("fleet_name_conflict")[0]
 	if log["other_url"] != "http://first:1" || log["worker"] != "twin" || log["level"] != "ERROR" {
 		t.Errorf("conflict log = %v", log)
 	}
-	time.Sleep(300 * time.Millisecond) // several heartbeats of the second
+	time.Sleep(1500 * time.Millisecond) // a heartbeat of the second
 	if c := readCard(t, root, "twin"); c.URL != "http://first:1" {
 		t.Fatalf("card = %+v, want the first's", c)
 	}
