@@ -11,6 +11,7 @@ import (
 	"svc/httpd"
 	"svc/recorder"
 	"svc/worker"
+	"svc/worker/cache"
 	"svc/worker/config"
 	"svc/worker/executor"
 	"svc/worker/kafka"
@@ -52,6 +53,14 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 	}
 	defer pool.Close()
 	deps := worker.Deps{Runner: pool, Events: events, Registry: reg, Log: log}
+	store, err := openCache(ctx, cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	if store != nil {
+		defer store.Close()
+		deps.Cache = cache.NewTasks(store, cfg.Handler.CacheKeys)
+	}
 	var sinks *sink.Set
 	if cfg.SinksRequired() || cfg.DLQTopic() != "" {
 		if sinks, err = sink.New(cfg, reg, events, log.With("component", "sinks")); err != nil {
@@ -71,6 +80,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 	}
 	var uiAddr, inAddr string
 	if cfg.UI.Enabled {
+		var ui *httpd.UIServer
+		// Registered first, the registry stops last: the card says
+		// "stopped" once everything else has.
+		registry := newRegistry(cfg, app, store, func() string { return ui.Addr() }, log)
+		life.Service("fleet", registry)
 		// The flight recorder runs only with the UI.
 		rec, err := recorder.Open(ctx, recorderConfig(cfg, app, log))
 		if err != nil {
@@ -80,11 +94,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 		app.AttachRecorder(rec)
 		httpd.RegisterRecorderMetrics(reg, rec)
 		life.Service("recorder", rec)
-		uiDeps := httpd.UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log.With("component", "ui"), Recorder: rec}
+		uiDeps := httpd.UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log.With("component", "ui"), Recorder: rec,
+			Fleet: registry, Cache: store}
 		if src != nil {
 			uiDeps.Pause = src
 		}
-		ui, err := httpd.NewUIServer(uiDeps)
+		ui, err = httpd.NewUIServer(uiDeps)
 		if err != nil {
 			return err
 		}
@@ -93,6 +108,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 		}
 		uiAddr = ui.Addr()
 		life.Service("ui", ui)
+		exchange, err := newExchange(cfg, store, registry, reg, log)
+		if err != nil {
+			return err
+		}
+		if exchange != nil {
+			life.Service("cache_exchange", exchange)
+		}
 	} else {
 		log.Warn("ui_disabled_no_probes", "detail", "ui.enabled is false: no /healthz, /readyz, API or flight recorder")
 	}
@@ -120,10 +142,6 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 	if keys := cfg.InactiveKeys(); len(keys) > 0 {
 		log.Warn("config_keys_inactive", "keys", keys,
 			"detail", "these keys are accepted but nothing in this release reads them yet (docs/configuration.md marks them reserved)")
-	}
-	if cfg.Cache.Enabled && cfg.Storage.Dir == "" {
-		log.Warn("cache_engine_disabled_no_storage_dir",
-			"detail", "cache.enabled with an empty storage.dir: the handler cache is memory-only and the cache exchange is off")
 	}
 	log.Info("worker_started", "worker", cfg.Worker.Name, "cluster", cfg.Worker.Cluster, "release", worker.Version,
 		"ui", uiAddr, "ingress", inAddr, "kafka_source", cfg.Sources.Kafka.Enabled)

@@ -268,6 +268,16 @@ func TestDemoServesIngress(t *testing.T) {
 	if r.StatusCode != 200 || !strings.Contains(string(b), "HELLO DEMO") {
 		t.Errorf("demo ingress = %d %s", r.StatusCode, b)
 	}
+	// The demo executor writes one cache row, visible to operators.
+	workertest.Until(t, "the demo cache row", func() bool {
+		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/debug/cache?prefix=demo.", ui))
+		if err != nil {
+			return false
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode == 200 && strings.Contains(string(b), `"key":"demo.last_task"`)
+	})
 	if !strings.Contains(p.stderr.String(), "curl -s") {
 		t.Errorf("demo did not print a curl line:\n%s", p.stderr.String())
 	}

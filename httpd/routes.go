@@ -40,6 +40,10 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("POST /api/v1/debug/merge", s.merge)
 	mux.Handle("GET /ws", s.ws)
 
+	mux.HandleFunc("GET /api/v1/fleet/workers", s.fleetWorkers)
+	mux.HandleFunc("GET /api/v1/debug/cache", s.debugCache)
+	mux.HandleFunc("GET /api/v1/peer/cache/changes", s.peerCacheChanges)
+
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) { s.apiNotFound(mux, w, r) })
 	mux.HandleFunc("/", s.page)
 	return mux

@@ -12,7 +12,9 @@ import (
 	"svc/kafkaread"
 	"svc/recorder"
 	"svc/worker"
+	"svc/worker/cache"
 	"svc/worker/config"
+	"svc/worker/fleet"
 )
 
 // UIDeps are the parts the UI server reads from. Nil optional parts switch
@@ -30,6 +32,11 @@ type UIDeps struct {
 	Recorder *recorder.Recorder
 	// Pause is the Kafka source's consume pause; nil without a Kafka source.
 	Pause consumePauser
+	// Fleet is the worker registry (the workers list); nil answers 404.
+	Fleet *fleet.Registry
+	// Cache is the handler cache (debug listing, peer route); nil when
+	// cache.enabled is false.
+	Cache *cache.Store
 }
 
 // UIServer is the operator UI server: UI pages, /api/v1, /ws and probes.
@@ -44,6 +51,8 @@ type UIServer struct {
 	rec     *recorder.Recorder
 	pause   consumePauser
 	streams *streamSlots
+	fleet   *fleet.Registry
+	cache   *cache.Store
 	ws      *wsEndpoint
 	started time.Time
 }
@@ -53,6 +62,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
 		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, pause: d.Pause, started: time.Now(),
 		streams: newStreamSlots(),
+		fleet: d.Fleet, cache: d.Cache,
 	}
 	if s.kafka == nil {
 		r, err := newKafkaReader(d.Config, d.Log)

@@ -24,6 +24,8 @@ type Deps struct {
 	// Sinks delivers results and failures; required when results go to
 	// sinks (Kafka source on, or sources.http.sinks_enabled).
 	Sinks Deliverer
+	// Cache joins tasks to the handler cache; nil means no cache.
+	Cache TaskCache
 	// Events emits flight-recorder events; nil drops them.
 	Events *Events
 	// Registry takes the pipeline metrics; nil means a private registry.
@@ -51,6 +53,7 @@ type App struct {
 	arrange  HTTPArranger
 	complete HTTPCompleter
 	sinks    Deliverer
+	cache    TaskCache
 	probes   chan struct{}
 
 	// taskCtx outlives intake: accepted work finishes during a drain and is
@@ -77,7 +80,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	}
 	a := &App{
 		cfg: cfg, log: d.Log.With("component", "worker"), ids: NewIDGen(), started: time.Now(), events: d.Events,
-		runner: d.Runner, sinks: d.Sinks, notYet: map[string]string{}, probes: make(chan struct{}, ProbeQueueSize),
+		runner: d.Runner, sinks: d.Sinks, cache: d.Cache, notYet: map[string]string{}, probes: make(chan struct{}, ProbeQueueSize),
 	}
 	a.taskCtx, a.cancelTasks = context.WithCancel(context.Background())
 	h := d.Handler
@@ -242,9 +245,17 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 	var dropped int
 	t.Labels, dropped = limitLabels(t.Labels)
 	a.events.Received(t)
+	var undo func()
+	if a.cache != nil {
+		undo = a.cache.Prepare(t)
+	}
 	res := a.runner.Run(a.taskCtx, t)
 	if res.Task == nil {
 		res.Task = t
+	}
+	if a.cache != nil {
+		undo()
+		a.cache.Commit(source, &res)
 	}
 	var late int // added by the executor (fd 3 or its result frame)
 	res.Labels, late = limitLabels(res.Labels)

@@ -18,6 +18,11 @@
 //	                   offsets, rebalance callbacks, consume pause and
 //	                   backpressure
 //	worker/sink/       Kafka sinks behind circuit breakers, the DLQ
+//	worker/cache/      the handler cache (SQLite in storage.dir, last write
+//	                   wins), the task hook (SVC_CACHE_* reads, fd 3
+//	                   writes) and the cache exchange between peers
+//	worker/fleet/      the worker registry: cards in the shared folder,
+//	                   static peers, derived states
 //	worker/demo/       `svc demo`: embedded Kafka, demo executor and config
 //	worker/workertest/ helpers shared by the test suites
 //

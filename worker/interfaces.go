@@ -58,3 +58,17 @@ type EventRecorder interface {
 	State(name string, detail map[string]any)
 	ConfigSnapshot(json.RawMessage)
 }
+
+// TaskCache joins executor runs to the handler cache; worker/cache
+// implements it. The App calls Prepare right before a task runs and
+// Commit right after, before the result is recorded or delivered.
+//
+// Both are safe for concurrent use and never fail the task: problems are
+// counted and, for writes, annotated on the result.
+type TaskCache interface {
+	// Prepare adds the cache values the task reads to its environment; the
+	// returned func puts the environment back as it was.
+	Prepare(t *Task) (undo func())
+	// Commit stores the result's cache writes (fd 3).
+	Commit(source string, res *TaskResult)
+}

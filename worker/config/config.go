@@ -119,6 +119,9 @@ type Handler struct {
 	MaxAttempts  int      `toml:"max_attempts" json:"max_attempts"`
 	RetryBackoff Duration `toml:"retry_backoff" json:"retry_backoff"`
 	LabelFields  []string `toml:"label_fields" json:"label_fields"`
+	// CacheKeys are the handler-cache keys handed to every executor run as
+	// SVC_CACHE_<NAME> variables.
+	CacheKeys []string `toml:"cache_keys" json:"cache_keys"`
 }
 
 // Pipeline bounds work in flight.
@@ -239,9 +242,12 @@ type Archive struct {
 	Window  Duration `toml:"window" json:"window"`
 }
 
-// Cache switches the handler cache.
+// Cache is the handler cache: a last-write-wins key/value store in
+// storage.dir, bounded in rows and bytes.
 type Cache struct {
-	Enabled bool `toml:"enabled" json:"enabled"`
+	Enabled  bool  `toml:"enabled" json:"enabled"`
+	MaxRows  int   `toml:"max_rows" json:"max_rows"`
+	MaxBytes int64 `toml:"max_bytes" json:"max_bytes"`
 }
 
 // Fleet is the worker registry and cache exchange.
@@ -250,11 +256,20 @@ type Fleet struct {
 	CacheExchange CacheExchange `toml:"cache_exchange" json:"cache_exchange"`
 }
 
-// Registry selects how workers find each other.
+// Registry selects how workers find each other. Peers are listed with
+// either provider; the filesystem provider adds the cards it finds.
 type Registry struct {
-	Provider  string   `toml:"provider" json:"provider"`
-	Heartbeat Duration `toml:"heartbeat" json:"heartbeat"`
-	Peers     []string `toml:"peers" json:"peers"`
+	Provider      string   `toml:"provider" json:"provider"`
+	Heartbeat     Duration `toml:"heartbeat" json:"heartbeat"`
+	CardRetention Duration `toml:"card_retention" json:"card_retention"`
+	Peers         []Peer   `toml:"peers" json:"peers"`
+}
+
+// Peer is a worker the registry lists from the config (a static peer).
+type Peer struct {
+	Name    string `toml:"name" json:"name"`
+	Cluster string `toml:"cluster" json:"cluster"`
+	URL     string `toml:"url" json:"url"`
 }
 
 // CacheExchange is the peer pull of cache rows. Enabled nil means
@@ -262,6 +277,7 @@ type Registry struct {
 type CacheExchange struct {
 	Enabled  *bool    `toml:"enabled" json:"enabled"`
 	Interval Duration `toml:"interval" json:"interval"`
+	Timeout  Duration `toml:"timeout" json:"timeout"`
 }
 
 // Threads sizes a bounded pool.
@@ -312,9 +328,10 @@ func Default() Config {
 			SealInterval: Duration(10 * time.Minute), MergedRetentionDays: 7,
 			Archive: Archive{Enabled: true, After: Duration(time.Hour), Window: Duration(time.Hour)},
 		},
+		Cache: Cache{MaxRows: 10_000, MaxBytes: 64 << 20},
 		Fleet: Fleet{
-			Registry:      Registry{Provider: "filesystem", Heartbeat: Duration(5 * time.Second)},
-			CacheExchange: CacheExchange{Interval: Duration(5 * time.Second)},
+			Registry:      Registry{Provider: "filesystem", Heartbeat: Duration(5 * time.Second), CardRetention: Duration(24 * time.Hour)},
+			CacheExchange: CacheExchange{Interval: Duration(5 * time.Second), Timeout: Duration(10 * time.Second)},
 		},
 		Offload:       Threads{MaxThreads: 2},
 		RuntimeHealth: RuntimeHealth{Enabled: true},
@@ -380,10 +397,7 @@ func (c *Config) Resolve() {
 			c.Sinks.Kafka[i].DeliveryTimeout = Duration(10 * time.Second)
 		}
 	}
-	if c.Fleet.CacheExchange.Enabled == nil {
-		on := c.Cache.Enabled
-		c.Fleet.CacheExchange.Enabled = &on
-	}
+	c.resolveFleet()
 	for k, v := range c.UI.LinkBases {
 		for len(v) > 0 && v[len(v)-1] == '/' {
 			v = v[:len(v)-1]
@@ -437,7 +451,7 @@ func (c *Config) CacheExchangeOn() bool {
 // "reserved, not yet active".
 func notYetActive() []string {
 	return []string{
-		"fleet", "cache", "runtime_health", "throughput", "ui.release", "ui.link_bases", "ui.custom_links",
+		"runtime_health", "throughput", "ui.release", "ui.link_bases", "ui.custom_links",
 		"ui.prometheus_url", "ui.prometheus_worker_label", "ui.prometheus_cluster_label",
 	}
 }

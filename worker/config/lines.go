@@ -17,6 +17,7 @@ func keyLines(text string) map[string]int {
 	table := ""
 	var skip string // closing delimiter of a multi-line value being skipped
 	depth := 0      // open brackets of a multi-line array being skipped
+	arr := arrayTables{}
 	for i, line := range strings.Split(text, "\n") {
 		n := i + 1
 		if skip != "" {
@@ -26,7 +27,7 @@ func keyLines(text string) map[string]int {
 			continue
 		}
 		if depth > 0 {
-			depth += bracketDelta(line)
+			depth = arr.scan(stripComment(line), depth, n, out)
 			continue
 		}
 		line = strings.TrimSpace(stripComment(line))
@@ -68,7 +69,8 @@ func keyLines(text string) map[string]int {
 		case strings.HasPrefix(value, "{"):
 			inlineKeys(path, value, n, out)
 		case strings.HasPrefix(value, "["):
-			depth = bracketDelta(value)
+			arr = arrayTables{path: path}
+			depth = arr.scan(value, 0, n, out)
 		}
 	}
 	return out
@@ -121,6 +123,46 @@ func inlineKeys(path, value string, line int, out map[string]int) {
 			cur += string(c)
 		}
 	}
+}
+
+// arrayTables places the keys of the inline tables of an array value
+// (peers = [{ name = "a" }, { name = "b" }]), which may span lines with
+// one or more tables on each.
+type arrayTables struct {
+	path string
+	idx  int // index of the next table element
+}
+
+// scan reads one line of the array at bracket depth and returns the depth
+// after it.
+func (a *arrayTables) scan(line string, depth, n int, out map[string]int) int {
+	start := -1
+	eachCode(line, func(i int, c byte) bool {
+		switch c {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case '{':
+			if depth == 1 && start < 0 {
+				start = i
+			}
+			depth++
+		case '}':
+			depth--
+			if depth == 1 && start >= 0 {
+				elem := a.path + "[" + strconv.Itoa(a.idx) + "]"
+				if _, seen := out[elem]; !seen {
+					out[elem] = n
+				}
+				inlineKeys(elem, line[start:i+1], n, out)
+				a.idx++
+				start = -1
+			}
+		}
+		return true
+	})
+	return depth
 }
 
 // indexed rewrites a table path whose prefix is an array of tables to

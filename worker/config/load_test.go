@@ -181,11 +181,19 @@ text = """
 name = "not a key"
 """
 timeout = "1s"
+[fleet.registry]
+peers = [{ name = "p0", url = "http://p0" }, { name = "p1" },
+  { name = "p2", url = "x,}" }, # a } in a string
+  { url = "http://p3" },
+]
+heartbeat = "1s"
 `)
 	for key, want := range map[string]int{
 		"worker.name": 3, "sinks.kafka[0].name": 5, "sinks.kafka[0].breaker.failure_threshold": 6,
 		"sinks.kafka[0].breaker.open_timeout": 6, "sinks.kafka[1].name": 8, "sinks.kafka[1].breaker.failure_threshold": 10,
 		"executor.args": 12, "executor.env.HOME": 15, "executor.quoted.key": 16, "executor.timeout": 20,
+		"fleet.registry.peers[0].name": 22, "fleet.registry.peers[1].name": 22, "fleet.registry.peers[2].url": 23,
+		"fleet.registry.peers[3]": 24, "fleet.registry.peers[3].url": 24, "fleet.registry.heartbeat": 26,
 	} {
 		if got := lines[key]; got != want {
 			t.Errorf("line of %s = %d, want %d", key, got, want)
@@ -212,11 +220,11 @@ func TestDefinedKeys(t *testing.T) {
 
 func TestInactiveKeys(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[cache]\nenabled = true\n[fleet.registry]\nheartbeat = \"2s\"\n"), noEnv)
+	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[cache]\nenabled = true\n[throughput]\nwindow = \"2m\"\n"), noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(cfg.InactiveKeys()); !strings.Contains(got, "cache.enabled") || !strings.Contains(got, "fleet.registry.heartbeat") || strings.Contains(got, "executor") {
+	if got := fmt.Sprint(cfg.InactiveKeys()); !strings.Contains(got, "throughput.window") || strings.Contains(got, "executor") || strings.Contains(got, "cache") {
 		t.Errorf("InactiveKeys() = %s", got)
 	}
 }

@@ -35,6 +35,7 @@ func (c *Config) Validate() []string {
 	c.validateExecutor(&p)
 	c.validateExecutorMode(&p)
 	c.validateHistory(&p)
+	c.validateFleet(&p)
 	return p
 }
 
@@ -106,15 +107,6 @@ func (c *Config) validateSurfaces(p *problems) {
 	checkHosts(p, "sources.http.allowed_hosts", c.Sources.HTTP.AllowedHosts)
 	if u := c.UI.PublicURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		p.add("ui.public_url", "%q must start with http:// or https://", u)
-	}
-	switch c.Fleet.Registry.Provider {
-	case "filesystem":
-	case "static":
-		if len(c.Fleet.Registry.Peers) == 0 {
-			p.add("fleet.registry.peers", "the static provider needs at least one peer URL")
-		}
-	default:
-		p.add("fleet.registry.provider", "%q is not one of filesystem, static", c.Fleet.Registry.Provider)
 	}
 	p.between("offload.max_threads", int64(c.Offload.MaxThreads), 1, 1024)
 	p.between("io.max_threads", int64(c.IO.MaxThreads), 1, 1024)
@@ -242,8 +234,6 @@ func (c *Config) validateHistory(p *problems) {
 	p.between("history.merged_retention_days", int64(h.MergedRetentionDays), 1, 36500)
 	p.within("history.archive.after", h.Archive.After, time.Minute, 3650*day)
 	p.within("history.archive.window", h.Archive.Window, time.Minute, 31*day)
-	p.within("fleet.registry.heartbeat", c.Fleet.Registry.Heartbeat, 100*time.Millisecond, time.Hour)
-	p.within("fleet.cache_exchange.interval", c.Fleet.CacheExchange.Interval, 100*time.Millisecond, time.Hour)
 	p.within("throughput.window", c.Throughput.Window, time.Second, day)
 }
 

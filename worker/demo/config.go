@@ -42,6 +42,7 @@ func Config(self, dir string, p Ports, brokers []string) *config.Config {
 	cfg.Sources.Kafka.CommitInterval = config.Duration(time.Second)
 	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "results", Topic: TopicOut}}
 	cfg.DLQ.SendTimeout = config.Duration(10 * time.Second)
+	cfg.Cache.Enabled = true
 	cfg.Resolve()
 	return &cfg
 }

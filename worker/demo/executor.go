@@ -18,8 +18,9 @@ import (
 // asks for a retry (exit 75, so it is retried and finally fails) when the
 // message contains "tempfail", fails (exit 1) when it contains "fail",
 // sleeps a second when it contains "slow", and otherwise answers a JSON
-// summary of the message. It writes one annotation to fd 3 when the worker
-// offers the side channel (SVC_EVENTS_FD=3). Started in mode persistent
+// summary of the message. It writes one annotation and one handler-cache
+// row (demo.last_task, scope cluster) to fd 3 when the worker offers the
+// side channel (SVC_EVENTS_FD=3). Started in mode persistent
 // (SVC_EXECUTOR_MODE=persistent) it serves protocol v2 frames instead.
 func Execute(stdin io.Reader, stdout, stderr io.Writer, events *os.File) int {
 	if os.Getenv("SVC_EXECUTOR_MODE") == "persistent" {
@@ -34,6 +35,11 @@ func Execute(stdin io.Reader, stdout, stderr io.Writer, events *os.File) int {
 	if os.Getenv("SVC_EVENTS_FD") == "3" && events != nil {
 		defer events.Close()
 		line, _ := json.Marshal(map[string]any{"annotation": a.annotation})
+		_, _ = events.Write(append(line, '\n'))
+		// One handler-cache row: the newest task, shared with the cluster.
+		line, _ = json.Marshal(map[string]any{"cache": map[string]any{
+			"key": "demo.last_task", "value": os.Getenv("SVC_TASK_ID"), "scope": "cluster",
+		}})
 		_, _ = events.Write(append(line, '\n'))
 	}
 	if a.diag != "" {

@@ -1,0 +1,174 @@
+package httpd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"svc/worker/cache"
+	"svc/worker/fleet"
+)
+
+// withCache opens a cache for cfg (memory-only when cfg.Storage.Dir is
+// empty) and hands it to the UI server.
+func withCache(t *testing.T, store **cache.Store) func(*stack) {
+	return func(s *stack) {
+		c, err := cache.Open(context.Background(), cache.Config{Dir: s.cfg.Storage.Dir, Worker: s.cfg.Worker.Name,
+			MaxRows: s.cfg.Cache.MaxRows, MaxBytes: s.cfg.Cache.MaxBytes, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		s.ui.cache = c
+		if store != nil {
+			*store = c
+		}
+	}
+}
+
+// The peer route serves only with the cache on, a storage.dir and the
+// exchange on; every other combination is 404, token or not.
+func TestPeerRouteSwitches(t *testing.T) {
+	t.Parallel()
+	for _, cacheOn := range []bool{false, true} {
+		for _, storage := range []bool{false, true} {
+			for _, exchange := range []bool{false, true} {
+				name := fmt.Sprintf("cache=%v storage=%v exchange=%v", cacheOn, storage, exchange)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					cfg := testConfig(t, "/bin/cat")
+					cfg.UI.AuthToken = "ui-secret"
+					cfg.Cache.Enabled = cacheOn
+					cfg.Fleet.CacheExchange.Enabled = &exchange
+					if storage {
+						cfg.Storage.Dir = t.TempDir()
+					}
+					var tune []func(*stack)
+					if cacheOn {
+						tune = append(tune, withCache(t, nil))
+					}
+					s := startStack(t, cfg, tune...)
+					want := 404
+					if cacheOn && storage && exchange {
+						want = 200
+					}
+					r := do(t, "GET", s.uiURL+"/api/v1/peer/cache/changes?scopes=cluster,global", "")
+					if r.status != want {
+						t.Fatalf("peer route = %d %s, want %d", r.status, r.body, want)
+					}
+					if want == 404 {
+						var e ErrorBody
+						if json.Unmarshal([]byte(r.body), &e) != nil || e.Error != "not_found" || e.Detail == "" {
+							t.Errorf("404 body = %s", r.body)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestPeerRoutePagesAndRefusesBadQueries(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "/bin/cat")
+	cfg.Storage.Dir = t.TempDir()
+	cfg.Cache.Enabled = true
+	on := true
+	cfg.Fleet.CacheExchange.Enabled = &on
+	var store *cache.Store
+	s := startStack(t, cfg, withCache(t, &store))
+	ctx := context.Background()
+	store.Put(ctx, cache.ScopeCluster, "c", []byte("1"))
+	store.Put(ctx, cache.ScopeLocal, "l", []byte("2"))
+	store.Put(ctx, cache.ScopeGlobal, "g", []byte{0xff, 0})
+
+	var p cache.WirePage
+	r := do(t, "GET", s.uiURL+"/api/v1/peer/cache/changes?limit=1", "")
+	if r.status != 200 || json.Unmarshal([]byte(r.body), &p) != nil || len(p.Rows) != 1 || !p.More || p.Rows[0].Key != "c" || p.Rows[0].Origin != "test" {
+		t.Fatalf("first page = %d %s", r.status, r.body)
+	}
+	r = do(t, "GET", s.uiURL+"/api/v1/peer/cache/changes?since="+p.Next, "")
+	p = cache.WirePage{}
+	if json.Unmarshal([]byte(r.body), &p) != nil || len(p.Rows) != 1 || p.More || p.Rows[0].Key != "g" ||
+		p.Rows[0].ValueEncoding != "base64" || p.Rows[0].Value != "/wA=" {
+		t.Fatalf("second page = %s, want the global row in base64 and no local row", r.body)
+	}
+	for _, q := range []string{"scopes=local", "scopes=cluster,global,cluster", "scopes=nope", "since=garbage", "limit=0", "limit=1001"} {
+		if r := do(t, "GET", s.uiURL+"/api/v1/peer/cache/changes?"+q, ""); r.status != 400 {
+			t.Errorf("?%s = %d %s, want 400", q, r.status, r.body)
+		}
+	}
+}
+
+func TestDebugCacheListsRowsBehindTheToken(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "/bin/cat")
+	cfg.UI.AuthToken = "ui-secret"
+	cfg.Cache.Enabled = true
+	var store *cache.Store
+	s := startStack(t, cfg, withCache(t, &store))
+	ctx := context.Background()
+	store.Put(ctx, cache.ScopeLocal, "fx:eur", []byte("1.08"))
+	store.Put(ctx, cache.ScopeGlobal, "bin", []byte{0, 0xfe})
+	auth := []string{"Authorization", "Bearer ui-secret"}
+	if r := do(t, "GET", s.uiURL+"/api/v1/debug/cache", ""); r.status != 401 {
+		t.Errorf("without token = %d, want 401", r.status)
+	}
+	var l CacheListing
+	r := do(t, "GET", s.uiURL+"/api/v1/debug/cache", "", auth...)
+	if r.status != 200 || json.Unmarshal([]byte(r.body), &l) != nil {
+		t.Fatalf("listing = %d %s", r.status, r.body)
+	}
+	if l.Rows != 2 || l.Persistent || len(l.Entries) != 2 || l.Entries[0].Key != "bin" || l.Entries[0].ValueEncoding != "base64" ||
+		l.Entries[0].ValueSize != 2 || l.Entries[1].Value != "1.08" || l.Entries[1].Scope != "local" || l.Entries[1].TSms == 0 {
+		t.Errorf("listing = %s", r.body)
+	}
+	r = do(t, "GET", s.uiURL+"/api/v1/debug/cache?prefix=fx:&scope=local", "", auth...)
+	l = CacheListing{}
+	if json.Unmarshal([]byte(r.body), &l) != nil || len(l.Entries) != 1 || l.Entries[0].Key != "fx:eur" {
+		t.Errorf("filtered listing = %s", r.body)
+	}
+	if r := do(t, "GET", s.uiURL+"/api/v1/debug/cache?scope=fleet", "", auth...); r.status != 400 {
+		t.Errorf("bad scope = %d, want 400", r.status)
+	}
+	off := startStack(t, testConfig(t, "/bin/cat"))
+	if r := do(t, "GET", off.uiURL+"/api/v1/debug/cache", ""); r.status != 404 {
+		t.Errorf("cache off = %d, want 404", r.status)
+	}
+}
+
+func TestFleetWorkersRoute(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "/bin/cat")
+	root := t.TempDir()
+	s := startStack(t, cfg, func(s *stack) {
+		reg := fleet.New(fleet.Config{Worker: "test", Cluster: "default", Provider: fleet.ProviderFilesystem, Root: root,
+			Heartbeat: time.Second, Retention: time.Hour, StartedAt: time.Now(), URL: func() string { return "http://" + s.ui.Addr() }})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); reg.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		s.ui.fleet = reg
+	})
+	var l struct {
+		Workers []map[string]any `json:"workers"`
+	}
+	r := do(t, "GET", s.uiURL+"/api/v1/fleet/workers", "")
+	if r.status != 200 || json.Unmarshal([]byte(r.body), &l) != nil || len(l.Workers) != 1 {
+		t.Fatalf("workers = %d %s", r.status, r.body)
+	}
+	w := l.Workers[0]
+	for _, k := range []string{"name", "cluster", "url", "state", "release", "provider", "self", "started_at_ms", "heartbeat_ms", "cache_marks"} {
+		if _, ok := w[k]; !ok {
+			t.Errorf("worker entry lacks %q: %s", k, r.body)
+		}
+	}
+	if w["name"] != "test" || w["self"] != true || w["url"] != s.uiURL {
+		t.Errorf("self entry = %v", w)
+	}
+	if r := do(t, "GET", startStack(t, testConfig(t, "/bin/cat")).uiURL+"/api/v1/fleet/workers", ""); r.status != 404 {
+		t.Errorf("without a registry = %d, want 404", r.status)
+	}
+}

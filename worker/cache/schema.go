@@ -1,0 +1,205 @@
+package cache
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// schemaVersion is the PRAGMA user_version this build writes.
+const schemaVersion = 1
+
+// Meta names.
+const (
+	metaEpoch = "epoch"
+	metaClock = "clock"
+	metaMark  = "mark_" // + scope
+)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS rows (
+	scope  TEXT NOT NULL,
+	key    TEXT NOT NULL,
+	value  BLOB NOT NULL,
+	ts_ms  INTEGER NOT NULL,
+	origin TEXT NOT NULL,
+	PRIMARY KEY (scope, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS rows_origin_ts ON rows (origin, ts_ms);
+CREATE TABLE IF NOT EXISTS meta (
+	name  TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) WITHOUT ROWID;
+PRAGMA user_version = 1;
+`
+
+// FileName is the cache file of worker inside storage.dir.
+func FileName(worker string) string { return worker + ".cache.db" }
+
+// openFile opens {Dir}/{worker}.cache.db, creating the folder (0700) and
+// the file (0600) when missing; a symlink in the file's place is refused.
+func (s *Store) openFile(ctx context.Context) error {
+	if err := os.MkdirAll(s.cfg.Dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", s.cfg.Dir, err)
+	}
+	path := filepath.Join(s.cfg.Dir, FileName(s.cfg.Worker))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	err = f.Chmod(0o600)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	db, err := sql.Open("sqlite", "file:"+esc+
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	s.db, s.path, s.persistent = db, path, true
+	return nil
+}
+
+// openMemory opens an in-memory database; one connection holds it, so
+// the pool must never close that connection.
+func (s *Store) openMemory(ctx context.Context) error {
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		return fmt.Errorf("open memory cache: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return fmt.Errorf("open memory cache: %w", err)
+	}
+	s.db = db
+	return nil
+}
+
+// migrate applies the schema; a file of a newer schema is refused.
+func migrate(ctx context.Context, db *sql.DB) error {
+	var v int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("cache file has schema %d, newer than this build's %d", v, schemaVersion)
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("apply schema: %w", err)
+	}
+	return nil
+}
+
+// load reads the epoch, the clock, the marks and the size counters.
+func (s *Store) load(ctx context.Context) error {
+	meta := map[string]string{}
+	rs, err := s.db.QueryContext(ctx, `SELECT name, value FROM meta`)
+	if err != nil {
+		return err
+	}
+	for rs.Next() {
+		var k, v string
+		if err := rs.Scan(&k, &v); err != nil {
+			rs.Close()
+			return err
+		}
+		meta[k] = v
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	s.epoch = meta[metaEpoch]
+	if !validEpoch(s.epoch) {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		s.epoch = hex.EncodeToString(b[:])
+		if _, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)`, metaEpoch, s.epoch); err != nil {
+			return err
+		}
+	}
+	num := func(k string) int64 { n, _ := strconv.ParseInt(meta[k], 10, 64); return max(n, 0) }
+	var own sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT MAX(ts_ms) FROM rows WHERE origin = ?`, s.cfg.Worker).Scan(&own); err != nil {
+		return err
+	}
+	s.clock = max(num(metaClock), own.Int64)
+	s.markCluster.Store(num(metaMark + ScopeCluster))
+	s.markGlb.Store(num(metaMark + ScopeGlobal))
+	var n, b int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(length(CAST(key AS BLOB)) + length(value)), 0) FROM rows`).Scan(&n, &b); err != nil {
+		return err
+	}
+	s.rows.Store(n)
+	s.bytes.Store(b)
+	return nil
+}
+
+func validEpoch(e string) bool {
+	if len(e) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(e)
+	return err == nil && strings.ToLower(e) == e
+}
+
+// querier is what both *sql.DB and *sql.Tx offer.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func getRow(ctx context.Context, q querier, scope, key string) (Row, bool, error) {
+	r := Row{Scope: scope, Key: key}
+	err := q.QueryRowContext(ctx, `SELECT value, ts_ms, origin FROM rows WHERE scope = ? AND key = ?`, scope, key).
+		Scan(&r.Value, &r.TSms, &r.Origin)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Row{}, false, nil
+	}
+	if err != nil {
+		return Row{}, false, fmt.Errorf("read cache: %w", err)
+	}
+	return r, true, nil
+}
+
+func upsert(ctx context.Context, tx *sql.Tx, r *Row) error {
+	value := r.Value
+	if value == nil {
+		value = []byte{} // NOT NULL: an empty value is a value
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO rows (scope, key, value, ts_ms, origin) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, ts_ms = excluded.ts_ms, origin = excluded.origin`,
+		r.Scope, r.Key, value, r.TSms, r.Origin)
+	if err != nil {
+		return fmt.Errorf("write cache: %w", err)
+	}
+	return nil
+}
+
+func setMeta(ctx context.Context, tx *sql.Tx, name string, v int64) error {
+	_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)`, name, strconv.FormatInt(v, 10))
+	if err != nil {
+		return fmt.Errorf("write cache: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package cache
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/worker"
+	"svc/worker/config"
+	"svc/worker/executor"
+	"svc/worker/workertest"
+)
+
+// app builds an HTTP-only App running script through a real executor
+// pool, with the task hook of s reading keys.
+func app(t *testing.T, s *Store, script string, keys ...string) *worker.App {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Worker.Name = "w1"
+	cfg.Sources.HTTP.Enabled = true
+	cfg.Executor.BinaryPath = workertest.Script(t, script)
+	cfg.Executor.PoolSize = 2
+	cfg.Executor.Timeout = config.Duration(10 * time.Second)
+	cfg.Handler.MaxAttempts = 1
+	cfg.Cache.Enabled = true
+	cfg.Handler.CacheKeys = keys
+	cfg.Resolve()
+	pool, err := executor.NewPool(executor.ConfigOptions(&cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := worker.New(&cfg, worker.Deps{Runner: pool, Cache: NewTasks(s, keys)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func runOne(t *testing.T, a *worker.App, source, body string) worker.TaskResult {
+	t.Helper()
+	tasks := []worker.Task{{ID: "t1", Msg: &worker.Message{Source: source, Value: []byte(body)}, Input: []byte(body)}}
+	return a.RunTasks(t.Context(), source, tasks)[0]
+}
+
+func annotation(res worker.TaskResult, kind string) map[string]any {
+	for _, a := range res.Annotations {
+		if a.Kind == kind {
+			return a.Payload
+		}
+	}
+	return nil
+}
+
+// An executor sees the keys of handler.cache_keys in its environment and
+// its fd 3 writes land in the store.
+func TestExecutorReadsAndWritesTheCache(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir(), "w1")
+	put(t, s.Store, ScopeCluster, "fx:EURUSD", "1.08")
+	if err := s.Put(t.Context(), ScopeLocal, "bin", []byte{0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	a := app(t, s.Store, `printf '%s|%s|%s|%s|%s' "$SVC_CACHE_FX_EURUSD" "$SVC_CACHE_FX_EURUSD_ENCODING" "$SVC_CACHE_BIN" "$SVC_CACHE_BIN_ENCODING" "${SVC_CACHE_MISSING-unset}"
+echo '{"cache":{"key":"seen","value":"yes","scope":"global"}}' >&3
+echo '{"cache":{"key":"fx:EURUSD","value":"1.09","scope":"cluster"}}' >&3`,
+		"fx:EURUSD", "bin", "missing")
+	res := runOne(t, a, worker.SourceHTTP, "x")
+	if string(res.Output) != "1.08|utf-8|AAE=|base64|unset" {
+		t.Errorf("executor saw %q", res.Output)
+	}
+	if r, ok := get(t, s.Store, ScopeGlobal, "seen"); !ok || string(r.Value) != "yes" || r.Origin != "w1" {
+		t.Errorf("fd 3 write = %+v %v", r, ok)
+	}
+	if r, _ := get(t, s.Store, ScopeCluster, "fx:EURUSD"); string(r.Value) != "1.09" {
+		t.Errorf("fd 3 rewrite = %q, want 1.09", r.Value)
+	}
+	// The next run reads the value the previous one wrote.
+	if res := runOne(t, a, worker.SourceHTTP, "y"); !strings.HasPrefix(string(res.Output), "1.09|") {
+		t.Errorf("second run saw %q, want the rewritten 1.09", res.Output)
+	}
+	if res.Task.Env != nil {
+		t.Errorf("task env after the run = %v, want the handler's own (nil)", res.Task.Env)
+	}
+	if got := workertest.Metric(t, s.reg, "svc_cache_reads_total", "result", "hit"); got != 4 {
+		t.Errorf("hits = %v, want 2 per run", got)
+	}
+}
+
+// Writes over a bound are refused, counted and annotated; the task's
+// status is untouched.
+func TestRefusedWritesAreAnnotatedNotFatal(t *testing.T) {
+	t.Parallel()
+	s := open(t, "", "w1", func(c *Config) { c.MaxRows = 1 })
+	long := strings.Repeat("k", MaxKeyBytes+1)
+	a := app(t, s.Store, `echo '{"cache":{"key":"ok","value":"1"}}' >&3
+echo '{"cache":{"key":"`+long+`","value":"1"}}' >&3
+echo '{"cache":{"key":"second","value":"1"}}' >&3
+echo done`)
+	res := runOne(t, a, worker.SourceHTTP, "x")
+	if res.Status != worker.StatusOK {
+		t.Fatalf("status = %s (%v), want ok", res.Status, res.Err)
+	}
+	p := annotation(res, RefusedKind)
+	b, _ := json.Marshal(p)
+	if p == nil || p["refused"] != 2 || p["refused_key"] != 1 || p["refused_full"] != 1 {
+		t.Fatalf("annotation = %s, want 2 refused: 1 key, 1 full", b)
+	}
+	if ks := p["keys"].([]string); len(ks) != 2 || len(ks[0]) > 70 || ks[1] != "second" {
+		t.Errorf("annotated keys = %q, want both, the long one cut", ks)
+	}
+	if r, ok := get(t, s.Store, ScopeLocal, "ok"); !ok || string(r.Value) != "1" {
+		t.Error("the write within bounds was not stored")
+	}
+}
+
+func TestProbeWritesAreNotStored(t *testing.T) {
+	t.Parallel()
+	s := open(t, "", "w1")
+	a := app(t, s.Store, `echo '{"cache":{"key":"probe","value":"1"}}' >&3`)
+	res := runOne(t, a, worker.SourceProbe, "x")
+	if p := annotation(res, ProbeSkippedKind); p == nil || p["writes"] != 1 {
+		t.Errorf("annotations = %+v, want %s with writes 1", res.Annotations, ProbeSkippedKind)
+	}
+	if _, ok := get(t, s.Store, ScopeLocal, "probe"); ok {
+		t.Error("a probe's write was stored")
+	}
+}
+
+func TestEnvBudgetLeavesLaterKeysUnset(t *testing.T) {
+	t.Parallel()
+	s := open(t, "", "w1", func(c *Config) { c.MaxBytes = 64 << 20 })
+	var ks []string
+	for i := range 16 {
+		k := string(rune('a' + i))
+		ks = append(ks, k)
+		if err := s.Put(t.Context(), ScopeLocal, k, []byte(strings.Repeat("\xff", MaxValueBytes))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task := &worker.Task{Env: map[string]string{"OWN": "1"}}
+	undo := NewTasks(s.Store, ks).Prepare(task)
+	total, set := 0, 0
+	for k, v := range task.Env {
+		total += len(k) + len(v) + 2
+		if strings.HasPrefix(k, "SVC_CACHE_") && !strings.HasSuffix(k, "_ENCODING") {
+			set++
+		}
+	}
+	if total > EnvBudget+100 || set == 0 || set == 16 {
+		t.Errorf("env of %d bytes with %d of 16 keys, want at most %d bytes and some keys left out", total, set, EnvBudget)
+	}
+	if got := workertest.Metric(t, s.reg, "svc_cache_reads_total", "result", "over_budget"); got != float64(16-set) {
+		t.Errorf("over_budget = %v, want %d", got, 16-set)
+	}
+	undo()
+	if len(task.Env) != 1 || task.Env["OWN"] != "1" {
+		t.Errorf("env after undo = %v, want the task's own", task.Env)
+	}
+}

@@ -1,0 +1,148 @@
+package fleet
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Worker is one entry of the workers list (GET /api/v1/fleet/workers).
+type Worker struct {
+	Name    string `json:"name"`
+	Cluster string `json:"cluster"`
+	// URL is the worker's UI server, only when it is a plain http(s) URL.
+	URL      string `json:"url"`
+	State    string `json:"state"`
+	Release  string `json:"release"`
+	Provider string `json:"provider"`
+	Self     bool   `json:"self"`
+	// StartedAtMS and HeartbeatMS are 0 for static peers.
+	StartedAtMS int64 `json:"started_at_ms"`
+	HeartbeatMS int64 `json:"heartbeat_ms"`
+	// CacheMarks is null for static peers and workers serving no cache rows.
+	CacheMarks *Marks `json:"cache_marks"`
+}
+
+// Peer is a worker the cache exchange may pull.
+type Peer struct {
+	Name, Cluster, URL string
+	// Static peers are pulled every cycle; cards only when Marks moved.
+	Static bool
+	Marks  *Marks
+	// Instance changes when a card's process restarts.
+	Instance string
+}
+
+// Workers lists this worker, every card of the folder and the static
+// peers, with states derived now, sorted by cluster and name (this worker
+// first among equal names). A static peer named like a card is left out:
+// the card says more.
+func (r *Registry) Workers() []Worker {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	self := r.self
+	if self.HeartbeatMS == 0 {
+		self.HeartbeatMS = now.UnixMilli()
+	}
+	contact := make(map[string]bool, len(r.contact))
+	for k, v := range r.contact {
+		contact[k] = v
+	}
+	r.mu.Unlock()
+	out := []Worker{{
+		Name: self.Name, Cluster: self.Cluster, URL: LinkURL(self.URL), State: self.State, Release: self.Release,
+		Provider: r.cfg.Provider, Self: true, StartedAtMS: self.StartedAtMS, HeartbeatMS: self.HeartbeatMS, CacheMarks: self.CacheMarks,
+	}}
+	cards := r.cards(now)
+	named := map[string]bool{self.Name: true}
+	for _, c := range cards {
+		named[c.Name] = true
+		out = append(out, Worker{
+			Name: c.Name, Cluster: c.Cluster, URL: c.URL, State: c.state(now, r.cfg.Heartbeat), Release: c.Release,
+			Provider: ProviderFilesystem, StartedAtMS: c.StartedAtMS, HeartbeatMS: c.HeartbeatMS, CacheMarks: c.CacheMarks,
+		})
+	}
+	for _, p := range r.cfg.Peers {
+		if named[p.Name] {
+			continue
+		}
+		st := StateUnknown
+		if ok, seen := contact[p.Name]; seen && ok {
+			st = StateRunning
+		} else if seen {
+			st = StateUnreachable
+		}
+		out = append(out, Worker{Name: p.Name, Cluster: p.Cluster, URL: LinkURL(p.URL), State: st, Provider: ProviderStatic})
+	}
+	slices.SortStableFunc(out, func(a, b Worker) int {
+		if c := cmp.Compare(a.Cluster, b.Cluster); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// Peers lists what the cache exchange may pull: the static peers and
+// the cards of other workers that are live (starting, running, draining)
+// with a link URL. This worker's own name is never listed.
+func (r *Registry) Peers() []Peer {
+	now := r.cfg.Now()
+	var out []Peer
+	named := map[string]bool{r.cfg.Worker: true}
+	for _, c := range r.cards(now) {
+		if c.Name == r.cfg.Worker {
+			continue
+		}
+		named[c.Name] = true
+		if s := c.state(now, r.cfg.Heartbeat); s == StateStopped || s == StateUnreachable || c.URL == "" {
+			continue
+		}
+		out = append(out, Peer{Name: c.Name, Cluster: c.Cluster, URL: c.URL, Marks: c.CacheMarks, Instance: c.Instance})
+	}
+	for _, p := range r.cfg.Peers {
+		if !named[p.Name] {
+			out = append(out, Peer{Name: p.Name, Cluster: p.Cluster, URL: LinkURL(p.URL), Static: true})
+		}
+	}
+	return out
+}
+
+// URLs are the link URLs of every listed worker but this one (for the
+// UI's connect sources).
+func (r *Registry) URLs() []string {
+	var out []string
+	for _, w := range r.Workers() {
+		if !w.Self && w.URL != "" {
+			out = append(out, w.URL)
+		}
+	}
+	return out
+}
+
+// cards reads every valid card of the folder except this process's own.
+// Cards that cannot be read or do not parse are skipped.
+func (r *Registry) cards(now time.Time) []Card {
+	r.mu.Lock()
+	f := r.folder
+	r.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	entries, err := f.list()
+	if err != nil {
+		return nil
+	}
+	var out []Card
+	for _, e := range entries {
+		if e.temp {
+			continue
+		}
+		c, err := f.read(e.name)
+		if err != nil || c.Instance == r.instance {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}

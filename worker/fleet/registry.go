@@ -1,0 +1,244 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"time"
+
+	"svc/worker/config"
+)
+
+// Status is what the registry reads of the worker's own state; *worker.App
+// implements it. Both methods are safe for concurrent use.
+type Status interface {
+	Ready() (bool, []string)
+	Closing() bool
+}
+
+// Config is what a Registry needs.
+type Config struct {
+	Worker, Cluster string
+	Release         string
+	StartedAt       time.Time
+	// Provider is fleet.registry.provider: "filesystem" reads and writes
+	// the card folder, "static" only lists Peers.
+	Provider string
+	// Root is the shared root (shared.dir, else storage.dir); "" means no
+	// card folder: the worker lists itself and its static peers.
+	Root      string
+	Heartbeat time.Duration    // fleet.registry.heartbeat
+	Retention time.Duration    // fleet.registry.card_retention
+	Peers     []config.Peer    // fleet.registry.peers
+	URL       func() string    // the card URL, called once Run starts
+	Status    Status           // nil: running from the start
+	Marks     func() *Marks    // nil or returning nil: no cache rows served
+	Logger    *slog.Logger     // nil discards
+	Now       func() time.Time // nil: time.Now
+}
+
+// Registry keeps this worker's card and lists the fleet. New starts
+// nothing; Run writes the card until its context ends, then writes it as
+// stopped. Every method is safe for concurrent use.
+type Registry struct {
+	cfg      Config
+	log      *slog.Logger
+	instance string
+
+	mu       sync.Mutex
+	self     Card            // the card as last written (or yielded)
+	yielding bool            // another live process owns our name's card
+	contact  map[string]bool // static peer name → last exchange request ok
+	folder   *folder
+}
+
+// New returns the registry of cfg.
+func New(cfg Config) *Registry {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.URL == nil {
+		cfg.URL = func() string { return "" }
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	r := &Registry{cfg: cfg, log: cfg.Logger.With("component", "fleet"), instance: hex.EncodeToString(b[:]), contact: map[string]bool{}}
+	r.self = Card{
+		Name: cfg.Worker, Cluster: cfg.Cluster, State: StateStarting, Release: printable(cfg.Release),
+		StartedAtMS: cfg.StartedAt.UnixMilli(), HeartbeatIntervalMS: cfg.Heartbeat.Milliseconds(), Instance: r.instance,
+	}
+	return r
+}
+
+// Run keeps the card: it writes it every heartbeat and whenever the state
+// or the cache marks change (checked every quarter second at most),
+// removes cards past their retention, and writes the card as stopped when
+// ctx ends. A card folder that cannot be opened is logged
+// (fleet_card_folder_unavailable) and the worker goes on listing itself
+// and its static peers.
+func (r *Registry) Run(ctx context.Context) error {
+	r.mu.Lock()
+	r.self.URL = r.cfg.URL()
+	r.mu.Unlock()
+	if r.cfg.Provider == ProviderFilesystem && r.cfg.Root != "" {
+		f, err := openFolder(r.cfg.Root)
+		if err != nil {
+			r.log.Warn("fleet_card_folder_unavailable", "root", r.cfg.Root, "error", err.Error(),
+				"detail", "this worker writes no card and lists only itself and its static peers")
+		} else {
+			r.mu.Lock()
+			r.folder = f
+			r.mu.Unlock()
+			defer func() {
+				r.mu.Lock()
+				r.folder = nil
+				r.mu.Unlock()
+				f.close()
+			}()
+		}
+	}
+	poll := min(r.cfg.Heartbeat, 250*time.Millisecond)
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	var lastWrite, lastSweep time.Time
+	for {
+		now := r.cfg.Now()
+		state, marks := r.ownState(), r.ownMarks()
+		r.mu.Lock()
+		changed := state != r.self.State || !sameMarks(marks, r.self.CacheMarks)
+		r.mu.Unlock()
+		if changed || now.Sub(lastWrite) >= r.cfg.Heartbeat {
+			r.publish(state, marks, now)
+			lastWrite = now
+		}
+		if now.Sub(lastSweep) >= r.cfg.Heartbeat {
+			r.sweep(now)
+			lastSweep = now
+		}
+		select {
+		case <-ctx.Done():
+			r.publish(StateStopped, r.ownMarks(), r.cfg.Now())
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// ownState derives this worker's state: starting until it was first
+// ready, then running, draining once a drain began.
+func (r *Registry) ownState() string {
+	r.mu.Lock()
+	prev := r.self.State
+	r.mu.Unlock()
+	st := r.cfg.Status
+	switch {
+	case st == nil:
+		return StateRunning
+	case st.Closing():
+		return StateDraining
+	case prev == StateRunning:
+		return StateRunning
+	}
+	if ok, _ := st.Ready(); ok {
+		return StateRunning
+	}
+	return StateStarting
+}
+
+func (r *Registry) ownMarks() *Marks {
+	if r.cfg.Marks == nil {
+		return nil
+	}
+	return r.cfg.Marks()
+}
+
+func sameMarks(a, b *Marks) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
+
+// publish updates the card and writes it unless another live process
+// owns the name.
+func (r *Registry) publish(state string, marks *Marks, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.self.State, r.self.CacheMarks, r.self.HeartbeatMS = state, marks, now.UnixMilli()
+	if r.folder == nil {
+		return
+	}
+	if other, ok := r.owner(now); ok {
+		if !r.yielding {
+			r.log.Error("fleet_name_conflict", "worker", r.cfg.Worker, "other_url", other.URL,
+				"other_started_at_ms", other.StartedAtMS, "other_instance", other.Instance,
+				"detail", "another live worker of this name wrote its card first; this one writes no card until that one stops or turns unreachable: give each worker its own worker.name")
+		}
+		r.yielding = true
+		return
+	}
+	if r.yielding {
+		r.log.Info("fleet_card_taken_over", "worker", r.cfg.Worker, "detail", "the other worker of this name stopped or turned unreachable")
+		r.yielding = false
+	}
+	card := r.self
+	if err := r.folder.write(&card); err != nil {
+		r.log.Warn("fleet_card_write_failed", "error", err.Error())
+	}
+}
+
+// owner returns the card of our name when another process that started
+// earlier (instance id breaking a tie) holds it live. Called with mu held.
+func (r *Registry) owner(now time.Time) (Card, bool) {
+	c, err := r.folder.read(r.cfg.Worker)
+	if err != nil || c.Instance == r.instance {
+		return Card{}, false
+	}
+	if s := c.state(now, r.cfg.Heartbeat); s == StateStopped || s == StateUnreachable {
+		return Card{}, false
+	}
+	earlier := c.StartedAtMS < r.self.StartedAtMS || (c.StartedAtMS == r.self.StartedAtMS && c.Instance < r.instance)
+	return c, earlier
+}
+
+// sweep removes other workers' cards whose heartbeat is older than the
+// retention, and temp files as old.
+func (r *Registry) sweep(now time.Time) {
+	r.mu.Lock()
+	f := r.folder
+	r.mu.Unlock()
+	if f == nil {
+		return
+	}
+	entries, err := f.list()
+	if err != nil {
+		r.log.Warn("fleet_card_folder_unreadable", "error", err.Error())
+		return
+	}
+	for _, e := range entries {
+		if e.name == r.cfg.Worker {
+			continue
+		}
+		seen := e.mod // temp files and unreadable cards: the file's time
+		if !e.temp {
+			if c, err := f.read(e.name); err == nil {
+				seen = time.UnixMilli(c.HeartbeatMS)
+			}
+		}
+		if !seen.IsZero() && now.Sub(seen) > r.cfg.Retention {
+			if err := f.remove(e.file); err == nil {
+				r.log.Info("fleet_card_removed", "file", e.file, "last_seen_ms", seen.UnixMilli(), "retention", config.Duration(r.cfg.Retention).String())
+			}
+		}
+	}
+}
+
+// Contacted records the outcome of the cache exchange's last request to
+// a static peer, which is that peer's state in the workers list.
+func (r *Registry) Contacted(name string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.contact[name] = ok
+}
