@@ -52,7 +52,14 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 		return fmt.Errorf("executor pool: %w", err)
 	}
 	defer pool.Close()
+	monitor, tracker, err := newMonitors(cfg, events, pool, reg, log)
+	if err != nil {
+		return err
+	}
 	deps := worker.Deps{Runner: pool, Events: events, Registry: reg, Log: log}
+	if tracker.Enabled() {
+		deps.Cost = tracker
+	}
 	store, err := openCache(ctx, cfg, reg, log)
 	if err != nil {
 		return err
@@ -74,6 +81,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 		return err
 	}
 	life := worker.NewLifecycle(app, cfg.Worker.ShutdownTimeout.D(), log)
+	if monitor != nil {
+		life.Service("runtime_health", monitor)
+	}
 	var src *kafka.Source
 	if cfg.Sources.Kafka.Enabled {
 		src = kafka.New(app, reg, log)
@@ -95,7 +105,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 		httpd.RegisterRecorderMetrics(reg, rec)
 		life.Service("recorder", rec)
 		uiDeps := httpd.UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log.With("component", "ui"), Recorder: rec,
-			Fleet: registry, Cache: store}
+			Fleet: registry, Cache: store, Runtime: monitor, Throughput: tracker}
 		if src != nil {
 			uiDeps.Pause = src
 		}

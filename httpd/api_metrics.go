@@ -96,3 +96,15 @@ func formatBound(f float64) string {
 	}
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }
+
+// debugRuntime answers the runtime health snapshot; with the monitor off it
+// says so in a 200 ({"enabled": false, "reason": ...}), not an error page.
+func (s *UIServer) debugRuntime(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.runtime.Snapshot())
+}
+
+// debugThroughput answers the task cost windows; without
+// throughput.cost_label it says the feature is off.
+func (s *UIServer) debugThroughput(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.costs.Snapshot())
+}

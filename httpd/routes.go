@@ -14,6 +14,8 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("GET /api/v1/identity", s.identity)
 	mux.HandleFunc("GET /api/v1/config", s.config)
 	mux.HandleFunc("GET /api/v1/debug/metrics", s.debugMetrics)
+	mux.HandleFunc("GET /api/v1/debug/runtime", s.debugRuntime)
+	mux.HandleFunc("GET /api/v1/debug/throughput", s.debugThroughput)
 	mux.HandleFunc("GET /api/v1/pages", s.pages)
 	mux.HandleFunc("GET /api/v1/ui/renderers.js", s.renderers)
 

@@ -15,6 +15,8 @@ import (
 	"svc/worker/cache"
 	"svc/worker/config"
 	"svc/worker/fleet"
+	"svc/worker/runtimehealth"
+	"svc/worker/throughput"
 )
 
 // UIDeps are the parts the UI server reads from. Nil optional parts switch
@@ -32,6 +34,11 @@ type UIDeps struct {
 	Recorder *recorder.Recorder
 	// Pause is the Kafka source's consume pause; nil without a Kafka source.
 	Pause consumePauser
+	// Runtime is the runtime health monitor; nil when it is switched off.
+	Runtime *runtimehealth.Monitor
+	// Throughput is the task cost tracker; nil or disabled without
+	// throughput.cost_label.
+	Throughput *throughput.Tracker
 	// Fleet is the worker registry (the workers list); nil answers 404.
 	Fleet *fleet.Registry
 	// Cache is the handler cache (debug listing, peer route); nil when
@@ -50,6 +57,8 @@ type UIServer struct {
 	kafka   *kafkaread.Reader
 	rec     *recorder.Recorder
 	pause   consumePauser
+	runtime *runtimehealth.Monitor
+	costs   *throughput.Tracker
 	streams *streamSlots
 	fleet   *fleet.Registry
 	cache   *cache.Store
@@ -60,9 +69,9 @@ type UIServer struct {
 // NewUIServer builds the UI server; it does not bind or start anything.
 func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
-		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, pause: d.Pause, started: time.Now(),
+		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, pause: d.Pause, runtime: d.Runtime, costs: d.Throughput, started: time.Now(),
 		streams: newStreamSlots(),
-		fleet: d.Fleet, cache: d.Cache,
+		fleet:   d.Fleet, cache: d.Cache,
 	}
 	if s.kafka == nil {
 		r, err := newKafkaReader(d.Config, d.Log)

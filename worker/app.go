@@ -30,6 +30,8 @@ type Deps struct {
 	Events *Events
 	// Registry takes the pipeline metrics; nil means a private registry.
 	Registry prometheus.Registerer
+	// Cost accounts task costs (throughput.cost_label); nil: off.
+	Cost CostObserver
 	// Log is the base logger (without a component).
 	Log *slog.Logger
 }
@@ -49,6 +51,7 @@ type App struct {
 	events  *Events
 
 	runner   TaskRunner
+	cost     CostObserver
 	kafka    Handler
 	arrange  HTTPArranger
 	complete HTTPCompleter
@@ -80,7 +83,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	}
 	a := &App{
 		cfg: cfg, log: d.Log.With("component", "worker"), ids: NewIDGen(), started: time.Now(), events: d.Events,
-		runner: d.Runner, sinks: d.Sinks, cache: d.Cache, notYet: map[string]string{}, probes: make(chan struct{}, ProbeQueueSize),
+		runner: d.Runner, cost: d.Cost, sinks: d.Sinks, cache: d.Cache, notYet: map[string]string{}, probes: make(chan struct{}, ProbeQueueSize),
 	}
 	a.taskCtx, a.cancelTasks = context.WithCancel(context.Background())
 	h := d.Handler
@@ -264,6 +267,13 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 		res.Annotations = append(res.Annotations, Annotation{Kind: LabelsDroppedKind, Payload: map[string]any{
 			"dropped": n, "max_labels": MaxLabels, "max_name_bytes": MaxLabelName, "max_value_bytes": MaxLabelValue,
 		}})
+	}
+	if a.cost != nil && res.Status == StatusOK {
+		if cost, speed, ok := a.cost.Observe(res.Labels, res.Duration); ok {
+			res.Annotations = append(res.Annotations, Annotation{Kind: CostKind, Payload: map[string]any{
+				"cost": cost, "speed_per_second": speed, "wall_ms": res.Duration.Milliseconds(),
+			}})
+		}
 	}
 	a.events.Finished(source, &res)
 	a.metrics.Tasks.WithLabelValues(source, res.Status).Inc()

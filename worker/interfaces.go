@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"svc/recorder"
 )
@@ -72,3 +73,14 @@ type TaskCache interface {
 	// Commit stores the result's cache writes (fd 3).
 	Commit(source string, res *TaskResult)
 }
+
+// CostObserver accounts the cost of each finished task (the numeric label
+// named by throughput.cost_label); worker/throughput implements it.
+// Observe is safe for concurrent use and returns ok false when the task
+// carries no usable cost.
+type CostObserver interface {
+	Observe(labels map[string]string, wall time.Duration) (cost, speed float64, ok bool)
+}
+
+// CostKind is the annotation kind that carries a task's cost and speed.
+const CostKind = "svc.cost"

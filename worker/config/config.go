@@ -288,6 +288,11 @@ type Threads struct {
 // RuntimeHealth switches the runtime health monitor.
 type RuntimeHealth struct {
 	Enabled bool `toml:"enabled" json:"enabled"`
+	// Interval is the heartbeat whose lateness measures scheduler lag.
+	Interval Duration `toml:"interval" json:"interval"`
+	// StallThreshold is the lag that counts as a stall: a goroutine dump
+	// is sampled and runtime_stall_detected logged once per episode.
+	StallThreshold Duration `toml:"stall_threshold" json:"stall_threshold"`
 }
 
 // Throughput enables per-task cost and windowed throughput.
@@ -334,7 +339,7 @@ func Default() Config {
 			CacheExchange: CacheExchange{Interval: Duration(5 * time.Second), Timeout: Duration(10 * time.Second)},
 		},
 		Offload:       Threads{MaxThreads: 2},
-		RuntimeHealth: RuntimeHealth{Enabled: true},
+		RuntimeHealth: RuntimeHealth{Enabled: true, Interval: Duration(250 * time.Millisecond), StallThreshold: Duration(100 * time.Millisecond)},
 		Throughput:    Throughput{Window: Duration(60 * time.Second)},
 	}
 }
@@ -451,7 +456,7 @@ func (c *Config) CacheExchangeOn() bool {
 // "reserved, not yet active".
 func notYetActive() []string {
 	return []string{
-		"runtime_health", "throughput", "ui.release", "ui.link_bases", "ui.custom_links",
+		"ui.release", "ui.link_bases", "ui.custom_links",
 		"ui.prometheus_url", "ui.prometheus_worker_label", "ui.prometheus_cluster_label",
 	}
 }

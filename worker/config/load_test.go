@@ -220,11 +220,11 @@ func TestDefinedKeys(t *testing.T) {
 
 func TestInactiveKeys(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[cache]\nenabled = true\n[throughput]\nwindow = \"2m\"\n"), noEnv)
+	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[cache]\nenabled = true\n[ui]\nprometheus_url = \"http://prom:9090\"\n"), noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(cfg.InactiveKeys()); !strings.Contains(got, "throughput.window") || strings.Contains(got, "executor") || strings.Contains(got, "cache") {
+	if got := fmt.Sprint(cfg.InactiveKeys()); !strings.Contains(got, "ui.prometheus_url") || strings.Contains(got, "executor") || strings.Contains(got, "cache") {
 		t.Errorf("InactiveKeys() = %s", got)
 	}
 }

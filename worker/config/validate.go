@@ -235,6 +235,8 @@ func (c *Config) validateHistory(p *problems) {
 	p.within("history.archive.after", h.Archive.After, time.Minute, 3650*day)
 	p.within("history.archive.window", h.Archive.Window, time.Minute, 31*day)
 	p.within("throughput.window", c.Throughput.Window, time.Second, day)
+	p.within("runtime_health.interval", c.RuntimeHealth.Interval, 10*time.Millisecond, 10*time.Second)
+	p.within("runtime_health.stall_threshold", c.RuntimeHealth.StallThreshold, time.Millisecond, time.Minute)
 }
 
 // CheckExecutable reports why path cannot be started as the executor: it
