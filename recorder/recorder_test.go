@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -294,5 +295,33 @@ func TestCloseWithoutRunSeals(t *testing.T) {
 	live, _ = filepath.Glob(filepath.Join(dir, "recorder", "*"))
 	if len(sealed) != 1 || len(live) != 0 {
 		t.Errorf("after empty run: sealed %v, live %v; want still one sealed file", sealed, live)
+	}
+}
+
+// TestTaskRowJSON: a row says how its key is written, null when the message
+// had none, and always carries env.
+func TestTaskRowJSON(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		row  TaskRow
+		want []string
+	}{
+		{TaskRow{TaskID: "a"}, []string{`"key":null`, `"key_encoding":null`, `"env":{}`}},
+		{TaskRow{TaskID: "b", Key: "", Env: map[string]string{KeyEncodingEnv: "utf-8"}}, []string{`"key":""`, `"key_encoding":"utf-8"`}},
+		{TaskRow{TaskID: "c", Key: "/wAB", Env: map[string]string{KeyEncodingEnv: "base64"}}, []string{`"key":"/wAB"`, `"key_encoding":"base64"`}},
+		{TaskRow{TaskID: "d", Key: "old"}, []string{`"key":"old"`, `"key_encoding":"utf-8"`}},
+	} {
+		b, err := json.Marshal(c.row)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("json(%s) = %s, lacks %s", c.row.TaskID, b, w)
+			}
+		}
+		if strings.Count(string(b), `"key":`) != 1 || strings.Count(string(b), `"env":`) != 1 {
+			t.Errorf("json(%s) = %s: key or env twice", c.row.TaskID, b)
+		}
 	}
 }

@@ -10,9 +10,12 @@ import (
 )
 
 // TaskRow is one task result. Partition and Offset are -1 when the source
-// is not Kafka. Env is the executor environment; the caller masks it, and
-// Task masks again every key whose name contains password, secret, token,
-// key or credential (case-insensitive), so no secret value reaches disk.
+// is not Kafka. Key is the message key as text; the encoding the executor
+// got it in is the SVC_KEY_ENCODING entry of Env (a row without it and
+// with an empty Key had no key). Env is the environment the task ran with,
+// masked by Config.MaskEnv before it is stored. In JSON, key and
+// key_encoding are null for a message without a key and env is always an
+// object.
 type TaskRow struct {
 	TaskID          string            `json:"task_id"`
 	TSms            int64             `json:"ts_ms"`
@@ -28,7 +31,41 @@ type TaskRow struct {
 	DurationMs      int64             `json:"duration_ms"`
 	Error           string            `json:"error"`
 	OutputSizeBytes int64             `json:"output_size_bytes"`
-	Env             map[string]string `json:"env,omitempty"`
+	Env             map[string]string `json:"env"`
+}
+
+// KeyEncoding is how Key is written: "utf-8", "base64", or "" when the
+// message had no key.
+func (t TaskRow) KeyEncoding() string {
+	if enc := t.Env[KeyEncodingEnv]; enc != "" {
+		return enc
+	}
+	if t.Key != "" {
+		return "utf-8" // a row written before the encoding was kept
+	}
+	return ""
+}
+
+// KeyEncodingEnv is the task env entry that holds the key's encoding.
+const KeyEncodingEnv = "SVC_KEY_ENCODING"
+
+// MarshalJSON writes key and key_encoding as null for a message without a
+// key, and env as {} when empty.
+func (t TaskRow) MarshalJSON() ([]byte, error) {
+	type plain TaskRow
+	out := struct {
+		plain
+		Key         *string           `json:"key"`
+		KeyEncoding *string           `json:"key_encoding"`
+		Env         map[string]string `json:"env"`
+	}{plain: plain(t), Env: t.Env}
+	if enc := t.KeyEncoding(); enc != "" {
+		out.Key, out.KeyEncoding = &t.Key, &enc
+	}
+	if out.Env == nil {
+		out.Env = map[string]string{}
+	}
+	return json.Marshal(out)
 }
 
 // Task records t without blocking; a full write queue drops and counts it.

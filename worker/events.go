@@ -106,7 +106,7 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 		return
 	}
 	if res == nil {
-		r.Event(recorder.TypeExecutorStarted, "", t.ID, nil, attemptPayload{Attempt: n})
+		r.Event(recorder.TypeExecutorStarted, "", t.ID, t.Labels, attemptPayload{Attempt: n})
 		return
 	}
 	p := attemptPayload{Attempt: n, Status: res.Status, ExitCode: &res.ExitCode,
@@ -121,7 +121,7 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 		}
 		p.StderrTail, _ = kafkaread.Encode(tail)
 	}
-	r.Event(recorder.TypeExecutorFinished, "", t.ID, nil, p)
+	r.Event(recorder.TypeExecutorFinished, "", t.ID, t.Labels, p)
 }
 
 // Finished records the task row and the executor's annotations.
@@ -148,7 +148,12 @@ func (r *Events) Finished(source string, res *TaskResult) {
 			row.Partition, row.Offset = m.Partition, m.Offset
 		}
 		if m.Key != nil {
-			row.Key, _ = kafkaread.Encode(m.Key)
+			var enc string
+			row.Key, enc = kafkaread.Encode(m.Key)
+			if row.Env == nil {
+				row.Env = map[string]string{}
+			}
+			row.Env[recorder.KeyEncodingEnv] = enc
 		}
 	}
 	rec.Task(row)
@@ -172,12 +177,12 @@ func (r *Events) taskEnv(t *Task) map[string]string {
 
 // Delivered records a result acknowledged by a sink.
 func (r *Events) Delivered(res *TaskResult, sink string) {
-	r.Event(recorder.TypeSinkDelivered, "", res.Task.ID, nil, map[string]any{"sink": sink, "output_size_bytes": len(res.Output)})
+	r.Event(recorder.TypeSinkDelivered, "", res.Task.ID, res.Labels, map[string]any{"sink": sink, "output_size_bytes": len(res.Output)})
 }
 
 // DeadLettered records a failed task written to the DLQ (or dropped).
 func (r *Events) DeadLettered(res *TaskResult, outcome, reason string) {
-	r.Event(recorder.TypeDLQSent, "", res.Task.ID, nil, map[string]any{"outcome": outcome, "reason": reason, "attempts": res.Attempts})
+	r.Event(recorder.TypeDLQSent, "", res.Task.ID, res.Labels, map[string]any{"outcome": outcome, "reason": reason, "attempts": res.Attempts})
 }
 
 // State records a worker state change (lifecycle, breakers, pauses, stalls)

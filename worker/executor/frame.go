@@ -46,8 +46,8 @@ type execTaskHeader struct {
 	TopicAlias  string            `json:"topic_alias"`
 	Partition   int32             `json:"partition"`
 	Offset      int64             `json:"offset"`
-	Key         string            `json:"key"`
-	KeyEncoding string            `json:"key_encoding"`
+	Key         *string           `json:"key"`          // null: the message has no key
+	KeyEncoding *string           `json:"key_encoding"` // null with a null key
 	Labels      map[string]string `json:"labels"`
 	Env         map[string]string `json:"env"`
 }
@@ -68,7 +68,7 @@ var execEmptyMap = map[string]string{}
 
 // execEncodeTask builds the task frame of attempt n of t.
 func execEncodeTask(t *worker.Task, n int) ([]byte, error) {
-	h := execTaskHeader{Type: execFrameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env, KeyEncoding: "utf-8"}
+	h := execTaskHeader{Type: execFrameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
 	if h.Labels == nil {
 		h.Labels = execEmptyMap
 	}
@@ -77,10 +77,12 @@ func execEncodeTask(t *worker.Task, n int) ([]byte, error) {
 	}
 	if m := t.Msg; m != nil {
 		h.Source, h.TopicAlias, h.Partition, h.Offset = m.Source, m.Alias, m.Partition, m.Offset
-		if utf8.Valid(m.Key) && !slices.Contains(m.Key, 0) {
-			h.Key = string(m.Key)
-		} else {
-			h.Key, h.KeyEncoding = base64.StdEncoding.EncodeToString(m.Key), "base64"
+		if m.Key != nil {
+			key, enc := string(m.Key), "utf-8"
+			if !utf8.Valid(m.Key) || slices.Contains(m.Key, 0) {
+				key, enc = base64.StdEncoding.EncodeToString(m.Key), "base64"
+			}
+			h.Key, h.KeyEncoding = &key, &enc
 		}
 	}
 	hb, err := json.Marshal(h)

@@ -118,18 +118,19 @@ func (s *Spawner) env(t *worker.Task) []string {
 		add("SVC_TOPIC_ALIAS", m.Alias)
 		add("SVC_PARTITION", strconv.FormatInt(int64(m.Partition), 10))
 		add("SVC_OFFSET", strconv.FormatInt(m.Offset, 10))
-		key := ""
-		if utf8.Valid(m.Key) && !slices.Contains(m.Key, 0) {
-			key = string(m.Key)
-			add("SVC_KEY_ENCODING", "utf-8")
-		} else {
-			key = base64.StdEncoding.EncodeToString(m.Key)
-			add("SVC_KEY_ENCODING", "base64")
+		if m.Key != nil { // no key: SVC_KEY and SVC_KEY_ENCODING stay unset
+			key := string(m.Key)
+			if utf8.Valid(m.Key) && !slices.Contains(m.Key, 0) {
+				add("SVC_KEY_ENCODING", "utf-8")
+			} else {
+				key = base64.StdEncoding.EncodeToString(m.Key)
+				add("SVC_KEY_ENCODING", "base64")
+			}
+			if len(key) > execEnvValueMax {
+				add("SVC_KEY_TRUNCATED", strconv.Itoa(len(key)))
+			}
+			add("SVC_KEY", cut(key))
 		}
-		if len(key) > execEnvValueMax {
-			add("SVC_KEY_TRUNCATED", strconv.Itoa(len(key)))
-		}
-		add("SVC_KEY", cut(key))
 	}
 	// Sorted so that two labels mapping to one variable resolve the same
 	// way every time (the later name wins).

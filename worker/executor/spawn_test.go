@@ -120,7 +120,7 @@ func TestSpawnEnvironment(t *testing.T) {
 		wantEnc string
 	}{
 		{"utf8 key", []byte("k1"), "k1", "utf-8"},
-		{"no key", nil, "", "utf-8"},
+		{"empty key", []byte{}, "", "utf-8"},
 		{"binary key", []byte{0xff, 0x00, 0x01}, "/wAB", "base64"},
 		{"NUL in key", []byte("a\x00b"), "YQBi", "base64"},
 	} {
@@ -152,7 +152,8 @@ func TestSpawnEnvironment(t *testing.T) {
 					t.Errorf("env %s = %q (set %v), want %q", k, got, ok, v)
 				}
 			}
-			for _, k := range []string{"SVC_TEST_SECRET", "SVC_LABEL_NUL", "BAD"} {
+			unset := []string{"SVC_TEST_SECRET", "SVC_LABEL_NUL", "BAD"}
+			for _, k := range unset {
 				if v, ok := env[k]; ok {
 					t.Errorf("env %s = %q, want unset", k, v)
 				}
@@ -442,5 +443,17 @@ func TestSpawnHugeKeyAndLabels(t *testing.T) {
 	}
 	if got, want := string(res.Output), fmt.Sprintf("%d %d %d", 32<<10, 200<<10, 32<<10); got != want {
 		t.Errorf("key length, key truncated, label length = %q, want %q", got, want)
+	}
+}
+
+// TestSpawnNullKey: a message without a key leaves SVC_KEY and
+// SVC_KEY_ENCODING unset, so an executor tells it from an empty key.
+func TestSpawnNullKey(t *testing.T) {
+	t.Parallel()
+	task := execTask("")
+	task.Msg.Key = nil
+	res := execSpawn(t, execTestOptions(execScript(t, `printf '%s|%s' "${SVC_KEY-unset}" "${SVC_KEY_ENCODING-unset}"`)), task)
+	if got := string(res.Output); got != "unset|unset" {
+		t.Errorf("SVC_KEY|SVC_KEY_ENCODING for a null key = %q, want unset|unset", got)
 	}
 }
