@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"svc/worker/config"
+	"svc/worker/workertest"
 )
 
 func TestUITokenGate(t *testing.T) {
@@ -228,5 +231,29 @@ func TestConsumePauseWithoutKafkaSource(t *testing.T) {
 	}
 	if r := do(t, "POST", off.uiURL+"/api/v1/debug/consume-pause", `{"duration_seconds":60}`); r.status != 403 || !strings.Contains(r.body, "ui.consume_pause.enabled") {
 		t.Errorf("POST consume-pause (disabled) = %d %s, want 403 naming the key", r.status, r.body)
+	}
+}
+
+// TestMetricsExistFromStartup: the counters dashboards and alerts use are
+// there at 0 before the first event.
+func TestMetricsExistFromStartup(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "/bin/cat")
+	cfg.Sources.HTTP.SinksEnabled = true
+	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "out", Topic: "out", Brokers: []string{"127.0.0.1:1"}}}
+	cfg.DLQ.Topic, cfg.DLQ.Brokers = "dead", []string{"127.0.0.1:1"}
+	s := startStack(t, cfg)
+	text := workertest.Gather(t, s.reg)
+	for _, want := range []string{
+		`svc_arrange_errors_total{source="http"} 0`, `svc_arrange_errors_total{source="kafka"} 0`,
+		`svc_complete_errors_total{source="http"} 0`,
+		`svc_sink_breaker_transitions_total{sink="out",to="open"} 0`,
+		`svc_sink_delivery_failures_total{sink="out"} 0`, `svc_sink_delivered_total{sink="out"} 0`,
+		`svc_dlq_records_total{outcome="sent"} 0`, `svc_dlq_records_total{outcome="failed"} 0`,
+		`svc_dlq_unconfigured_drops_total 0`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }

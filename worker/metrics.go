@@ -70,6 +70,14 @@ func newMetrics(reg prometheus.Registerer, pool PoolStats) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Tasks, m.TaskDuration, m.Attempts, m.ArrangeErrors, m.CompleteErrors, m.LabelsDropped, m.OffloadQueueWait)
+	// Every series exists from start-up at 0, so dashboards and alerts see
+	// it before the first event.
+	for _, source := range []string{SourceKafka, SourceHTTP, SourceProbe} {
+		m.ArrangeErrors.WithLabelValues(source)
+		m.LabelsDropped.WithLabelValues(source)
+		m.Attempts.WithLabelValues(source)
+	}
+	m.CompleteErrors.WithLabelValues(SourceHTTP)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "svc_executor_pool_busy", Help: "Executor processes running now.",

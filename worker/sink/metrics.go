@@ -34,5 +34,8 @@ func newSinkMetrics(reg prometheus.Registerer) *sinkMetrics {
 		}),
 	}
 	reg.MustRegister(m.state, m.transitions, m.delivered, m.failures, m.dlq, m.dropped)
+	for _, outcome := range []string{"sent", "failed"} {
+		m.dlq.WithLabelValues(outcome)
+	}
 	return m
 }

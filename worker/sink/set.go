@@ -51,6 +51,11 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 			events.State("sink_breaker_"+to.String(), map[string]any{"sink": name, "from": from.String()})
 		})
 		ss.m.state.WithLabelValues(name).Set(float64(Closed))
+		for _, to := range []State{Closed, Open, HalfOpen} {
+			ss.m.transitions.WithLabelValues(name, to.String())
+		}
+		ss.m.delivered.WithLabelValues(name)
+		ss.m.failures.WithLabelValues(name)
 		ss.sinks = append(ss.sinks, s)
 		ss.byName[name] = s
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 )
 
 // Wait is the generous deadline for anything a test waits for; tests never
@@ -221,4 +222,20 @@ func Metric(t testing.TB, g prometheus.Gatherer, name string, want ...string) fl
 		}
 	}
 	return sum
+}
+
+// Gather renders every series of g in the text exposition format.
+func Gather(t testing.TB, g prometheus.Gatherer) string {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	var b strings.Builder
+	for _, f := range fams {
+		if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
+			t.Fatalf("render %s: %v", f.GetName(), err)
+		}
+	}
+	return b.String()
 }
