@@ -42,6 +42,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 // until ctx ends or one fails. ready, if set, is called once all sockets
 // are bound, with the UI and ingress addresses.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(ui, ingress string)) error {
+	lns, err := httpd.Bind(cfg)
+	if err != nil {
+		return err
+	}
+	defer lns.Close()
 	reg := worker.NewRegistry()
 	events := worker.NewEvents(cfg.Worker.Name, cfg.Executor.Env)
 	opts := executor.ConfigOptions(cfg)
@@ -113,9 +118,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 		if err != nil {
 			return err
 		}
-		if err := ui.Listen(); err != nil {
-			return err
-		}
+		ui.Adopt(lns.UI)
 		uiAddr = ui.Addr()
 		life.Service("ui", ui)
 		exchange, err := newExchange(cfg, store, registry, reg, log)
@@ -130,16 +133,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 	}
 	if cfg.Metrics.Enabled {
 		metrics := httpd.NewMetricsServer(cfg, reg, log.With("component", "metrics"))
-		if err := metrics.Listen(); err != nil {
-			return err
-		}
+		metrics.Adopt(lns.Metrics)
 		life.Service("metrics", metrics)
 	}
 	if cfg.Sources.HTTP.Enabled {
 		ingress := httpd.NewIngress(cfg, app, reg, log.With("component", "ingress"))
-		if err := ingress.Listen(); err != nil {
-			return err
-		}
+		ingress.Adopt(lns.Ingress)
 		inAddr = ingress.Addr()
 		life.Intake("ingress", ingress)
 	}

@@ -241,13 +241,25 @@ func TestBindFailureIsFatal(t *testing.T) {
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
-			cfg := writeConfig(t, "[metrics]\nenabled = false\n[storage]\ndir = \"\"\n[executor]\nbinary_path = \"/bin/cat\"\n"+body)
+			storage, shared := t.TempDir(), t.TempDir()
+			cfg := writeConfig(t, fmt.Sprintf("[metrics]\nenabled = false\n[storage]\ndir = %q\n[shared]\ndir = %q\n[executor]\nbinary_path = \"/bin/cat\"\n", storage, shared)+body)
 			p := start(t, "run", "-config", cfg)
 			if code := p.wait(t); code != 1 {
 				t.Fatalf("exit = %d, want 1", code)
 			}
-			if want := fmt.Sprintf("%s: bind 127.0.0.1:%d", name, busy); !strings.Contains(p.stderr.String(), want) {
-				t.Errorf("output lacks %q:\n%s", want, p.stderr.String())
+			out := p.stderr.String()
+			if want := fmt.Sprintf("%s: bind 127.0.0.1:%d", name, busy); !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			// Nothing started before the bind failed: no warnings as if
+			// serving, no history file sealed.
+			for _, noise := range []string{"ui_unauthenticated", "http_ingress_unauthenticated", "worker_started"} {
+				if strings.Contains(out, noise) {
+					t.Errorf("a worker that could not bind logged %s:\n%s", noise, out)
+				}
+			}
+			if sealed, _ := filepath.Glob(filepath.Join(shared, "history", "*", "*.db")); len(sealed) > 0 {
+				t.Errorf("a worker that could not bind sealed %v", sealed)
 			}
 		})
 	}

@@ -168,6 +168,10 @@ func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 // in storage.dir or missing is 404.
 func (s *UIServer) download(w http.ResponseWriter, r *http.Request) {
 	rel := r.URL.Query().Get("path")
+	if rel == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", "path is required: a database path as GET /api/v1/debug/databases lists it, e.g. history/<cluster>/<name>.db")
+		return
+	}
 	var (
 		f   io.ReadSeekCloser
 		mod time.Time
@@ -185,7 +189,7 @@ func (s *UIServer) download(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if errors.Is(err, recorder.ErrNotFound) {
-			writeError(w, http.StatusNotFound, "not_found", "no downloadable database at that path (allowed: history/<cluster>/<name>.db, history/<cluster>/<archive>.db.gz, merged/<name>.db)")
+			writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no downloadable database at %q (allowed shapes: history/<cluster>/<name>.db, history/<cluster>/<archive>.db.gz, merged/<name>.db; no links)", cut(rel, 200)))
 			return
 		}
 		writeError(w, http.StatusInternalServerError, "recorder_error", "cannot open the database")
@@ -253,7 +257,7 @@ func (s *UIServer) merge(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, recorder.ErrBadShape):
 		writeError(w, http.StatusBadRequest, "bad_path", "merge takes a non-empty list of paths shaped history/<cluster>/<name>.db or merged/<name>.db")
 	case errors.Is(err, recorder.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "a path does not name a database of the shared folder")
+		writeError(w, http.StatusNotFound, "not_found", "a path does not name a database of the shared folder: "+err.Error())
 	case errors.Is(err, recorder.ErrNoSharedDir):
 		writeError(w, http.StatusConflict, "no_shared_dir", "neither shared.dir nor storage.dir is set: there is nowhere to write a merge result")
 	case errors.Is(err, recorder.ErrUnsafePath):

@@ -149,14 +149,17 @@ func TestHistoryDownloadMergeAndLive(t *testing.T) {
 	if err := os.Symlink(filepath.Join(hist, filepath.Base(sealed)), filepath.Join(hist, "link.db")); err != nil {
 		t.Fatal(err)
 	}
+	if r := do(t, "GET", s.uiURL+"/api/v1/debug/download", ""); r.status != 400 || !strings.Contains(r.body, "path is required") {
+		t.Errorf("download without path = %d %s, want 400 saying path is required", r.status, r.body)
+	}
 	for _, p := range []string{
-		"", "history/default/missing.db", "../storage/recorder/" + filepath.Base(live[0]), "history/default/../../storage/x.db",
+		"history/default/missing.db", "../storage/recorder/" + filepath.Base(live[0]), "history/default/../../storage/x.db",
 		"history%2Fdefault%2F..%2F..%2Fetc%2Fpasswd", "%2e%2e/%2e%2e/etc/passwd", "/etc/passwd", "history\\default\\x.db",
 		"history/default/link.db", "recorder/" + filepath.Base(live[0]), "history/default/" + filepath.Base(sealed) + ".meta.json",
 	} {
 		r := do(t, "GET", s.uiURL+"/api/v1/debug/download?path="+p, "")
-		if r.status != 404 {
-			t.Errorf("download %q = %d, want 404", p, r.status)
+		if r.status != 404 || !strings.Contains(r.body, "no downloadable database at") {
+			t.Errorf("download %q = %d %s, want 404 naming the path", p, r.status, r.body)
 		}
 	}
 

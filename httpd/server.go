@@ -26,6 +26,9 @@ type surface struct {
 	log  *slog.Logger
 }
 
+// Adopt makes the surface serve ln, a socket bound by Bind.
+func (s *surface) Adopt(ln net.Listener) { s.ln = ln }
+
 // listen binds the surface's socket; a failure is fatal at startup.
 func (s *surface) listen() error {
 	ln, err := net.Listen("tcp", s.srv.Addr)
@@ -97,3 +100,51 @@ func (m *MetricsServer) Listen() error { return m.listen() }
 
 // Run serves until ctx ends.
 func (m *MetricsServer) Run(ctx context.Context) error { return m.serve(ctx, 5*time.Second) }
+
+// Listeners are the sockets of the three surfaces, bound before anything
+// else starts so that a bind failure ends the worker before it opens its
+// recorder or logs as if it were serving. A nil listener is a surface that
+// is switched off.
+type Listeners struct {
+	UI, Ingress, Metrics net.Listener
+}
+
+// Bind binds the enabled surfaces' sockets; on a failure it closes the
+// ones it bound and names the surface and address.
+func Bind(cfg *config.Config) (*Listeners, error) {
+	l := &Listeners{}
+	bind := func(name, host string, port int, dst *net.Listener) error {
+		addr := hostPort(host, port)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("%s: bind %s: %w", name, addr, err)
+		}
+		*dst = ln
+		return nil
+	}
+	var err error
+	if cfg.UI.Enabled {
+		err = bind("ui", cfg.UI.Host, cfg.UI.Port, &l.UI)
+	}
+	if err == nil && cfg.Sources.HTTP.Enabled {
+		err = bind("ingress", cfg.Sources.HTTP.Host, cfg.Sources.HTTP.Port, &l.Ingress)
+	}
+	if err == nil && cfg.Metrics.Enabled {
+		err = bind("metrics", cfg.Metrics.Host, cfg.Metrics.Port, &l.Metrics)
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Close closes every listener (serving ones are closed by their server
+// too; a second close is harmless).
+func (l *Listeners) Close() {
+	for _, ln := range []net.Listener{l.UI, l.Ingress, l.Metrics} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+}

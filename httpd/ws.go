@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,6 +95,17 @@ func (e *wsEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "recorder_unavailable", "no flight recorder: live streams are off")
 		return
 	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		w.Header().Set("Upgrade", "websocket")
+		writeError(w, http.StatusUpgradeRequired, "upgrade_required",
+			`GET /ws is a WebSocket: connect with "Upgrade: websocket" and send {"subscribe":["tasks","events","state"]}`)
+		return
+	}
+	if ok, reason := e.s.originCheck(r); !ok {
+		e.logRefused(r, reason)
+		writeError(w, http.StatusForbidden, "origin_refused", reason)
+		return
+	}
 	if code, detail := e.acquire(); code != "" {
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, code, detail)
@@ -110,13 +122,18 @@ func (e *wsEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // handshake applies the Origin rule and declines every subprotocol.
 func (e *wsEndpoint) handshake(cfg *websocket.Config, r *http.Request) error {
-	if ok, reason := e.s.originCheck(r); !ok {
-		e.log.Info("ws_origin_refused", "origin", quoteOrigin(r.Header.Get("Origin")), "host", r.Host, "remote", r.RemoteAddr, "reason", reason)
+	if ok, reason := e.s.originCheck(r); !ok { // checked before the upgrade too
+		e.logRefused(r, reason)
 		return errors.New(reason)
 	}
 	cfg.Origin, _ = websocket.Origin(cfg, r)
 	cfg.Protocol = nil
 	return nil
+}
+
+// logRefused logs a refused handshake once, the origin as sent (cut).
+func (e *wsEndpoint) logRefused(r *http.Request, reason string) {
+	e.log.Info("ws_origin_refused", "origin", cut(r.Header.Get("Origin"), 100), "host", r.Host, "remote", r.RemoteAddr, "reason", reason)
 }
 
 // acquire takes a connection slot, or returns the error code and detail.

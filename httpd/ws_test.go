@@ -431,3 +431,19 @@ func TestWSDroppedFrame(t *testing.T) {
 		t.Errorf("dropped frame count %d total %d, want %d (the subscription's drops)", count, total, drops)
 	}
 }
+
+// TestWSRefusalsAreJSON: a plain GET of /ws and a refused origin answer
+// with the JSON error shape, not plain text or an empty body.
+func TestWSRefusalsAreJSON(t *testing.T) {
+	t.Parallel()
+	s, addr := wsTestServer(t, defaultWSLimits())
+	r := do(t, "GET", "http://"+addr+"/ws", "")
+	if r.status != 426 || !strings.Contains(r.body, `"error":"upgrade_required"`) || r.header.Get("Upgrade") != "websocket" {
+		t.Errorf("GET /ws without upgrade = %d %s, want 426 upgrade_required", r.status, r.body)
+	}
+	r = rawUpgrade(t, addr, "/ws", "", "Origin", "https://evil.example")
+	if r.status != 403 || !strings.Contains(r.body, `"error":"origin_refused"`) {
+		t.Errorf("refused origin = %d %q, want 403 origin_refused", r.status, r.body)
+	}
+	_ = s
+}
