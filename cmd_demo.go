@@ -55,7 +55,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, `
 svc demo is running (Ctrl-C to stop)
   kafka        embedded cluster at %s: demo-in -> exec-demo -> demo-out (failures -> demo-in_dlq)
-               a sample message every 2s; about one in five fails into the DLQ
+               a sample every 2s: one in five fails into the DLQ, one in five is retried once, then succeeds
   UI and API   http://%s/api/v1/identity
   metrics      http://%s/metrics
   try it:      curl -s -H 'Authorization: Bearer %s' --data-binary 'hello world' http://%s/v1/process

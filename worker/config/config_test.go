@@ -217,3 +217,27 @@ func TestIsSecretName(t *testing.T) {
 		t.Errorf("MaskEnv() = %v", env)
 	}
 }
+
+// TestDockerExampleHasAToken: the container example listens on every
+// interface, so it must require a UI token and take it from the
+// environment; its only problem on this machine is the executor that the
+// example image copies in.
+func TestDockerExampleHasAToken(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../testdata/docker/svc.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SVC_UI_TOKEN": "t0k", "BILLING_TOKEN": "b"}
+	_, err = Parse(data, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0], "executor.binary_path") {
+		t.Fatalf("Parse(docker example) = %v, want only the missing executor", err)
+	}
+	if _, err := Parse(data, func(k string) (string, bool) { v, ok := env[k]; return v, ok && k != "SVC_UI_TOKEN" }); err == nil || !strings.Contains(err.Error(), "SVC_UI_TOKEN is not set") {
+		t.Errorf("docker example without SVC_UI_TOKEN = %v, want it refused", err)
+	}
+	if !strings.Contains(string(data), `host = "0.0.0.0"`) || !strings.Contains(string(data), `auth_token = "${SVC_UI_TOKEN}"`) {
+		t.Error("the docker example must listen on 0.0.0.0 with a token from SVC_UI_TOKEN")
+	}
+}

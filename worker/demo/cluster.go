@@ -48,8 +48,8 @@ var samples = []string{
 }
 
 // Trickle produces a sample message to the input topic every interval until
-// ctx ends; about one in five fails (some at once, some after retries) and
-// lands in the DLQ.
+// ctx ends; one in five fails and lands in the DLQ, one in five is retried
+// once and then succeeds.
 func (c *Cluster) Trickle(ctx context.Context, interval time.Duration) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.DefaultProduceTopic(TopicIn))
 	if err != nil {

@@ -10,13 +10,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // Execute is the sample executor. It reads the message from stdin and:
-// asks for a retry (exit 75, so it is retried and finally fails) when the
-// message contains "tempfail", fails (exit 1) when it contains "fail",
+// asks for a retry (exit 75) on the first attempt of a message containing
+// "tempfail" and succeeds on the next one, fails (exit 1) when it contains "fail",
 // sleeps a second when it contains "slow", and otherwise answers a JSON
 // summary of the message. It writes one annotation and one handler-cache
 // row (demo.last_task, scope cluster) to fd 3 when the worker offers the
@@ -31,7 +32,8 @@ func Execute(stdin io.Reader, stdout, stderr io.Writer, events *os.File) int {
 		fmt.Fprintln(stderr, "exec-demo: read stdin:", err)
 		return 1
 	}
-	a := handle(in, os.Getenv("SVC_TASK_ID"), os.Getenv("SVC_SOURCE"))
+	attempt, _ := strconv.Atoi(os.Getenv("SVC_ATTEMPT"))
+	a := handle(in, os.Getenv("SVC_TASK_ID"), os.Getenv("SVC_SOURCE"), attempt)
 	if os.Getenv("SVC_EVENTS_FD") == "3" && events != nil {
 		defer events.Close()
 		line, _ := json.Marshal(map[string]any{"annotation": a.annotation})
@@ -64,16 +66,16 @@ type answer struct {
 }
 
 // handle decides what the demo does with message in.
-func handle(in []byte, taskID, source string) answer {
+func handle(in []byte, taskID, source string, attempt int) answer {
 	text := string(in)
 	a := answer{status: "ok", annotation: map[string]any{
 		"kind": "demo.summary", "payload": map[string]any{"bytes": len(in), "words": len(strings.Fields(text))},
 	}}
 	switch {
-	case strings.Contains(text, "tempfail"):
-		a.status, a.diag = "retry", "exec-demo: pretending a dependency is down; asking for a retry"
+	case strings.Contains(text, "tempfail") && attempt < 2:
+		a.status, a.diag = "retry", "exec-demo: pretending a dependency is down on the first attempt; asking for a retry"
 		return a
-	case strings.Contains(text, "fail"):
+	case strings.Contains(strings.ReplaceAll(text, "tempfail", ""), "fail"):
 		a.status, a.diag = "failed", "exec-demo: the message asked to fail"
 		return a
 	case strings.Contains(text, "slow"):

@@ -44,6 +44,10 @@ func TestDemoExecutorModes(t *testing.T) {
 			if len(res.Annotations) != 1 || res.Annotations[0].Kind != "demo.summary" {
 				t.Errorf("Run(hello) annotations = %+v, want one demo.summary", res.Annotations)
 			}
+			res = p.Run(t.Context(), task(`{"note":"tempfail"}`))
+			if res.Status != worker.StatusOK || res.Attempts != 2 {
+				t.Errorf("Run(tempfail) = %s after %d attempts (%v), want ok on the second attempt (a retry that works)", res.Status, res.Attempts, res.Err)
+			}
 			res = p.Run(t.Context(), task("please fail"))
 			if res.Status != worker.StatusFailed || res.Attempts != 2 || !strings.Contains(string(res.Stderr), "asked to fail") {
 				t.Errorf("Run(fail) = %s after %d attempts, stderr %q; want failed after 2 with its reason", res.Status, res.Attempts, res.Stderr)

@@ -34,14 +34,15 @@ func executePersistent(stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		header, payload, _ := bytes.Cut(frame, []byte{'\n'})
 		var task struct {
-			TaskID string `json:"task_id"`
-			Source string `json:"source"`
+			TaskID  string `json:"task_id"`
+			Source  string `json:"source"`
+			Attempt int    `json:"attempt"`
 		}
 		if err := json.Unmarshal(header, &task); err != nil {
 			fmt.Fprintln(stderr, "exec-demo: bad task header:", err)
 			return 1
 		}
-		a := handle(payload, task.TaskID, task.Source)
+		a := handle(payload, task.TaskID, task.Source, task.Attempt)
 		if a.diag != "" {
 			fmt.Fprintln(stderr, a.diag)
 		}

@@ -159,12 +159,12 @@ type spawnBackend struct {
 	nwait   atomic.Int64
 }
 
-func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, _ int, started func()) (worker.AttemptResult, error) {
+func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, n int, started func()) (worker.AttemptResult, error) {
 	if err := b.acquire(ctx); err != nil {
 		return worker.AttemptResult{}, err
 	}
 	started()
-	a := b.spawner.Spawn(ctx, t)
+	a := b.spawner.SpawnAttempt(ctx, t, n)
 	<-b.slots
 	return a, nil
 }

@@ -91,7 +91,7 @@ func (s *Spawner) binary() (string, error) {
 // env is the child's environment. Later entries win (os/exec keeps the last
 // of duplicate keys): base, executor.env, task env, then the protocol's SVC_*
 // variables, so an executor can trust them.
-func (s *Spawner) env(t *worker.Task) []string {
+func (s *Spawner) env(t *worker.Task, attempt int) []string {
 	env := make([]string, 0, len(s.baseEnv)+len(t.Env)+len(t.Labels)+10)
 	env = append(env, s.baseEnv...)
 	add := func(k, v string) {
@@ -112,6 +112,7 @@ func (s *Spawner) env(t *worker.Task) []string {
 		add(k, cut(v))
 	}
 	add("SVC_TASK_ID", t.ID)
+	add("SVC_ATTEMPT", strconv.Itoa(attempt))
 	add("SVC_EVENTS_FD", "3")
 	if m := t.Msg; m != nil {
 		add("SVC_SOURCE", m.Source)
@@ -164,11 +165,16 @@ func execFailed(err error) worker.AttemptResult {
 	return worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: err}
 }
 
-// Spawn runs one attempt of t. It never panics on executor misbehaviour;
-// every problem ends up in the result.
+// Spawn runs t as its first attempt; see SpawnAttempt.
 func (s *Spawner) Spawn(ctx context.Context, t *worker.Task) worker.AttemptResult {
+	return s.SpawnAttempt(ctx, t, 1)
+}
+
+// SpawnAttempt runs attempt n (from 1, SVC_ATTEMPT) of t. It never panics
+// on executor misbehaviour; every problem ends up in the result.
+func (s *Spawner) SpawnAttempt(ctx context.Context, t *worker.Task, n int) worker.AttemptResult {
 	start := time.Now()
-	res := s.spawn(ctx, t)
+	res := s.spawn(ctx, t, n)
 	res.Duration = time.Since(start)
 	return res
 }
@@ -184,7 +190,7 @@ const (
 	execStopOverflow
 )
 
-func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResult {
+func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int) worker.AttemptResult {
 	if err := ctx.Err(); err != nil {
 		return execFailed(fmt.Errorf("run executor: %w", err))
 	}
@@ -197,7 +203,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task) worker.AttemptResul
 		return execFailed(fmt.Errorf("start executor: %w", err))
 	}
 	cmd := &exec.Cmd{
-		Path: bin, Args: s.argv, Env: s.env(t),
+		Path: bin, Args: s.argv, Env: s.env(t, attempt),
 		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
 		ExtraFiles:  pp.child[3:], // fd 3, SVC_EVENTS_FD
 		SysProcAttr: execSysProcAttr(),
