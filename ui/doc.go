@@ -31,7 +31,7 @@
 // would lose their order. Source kinds are events (event_types, limit),
 // annotations (kind_prefix, limit), tasks (limit) and metrics (metric);
 // limit is 1-1000 and NormalizePages sets 200 when it is omitted. The
-// complete example is testdata/ui/ui-pages.toml.
+// complete example is testdata/config/valid/ui-pages.toml.
 //
 // # Wire shape
 //

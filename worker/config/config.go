@@ -4,6 +4,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"svc/ui"
 )
 
 // Config is the whole TOML configuration of a worker. Keys keep the spec's
@@ -100,6 +102,11 @@ type Handler struct {
 	MaxAttempts  int      `toml:"max_attempts" json:"max_attempts"`
 	RetryBackoff Duration `toml:"retry_backoff" json:"retry_backoff"`
 	LabelFields  []string `toml:"label_fields" json:"label_fields"`
+	// UIPages are the exec handler's declared UI pages ([[handler.ui_pages]]).
+	UIPages []ui.Page `toml:"ui_pages" json:"ui_pages"`
+	// ProbeDetails declares how the Debug page renders the executor's JSON
+	// stdout of a probe ([handler.probe_details]).
+	ProbeDetails ui.ProbeDetails `toml:"probe_details" json:"probe_details"`
 }
 
 // Pipeline bounds work in flight.
