@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -43,6 +44,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer cluster.Close()
 	cfg := demo.Config(self, dir, ports, cluster.Brokers())
+	// The embedded UI release, staged under the demo's own folder: the UI
+	// works with no network and leaves nothing behind.
+	cfg.UI.Release.CacheDir = filepath.Join(dir, "ui-cache")
 	if problems := cfg.Validate(); len(problems) > 0 {
 		return &config.Error{Path: "(demo)", Problems: problems}
 	}
@@ -52,7 +56,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 svc demo is running (Ctrl-C to stop)
   kafka        embedded cluster at %s: demo-in -> exec-demo -> demo-out (failures -> demo-in_dlq)
                a sample message every 2s; about one in five fails into the DLQ
-  UI and API   http://%s/api/v1/identity
+  UI           http://%s/   (JSON API under /api/v1)
   metrics      http://%s/metrics
   try it:      curl -s -H 'Authorization: Bearer %s' --data-binary 'hello world' http://%s/v1/process
   a failure:   curl -s -H 'Authorization: Bearer %s' --data-binary 'please fail' http://%s/v1/process

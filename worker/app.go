@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"svc/ui"
 	"svc/worker/config"
 )
 
@@ -52,6 +53,8 @@ type App struct {
 	complete HTTPCompleter
 	sinks    Deliverer
 	probes   chan struct{}
+	pages    []ui.Page
+	details  ui.ProbeDetails
 
 	// taskCtx outlives intake: accepted work finishes during a drain and is
 	// cancelled only when the drain deadline passes.
@@ -85,6 +88,9 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		h = NewExecHandler(cfg.Handler, a.ids)
 	}
 	if err := a.bindHandler(h); err != nil {
+		return nil, err
+	}
+	if err := a.bindUI(h); err != nil {
 		return nil, err
 	}
 	stats, _ := d.Runner.(PoolStats)

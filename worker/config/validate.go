@@ -69,6 +69,12 @@ func (c *Config) validateSurfaces(p *problems) {
 			p.add(fmt.Sprintf("ui.allowed_ws_origins[%d]", i), "%q must be an origin such as https://ops.example.com", o)
 		}
 	}
+	if v := c.UI.Release.Version; v != "" && ui.CheckTag(v) != nil {
+		p.add("ui.release.version", "%q must be a release tag vX.Y.Z (empty: the release embedded in this binary)", v)
+	}
+	if r := c.UI.Release.Repo; r != "" && !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") {
+		p.add("ui.release.repo", "%q must start with http:// or https://", r)
+	}
 	if u := c.UI.PublicURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		p.add("ui.public_url", "%q must start with http:// or https://", u)
 	}
