@@ -175,7 +175,7 @@ export function tableRow(row, cols, opts = {}, depth = 0) {
     tr.classList.add("clickable");
     tr.tabIndex = 0;
     tr.addEventListener("click", (ev) => { if (!ev.target.closest("a,button")) open(); });
-    tr.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
+    tr.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); open(); } });
   }
   return tr;
 }

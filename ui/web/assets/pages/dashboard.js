@@ -33,7 +33,7 @@ export async function mount(root, ctx) {
   let latestCounts = counts;
   const draw = () => {
     tiles.replaceChildren(throughputTile(times), outcomesTile(latest), capacityTile(latest, id), flowTile(latest, id));
-    sections.replaceChildren(failuresCard(failures, ctx), sinksCard(latest), countsCard(latestCounts, id), linksCard(id));
+    sections.replaceChildren(...[failuresCard(failures, ctx), sinksCard(latest), countsCard(latestCounts, id), linksCard(id)].filter(Boolean));
   };
   draw();
 

@@ -20,7 +20,7 @@ export async function mount(root, ctx) {
   let current = shown.find((t) => t.id === ctx.params.get("tab")) || shown[0];
   const list = el("div", { role: "tablist", class: "tabs", "aria-label": "Debug tools" });
   const pane = el("div", { role: "tabpanel", id: "debug-pane" });
-  root.append(list, off.length ? note("Turned off on this worker: ", off.map((k, i) => [i ? ", " : "", el("code", { class: "off-key" }, k + " = false")])) : null, pane);
+  root.append(...[list, off.length ? note("Turned off on this worker: ", off.map((k, i) => [i ? ", " : "", el("code", { class: "off-key" }, k + " = false")])) : null, pane].filter(Boolean));
   let cleanup = null;
 
   const select = async (t, params) => {

@@ -34,7 +34,7 @@ export async function mount(root, ctx) {
           const m = await metrics();
           const v = sum(m, src.metric);
           body.replaceChildren(el("div", { class: "big stat" }, formatted(v, w.format || "number")),
-            m.has(src.metric) ? null : note(`No metric family ${src.metric} on this worker.`));
+            ...(m.has(src.metric) ? [] : [note(`No metric family ${src.metric} on this worker.`)]));
         } catch (err) { body.replaceChildren(banner("error", err.message)); }
       };
       await poll();

@@ -53,7 +53,7 @@ export async function mount(root, ctx) {
       el("td", {}, String(t.attempts ?? "")), el("td", {}, duration(t.duration_ms || 0)));
     const open = () => openTask(ctx, t, byBase.get(t._base) || workers[0]);
     tr.addEventListener("click", (ev) => { if (!ev.target.closest("a")) open(); });
-    tr.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
+    tr.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); open(); } });
     return tr;
   };
   const eventRow = (e) => el("tr", {},
@@ -185,7 +185,7 @@ function traceSummary(events) {
     attempts.length ? el("ol", { class: "attempts" }, attempts.map((e) => {
       const a = payload(e);
       return el("li", {}, statusBadge(a.status), ` exit ${a.exit_code ?? "?"} · ${duration(a.duration_ms || 0)}`, a.error ? el("div", { class: "error small" }, a.error) : null,
-        a.stderr_tail ? el("details", {}, el("summary", {}, "stderr tail"), el("pre", { class: "preview" }, a.stderr_tail)) : null);
+        a.stderr_tail ? el("details", { open: a.status !== "ok" }, el("summary", {}, "stderr tail"), el("pre", { class: "preview" }, a.stderr_tail)) : null);
     })) : note("No executor attempts recorded."),
     el("h3", {}, "Annotations"),
     notes.length ? el("ul", { class: "plain" }, notes.map((e) => el("li", {}, el("code", {}, e.kind), " ", text(e.payload)))) : note("None."),

@@ -57,7 +57,7 @@ export async function mount(root, ctx) {
     }
     try {
       const res = await post("/api/v1/debug/probe", body);
-      out.replaceChildren(...(res.tasks || []).map((t) => result(t, res.probe_details, ctx)), res.tasks?.length ? null : note("The handler arranged no task for this payload."));
+      out.replaceChildren(...(res.tasks || []).map((t) => result(t, res.probe_details, ctx)), ...(res.tasks?.length ? [] : [note("The handler arranged no task for this payload.")]));
     } catch (err) {
       out.replaceChildren(banner("error", "Probe failed: " + err.message));
     }
