@@ -180,8 +180,8 @@ func TestBrowser(t *testing.T) {
 		p.waitFor(`document.querySelector('[data-view=table] tbody tr .money') && document.querySelector('.stat') && document.querySelectorAll('.placeholder').length === 2`, "the showcase widgets")
 		var got struct {
 			OrderHref, Hint, Status, Money, Number, NumberTitle, Duration, Bytes, Stamp, StampTitle string
-			CustomerLinks, KindLinks                                                                  int
-			Text                                                                                      string
+			CustomerLinks, KindLinks                                                                int
+			Text                                                                                    string
 		}
 		jsonOf(t, p, `(() => {
 			const row = document.querySelector('[data-view=table] tbody tr');
