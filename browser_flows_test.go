@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,12 @@ func TestBrowser(t *testing.T) {
 		// A reload (no token in the URL) signs in again from sessionStorage.
 		p.navigate(w.base + "/debug?tab=config")
 		p.waitFor(`document.body.innerText.includes("effective configuration")`, "the Debug page after a reload")
+		// A token that stops working mid-session returns to the prompt.
+		if err := p.eval(`sessionStorage.setItem("svc.token", "rotated-away")`, nil); err != nil {
+			t.Fatal(err)
+		}
+		p.click("#nav a", "Dashboard")
+		p.waitFor(`document.querySelector("input[name=token]")`, "the sign-in form after a 401 mid-session")
 		checkPage(t, p, true)
 	})
 
@@ -224,6 +231,16 @@ func TestBrowser(t *testing.T) {
 				t.Errorf("showcase lacks %q", want)
 			}
 		}
+		// Table widgets refresh over /ws: a probe's annotation adds a row.
+		rows := p.str(`String(document.querySelectorAll('[data-view=table] tbody tr').length)`)
+		req, _ := http.NewRequest("POST", w.base+"/api/v1/debug/probe", strings.NewReader(`{"payload":"{\"order\":7}"}`))
+		req.Header.Set("Authorization", "Bearer "+browserToken)
+		if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != 200 {
+			t.Fatalf("probe for a live row: %v %v", r, err)
+		} else {
+			r.Body.Close()
+		}
+		p.waitFor(fmt.Sprintf(`document.querySelectorAll('[data-view=table] tbody tr').length > %s`, rows), "a live row from the new annotation")
 		if ws := warnings(p, "'explode' threw"); len(ws) != 1 {
 			t.Errorf("renderer warnings = %q, want exactly one", ws)
 		}

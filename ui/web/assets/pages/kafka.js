@@ -96,9 +96,10 @@ function recordRow(r, ctx, dlq) {
   const h = Object.fromEntries((r.headers || []).map((x) => [x.key, x.value_encoding === "base64" ? null : x.value]));
   const base = [el("td", {}, coords(ctx, r.alias, r.partition, r.offset)), el("td", {}, timeEl(r.timestamp_ms)), el("td", {}, encoded(r.key, r.key_encoding, 80))];
   if (dlq) {
-    const src = h["svc-dlq-source-partition"] !== undefined ? `${h["svc-dlq-source-partition"]}:${h["svc-dlq-source-offset"]}` : "—";
+    const sp = h["svc-dlq-source-partition"];
+    const src = sp !== undefined && sp !== null ? coords(ctx, "source", sp, h["svc-dlq-source-offset"]) : "—";
     return el("tr", { "data-offset": `${r.partition}:${r.offset}` }, base, el("td", { class: "error" }, h["svc-dlq-reason"] || ""), el("td", {}, h["svc-dlq-attempts"] || ""),
-      el("td", {}, el("code", {}, src)), el("td", {}, h["svc-dlq-worker"] || ""), el("td", { class: "summary" }, encoded(r.payload, r.payload_encoding, 160)));
+      el("td", { class: "source" }, src), el("td", {}, h["svc-dlq-worker"] || ""), el("td", { class: "summary" }, encoded(r.payload, r.payload_encoding, 160)));
   }
   const hs = (r.headers || []).map((x) => el("div", {}, el("code", {}, x.key), "=", encoded(x.value, x.value_encoding, 80)));
   return el("tr", { "data-offset": `${r.partition}:${r.offset}` }, base, el("td", { class: "summary" }, encoded(r.payload, r.payload_encoding, 300)), el("td", {}, hs), el("td", { class: "num" }, bytes(r.payload_size_bytes || 0)));
