@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"svc/ui"
 )
 
 // TestBrowser drives the UI of two real workers through the scenarios an
@@ -308,6 +312,80 @@ func TestBrowser(t *testing.T) {
 		p.click("#nav a", "Dashboard")
 		p.waitFor(`document.body.innerText.includes("Memory-only recorder")`, "the memory-only note on the request counts")
 		checkPage(t, p, false)
+
+		// A burst of tasks while Live is open: the table keeps at most 500
+		// rows, newest first, and the page stays responsive.
+		p.click("#nav a", "Live")
+		p.waitFor(`document.querySelector("table.live tbody tr") && document.body.innerText.includes("1/1 live")`, "Live connected")
+		const burst = 600
+		var wg sync.WaitGroup
+		jobs := make(chan int)
+		for range 16 {
+			wg.Go(func() {
+				for i := range jobs {
+					r, err := http.Post(lw.ingress+"/v1/process", "text/plain", strings.NewReader(fmt.Sprintf("burst %d", i)))
+					if err == nil {
+						r.Body.Close()
+					}
+				}
+			})
+		}
+		for i := range burst {
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+		p.waitFor(`document.querySelectorAll("table.live tbody tr").length === 500`, "the Live table capped at 500 rows")
+		var ok bool
+		if err := p.eval(`new Promise((done) => requestAnimationFrame(() => done(true)))`, &ok); err != nil || !ok {
+			t.Errorf("page unresponsive after the burst: %v", err)
+		}
+		shot(p, "live-burst")
+		checkPage(t, p, false)
+	})
+
+	t.Run("link templates encode like the Go side", func(t *testing.T) {
+		p := open(t, "/debug?tab=config")
+		p.waitFor(`document.body.innerText.includes("effective configuration")`, "the page")
+		inputs := []string{"plain", "a/b c", "100%", "ü€😀", "?&=#+", "!'()*~._-", "{row.x}", ""}
+		var got []string
+		in, _ := json.Marshal(inputs)
+		jsonOf(t, p, fmt.Sprintf(`import(%q).then((m) => %s.map(m.percentEncode))`, ui.AssetsPath(ui.EmbeddedTag)+"/render.js", in), &got)
+		for i, s := range inputs {
+			if want := ui.PercentEncode(s); i >= len(got) || got[i] != want {
+				t.Errorf("percentEncode(%q) in the browser = %q, want %q as ui.PercentEncode", s, got, want)
+			}
+		}
+		type expandCase struct {
+			Tpl   string            `json:"tpl"`
+			Value any               `json:"value"`
+			Row   map[string]any    `json:"row"`
+			Bases map[string]string `json:"bases"`
+		}
+		cases := []expandCase{
+			{"{shop}/o/{value}", "A/1 b", nil, map[string]string{"shop": "https://s.example.com/"}},
+			{"{shop}/o/{row.id}?q={value}", 42.5, map[string]any{"id": "x y"}, map[string]string{"shop": "https://s.example.com"}},
+			{"{wiki}/{value}", "x", nil, map[string]string{}},
+			{"/local/{row.missing}", "x", map[string]any{}, nil},
+			{"https://x.example.com/{value}", true, nil, nil},
+			{"{value}", "javascript:alert(1)", nil, nil},
+		}
+		for _, c := range cases {
+			tpl, err := ui.ParseTemplate(c.Tpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, ok := tpl.ExpandURL(ui.Values{Value: c.Value, Row: c.Row, Bases: c.Bases})
+			arg, _ := json.Marshal(c)
+			var js *string
+			jsonOf(t, p, fmt.Sprintf(`import(%q).then((m) => { const c = %s; return m.expand(c.tpl, {value: c.value, row: c.row, bases: c.bases}, true); })`, ui.AssetsPath(ui.EmbeddedTag)+"/render.js", arg), &js)
+			switch {
+			case !ok && js != nil:
+				t.Errorf("expand(%q) in the browser = %q, want unresolved as in Go", c.Tpl, *js)
+			case ok && (js == nil || *js != want):
+				t.Errorf("expand(%q) in the browser = %v, want %q", c.Tpl, js, want)
+			}
+		}
 	})
 
 	if *updateShots {

@@ -163,9 +163,10 @@ row_fields = ["rule", "matched", "took_ms"]
 
 // ui is a running worker as the browser sees it.
 type uiWorker struct {
-	base  string // http://127.0.0.1:port
-	token string
-	proc  *proc
+	base    string // http://127.0.0.1:port
+	ingress string // http://127.0.0.1:port of the HTTP ingress, if on
+	token   string
+	proc    *proc
 }
 
 // get GETs an API path with the worker's token.
@@ -311,10 +312,10 @@ enabled = true
 host = "127.0.0.1"
 port = %d
 `, port, filepath.Join(dir, "ui-cache"), in))
-	w := &uiWorker{base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	w := &uiWorker{base: fmt.Sprintf("http://127.0.0.1:%d", port), ingress: fmt.Sprintf("http://127.0.0.1:%d", in)}
 	w.proc = start(t, "run", "-config", cfg)
 	waitHTTP(t, w.base+"/healthz")
-	r, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/process", in), "application/json", strings.NewReader(`{"hello":"world"}`))
+	r, err := http.Post(w.ingress+"/v1/process", "application/json", strings.NewReader(`{"hello":"world"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,11 +377,11 @@ func warnings(p *page, s string) []string {
 	return out
 }
 
-// jsonOf evaluates expr (which must yield JSON-able data) into out.
+// jsonOf evaluates expr (JSON-able data, or a promise of it) into out.
 func jsonOf(t *testing.T, p *page, expr string, out any) {
 	t.Helper()
 	var s string
-	if err := p.eval("JSON.stringify("+expr+")", &s); err != nil {
+	if err := p.eval("Promise.resolve("+expr+").then((v) => JSON.stringify(v))", &s); err != nil {
 		t.Fatalf("eval %s: %v", expr, err)
 	}
 	if err := json.Unmarshal([]byte(s), out); err != nil {
