@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"svc/ui"
 	"svc/worker/config"
 	"svc/worker/demo"
 )
@@ -47,6 +48,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// The embedded UI release, staged under the demo's own folder: the UI
 	// works with no network and leaves nothing behind.
 	cfg.UI.Release.CacheDir = filepath.Join(dir, "ui-cache")
+	cfg.Handler.UIPages = demoPages()
 	if problems := cfg.Validate(); len(problems) > 0 {
 		return &config.Error{Path: "(demo)", Problems: problems}
 	}
@@ -63,4 +65,16 @@ svc demo is running (Ctrl-C to stop)
 
 `, strings.Join(cluster.Brokers(), ","), ui, hostPort(cfg.Metrics.Host, cfg.Metrics.Port), demo.IngressToken, ingress, demo.IngressToken, ingress)
 	})
+}
+
+// demoPages declares one page of the demo's own, so the first run shows a
+// handler's page next to the built-in ones.
+func demoPages() []ui.Page {
+	return []ui.Page{{Slug: "summaries", Title: "Summaries", Widgets: []ui.Widget{
+		{Title: "Tasks processed", View: ui.ViewStat, Format: "number", Source: ui.Source{Kind: ui.SourceMetrics, Metric: "svc_tasks_total"}},
+		{Title: "Last outcome", View: ui.ViewBadge, Field: "status", BadgeColors: map[string]string{"ok": "green", "failed": "red", "timeout": "yellow"},
+			Source: ui.Source{Kind: ui.SourceTasks, Limit: ui.Limit(1)}},
+		{Title: "Executor summaries", View: ui.ViewTable, Source: ui.Source{Kind: ui.SourceAnnotations, KindPrefix: "demo.", Limit: ui.Limit(100)},
+			Columns: ui.Columns{{Name: "ts", Label: "When", Format: "timestamp"}, {Name: "bytes", Format: "bytes"}, {Name: "words", Format: "number"}}},
+	}}}
 }

@@ -261,6 +261,18 @@ func TestDemoServesIngress(t *testing.T) {
 	if r.StatusCode != 200 || !strings.Contains(string(b), "HELLO DEMO") {
 		t.Errorf("demo ingress = %d %s", r.StatusCode, b)
 	}
+	// The embedded UI is served with no network, the demo's page included.
+	for _, page := range []string{"/", "/p/summaries"} {
+		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", ui, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != 200 || !strings.Contains(string(b), "/assets/v") {
+			t.Errorf("demo page %s = %d, want the UI shell:\n%s", page, r.StatusCode, b)
+		}
+	}
 	if !strings.Contains(p.stderr.String(), "curl -s") {
 		t.Errorf("demo did not print a curl line:\n%s", p.stderr.String())
 	}
