@@ -40,6 +40,17 @@
 // settings, else an object of name to column in declaration order. The
 // probe response carries the ProbeDetails JSON: {"fields": [ProbeField...]}.
 //
+// # The SPA (web/)
+//
+// web/index.html is the shell of every page, web/404.html the not-found
+// page; both name their files under %SVC_ASSETS% (the versioned
+// /assets/<tag>). web/assets holds plain ES modules and CSS, no build step:
+// app.js (router, nav, token flow), api.js (token, JSON, NDJSON, /ws URLs),
+// dom.js (elements, times, formats), render.js (templates, badges, custom
+// renderers, tables, detail panels), socket.js (/ws with per-frame
+// batching) and pages/ (one module per page or Debug tab, loaded on
+// demand). Any change under web/ needs a new EmbeddedTag.
+//
 // # Templates
 //
 // Link templates and hints use {value}, {row.<field>} and {<base>}; see
