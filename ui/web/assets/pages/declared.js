@@ -85,8 +85,10 @@ async function load(src, limit) {
     case "events":
       return (await get(`/api/v1/events?types=${encodeURIComponent((src.event_types || []).join(","))}&limit=${limit}`)).events || [];
     case "annotations": {
-      const evs = (await get(`/api/v1/events?types=annotation&limit=${limit}`)).events || [];
-      return evs.filter((e) => (e.kind || "").startsWith(src.kind_prefix || "")).map(annotationRow);
+      // Filtered here by kind prefix, so read the most the API gives and
+      // keep limit matching rows.
+      const evs = (await get("/api/v1/events?types=annotation&limit=1000")).events || [];
+      return evs.filter((e) => (e.kind || "").startsWith(src.kind_prefix || "")).slice(0, limit).map(annotationRow);
     }
   }
   return [];
