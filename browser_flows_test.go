@@ -393,7 +393,7 @@ func TestBrowser(t *testing.T) {
 		for _, f := range files {
 			data, err := os.ReadFile(f)
 			if err == nil {
-				err = os.WriteFile(filepath.Join("docs", "screenshots", filepath.Base(f)), data, 0o644)
+				err = os.WriteFile(filepath.Join("docs", "screenshots", filepath.Base(f)), data, 0o600)
 			}
 			if err != nil {
 				t.Errorf("update screenshot %s: %v", f, err)

@@ -198,7 +198,7 @@ func startKafkaWorker(t *testing.T) *uiWorker {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "executor.sh")
 	renderers := filepath.Join(dir, "renderers.js")
-	if err := os.WriteFile(exe, []byte(executorScript), 0o755); err != nil {
+	if err := os.WriteFile(exe, []byte(executorScript), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(renderers, []byte(renderersModule), 0o600); err != nil {
@@ -330,7 +330,7 @@ func shots(t *testing.T) string {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "svc-browser-screenshots")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -404,7 +404,7 @@ func (p *page) screenshot(dir, name string) string {
 		p.t.Fatal(err)
 	}
 	path := filepath.Join(dir, name+".png")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := os.WriteFile(path, b, 0o600); err != nil {
 		p.t.Fatal(err)
 	}
 	return path
