@@ -258,9 +258,12 @@ func TestBrowser(t *testing.T) {
 		p.click(`.toolbar button`, "Events")
 		p.waitFor(`document.querySelector("table.live").innerText.includes("executor_finished")`, "live events")
 		p.click(`.toolbar button`, "Tasks")
-		p.eval(`document.querySelector("table.live tbody tr").focus()`, nil)
+		if err := p.eval(`document.querySelector("table.live tbody tr .badge-green").closest("tr").focus()`, nil); err != nil {
+			t.Fatal(err)
+		}
 		p.key("Enter")
 		p.waitFor(`document.querySelector("#detail-panel")`, "the panel opened with Enter")
+		p.waitFor(`document.querySelector("#detail-panel").innerText.includes("stdout tail")`, "the stdout tail of an ok task")
 		p.key("Escape")
 		p.waitFor(`!document.querySelector("#detail-panel")`, "the panel closed with Escape")
 		p.click("#nav a", "History")

@@ -149,7 +149,7 @@ async function openTask(ctx, t, worker) {
       fact("Outcome", statusBadge(t.status)), fact("Worker", t.worker || worker?.name || ""), fact("Source", t.source),
       fact("Message", t.source === "kafka" ? el("span", {}, t.alias, " ", coords(ctx, t.alias, t.partition, t.offset)) : "—"),
       fact("Key", t.key || "—"), fact("Attempts", String(t.attempts)), fact("Duration", duration(t.duration_ms || 0)),
-      fact("Finished", timeEl(t.ts_ms)), fact("Output", bytes(t.output_size_bytes || 0) + " (stdout is not recorded)"),
+      fact("Finished", timeEl(t.ts_ms)), fact("Output", bytes(t.output_size_bytes || 0) + " (its tail is under each attempt)"),
       t.error ? fact("Error", el("span", { class: "error" }, t.error)) : null),
     el("h3", {}, "Labels"), kvTable(t.labels),
     el("p", {}, el("a", { href: "/history?task_id=" + encodeURIComponent(t.task_id), class: "trace-link" }, "Open the full trace in History")),
@@ -185,6 +185,7 @@ function traceSummary(events) {
     attempts.length ? el("ol", { class: "attempts" }, attempts.map((e) => {
       const a = payload(e);
       return el("li", {}, statusBadge(a.status), ` exit ${a.exit_code ?? "?"} · ${duration(a.duration_ms || 0)}`, a.error ? el("div", { class: "error small" }, a.error) : null,
+        a.stdout_tail ? el("details", {}, el("summary", {}, "stdout tail"), el("pre", { class: "preview" }, a.stdout_tail)) : null,
         a.stderr_tail ? el("details", { open: a.status !== "ok" }, el("summary", {}, "stderr tail"), el("pre", { class: "preview" }, a.stderr_tail)) : null);
     })) : note("No executor attempts recorded."),
     el("h3", {}, "Annotations"),
