@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"svc/ui"
 	"svc/worker/config"
 	"svc/worker/demo"
 )
@@ -47,6 +49,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *persistent {
 		cfg.Executor.Mode = "persistent"
 	}
+	// The embedded UI release, staged under the demo's own folder: the UI
+	// works with no network and leaves nothing behind.
+	cfg.UI.Release.CacheDir = filepath.Join(dir, "ui-cache")
+	cfg.Handler.UIPages = demoPages()
 	if problems := cfg.Validate(); len(problems) > 0 {
 		return &config.Error{Path: "(demo)", Problems: problems}
 	}
@@ -56,11 +62,23 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 svc demo is running (Ctrl-C to stop)
   kafka        embedded cluster at %s: demo-in -> exec-demo -> demo-out (failures -> demo-in_dlq)
                a sample every 2s: one in five fails into the DLQ, one in five is retried once, then succeeds
-  UI and API   http://%s/api/v1/identity
+  UI           http://%s/   (JSON API under /api/v1)
   metrics      http://%s/metrics
   try it:      curl -s -H 'Authorization: Bearer %s' --data-binary 'hello world' http://%s/v1/process
   a failure:   curl -s -H 'Authorization: Bearer %s' --data-binary 'please fail' http://%s/v1/process
 
 `, strings.Join(cluster.Brokers(), ","), ui, hostPort(cfg.Metrics.Host, cfg.Metrics.Port), demo.IngressToken, ingress, demo.IngressToken, ingress)
 	})
+}
+
+// demoPages declares one page of the demo's own, so the first run shows a
+// handler's page next to the built-in ones.
+func demoPages() []ui.Page {
+	return []ui.Page{{Slug: "summaries", Title: "Summaries", Widgets: []ui.Widget{
+		{Title: "Tasks processed", View: ui.ViewStat, Format: "number", Source: ui.Source{Kind: ui.SourceMetrics, Metric: "svc_tasks_total"}},
+		{Title: "Last outcome", View: ui.ViewBadge, Field: "status", BadgeColors: map[string]string{"ok": "green", "failed": "red", "timeout": "yellow"},
+			Source: ui.Source{Kind: ui.SourceTasks, Limit: ui.Limit(1)}},
+		{Title: "Executor summaries", View: ui.ViewTable, Source: ui.Source{Kind: ui.SourceAnnotations, KindPrefix: "demo.", Limit: ui.Limit(100)},
+			Columns: ui.Columns{{Name: "ts", Label: "When", Format: "timestamp"}, {Name: "bytes", Format: "bytes"}, {Name: "words", Format: "number"}}},
+	}}}
 }

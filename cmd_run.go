@@ -114,6 +114,14 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 		if src != nil {
 			uiDeps.Pause = src
 		}
+		if cfg.UI.Release.Enabled {
+			site, err := newSite(cfg, app, log)
+			if err != nil {
+				return err
+			}
+			uiDeps.Bundle = site
+			life.Service("ui_bundle", site)
+		}
 		ui, err = httpd.NewUIServer(uiDeps)
 		if err != nil {
 			return err

@@ -26,6 +26,8 @@ commands:
   run   -config FILE     run the worker (config also from $SVC_CONFIG)
   check -config FILE     validate a config and print it with secrets masked
   demo                   run a self-contained demo on 127.0.0.1
+  ui    pack|fetch ...   pack the embedded UI release or fetch one into the
+                         per-host cache (also as svc-ui; svc ui help)
   version                print the release
 `
 
@@ -46,6 +48,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 1 && args[1] == executor.GuardArg {
 		return executor.RunGuard(stdin)
 	}
+	if filepath.Base(args[0]) == "svc-ui" {
+		return runUI(ctx, "svc-ui", args[1:], stdout, stderr)
+	}
 	if len(args) < 2 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -59,6 +64,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdCheck(rest, stdout)
 	case "demo":
 		err = cmdDemo(ctx, rest, stdout, stderr)
+	case "ui":
+		return runUI(ctx, "svc ui", rest, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, worker.Version)
 	case "help", "-h", "--help":
@@ -72,6 +79,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			fmt.Fprintf(stderr, "svc %s: %v\n", cmd, err)
 		}
 		return 1
+	}
+	return 0
+}
+
+// runUI runs the UI release commands and returns their exit code.
+func runUI(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	if err := cmdUI(ctx, args, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return uiExitCode(err)
 	}
 	return 0
 }

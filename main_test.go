@@ -290,11 +290,51 @@ func TestDemoServesIngress(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		return r.StatusCode == 200 && strings.Contains(string(b), `"key":"demo.last_task"`)
 	})
+	// The embedded UI is served with no network, the demo's page included.
+	for _, page := range []string{"/", "/p/summaries"} {
+		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", ui, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != 200 || !strings.Contains(string(b), "/assets/v") {
+			t.Errorf("demo page %s = %d, want the UI shell:\n%s", page, r.StatusCode, b)
+		}
+	}
 	if !strings.Contains(p.stderr.String(), "curl -s") {
 		t.Errorf("demo did not print a curl line:\n%s", p.stderr.String())
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGINT)
 	if code := p.wait(t); code != 0 {
 		t.Errorf("demo exit = %d\n%s", code, p.stderr.String())
+	}
+}
+
+// `svc ui pack` writes the embedded release; invoked as svc-ui the binary
+// takes the same commands; a usage error exits 2.
+func TestUICommands(t *testing.T) {
+	out := t.TempDir()
+	b, err := exec.Command(svcBin, "ui", "pack", "-out", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("svc ui pack: %v\n%s", err, b)
+	}
+	tars, _ := filepath.Glob(filepath.Join(out, "svc-ui-v*.tar.gz"))
+	if len(tars) != 1 {
+		t.Fatalf("svc ui pack wrote %v, want one archive", tars)
+	}
+	link := filepath.Join(t.TempDir(), "svc-ui")
+	if err := os.Symlink(svcBin, link); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	b, err = exec.Command(link, "fetch", "-cache-dir", cache).CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "staged") {
+		t.Fatalf("svc-ui fetch = %v\n%s, want the embedded release staged", err, b)
+	}
+	cmd := exec.Command(svcBin, "ui", "frobnicate")
+	b, _ = cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(b), "unknown svc ui command") {
+		t.Errorf("svc ui frobnicate exit %d:\n%s, want 2 with a usage message", cmd.ProcessState.ExitCode(), b)
 	}
 }

@@ -134,6 +134,9 @@ type ProbeTask struct {
 	StderrEncoding  string              `json:"stderr_encoding"`
 	Labels          map[string]string   `json:"labels"`
 	Annotations     []worker.Annotation `json:"annotations"`
+	// Data is stdout when it parses as JSON: the rows the probe details
+	// render. Absent otherwise.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 func decodeField(name, value, enc string) ([]byte, error) {
@@ -201,6 +204,9 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 			pt.Error = res.Err.Error()
 		}
 		pt.Output, pt.OutputEncoding = kafkaread.Encode(res.Output)
+		if trimmed := bytes.TrimSpace(res.Output); len(trimmed) > 0 && !res.OutputTruncated && json.Valid(trimmed) {
+			pt.Data = trimmed
+		}
 		pt.Stderr, pt.StderrEncoding = kafkaread.Encode(res.Stderr)
 		if pt.Labels == nil {
 			pt.Labels = map[string]string{}
@@ -210,5 +216,5 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, pt)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": out})
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": out, "probe_details": s.app.ProbeDetails()})
 }

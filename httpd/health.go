@@ -42,13 +42,3 @@ func (s *UIServer) apiNotFound(mux *http.ServeMux, w http.ResponseWriter, r *htt
 	}
 	writeError(w, http.StatusNotFound, "not_found", "no API route "+r.Method+" "+r.URL.Path)
 }
-
-// page serves the SPA bundle, or 503 while none is cached.
-func (s *UIServer) page(w http.ResponseWriter, r *http.Request) {
-	if s.bundle == nil {
-		writeError(w, http.StatusServiceUnavailable, "ui_bundle_missing",
-			"no UI bundle is cached on this host: the worker is API-only; stage one with `svc ui fetch --version=vX.Y.Z`")
-		return
-	}
-	s.bundle.ServeHTTP(w, r)
-}

@@ -26,7 +26,9 @@ type UIDeps struct {
 	App      *worker.App
 	Gatherer prometheus.Gatherer
 	Log      *slog.Logger
-	// Bundle serves the SPA; nil means no bundle is cached (pages answer 503).
+	// Bundle serves the SPA (a *ui.Site); nil means no bundle is cached
+	// (pages answer 503). A Tag() string method, when present, names the
+	// release served in identity and the sign-in page.
 	Bundle http.Handler
 	// Kafka serves the Kafka read API; nil builds one from the config.
 	Kafka *kafkaread.Reader
@@ -128,10 +130,12 @@ func newKafkaReader(cfg *config.Config, log *slog.Logger) (*kafkaread.Reader, er
 // handler composes the middleware around the route table, outermost first:
 // panic recovery, Host check (a loopback-bound server answers only its own
 // names), body limit, kill switches (403 whatever the token), cross-site
-// refusal of state-changing requests, token gate.
+// refusal of state-changing requests, page gate (assets public, sign-in
+// page for pages), token gate.
 func (s *UIServer) handler() http.Handler {
 	var h http.Handler = s.routes()
 	h = requireToken(newTokenCheck(s.cfg.UI.AuthToken), h)
+	h = s.pageGate(h)
 	h = s.guardCrossSite(h)
 	h = guardKillSwitches(s.killSwitches(), h)
 	h = limitBody(uiMaxBodyBytes, h)

@@ -31,7 +31,7 @@
 // would lose their order. Source kinds are events (event_types, limit),
 // annotations (kind_prefix, limit), tasks (limit) and metrics (metric);
 // limit is 1-1000 and NormalizePages sets 200 when it is omitted. The
-// complete example is testdata/ui/ui-pages.toml.
+// complete example is testdata/config/valid/ui-pages.toml.
 //
 // # Wire shape
 //
@@ -39,6 +39,17 @@
 // the spec's field names. columns is a list of names when no column carries
 // settings, else an object of name to column in declaration order. The
 // probe response carries the ProbeDetails JSON: {"fields": [ProbeField...]}.
+//
+// # The SPA (web/)
+//
+// web/index.html is the shell of every page, web/404.html the not-found
+// page; both name their files under %SVC_ASSETS% (the versioned
+// /assets/<tag>). web/assets holds plain ES modules and CSS, no build step:
+// app.js (router, nav, token flow), api.js (token, JSON, NDJSON, /ws URLs),
+// dom.js (elements, times, formats), render.js (templates, badges, custom
+// renderers, tables, detail panels), socket.js (/ws with per-frame
+// batching) and pages/ (one module per page or Debug tab, loaded on
+// demand). Any change under web/ needs a new EmbeddedTag.
 //
 // # Templates
 //

@@ -14,10 +14,10 @@ type Widget struct {
 	Title       string            `json:"title" toml:"title"`
 	View        string            `json:"view" toml:"view"`
 	Source      Source            `json:"source" toml:"source"`
-	Columns     Columns           `json:"columns,omitempty" toml:"columns"`
-	Field       string            `json:"field,omitempty" toml:"field"`
-	BadgeColors map[string]string `json:"badge_colors,omitempty" toml:"badge_colors"`
-	Format      string            `json:"format,omitempty" toml:"format"`
+	Columns     Columns           `json:"columns,omitempty" toml:"columns,omitempty"`
+	Field       string            `json:"field,omitempty" toml:"field,omitempty"`
+	BadgeColors map[string]string `json:"badge_colors,omitempty" toml:"badge_colors,omitempty"`
+	Format      string            `json:"format,omitempty" toml:"format,omitempty"`
 }
 
 // Widget views the UI knows.
@@ -35,14 +35,14 @@ const (
 type Source struct {
 	Kind string `json:"kind" toml:"kind"`
 	// EventTypes filters an events source (required, non-empty).
-	EventTypes []string `json:"event_types,omitempty" toml:"event_types"`
+	EventTypes []string `json:"event_types,omitempty" toml:"event_types,omitempty"`
 	// KindPrefix filters an annotations source by annotation kind.
-	KindPrefix string `json:"kind_prefix,omitempty" toml:"kind_prefix"`
+	KindPrefix string `json:"kind_prefix,omitempty" toml:"kind_prefix,omitempty"`
 	// Limit caps the rows of an events, annotations or tasks source: 1-1000,
 	// DefaultSourceLimit when nil (set by NormalizePages).
-	Limit *int `json:"limit,omitempty" toml:"limit"`
+	Limit *int `json:"limit,omitempty" toml:"limit,omitempty"`
 	// Metric names the metric family a metrics source sums (required).
-	Metric string `json:"metric,omitempty" toml:"metric"`
+	Metric string `json:"metric,omitempty" toml:"metric,omitempty"`
 }
 
 // Source kinds the UI knows.
@@ -67,12 +67,12 @@ const (
 // tables and probe-details tables. Name is the row field it shows.
 type Column struct {
 	Name         string            `json:"-" toml:"name"`
-	Label        string            `json:"label,omitempty" toml:"label"`
-	LinkTemplate string            `json:"link_template,omitempty" toml:"link_template"`
-	BadgeColors  map[string]string `json:"badge_colors,omitempty" toml:"badge_colors"`
-	Format       string            `json:"format,omitempty" toml:"format"`
-	Hint         string            `json:"hint,omitempty" toml:"hint"`
-	Renderer     string            `json:"renderer,omitempty" toml:"renderer"`
+	Label        string            `json:"label,omitempty" toml:"label,omitempty"`
+	LinkTemplate string            `json:"link_template,omitempty" toml:"link_template,omitempty"`
+	BadgeColors  map[string]string `json:"badge_colors,omitempty" toml:"badge_colors,omitempty"`
+	Format       string            `json:"format,omitempty" toml:"format,omitempty"`
+	Hint         string            `json:"hint,omitempty" toml:"hint,omitempty"`
+	Renderer     string            `json:"renderer,omitempty" toml:"renderer,omitempty"`
 }
 
 // bare reports a column that only names its field, so it can travel as a
@@ -121,16 +121,16 @@ type ProbeDetails struct {
 // in a "children" list. RowFields is the row model those rows follow.
 type ProbeField struct {
 	Name         string            `json:"name" toml:"name"`
-	Label        string            `json:"label,omitempty" toml:"label"`
+	Label        string            `json:"label,omitempty" toml:"label,omitempty"`
 	View         string            `json:"view" toml:"view"`
-	RowFields    []string          `json:"row_fields,omitempty" toml:"row_fields"`
-	Columns      Columns           `json:"columns,omitempty" toml:"columns"`
-	LinkTemplate string            `json:"link_template,omitempty" toml:"link_template"`
-	BadgeColors  map[string]string `json:"badge_colors,omitempty" toml:"badge_colors"`
-	Format       string            `json:"format,omitempty" toml:"format"`
-	Hint         string            `json:"hint,omitempty" toml:"hint"`
-	Renderer     string            `json:"renderer,omitempty" toml:"renderer"`
-	Detail       *Detail           `json:"detail,omitempty" toml:"detail"`
+	RowFields    []string          `json:"row_fields,omitempty" toml:"row_fields,omitempty"`
+	Columns      Columns           `json:"columns,omitempty" toml:"columns,omitempty"`
+	LinkTemplate string            `json:"link_template,omitempty" toml:"link_template,omitempty"`
+	BadgeColors  map[string]string `json:"badge_colors,omitempty" toml:"badge_colors,omitempty"`
+	Format       string            `json:"format,omitempty" toml:"format,omitempty"`
+	Hint         string            `json:"hint,omitempty" toml:"hint,omitempty"`
+	Renderer     string            `json:"renderer,omitempty" toml:"renderer,omitempty"`
+	Detail       *Detail           `json:"detail,omitempty" toml:"detail,omitempty"`
 }
 
 // Probe-details views the UI knows.
@@ -155,15 +155,15 @@ type Detail struct {
 // table, links, custom (open string).
 type Element struct {
 	View     string `json:"view" toml:"view"`
-	Field    string `json:"field,omitempty" toml:"field"`
-	Label    string `json:"label,omitempty" toml:"label"`
-	Links    []Link `json:"links,omitempty" toml:"links"`
-	Renderer string `json:"renderer,omitempty" toml:"renderer"`
+	Field    string `json:"field,omitempty" toml:"field,omitempty"`
+	Label    string `json:"label,omitempty" toml:"label,omitempty"`
+	Links    []Link `json:"links,omitempty" toml:"links,omitempty"`
+	Renderer string `json:"renderer,omitempty" toml:"renderer,omitempty"`
 }
 
 // Link is one entry of a links element.
 type Link struct {
-	Label    string `json:"label" toml:"label"`
+	Label    string `json:"label" toml:"label,omitempty"`
 	Template string `json:"template" toml:"template"`
 }
 

@@ -14,6 +14,7 @@ var signInTemplate = template.Must(template.New("signin").Parse(`<!doctype html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>Sign in · svc</title>
 {{- if .Assets}}
 <link rel="stylesheet" href="{{.Assets}}/style.css">

@@ -51,7 +51,7 @@ func decodeLikeTheLoader(t *testing.T, text string) (handlerSection, []string, e
 // its /api/v1/pages and probe-details JSON match the golden files.
 func TestExampleConfigDecodesAndValidates(t *testing.T) {
 	t.Parallel()
-	text, err := os.ReadFile("../testdata/ui/ui-pages.toml")
+	text, err := os.ReadFile("../testdata/config/valid/ui-pages.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

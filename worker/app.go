@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"svc/ui"
 	"svc/worker/config"
 )
 
@@ -58,6 +59,8 @@ type App struct {
 	sinks    Deliverer
 	cache    TaskCache
 	probes   chan struct{}
+	pages    []ui.Page
+	details  ui.ProbeDetails
 
 	// taskCtx outlives intake: accepted work finishes during a drain and is
 	// cancelled only when the drain deadline passes.
@@ -91,6 +94,9 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		h = NewExecHandler(cfg.Handler, a.ids)
 	}
 	if err := a.bindHandler(h); err != nil {
+		return nil, err
+	}
+	if err := a.bindUI(h); err != nil {
 		return nil, err
 	}
 	stats, _ := d.Runner.(PoolStats)

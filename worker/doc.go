@@ -7,7 +7,8 @@
 //	worker/            App (app.go), tasks and handler hooks (task.go), the
 //	                   interfaces between the parts (interfaces.go), the exec
 //	                   handler (exec_handler.go), HTTP requests (http_source.go),
-//	                   probes (probe.go), flight-recorder events (events.go),
+//	                   probes (probe.go), the optional UI hooks UIPages and
+//	                   ProbeDetails (ui_hooks.go), flight-recorder events (events.go),
 //	                   start and shutdown order (lifecycle.go), pipeline
 //	                   metrics (metrics.go), offload/IO pools (threads.go)
 //	worker/config/     the TOML config: keys, defaults, load, validation,

@@ -80,6 +80,20 @@ type attemptPayload struct {
 	OutputSizeBytes int    `json:"output_size_bytes,omitempty"`
 	Error           string `json:"error,omitempty"`
 	StderrTail      string `json:"stderr_tail,omitempty"`
+	// StdoutTail is the end of stdout, for the Live page's task panel.
+	StdoutTail string `json:"stdout_tail,omitempty"`
+}
+
+// eventTail bounds the stdout and stderr kept in an executor_finished event.
+const eventTail = 2048
+
+// tail returns the last eventTail bytes of b as UTF-8 text or base64.
+func tail(b []byte) string {
+	if len(b) > eventTail {
+		b = b[len(b)-eventTail:]
+	}
+	s, _ := kafkaread.Encode(b)
+	return s
 }
 
 // Received records a task entering the pipeline with its message's place.
@@ -115,11 +129,10 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 		p.Error = res.Err.Error()
 	}
 	if len(res.Stderr) > 0 {
-		tail := res.Stderr
-		if len(tail) > 2048 {
-			tail = tail[len(tail)-2048:]
-		}
-		p.StderrTail, _ = kafkaread.Encode(tail)
+		p.StderrTail = tail(res.Stderr)
+	}
+	if len(res.Output) > 0 {
+		p.StdoutTail = tail(res.Output)
 	}
 	r.Event(recorder.TypeExecutorFinished, "", t.ID, t.Labels, p)
 }

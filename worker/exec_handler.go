@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"svc/kafkaread"
+	"svc/ui"
 	"svc/worker/config"
 )
 
@@ -22,15 +23,18 @@ const LabelHeaderPrefix = "svc-label-"
 // ExecHandler is the built-in handler: one task per message, the message
 // bytes as the executor's stdin, labels from svc-label-* headers and from the
 // top-level JSON fields named in handler.label_fields. It implements Handler,
-// HTTPArranger and HTTPCompleter and is safe for concurrent use.
+// HTTPArranger, HTTPCompleter, UIPager and ProbeDetailer (from
+// handler.ui_pages and handler.probe_details) and is safe for concurrent use.
 type ExecHandler struct {
 	labelFields []string
 	ids         *IDGen
+	pages       []ui.Page
+	details     ui.ProbeDetails
 }
 
 // NewExecHandler returns the built-in exec handler.
 func NewExecHandler(cfg config.Handler, ids *IDGen) *ExecHandler {
-	return &ExecHandler{labelFields: cfg.LabelFields, ids: ids}
+	return &ExecHandler{labelFields: cfg.LabelFields, ids: ids, pages: cfg.UIPages, details: cfg.ProbeDetails}
 }
 
 // Arrange makes one task per Kafka message.

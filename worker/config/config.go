@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"svc/kafkaread/kconn"
+	"svc/ui"
 )
 
 // Config is the whole TOML configuration of a worker. Keys keep the spec's
@@ -122,6 +123,11 @@ type Handler struct {
 	// CacheKeys are the handler-cache keys handed to every executor run as
 	// SVC_CACHE_<NAME> variables.
 	CacheKeys []string `toml:"cache_keys" json:"cache_keys"`
+	// UIPages are the exec handler's declared UI pages ([[handler.ui_pages]]).
+	UIPages []ui.Page `toml:"ui_pages" json:"ui_pages"`
+	// ProbeDetails declares how the Debug page renders the executor's JSON
+	// stdout of a probe ([handler.probe_details]).
+	ProbeDetails ui.ProbeDetails `toml:"probe_details" json:"probe_details"`
 }
 
 // Pipeline bounds work in flight.

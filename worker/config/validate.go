@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"svc/ui"
 )
 
 // Upper bounds of the size keys, also documented with each key.
@@ -20,7 +22,6 @@ const (
 
 var (
 	namePattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	linkBasePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 	sinkNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 )
 
@@ -36,6 +37,7 @@ func (c *Config) Validate() []string {
 	c.validateExecutorMode(&p)
 	c.validateHistory(&p)
 	c.validateFleet(&p)
+	c.validateUIDeclarations(&p)
 	return p
 }
 
@@ -74,17 +76,7 @@ func (c *Config) validateSurfaces(p *problems) {
 	checkPort(p, "metrics.port", c.Metrics.Port)
 	checkPort(p, "ui.port", c.UI.Port)
 	checkPort(p, "sources.http.port", c.Sources.HTTP.Port)
-	for name, base := range c.UI.LinkBases {
-		key := "ui.link_bases." + name
-		if name == "docs" {
-			p.add(key, "the base name \"docs\" is reserved for the worker's own docs site")
-		} else if !linkBasePattern.MatchString(name) {
-			p.add(key, "base name must match ^[a-z][a-z0-9_]*$")
-		}
-		if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-			p.add(key, "%q must start with http:// or https://", base)
-		}
-	}
+	*p = append(*p, ui.CheckLinkBases(c.UI.LinkBases)...)
 	if path := c.UI.CustomRenderersPath; path != "" {
 		if st, err := os.Stat(path); err != nil {
 			p.add("ui.custom_renderers_path", "%s does not exist", path)
@@ -105,6 +97,12 @@ func (c *Config) validateSurfaces(p *problems) {
 	}
 	checkHosts(p, "ui.allowed_hosts", c.UI.AllowedHosts)
 	checkHosts(p, "sources.http.allowed_hosts", c.Sources.HTTP.AllowedHosts)
+	if v := c.UI.Release.Version; v != "" && ui.CheckTag(v) != nil {
+		p.add("ui.release.version", "%q must be a release tag vX.Y.Z (empty: the release embedded in this binary)", v)
+	}
+	if r := c.UI.Release.Repo; r != "" && !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") {
+		p.add("ui.release.repo", "%q must start with http:// or https://", r)
+	}
 	if u := c.UI.PublicURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		p.add("ui.public_url", "%q must start with http:// or https://", u)
 	}
@@ -274,4 +272,39 @@ func (c *Config) validateExecutorMode(p *problems) {
 	}
 	p.between("executor.max_tasks_per_child", int64(e.MaxTasksPerChild), 0, 1_000_000_000)
 	p.within("executor.ready_timeout", e.ReadyTimeout, 10*time.Millisecond, 10*time.Minute)
+}
+
+// validateUIDeclarations checks the exec handler's declared pages and probe
+// details; each problem names its key under handler.ui_pages or
+// handler.probe_details and the error type a Go handler would get.
+func (c *Config) validateUIDeclarations(p *problems) {
+	var pe *ui.UIPagesConfigError
+	if err := ui.ValidatePages(c.Handler.UIPages); errors.As(err, &pe) {
+		for _, pr := range pe.Problems {
+			*p = append(*p, declProblem("handler.ui_pages", "pages", "UIPagesConfigError", pr))
+		}
+	}
+	var de *ui.ProbeDetailsConfigError
+	if err := ui.ValidateProbeDetails(c.Handler.ProbeDetails); errors.As(err, &de) {
+		for _, pr := range de.Problems {
+			*p = append(*p, declProblem("handler.probe_details.fields", "fields", "ProbeDetailsConfigError", pr))
+		}
+	}
+}
+
+// declProblem renders a ui.Problem under its config key: the ui package's
+// list name (pages, fields) becomes root, e.g.
+// `handler.ui_pages[0] (slug "orders") widgets[1].columns: ...`.
+func declProblem(root, list, kind string, pr ui.Problem) string {
+	where, field := pr.Where, pr.Field
+	if rest, ok := strings.CutPrefix(where, list+"["); ok {
+		where = root + "[" + rest
+	}
+	if where == "" {
+		where, field = root, ""
+	}
+	if field != "" {
+		where += " " + field
+	}
+	return fmt.Sprintf("%s: %s (%s)", where, pr.Message, kind)
 }

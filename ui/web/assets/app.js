@@ -1,29 +1,26 @@
-// svc UI shell: navigation, the token flow and placeholders for the pages
-// a later release fills in. Plain ES module; talks only to /api/v1.
-import { api, takeTokenFromURL } from "./api.js";
+// svc UI shell: navigation, the token flow and the page router. Plain ES
+// modules, no framework; talks only to /api/v1 and /ws of its workers.
+import { get, takeTokenFromURL } from "./api.js";
+import { el, banner } from "./dom.js";
+import { loadRenderers, closePanel } from "./render.js";
 
 const builtIn = [
-  { path: "/", title: "Dashboard" },
-  { path: "/live", title: "Live" },
-  { path: "/history", title: "History" },
-  { path: "/debug", title: "Debug" },
+  { path: "/", title: "Dashboard", load: () => import("./pages/dashboard.js") },
+  { path: "/live", title: "Live", load: () => import("./pages/live.js") },
+  { path: "/history", title: "History", load: () => import("./pages/history.js") },
+  { path: "/debug", title: "Debug", load: () => import("./pages/debug.js") },
 ];
 
 takeTokenFromURL();
 
 const nav = document.getElementById("nav");
 const main = document.getElementById("main");
-let declared = [];
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  node.append(...children);
-  return node;
-}
+const ctx = { identity: null, pages: [], navigate };
+let unmount = null;
+let seq = 0;
 
 function renderNav() {
-  const entries = builtIn.concat(declared.map((p) => ({ path: "/p/" + p.slug, title: p.title || p.slug })));
+  const entries = builtIn.concat(ctx.pages.map((p) => ({ path: "/p/" + p.slug, title: p.title || p.slug })));
   nav.replaceChildren(...entries.map((e) => {
     const a = el("a", { href: e.path }, e.title);
     if (e.path === location.pathname) a.setAttribute("aria-current", "page");
@@ -31,40 +28,70 @@ function renderNav() {
   }));
 }
 
-function renderPage() {
+// route finds the page module for the current path.
+function route() {
   const path = location.pathname;
   const page = builtIn.find((e) => e.path === path);
-  const slug = path.startsWith("/p/") ? path.slice(3) : null;
-  const decl = slug && declared.find((p) => p.slug === slug);
-  if (page) {
-    main.replaceChildren(el("h1", {}, page.title), el("p", { class: "muted" }, "This page arrives with a later UI release."));
-  } else if (decl) {
-    main.replaceChildren(el("h1", {}, decl.title || decl.slug),
-      el("ul", {}, ...decl.widgets.map((w) => el("li", {}, `${w.title || w.view} (${w.view}, ${w.source.kind})`))));
-  } else {
-    main.replaceChildren(el("h1", {}, "Not found"), el("p", {}, "This worker has no page at this address."));
+  if (page) return { title: page.title, load: page.load };
+  if (path.startsWith("/p/")) {
+    const decl = ctx.pages.find((p) => p.slug === path.slice(3));
+    if (decl) return { title: decl.title || decl.slug, decl, load: () => import("./pages/declared.js") };
   }
+  return null;
+}
+
+async function renderPage() {
+  const my = ++seq;
+  if (unmount) { try { unmount(); } catch { /* a page's cleanup never blocks the next */ } }
+  unmount = null;
+  closePanel();
   renderNav();
-  main.focus();
+  const r = route();
+  if (!r) {
+    document.title = "Not found · svc";
+    main.replaceChildren(el("h1", {}, "Not found"), el("p", {}, "This worker has no page at this address."), el("p", {}, el("a", { href: "/" }, "Go to the dashboard")));
+    return;
+  }
+  document.title = `${r.title} · ${ctx.identity.worker} · svc`;
+  const root = el("div", { class: "page" });
+  main.replaceChildren(el("h1", {}, r.title), root);
+  try {
+    const mod = await r.load();
+    if (my !== seq) return;
+    unmount = (await mod.mount(root, { ...ctx, decl: r.decl, params: new URLSearchParams(location.search) })) || null;
+  } catch (err) {
+    if (my === seq) root.append(banner("error", "This page failed to load: " + err.message));
+  }
+}
+
+// navigate moves to a page of the UI without reloading.
+function navigate(href, replace = false) {
+  history[replace ? "replaceState" : "pushState"](null, "", href);
+  renderPage();
+  main.focus({ preventScroll: true });
 }
 
 document.addEventListener("click", (ev) => {
   const a = ev.target.closest("a");
-  if (!a || a.origin !== location.origin || ev.metaKey || ev.ctrlKey || ev.shiftKey) return;
+  if (!a || a.target || a.hasAttribute("download") || a.origin !== location.origin || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.button !== 0) return;
+  if (a.pathname.startsWith("/api/") || a.pathname.startsWith("/assets/")) return;
   ev.preventDefault();
-  history.pushState(null, "", a.pathname);
-  renderPage();
+  navigate(a.pathname + a.search);
 });
 window.addEventListener("popstate", renderPage);
 
 async function start() {
-  renderPage();
-  const [identity, pages] = await Promise.all([api("/api/v1/identity"), api("/api/v1/pages")]);
-  document.getElementById("worker").textContent = `${identity.worker} · ${identity.cluster}`;
-  declared = Array.isArray(pages) ? pages : [];
-  renderPage();
+  const [identity, pages] = await Promise.all([get("/api/v1/identity"), get("/api/v1/pages")]);
+  ctx.identity = identity;
+  ctx.pages = Array.isArray(pages) ? pages : [];
+  document.getElementById("worker").replaceChildren(
+    el("span", { class: "worker-name" }, identity.worker), " · ", identity.cluster,
+    identity.release ? el("span", { class: "muted" }, " · UI " + identity.release) : null);
+  await loadRenderers(identity.custom_renderers);
+  await renderPage();
 }
 
 start().catch((err) => {
-  main.append(el("p", { class: "error" }, String(err)));
+  if (err.status === 401) return;
+  main.replaceChildren(el("h1", {}, "svc"), banner("error", "Cannot reach this worker's API: " + err.message));
 });

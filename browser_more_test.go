@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"svc/ui"
+)
+
+// testKillSwitches opens a worker with every kill switch off: their
+// sections are gone with a note naming each key. Then a burst of tasks
+// while Live is open: the table keeps at most 500 rows and the page stays
+// responsive.
+func testKillSwitches(t *testing.T, b *browser, dir string) {
+	lw := startLockedDownWorker(t)
+	p := b.newPage(t)
+	p.navigate(lw.base + "/debug")
+	p.waitFor(`document.querySelector(".off-key")`, "the turned-off note")
+	var tabs []string
+	jsonOf(t, p, `[...document.querySelectorAll("[role=tab]")].map((b) => b.dataset.tab)`, &tabs)
+	if strings.Join(tabs, ",") != "config,runtime" {
+		t.Errorf("debug tabs = %v, want only config and runtime", tabs)
+	}
+	off := p.str(`[...document.querySelectorAll(".off-key")].map((e) => e.textContent).join(" ")`)
+	for _, key := range []string{"ui.probe_enabled", "ui.kafka_read_enabled", "ui.consume_pause.enabled"} {
+		if !strings.Contains(off, key) {
+			t.Errorf("note %q does not name %s", off, key)
+		}
+	}
+	p.screenshot(dir, "kill-switches")
+	p.click("#nav a", "History")
+	p.waitFor(`document.querySelector("#merge-off")`, "the merge note")
+	if s := p.str(`document.querySelector("#merge-off").textContent`); !strings.Contains(s, "ui.merge_enabled") {
+		t.Errorf("merge note = %q", s)
+	}
+	p.click("#nav a", "Dashboard")
+	p.waitFor(`document.body.innerText.includes("Memory-only recorder")`, "the memory-only note on the request counts")
+	checkPage(t, p, false)
+
+	// A burst of tasks while Live is open: the table keeps at most 500
+	// rows, newest first, and the page stays responsive.
+	p.click("#nav a", "Live")
+	p.waitFor(`document.querySelector("table.live tbody tr") && document.body.innerText.includes("1/1 live")`, "Live connected")
+	const burst = 600
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range jobs {
+				r, err := http.Post(lw.ingress+"/v1/process", "text/plain", strings.NewReader(fmt.Sprintf("burst %d", i)))
+				if err == nil {
+					r.Body.Close()
+				}
+			}
+		})
+	}
+	for i := range burst {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	p.waitFor(`document.querySelectorAll("table.live tbody tr").length === 500`, "the Live table capped at 500 rows")
+	var ok bool
+	if err := p.eval(`new Promise((done) => requestAnimationFrame(() => done(true)))`, &ok); err != nil || !ok {
+		t.Errorf("page unresponsive after the burst: %v", err)
+	}
+	p.screenshot(dir, "live-burst")
+	checkPage(t, p, false)
+}
+
+// testTemplatesMatchGo compares the UI's percent-encoding and link
+// template expansion with the Go side's on tricky inputs.
+func testTemplatesMatchGo(t *testing.T, p *page) {
+	p.waitFor(`document.body.innerText.includes("effective configuration")`, "the page")
+	inputs := []string{"plain", "a/b c", "100%", "ü€😀", "?&=#+", "!'()*~._-", "{row.x}", ""}
+	var got []string
+	in, _ := json.Marshal(inputs)
+	jsonOf(t, p, fmt.Sprintf(`import(%q).then((m) => %s.map(m.percentEncode))`, ui.AssetsPath(ui.EmbeddedTag)+"/render.js", in), &got)
+	for i, s := range inputs {
+		if want := ui.PercentEncode(s); i >= len(got) || got[i] != want {
+			t.Errorf("percentEncode(%q) in the browser = %q, want %q as ui.PercentEncode", s, got, want)
+		}
+	}
+	type expandCase struct {
+		Tpl   string            `json:"tpl"`
+		Value any               `json:"value"`
+		Row   map[string]any    `json:"row"`
+		Bases map[string]string `json:"bases"`
+	}
+	cases := []expandCase{
+		{"{shop}/o/{value}", "A/1 b", nil, map[string]string{"shop": "https://s.example.com/"}},
+		{"{shop}/o/{row.id}?q={value}", 42.5, map[string]any{"id": "x y"}, map[string]string{"shop": "https://s.example.com"}},
+		{"{wiki}/{value}", "x", nil, map[string]string{}},
+		{"/local/{row.missing}", "x", map[string]any{}, nil},
+		{"https://x.example.com/{value}", true, nil, nil},
+		{"{value}", "javascript:alert(1)", nil, nil},
+	}
+	for _, c := range cases {
+		tpl, err := ui.ParseTemplate(c.Tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, ok := tpl.ExpandURL(ui.Values{Value: c.Value, Row: c.Row, Bases: c.Bases})
+		arg, _ := json.Marshal(c)
+		var js *string
+		jsonOf(t, p, fmt.Sprintf(`import(%q).then((m) => { const c = %s; return m.expand(c.tpl, {value: c.value, row: c.row, bases: c.bases}, true); })`, ui.AssetsPath(ui.EmbeddedTag)+"/render.js", arg), &js)
+		switch {
+		case !ok && js != nil:
+			t.Errorf("expand(%q) in the browser = %q, want unresolved as in Go", c.Tpl, *js)
+		case ok && (js == nil || *js != want):
+			t.Errorf("expand(%q) in the browser = %v, want %q", c.Tpl, js, want)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"svc/httpd"
+	"svc/ui"
+	"svc/worker"
+	"svc/worker/config"
+)
+
+// cmdUI runs `svc ui [-config FILE] pack|fetch ...` (also `svc-ui ...`).
+// The config file, from -config or $SVC_CONFIG, gives the defaults of
+// ui.release.repo, version and cache_dir.
+func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	path := os.Getenv("SVC_CONFIG")
+	if len(args) > 0 {
+		switch a := args[0]; {
+		case a == "-config" || a == "--config":
+			if len(args) < 2 {
+				return fmt.Errorf("%w: -config needs a file", ui.ErrUsage)
+			}
+			path, args = args[1], args[2:]
+		case strings.HasPrefix(a, "-config=") || strings.HasPrefix(a, "--config="):
+			_, path, _ = strings.Cut(a, "=")
+			args = args[1:]
+		}
+	}
+	var d ui.CLIDefaults
+	if path != "" {
+		cfg, err := config.LoadFile(path)
+		if err != nil {
+			return err
+		}
+		r := cfg.UI.Release
+		d = ui.CLIDefaults{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir}
+	}
+	return ui.RunCLI(ctx, args, stdout, stderr, d)
+}
+
+// newSite builds the pages handler of the UI server: the configured
+// release from the per-host cache or, for the tag embedded in this binary,
+// from the binary itself at once; anything else is fetched in the
+// background by Site.Run while pages answer 503.
+func newSite(cfg *config.Config, app *worker.App, log *slog.Logger) (*ui.Site, error) {
+	var slugs []string
+	for _, p := range app.UIPages() {
+		slugs = append(slugs, p.Slug)
+	}
+	r := cfg.UI.Release
+	site, err := ui.NewSite(ui.SiteOptions{
+		Release:     ui.FetchOptions{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir},
+		Pages:       ui.PagesOptions{Slugs: slugs},
+		Unavailable: httpd.BundleUnavailable(r.Version),
+		Logger:      log.With("component", "ui_bundle"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ui bundle: %w", err)
+	}
+	return site, nil
+}
+
+// uiExitCode maps a `svc ui` error to the exit code: 2 for a usage error.
+func uiExitCode(err error) int {
+	if errors.Is(err, ui.ErrUsage) {
+		return 2
+	}
+	return 1
+}

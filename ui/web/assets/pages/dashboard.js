@@ -1,0 +1,174 @@
+// Dashboard: throughput, outcomes, capacity, flow control, sinks, request
+// counts and links. Numbers refresh over /ws (a task or state frame
+// triggers a re-read of the metrics), never by reloading the page.
+import { el, card, num, note, timeEl, banner, throttle } from "../dom.js";
+import { get } from "../api.js";
+import { badge } from "../render.js";
+import { LiveSocket } from "../socket.js";
+import { metrics, sum, statusBadge, coords } from "./common.js";
+
+const WINDOW_MS = 5 * 60 * 1000;
+const BUCKET_MS = 10 * 1000;
+
+export async function mount(root, ctx) {
+  const id = ctx.identity;
+  const tiles = el("div", { class: "tiles" });
+  const sections = el("div", { class: "grid2" });
+  root.append(tiles, sections);
+  const times = []; // ts_ms of tasks finished in the window
+  const failures = [];
+
+  const [results, m, counts] = await Promise.all([
+    get("/api/v1/live/task-results?limit=1000"),
+    metrics(),
+    get("/api/v1/dashboard/counts"),
+  ]);
+  const now = Date.now();
+  for (const r of results.results || []) {
+    if (r.ts_ms > now - WINDOW_MS) times.push(r.ts_ms);
+    if (r.status !== "ok" && failures.length < 8) failures.push(r);
+  }
+
+  let latest = m;
+  let latestCounts = counts;
+  const draw = () => {
+    tiles.replaceChildren(throughputTile(times), outcomesTile(latest), capacityTile(latest, id), flowTile(latest, id));
+    sections.replaceChildren(...[failuresCard(failures, ctx), sinksCard(latest), countsCard(latestCounts, id), linksCard(id)].filter(Boolean));
+  };
+  draw();
+
+  const refresh = throttle(async () => {
+    try {
+      [latest, latestCounts] = await Promise.all([metrics(), get("/api/v1/dashboard/counts")]);
+      draw();
+    } catch (err) {
+      if (err.status !== 401) sections.prepend(banner("error", "Refresh failed: " + err.message));
+    }
+  }, 1000);
+  const sock = new LiveSocket(location.origin, { subscribe: ["tasks", "state"] }, (frames) => {
+    for (const f of frames) {
+      if (f.stream !== "tasks") continue;
+      times.push(f.data.ts_ms || Date.now());
+      if (f.data.status !== "ok") {
+        failures.unshift(f.data);
+        failures.length = Math.min(failures.length, 8);
+      }
+    }
+    refresh();
+  });
+  const timer = setInterval(refresh, 10000); // gauges move without tasks too
+  return () => { sock.close(); clearInterval(timer); };
+}
+
+function tile(title, big, ...rest) {
+  return el("section", { class: "tile" }, el("h2", {}, title), el("div", { class: "big" }, big), ...rest);
+}
+
+function throughputTile(times) {
+  const now = Date.now();
+  while (times.length && times[0] < now - WINDOW_MS) times.shift();
+  times.sort((a, b) => a - b);
+  const buckets = new Array(WINDOW_MS / BUCKET_MS).fill(0);
+  for (const t of times) {
+    const i = Math.floor((t - (now - WINDOW_MS)) / BUCKET_MS);
+    if (i >= 0 && i < buckets.length) buckets[i]++;
+  }
+  const lastMin = times.filter((t) => t > now - 60000).length;
+  const max = Math.max(1, ...buckets);
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", `0 0 ${buckets.length * 4} 40`);
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", `tasks per 10 seconds over the last 5 minutes, peak ${max}`);
+  buckets.forEach((n, i) => {
+    const h = Math.round((n / max) * 38);
+    const r = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+    for (const [k, v] of Object.entries({ x: i * 4, y: 40 - h, width: 3, height: h })) r.setAttribute(k, v);
+    svg.append(r);
+  });
+  return tile("Throughput", `${(lastMin / 60).toFixed(2)} tasks/s`, svg, note(`${num(times.length)} tasks in the last 5 minutes`));
+}
+
+function outcomesTile(m) {
+  const by = (s) => sum(m, "svc_tasks_total", { status: s });
+  const dlq = sum(m, "svc_dlq_records_total", { outcome: "sent" });
+  const rows = [["ok", by("ok")], ["failed", by("failed")], ["dlq", dlq], ["timeout", by("timeout")]];
+  return tile("Outcomes", num(rows.reduce((a, [k, v]) => a + (k === "dlq" ? 0 : v), 0)) + " tasks",
+    el("ul", { class: "outcomes" }, rows.map(([k, v]) => el("li", { "data-outcome": k }, statusBadge(k), " ", num(v)))),
+    note("since this worker started"));
+}
+
+function capacityTile(m, id) {
+  const busy = sum(m, "svc_executor_pool_busy");
+  const size = sum(m, "svc_executor_pool_size");
+  const waiting = sum(m, "svc_executor_pool_waiting");
+  const inflight = sum(m, "svc_kafka_messages_in_flight");
+  const meter = el("meter", { min: 0, max: Math.max(size, 1), value: busy, "aria-label": "executor pool busy" });
+  return tile("In flight", `${num(busy)} / ${num(size)}`, meter,
+    note(`executors busy / pool size · ${num(waiting)} waiting` + (id.features.kafka_source ? ` · ${num(inflight)} Kafka messages in flight` : "")));
+}
+
+function flowTile(m, id) {
+  if (!id.features.kafka_source) return tile("Intake", "HTTP only", note("backpressure and consume pause apply to the Kafka source"));
+  const bp = sum(m, "svc_backpressure_active") > 0;
+  const paused = sum(m, "svc_consume_pause_active") > 0;
+  const stalled = sum(m, "svc_kafka_partitions_stalled");
+  const state = paused ? "paused" : bp ? "backpressure" : "flowing";
+  return tile("Intake", badge(state, { flowing: "green", paused: "blue", backpressure: "yellow" }),
+    el("ul", { class: "plain" },
+      el("li", {}, "Backpressure: ", bp ? "active (in-flight above pipeline.max_in_flight)" : "off"),
+      el("li", {}, "Consume pause: ", paused ? el("a", { href: "/debug?tab=pause" }, "active") : "off"),
+      el("li", {}, "Stall-paused partitions: ", num(stalled))));
+}
+
+const breakerNames = { 0: "closed", 1: "open", 2: "half-open" };
+
+function sinksCard(m) {
+  const sinks = m.get("svc_sink_breaker_state") || [];
+  if (!sinks.length) return card("Sinks", note("No sinks on this worker."));
+  return card("Sinks", el("ul", { class: "plain" }, sinks.map((s) => {
+    const st = breakerNames[s.value] || "unknown";
+    return el("li", {}, el("strong", {}, s.labels.sink), " ", badge(st, { closed: "green", open: "red", "half-open": "yellow" }));
+  })));
+}
+
+function failuresCard(rows, ctx) {
+  if (!rows.length) return card("Recent failures", note("No failed tasks recorded."));
+  return card("Recent failures", el("ul", { class: "failures" }, rows.map((r) =>
+    el("li", {}, timeEl(r.ts_ms, true), " ", statusBadge(r.status), " ",
+      el("a", { href: "/live?task=" + encodeURIComponent(r.task_id), class: "task-link" }, r.task_id), " ",
+      r.source === "kafka" ? coords(ctx, r.alias, r.partition, r.offset) : el("span", { class: "muted" }, r.source),
+      r.error ? el("div", { class: "muted small" }, r.error) : null))));
+}
+
+function countsCard(c, id) {
+  if (!id.features.recorder) return null;
+  const rows = Object.entries(c.by_source || {}).map(([src, st]) =>
+    el("tr", {}, el("th", { scope: "row" }, src), ...["ok", "failed", "timeout"].map((k) => el("td", {}, num(st[k] || 0)))));
+  return card("Requests by source",
+    c.memory_only ? banner("info", "Memory-only recorder (storage.dir is empty): request counts are not kept and show zero.") : null,
+    el("table", { class: "grid" }, el("thead", {}, el("tr", {}, el("th", {}, "source"), el("th", {}, "ok"), el("th", {}, "failed"), el("th", {}, "timeout"))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 4, class: "muted" }, "No requests recorded.")))),
+    note("Total ", num(c.total), " since ", timeEl(c.since_ms)));
+}
+
+function linksCard(id) {
+  const items = [];
+  const p = id.prometheus;
+  if (p && p.url) {
+    const sel = [];
+    if (p.worker_label) sel.push(`${p.worker_label}="${id.worker}"`);
+    if (p.cluster_label) sel.push(`${p.cluster_label}="${id.cluster}"`);
+    const s = sel.length ? `{${sel.join(",")}}` : "";
+    const q = (expr) => p.url.replace(/\/+$/, "") + "/graph?g0.expr=" + encodeURIComponent(expr) + "&g0.tab=0&g0.range_input=1h";
+    for (const [label, expr] of [
+      ["Tasks/s by status", `sum by (status) (rate(svc_tasks_total${s}[5m]))`],
+      ["Task duration p95", `histogram_quantile(0.95, sum by (le) (rate(svc_task_duration_seconds_bucket${s}[5m])))`],
+      ["DLQ records/s", `sum(rate(svc_dlq_records_total${s}[5m]))`],
+      ["Backpressure and pause", `max(svc_backpressure_active${s}) or max(svc_consume_pause_active${s})`],
+    ]) items.push(el("li", {}, el("a", { href: q(expr), rel: "noreferrer", target: "_blank" }, label)));
+  }
+  for (const l of id.custom_links || []) items.push(el("li", {}, el("a", { href: l.url, rel: "noreferrer", target: "_blank" }, l.label)));
+  if (!items.length) return null;
+  return card("Links", el("ul", { class: "plain" }, items));
+}

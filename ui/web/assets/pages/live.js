@@ -1,0 +1,201 @@
+// Live: tasks and events as they happen on every worker of the fleet. Rows
+// arrive over /ws in batches per animation frame and the DOM keeps at most
+// MAX_ROWS of them, so a busy fleet cannot slow the page down.
+import { el, timeEl, note, banner, duration, bytes, kvTable, encoded, text } from "../dom.js";
+import { get } from "../api.js";
+import { panel } from "../render.js";
+import { LiveSocket } from "../socket.js";
+import { fleet, coords, statusBadge } from "./common.js";
+
+const MAX_ROWS = 500;
+
+export async function mount(root, ctx) {
+  const state = { mode: "tasks", paused: false, held: [], status: "", type: "", label: "" };
+  const workers = await fleet(ctx);
+  const byBase = new Map(workers.map((w) => [w.base, w]));
+  const conn = el("span", { class: "muted", "aria-live": "polite" });
+  const held = el("span", { class: "muted" });
+  const pauseBtn = el("button", { type: "button", "aria-pressed": "false" }, "Pause view");
+  const statusSel = el("select", { "aria-label": "Outcome" }, ["", "ok", "failed", "timeout"].map((s) => el("option", { value: s }, s || "any outcome")));
+  const typeSel = el("select", { "aria-label": "Event type" }, ["", "task_received", "executor_started", "executor_finished", "annotation", "sink_delivered", "dlq_sent", "offset_committed", "state", "runtime_health"].map((s) => el("option", { value: s }, s || "any event type")));
+  const labelIn = el("input", { type: "search", placeholder: "label name=value", "aria-label": "Label filter" });
+  const modeTasks = el("button", { type: "button", role: "tab", "aria-selected": "true" }, "Tasks");
+  const modeEvents = el("button", { type: "button", role: "tab", "aria-selected": "false" }, "Events");
+  const tbody = el("tbody");
+  const thead = el("thead");
+  root.append(
+    el("div", { class: "toolbar" }, el("div", { role: "tablist", class: "seg" }, modeTasks, modeEvents), statusSel, typeSel, labelIn, pauseBtn, held, conn),
+    note(workers.length > 1 ? `Streaming from ${workers.length} workers: ${workers.map((w) => w.name).join(", ")}.` : `Streaming from ${ctx.identity.worker}.`),
+    el("div", { class: "scroll" }, el("table", { class: "grid live" }, thead, tbody)));
+
+  const heads = {
+    tasks: ["Time", "Worker", "Task", "Source", "Partition:offset", "Key", "Labels", "Outcome", "Attempts", "Duration"],
+    events: ["Time", "Worker", "Type", "Kind", "Task", "Summary"],
+  };
+  const setHead = () => thead.replaceChildren(el("tr", {}, heads[state.mode].map((h) => el("th", { scope: "col" }, h))));
+
+  const matches = (item) => {
+    const labels = item.labels || {};
+    if (state.label) {
+      const [k, v] = state.label.split("=");
+      const hit = Object.entries(labels).some(([lk, lv]) => lk.includes(k.trim()) && (v === undefined || String(lv).includes(v.trim())));
+      if (!hit) return false;
+    }
+    if (state.mode === "tasks") return !state.status || item.status === state.status;
+    return !state.type || item.type === state.type;
+  };
+
+  const taskRow = (t) => {
+    const tr = el("tr", { class: "clickable", tabindex: 0, "data-task": t.task_id },
+      el("td", {}, timeEl(t.ts_ms, true)), el("td", {}, t.worker || ""), el("td", {}, el("code", {}, t.task_id)),
+      el("td", {}, t.source), el("td", {}, t.source === "kafka" ? coords(ctx, t.alias, t.partition, t.offset) : el("span", { class: "muted" }, "—")),
+      el("td", {}, t.key || ""), el("td", {}, labelText(t.labels)), el("td", {}, statusBadge(t.status)),
+      el("td", {}, String(t.attempts ?? "")), el("td", {}, duration(t.duration_ms || 0)));
+    const open = () => openTask(ctx, t, byBase.get(t._base) || workers[0]);
+    tr.addEventListener("click", (ev) => { if (!ev.target.closest("a")) open(); });
+    tr.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); open(); } });
+    return tr;
+  };
+  const eventRow = (e) => el("tr", {},
+    el("td", {}, timeEl(e.ts_ms, true)), el("td", {}, e.worker || ""), el("td", {}, e.type), el("td", {}, e.kind || ""),
+    el("td", {}, e.task_id ? el("a", { href: "/history?task_id=" + encodeURIComponent(e.task_id) }, el("code", {}, e.task_id)) : ""),
+    el("td", { class: "summary" }, text(e.payload).slice(0, 160)));
+
+  const rows = { tasks: [], events: [] }; // newest first, capped
+  const redraw = () => {
+    setHead();
+    tbody.replaceChildren(...rows[state.mode].filter(matches).slice(0, MAX_ROWS).map(state.mode === "tasks" ? taskRow : eventRow));
+  };
+  const add = (items) => {
+    for (const it of items) {
+      const list = rows[it._kind];
+      list.unshift(it);
+      if (list.length > MAX_ROWS * 2) list.length = MAX_ROWS * 2;
+    }
+    if (state.paused) return;
+    const fresh = items.filter((it) => it._kind === state.mode && matches(it));
+    if (!fresh.length) return;
+    const make = state.mode === "tasks" ? taskRow : eventRow;
+    const frag = document.createDocumentFragment();
+    for (let i = fresh.length - 1; i >= 0; i--) frag.append(make(fresh[i]));
+    tbody.prepend(frag);
+    while (tbody.rows.length > MAX_ROWS) tbody.lastElementChild.remove();
+  };
+
+  // Backfill from this worker, then go live on every worker.
+  const [tr, ev] = await Promise.all([get("/api/v1/live/task-results?limit=200"), get("/api/v1/events?limit=200")]);
+  rows.tasks = (tr.results || []).map((t) => ({ ...t, _kind: "tasks", _base: location.origin }));
+  rows.events = (ev.events || []).map((e) => ({ ...e, _kind: "events", _base: location.origin }));
+  redraw();
+
+  const status = new Map();
+  const showConn = () => {
+    const vals = [...status.values()];
+    const live = vals.filter((v) => v === "live").length;
+    conn.textContent = `${live}/${workers.length} live`;
+  };
+  const sockets = workers.map((w) => new LiveSocket(w.base, { subscribe: ["tasks", "events"] }, (frames, base) => {
+    const items = [];
+    for (const f of frames) {
+      if (f.stream === "tasks") items.push({ ...f.data, worker: f.data.worker || byBase.get(base)?.name, _kind: "tasks", _base: base });
+      else if (f.stream === "events") items.push({ ...f.data, _kind: "events", _base: base });
+      else if (f.stream === "dropped") conn.textContent = `missed ${f.data.count} items (slow connection)`;
+    }
+    if (state.paused) { state.held.push(...items); held.textContent = `${state.held.length} new while paused`; }
+    add(items);
+  }, (s, base) => { status.set(base, s); showConn(); }));
+
+  const setMode = (m) => {
+    state.mode = m;
+    modeTasks.setAttribute("aria-selected", String(m === "tasks"));
+    modeEvents.setAttribute("aria-selected", String(m === "events"));
+    statusSel.hidden = m !== "tasks";
+    typeSel.hidden = m !== "events";
+    redraw();
+  };
+  modeTasks.onclick = () => setMode("tasks");
+  modeEvents.onclick = () => setMode("events");
+  statusSel.onchange = () => { state.status = statusSel.value; redraw(); };
+  typeSel.onchange = () => { state.type = typeSel.value; redraw(); };
+  labelIn.oninput = () => { state.label = labelIn.value.trim(); redraw(); };
+  pauseBtn.onclick = () => {
+    state.paused = !state.paused;
+    pauseBtn.textContent = state.paused ? "Resume view" : "Pause view";
+    pauseBtn.setAttribute("aria-pressed", String(state.paused));
+    if (!state.paused) { state.held = []; held.textContent = ""; redraw(); }
+  };
+  setMode("tasks");
+
+  const want = ctx.params.get("task");
+  if (want) {
+    const t = rows.tasks.find((r) => r.task_id === want);
+    if (t) openTask(ctx, t, workers[0]);
+    else root.prepend(banner("info", `Task ${want} is not among the recent tasks; `, el("a", { href: "/history?task_id=" + encodeURIComponent(want) }, "trace it in History"), "."));
+  }
+  return () => sockets.forEach((s) => s.close());
+}
+
+function labelText(labels) {
+  return Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
+}
+
+// openTask shows a task's detail: its row, then its trace from the worker
+// that ran it (attempts, stderr, annotations, where the result went) and,
+// for a Kafka message, the message itself.
+async function openTask(ctx, t, worker) {
+  const body = el("div", { class: "loading" }, "Loading the trace…");
+  const p = panel(`Task ${t.task_id}`,
+    el("dl", { class: "facts" },
+      fact("Outcome", statusBadge(t.status)), fact("Worker", t.worker || worker?.name || ""), fact("Source", t.source),
+      fact("Message", t.source === "kafka" ? el("span", {}, t.alias, " ", coords(ctx, t.alias, t.partition, t.offset)) : "—"),
+      fact("Key", t.key || "—"), fact("Attempts", String(t.attempts)), fact("Duration", duration(t.duration_ms || 0)),
+      fact("Finished", timeEl(t.ts_ms)), fact("Output", bytes(t.output_size_bytes || 0) + " (its tail is under each attempt)"),
+      t.error ? fact("Error", el("span", { class: "error" }, t.error)) : null),
+    el("h3", {}, "Labels"), kvTable(t.labels),
+    el("p", {}, el("a", { href: "/history?task_id=" + encodeURIComponent(t.task_id), class: "trace-link" }, "Open the full trace in History")),
+    body);
+  const base = worker && !worker.self ? worker.base : "";
+  try {
+    const tr = await get("/api/v1/debug/trace?task_id=" + encodeURIComponent(t.task_id), base);
+    if (!p.isConnected) return;
+    body.replaceWith(traceSummary(tr.events || []));
+  } catch (err) {
+    body.replaceWith(banner("error", "Trace unavailable: " + err.message));
+  }
+  if (t.source === "kafka" && ctx.identity.features.kafka_read && !base) {
+    try {
+      const rec = await get(`/api/v1/debug/kafka/${encodeURIComponent(t.alias)}/message?partition=${t.partition}&offset=${t.offset}`);
+      if (p.isConnected) p.querySelector(".panel-body").append(el("h3", {}, "Stdin (the message)"), el("pre", { class: "preview" }, encoded(rec.payload, rec.payload_encoding, 2000)));
+    } catch (err) {
+      if (p.isConnected) p.querySelector(".panel-body").append(note("Message unavailable: " + err.message));
+    }
+  }
+}
+
+const fact = (k, v) => [el("dt", {}, k), el("dd", {}, v)];
+
+function traceSummary(events) {
+  const payload = (e) => (e.payload && typeof e.payload === "object" ? e.payload : {});
+  const attempts = events.filter((e) => e.type === "executor_finished");
+  const notes = events.filter((e) => e.type === "annotation");
+  const dest = events.filter((e) => e.type === "sink_delivered" || e.type === "dlq_sent");
+  const first = events[0]?.ts_ms;
+  return el("div", {},
+    el("h3", {}, "Attempts"),
+    attempts.length ? el("ol", { class: "attempts" }, attempts.map((e) => {
+      const a = payload(e);
+      return el("li", {}, statusBadge(a.status), ` exit ${a.exit_code ?? "?"} · ${duration(a.duration_ms || 0)}`, a.error ? el("div", { class: "error small" }, a.error) : null,
+        a.stdout_tail ? el("details", {}, el("summary", {}, "stdout tail"), el("pre", { class: "preview" }, a.stdout_tail)) : null,
+        a.stderr_tail ? el("details", { open: a.status !== "ok" }, el("summary", {}, "stderr tail"), el("pre", { class: "preview" }, a.stderr_tail)) : null);
+    })) : note("No executor attempts recorded."),
+    el("h3", {}, "Annotations"),
+    notes.length ? el("ul", { class: "plain" }, notes.map((e) => el("li", {}, el("code", {}, e.kind), " ", text(e.payload)))) : note("None."),
+    el("h3", {}, "Destination"),
+    dest.length ? el("ul", { class: "plain" }, dest.map((e) => {
+      const d = payload(e);
+      return el("li", {}, e.type === "dlq_sent" ? [statusBadge("dlq"), ` ${d.outcome || ""} · ${d.reason || ""}`] : `sink ${d.sink}`);
+    })) : note("Not delivered (yet): probes and HTTP requests without sinks go nowhere."),
+    el("h3", {}, "Timeline"),
+    el("ol", { class: "timeline" }, events.map((e) => el("li", {}, timeEl(e.ts_ms, true), ` ${e.type}${e.kind ? " " + e.kind : ""}`,
+      first ? el("span", { class: "muted" }, ` +${duration(e.ts_ms - first)}`) : null))));
+}

@@ -1,0 +1,65 @@
+// LiveSocket keeps one /ws connection to a worker: it subscribes, hands
+// frames over in batches once per animation frame (so a burst of 200
+// tasks/s costs one DOM update per frame), and reconnects with backoff.
+import { wsURL } from "./api.js";
+
+export class LiveSocket {
+  // base: the worker's http(s) origin; sub: the subscribe message;
+  // onFrames(frames, base); onStatus(state, base).
+  constructor(base, sub, onFrames, onStatus = () => {}) {
+    Object.assign(this, { base, sub, onFrames, onStatus });
+    this.queue = [];
+    this.raf = 0;
+    this.closed = false;
+    this.delay = 1000;
+    this.connect();
+  }
+
+  connect() {
+    if (this.closed) return;
+    this.onStatus("connecting", this.base);
+    const ws = new WebSocket(wsURL(this.base));
+    this.ws = ws;
+    ws.onopen = () => {
+      this.delay = 1000;
+      ws.send(JSON.stringify(this.sub));
+      this.onStatus("live", this.base);
+    };
+    ws.onmessage = (ev) => {
+      let f;
+      try { f = JSON.parse(ev.data); } catch { return; }
+      if (f.stream === "ping" || f.stream === "subscribed") return;
+      this.queue.push(f);
+      if (!this.raf) this.raf = requestAnimationFrame(() => this.flush());
+    };
+    ws.onclose = () => {
+      if (this.closed) return;
+      this.onStatus("reconnecting", this.base);
+      this.timer = setTimeout(() => this.connect(), this.delay);
+      this.delay = Math.min(this.delay * 2, 30000);
+    };
+  }
+
+  flush() {
+    this.raf = 0;
+    const frames = this.queue;
+    this.queue = [];
+    if (frames.length && !this.closed) this.onFrames(frames, this.base);
+  }
+
+  // resubscribe changes what the socket receives.
+  resubscribe(sub) {
+    this.sub = sub;
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(sub));
+  }
+
+  close() {
+    this.closed = true;
+    clearTimeout(this.timer);
+    if (this.raf) cancelAnimationFrame(this.raf);
+    if (this.ws) {
+      this.ws.onclose = null;
+      this.ws.close();
+    }
+  }
+}
