@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"svc/worker/config"
 )
@@ -24,9 +23,6 @@ func cmdCheck(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "# %s: OK\n", f.config)
 	fmt.Fprintln(stdout, "# The effective config: every default filled in. Each secret is replaced by a")
 	fmt.Fprintln(stdout, "# ${SVC_...} reference; set those variables to load this output back.")
-	if keys := cfg.InactiveKeys(); len(keys) > 0 {
-		fmt.Fprintf(stdout, "# Accepted but not read by this release yet: %s\n", strings.Join(keys, ", "))
-	}
 	fmt.Fprint(stdout, cfg.MaskedTOML())
 	return nil
 }

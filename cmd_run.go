@@ -115,7 +115,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 			uiDeps.Pause = src
 		}
 		if cfg.UI.Release.Enabled {
-			site, err := newSite(cfg, app, log)
+			site, err := newSite(cfg, app, registry.URLs, log)
 			if err != nil {
 				return err
 			}
@@ -155,10 +155,6 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 	}
 	if sinks != nil {
 		life.OnDrained(sinks.Close)
-	}
-	if keys := cfg.InactiveKeys(); len(keys) > 0 {
-		log.Warn("config_keys_inactive", "keys", keys,
-			"detail", "these keys are accepted but nothing in this release reads them yet (docs/configuration.md marks them reserved)")
 	}
 	log.Info("worker_started", "worker", cfg.Worker.Name, "cluster", cfg.Worker.Cluster, "release", worker.Version,
 		"ui", uiAddr, "ingress", inAddr, "kafka_source", cfg.Sources.Kafka.Enabled)

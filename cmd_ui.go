@@ -48,7 +48,9 @@ func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // release from the per-host cache or, for the tag embedded in this binary,
 // from the binary itself at once; anything else is fetched in the
 // background by Site.Run while pages answer 503.
-func newSite(cfg *config.Config, app *worker.App, log *slog.Logger) (*ui.Site, error) {
+// newSite serves the configured UI release; peers, when set, lists the
+// fleet's other workers (their UI origins) that Live pages may connect to.
+func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *slog.Logger) (*ui.Site, error) {
 	var slugs []string
 	for _, p := range app.UIPages() {
 		slugs = append(slugs, p.Slug)
@@ -56,7 +58,7 @@ func newSite(cfg *config.Config, app *worker.App, log *slog.Logger) (*ui.Site, e
 	r := cfg.UI.Release
 	site, err := ui.NewSite(ui.SiteOptions{
 		Release:     ui.FetchOptions{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir},
-		Pages:       ui.PagesOptions{Slugs: slugs},
+		Pages:       ui.PagesOptions{Slugs: slugs, ConnectSources: peers},
 		Unavailable: httpd.BundleUnavailable(r.Version),
 		Logger:      log.With("component", "ui_bundle"),
 	})

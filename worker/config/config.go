@@ -35,8 +35,6 @@ type Config struct {
 	IO            Threads       `toml:"io" json:"io"`
 	RuntimeHealth RuntimeHealth `toml:"runtime_health" json:"runtime_health"`
 	Throughput    Throughput    `toml:"throughput" json:"throughput"`
-
-	defined []string // keys the file set, in file order (Parse)
 }
 
 // Worker identifies the worker in its fleet.
@@ -443,10 +441,6 @@ func (c *Config) DLQTopic() string {
 	return ""
 }
 
-// Defined reports the keys the config file set, in file order (empty for a
-// config not read by Parse).
-func (c *Config) Defined() []string { return slices.Clone(c.defined) }
-
 // SinksRequired reports whether results go to sinks.
 func (c *Config) SinksRequired() bool {
 	return c.Sources.Kafka.Enabled || (c.Sources.HTTP.Enabled && c.Sources.HTTP.SinksEnabled)
@@ -455,29 +449,4 @@ func (c *Config) SinksRequired() bool {
 // CacheExchangeOn reports the effective fleet.cache_exchange.enabled.
 func (c *Config) CacheExchangeOn() bool {
 	return c.Fleet.CacheExchange.Enabled != nil && *c.Fleet.CacheExchange.Enabled
-}
-
-// notYetActive lists the key prefixes that are parsed and validated but
-// that nothing in this release reads yet; docs/configuration.md marks them
-// "reserved, not yet active".
-func notYetActive() []string {
-	return []string{
-		"ui.release", "ui.link_bases", "ui.custom_links",
-		"ui.prometheus_url", "ui.prometheus_worker_label", "ui.prometheus_cluster_label",
-	}
-}
-
-// InactiveKeys returns the keys the file set that nothing reads yet, so
-// the worker can say so once at startup instead of silently ignoring them.
-func (c *Config) InactiveKeys() []string {
-	var out []string
-	for _, k := range c.defined {
-		for _, p := range notYetActive() {
-			if k == p || strings.HasPrefix(k, p+".") {
-				out = append(out, k)
-				break
-			}
-		}
-	}
-	return out
 }

@@ -91,9 +91,6 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	for _, k := range md.Undecoded() {
 		problems = append(problems, locate(lines, k.String())+": unknown key")
 	}
-	for _, k := range md.Keys() {
-		cfg.defined = append(cfg.defined, k.String())
-	}
 	cfg.Resolve()
 	for _, p := range cfg.Validate() {
 		problems = append(problems, withLine(lines, p))

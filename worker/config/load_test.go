@@ -2,7 +2,6 @@ package config
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 )
@@ -201,30 +200,5 @@ heartbeat = "1s"
 	}
 	if _, ok := lines["executor.name"]; ok {
 		t.Error("a line inside a multi-line string was read as a key")
-	}
-}
-
-func TestDefinedKeys(t *testing.T) {
-	t.Parallel()
-	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[fleet.registry]\nheartbeat = \"2s\"\n"), noEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := fmt.Sprint(cfg.Defined())
-	for _, want := range []string{"executor.binary_path", "sources.http.enabled", "fleet.registry.heartbeat"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("Defined() = %s, lacks %s", got, want)
-		}
-	}
-}
-
-func TestInactiveKeys(t *testing.T) {
-	t.Parallel()
-	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[cache]\nenabled = true\n[ui]\nprometheus_url = \"http://prom:9090\"\n"), noEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := fmt.Sprint(cfg.InactiveKeys()); !strings.Contains(got, "ui.prometheus_url") || strings.Contains(got, "executor") || strings.Contains(got, "cache") {
-		t.Errorf("InactiveKeys() = %s", got)
 	}
 }
