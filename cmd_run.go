@@ -109,7 +109,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func
 		app.AttachRecorder(rec)
 		httpd.RegisterRecorderMetrics(reg, rec)
 		life.Service("recorder", rec)
-		uiDeps := httpd.UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log.With("component", "ui"), Recorder: rec,
+		reader, err := httpd.NewKafkaReader(cfg, log.With("component", "ui"))
+		if err != nil {
+			return err
+		}
+		uiDeps := httpd.UIDeps{Config: cfg, App: app, Gatherer: reg, Log: log.With("component", "ui"), Recorder: rec, Kafka: reader,
 			Fleet: registry, Cache: store, Runtime: monitor, Throughput: tracker}
 		if src != nil {
 			uiDeps.Pause = src

@@ -36,6 +36,7 @@ func (s *UIServer) identity(w http.ResponseWriter, r *http.Request) {
 			"probe":          c.UI.ProbeEnabled,
 			"merge":          c.UI.MergeEnabled,
 			"kafka_read":     c.UI.KafkaReadEnabled,
+			"redrive":        c.UI.RedriveEnabled && c.Sources.Kafka.Enabled,
 			"consume_pause":  c.UI.ConsumePause.Enabled,
 			"auth":           c.UI.AuthToken != "",
 			"recorder":       c.UI.Enabled,

@@ -15,6 +15,7 @@ import (
 	"svc/recorder"
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/redrive"
 	"svc/worker/workertest"
 	"svc/worker/workertest/pipeline"
 )
@@ -74,7 +75,17 @@ func startStack(t testing.TB, cfg *config.Config, tune ...func(*stack)) *stack {
 		p.App.AttachRecorder(rec)
 	}
 	s := &stack{cfg: cfg, app: p.App, reg: p.Reg, rec: rec, done: make(chan struct{})}
-	s.ui, err = NewUIServer(UIDeps{Config: cfg, App: p.App, Gatherer: p.Reg, Log: log, Recorder: rec})
+	deps := UIDeps{Config: cfg, App: p.App, Gatherer: p.Reg, Log: log, Recorder: rec}
+	if cfg.Sources.Kafka.Enabled {
+		if deps.Kafka, err = NewKafkaReader(cfg, log); err != nil {
+			t.Fatal(err)
+		}
+		if deps.Redrive, err = redrive.New(cfg, deps.Kafka, p.App, log); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(deps.Redrive.Close)
+	}
+	s.ui, err = NewUIServer(deps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("POST /api/v1/debug/consume-resume", s.consumeResume)
 	mux.HandleFunc("POST /api/v1/debug/probe", s.probe)
 
+	mux.HandleFunc("POST /api/v1/debug/dlq/redrive", s.streams.guard(s.dlqRedrive))
 	mux.HandleFunc("GET /api/v1/debug/kafka/topics", s.kafkaTopics)
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", s.kafkaMessage)
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", s.streams.guard(s.kafkaMessages))
@@ -72,6 +73,7 @@ func (s *UIServer) killSwitches() []killSwitch {
 		{"ui.kafka_read_enabled", ui.KafkaReadEnabled, func(r *http.Request) bool {
 			return strings.HasPrefix(r.URL.Path, "/api/v1/debug/kafka/")
 		}},
+		{"ui.redrive_enabled", ui.RedriveEnabled, post("/api/v1/debug/dlq/redrive")},
 		{"ui.consume_pause.enabled", ui.ConsumePause.Enabled, func(r *http.Request) bool {
 			return post("/api/v1/debug/consume-pause")(r) || post("/api/v1/debug/consume-resume")(r)
 		}},

@@ -15,6 +15,7 @@ import (
 	"svc/worker/cache"
 	"svc/worker/config"
 	"svc/worker/fleet"
+	"svc/worker/redrive"
 	"svc/worker/runtimehealth"
 	"svc/worker/throughput"
 )
@@ -32,6 +33,8 @@ type UIDeps struct {
 	Bundle http.Handler
 	// Kafka serves the Kafka read API; nil builds one from the config.
 	Kafka *kafkaread.Reader
+	// Redrive re-produces DLQ records; nil without a Kafka source.
+	Redrive *redrive.Redriver
 	// Recorder is the flight recorder (always present with the UI on).
 	Recorder *recorder.Recorder
 	// Pause is the Kafka source's consume pause; nil without a Kafka source.
@@ -57,6 +60,7 @@ type UIServer struct {
 	log     *slog.Logger
 	bundle  http.Handler
 	kafka   *kafkaread.Reader
+	redrive *redrive.Redriver
 	rec     *recorder.Recorder
 	pause   consumePauser
 	runtime *runtimehealth.Monitor
@@ -71,12 +75,12 @@ type UIServer struct {
 // NewUIServer builds the UI server; it does not bind or start anything.
 func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
-		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, pause: d.Pause, runtime: d.Runtime, costs: d.Throughput, started: time.Now(),
+		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, redrive: d.Redrive, pause: d.Pause, runtime: d.Runtime, costs: d.Throughput, started: time.Now(),
 		streams: newStreamSlots(),
 		fleet:   d.Fleet, cache: d.Cache,
 	}
 	if s.kafka == nil {
-		r, err := newKafkaReader(d.Config, d.Log)
+		r, err := NewKafkaReader(d.Config, d.Log)
 		if err != nil {
 			return nil, err
 		}
@@ -106,9 +110,9 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	return s, nil
 }
 
-// newKafkaReader resolves the read API's aliases and logs the
+// NewKafkaReader resolves the read API's aliases and logs the
 // startup warnings about them.
-func newKafkaReader(cfg *config.Config, log *slog.Logger) (*kafkaread.Reader, error) {
+func NewKafkaReader(cfg *config.Config, log *slog.Logger) (*kafkaread.Reader, error) {
 	aliases, shadowed := kafkaread.BuildAliases(cfg.AliasInput())
 	for _, name := range shadowed {
 		log.Warn("kafka_read_alias_shadowed", "sink", name,

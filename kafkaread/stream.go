@@ -12,12 +12,17 @@ import (
 // MaxStreamRecords is the hard cap of records per stream request.
 const MaxStreamRecords = 10000
 
-// StreamQuery selects a time window of one alias.
+// StreamQuery selects a time window of one alias, or an offset range of
+// one partition (FromOffset set: Partition is required and FromTS is
+// ignored).
 type StreamQuery struct {
 	FromTS    int64  // required, epoch ms >= 0: each partition starts at its first record at or after it
 	ToTS      *int64 // optional: a partition stops at its first record with a later timestamp
 	Limit     int    // total cap; 0 (absent) or more than MaxStreamRecords means MaxStreamRecords
 	Partition *int32 // optional: only this partition
+	// FromOffset and ToOffset select offsets FromOffset..ToOffset
+	// (inclusive; ToOffset nil: up to the end) of Partition.
+	FromOffset, ToOffset *int64
 }
 
 // Stream calls emit for each record of alias in the window q selects, in
@@ -31,12 +36,21 @@ type StreamQuery struct {
 // returned wrapped. Every broker call, including each wait for more
 // records, is bounded by the Reader's deadline (ErrBrokerTimeout).
 func (r *Reader) Stream(ctx context.Context, alias string, q StreamQuery, emit func(Record) error) error {
+	return r.StreamRaw(ctx, alias, q, func(rec *kgo.Record) error { return emit(newRecord(alias, rec)) })
+}
+
+// StreamRaw is Stream handing out the records as franz-go gives them, with
+// their bytes untouched (DLQ redrive re-produces them).
+func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emit func(*kgo.Record) error) error {
 	a, err := r.resolve(alias)
 	if err != nil {
 		return err
 	}
 	if q.FromTS < 0 || q.Limit < 0 {
 		return fmt.Errorf("stream alias '%s': from_ts and limit must not be negative: %w", alias, ErrBadQuery)
+	}
+	if q.FromOffset != nil && (q.Partition == nil || *q.FromOffset < 0 || q.ToOffset != nil && *q.ToOffset < *q.FromOffset) {
+		return fmt.Errorf("stream alias '%s': an offset range needs a partition and 0 <= from_offset <= to_offset: %w", alias, ErrBadQuery)
 	}
 	limit := q.Limit
 	if limit == 0 || limit > MaxStreamRecords {
@@ -69,7 +83,7 @@ func (r *Reader) Stream(ctx context.Context, alias string, q StreamQuery, emit f
 			if !ok {
 				break
 			}
-			if err := emit(newRecord(alias, rec)); err != nil {
+			if err := emit(rec); err != nil {
 				return fmt.Errorf("stream alias '%s': emit record: %w", alias, err)
 			}
 			if sent++; sent >= limit {
@@ -130,6 +144,12 @@ func (r *Reader) streamStart(ctx context.Context, adm *kadm.Client, a AliasSpec,
 	parts := make(map[int32]*partState, len(ends))
 	for p, end := range ends {
 		start, ok := starts[p]
+		if q.FromOffset != nil {
+			start, ok = *q.FromOffset, true
+			if q.ToOffset != nil {
+				end = min(end, *q.ToOffset+1)
+			}
+		}
 		if (q.Partition != nil && p != *q.Partition) || !ok || start < 0 || start >= end {
 			continue
 		}

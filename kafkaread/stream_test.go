@@ -242,3 +242,38 @@ func TestStreamReadAheadIsBounded(t *testing.T) {
 		t.Errorf("queued up to %d bytes for a client that took 200 records, want at most %d (2 × ReadAheadBytes + a record per partition)", peak, limit)
 	}
 }
+
+// TestStreamOffsetRange: an offset range of one partition reads exactly
+// those offsets (inclusive), clipped to what exists.
+func TestStreamOffsetRange(t *testing.T) {
+	t.Parallel()
+	_, r := windowTopic(t)
+	for _, c := range []struct {
+		from int64
+		to   *int64
+		want []int64
+	}{
+		{2, ptr(int64(5)), []int64{2, 3, 4, 5}},
+		{7, nil, []int64{7, 8, 9}},
+		{8, ptr(int64(100)), []int64{8, 9}},
+		{12, nil, nil},
+	} {
+		recs, err := collect(t, r, "source", StreamQuery{Partition: ptr(int32(1)), FromOffset: ptr(c.from), ToOffset: c.to})
+		if err != nil {
+			t.Fatalf("Stream(offsets %d..%v) = %v", c.from, c.to, err)
+		}
+		var got []int64
+		for _, rec := range recs {
+			if rec.Partition != 1 {
+				t.Errorf("record of partition %d", rec.Partition)
+			}
+			got = append(got, rec.Offset)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Stream(offsets %d..%v) = %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+	if _, err := collect(t, r, "source", StreamQuery{FromOffset: ptr(int64(1))}); !errors.Is(err, ErrBadQuery) {
+		t.Errorf("offset range without a partition = %v, want ErrBadQuery", err)
+	}
+}

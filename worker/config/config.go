@@ -61,6 +61,9 @@ type UI struct {
 	ProbeEnabled           bool              `toml:"probe_enabled" json:"probe_enabled"`
 	MergeEnabled           bool              `toml:"merge_enabled" json:"merge_enabled"`
 	KafkaReadEnabled       bool              `toml:"kafka_read_enabled" json:"kafka_read_enabled"`
+	// RedriveEnabled allows POST /api/v1/debug/dlq/redrive (off by default:
+	// it writes to the source topic).
+	RedriveEnabled bool `toml:"redrive_enabled" json:"redrive_enabled"`
 	ConsumePause           ConsumePause      `toml:"consume_pause" json:"consume_pause"`
 	Release                Release           `toml:"release" json:"release"`
 	PrometheusURL          string            `toml:"prometheus_url" json:"prometheus_url"`
@@ -205,6 +208,9 @@ type KafkaSink struct {
 	Security     Security          `toml:"security" json:"security"`
 	ClientConfig map[string]string `toml:"client_config" json:"client_config" secret:"values"`
 	Breaker      Breaker           `toml:"breaker" json:"breaker"`
+	// ForwardHeaders copies the input message's own headers onto the
+	// result record (its svc-* headers excepted).
+	ForwardHeaders bool `toml:"forward_headers" json:"forward_headers"`
 	// DeliveryTimeout is how long a produce may go unacknowledged before it
 	// counts as a breaker failure (the record itself is kept and retried).
 	DeliveryTimeout Duration `toml:"delivery_timeout" json:"delivery_timeout"`

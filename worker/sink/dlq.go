@@ -130,6 +130,7 @@ func (d *DLQ) record(res *worker.TaskResult) *kgo.Record {
 		rec.Value = res.Task.Input
 	}
 	rec.Headers = append(rec.Headers,
+		kgo.RecordHeader{Key: HeaderTaskID, Value: []byte(res.Task.ID)},
 		kgo.RecordHeader{Key: HeaderDLQReason, Value: []byte(reason)},
 		kgo.RecordHeader{Key: HeaderDLQAttempts, Value: []byte(strconv.Itoa(res.Attempts))},
 		kgo.RecordHeader{Key: HeaderDLQSourcePartition, Value: []byte(partition)},

@@ -43,7 +43,7 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
 		}
 		name := sc.Name
-		s := &kafkaSink{name: name, topic: sc.Topic, cl: cl, timeout: timeout, log: log, m: ss.m}
+		s := &kafkaSink{name: name, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, timeout: timeout, log: log, m: ss.m}
 		s.breaker = NewBreaker(sc.Breaker.FailureThreshold, sc.Breaker.OpenTimeout.D(), func(from, to State) {
 			ss.m.state.WithLabelValues(name).Set(float64(to))
 			ss.m.transitions.WithLabelValues(name, to.String()).Inc()
@@ -88,7 +88,7 @@ func (ss *Set) Deliver(ctx context.Context, res *worker.TaskResult) error {
 		}
 	}
 	one := func(s *kafkaSink) error {
-		err := s.deliver(ctx, func() *kgo.Record { return resultRecord(s.topic, ss.name, res) })
+		err := s.deliver(ctx, func() *kgo.Record { return resultRecord(s.topic, ss.name, s.forward, res) })
 		if err == nil {
 			ss.events.Delivered(res, s.name)
 		}

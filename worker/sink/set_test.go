@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/worker"
 	"svc/worker/config"
 )
 
@@ -55,5 +56,33 @@ func TestClientConfigWins(t *testing.T) {
 		if got := tc.cl.OptValue(kgo.ProducerLinger); got != tc.linger {
 			t.Errorf("%s: linger = %v, want %v", tc.name, got, tc.linger)
 		}
+	}
+}
+
+// TestRecordHeaders: a DLQ record names the failed task (svc-task-id), so a
+// record found with kcat leads to its trace; a sink record carries the
+// input's own headers only with forward_headers, never its svc-* ones.
+func TestRecordHeaders(t *testing.T) {
+	t.Parallel()
+	msg := &worker.Message{Source: worker.SourceKafka, Partition: 3, Offset: 9, Key: []byte("k"), Value: []byte("v"),
+		Headers: []worker.Header{{Key: "trace", Value: []byte("abc")}, {Key: "svc-dlq-reason", Value: []byte("old")}}}
+	res := &worker.TaskResult{Task: &worker.Task{ID: "t-7", Msg: msg}, Status: worker.StatusFailed, Output: []byte("out")}
+	headers := func(r *kgo.Record) map[string]string {
+		m := map[string]string{}
+		for _, h := range r.Headers {
+			m[h.Key] = string(h.Value)
+		}
+		return m
+	}
+	d := &DLQ{topic: "in_dlq", worker: "w"}
+	if h := headers(d.record(res)); h[HeaderTaskID] != "t-7" || h["trace"] != "abc" || h[HeaderDLQSourceOffset] != "9" {
+		t.Errorf("DLQ record headers = %v, want svc-task-id t-7 with the original headers", h)
+	}
+	if h := headers(resultRecord("out", "w", false, res)); h["trace"] != "" || h[HeaderTaskID] != "t-7" {
+		t.Errorf("sink record without forward_headers = %v, want no input headers", h)
+	}
+	h := headers(resultRecord("out", "w", true, res))
+	if h["trace"] != "abc" || h["svc-dlq-reason"] != "" || h[HeaderTaskID] != "t-7" {
+		t.Errorf("sink record with forward_headers = %v, want the input's trace header and none of its svc-* ones", h)
 	}
 }

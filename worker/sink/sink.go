@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"svc/kafkaread/kconn"
@@ -31,6 +32,7 @@ const (
 // own circuit breaker.
 type kafkaSink struct {
 	name    string
+	forward bool // sinks.kafka[].forward_headers
 	topic   string
 	cl      *kgo.Client
 	breaker *Breaker
@@ -112,11 +114,22 @@ func (s *kafkaSink) produce(ctx context.Context, rec *kgo.Record) error {
 	}
 }
 
-// resultRecord builds a sink record for one task result.
-func resultRecord(topic, workerName string, res *worker.TaskResult) *kgo.Record {
+// resultRecord builds a sink record for one task result: the output as
+// value, the message key, svc-* headers naming the task and its source,
+// svc-label-* headers for the labels, and with forward the input message's
+// own headers first (its svc-* ones excepted: this record sets its own).
+func resultRecord(topic, workerName string, forward bool, res *worker.TaskResult) *kgo.Record {
 	rec := &kgo.Record{Topic: topic, Value: res.Output}
 	t := res.Task
-	hdr := []kgo.RecordHeader{{Key: HeaderTaskID, Value: []byte(t.ID)}, {Key: HeaderWorker, Value: []byte(workerName)}}
+	var hdr []kgo.RecordHeader
+	if m := t.Msg; m != nil && forward {
+		for _, h := range m.Headers {
+			if !strings.HasPrefix(h.Key, "svc-") {
+				hdr = append(hdr, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+			}
+		}
+	}
+	hdr = append(hdr, kgo.RecordHeader{Key: HeaderTaskID, Value: []byte(t.ID)}, kgo.RecordHeader{Key: HeaderWorker, Value: []byte(workerName)})
 	if m := t.Msg; m != nil {
 		rec.Key = m.Key
 		hdr = append(hdr, kgo.RecordHeader{Key: HeaderSource, Value: []byte(m.Source)})

@@ -1,0 +1,144 @@
+package httpd
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/worker/config"
+	"svc/worker/redrive"
+)
+
+// dlqRecord is a record as the DLQ holds it: the original key, value and
+// headers plus the svc-dlq-* headers and the failed task's id.
+func dlqRecord(key, value string, extra ...kgo.RecordHeader) *kgo.Record {
+	h := []kgo.RecordHeader{{Key: "trace", Value: []byte("t-" + key)}}
+	h = append(h, extra...)
+	h = append(h, kgo.RecordHeader{Key: "svc-task-id", Value: []byte("old-task")},
+		kgo.RecordHeader{Key: "svc-dlq-reason", Value: []byte("executor exited with code 1")},
+		kgo.RecordHeader{Key: "svc-dlq-attempts", Value: []byte("3")})
+	return &kgo.Record{Topic: "orders-raw_dlq", Partition: 0, Key: []byte(key), Value: []byte(value), Headers: h}
+}
+
+// TestDLQRedrive: behind its kill switch, a dry run probes each DLQ record
+// through the live handler and writes nothing; a real run re-produces the
+// original key, value and headers to the source topic with svc-redrive-*
+// headers, counting earlier redrives.
+func TestDLQRedrive(t *testing.T) {
+	t.Parallel()
+	exe := script(t, `IFS= read -r in; case "$in" in *fail*) echo "still failing" >&2; exit 1;; esac; printf 'ok:%s' "$in"`)
+	off, _ := kafkaStack(t, nil)
+	r := do(t, "POST", off.uiURL+"/api/v1/debug/dlq/redrive", `{"partition":0,"from_offset":0,"dry_run":true}`)
+	if r.status != 403 || !strings.Contains(r.body, "ui.redrive_enabled is false") {
+		t.Fatalf("redrive with the switch off = %d %s, want 403 naming ui.redrive_enabled", r.status, r.body)
+	}
+
+	s, brokers := kafkaStack(t, func(c *config.Config) {
+		c.UI.RedriveEnabled = true
+		c.Executor.BinaryPath = exe
+		c.Handler.MaxAttempts = 1
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := []*kgo.Record{dlqRecord("a", "fixed now"), dlqRecord("b", "please fail"), dlqRecord("c", "again", kgo.RecordHeader{Key: redrive.HeaderCount, Value: []byte("1")})}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`{"from_offset":0}`, `{"partition":0}`, `{"partition":0,"from_offset":0,"from_ts":0}`, `{"partition":0,"from_offset":0,"limit":10001}`} {
+		if r := do(t, "POST", s.uiURL+"/api/v1/debug/dlq/redrive", bad); r.status != 400 {
+			t.Errorf("redrive %s = %d %s, want 400", bad, r.status, r.body)
+		}
+	}
+
+	lines := func(body string) (out []map[string]any) {
+		for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	r = do(t, "POST", s.uiURL+"/api/v1/debug/dlq/redrive", `{"partition":0,"from_offset":0,"to_offset":1}`)
+	got := lines(r.body)
+	if r.status != 200 || len(got) != 3 || got[0]["outcome"] != redrive.WouldSucceed || got[1]["outcome"] != redrive.WouldFail {
+		t.Fatalf("dry run (the default) = %d %s, want would_succeed, would_fail and a summary", r.status, r.body)
+	}
+	if sum := got[2]["summary"].(map[string]any); sum["dry_run"] != true || sum["records"] != 2.0 {
+		t.Errorf("dry run summary = %v", sum)
+	}
+	if n := countSource(t, brokers); n != 30 {
+		t.Fatalf("the source topic holds %d records after a dry run, want the 30 it had", n)
+	}
+
+	r = do(t, "POST", s.uiURL+"/api/v1/debug/dlq/redrive", `{"partition":0,"from_offset":0,"dry_run":false}`)
+	got = lines(r.body)
+	if r.status != 200 || len(got) != 4 || got[3]["summary"].(map[string]any)["redriven"] != 3.0 {
+		t.Fatalf("redrive = %d %s, want 3 records redriven", r.status, r.body)
+	}
+	out := readSource(t, brokers)
+	if len(out) != 33 {
+		t.Fatalf("source topic holds %d records, want 33", len(out))
+	}
+	redriven := map[string]*kgo.Record{}
+	for _, rec := range out {
+		for _, x := range rec.Headers {
+			if x.Key == redrive.HeaderSource {
+				redriven[string(x.Value)] = rec
+			}
+		}
+	}
+	for i, want := range recs {
+		rec := redriven["0:"+string(rune('0'+i))]
+		if rec == nil {
+			t.Fatalf("DLQ offset %d was not redriven: %v", i, redriven)
+		}
+		h := map[string]string{}
+		for _, x := range rec.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		wantCount := map[int]string{0: "1", 1: "1", 2: "2"}[i]
+		if string(rec.Key) != string(want.Key) || string(rec.Value) != string(want.Value) || h["trace"] != "t-"+string(want.Key) ||
+			h[redrive.HeaderSource] != "0:"+string(rune('0'+i)) || h[redrive.HeaderCount] != wantCount || h[redrive.HeaderTS] == "" {
+			t.Errorf("redriven record %d = key %q value %q headers %v", i, rec.Key, rec.Value, h)
+		}
+		for k := range h {
+			if strings.HasPrefix(k, "svc-dlq-") || k == "svc-task-id" {
+				t.Errorf("redriven record %d kept the DLQ header %s", i, k)
+			}
+		}
+	}
+}
+
+func countSource(t *testing.T, brokers []string) int { return len(readSource(t, brokers)) }
+
+// readSource reads the whole source topic of kafkaStack.
+func readSource(t *testing.T, brokers []string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("orders-raw"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	for idle := 0; idle < 5; {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		f := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		f.EachRecord(func(r *kgo.Record) { out = append(out, r); n++ })
+		if n == 0 {
+			idle++
+		}
+	}
+	return out
+}

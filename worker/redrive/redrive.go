@@ -1,0 +1,238 @@
+// Package redrive sends dead-lettered messages back to the source topic:
+// it reads a range of the DLQ, and either probes each record through the
+// live handler (a dry run: what would happen now) or re-produces its
+// original key, value and headers to the source topic, marked with
+// svc-redrive-* headers.
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/kafkaread"
+	"svc/kafkaread/kconn"
+	"svc/worker"
+	"svc/worker/config"
+)
+
+// MaxRecords caps the records of one redrive call.
+const MaxRecords = 10000
+
+// Headers a redriven record carries. Count is how many times the message
+// was redriven, this time included; Source is the DLQ record it came from.
+const (
+	HeaderSource = "svc-redrive-source" // "<dlq partition>:<dlq offset>"
+	HeaderTS     = "svc-redrive-ts"     // epoch ms
+	HeaderCount  = "svc-redrive-count"
+	HeaderWorker = "svc-redrive-worker"
+)
+
+// Outcomes of one record.
+const (
+	WouldSucceed = "would_succeed" // dry run: every task of the probe was ok
+	WouldFail    = "would_fail"    // dry run: a task failed again
+	Redriven     = "redriven"      // produced to the source topic
+	Duplicate    = "duplicate"     // an offset already handled by this call
+	Failed       = "failed"        // the probe or the produce itself failed
+)
+
+// Request is one redrive call: an offset range of one DLQ partition
+// (FromOffset set) or a time window like GET .../messages.
+type Request struct {
+	Partition            *int32
+	FromOffset, ToOffset *int64
+	FromTS               int64
+	ToTS                 *int64
+	Limit                int // at most MaxRecords; 0 means MaxRecords
+	DryRun               bool
+}
+
+// Line is the outcome of one DLQ record.
+type Line struct {
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Outcome   string `json:"outcome"`
+	Error     string `json:"error,omitempty"`
+	// Tasks are the dry run's probe results.
+	Tasks []TaskOutcome `json:"tasks,omitempty"`
+	// To is where a redriven record landed: "<partition>:<offset>".
+	To string `json:"to,omitempty"`
+}
+
+// TaskOutcome is one task of a dry-run probe.
+type TaskOutcome struct {
+	TaskID string `json:"task_id"`
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Summary counts a call's outcomes.
+type Summary struct {
+	DryRun       bool `json:"dry_run"`
+	Records      int  `json:"records"`
+	WouldSucceed int  `json:"would_succeed"`
+	WouldFail    int  `json:"would_fail"`
+	Redriven     int  `json:"redriven"`
+	Duplicates   int  `json:"duplicates"`
+	Failed       int  `json:"failed"`
+}
+
+// Reader reads the DLQ; kafkaread.Reader implements it.
+type Reader interface {
+	StreamRaw(ctx context.Context, alias string, q kafkaread.StreamQuery, emit func(*kgo.Record) error) error
+}
+
+// Prober runs a message through the live handler; worker.App implements it.
+type Prober interface {
+	Probe(ctx context.Context, req worker.ProbeRequest) ([]worker.TaskResult, error)
+}
+
+// Redriver runs redrive calls; safe for concurrent use.
+type Redriver struct {
+	reader  Reader
+	prober  Prober
+	cl      *kgo.Client
+	topic   string
+	worker  string
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+// New builds the redriver of a worker whose Kafka source is on: it reads
+// the "dlq" alias and produces to sources.kafka.topic with the consumer's
+// connection (an idempotent acks=all producer, connected lazily).
+func New(cfg *config.Config, reader Reader, prober Prober, log *slog.Logger) (*Redriver, error) {
+	if !cfg.Sources.Kafka.Enabled {
+		return nil, errors.New("redrive: the Kafka source is off")
+	}
+	opts, err := kconn.Opts(cfg.SourceConn())
+	if err != nil {
+		return nil, fmt.Errorf("redrive: %w", err)
+	}
+	opts = append([]kgo.Opt{kgo.ClientID("svc-redrive")}, opts...)
+	opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("redrive: %w", err)
+	}
+	return &Redriver{reader: reader, prober: prober, cl: cl, topic: cfg.Sources.Kafka.Topic,
+		worker: cfg.Worker.Name, timeout: cfg.DLQ.SendTimeout.D(), log: log}, nil
+}
+
+// Close closes the producer.
+func (r *Redriver) Close() { r.cl.Close() }
+
+// Run redrives (or dry-runs) the records req selects, calling emit with
+// each record's outcome in DLQ order, and returns the counts. Errors before
+// the first record are the read API's (unknown partition, no DLQ, bad
+// range); a failure after it ends the call with what was done so far.
+func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) (Summary, error) {
+	sum := Summary{DryRun: req.DryRun}
+	limit := req.Limit
+	if limit <= 0 || limit > MaxRecords {
+		limit = MaxRecords
+	}
+	q := kafkaread.StreamQuery{FromTS: req.FromTS, ToTS: req.ToTS, Partition: req.Partition,
+		FromOffset: req.FromOffset, ToOffset: req.ToOffset, Limit: limit}
+	seen := map[[2]int64]bool{}
+	err := r.reader.StreamRaw(ctx, kafkaread.AliasDLQ, q, func(rec *kgo.Record) error {
+		sum.Records++
+		line := Line{Partition: rec.Partition, Offset: rec.Offset}
+		at := [2]int64{int64(rec.Partition), rec.Offset}
+		switch {
+		case seen[at]:
+			line.Outcome = Duplicate
+			sum.Duplicates++
+		case req.DryRun:
+			r.probe(ctx, rec, &line, &sum)
+		default:
+			r.produce(ctx, rec, &line, &sum)
+		}
+		seen[at] = true
+		return emit(line)
+	})
+	if err == nil && !req.DryRun && sum.Redriven > 0 {
+		r.log.Info("dlq_redriven", "records", sum.Records, "redriven", sum.Redriven, "failed", sum.Failed)
+	}
+	return sum, err
+}
+
+// probe runs the record's original message through the live handler.
+func (r *Redriver) probe(ctx context.Context, rec *kgo.Record, line *Line, sum *Summary) {
+	pr := worker.ProbeRequest{Key: rec.Key, Value: rec.Value}
+	for _, h := range original(rec.Headers) {
+		pr.Headers = append(pr.Headers, worker.Header{Key: h.Key, Value: h.Value})
+	}
+	results, err := r.prober.Probe(ctx, pr)
+	if err != nil {
+		line.Outcome, line.Error = Failed, err.Error()
+		sum.Failed++
+		return
+	}
+	line.Outcome = WouldSucceed
+	for _, res := range results {
+		t := TaskOutcome{TaskID: res.Task.ID, Status: res.Status}
+		if res.Err != nil {
+			t.Error = res.Err.Error()
+		}
+		if res.Status != worker.StatusOK {
+			line.Outcome = WouldFail
+		}
+		line.Tasks = append(line.Tasks, t)
+	}
+	if line.Outcome == WouldFail {
+		sum.WouldFail++
+	} else {
+		sum.WouldSucceed++
+	}
+}
+
+// produce sends the record's original message to the source topic.
+func (r *Redriver) produce(ctx context.Context, rec *kgo.Record, line *Line, sum *Summary) {
+	out := &kgo.Record{Topic: r.topic, Key: rec.Key, Value: rec.Value, Headers: original(rec.Headers)}
+	count := 1
+	for _, h := range rec.Headers {
+		if h.Key == HeaderCount {
+			if n, err := strconv.Atoi(string(h.Value)); err == nil && n > 0 && n < 1<<30 {
+				count = n + 1
+			}
+		}
+	}
+	out.Headers = append(out.Headers,
+		kgo.RecordHeader{Key: HeaderSource, Value: []byte(fmt.Sprintf("%d:%d", rec.Partition, rec.Offset))},
+		kgo.RecordHeader{Key: HeaderTS, Value: []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))},
+		kgo.RecordHeader{Key: HeaderCount, Value: []byte(strconv.Itoa(count))},
+		kgo.RecordHeader{Key: HeaderWorker, Value: []byte(r.worker)},
+	)
+	pctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	got, err := r.cl.ProduceSync(pctx, out).First()
+	if err != nil {
+		line.Outcome, line.Error = Failed, "produce to the source topic: "+err.Error()
+		sum.Failed++
+		return
+	}
+	line.Outcome, line.To = Redriven, fmt.Sprintf("%d:%d", got.Partition, got.Offset)
+	sum.Redriven++
+}
+
+// original returns the headers the message had before it was
+// dead-lettered: the DLQ's svc-dlq-* headers, the failed task's id and any
+// earlier redrive's svc-redrive-* headers are dropped.
+func original(hs []kgo.RecordHeader) []kgo.RecordHeader {
+	var out []kgo.RecordHeader
+	for _, h := range hs {
+		if strings.HasPrefix(h.Key, "svc-dlq-") || strings.HasPrefix(h.Key, "svc-redrive-") || h.Key == "svc-task-id" {
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
