@@ -53,17 +53,17 @@ type Metrics struct {
 
 // UI is the operator UI server and its feature switches.
 type UI struct {
-	Enabled                bool              `toml:"enabled" json:"enabled"`
-	Host                   string            `toml:"host" json:"host"`
-	Port                   int               `toml:"port" json:"port"`
-	AuthToken              string            `toml:"auth_token" json:"auth_token" secret:"true"`
-	PublicURL              string            `toml:"public_url" json:"public_url"`
-	ProbeEnabled           bool              `toml:"probe_enabled" json:"probe_enabled"`
-	MergeEnabled           bool              `toml:"merge_enabled" json:"merge_enabled"`
-	KafkaReadEnabled       bool              `toml:"kafka_read_enabled" json:"kafka_read_enabled"`
+	Enabled          bool   `toml:"enabled" json:"enabled"`
+	Host             string `toml:"host" json:"host"`
+	Port             int    `toml:"port" json:"port"`
+	AuthToken        string `toml:"auth_token" json:"auth_token" secret:"true"`
+	PublicURL        string `toml:"public_url" json:"public_url"`
+	ProbeEnabled     bool   `toml:"probe_enabled" json:"probe_enabled"`
+	MergeEnabled     bool   `toml:"merge_enabled" json:"merge_enabled"`
+	KafkaReadEnabled bool   `toml:"kafka_read_enabled" json:"kafka_read_enabled"`
 	// RedriveEnabled allows POST /api/v1/debug/dlq/redrive (off by default:
 	// it writes to the source topic).
-	RedriveEnabled bool `toml:"redrive_enabled" json:"redrive_enabled"`
+	RedriveEnabled         bool              `toml:"redrive_enabled" json:"redrive_enabled"`
 	ConsumePause           ConsumePause      `toml:"consume_pause" json:"consume_pause"`
 	Release                Release           `toml:"release" json:"release"`
 	PrometheusURL          string            `toml:"prometheus_url" json:"prometheus_url"`
