@@ -212,7 +212,10 @@ func TestStreamsAreBounded(t *testing.T) {
 	t.Parallel()
 	cfg := diskConfig(t, "/bin/cat")
 	s := startStack(t, cfg)
-	s.ui.streams.window = 300 * time.Millisecond
+	// The window must outlast opening every stream: a shorter one cuts the
+	// first stalled download off before the last takes its slot on a
+	// loaded machine.
+	s.ui.streams.window = 10 * time.Second
 	dir := filepath.Join(cfg.Shared.Dir, "history", cfg.Worker.Cluster)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
