@@ -92,16 +92,17 @@ func ktConfig(t testing.TB, brokers []string, executor string) *config.Config {
 // ktWorker is the pipeline with its Kafka source, run under the worker's
 // lifecycle as `svc run` runs it.
 type ktWorker struct {
-	t     testing.TB
-	App   *worker.App
-	Src   *Source // nil when the Kafka source is off
-	Sinks *sink.Set
-	Reg   *prometheus.Registry
-	Logs  *workertest.Logs
-	life  *worker.Lifecycle
-	stop  context.CancelFunc
-	done  chan error
-	once  sync.Once
+	t      testing.TB
+	App    *worker.App
+	Src    *Source // nil when the Kafka source is off
+	Sinks  *sink.Set
+	Events *worker.Events
+	Reg    *prometheus.Registry
+	Logs   *workertest.Logs
+	life   *worker.Lifecycle
+	stop   context.CancelFunc
+	done   chan error
+	once   sync.Once
 }
 
 // ktNew builds the pipeline without running it.
@@ -114,7 +115,7 @@ func ktNew(t testing.TB, cfg *config.Config) *ktWorker {
 func ktNewWith(t testing.TB, cfg *config.Config, handler any) *ktWorker {
 	t.Helper()
 	p := pipeline.Build(t, cfg, handler)
-	w := &ktWorker{t: t, App: p.App, Sinks: p.Sinks, Reg: p.Reg, Logs: p.Logs}
+	w := &ktWorker{t: t, App: p.App, Sinks: p.Sinks, Events: p.Events, Reg: p.Reg, Logs: p.Logs}
 	log := p.Logs.Logger()
 	w.life = worker.NewLifecycle(p.App, cfg.Worker.ShutdownTimeout.D(), log)
 	if cfg.Sources.Kafka.Enabled {
