@@ -182,8 +182,15 @@ func (w *ktWorker) Owned() []int32 {
 	return w.Src.assignedPartitions()
 }
 
-// InFlight is the number of polled messages not yet finished.
-func (w *ktWorker) InFlight() int { return w.Src.inflightCount() }
+// InFlight is the number of messages running (at most max_in_flight).
+func (w *ktWorker) InFlight() int { return w.Src.runningCount() }
+
+// Waiting is the number of polled messages not started yet.
+func (w *ktWorker) Waiting() int {
+	w.Src.mu.Lock()
+	defer w.Src.mu.Unlock()
+	return w.Src.waiting
+}
 
 // Metric sums the samples of family name whose labels include want.
 func (w *ktWorker) Metric(name string, want ...string) float64 {
@@ -477,7 +484,7 @@ func (w *ktWorker) Settled() bool {
 	s := w.Src
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inflight > 0 {
+	if s.running > 0 || s.waiting > 0 {
 		return false
 	}
 	for _, st := range s.parts {
@@ -492,6 +499,20 @@ func (w *ktWorker) Settled() bool {
 func (w *ktWorker) WaitSettled() {
 	w.t.Helper()
 	workertest.Eventually(w.t, ktWait, "in-flight work finishes and is committed", func() (bool, string) {
-		return w.Settled(), fmt.Sprintf("%d in flight", w.InFlight())
+		return w.Settled(), fmt.Sprintf("%d in flight, %d waiting", w.InFlight(), w.Waiting())
 	})
+}
+
+// QueueDetail describes each partition's queues and the partitions paused
+// one by one, for failure messages.
+func (w *ktWorker) QueueDetail() string {
+	sp := w.StallPaused()
+	s := w.Src
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := ""
+	for p, st := range s.parts {
+		out += fmt.Sprintf(" p%d: %d running, %d waiting (%d ready, %d lanes), saturated %v;", p, st.running, st.waiting, len(st.ready), len(st.lanes), st.saturated)
+	}
+	return out + fmt.Sprint(" paused one by one: ", sp)
 }

@@ -212,27 +212,30 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 	cfg := ktPauseConfig(t, addrs, gate.Path)
 	const maxIn = 8
 	cfg.Pipeline.MaxInFlight = maxIn
+	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 8 per partition, 16 in all
 	cfg.Executor.PoolSize = 2
 	w := ktStart(t, cfg)
 	w.WaitJoined()
 	group := cfg.Sources.Kafka.Group
 	adm := ktAdmin(t, addrs)
-	prod := ktClient(t, addrs)
+	prod := ktManual(t, addrs)
 	committed := func() map[int32]int64 { return ktCommitted(t, adm, group) }
 	full := func() {
 		t.Helper()
 		workertest.Eventually(t, ktWait, "backpressure engages", func() (bool, string) {
 			bp, in := w.Metric("svc_backpressure_active"), w.InFlight()
-			return bp == 1 && in == maxIn && w.IntakePaused(), fmt.Sprintf("backpressure %v, %d in flight, intake paused %v", bp, in, w.IntakePaused())
+			return bp == 1 && in == maxIn && w.IntakePaused(), fmt.Sprintf("backpressure %v, %d in flight, %d waiting, intake paused %v %s", bp, in, w.Waiting(), w.IntakePaused(), w.QueueDetail())
 		})
 	}
 	var recs []*kgo.Record
-	for i := range 40 {
-		recs = append(recs, ktMsg(i, "", false))
+	for i := range 80 {
+		r := ktMsg(i, "", false)
+		r.Partition = int32(i % 2)
+		recs = append(recs, r)
 	}
 
 	// Row: debug resume while backpressure still holds.
-	ktProduce(t, prod, recs[:20])
+	ktProduce(t, prod, recs[:40])
 	full()
 	if _, err := w.Src.Pause(60); err != nil {
 		t.Fatal(err)
@@ -252,15 +255,15 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 
 	// Row: backpressure wants to resume during a debug pause.
 	gate.Close(t)
-	ktProduce(t, prod, recs[20:])
+	ktProduce(t, prod, recs[40:])
 	full()
 	if _, err := w.Src.Pause(60); err != nil {
 		t.Fatal(err)
 	}
 	gate.Open(t)
 	workertest.Eventually(t, ktWait, "in-flight work drains and backpressure lets go", func() (bool, string) {
-		bp, in := w.Metric("svc_backpressure_active"), w.InFlight()
-		return bp == 0 && in == 0, fmt.Sprintf("backpressure %v, %d in flight", bp, in)
+		bp, in, wait := w.Metric("svc_backpressure_active"), w.InFlight(), w.Waiting()
+		return bp == 0 && in == 0 && wait == 0, fmt.Sprintf("backpressure %v, %d in flight, %d waiting", bp, in, wait)
 	})
 	if !w.IntakePaused() {
 		t.Error("backpressure resumed intake during a debug pause")
@@ -271,7 +274,7 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 	}
 	ktWaitCommitted(t, adm, group)
 	out, dlq := ktCollect(t, addrs, addrs)
-	ktCheckAllOut(t, ktIDs(0, 40), out, dlq)
+	ktCheckAllOut(t, ktIDs(0, 80), out, dlq)
 }
 
 // TestKafkaPauseNewPartitionsArrivePaused: while a worker is paused, the
@@ -333,7 +336,13 @@ type ktFakeTarget struct {
 func (f *ktFakeTarget) pauseIntake()                { f.paused = true; f.moves = append(f.moves, "pause") }
 func (f *ktFakeTarget) resumeIntake()               { f.paused = false; f.moves = append(f.moves, "resume") }
 func (f *ktFakeTarget) assignedPartitions() []int32 { return []int32{0, 1} }
-func (f *ktFakeTarget) running() bool               { return true }
+func (f *ktFakeTarget) consuming() bool             { return true }
+func (f *ktFakeTarget) pausePartitions(ps []int32) {
+	f.moves = append(f.moves, fmt.Sprint("pause ", ps))
+}
+func (f *ktFakeTarget) resumePartitions(ps []int32) {
+	f.moves = append(f.moves, fmt.Sprint("resume ", ps))
+}
 
 // TestKafkaFlowControlPrecedence drives flow control directly through the
 // rows of the precedence table: intake runs only when neither the debug
