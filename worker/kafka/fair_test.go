@@ -118,7 +118,7 @@ printf 'out:%s' "$in"`)
 				}
 			}
 		}
-		return left == 0, fmt.Sprintf("%d unique-key messages of partitions 1-3 not in the sink (%d in flight, %d waiting)", left, w.InFlight(), w.Waiting())
+		return left == 0, fmt.Sprintf("%d unique-key messages of partitions 1-3 not in the sink (%d in flight, %d waiting:%s, polled %v)", left, w.InFlight(), w.Waiting(), w.QueueDetail(), w.Metric("svc_kafka_records_polled_total"))
 	})
 	sinkRecs := ktReadAll(t, addrs, ktOut)
 	out := ktCountIDs(sinkRecs)

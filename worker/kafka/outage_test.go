@@ -34,7 +34,7 @@ func TestKafkaSinkOutage(t *testing.T) {
 	const maxIn = 16
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
 	cfg.Pipeline.MaxInFlight = maxIn
-	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 16 per partition, 32 in all
+	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 16 per partition, 64 in all
 	cfg.Sinks.Kafka[0].Brokers = sinkAddrs
 	cfg.Sinks.Kafka[0].ClientConfig = map[string]string{"metadata.max.age.ms": "500"}
 	cfg.Sinks.Kafka[0].DeliveryTimeout = config.Duration(time.Second)
@@ -55,10 +55,12 @@ func TestKafkaSinkOutage(t *testing.T) {
 
 	sc.Close()
 	batch = batch[:0]
-	for i := 200; i < 500; i++ {
-		batch = append(batch, ktMsg(i, fmt.Sprintf("k%d", i%7), false))
+	for i := 200; i < 500; i++ { // unkeyed, spread: every partition fills its waiting cap
+		r := ktMsg(i, "", false)
+		r.Partition = int32(i % 4)
+		batch = append(batch, r)
 	}
-	ktProduce(t, prod, batch)
+	ktProduce(t, ktManual(t, addrs), batch)
 
 	workertest.Eventually(t, ktWait, "breaker opens", func() (bool, string) {
 		st := w.Sinks.BreakerStates()["out"]

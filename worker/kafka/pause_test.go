@@ -206,13 +206,14 @@ func TestKafkaConsumePause(t *testing.T) {
 // drains; backpressure releasing during a debug pause does not resume it.
 func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 	t.Parallel()
-	c := ktCluster(t, 2)
+	const parts = 4
+	c := ktCluster(t, parts)
 	addrs := c.ListenAddrs()
 	gate := workertest.NewGate(t)
 	cfg := ktPauseConfig(t, addrs, gate.Path)
 	const maxIn = 8
 	cfg.Pipeline.MaxInFlight = maxIn
-	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 8 per partition, 16 in all
+	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 8 per partition, 32 in all
 	cfg.Executor.PoolSize = 2
 	w := ktStart(t, cfg)
 	w.WaitJoined()
@@ -227,15 +228,17 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 			return bp == 1 && in == maxIn && w.IntakePaused(), fmt.Sprintf("backpressure %v, %d in flight, %d waiting, intake paused %v %s", bp, in, w.Waiting(), w.IntakePaused(), w.QueueDetail())
 		})
 	}
+	// Each phase puts 20 messages on every partition: more than the
+	// partition's waiting cap, so together they reach the overall one.
 	var recs []*kgo.Record
-	for i := range 80 {
+	for i := range 160 {
 		r := ktMsg(i, "", false)
-		r.Partition = int32(i % 2)
+		r.Partition = int32(i % parts)
 		recs = append(recs, r)
 	}
 
 	// Row: debug resume while backpressure still holds.
-	ktProduce(t, prod, recs[:40])
+	ktProduce(t, prod, recs[:80])
 	full()
 	if _, err := w.Src.Pause(60); err != nil {
 		t.Fatal(err)
@@ -255,7 +258,7 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 
 	// Row: backpressure wants to resume during a debug pause.
 	gate.Close(t)
-	ktProduce(t, prod, recs[40:])
+	ktProduce(t, prod, recs[80:])
 	full()
 	if _, err := w.Src.Pause(60); err != nil {
 		t.Fatal(err)
@@ -274,7 +277,7 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 	}
 	ktWaitCommitted(t, adm, group)
 	out, dlq := ktCollect(t, addrs, addrs)
-	ktCheckAllOut(t, ktIDs(0, 80), out, dlq)
+	ktCheckAllOut(t, ktIDs(0, 160), out, dlq)
 }
 
 // TestKafkaPauseNewPartitionsArrivePaused: while a worker is paused, the

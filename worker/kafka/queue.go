@@ -28,9 +28,13 @@ type limits struct {
 	totalWait  int // waiting messages overall before all fetching pauses
 }
 
+// newLimits sizes the waiting caps. A poll (at most max_poll_records ≤
+// partWait) can carry a partition past its cap, so one partition holds
+// less than 2 × partWait: below half of totalWait, where all fetching
+// resumes. One busy key can therefore never hold intake of the others.
 func newLimits(cfg *config.Config) limits {
 	part := max(cfg.Pipeline.MaxInFlight, cfg.Sources.Kafka.MaxPollRecords, 1)
-	return limits{maxRunning: max(cfg.Pipeline.MaxInFlight, 1), partWait: part, totalWait: 2 * part}
+	return limits{maxRunning: max(cfg.Pipeline.MaxInFlight, 1), partWait: part, totalWait: 4 * part}
 }
 
 // queues are a partition's waiting work: per-key lanes (a lane's head is
