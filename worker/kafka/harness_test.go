@@ -331,18 +331,41 @@ func ktSum(m map[int32]int64) int64 {
 }
 
 // ktWaitCommitted waits until the group's commit reached the source
-// topic's high watermark on every partition.
+// topic's high watermark on every partition. It fails only when the commit
+// stopped moving for ktWait: a slow, loaded machine takes longer, a stuck
+// pipeline does not move.
 func ktWaitCommitted(t testing.TB, adm *kadm.Client, group string) {
 	t.Helper()
-	workertest.Eventually(t, ktWait, "committed offsets reach the high watermarks", func() (bool, string) {
+	ktWaitProgress(t, ktWait, "committed offsets reach the high watermarks", func() (bool, int64, string) {
 		ends, got := ktEnds(t, adm, ktIn), ktCommitted(t, adm, group)
 		for p, end := range ends {
 			if end > 0 && got[p] != end {
-				return false, fmt.Sprintf("high watermarks %v, committed %v", ends, got)
+				return false, ktSum(got), fmt.Sprintf("high watermarks %v, committed %v", ends, got)
 			}
 		}
-		return true, ""
+		return true, 0, ""
 	})
+}
+
+// ktWaitProgress polls cond every 50ms until it reports done; it fails when
+// the progress cond reports has not grown for stuck.
+func ktWaitProgress(t testing.TB, stuck time.Duration, what string, cond func() (done bool, progress int64, detail string)) {
+	t.Helper()
+	start := time.Now()
+	best, moved := int64(-1), time.Now()
+	for {
+		done, progress, detail := cond()
+		if done {
+			return
+		}
+		if progress > best {
+			best, moved = progress, time.Now()
+		}
+		if time.Since(moved) > stuck {
+			t.Fatalf("%s: no progress for %s (after %s in all): %s", what, stuck, time.Since(start).Round(time.Second), detail)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // ktReadAll reads every record of topic up to the high watermarks taken
