@@ -24,6 +24,7 @@ func (s *UIServer) routes() *http.ServeMux {
 		return featureGate(ui.KafkaReadEnabled, "ui.kafka_read_enabled", h)
 	}
 	mux.HandleFunc("GET /api/v1/debug/kafka/topics", kafka(s.kafkaTopics))
+	mux.HandleFunc("GET /api/v1/debug/kafka/group", kafka(s.kafkaGroup))
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", kafka(s.kafkaMessage))
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", kafka(s.kafkaMessages))
 

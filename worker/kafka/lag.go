@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sort"
 	"sync"
 	"time"
@@ -72,15 +74,43 @@ type GroupState struct {
 	Partitions      []PartitionState `json:"partitions"`
 }
 
+// ErrGroupRead is a failed or timed-out read of the group's offsets from
+// the brokers.
+var ErrGroupRead = errors.New("reading the group's offsets from the brokers failed")
+
+// groupReadError is an ErrGroupRead whose text names no topic and no
+// broker address (API answers show neither), only what kind of failure it
+// was; it unwraps to the client's error too.
+type groupReadError struct{ cause error }
+
+func (e *groupReadError) Error() string {
+	msg := "read the offsets of alias 'source' and the group: "
+	var ke *kerr.Error
+	var ne net.Error
+	switch {
+	case errors.Is(e.cause, context.DeadlineExceeded):
+		return msg + "the brokers did not answer before the deadline"
+	case errors.As(e.cause, &ke):
+		return msg + "broker error " + ke.Message
+	case errors.As(e.cause, &ne), errors.Is(e.cause, io.EOF):
+		return msg + "connection to the brokers failed"
+	}
+	return msg + "the read failed"
+}
+
+func (e *groupReadError) Unwrap() []error { return []error{ErrGroupRead, e.cause} }
+
 // GroupState reads the assigned partitions' offsets from the brokers
-// (bounded by ctx) and returns the group view. ErrConsumerNotRunning when
-// the consumer is not running.
+// (bounded by ctx) and returns the group view. Errors:
+// ErrConsumerNotRunning, ErrGroupRead.
 func (s *Source) GroupState(ctx context.Context) (GroupState, error) {
 	if !s.live.Load() {
 		return GroupState{}, ErrConsumerNotRunning
 	}
-	if err := s.readOffsets(ctx); err != nil {
-		return GroupState{}, fmt.Errorf("read group offsets: %w", err)
+	if err := s.readOffsets(ctx); errors.Is(err, ErrConsumerNotRunning) {
+		return GroupState{}, err
+	} else if err != nil {
+		return GroupState{}, &groupReadError{cause: err}
 	}
 	at, _, _, _ := s.offsets.snapshot()
 	owner, gen := s.owner()
