@@ -332,8 +332,10 @@ func TestKafkaPauseNewPartitionsArrivePaused(t *testing.T) {
 
 // ktFakeTarget records what flow control does to intake.
 type ktFakeTarget struct {
-	paused bool
-	moves  []string
+	paused    bool
+	moves     []string
+	parts     map[int32]bool // paused one by one
+	partMoves []string       // repeated pauses or resumes of one partition
 }
 
 func (f *ktFakeTarget) pauseIntake()                { f.paused = true; f.moves = append(f.moves, "pause") }
@@ -341,11 +343,25 @@ func (f *ktFakeTarget) resumeIntake()               { f.paused = false; f.moves 
 func (f *ktFakeTarget) assignedPartitions() []int32 { return []int32{0, 1} }
 func (f *ktFakeTarget) consuming() bool             { return true }
 func (f *ktFakeTarget) pausePartitions(ps []int32) {
-	f.moves = append(f.moves, fmt.Sprint("pause ", ps))
+	for _, p := range ps {
+		if f.parts[p] {
+			f.partMoves = append(f.partMoves, fmt.Sprint("pause of paused ", p))
+		}
+		f.parts[p] = true
+	}
 }
 func (f *ktFakeTarget) resumePartitions(ps []int32) {
-	f.moves = append(f.moves, fmt.Sprint("resume ", ps))
+	for _, p := range ps {
+		if !f.parts[p] {
+			f.partMoves = append(f.partMoves, fmt.Sprint("resume of fetched ", p))
+		}
+		delete(f.parts, p)
+	}
 }
+
+// fetched reports whether partition p is fetched: neither the topic nor p
+// itself is paused.
+func (f *ktFakeTarget) fetched(p int32) bool { return !f.paused && !f.parts[p] }
 
 // TestKafkaFlowControlPrecedence drives flow control directly through the
 // rows of the precedence table: intake runs only when neither the debug
@@ -372,7 +388,7 @@ func TestKafkaFlowControlPrecedence(t *testing.T) {
 			cfg := config.Default()
 			cfg.UI.ConsumePause.Enabled = true
 			f := newFlowControl(&cfg, prometheus.NewRegistry(), workertest.Quiet(), nil)
-			target := &ktFakeTarget{}
+			target := &ktFakeTarget{parts: map[int32]bool{}}
 			f.attach(target)
 			for i, s := range tc.steps {
 				switch s.do {
