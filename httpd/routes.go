@@ -26,6 +26,7 @@ func (s *UIServer) routes() *http.ServeMux {
 
 	mux.HandleFunc("POST /api/v1/debug/dlq/redrive", s.streams.guard(s.dlqRedrive))
 	mux.HandleFunc("GET /api/v1/debug/kafka/topics", s.kafkaTopics)
+	mux.HandleFunc("GET /api/v1/debug/kafka/group", s.kafkaGroup)
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", s.kafkaMessage)
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", s.streams.guard(s.kafkaMessages))
 

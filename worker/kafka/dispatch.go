@@ -8,21 +8,23 @@ import (
 	"svc/worker"
 )
 
-// worker.Message workers: each polled message runs in its own goroutine (per-key
-// lanes start the next message of a key when one finishes), delivers every
-// result and then finishes its offset.
+// Message workers: each started message runs in its own goroutine, delivers
+// every result and then finishes its offset, which frees its slot for the
+// next waiting message (the next of its key, or of the next partition in
+// turn).
 
-func (s *Source) start(w *msgWork) {
-	done := s.app.Hold()
-	go func() {
-		defer done()
-		s.process(w)
-	}()
+func (s *Source) start(ws []*msgWork) {
+	for _, w := range ws {
+		done := s.app.Hold()
+		go func() {
+			defer done()
+			s.process(w)
+		}()
+	}
 }
 
 // process runs a message's tasks and delivers every result; then the
-// message's offset is finished (or abandoned when its partition stalled)
-// and the next message of the same key starts.
+// message's offset is finished (or abandoned when its partition stalled).
 func (s *Source) process(w *msgWork) {
 	stalled := false
 	var results []worker.TaskResult
@@ -44,52 +46,33 @@ func (s *Source) process(w *msgWork) {
 			continue
 		}
 		if err := s.app.Deliver(&results[i]); err != nil {
-			if errors.Is(err, worker.ErrDeliveryStalled) {
-				stalled = true
-				continue
-			}
-			// Only a cancelled task context ends a delivery: the worker is
-			// past its drain deadline and the message stays uncommitted.
+			// A DLQ send failed under "stall", or the task context ended
+			// past the drain deadline: the message stays uncommitted.
 			stalled = true
 		}
 	}
 	s.mu.Lock()
-	if stalled {
-		s.stallLocked(w)
-	} else {
-		w.part.finish(w.msg.Offset)
-	}
-	s.inflight--
-	var next *msgWork
-	if w.lane != nil {
-		q := s.lanes[*w.lane][1:]
-		if len(q) == 0 {
-			delete(s.lanes, *w.lane)
-		} else {
-			s.lanes[*w.lane] = q
-			next = q[0]
-		}
-	}
-	s.updateBackpressureLocked()
+	s.doneLocked(w, stalled)
+	next := s.settleLocked(w.part)
 	s.mu.Unlock()
 	select {
 	case s.room <- struct{}{}:
 	default:
 	}
-	if next != nil {
-		s.start(next)
-	}
+	s.start(next)
 }
 
-// stallLocked stall-pauses the message's partition: its offsets freeze and
-// fetching stops until restart or revoke; pause and backpressure never
-// touch it.
+// stallLocked stall-pauses the message's partition: its offsets freeze, its
+// waiting messages are dropped and fetching stops until restart or revoke;
+// neither the consume pause nor backpressure touches it.
 func (s *Source) stallLocked(w *msgWork) {
 	p := w.part
 	first := !p.stalled
 	p.abandon()
-	if first && s.app.TaskContext().Err() == nil {
-		s.cl.PauseFetchPartitions(map[string][]int32{s.topic: {w.msg.Partition}})
+	s.dropWaitingLocked(p)
+	if first && !p.gone && s.app.TaskContext().Err() == nil {
+		p.stallPaused = true
+		s.flow.stall(p.id)
 		s.m.stalled.Inc()
 		s.app.Events().State("partition_stalled", map[string]any{"partition": w.msg.Partition, "offset": w.msg.Offset})
 		s.log.Error("partition_stalled", "partition", w.msg.Partition, "offset", w.msg.Offset,
@@ -97,23 +80,9 @@ func (s *Source) stallLocked(w *msgWork) {
 	}
 }
 
-func (s *Source) inflightCount() int {
+// runningCount is the number of messages started and not finished.
+func (s *Source) runningCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.inflight
-}
-
-// updateBackpressureLocked holds intake (no polling, fetching paused through
-// flow control) from max_in_flight in flight until fewer than half of it
-// are. It also publishes the in-flight gauge, so the gauge moves on
-// dispatch as well as on finish.
-func (s *Source) updateBackpressureLocked() {
-	s.m.inflight.Set(float64(s.inflight))
-	switch {
-	case s.inflight >= s.maxIn:
-		s.held = true
-	case s.inflight < max(1, s.maxIn/2):
-		s.held = false
-	}
-	s.flow.setBackpressure(s.held)
+	return s.running
 }

@@ -36,18 +36,32 @@ type PauseState struct {
 }
 
 // pauseTarget is what flow control drives: pausing or resuming fetching of
-// every assigned partition that is not stall-paused.
+// the whole topic, or of single partitions.
 type pauseTarget interface {
 	pauseIntake()
 	resumeIntake()
+	pausePartitions(ps []int32)
+	resumePartitions(ps []int32)
 	assignedPartitions() []int32
-	running() bool
+	consuming() bool
 }
 
-// flowControl arbitrates the two actors that pause intake, the operator's
-// timed consume pause and backpressure, with this precedence:
-// intake runs only while neither holds it; stall-paused partitions are
-// outside its reach (the target never touches them). Safe for concurrent use.
+// partHold is why one partition's fetching is paused on its own.
+type partHold struct {
+	saturated bool // too much of its work waits (backpressure of one partition)
+	stalled   bool // a DLQ send failed under "stall": until restart or revoke
+}
+
+func (h partHold) paused() bool { return h.saturated || h.stalled }
+
+// flowControl is the one place that pauses and resumes fetching. Three
+// actors pause: the operator's timed consume pause and backpressure (the
+// whole topic), stalls and backpressure of a single partition (that
+// partition). The topic is fetched only while neither the operator nor
+// backpressure holds it; a partition only while the topic is and nothing
+// holds the partition itself. A stalled partition stays paused whatever the
+// others do, until restart or revoke. Safe for concurrent use; its lock
+// comes after the source's.
 type flowControl struct {
 	mu           sync.Mutex
 	enabled      bool
@@ -59,7 +73,9 @@ type flowControl struct {
 	timer        *time.Timer
 	gen          int // invalidates a stale deadline timer
 	backpressure bool
-	applied      bool // intake currently paused
+	applied      bool // topic fetching currently paused
+	parts        map[int32]partHold
+	onRelease    func() // called when the operator's pause ends (outside mu)
 	log          *slog.Logger
 	events       *worker.Events
 	pauseGauge   prometheus.Gauge
@@ -70,6 +86,7 @@ type flowControl struct {
 func newFlowControl(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger, events *worker.Events) *flowControl {
 	f := &flowControl{
 		enabled: cfg.UI.ConsumePause.Enabled, presets: cfg.UI.ConsumePause.DurationsSeconds, log: log, now: time.Now, events: events,
+		parts: map[int32]partHold{},
 		pauseGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "svc_consume_pause_active", Help: "1 while an operator's consume pause holds intake.",
 		}),
@@ -105,7 +122,7 @@ func (f *flowControl) Pause(seconds int64) (PauseState, error) {
 		return f.State(), &DurationError{Seconds: seconds}
 	}
 	f.mu.Lock()
-	if f.target == nil || !f.target.running() {
+	if f.target == nil || !f.target.consuming() {
 		f.mu.Unlock()
 		return f.State(), ErrConsumerNotRunning
 	}
@@ -140,7 +157,7 @@ func (f *flowControl) Resume() (PauseState, error) {
 		return f.State(), ErrPauseDisabled
 	}
 	f.mu.Lock()
-	if f.target == nil || !f.target.running() {
+	if f.target == nil || !f.target.consuming() {
 		f.mu.Unlock()
 		return f.State(), ErrConsumerNotRunning
 	}
@@ -149,6 +166,7 @@ func (f *flowControl) Resume() (PauseState, error) {
 	if was {
 		f.events.State("consume_pause", map[string]any{"active": false, "by": "operator"})
 		f.log.Info("consume_pause_ended", "by", "operator")
+		f.released()
 	}
 	return f.State(), nil
 }
@@ -163,6 +181,21 @@ func (f *flowControl) deadline(gen int) {
 	f.mu.Unlock()
 	f.events.State("consume_pause", map[string]any{"active": false, "by": "deadline"})
 	f.log.Info("consume_pause_deadline_reached")
+	f.released()
+}
+
+func (f *flowControl) released() {
+	if f.onRelease != nil {
+		f.onRelease()
+	}
+}
+
+// commitsHeld reports whether the operator's pause is active: nothing is
+// committed then.
+func (f *flowControl) commitsHeld() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.operator
 }
 
 // endLocked clears the operator's pause; it reports whether one was active.
@@ -213,12 +246,89 @@ func (f *flowControl) applyLocked() {
 	}
 }
 
+// setSaturated pauses (on) or resumes one partition's fetching as its
+// waiting work crosses the thresholds; a stall keeps it paused.
+func (f *flowControl) setSaturated(p int32, on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.parts[p]
+	was := h.paused()
+	h.saturated = on
+	f.setPartLocked(p, was, h)
+}
+
+// stall pauses one partition until forget (revoke or restart).
+func (f *flowControl) stall(p int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.parts[p]
+	was := h.paused()
+	h.stalled = true
+	f.setPartLocked(p, was, h)
+}
+
+func (f *flowControl) setPartLocked(p int32, was bool, h partHold) {
+	if h.paused() {
+		f.parts[p] = h
+	} else {
+		delete(f.parts, p)
+	}
+	if f.target == nil || was == h.paused() {
+		return
+	}
+	if h.paused() {
+		f.target.pausePartitions([]int32{p})
+	} else {
+		f.target.resumePartitions([]int32{p})
+	}
+}
+
+// forget lifts the partition-level pauses of partitions that left this
+// worker, so they do not arrive paused if they come back.
+func (f *flowControl) forget(ps []int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var resume []int32
+	for _, p := range ps {
+		if h, ok := f.parts[p]; ok {
+			delete(f.parts, p)
+			if h.paused() {
+				resume = append(resume, p)
+			}
+		}
+	}
+	if f.target != nil && len(resume) > 0 {
+		f.target.resumePartitions(resume)
+	}
+}
+
+// fetchPaused reports whether the topic's fetching is paused and which
+// partitions are paused on their own.
+func (f *flowControl) fetchPaused() (topic bool, parts map[int32]partHold) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	parts = make(map[int32]partHold, len(f.parts))
+	for p, h := range f.parts {
+		parts[p] = h
+	}
+	return f.applied, parts
+}
+
 // attach connects the running consumer; detach disconnects it on stop.
 func (f *flowControl) attach(t pauseTarget) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.target, f.applied = t, false
 	f.applyLocked()
+	var ps []int32
+	for p, h := range f.parts {
+		if h.paused() {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) > 0 {
+		t.pausePartitions(ps)
+	}
 }
 
 func (f *flowControl) detach() {

@@ -183,8 +183,15 @@ func (w *ktWorker) Owned() []int32 {
 	return w.Src.assignedPartitions()
 }
 
-// InFlight is the number of polled messages not yet finished.
-func (w *ktWorker) InFlight() int { return w.Src.inflightCount() }
+// InFlight is the number of messages running (at most max_in_flight).
+func (w *ktWorker) InFlight() int { return w.Src.runningCount() }
+
+// Waiting is the number of polled messages not started yet.
+func (w *ktWorker) Waiting() int {
+	w.Src.mu.Lock()
+	defer w.Src.mu.Unlock()
+	return w.Src.waiting
+}
 
 // Metric sums the samples of family name whose labels include want.
 func (w *ktWorker) Metric(name string, want ...string) float64 {
@@ -325,18 +332,41 @@ func ktSum(m map[int32]int64) int64 {
 }
 
 // ktWaitCommitted waits until the group's commit reached the source
-// topic's high watermark on every partition.
+// topic's high watermark on every partition. It fails only when the commit
+// stopped moving for ktWait: a slow, loaded machine takes longer, a stuck
+// pipeline does not move.
 func ktWaitCommitted(t testing.TB, adm *kadm.Client, group string) {
 	t.Helper()
-	workertest.Eventually(t, ktWait, "committed offsets reach the high watermarks", func() (bool, string) {
+	ktWaitProgress(t, ktWait, "committed offsets reach the high watermarks", func() (bool, int64, string) {
 		ends, got := ktEnds(t, adm, ktIn), ktCommitted(t, adm, group)
 		for p, end := range ends {
 			if end > 0 && got[p] != end {
-				return false, fmt.Sprintf("high watermarks %v, committed %v", ends, got)
+				return false, ktSum(got), fmt.Sprintf("high watermarks %v, committed %v", ends, got)
 			}
 		}
-		return true, ""
+		return true, 0, ""
 	})
+}
+
+// ktWaitProgress polls cond every 50ms until it reports done; it fails when
+// the progress cond reports has not grown for stuck.
+func ktWaitProgress(t testing.TB, stuck time.Duration, what string, cond func() (done bool, progress int64, detail string)) {
+	t.Helper()
+	start := time.Now()
+	best, moved := int64(-1), time.Now()
+	for {
+		done, progress, detail := cond()
+		if done {
+			return
+		}
+		if progress > best {
+			best, moved = progress, time.Now()
+		}
+		if time.Since(moved) > stuck {
+			t.Fatalf("%s: no progress for %s (after %s in all): %s", what, stuck, time.Since(start).Round(time.Second), detail)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // ktReadAll reads every record of topic up to the high watermarks taken
@@ -478,7 +508,7 @@ func (w *ktWorker) Settled() bool {
 	s := w.Src
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inflight > 0 {
+	if s.running > 0 || s.waiting > 0 {
 		return false
 	}
 	for _, st := range s.parts {
@@ -493,6 +523,20 @@ func (w *ktWorker) Settled() bool {
 func (w *ktWorker) WaitSettled() {
 	w.t.Helper()
 	workertest.Eventually(w.t, ktWait, "in-flight work finishes and is committed", func() (bool, string) {
-		return w.Settled(), fmt.Sprintf("%d in flight", w.InFlight())
+		return w.Settled(), fmt.Sprintf("%d in flight, %d waiting", w.InFlight(), w.Waiting())
 	})
+}
+
+// QueueDetail describes each partition's queues and the partitions paused
+// one by one, for failure messages.
+func (w *ktWorker) QueueDetail() string {
+	sp := w.StallPaused()
+	s := w.Src
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := ""
+	for p, st := range s.parts {
+		out += fmt.Sprintf(" p%d: %d running, %d waiting (%d ready, %d lanes), saturated %v;", p, st.running, st.waiting, len(st.ready), len(st.lanes), st.saturated)
+	}
+	return out + fmt.Sprint(" paused one by one: ", sp)
 }

@@ -8,16 +8,20 @@ import (
 
 // partState tracks one assigned partition: the offsets handed to the
 // pipeline in poll order and which of them finished, so the commit point is
-// always the highest contiguous finished offset + 1 (at-least-once). It is
-// guarded by the source's mutex.
+// always the highest contiguous finished offset + 1 (at-least-once), and
+// the partition's queues (see queue.go). It is guarded by the source's
+// mutex.
 type partState struct {
-	pending  []pendingOffset // ascending offsets, oldest first, from head
-	head     int
-	commit   kgo.EpochOffset // next offset to commit; Offset -1 when nothing finished yet
-	sent     int64           // last committed offset, -1 before the first commit
-	inflight int             // messages dispatched and not finished
-	stalled  bool            // DLQ send failed under "stall": offsets frozen
-	drained  chan struct{}   // closed when inflight reaches 0 while someone waits
+	id          int32
+	pending     []pendingOffset // ascending offsets, oldest first, from head
+	head        int
+	commit      kgo.EpochOffset // next offset to commit; Offset -1 when nothing finished yet
+	sent        int64           // last committed offset, -1 before the first commit
+	inflight    int             // messages polled and neither finished nor dropped
+	stalled     bool            // DLQ send failed under "stall": offsets frozen
+	stallPaused bool            // the stall paused fetching and is counted in the gauge
+	drained     chan struct{}   // closed when inflight reaches 0 while someone waits
+	queues
 }
 
 type pendingOffset struct {
@@ -26,8 +30,8 @@ type pendingOffset struct {
 	done   bool
 }
 
-func newPartState() *partState {
-	return &partState{commit: kgo.EpochOffset{Epoch: -1, Offset: -1}, sent: -1}
+func newPartState(id int32) *partState {
+	return &partState{id: id, commit: kgo.EpochOffset{Epoch: -1, Offset: -1}, sent: -1, queues: newQueues()}
 }
 
 // add registers a polled offset; offsets arrive in ascending order.
@@ -39,11 +43,7 @@ func (p *partState) add(offset int64, epoch int32) {
 // finish marks offset done (unless the partition stalled) and advances the
 // commit point over every contiguous finished offset.
 func (p *partState) finish(offset int64) {
-	p.inflight--
-	if p.inflight == 0 && p.drained != nil {
-		close(p.drained)
-		p.drained = nil
-	}
+	p.release()
 	if p.stalled {
 		return
 	}
@@ -62,11 +62,22 @@ func (p *partState) finish(offset int64) {
 	}
 }
 
+// release forgets a message that will not finish here (dropped before it
+// started, or abandoned by a stall): the commit point stays below it, so
+// whoever reads the partition next processes it.
+func (p *partState) release() {
+	p.inflight--
+	if p.inflight == 0 && p.drained != nil {
+		close(p.drained)
+		p.drained = nil
+	}
+}
+
 // abandon drops an offset that will not finish (the partition stalled): the
 // in-flight count goes down, the commit point stays where it is.
 func (p *partState) abandon() {
 	p.stalled = true
-	p.finish(-1)
+	p.release()
 }
 
 // committable returns the commit point when it moved since the last commit.

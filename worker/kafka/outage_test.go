@@ -14,10 +14,10 @@ import (
 )
 
 // TestKafkaSinkOutage stops the sink's cluster mid-stream: the breaker
-// opens, backpressure holds intake with in-flight work capped at
-// pipeline.max_in_flight, the commit stays where the last delivered
-// message left it; once the cluster is back (same port, same data) the
-// breaker closes and every message reaches the sink.
+// opens, running messages stay capped at pipeline.max_in_flight, waiting
+// ones at their cap, backpressure holds intake, the commit stays where the
+// last delivered message left it; once the cluster is back (same port,
+// same data) the breaker closes and every message reaches the sink.
 func TestKafkaSinkOutage(t *testing.T) {
 	t.Parallel()
 	c := ktCluster(t, 4)
@@ -34,6 +34,7 @@ func TestKafkaSinkOutage(t *testing.T) {
 	const maxIn = 16
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
 	cfg.Pipeline.MaxInFlight = maxIn
+	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 16 per partition, 64 in all
 	cfg.Sinks.Kafka[0].Brokers = sinkAddrs
 	cfg.Sinks.Kafka[0].ClientConfig = map[string]string{"metadata.max.age.ms": "500"}
 	cfg.Sinks.Kafka[0].DeliveryTimeout = config.Duration(time.Second)
@@ -54,10 +55,12 @@ func TestKafkaSinkOutage(t *testing.T) {
 
 	sc.Close()
 	batch = batch[:0]
-	for i := 200; i < 500; i++ {
-		batch = append(batch, ktMsg(i, fmt.Sprintf("k%d", i%7), false))
+	for i := 200; i < 500; i++ { // unkeyed, spread: every partition fills its waiting cap
+		r := ktMsg(i, "", false)
+		r.Partition = int32(i % 4)
+		batch = append(batch, r)
 	}
-	ktProduce(t, prod, batch)
+	ktProduce(t, ktManual(t, addrs), batch)
 
 	workertest.Eventually(t, ktWait, "breaker opens", func() (bool, string) {
 		st := w.Sinks.BreakerStates()["out"]
@@ -67,25 +70,30 @@ func TestKafkaSinkOutage(t *testing.T) {
 	if got := w.Metric("svc_sink_breaker_state", "sink", "out"); got == float64(sink.Closed) {
 		t.Errorf("svc_sink_breaker_state{sink=out} = %v while the sink is down, want open (1) or half-open (2)", got)
 	}
-	workertest.Eventually(t, ktWait, "backpressure engages with max_in_flight messages held", func() (bool, string) {
-		bp, in := w.Metric("svc_backpressure_active"), w.InFlight()
-		return bp == 1 && in == maxIn, fmt.Sprintf("svc_backpressure_active %v, in flight %d", bp, in)
+	workertest.Eventually(t, ktWait, "backpressure engages", func() (bool, string) {
+		bp := w.Metric("svc_backpressure_active")
+		return bp == 1 && w.IntakePaused(), fmt.Sprintf("svc_backpressure_active %v, %d in flight, %d waiting", bp, w.InFlight(), w.Waiting())
 	})
 	// Observed over a while: intake stays capped and the commit frozen.
+	totalWait := w.Src.lim.totalWait
+	polledHeld := w.Metric("svc_kafka_records_polled_total")
 	for range 10 {
-		if in := w.InFlight(); in > maxIn {
-			t.Errorf("in flight = %d during the outage, want at most pipeline.max_in_flight %d", in, maxIn)
+		if in, wait := w.InFlight(), w.Waiting(); in > maxIn || wait > totalWait {
+			t.Errorf("%d running and %d waiting during the outage, want at most pipeline.max_in_flight %d and %d", in, wait, maxIn, totalWait)
 		}
 		if got, want := w.Metric("svc_kafka_messages_in_flight"), float64(w.InFlight()); got != want {
-			t.Errorf("svc_kafka_messages_in_flight = %v while %v messages are held, want them equal", got, want)
+			t.Errorf("svc_kafka_messages_in_flight = %v while %v messages run, want them equal", got, want)
 		}
 		if got := ktCommitted(t, adm, group); fmt.Sprint(got) != fmt.Sprint(before) {
 			t.Fatalf("committed offsets moved to %v during the sink outage (before it: %v): undelivered messages were committed", got, before)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if got := w.Metric("svc_kafka_records_polled_total") - polledBefore; got > maxIn {
-		t.Errorf("%v records polled during the outage, want at most pipeline.max_in_flight %d", got, maxIn)
+	if got := w.Metric("svc_kafka_records_polled_total"); got != polledHeld {
+		t.Errorf("%v records polled while backpressure held intake, want none", got-polledHeld)
+	}
+	if got := w.Metric("svc_kafka_records_polled_total") - polledBefore; got > float64(maxIn+totalWait) {
+		t.Errorf("%v records polled during the outage, want at most max_in_flight + the waiting cap = %d", got, maxIn+totalWait)
 	}
 
 	sc2, err := kfake.NewCluster(sinkOpts...)

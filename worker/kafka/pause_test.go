@@ -206,33 +206,39 @@ func TestKafkaConsumePause(t *testing.T) {
 // drains; backpressure releasing during a debug pause does not resume it.
 func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 	t.Parallel()
-	c := ktCluster(t, 2)
+	const parts = 4
+	c := ktCluster(t, parts)
 	addrs := c.ListenAddrs()
 	gate := workertest.NewGate(t)
 	cfg := ktPauseConfig(t, addrs, gate.Path)
 	const maxIn = 8
 	cfg.Pipeline.MaxInFlight = maxIn
+	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 8 per partition, 32 in all
 	cfg.Executor.PoolSize = 2
 	w := ktStart(t, cfg)
 	w.WaitJoined()
 	group := cfg.Sources.Kafka.Group
 	adm := ktAdmin(t, addrs)
-	prod := ktClient(t, addrs)
+	prod := ktManual(t, addrs)
 	committed := func() map[int32]int64 { return ktCommitted(t, adm, group) }
 	full := func() {
 		t.Helper()
 		workertest.Eventually(t, ktWait, "backpressure engages", func() (bool, string) {
 			bp, in := w.Metric("svc_backpressure_active"), w.InFlight()
-			return bp == 1 && in == maxIn && w.IntakePaused(), fmt.Sprintf("backpressure %v, %d in flight, intake paused %v", bp, in, w.IntakePaused())
+			return bp == 1 && in == maxIn && w.IntakePaused(), fmt.Sprintf("backpressure %v, %d in flight, %d waiting, intake paused %v %s", bp, in, w.Waiting(), w.IntakePaused(), w.QueueDetail())
 		})
 	}
+	// Each phase puts 20 messages on every partition: more than the
+	// partition's waiting cap, so together they reach the overall one.
 	var recs []*kgo.Record
-	for i := range 40 {
-		recs = append(recs, ktMsg(i, "", false))
+	for i := range 160 {
+		r := ktMsg(i, "", false)
+		r.Partition = int32(i % parts)
+		recs = append(recs, r)
 	}
 
 	// Row: debug resume while backpressure still holds.
-	ktProduce(t, prod, recs[:20])
+	ktProduce(t, prod, recs[:80])
 	full()
 	if _, err := w.Src.Pause(60); err != nil {
 		t.Fatal(err)
@@ -252,15 +258,15 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 
 	// Row: backpressure wants to resume during a debug pause.
 	gate.Close(t)
-	ktProduce(t, prod, recs[20:])
+	ktProduce(t, prod, recs[80:])
 	full()
 	if _, err := w.Src.Pause(60); err != nil {
 		t.Fatal(err)
 	}
 	gate.Open(t)
 	workertest.Eventually(t, ktWait, "in-flight work drains and backpressure lets go", func() (bool, string) {
-		bp, in := w.Metric("svc_backpressure_active"), w.InFlight()
-		return bp == 0 && in == 0, fmt.Sprintf("backpressure %v, %d in flight", bp, in)
+		bp, in, wait := w.Metric("svc_backpressure_active"), w.InFlight(), w.Waiting()
+		return bp == 0 && in == 0 && wait == 0, fmt.Sprintf("backpressure %v, %d in flight, %d waiting", bp, in, wait)
 	})
 	if !w.IntakePaused() {
 		t.Error("backpressure resumed intake during a debug pause")
@@ -271,7 +277,7 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 	}
 	ktWaitCommitted(t, adm, group)
 	out, dlq := ktCollect(t, addrs, addrs)
-	ktCheckAllOut(t, ktIDs(0, 40), out, dlq)
+	ktCheckAllOut(t, ktIDs(0, 160), out, dlq)
 }
 
 // TestKafkaPauseNewPartitionsArrivePaused: while a worker is paused, the
@@ -326,14 +332,36 @@ func TestKafkaPauseNewPartitionsArrivePaused(t *testing.T) {
 
 // ktFakeTarget records what flow control does to intake.
 type ktFakeTarget struct {
-	paused bool
-	moves  []string
+	paused    bool
+	moves     []string
+	parts     map[int32]bool // paused one by one
+	partMoves []string       // repeated pauses or resumes of one partition
 }
 
 func (f *ktFakeTarget) pauseIntake()                { f.paused = true; f.moves = append(f.moves, "pause") }
 func (f *ktFakeTarget) resumeIntake()               { f.paused = false; f.moves = append(f.moves, "resume") }
 func (f *ktFakeTarget) assignedPartitions() []int32 { return []int32{0, 1} }
-func (f *ktFakeTarget) running() bool               { return true }
+func (f *ktFakeTarget) consuming() bool             { return true }
+func (f *ktFakeTarget) pausePartitions(ps []int32) {
+	for _, p := range ps {
+		if f.parts[p] {
+			f.partMoves = append(f.partMoves, fmt.Sprint("pause of paused ", p))
+		}
+		f.parts[p] = true
+	}
+}
+func (f *ktFakeTarget) resumePartitions(ps []int32) {
+	for _, p := range ps {
+		if !f.parts[p] {
+			f.partMoves = append(f.partMoves, fmt.Sprint("resume of fetched ", p))
+		}
+		delete(f.parts, p)
+	}
+}
+
+// fetched reports whether partition p is fetched: neither the topic nor p
+// itself is paused.
+func (f *ktFakeTarget) fetched(p int32) bool { return !f.paused && !f.parts[p] }
 
 // TestKafkaFlowControlPrecedence drives flow control directly through the
 // rows of the precedence table: intake runs only when neither the debug
@@ -360,7 +388,7 @@ func TestKafkaFlowControlPrecedence(t *testing.T) {
 			cfg := config.Default()
 			cfg.UI.ConsumePause.Enabled = true
 			f := newFlowControl(&cfg, prometheus.NewRegistry(), workertest.Quiet(), nil)
-			target := &ktFakeTarget{}
+			target := &ktFakeTarget{parts: map[int32]bool{}}
 			f.attach(target)
 			for i, s := range tc.steps {
 				switch s.do {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,15 +19,16 @@ import (
 )
 
 // Source is the consumer-group input: a poll loop that hands batches to the
-// handler's Arrange, runs each message's tasks, delivers the results and
-// commits offsets once every task of a message reached its sinks or the DLQ
-// (at-least-once: the commit point of a partition is its highest contiguous
-// finished offset + 1). It uses only the App's exported API, like the HTTP
-// ingress.
+// handler's Arrange, queues each message behind its partition and key (see
+// queue.go), runs it, delivers the results and commits offsets once every
+// task of a message reached its sinks or the DLQ (at-least-once: the commit
+// point of a partition is its highest contiguous finished offset + 1). It
+// uses only the App's exported API, like the HTTP ingress.
 //
 // Ownership: the poll loop is the only caller of PollRecords and Arrange.
-// parts, lanes and the in-flight count are guarded by mu; message workers
-// and the rebalance callbacks take it briefly.
+// parts, their queues and the counts are guarded by mu; message workers
+// and the rebalance callbacks take it briefly. Every pause of fetching goes
+// through flow.
 type Source struct {
 	app   *worker.App
 	wcfg  *config.Config
@@ -35,76 +37,53 @@ type Source struct {
 	log   *slog.Logger
 	flow  *flowControl
 	m     *sourceMetrics
+	lim   limits
 
-	cl       *kgo.Client
-	live     atomic.Bool
-	mu       sync.Mutex
-	parts    map[int32]*partState
-	lanes    map[laneKey][]*msgWork // per partition+key FIFO; head is running
-	inflight int
-	held     bool // backpressure holds intake: from max_in_flight until below half
-	// commitMu serialises commits (interval, revoke, shutdown) so a slower
-	// one can never move a partition's committed offset backwards.
-	commitMu sync.Mutex
-	room     chan struct{} // signalled when in-flight work finishes
-	maxIn    int
-	onCommit func(map[int32]int64) // test hook: every successful commit
-}
-
-type laneKey struct {
-	partition int32
-	key       string
+	cl        *kgo.Client
+	live      atomic.Bool
+	mu        sync.Mutex
+	parts     map[int32]*partState
+	ring      []*partState // partitions with ready messages, served in turn
+	running   int          // messages started and not finished
+	waiting   int          // messages polled and not started
+	waitBytes int64
+	held      bool // backpressure: waiting work over its cap until below half
+	// commitMu serialises commits (interval, resume, revoke, shutdown) so a
+	// slower one can never move a partition's committed offset backwards.
+	commitMu  sync.Mutex
+	commitNow chan struct{} // asks the commit loop for a commit now
+	room      chan struct{} // signalled when a running message finishes
+	offsets   offsetCache
+	lagEvery  time.Duration         // how often the lag gauges' offsets are read
+	onCommit  func(map[int32]int64) // test hook: every successful commit
 }
 
 // msgWork is one polled message and its arranged tasks.
 type msgWork struct {
 	msg        *worker.Message
 	epoch      int32
+	size       int64 // key + value bytes, for the waiting-bytes caps
 	tasks      []worker.Task
 	part       *partState
-	lane       *laneKey
 	arrangeErr error // Arrange failed: the tasks go to the DLQ unrun
-}
-
-type sourceMetrics struct {
-	polled    prometheus.Counter
-	commits   *prometheus.CounterVec
-	stalled   prometheus.Gauge
-	inflight  prometheus.Gauge
-	rebalance *prometheus.CounterVec
-}
-
-func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
-	m := &sourceMetrics{
-		polled: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_kafka_records_polled_total", Help: "Records polled from the source topic."}),
-		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_kafka_commits_total", Help: "Offset commits of the consumer group, by result.",
-		}, []string{"result"}),
-		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "svc_kafka_partitions_stalled", Help: "Partitions stall-paused after a failed DLQ send (until restart or revoke).",
-		}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "svc_kafka_messages_in_flight", Help: "Polled messages not yet delivered or dead-lettered.",
-		}),
-		rebalance: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_kafka_rebalance_events_total", Help: "Partition assignment changes, by kind.",
-		}, []string{"kind"}),
-	}
-	reg.MustRegister(m.polled, m.commits, m.stalled, m.inflight, m.rebalance)
-	return m
+	started    bool
+	dropped    bool
 }
 
 // New builds the Kafka source of app (sources.kafka); it connects nothing
 // until Run. log is the base logger.
 func New(app *worker.App, reg prometheus.Registerer, log *slog.Logger) *Source {
 	cfg := app.Config()
-	return &Source{
+	s := &Source{
 		app: app, wcfg: cfg, cfg: cfg.Sources.Kafka, topic: cfg.Sources.Kafka.Topic,
 		flow: newFlowControl(cfg, reg, log.With("component", "flow"), app.Events()),
-		log:  log.With("component", "kafka_source"), m: newSourceMetrics(reg),
-		parts: map[int32]*partState{}, lanes: map[laneKey][]*msgWork{},
-		room: make(chan struct{}, 1), maxIn: cfg.Pipeline.MaxInFlight,
+		log:  log.With("component", "kafka_source"), m: newSourceMetrics(reg), lim: newLimits(cfg),
+		parts: map[int32]*partState{}, commitNow: make(chan struct{}, 1), room: make(chan struct{}, 1),
+		lagEvery: lagInterval,
 	}
+	s.flow.onRelease = s.commitSoon
+	reg.MustRegister(newPartitionCollector(s))
+	return s
 }
 
 // client builds the group consumer: manual commits, rebalance callbacks that
@@ -170,18 +149,23 @@ func (s *Source) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	s.live.Store(true)
 	s.flow.attach(s)
-	commitDone := make(chan struct{})
-	commitCtx, stopCommits := context.WithCancel(context.Background())
-	go func() { defer close(commitDone); s.commitLoop(commitCtx) }()
+	var bg sync.WaitGroup
+	bgCtx, stopBG := context.WithCancel(context.Background())
+	bg.Go(func() { s.commitLoop(bgCtx) })
+	bg.Go(func() { s.lagLoop(bgCtx) })
 
 	s.pollLoop(ctx)
 
-	// Intake stopped: let the work in flight finish, then commit it.
+	// Intake stopped: what has not started is dropped (it is read again
+	// next time), what runs finishes, then it is committed.
 	s.flow.detach()
 	s.live.Store(false)
+	s.mu.Lock()
+	s.dropAllWaitingLocked()
+	s.mu.Unlock()
 	s.drainAll(s.wcfg.Worker.ShutdownTimeout.D())
-	stopCommits()
-	<-commitDone
+	stopBG()
+	bg.Wait()
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	s.commit(cctx, nil)
 	cancel()
@@ -197,7 +181,7 @@ func (s *Source) pollLoop(ctx context.Context) {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fetches := s.cl.PollRecords(pctx, min(room, s.cfg.MaxPollRecords))
+		fetches := s.cl.PollRecords(pctx, room)
 		cancel()
 		if fetches.IsClientClosed() {
 			return
@@ -214,18 +198,15 @@ func (s *Source) pollLoop(ctx context.Context) {
 	}
 }
 
-// waitRoom waits until fewer than max_in_flight messages are in flight and
-// backpressure does not hold intake, and returns how many more may be
-// polled (0 when ctx ended or after a tick). It never polls while
-// backpressure holds: a poll of a paused topic makes the client drop what
-// it fetched, which it then fetches again after the resume.
+// waitRoom waits until backpressure lets intake run and returns how many
+// records the next poll may take (0 when ctx ended or after a tick). It
+// never polls while backpressure holds: a poll of a paused topic makes the
+// client drop what it fetched, which it then fetches again after the
+// resume.
 func (s *Source) waitRoom(ctx context.Context) int {
 	for {
 		s.mu.Lock()
-		room := s.maxIn - s.inflight
-		if s.held {
-			room = 0
-		}
+		room := s.pollRoomLocked()
 		s.mu.Unlock()
 		if room > 0 {
 			return room
@@ -286,32 +267,22 @@ func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 		byMsg[at] = append(byMsg[at], t)
 	}
 	s.mu.Lock()
-	var start []*msgWork
+	var touched []*partState
 	for i := range batch {
 		m := &batch[i]
 		p := s.parts[m.Partition]
-		if p == nil { // revoked meanwhile: another member re-reads it
+		if p == nil || p.stalled { // revoked meanwhile, or stalled: read again later
 			continue
 		}
-		p.add(m.Offset, epochs[i])
-		s.inflight++
-		w := &msgWork{msg: m, epoch: epochs[i], tasks: byMsg[msgAt{m.Partition, m.Offset}], part: p, arrangeErr: arrangeErr}
-		if m.Key != nil {
-			k := laneKey{m.Partition, string(m.Key)}
-			w.lane = &k
-			q := s.lanes[k]
-			s.lanes[k] = append(q, w)
-			if len(q) > 0 { // an earlier message of this key runs; this one waits
-				continue
-			}
+		s.enqueueLocked(&msgWork{msg: m, epoch: epochs[i], size: int64(len(m.Key) + len(m.Value)),
+			tasks: byMsg[msgAt{m.Partition, m.Offset}], part: p, arrangeErr: arrangeErr})
+		if !slices.Contains(touched, p) {
+			touched = append(touched, p)
 		}
-		start = append(start, w)
 	}
-	s.updateBackpressureLocked()
+	start := s.settleLocked(touched...)
 	s.mu.Unlock()
-	for _, w := range start {
-		s.start(w)
-	}
+	s.start(start)
 }
 
 // PauseState returns the consume pause state object.

@@ -1,0 +1,104 @@
+package kafka
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type sourceMetrics struct {
+	polled    prometheus.Counter
+	commits   *prometheus.CounterVec
+	stalled   prometheus.Gauge
+	inflight  prometheus.Gauge
+	waiting   prometheus.Gauge
+	rebalance *prometheus.CounterVec
+}
+
+func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
+	m := &sourceMetrics{
+		polled: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_kafka_records_polled_total", Help: "Records polled from the source topic."}),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_kafka_commits_total", Help: "Offset commits of the consumer group, by result.",
+		}, []string{"result"}),
+		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_kafka_partitions_stalled", Help: "Partitions stall-paused after a failed DLQ send (until restart or revoke).",
+		}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_kafka_messages_in_flight", Help: "Polled messages running (tasks or deliveries under way); at most pipeline.max_in_flight.",
+		}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_kafka_messages_waiting", Help: "Polled messages waiting for an earlier message of their key or for a free slot.",
+		}),
+		rebalance: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_kafka_rebalance_events_total", Help: "Partition assignment changes, by kind.",
+		}, []string{"kind"}),
+	}
+	m.commits.WithLabelValues("ok")
+	m.commits.WithLabelValues("error")
+	for _, k := range []string{"assigned", "revoked", "lost"} {
+		m.rebalance.WithLabelValues(k)
+	}
+	reg.MustRegister(m.polled, m.commits, m.stalled, m.inflight, m.waiting, m.rebalance)
+	return m
+}
+
+// partitionCollector exports one series per assigned partition and label
+// value, read at scrape time, so a revoked partition's series disappear
+// with it.
+type partitionCollector struct {
+	s                                     *Source
+	lag, committed, hwm, running, waiting *prometheus.Desc
+	paused, stalled                       *prometheus.Desc
+}
+
+func newPartitionCollector(s *Source) *partitionCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, []string{"partition"}, nil)
+	}
+	return &partitionCollector{
+		s:         s,
+		lag:       d("svc_consumer_lag", "Messages of an assigned partition not yet committed by the group: high watermark - committed offset (the log start offset when nothing is committed)."),
+		committed: d("svc_partition_committed_offset", "The group's committed offset of an assigned partition (the next offset to process); absent until one exists."),
+		hwm:       d("svc_partition_high_watermark", "High watermark of an assigned partition (the offset the next produced message gets)."),
+		running:   d("svc_partition_messages_in_flight", "Messages of an assigned partition running now."),
+		waiting:   d("svc_partition_messages_waiting", "Polled messages of an assigned partition waiting for an earlier message of their key or a free slot."),
+		paused:    d("svc_partition_paused", "1 while fetching of an assigned partition is paused (consume pause, backpressure or stall)."),
+		stalled:   d("svc_partition_stalled", "1 while an assigned partition is stall-paused after a failed DLQ send."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.lag, c.committed, c.hwm, c.running, c.waiting, c.paused, c.stalled} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, p int32) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, strconv.Itoa(int(p)))
+	}
+	flag := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	for _, r := range c.s.partitionRows() {
+		gauge(c.running, float64(r.InFlight), r.Partition)
+		gauge(c.waiting, float64(r.Waiting), r.Partition)
+		gauge(c.paused, flag(r.Paused), r.Partition)
+		gauge(c.stalled, flag(r.Stalled), r.Partition)
+		if r.HighWatermark != nil {
+			gauge(c.hwm, float64(*r.HighWatermark), r.Partition)
+		}
+		if r.CommittedOffset != nil {
+			gauge(c.committed, float64(*r.CommittedOffset), r.Partition)
+		}
+		if r.Lag != nil {
+			gauge(c.lag, float64(*r.Lag), r.Partition)
+		}
+	}
+}

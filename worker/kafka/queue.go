@@ -1,0 +1,235 @@
+package kafka
+
+import (
+	"slices"
+
+	"svc/worker/config"
+)
+
+// Intake model. A polled message is either running (handed to a message
+// goroutine: its tasks run or its results are being delivered) or waiting
+// (behind an earlier message of its key, or for a free slot). Running
+// messages are bounded by pipeline.max_in_flight; waiting ones by
+// per-partition and overall caps. Free slots go to the partitions in turn,
+// so a partition with a backlog cannot starve the others, and a key with a
+// long queue holds one slot, not the whole budget.
+
+// Byte caps of waiting work: a few large records pause intake long before
+// the record caps would.
+const (
+	partWaitBytes  = 32 << 20
+	totalWaitBytes = 64 << 20
+)
+
+// limits are the intake bounds derived from the config.
+type limits struct {
+	maxRunning int // pipeline.max_in_flight
+	partWait   int // waiting messages of one partition before its fetching pauses
+	totalWait  int // waiting messages overall before all fetching pauses
+}
+
+// newLimits sizes the waiting caps. A poll (at most max_poll_records ≤
+// partWait) can carry a partition past its cap, so one partition holds
+// less than 2 × partWait: below half of totalWait, where all fetching
+// resumes. One busy key can therefore never hold intake of the others.
+func newLimits(cfg *config.Config) limits {
+	part := max(cfg.Pipeline.MaxInFlight, cfg.Sources.Kafka.MaxPollRecords, 1)
+	return limits{maxRunning: max(cfg.Pipeline.MaxInFlight, 1), partWait: part, totalWait: 4 * part}
+}
+
+// queues are a partition's waiting work: per-key lanes (a lane's head is
+// running or ready; the rest wait for it) and the ready FIFO of messages
+// that may start as soon as a slot is free.
+type queues struct {
+	lanes     map[string][]*msgWork
+	ready     []*msgWork
+	running   int
+	waiting   int
+	waitBytes int64
+	saturated bool // too much waiting work: fetching paused until half of it started
+	gone      bool // revoked or lost: nothing of it starts any more
+}
+
+func newQueues() queues { return queues{lanes: map[string][]*msgWork{}} }
+
+// enqueueLocked adds a polled message to its partition's queues.
+func (s *Source) enqueueLocked(w *msgWork) {
+	p := w.part
+	p.add(w.msg.Offset, w.epoch)
+	p.waiting++
+	p.waitBytes += w.size
+	s.waiting++
+	s.waitBytes += w.size
+	if w.msg.Key != nil {
+		k := string(w.msg.Key)
+		q := p.lanes[k]
+		p.lanes[k] = append(q, w)
+		if len(q) > 0 { // an earlier message of this key goes first
+			return
+		}
+	}
+	s.readyLocked(w)
+}
+
+func (s *Source) readyLocked(w *msgWork) {
+	p := w.part
+	p.ready = append(p.ready, w)
+	if len(p.ready) == 1 {
+		s.ring = append(s.ring, p)
+	}
+}
+
+// admitLocked starts waiting messages while slots are free, one partition
+// at a time in turn; it returns the messages to start.
+func (s *Source) admitLocked() []*msgWork {
+	var start []*msgWork
+	for s.running < s.lim.maxRunning && len(s.ring) > 0 {
+		p := s.ring[0]
+		s.ring[0] = nil
+		s.ring = s.ring[1:]
+		w := p.ready[0]
+		p.ready[0] = nil
+		p.ready = p.ready[1:]
+		if len(p.ready) > 0 {
+			s.ring = append(s.ring, p)
+		}
+		s.unwaitLocked(w)
+		w.started = true
+		p.running++
+		s.running++
+		start = append(start, w)
+	}
+	return start
+}
+
+func (s *Source) unwaitLocked(w *msgWork) {
+	p := w.part
+	p.waiting--
+	p.waitBytes -= w.size
+	s.waiting--
+	s.waitBytes -= w.size
+}
+
+// doneLocked accounts for a finished message (stalled: its partition
+// stalled instead) and readies the next message of its key.
+func (s *Source) doneLocked(w *msgWork, stalled bool) {
+	p := w.part
+	p.running--
+	s.running--
+	if stalled {
+		s.stallLocked(w)
+	} else {
+		p.finish(w.msg.Offset)
+	}
+	if w.msg.Key == nil {
+		return
+	}
+	k := string(w.msg.Key)
+	q := p.lanes[k]
+	if len(q) == 0 || q[0] != w {
+		return // the lane was cleared when the partition stalled or left
+	}
+	q[0] = nil
+	q = q[1:]
+	if len(q) == 0 {
+		delete(p.lanes, k)
+		return
+	}
+	p.lanes[k] = q
+	s.readyLocked(q[0])
+}
+
+// dropWaitingLocked forgets every message of p that has not started: they
+// stay uncommitted, so they are read again by whoever owns p next.
+func (s *Source) dropWaitingLocked(p *partState) {
+	if p.waiting == 0 {
+		return
+	}
+	drop := func(w *msgWork) {
+		if w.started || w.dropped {
+			return
+		}
+		w.dropped = true
+		s.unwaitLocked(w)
+		p.release()
+	}
+	for _, w := range p.ready {
+		drop(w)
+	}
+	p.ready = nil
+	s.ring = slices.DeleteFunc(s.ring, func(x *partState) bool { return x == p })
+	for k, q := range p.lanes {
+		for _, w := range q {
+			drop(w)
+		}
+		if q[0].started {
+			p.lanes[k] = q[:1]
+		} else {
+			delete(p.lanes, k)
+		}
+	}
+}
+
+// dropAllWaitingLocked drops the waiting messages of every partition
+// (shutdown: only running work is drained).
+func (s *Source) dropAllWaitingLocked() {
+	for _, p := range s.parts {
+		s.dropWaitingLocked(p)
+		s.updatePartLocked(p)
+	}
+	s.updateFlowLocked()
+}
+
+// settleLocked starts waiting messages while slots are free and
+// re-evaluates intake for the partitions whose queues changed (touched,
+// and those a message started from); it returns the messages to start.
+func (s *Source) settleLocked(touched ...*partState) []*msgWork {
+	start := s.admitLocked()
+	for _, p := range touched {
+		s.updatePartLocked(p)
+	}
+	for _, w := range start {
+		s.updatePartLocked(w.part)
+	}
+	s.updateFlowLocked()
+	return start
+}
+
+// updatePartLocked pauses a partition's fetching once too much of its work
+// waits, and resumes it once less than half of that does (the partition's
+// own backpressure). Stalled and departed partitions are left alone.
+func (s *Source) updatePartLocked(p *partState) {
+	if p.gone || p.stalled {
+		return
+	}
+	over := p.waiting >= s.lim.partWait || p.waitBytes >= partWaitBytes
+	under := p.waiting < max(1, s.lim.partWait/2) && p.waitBytes < partWaitBytes/2
+	if over && !p.saturated || under && p.saturated {
+		p.saturated = over
+		s.flow.setSaturated(p.id, over)
+	}
+}
+
+// updateFlowLocked pauses all fetching once too much work waits overall
+// (backpressure), until less than half of it does, and publishes the
+// gauges.
+func (s *Source) updateFlowLocked() {
+	switch {
+	case s.waiting >= s.lim.totalWait || s.waitBytes >= totalWaitBytes:
+		s.held = true
+	case s.waiting < max(1, s.lim.totalWait/2) && s.waitBytes < totalWaitBytes/2:
+		s.held = false
+	}
+	s.flow.setBackpressure(s.held)
+	s.m.inflight.Set(float64(s.running))
+	s.m.waiting.Set(float64(s.waiting))
+}
+
+// pollRoomLocked is how many records the next poll may take: 0 while
+// backpressure holds.
+func (s *Source) pollRoomLocked() int {
+	if s.held {
+		return 0
+	}
+	return max(0, min(s.cfg.MaxPollRecords, s.lim.totalWait-s.waiting))
+}
