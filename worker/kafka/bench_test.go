@@ -35,13 +35,15 @@ const (
 //
 //   - pipeline: messages/s through the whole pipeline in process, from a
 //     pre-produced topic to every offset committed.
+//   - pipeline_persistent: the same with the sample executor (exec-demo:
+//     hash, upper-case, JSON summary) in mode persistent.
 //   - spawn_cat: the floor, bare os/exec spawns/s of the same cat with the
 //     same input and as many at once as the executor pool runs.
 //   - backlog_rss: the worker in a child process (so that kfake's copy of
 //     the data is not counted) consumes a backlog; its peak RSS (VmHWM)
 //     and throughput are reported.
 //
-// Run: go test -run XXX -bench KafkaPipeline -benchtime 1x ./worker/
+// Run: go test -run XXX -bench KafkaPipeline -benchtime 1x ./worker/kafka/
 func BenchmarkKafkaPipeline(b *testing.B) {
 	cat, err := exec.LookPath("cat")
 	if err != nil {
@@ -50,52 +52,14 @@ func BenchmarkKafkaPipeline(b *testing.B) {
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 64)
 	pool := runtime.NumCPU()
 
-	b.Run("pipeline", func(b *testing.B) {
-		c := ktCluster(b, 6)
-		addrs := c.ListenAddrs()
-		var total time.Duration
-		for i := range b.N {
-			b.StopTimer()
-			topic := fmt.Sprintf("bench-%d", i)
-			kbTopic(b, addrs, topic, 6)
-			kbFill(b, addrs, topic, kbPipelineMessages, payload)
-			cfg := ktConfig(b, addrs, cat)
-			cfg.Sources.Kafka.Topic = topic
-			cfg.Executor.PoolSize = pool
-			cfg.Pipeline.MaxInFlight = 0 // default: 4 × pool
-			cfg.Sources.Kafka.MaxPollRecords = 500
-			w := ktNew(b, cfg)
-			var done atomic.Int64
-			var mu sync.Mutex
-			latest := map[int32]int64{}
-			w.Src.onCommit = func(m map[int32]int64) {
-				mu.Lock()
-				defer mu.Unlock()
-				var sum int64
-				for p, o := range m {
-					latest[p] = o
-				}
-				for _, o := range latest {
-					sum += o
-				}
-				done.Store(sum)
-			}
-			w.Start()
-			// The clock starts once the group is joined: joining takes a
-			// fixed few seconds on kfake that are not pipeline throughput.
-			for ready, _ := w.App.Ready(); !ready; ready, _ = w.App.Ready() {
-				time.Sleep(time.Millisecond)
-			}
-			b.StartTimer()
-			start := time.Now()
-			for done.Load() < kbPipelineMessages {
-				time.Sleep(20 * time.Millisecond)
-			}
-			total += time.Since(start)
-			b.StopTimer()
-			w.Stop()
-		}
-		b.ReportMetric(float64(b.N*kbPipelineMessages)/total.Seconds(), "msgs/s")
+	b.Run("pipeline", func(b *testing.B) { kbPipeline(b, cat, nil, "spawn", payload) })
+	// The same with the sample executor kept running (protocol v2 frames).
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("pipeline_persistent", func(b *testing.B) {
+		kbPipeline(b, self, []string{"exec-demo"}, "persistent", payload)
 	})
 
 	b.Run("spawn_cat", func(b *testing.B) {
@@ -210,4 +174,54 @@ func kbStatusKB(pid int, field string) float64 {
 		}
 	}
 	return 0
+}
+
+// kbPipeline is one pipeline sub-benchmark: binary with args in mode.
+func kbPipeline(b *testing.B, binary string, args []string, mode string, payload []byte) {
+	c := ktCluster(b, 6)
+	addrs := c.ListenAddrs()
+	var total time.Duration
+	for i := range b.N {
+		b.StopTimer()
+		topic := fmt.Sprintf("bench-%d", i)
+		kbTopic(b, addrs, topic, 6)
+		kbFill(b, addrs, topic, kbPipelineMessages, payload)
+		cfg := ktConfig(b, addrs, binary)
+		cfg.Executor.Args, cfg.Executor.Mode = args, mode
+		cfg.Sources.Kafka.Topic = topic
+		cfg.Executor.PoolSize = runtime.NumCPU()
+		cfg.Pipeline.MaxInFlight = 0 // default: 4 × pool
+		cfg.Sources.Kafka.MaxPollRecords = 500
+		w := ktNew(b, cfg)
+		var done atomic.Int64
+		var mu sync.Mutex
+		latest := map[int32]int64{}
+		w.Src.onCommit = func(m map[int32]int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			var sum int64
+			for p, o := range m {
+				latest[p] = o
+			}
+			for _, o := range latest {
+				sum += o
+			}
+			done.Store(sum)
+		}
+		w.Start()
+		// The clock starts once the group is joined: joining takes a
+		// fixed few seconds on kfake that are not pipeline throughput.
+		for ready, _ := w.App.Ready(); !ready; ready, _ = w.App.Ready() {
+			time.Sleep(time.Millisecond)
+		}
+		b.StartTimer()
+		start := time.Now()
+		for done.Load() < kbPipelineMessages {
+			time.Sleep(20 * time.Millisecond)
+		}
+		total += time.Since(start)
+		b.StopTimer()
+		w.Stop()
+	}
+	b.ReportMetric(float64(b.N*kbPipelineMessages)/total.Seconds(), "msgs/s")
 }

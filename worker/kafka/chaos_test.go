@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -60,13 +58,7 @@ func TestKafkaChaos(t *testing.T) {
 	cfg.Sinks.Kafka[0].ClientConfig = map[string]string{"metadata.max.age.ms": "500"}
 	cfg.Resolve()
 	cfgPath := ktWriteConfig(t, cfg)
-	logPath := filepath.Join(t.TempDir(), "child.log")
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("child output:\n%s", workertest.Tail(string(b), 60))
-		}
-	})
+	logPath := ktChildLog(t)
 	group := cfg.Sources.Kafka.Group
 	fails := func(id int) bool { return id%50 == 7 }
 

@@ -62,6 +62,19 @@ func ktWriteConfig(t testing.TB, cfg *config.Config) string {
 	return path
 }
 
+// ktChildLog is a path for child workers' output, whose last lines are
+// logged when the test fails.
+func ktChildLog(t testing.TB) string {
+	logPath := filepath.Join(t.TempDir(), "child.log")
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("child output:\n%s", workertest.Tail(string(b), 60))
+		}
+	})
+	return logPath
+}
+
 // ktChild runs the worker of cfgPath in a child process; its output goes to
 // logPath (appended), shown when the test fails.
 func ktChild(t testing.TB, cfgPath, logPath string) *exec.Cmd {
@@ -105,13 +118,7 @@ func TestKafkaCrashRestart(t *testing.T) {
 	cfg.Sources.Kafka.ClientConfig["heartbeat.interval.ms"] = "200"
 	cfg.Resolve()
 	cfgPath := ktWriteConfig(t, cfg)
-	logPath := filepath.Join(t.TempDir(), "child.log")
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("child output:\n%s", workertest.Tail(string(b), 60))
-		}
-	})
+	logPath := ktChildLog(t)
 	group := cfg.Sources.Kafka.Group
 	adm := ktAdmin(t, addrs)
 	prod := ktClient(t, addrs)

@@ -2,11 +2,6 @@ package kafka
 
 import (
 	"testing"
-
-	"svc/worker/config"
-	"svc/worker/workertest"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestKafkaFlowControlPartitions drives flow control through the rows that
@@ -43,30 +38,9 @@ func TestKafkaFlowControlPartitions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := config.Default()
-			cfg.UI.ConsumePause.Enabled = true
-			f := newFlowControl(&cfg, prometheus.NewRegistry(), workertest.Quiet(), nil)
-			target := &ktFakeTarget{parts: map[int32]bool{}}
-			f.attach(target)
+			f, target := ktFlow()
 			for i, s := range tc.steps {
-				switch s.do {
-				case "pause":
-					if _, err := f.Pause(600); err != nil {
-						t.Fatal(err)
-					}
-				case "resume":
-					if _, err := f.Resume(); err != nil {
-						t.Fatal(err)
-					}
-				case "bp_on", "bp_off":
-					f.setBackpressure(s.do == "bp_on")
-				case "full0", "drained0":
-					f.setSaturated(0, s.do == "full0")
-				case "stall0":
-					f.stall(0)
-				case "forget0":
-					f.forget([]int32{0})
-				}
+				ktFlowStep(t, f, s.do)
 				if got0, got1 := target.fetched(0), target.fetched(1); got0 != s.p0 || got1 != s.p1 {
 					t.Fatalf("step %d (%s): partition 0 fetched %v, partition 1 fetched %v; want %v, %v", i, s.do, got0, got1, s.p0, s.p1)
 				}

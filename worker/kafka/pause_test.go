@@ -385,31 +385,9 @@ func TestKafkaFlowControlPrecedence(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := config.Default()
-			cfg.UI.ConsumePause.Enabled = true
-			f := newFlowControl(&cfg, prometheus.NewRegistry(), workertest.Quiet(), nil)
-			target := &ktFakeTarget{parts: map[int32]bool{}}
-			f.attach(target)
+			f, target := ktFlow()
 			for i, s := range tc.steps {
-				switch s.do {
-				case "pause":
-					if _, err := f.Pause(600); err != nil {
-						t.Fatal(err)
-					}
-				case "resume":
-					if _, err := f.Resume(); err != nil {
-						t.Fatal(err)
-					}
-				case "deadline":
-					f.mu.Lock()
-					gen := f.gen
-					f.mu.Unlock()
-					f.deadline(gen)
-				case "bp_on":
-					f.setBackpressure(true)
-				case "bp_off":
-					f.setBackpressure(false)
-				}
+				ktFlowStep(t, f, s.do)
 				if target.paused != s.wantPaused {
 					t.Fatalf("step %d (%s): intake paused = %v, want %v (moves %v)", i, s.do, target.paused, s.wantPaused, target.moves)
 				}
@@ -424,5 +402,47 @@ func TestKafkaFlowControlPrecedence(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// ktFlow is flow control with the consume pause enabled, attached to a
+// fake target.
+func ktFlow() (*flowControl, *ktFakeTarget) {
+	cfg := config.Default()
+	cfg.UI.ConsumePause.Enabled = true
+	f := newFlowControl(&cfg, prometheus.NewRegistry(), workertest.Quiet(), nil)
+	target := &ktFakeTarget{parts: map[int32]bool{}}
+	f.attach(target)
+	return f, target
+}
+
+// ktFlowStep applies one event to f: pause, resume, deadline, bp_on,
+// bp_off, or full0, drained0, stall0, forget0 on partition 0.
+func ktFlowStep(t *testing.T, f *flowControl, do string) {
+	t.Helper()
+	switch do {
+	case "pause":
+		if _, err := f.Pause(600); err != nil {
+			t.Fatal(err)
+		}
+	case "resume":
+		if _, err := f.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	case "deadline":
+		f.mu.Lock()
+		gen := f.gen
+		f.mu.Unlock()
+		f.deadline(gen)
+	case "bp_on", "bp_off":
+		f.setBackpressure(do == "bp_on")
+	case "full0", "drained0":
+		f.setSaturated(0, do == "full0")
+	case "stall0":
+		f.stall(0)
+	case "forget0":
+		f.forget([]int32{0})
+	default:
+		t.Fatalf("unknown step %q", do)
 	}
 }

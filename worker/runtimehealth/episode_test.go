@@ -138,11 +138,16 @@ func TestTopFrames(t *testing.T) {
 		"main.(*Job).crunch(...)\n\t/src/job.go:40 +0x99\nmain.run()\n\t/src/job.go:10\n\n" +
 		"goroutine 10 [select]:\n" +
 		"net/http.(*conn).serve(0xc0001, {0x1, 0x2})\n\t/go/net/http/server.go:2000 +0x10\n\n" +
+		"goroutine 12 [runnable]:\n" + // named by the caller of runtime.Gosched
+		"runtime.Gosched()\n\t/go/runtime/proc.go:391 +0x12\nmain.(*Job).crunch(...)\n\t/src/job.go:40 +0x99\nmain.run()\n\t/src/job.go:10\n\n" +
+		"goroutine 13 [runnable]:\n" + // only runtime frames: the innermost
+		"runtime.Gosched()\n\t/go/runtime/proc.go:391 +0x12\ncreated by main.main in goroutine 1\n\t/src/main.go:31 +0x5\n\n" +
 		"goroutine 11 [runnable]:\n" + // cut off: no frame
 		"main.half("
 	got := topFrames([]byte(dump))
 	want := []Frame{
-		{State: "runnable", Function: "main.(*Job).crunch", Location: "/src/job.go:40", Goroutines: 1},
+		{State: "runnable", Function: "main.(*Job).crunch", Location: "/src/job.go:40", Goroutines: 2},
+		{State: "runnable", Function: "runtime.Gosched", Location: "/go/runtime/proc.go:391", Goroutines: 1},
 		{State: "chan receive", Function: "main.wait", Location: "/src/main.go:12", Goroutines: 2},
 		{State: "select", Function: "net/http.(*conn).serve", Location: "/go/net/http/server.go:2000", Goroutines: 1},
 	}

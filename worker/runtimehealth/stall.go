@@ -101,18 +101,28 @@ func captureStacks(limit int) ([]Frame, string, bool) {
 }
 
 // topFrames groups the goroutines of a runtime.Stack dump by state and
-// innermost frame. Running and runnable goroutines sort first (they are
-// what kept the heartbeat waiting), then larger groups. A cut-off last
-// goroutine without a frame is left out.
+// innermost frame outside package runtime (a goroutine yielding in
+// runtime.Gosched is named by its caller). Running and runnable goroutines
+// sort first (they are what kept the heartbeat waiting), then larger
+// groups. A cut-off last goroutine without a frame is left out.
 func topFrames(dump []byte) []Frame {
 	type key struct{ state, fn, loc string }
 	counts := map[key]int{}
 	for block := range strings.SplitSeq(string(dump), "\n\n") {
-		lines := strings.SplitN(block, "\n", 4)
+		lines := strings.Split(block, "\n")
 		if len(lines) < 3 || !strings.HasPrefix(lines[0], "goroutine ") || strings.HasPrefix(lines[1], "\t") {
 			continue
 		}
-		counts[key{goroutineState(lines[0]), funcName(lines[1]), location(lines[2])}]++
+		fn, loc := lines[1], lines[2]
+		for i := 1; i+1 < len(lines) && strings.HasPrefix(fn, "runtime."); i += 2 {
+			if next := lines[i+2:]; len(next) >= 2 && !strings.HasPrefix(next[0], "\t") &&
+				!strings.HasPrefix(next[0], "created by ") && strings.HasPrefix(next[1], "\t") {
+				fn, loc = next[0], next[1]
+			} else {
+				break
+			}
+		}
+		counts[key{goroutineState(lines[0]), funcName(fn), location(loc)}]++
 	}
 	frames := make([]Frame, 0, len(counts))
 	for k, n := range counts {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -181,14 +182,17 @@ func burner(n int) {
 	fmt.Fprintln(os.Stderr, "burner done", burst(n, 3)&1)
 }
 
-// burst spins, then recurses: entering burst checks for preemption (spin,
-// a small leaf, does not), so the scheduler takes the P back between bursts.
+// burst spins left times, yielding the P between spins, so the monitor
+// beats late between them: one stall episode of several late beats.
 //
 //go:noinline
 func burst(n, left int) int {
-	x := spin(n)
-	if left > 1 {
-		x += burst(n, left-1)
+	x := 0
+	for i := range left {
+		if i > 0 {
+			runtime.Gosched()
+		}
+		x += spin(n)
 	}
 	return x
 }
