@@ -204,7 +204,10 @@ func helperServe(t *helperTask) helperAnswer {
 	case "hang": // with a grandchild in its process group
 		sleep := exec.Command("sleep", "300")
 		if sleep.Start() == nil {
-			os.WriteFile(arg, []byte(strconv.Itoa(sleep.Process.Pid)), 0o600)
+			// Whole or not at all: the worker may kill this process any time.
+			if os.WriteFile(arg+".tmp", []byte(strconv.Itoa(sleep.Process.Pid)), 0o600) == nil {
+				os.Rename(arg+".tmp", arg)
+			}
 		}
 		time.Sleep(time.Hour)
 	case "pid":

@@ -475,13 +475,22 @@ func TestPoolOutputCap(t *testing.T) {
 
 func TestPoolTimeoutKillsProcessGroup(t *testing.T) {
 	execEachMode(t, func(t *testing.T, mode string) {
-		opts := helperOptions(t, mode)
-		opts.Timeout, opts.PoolSize = time.Second, 1
-		p := execNewPool(t, opts)
+		// A loaded machine can take longer than the timeout to start the
+		// helper (spawn mode counts start-up), and then no grandchild
+		// exists to check: try again with a longer timeout.
+		var p *Pool
 		pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
-		res := p.Run(t.Context(), execTask("!hang "+pidFile))
-		if res.Status != worker.StatusTimeout || res.ExitCode != -1 || res.Err == nil || !strings.Contains(res.Err.Error(), "executor.timeout") {
-			t.Errorf("Run = %s exit %d (%v), want timeout exit -1 naming executor.timeout", res.Status, res.ExitCode, res.Err)
+		for timeout := time.Second; ; timeout *= 4 {
+			opts := helperOptions(t, mode)
+			opts.Timeout, opts.PoolSize = timeout, 1
+			p = execNewPool(t, opts)
+			res := p.Run(t.Context(), execTask("!hang "+pidFile))
+			if res.Status != worker.StatusTimeout || res.ExitCode != -1 || res.Err == nil || !strings.Contains(res.Err.Error(), "executor.timeout") {
+				t.Errorf("Run = %s exit %d (%v), want timeout exit -1 naming executor.timeout", res.Status, res.ExitCode, res.Err)
+			}
+			if _, err := os.Stat(pidFile); err == nil || timeout >= 16*time.Second {
+				break
+			}
 		}
 		execWaitGone(t, execReadPid(t, pidFile))
 		if mode == ModeSpawn {
