@@ -38,33 +38,62 @@ func (s *UIServer) kafkaMessages(w http.ResponseWriter, r *http.Request) {
 		kafkaError(w, err)
 		return
 	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a long window may stream for a while
-	enc, started := json.NewEncoder(w), false
-	begin := func() {
-		if !started {
-			started = true
-			w.Header().Set("Content-Type", "application/x-ndjson")
-			w.Header().Set("Cache-Control", "no-store")
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-			w.WriteHeader(http.StatusOK)
-		}
+	nd := newNDJSON(w)
+	_ = nd.rc.SetWriteDeadline(time.Time{}) // a long window may stream for a while
+	err = s.kafka.Stream(r.Context(), r.PathValue("alias"), q, func(rec kafkaread.Record) error { return nd.line(rec) })
+	nd.end(r, err)
+}
+
+// ndjsonWriter writes one JSON value a line and flushes each; the status
+// and headers go out with the first line, so an error before it can still
+// be a status code.
+type ndjsonWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	enc     *json.Encoder
+	started bool
+}
+
+func newNDJSON(w http.ResponseWriter) *ndjsonWriter {
+	return &ndjsonWriter{w: w, rc: http.NewResponseController(w), enc: json.NewEncoder(w)}
+}
+
+func (n *ndjsonWriter) begin() {
+	if !n.started {
+		n.started = true
+		n.w.Header().Set("Content-Type", "application/x-ndjson")
+		n.w.Header().Set("Cache-Control", "no-store")
+		n.w.Header().Set("X-Content-Type-Options", "nosniff")
+		n.w.WriteHeader(http.StatusOK)
 	}
-	err = s.kafka.Stream(r.Context(), r.PathValue("alias"), q, func(rec kafkaread.Record) error {
-		begin()
-		if err := enc.Encode(rec); err != nil {
-			return err
-		}
-		return rc.Flush()
-	})
+}
+
+// line writes v as one line and flushes it.
+func (n *ndjsonWriter) line(v any) error {
+	n.begin()
+	if err := n.enc.Encode(v); err != nil {
+		return err
+	}
+	return n.rc.Flush()
+}
+
+// end closes a stream that stopped with err: before the first line as a
+// status code, after it with a final {"error"} line, nothing when the
+// client is gone. It reports whether the stream ended well (an empty one
+// still answers 200).
+func (n *ndjsonWriter) end(r *http.Request, err error) bool {
 	switch {
-	case err != nil && !started && r.Context().Err() == nil:
-		kafkaError(w, err)
-	case err != nil && started && r.Context().Err() == nil:
-		_, _ = w.Write(errorLine(err))
-	default:
-		begin()
+	case err != nil && r.Context().Err() != nil:
+		return false
+	case err != nil && !n.started:
+		kafkaError(n.w, err)
+		return false
+	case err != nil:
+		_, _ = n.w.Write(errorLine(err))
+		return false
 	}
+	n.begin()
+	return true
 }
 
 // kafkaError answers a read API error: 404 for anything not found

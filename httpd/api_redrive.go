@@ -1,7 +1,6 @@
 package httpd
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"svc/worker/redrive"
@@ -57,30 +56,9 @@ func (s *UIServer) dlqRedrive(w http.ResponseWriter, r *http.Request) {
 	if req.DryRun != nil {
 		rr.DryRun = *req.DryRun
 	}
-	enc, started := json.NewEncoder(w), false
-	begin := func() {
-		if !started {
-			started = true
-			w.Header().Set("Content-Type", "application/x-ndjson")
-			w.Header().Set("Cache-Control", "no-store")
-			w.WriteHeader(http.StatusOK)
-		}
-	}
-	rc := http.NewResponseController(w)
-	sum, err := s.redrive.Run(r.Context(), rr, func(l redrive.Line) error {
-		begin()
-		if err := enc.Encode(l); err != nil {
-			return err
-		}
-		return rc.Flush()
-	})
-	switch {
-	case err != nil && !started && r.Context().Err() == nil:
-		kafkaError(w, err)
-	case err != nil && started:
-		_, _ = w.Write(errorLine(err))
-	default:
-		begin()
-		_ = enc.Encode(map[string]any{"summary": sum})
+	nd := newNDJSON(w)
+	sum, err := s.redrive.Run(r.Context(), rr, func(l redrive.Line) error { return nd.line(l) })
+	if nd.end(r, err) {
+		_ = nd.line(map[string]any{"summary": sum})
 	}
 }

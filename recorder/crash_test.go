@@ -93,11 +93,19 @@ func startChild(t *testing.T, run string, env ...string) *exec.Cmd {
 // TestCrashChild is the worker process of TestCrashDetected; it does
 // nothing unless started by it.
 func TestCrashChild(t *testing.T) {
-	dir := os.Getenv("RECORDER_CRASH_CHILD_DIR")
+	recorderChild(t, "RECORDER_CRASH_CHILD", "crashy", "TestCrashDetected")
+}
+
+// recorderChild is the helper process of the test named by parent: a
+// recorder of worker in $<env>_DIR (shared folder $<env>_SHARED) that has
+// written one event and its watchdog, prints CHILD_READY and waits to be
+// killed.
+func recorderChild(t *testing.T, env, worker, parent string) {
+	dir := os.Getenv(env + "_DIR")
 	if dir == "" {
-		t.Skip("helper process for TestCrashDetected")
+		t.Skip("helper process for " + parent)
 	}
-	cfg := Config{Dir: dir, SharedDir: os.Getenv("RECORDER_CRASH_CHILD_SHARED"), Worker: "crashy", Cluster: "c1",
+	cfg := Config{Dir: dir, SharedDir: os.Getenv(env + "_SHARED"), Worker: worker, Cluster: "c1",
 		WatchdogInterval: 20 * time.Millisecond}
 	r, err := Open(context.Background(), cfg)
 	if err != nil {
@@ -106,7 +114,7 @@ func TestCrashChild(t *testing.T) {
 	go r.Run(context.Background())
 	r.Event(Event{Type: TypeTaskReceived, TaskID: "child-task"})
 	waitWritten(t, r, 1, 0)
-	waitFor(t, "watchdog file", func() bool { return fileExists(filepath.Join(dir, "crashy.watchdog")) })
+	waitFor(t, "watchdog file", func() bool { return fileExists(filepath.Join(dir, worker+".watchdog")) })
 	fmt.Println("CHILD_READY")
 	time.Sleep(time.Minute) // killed long before
 }

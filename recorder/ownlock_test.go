@@ -3,8 +3,6 @@ package recorder
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -78,20 +76,5 @@ func TestSecondRecorderInProcessRefused(t *testing.T) {
 // TestLockChild is the worker process of TestSecondProcessRefused; it does
 // nothing unless started by it.
 func TestLockChild(t *testing.T) {
-	dir := os.Getenv("RECORDER_LOCK_CHILD_DIR")
-	if dir == "" {
-		t.Skip("helper process for TestSecondProcessRefused")
-	}
-	cfg := Config{Dir: dir, SharedDir: os.Getenv("RECORDER_LOCK_CHILD_SHARED"), Worker: "twin", Cluster: "c1",
-		WatchdogInterval: 20 * time.Millisecond}
-	r, err := Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go r.Run(context.Background())
-	r.Event(Event{Type: TypeTaskReceived, TaskID: "child-task"})
-	waitWritten(t, r, 1, 0)
-	waitFor(t, "watchdog file", func() bool { return fileExists(filepath.Join(dir, "twin.watchdog")) })
-	fmt.Println("CHILD_READY")
-	time.Sleep(time.Minute) // killed long before
+	recorderChild(t, "RECORDER_LOCK_CHILD", "twin", "TestSecondProcessRefused")
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"maps"
 	"slices"
+	"unicode/utf8"
 )
 
 // Bounds on a task's labels: whatever a message, a request or an executor
@@ -44,4 +45,16 @@ func limitLabels(m map[string]string) (map[string]string, int) {
 		out[k] = v
 	}
 	return out, len(m) - len(out)
+}
+
+// Truncate cuts s to at most n bytes at a rune boundary and marks the cut
+// with "…".
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

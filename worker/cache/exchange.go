@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"svc/worker"
 	"svc/worker/fleet"
 )
 
@@ -303,7 +304,7 @@ func (x *Exchange) fetch(ctx context.Context, p fleet.Peer, scopes []string, sin
 		case err != nil:
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: %w", i, err)
 		case r.Origin != p.Name:
-			return checkedPage{}, resultRefused, fmt.Errorf("row %d: origin %q is not the peer %q", i, truncate(r.Origin, 64), p.Name)
+			return checkedPage{}, resultRefused, fmt.Errorf("row %d: origin %q is not the peer %q", i, worker.Truncate(r.Origin, 64), p.Name)
 		case !asked[r.Scope]:
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: scope %q was not asked for", i, r.Scope)
 		case r.TSms <= 0 || r.TSms > latest:

@@ -143,7 +143,7 @@ func (c *Tasks) Commit(source string, res *worker.TaskResult) {
 		n, _ := reasons[r].(int)
 		reasons[r] = n + 1
 		if len(keys) < 5 {
-			keys = append(keys, truncate(w.Key, 64))
+			keys = append(keys, worker.Truncate(w.Key, 64))
 		}
 	}
 	if refused > 0 {
@@ -151,15 +151,4 @@ func (c *Tasks) Commit(source string, res *worker.TaskResult) {
 		reasons["keys"] = keys
 		res.Annotations = append(res.Annotations, worker.Annotation{Kind: RefusedKind, Payload: reasons})
 	}
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

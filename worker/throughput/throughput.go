@@ -9,7 +9,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"svc/worker"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -136,7 +137,7 @@ func (t *Tracker) Observe(labels map[string]string, wall time.Duration) (cost, s
 		}
 		if first {
 			t.o.Logger.Warn("task_cost_label_skipped", "label", t.o.CostLabel, "reason", reason,
-				"value", truncate(value, 64))
+				"value", worker.Truncate(value, 64))
 		}
 		return 0, 0, false
 	}
@@ -154,15 +155,4 @@ func (t *Tracker) Observe(labels map[string]string, wall time.Duration) (cost, s
 		}
 	}
 	return cost, speed, true
-}
-
-// truncate cuts s to at most n bytes at a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
