@@ -83,8 +83,10 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 	}()
 
 	var timedOut atomic.Bool
-	timer := time.AfterFunc(readyTimeout, func() { timedOut.Store(true); c.kill() })
-	unwatch := context.AfterFunc(ctx, c.kill)
+	// The timer may still run after Stop: it uses child, never the result
+	// variable c, which the returns below overwrite.
+	timer := time.AfterFunc(readyTimeout, func() { timedOut.Store(true); child.kill() })
+	unwatch := context.AfterFunc(ctx, child.kill)
 	header, _, err := execReadFrame(c.r, 0)
 	timer.Stop()
 	unwatch()
