@@ -19,6 +19,9 @@ import (
 // last delivered message left it; once the cluster is back (same port,
 // same data) the breaker closes and every message reaches the sink.
 func TestKafkaSinkOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a whole sink outage and recovery: runs without -short")
+	}
 	t.Parallel()
 	c := ktCluster(t, 4)
 	addrs := c.ListenAddrs()

@@ -21,12 +21,15 @@ func ktPauseConfig(t testing.TB, addrs []string, exe string) *config.Config {
 	return cfg
 }
 
-// ktFrozen lets in-flight work finish and its commit land, then checks
-// over about a second and a half that the worker polls nothing and the
-// group's commit does not move.
+// ktFrozen lets in-flight work finish (its commit waits for the pause's
+// end), then checks over about a second and a half that the worker polls
+// nothing and the group's commit does not move, with the consume pause
+// still on throughout.
 func ktFrozen(t *testing.T, w *ktWorker, what string, committed func() map[int32]int64) {
 	t.Helper()
-	w.WaitSettled()
+	workertest.Eventually(t, ktWait, what+": in-flight work finishes", func() (bool, string) {
+		return w.InFlight() == 0 && w.Waiting() == 0, fmt.Sprintf("%d in flight, %d waiting", w.InFlight(), w.Waiting())
+	})
 	polled, before := w.Metric("svc_kafka_records_polled_total"), committed()
 	for range 6 {
 		time.Sleep(250 * time.Millisecond)
@@ -36,6 +39,9 @@ func ktFrozen(t *testing.T, w *ktWorker, what string, committed func() map[int32
 		if got := committed(); !reflect.DeepEqual(got, before) {
 			t.Fatalf("%s: committed offsets moved from %v to %v", what, before, got)
 		}
+	}
+	if w.Metric("svc_consume_pause_active") != 1 {
+		t.Fatalf("%s: the consume pause ended during the check, which then proves nothing", what)
 	}
 }
 
