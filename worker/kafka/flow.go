@@ -249,25 +249,22 @@ func (f *flowControl) applyLocked() {
 // setSaturated pauses (on) or resumes one partition's fetching as its
 // waiting work crosses the thresholds; a stall keeps it paused.
 func (f *flowControl) setSaturated(p int32, on bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	h := f.parts[p]
-	was := h.paused()
-	h.saturated = on
-	f.setPartLocked(p, was, h)
+	f.holdPart(p, func(h *partHold) { h.saturated = on })
 }
 
 // stall pauses one partition until forget (revoke or restart).
 func (f *flowControl) stall(p int32) {
+	f.holdPart(p, func(h *partHold) { h.stalled = true })
+}
+
+// holdPart changes partition p's holds and pauses or resumes its fetching
+// when that changes whether it is paused.
+func (f *flowControl) holdPart(p int32, change func(*partHold)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	h := f.parts[p]
 	was := h.paused()
-	h.stalled = true
-	f.setPartLocked(p, was, h)
-}
-
-func (f *flowControl) setPartLocked(p int32, was bool, h partHold) {
+	change(&h)
 	if h.paused() {
 		f.parts[p] = h
 	} else {
