@@ -329,11 +329,31 @@ func (e *wsEndpoint) readLoop(ctx context.Context, cancel context.CancelCauseFun
 }
 
 // writeLoop sends frames until ctx ends (nil) or a write fails (its error).
+// A new filter applies to what is published after the client sent it:
+// items already queued are sent, or not, under the filter they were
+// published under.
 func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *recorder.Subscription, ctl <-chan wsControl) error {
 	ping := time.NewTicker(e.lim.pingEvery)
 	defer ping.Stop()
 	var f wsFilter
 	var reported uint64
+	event := func(ev recorder.Event) error {
+		if f.events && (f.types == nil || f.types[ev.Type]) {
+			if err := e.send(ws, wsFrame{Stream: "events", Data: ev}); err != nil {
+				return err
+			}
+		}
+		if f.state && ev.Type == recorder.TypeState {
+			return e.send(ws, wsFrame{Stream: "state", Data: ev})
+		}
+		return nil
+	}
+	task := func(t recorder.TaskRow) error {
+		if f.tasks {
+			return e.send(ws, wsFrame{Stream: "tasks", Data: t})
+		}
+		return nil
+	}
 	for {
 		var err error
 		select {
@@ -341,6 +361,7 @@ func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *rec
 			return nil
 		case c := <-ctl:
 			if c.filter != nil {
+				err = drainQueued(sub, event, task)
 				f = *c.filter
 			} else {
 				err = e.send(ws, *c.frame)
@@ -349,19 +370,12 @@ func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *rec
 			if !ok {
 				return errors.New("subscription closed")
 			}
-			if f.events && (f.types == nil || f.types[ev.Type]) {
-				err = e.send(ws, wsFrame{Stream: "events", Data: ev})
-			}
-			if err == nil && f.state && ev.Type == recorder.TypeState {
-				err = e.send(ws, wsFrame{Stream: "state", Data: ev})
-			}
+			err = event(ev)
 		case t, ok := <-sub.Tasks():
 			if !ok {
 				return errors.New("subscription closed")
 			}
-			if f.tasks {
-				err = e.send(ws, wsFrame{Stream: "tasks", Data: t})
-			}
+			err = task(t)
 		case <-ping.C:
 			err = e.send(ws, wsFrame{Stream: "ping"})
 		}
@@ -375,6 +389,26 @@ func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *rec
 			return err
 		}
 	}
+}
+
+// drainQueued hands over the items queued on sub right now, no more (the
+// recorder keeps publishing meanwhile).
+func drainQueued(sub *recorder.Subscription, event func(recorder.Event) error, task func(recorder.TaskRow) error) error {
+	for n := len(sub.Events()); n > 0; n-- {
+		if ev, ok := <-sub.Events(); !ok {
+			return nil
+		} else if err := event(ev); err != nil {
+			return err
+		}
+	}
+	for n := len(sub.Tasks()); n > 0; n-- {
+		if t, ok := <-sub.Tasks(); !ok {
+			return nil
+		} else if err := task(t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // send writes one text frame under the write deadline.
