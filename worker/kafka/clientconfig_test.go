@@ -46,4 +46,16 @@ func TestKafkaClientConfigWins(t *testing.T) {
 			}
 		}
 	}
+	// The consumer long-polls 500 ms, not the client library's 5 s: a
+	// partition resumed after backpressure waits for the next fetch.
+	if got := w.client().OptValue(kgo.FetchMaxWait); got != 500*time.Millisecond {
+		t.Errorf("consumer fetch wait = %v, want the 500ms default", got)
+	}
+	cfg2 := ktConfig(t, addrs, workertest.EchoScript(t))
+	cfg2.Sources.Kafka.ClientConfig["fetch.max.wait.ms"] = "1500"
+	w2 := ktStart(t, cfg2)
+	w2.WaitJoined()
+	if got := w2.client().OptValue(kgo.FetchMaxWait); got != 1500*time.Millisecond {
+		t.Errorf("consumer fetch wait with fetch.max.wait.ms = 1500: %v, want 1.5s", got)
+	}
 }
