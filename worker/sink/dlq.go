@@ -146,8 +146,5 @@ func (d *DLQ) Close() {
 	if d.cl == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_ = d.cl.Flush(ctx)
-	cancel()
-	d.cl.Close()
+	flushClose(d.cl)
 }

@@ -119,19 +119,31 @@ func (ss *Set) BreakerStates() map[string]State {
 	return out
 }
 
-// Close flushes and closes every producer.
+// Close flushes and closes every producer, all at once: a hung broker
+// holds shutdown for closeFlushWait, not that long per sink.
 func (ss *Set) Close() {
 	ss.closed.Do(func() {
+		var wg sync.WaitGroup
 		for _, s := range ss.sinks {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = s.cl.Flush(ctx)
-			cancel()
-			s.cl.Close()
+			wg.Go(func() { flushClose(s.cl) })
 		}
 		if ss.dlq != nil {
-			ss.dlq.Close()
+			wg.Go(ss.dlq.Close)
 		}
+		wg.Wait()
 	})
+}
+
+// closeFlushWait bounds the last flush at shutdown. Every send's caller
+// has had its answer (acknowledged or timed out) by then; what is left are
+// records a hung broker still holds, which may land, duplicates at worst.
+const closeFlushWait = 5 * time.Second
+
+func flushClose(cl *kgo.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeFlushWait)
+	_ = cl.Flush(ctx)
+	cancel()
+	cl.Close()
 }
 
 // DLQEnabled reports whether a DLQ producer exists.

@@ -1,15 +1,19 @@
 package sink
 
 import (
+	"context"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/workertest"
 )
 
 // TestClientConfigWins: the documented client_config keys of a connection
@@ -84,5 +88,44 @@ func TestRecordHeaders(t *testing.T) {
 	h := headers(resultRecord("out", "w", true, res))
 	if h["trace"] != "abc" || h["svc-dlq-reason"] != "" || h[HeaderTaskID] != "t-7" {
 		t.Errorf("sink record with forward_headers = %v, want the input's trace header and none of its svc-* ones", h)
+	}
+}
+
+// TestCloseWaitsOnceForAHungBroker: two sinks and the DLQ each hold a
+// record a hung broker never answers. Shutdown waits closeFlushWait for
+// them once, not once per producer (three producers one after the other
+// held it three times as long).
+func TestCloseWaitsOnceForAHungBroker(t *testing.T) {
+	t.Parallel()
+	c := workertest.Cluster(t, 1, []string{"out", "dlq"})
+	var held atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		held.Add(1)
+		return nil, nil, true // swallow: never answer
+	})
+	addrs := c.ListenAddrs()
+	cfg := config.Default()
+	cfg.Executor.BinaryPath = "/bin/cat"
+	cfg.Sources.HTTP.Enabled = true
+	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "a", Topic: "out", Brokers: addrs}, {Name: "b", Topic: "out", Brokers: addrs}}
+	cfg.DLQ.Topic, cfg.DLQ.Brokers = "dlq", addrs
+	cfg.Resolve()
+	if problems := cfg.Validate(); len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	ss, err := New(&cfg, prometheus.NewRegistry(), nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range []*kgo.Client{ss.byName["a"].cl, ss.byName["b"].cl, ss.dlq.cl} {
+		cl.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("v")}, nil)
+	}
+	workertest.Until(t, "every producer's record reaches the hung broker", func() bool { return held.Load() >= 3 })
+	start := time.Now()
+	ss.Close()
+	took := time.Since(start)
+	if took < closeFlushWait || took >= 2*closeFlushWait {
+		t.Errorf("Close took %v with three producers waiting on a hung broker, want about %v once", took, closeFlushWait)
 	}
 }
