@@ -201,8 +201,11 @@ func (w *ktWorker) Metric(name string, want ...string) float64 {
 // WaitJoined waits until the worker owns at least one partition.
 func (w *ktWorker) WaitJoined() {
 	w.t.Helper()
+	// Ready too: the assignment callback publishes the partitions first,
+	// then logs partitions_assigned and marks the source ready.
 	workertest.Eventually(w.t, ktWait, "worker owns partitions", func() (bool, string) {
-		return len(w.Owned()) > 0, fmt.Sprint("owned ", w.Owned())
+		ready, reasons := w.App.Ready()
+		return len(w.Owned()) > 0 && ready, fmt.Sprint("owned ", w.Owned(), ", not ready: ", reasons)
 	})
 }
 
