@@ -62,6 +62,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // Two worker processes mounting one shared folder see each other's sealed
 // history, and one can trace a task the other ran.
 func TestTwoWorkersShareHistory(t *testing.T) {
+	t.Parallel()
 	shared := t.TempDir()
 	type w struct {
 		name    string
@@ -127,6 +128,7 @@ func TestTwoWorkersShareHistory(t *testing.T) {
 // A worker killed with SIGKILL leaves its watchdog file; the next start
 // records crash_detected.
 func TestCrashMarkerAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	storage, shared := t.TempDir(), t.TempDir()
 	ui, in := freePort(t), freePort(t)
 	cfg := workerConfig(t, "crashy", storage, shared, ui, in)

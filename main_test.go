@@ -40,30 +40,40 @@ func TestMain(m *testing.M) {
 func freePort(t *testing.T) int { return workertest.FreePort(t) }
 
 func TestCheckAcceptsValidAndRejectsInvalid(t *testing.T) {
+	t.Parallel()
 	valid, _ := filepath.Glob("testdata/config/valid/*.toml")
-	for _, f := range valid {
-		out, err := exec.Command(svcBin, "check", "-config", f).CombinedOutput()
-		if err != nil {
-			t.Errorf("svc check %s: %v\n%s", f, err, out)
-		}
-		if strings.Contains(string(out), "s3cret") || strings.Contains(string(out), "token-a") {
-			t.Errorf("svc check %s prints a secret:\n%s", f, out)
-		}
-	}
 	invalid, _ := filepath.Glob("testdata/config/invalid/*.toml")
-	for _, f := range invalid {
-		cmd := exec.Command(svcBin, "check", "-config", f)
-		out, err := cmd.CombinedOutput()
-		if cmd.ProcessState.ExitCode() != 1 {
-			t.Errorf("svc check %s exit = %d (%v), want 1\n%s", f, cmd.ProcessState.ExitCode(), err, out)
-		}
-		data, _ := os.ReadFile(f)
-		first, _, _ := strings.Cut(string(data), "\n")
-		for _, want := range strings.Split(strings.TrimPrefix(first, "# want: "), " | ") {
-			if !strings.Contains(string(out), want) {
-				t.Errorf("svc check %s output lacks %q:\n%s", f, want, out)
+	if len(valid) == 0 || len(invalid) == 0 {
+		t.Fatalf("found %d valid and %d invalid configs under testdata/config", len(valid), len(invalid))
+	}
+	for _, f := range valid {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			out, err := exec.Command(svcBin, "check", "-config", f).CombinedOutput()
+			if err != nil {
+				t.Errorf("svc check %s: %v\n%s", f, err, out)
 			}
-		}
+			if strings.Contains(string(out), "s3cret") || strings.Contains(string(out), "token-a") {
+				t.Errorf("svc check %s prints a secret:\n%s", f, out)
+			}
+		})
+	}
+	for _, f := range invalid {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(svcBin, "check", "-config", f)
+			out, err := cmd.CombinedOutput()
+			if cmd.ProcessState.ExitCode() != 1 {
+				t.Errorf("svc check %s exit = %d (%v), want 1\n%s", f, cmd.ProcessState.ExitCode(), err, out)
+			}
+			data, _ := os.ReadFile(f)
+			first, _, _ := strings.Cut(string(data), "\n")
+			for _, want := range strings.Split(strings.TrimPrefix(first, "# want: "), " | ") {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("svc check %s output lacks %q:\n%s", f, want, out)
+				}
+			}
+		})
 	}
 }
 
@@ -136,6 +146,7 @@ func writeConfig(t *testing.T, body string) string {
 // SIGTERM stops intake at once and lets requests in flight finish; the
 // process exits 0.
 func TestShutdownDrainsInFlightAndRefusesNew(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	started := filepath.Join(dir, "started")
 	exe := filepath.Join(dir, "slow.sh")
@@ -229,6 +240,7 @@ port = %d
 }
 
 func TestBindFailureIsFatal(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -266,6 +278,7 @@ func TestBindFailureIsFatal(t *testing.T) {
 }
 
 func TestDemoServesIngress(t *testing.T) {
+	t.Parallel()
 	ui, in, mt := freePort(t), freePort(t), freePort(t)
 	p := start(t, "demo", "-ui-port", fmt.Sprint(ui), "-ingress-port", fmt.Sprint(in), "-metrics-port", fmt.Sprint(mt))
 	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
@@ -314,6 +327,7 @@ func TestDemoServesIngress(t *testing.T) {
 // `svc ui pack` writes the embedded release; invoked as svc-ui the binary
 // takes the same commands; a usage error exits 2.
 func TestUICommands(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	b, err := exec.Command(svcBin, "ui", "pack", "-out", out).CombinedOutput()
 	if err != nil {

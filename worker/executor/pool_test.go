@@ -203,12 +203,16 @@ func TestPoolRetriesUntilMaxAttempts(t *testing.T) {
 		{"failed", "!fail", worker.StatusFailed, map[string]string{
 			ModeSpawn: "executor exited with code 3", ModePersistent: "executor answered status failed"}},
 		{"timeout", "!sleep 30s", worker.StatusTimeout, map[string]string{
-			ModeSpawn: "executor timed out after 2s (executor.timeout)", ModePersistent: "executor timed out after 2s (executor.timeout)"}},
+			ModeSpawn: "executor timed out after TIMEOUT (executor.timeout)", ModePersistent: "executor timed out after TIMEOUT (executor.timeout)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			execEachMode(t, func(t *testing.T, mode string) {
 				opts := helperOptions(t, mode)
 				opts.MaxAttempts, opts.Timeout = 3, 2*time.Second
+				if testing.Short() {
+					opts.Timeout = 500 * time.Millisecond // every attempt times out: 3 × the timeout
+				}
+				want := strings.ReplaceAll(tc.errText[mode], "TIMEOUT", opts.Timeout.String())
 				var attempts atomic.Int32
 				opts.OnAttempt = func(_ *worker.Task, _ int, res *worker.AttemptResult) {
 					if res != nil {
@@ -219,8 +223,8 @@ func TestPoolRetriesUntilMaxAttempts(t *testing.T) {
 				if res.Status != tc.status || res.Attempts != 3 || attempts.Load() != 3 {
 					t.Errorf("Run = %s after %d attempts (%d ended); want %s after 3", res.Status, res.Attempts, attempts.Load(), tc.status)
 				}
-				if res.Err == nil || res.Err.Error() != tc.errText[mode] {
-					t.Errorf("Run error = %v, want %q", res.Err, tc.errText[mode])
+				if res.Err == nil || res.Err.Error() != want {
+					t.Errorf("Run error = %v, want %q", res.Err, want)
 				}
 			})
 		})

@@ -16,6 +16,7 @@ import (
 	"svc/worker/config"
 	"svc/worker/demo"
 	"svc/worker/sink"
+	"svc/worker/workertest"
 )
 
 // The test binary doubles as the sample executor (`svc exec-demo`), which
@@ -25,6 +26,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "exec-demo" {
 		os.Exit(demo.Execute(os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "events")))
 	}
+	workertest.ShortParallel(4)
 	os.Exit(m.Run())
 }
 

@@ -10,11 +10,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -238,4 +241,21 @@ func Gather(t testing.TB, g prometheus.Gatherer) string {
 		}
 	}
 	return b.String()
+}
+
+// ShortParallel is for a TestMain whose package's tests mostly wait (group
+// joins, deadlines, child processes) rather than compute: in a -short run
+// that did not set -parallel it lets n parallel tests run at once instead
+// of GOMAXPROCS. Full runs keep the default, since they run under -race
+// beside every other package.
+func ShortParallel(n int) {
+	flag.Parse()
+	if !testing.Short() || n <= runtime.GOMAXPROCS(0) {
+		return
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
