@@ -74,10 +74,13 @@ func (m *Monitor) Run(ctx context.Context) error {
 		case <-beats.C:
 			now := time.Now()
 			m.beat(now, max(now.Sub(due), 0))
-			// The next beat is due one interval after this one is handled,
-			// so a long stall counts once, not as a burst of missed ticks.
-			due = time.Now().Add(m.o.Interval)
-			beats.Reset(m.o.Interval)
+			// The next beat is due one interval after this one fired: a
+			// long stall counts once, not as a burst of missed ticks, and
+			// a stall that held this goroutine while it handled the beat
+			// (its log and event writes are syscalls, during which the
+			// scheduler runs other work) makes the next beat late.
+			due = now.Add(m.o.Interval)
+			beats.Reset(max(time.Until(due), 0))
 		case <-samples.C:
 			m.sample(time.Now())
 		}

@@ -3,9 +3,11 @@ package runtimehealth
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"math"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,4 +241,66 @@ func TestNewRegistersOnce(t *testing.T) {
 	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "svc_runtime_stalls_total" {
 		t.Errorf("families before Run = %v (%v), want svc_runtime_stalls_total only", mfs, err)
 	}
+}
+
+// TestStallHoldingTheMonitorShowsOnTheNextBeat: a stall that holds the
+// monitor while it handles a late beat (here its log write takes 300 ms)
+// makes the next beat late too, so the episode counts it; the next beat is
+// not scheduled from when the handling ended.
+func TestStallHoldingTheMonitorShowsOnTheNextBeat(t *testing.T) {
+	t.Parallel()
+	const hold = 300 * time.Millisecond
+	ended := make(chan StallEnd, 1)
+	var samples atomic.Int32
+	m, err := New(Options{
+		Interval:       10 * time.Millisecond,
+		StallThreshold: 100 * time.Millisecond,
+		StallQuiet:     500 * time.Millisecond,
+		EventEvery:     time.Second,
+		Window:         time.Second,
+		Logger:         slog.New(holdingHandler{slog.DiscardHandler, "runtime_stall_detected", hold}),
+		Emit: func(kind string, payload any) {
+			switch kind {
+			case "sample":
+				if samples.Add(1) == 2 { // the first sample after Run began: a stall of the monitor
+					time.Sleep(hold)
+				}
+			case "stall_ended":
+				select {
+				case ended <- payload.(StallEnd):
+				default:
+				}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = m.Run(ctx) }()
+	select {
+	case e := <-ended:
+		if e.LateBeats < 2 || e.DurationMS < 2*hold.Seconds()*1000*0.9 {
+			t.Errorf("stall_ended = %+v, want 2 or more late beats over about %v (the stall that held the log write counted)", e, 2*hold)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no stall_ended event within 30s")
+	}
+}
+
+// holdingHandler blocks for hold on records with message msg.
+type holdingHandler struct {
+	slog.Handler
+	msg  string
+	hold time.Duration
+}
+
+func (holdingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h holdingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		time.Sleep(h.hold)
+	}
+	return h.Handler.Handle(ctx, r)
 }
