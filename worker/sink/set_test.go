@@ -35,14 +35,7 @@ func TestClientConfigWins(t *testing.T) {
 	}
 	cfg.DLQ.Brokers = own
 	cfg.DLQ.ClientConfig = map[string]string{"client.id": "ops-dlq"}
-	cfg.Resolve()
-	if problems := cfg.Validate(); len(problems) > 0 {
-		t.Fatal(problems)
-	}
-	ss, err := New(&cfg, prometheus.NewRegistry(), nil, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss := newTestSet(t, &cfg)
 	defer ss.Close()
 	for _, tc := range []struct {
 		name   string
@@ -110,14 +103,7 @@ func TestCloseWaitsOnceForAHungBroker(t *testing.T) {
 	cfg.Sources.HTTP.Enabled = true
 	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "a", Topic: "out", Brokers: addrs}, {Name: "b", Topic: "out", Brokers: addrs}}
 	cfg.DLQ.Topic, cfg.DLQ.Brokers = "dlq", addrs
-	cfg.Resolve()
-	if problems := cfg.Validate(); len(problems) > 0 {
-		t.Fatal(problems)
-	}
-	ss, err := New(&cfg, prometheus.NewRegistry(), nil, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss := newTestSet(t, &cfg)
 	for _, cl := range []*kgo.Client{ss.byName["a"].cl, ss.byName["b"].cl, ss.dlq.cl} {
 		cl.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("v")}, nil)
 	}
@@ -128,4 +114,18 @@ func TestCloseWaitsOnceForAHungBroker(t *testing.T) {
 	if took < closeFlushWait || took >= 2*closeFlushWait {
 		t.Errorf("Close took %v with three producers waiting on a hung broker, want about %v once", took, closeFlushWait)
 	}
+}
+
+// newTestSet resolves and validates cfg and builds its sink set.
+func newTestSet(t *testing.T, cfg *config.Config) *Set {
+	t.Helper()
+	cfg.Resolve()
+	if problems := cfg.Validate(); len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	ss, err := New(cfg, prometheus.NewRegistry(), nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
 }
