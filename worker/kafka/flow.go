@@ -91,7 +91,7 @@ func newFlowControl(cfg *config.Config, reg prometheus.Registerer, log *slog.Log
 			Name: "svc_consume_pause_active", Help: "1 while an operator's consume pause holds intake.",
 		}),
 		bpGauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "svc_backpressure_active", Help: "1 while in-flight work above pipeline.max_in_flight holds intake.",
+			Name: "svc_backpressure_active", Help: "1 while too much polled work waits to run (4 × max(pipeline.max_in_flight, sources.kafka.max_poll_records) messages or 64 MiB) and all fetching is paused.",
 		}),
 	}
 	reg.MustRegister(f.pauseGauge, f.bpGauge)
