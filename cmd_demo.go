@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"svc/ui"
+	"svc/worker/build"
 	"svc/worker/config"
 	"svc/worker/demo"
 )
@@ -57,8 +58,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return &config.Error{Path: "(demo)", Problems: problems}
 	}
 	go func() { _ = cluster.Trickle(ctx, 2*time.Second) }()
-	return serve(ctx, cfg, log, func(ui, ingress string) {
-		fmt.Fprintf(stdout, `
+	w, err := build.New(ctx, cfg, productionOptions(log))
+	if err != nil {
+		return err
+	}
+	uiAddr, ingress := w.UIAddr(), w.IngressAddr()
+	fmt.Fprintf(stdout, `
 svc demo is running (Ctrl-C to stop)
   kafka        embedded cluster at %s: demo-in -> exec-demo -> demo-out (failures -> demo-in_dlq)
                a sample every 2s: one in five fails into the DLQ, one in five is retried once, then succeeds
@@ -66,9 +71,11 @@ svc demo is running (Ctrl-C to stop)
   metrics      http://%s/metrics
   try it:      curl -s -H 'Authorization: Bearer %s' --data-binary 'hello world' http://%s/v1/process
   a failure:   curl -s -H 'Authorization: Bearer %s' --data-binary 'please fail' http://%s/v1/process
+  redrive:     curl -s -X POST http://%s/api/v1/debug/dlq/redrive -d '{"from_ts":0}'
+               (a dry run: what each DLQ record would do now; add "dry_run":false to send them back to demo-in)
 
-`, strings.Join(cluster.Brokers(), ","), ui, hostPort(cfg.Metrics.Host, cfg.Metrics.Port), demo.IngressToken, ingress, demo.IngressToken, ingress)
-	})
+`, strings.Join(cluster.Brokers(), ","), uiAddr, w.Metrics.Addr(), demo.IngressToken, ingress, demo.IngressToken, ingress, uiAddr)
+	return w.Run(ctx)
 }
 
 // demoPages declares one page of the demo's own, so the first run shows a

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 
-	"svc/httpd"
 	"svc/ui"
-	"svc/worker"
 	"svc/worker/config"
 )
 
@@ -42,30 +39,6 @@ func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		d = ui.CLIDefaults{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir}
 	}
 	return ui.RunCLI(ctx, args, stdout, stderr, d)
-}
-
-// newSite builds the pages handler of the UI server: the configured
-// release from the per-host cache or, for the tag embedded in this binary,
-// from the binary itself at once; anything else is fetched in the
-// background by Site.Run while pages answer 503.
-// newSite serves the configured UI release; peers, when set, lists the
-// fleet's other workers (their UI origins) that Live pages may connect to.
-func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *slog.Logger) (*ui.Site, error) {
-	var slugs []string
-	for _, p := range app.UIPages() {
-		slugs = append(slugs, p.Slug)
-	}
-	r := cfg.UI.Release
-	site, err := ui.NewSite(ui.SiteOptions{
-		Release:     ui.FetchOptions{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir},
-		Pages:       ui.PagesOptions{Slugs: slugs, ConnectSources: peers},
-		Unavailable: httpd.BundleUnavailable(r.Version),
-		Logger:      log.With("component", "ui_bundle"),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ui bundle: %w", err)
-	}
-	return site, nil
 }
 
 // uiExitCode maps a `svc ui` error to the exit code: 2 for a usage error.

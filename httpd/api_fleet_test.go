@@ -5,25 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
 	"svc/worker/cache"
-	"svc/worker/fleet"
 )
 
-// withCache opens a cache for cfg (memory-only when cfg.Storage.Dir is
-// empty) and hands it to the UI server.
+// withCache hands the test the handler cache the builder opened for cfg
+// (cache.enabled; memory-only when cfg.Storage.Dir is empty).
 func withCache(t *testing.T, store **cache.Store) func(*stack) {
 	return func(s *stack) {
-		c, err := cache.Open(context.Background(), cache.Config{Dir: s.cfg.Storage.Dir, Worker: s.cfg.Worker.Name,
-			MaxRows: s.cfg.Cache.MaxRows, MaxBytes: s.cfg.Cache.MaxBytes, Logger: quietLogger()})
-		if err != nil {
-			t.Fatal(err)
+		if s.ui.cache == nil {
+			t.Fatal("the builder opened no cache: set cache.enabled")
 		}
-		t.Cleanup(func() { c.Close() })
-		s.ui.cache = c
 		if store != nil {
-			*store = c
+			*store = s.ui.cache
 		}
 	}
 }
@@ -142,16 +136,8 @@ func TestDebugCacheListsRowsBehindTheToken(t *testing.T) {
 func TestFleetWorkersRoute(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
-	root := t.TempDir()
-	s := startStack(t, cfg, func(s *stack) {
-		reg := fleet.New(fleet.Config{Worker: "test", Cluster: "default", Provider: fleet.ProviderFilesystem, Root: root,
-			Heartbeat: time.Second, Retention: time.Hour, StartedAt: time.Now(), URL: func() string { return "http://" + s.ui.Addr() }})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); reg.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		s.ui.fleet = reg
-	})
+	cfg.Shared.Dir = t.TempDir()
+	s := startStack(t, cfg)
 	var l struct {
 		Workers []map[string]any `json:"workers"`
 	}
@@ -168,7 +154,10 @@ func TestFleetWorkersRoute(t *testing.T) {
 	if w["name"] != "test" || w["self"] != true || w["url"] != s.uiURL {
 		t.Errorf("self entry = %v", w)
 	}
-	if r := do(t, "GET", startStack(t, testConfig(t, "/bin/cat")).uiURL+"/api/v1/fleet/workers", ""); r.status != 404 {
-		t.Errorf("without a registry = %d, want 404", r.status)
+	// Without a shared folder (no shared.dir, no storage.dir) the
+	// registry knows only this worker.
+	r = do(t, "GET", startStack(t, testConfig(t, "/bin/cat")).uiURL+"/api/v1/fleet/workers", "")
+	if l.Workers = nil; r.status != 200 || json.Unmarshal([]byte(r.body), &l) != nil || len(l.Workers) != 1 || l.Workers[0]["self"] != true {
+		t.Errorf("without a shared folder = %d %s, want only this worker", r.status, r.body)
 	}
 }

@@ -104,17 +104,12 @@ func TestHistoryDownloadMergeAndLive(t *testing.T) {
 	s := startStack(t, cfg)
 	do(t, "POST", s.inURL+"/v1/process", "one")
 
-	// A sealed file of another worker in the shared history folder.
+	// A sealed file of another worker in the shared history folder: a
+	// second worker on the same folder, stopped (it seals at shutdown).
 	hist := filepath.Join(cfg.Shared.Dir, "history", "default")
-	other, err := recorder.Open(t.Context(), recorder.Config{Dir: filepath.Join(t.TempDir(), "o"), SharedDir: cfg.Shared.Dir, Worker: "other", Cluster: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other.Event(recorder.Event{Type: "state", Kind: "running"})
-	time.Sleep(50 * time.Millisecond)
-	if err := other.Close(); err != nil {
-		t.Fatal(err)
-	}
+	ocfg := diskConfig(t, "/bin/cat")
+	ocfg.Worker.Name, ocfg.Shared.Dir = "other", cfg.Shared.Dir
+	startStack(t, ocfg).stop()
 	var dbs struct {
 		Databases []recorder.Database `json:"databases"`
 	}

@@ -25,29 +25,17 @@ type Identity struct {
 	UILinks
 }
 
+// SetFeatures sets the switches identity advertises: the builder derives
+// them from the parts it built. Call before the server runs.
+func (s *UIServer) SetFeatures(f map[string]bool) { s.features = f }
+
 func (s *UIServer) identity(w http.ResponseWriter, r *http.Request) {
 	c := s.cfg
 	writeJSON(w, http.StatusOK, Identity{
 		Worker: c.Worker.Name, Cluster: c.Worker.Cluster, Release: s.bundleTag(), Version: worker.Version, Contract: ContractVersion,
 		StartedAtMS: s.started.UnixMilli(), URL: s.URL(), CustomRenderers: c.UI.CustomRenderersPath != "",
-		Features: map[string]bool{
-			"kafka_source":   c.Sources.Kafka.Enabled,
-			"http_source":    c.Sources.HTTP.Enabled,
-			"probe":          c.UI.ProbeEnabled,
-			"merge":          c.UI.MergeEnabled,
-			"kafka_read":     c.UI.KafkaReadEnabled,
-			"redrive":        c.UI.RedriveEnabled && c.Sources.Kafka.Enabled,
-			"consume_pause":  c.UI.ConsumePause.Enabled,
-			"auth":           c.UI.AuthToken != "",
-			"recorder":       c.UI.Enabled,
-			"persistent":     c.Storage.Dir != "",
-			"cache":          c.Cache.Enabled,
-			"metrics":        c.Metrics.Enabled,
-			"prometheus":     c.UI.PrometheusURL != "",
-			"ui_release":     c.UI.Release.Enabled,
-			"runtime_health": c.RuntimeHealth.Enabled,
-		},
-		UILinks: s.uiLinks(),
+		Features: s.features,
+		UILinks:  s.uiLinks(),
 	})
 }
 

@@ -14,15 +14,18 @@ import (
 	"svc/worker/config"
 	"svc/worker/kafka"
 	"svc/worker/workertest"
-	"svc/worker/workertest/pipeline"
 )
 
 // TestKafkaGroupRouteGates: without a running Kafka consumer the group
 // view answers 503; with ui.kafka_read_enabled false, 403 naming the key.
 func TestKafkaGroupRouteGates(t *testing.T) {
 	t.Parallel()
-	s, _ := kafkaStack(t, nil) // the Kafka source is configured, no consumer runs
-	if r := do(t, "GET", s.uiURL+"/api/v1/debug/kafka/group", ""); r.status != 503 || !strings.Contains(r.body, `"error":"consumer_not_running"`) {
+	cfg, _ := kafkaConfig(t, nil)
+	s, b := buildStack(t, cfg, BuildOptions{}) // built, not run: no consumer runs
+	t.Cleanup(b.Close)
+	srv := httptest.NewServer(s.ui.handler())
+	t.Cleanup(srv.Close)
+	if r := do(t, "GET", srv.URL+"/api/v1/debug/kafka/group", ""); r.status != 503 || !strings.Contains(r.body, `"error":"consumer_not_running"`) {
 		t.Errorf("GET group without a consumer = %d %s, want 503 consumer_not_running", r.status, r.body)
 	}
 	off, _ := kafkaStack(t, func(c *config.Config) { c.UI.KafkaReadEnabled = false })
@@ -47,13 +50,11 @@ func TestKafkaGroupRoute(t *testing.T) {
 	k.StartupAlignEnabled = false
 	k.CommitInterval = config.Duration(100 * time.Millisecond)
 	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "results", Topic: "orders-out"}}
-	p := pipeline.Build(t, cfg, nil)
-	src := kafka.New(p.App, p.Reg, quietLogger())
-	ui, err := NewUIServer(UIDeps{Config: cfg, App: p.App, Gatherer: p.Reg, Log: quietLogger(), Pause: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(ui.handler())
+	// The built worker's UI server, also served on a test socket that
+	// outlives the worker, to ask it before the worker runs and after it
+	// stopped.
+	s, b := buildStack(t, cfg, BuildOptions{})
+	srv := httptest.NewServer(s.ui.handler())
 	t.Cleanup(srv.Close)
 	url, auth := srv.URL+"/api/v1/debug/kafka/group", []string{"Authorization", "Bearer tok"}
 	noLeak := func(body string) {
@@ -70,7 +71,7 @@ func TestKafkaGroupRoute(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
+	go func() { done <- b.Run(ctx) }()
 	stop := func() {
 		cancel()
 		select {

@@ -13,13 +13,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/worker"
 	"svc/worker/config"
 )
 
 // kafkaStack runs the UI server against a kfake cluster holding topic
 // "orders-raw" (3 partitions) with 30 records at timestamps 1000..1029.
 func kafkaStack(t *testing.T, tune func(*config.Config)) (*stack, []string) {
+	t.Helper()
+	cfg, brokers := kafkaConfig(t, tune)
+	return startStack(t, cfg), brokers
+}
+
+// kafkaConfig is kafkaStack's config and cluster.
+func kafkaConfig(t *testing.T, tune func(*config.Config)) (*config.Config, []string) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "orders-raw", "orders-out", "orders-raw_dlq"))
 	if err != nil {
@@ -48,8 +54,7 @@ func kafkaStack(t *testing.T, tune func(*config.Config)) (*stack, []string) {
 	if tune != nil {
 		tune(cfg)
 	}
-	cfg.Resolve()
-	return startStack(t, cfg), brokers
+	return cfg, brokers
 }
 
 func TestKafkaReadTopicsAndMessage(t *testing.T) {
@@ -187,9 +192,8 @@ func TestKafkaReadStartupWarnings(t *testing.T) {
 	cfg.Resolve()
 	var buf strings.Builder
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
-	if _, err := NewUIServer(UIDeps{Config: cfg, App: nil, Gatherer: worker.NewRegistry(), Log: log}); err != nil {
-		t.Fatal(err)
-	}
+	_, b := buildStack(t, cfg, BuildOptions{Log: log})
+	b.Close()
 	out := buf.String()
 	for _, want := range []string{`"msg":"kafka_read_alias_shadowed"`, `"sink":"dlq"`, `"msg":"kafka_read_exposed_without_ui_auth"`, `"aliases":["source","dlq","results"]`, `"msg":"ui_unauthenticated"`} {
 		if !strings.Contains(out, want) {
@@ -202,9 +206,8 @@ func TestKafkaReadStartupWarnings(t *testing.T) {
 
 	buf.Reset()
 	cfg.UI.AuthToken = "tok"
-	if _, err := NewUIServer(UIDeps{Config: cfg, Gatherer: worker.NewRegistry(), Log: log}); err != nil {
-		t.Fatal(err)
-	}
+	_, b = buildStack(t, cfg, BuildOptions{Log: log})
+	b.Close()
 	if strings.Contains(buf.String(), "kafka_read_exposed_without_ui_auth") || strings.Contains(buf.String(), "ui_unauthenticated") {
 		t.Errorf("with a UI token the exposure warnings remain:\n%s", buf.String())
 	}

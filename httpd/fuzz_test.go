@@ -8,9 +8,6 @@ import (
 	"testing"
 
 	"svc/worker"
-	"svc/worker/workertest"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // FuzzWSSubscribe: no client frame makes the subscription parser panic,
@@ -51,12 +48,9 @@ func FuzzIngressRequest(f *testing.F) {
 	cfg := testConfig(f, "/bin/cat")
 	cfg.Sources.HTTP.Clients = nil
 	cfg.Handler.LabelFields = []string{"customer"}
-	app, err := worker.New(cfg, worker.Deps{Runner: fuzzRunner{}, Log: workertest.Quiet()})
-	if err != nil {
-		f.Fatal(err)
-	}
-	in := NewIngress(cfg, app, prometheus.NewRegistry(), workertest.Quiet())
-	h := in.srv.Handler
+	s, b := buildStack(f, cfg, BuildOptions{Runner: fuzzRunner{}})
+	f.Cleanup(b.Close)
+	h := s.ingress.srv.Handler
 	ok := map[int]bool{200: true, 400: true, 401: true, 403: true, 404: true, 405: true, 408: true, 413: true, 429: true, 502: true, 503: true, 504: true}
 	f.Fuzz(func(t *testing.T, token, hname, hvalue, key string, body []byte) {
 		req := httptest.NewRequest("POST", "/v1/process", strings.NewReader(string(body)))

@@ -15,9 +15,7 @@ import (
 	"svc/recorder"
 	"svc/worker"
 	"svc/worker/config"
-	"svc/worker/redrive"
 	"svc/worker/workertest"
-	"svc/worker/workertest/pipeline"
 )
 
 // script writes an executable /bin/sh script and returns its path.
@@ -37,6 +35,11 @@ func testConfig(t testing.TB, binary string) *config.Config {
 	cfg.Handler.RetryBackoff = config.Duration(time.Millisecond)
 	cfg.Worker.ShutdownTimeout = config.Duration(5 * time.Second)
 	cfg.Storage.Dir = ""
+	cfg.Metrics.Enabled = false
+	cfg.RuntimeHealth.Enabled = false
+	// A release that is never cached (no repo to fetch it from): pages
+	// answer 503 unless a test serves the embedded one (withSite).
+	cfg.UI.Release.CacheDir, cfg.UI.Release.Version = t.TempDir(), uncachedRelease
 	cfg.Resolve()
 	return &cfg
 }
@@ -54,61 +57,46 @@ type stack struct {
 	done    chan struct{}
 }
 
+// uncachedRelease is a UI release tag no test cache holds.
+const uncachedRelease = "v0.0.1"
+
 func quietLogger() *slog.Logger { return workertest.Quiet() }
 
-// startStack runs the pipeline, the UI server and the ingress on
-// 127.0.0.1:0 under the worker's lifecycle, with a flight recorder attached
-// unless cfg.UI.Enabled is false (as in production, the recorder runs only
-// with the UI).
+// buildStack builds the worker `svc run` builds from cfg (worker/build,
+// through BuildWorker) without running it.
+func buildStack(t testing.TB, cfg *config.Config, o BuildOptions) (*stack, Built) {
+	t.Helper()
+	cfg.Resolve()
+	if problems := cfg.Validate(); len(problems) > 0 {
+		t.Fatalf("test config invalid:\n%s", strings.Join(problems, "\n"))
+	}
+	if o.Log == nil {
+		o.Log = quietLogger()
+	}
+	b := BuildWorker(t, cfg, o)
+	s := &stack{cfg: cfg, app: b.App, reg: b.Registry, rec: b.Recorder, ui: b.UI, ingress: b.Ingress, done: make(chan struct{})}
+	if s.ui != nil {
+		s.uiURL = "http://" + s.ui.Addr()
+	}
+	if s.ingress != nil {
+		s.inURL = "http://" + s.ingress.Addr()
+	}
+	return s, b
+}
+
+// startStack builds the worker `svc run` builds from cfg and runs it
+// until the test ends. tune may adjust the built servers before they run.
 func startStack(t testing.TB, cfg *config.Config, tune ...func(*stack)) *stack {
 	t.Helper()
-	p := pipeline.Build(t, cfg, nil)
-	log := quietLogger()
-	rec, err := recorder.Open(context.Background(), recorder.Config{
-		Dir: cfg.Storage.Dir, SharedDir: cfg.Shared.Dir, Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster,
-		StartedAt: p.App.Started(), Logger: log, MaskEnv: config.MaskEnv,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.UI.Enabled {
-		p.App.AttachRecorder(rec)
-	}
-	s := &stack{cfg: cfg, app: p.App, reg: p.Reg, rec: rec, done: make(chan struct{})}
-	deps := UIDeps{Config: cfg, App: p.App, Gatherer: p.Reg, Log: log, Recorder: rec}
-	if cfg.Sources.Kafka.Enabled {
-		if deps.Kafka, err = NewKafkaReader(cfg, log); err != nil {
-			t.Fatal(err)
-		}
-		if deps.Redrive, err = redrive.New(cfg, deps.Kafka, p.App, log); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(deps.Redrive.Close)
-	}
-	s.ui, err = NewUIServer(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.ui.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	s.ingress = NewIngress(cfg, p.App, p.Reg, log)
-	if err := s.ingress.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	s, b := buildStack(t, cfg, BuildOptions{})
 	for _, f := range tune {
 		f(s)
 	}
-	s.uiURL, s.inURL = "http://"+s.ui.Addr(), "http://"+s.ingress.Addr()
-	life := worker.NewLifecycle(p.App, cfg.Worker.ShutdownTimeout.D(), log)
-	life.Service("recorder", rec)
-	life.Service("ui", s.ui)
-	life.Intake("ingress", s.ingress)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() {
 		defer close(s.done)
-		_ = life.Run(ctx)
+		_ = b.Run(ctx)
 	}()
 	t.Cleanup(func() { s.stop() })
 	return s

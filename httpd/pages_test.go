@@ -10,26 +10,20 @@ import (
 	"svc/worker/config"
 )
 
-// withSite serves the embedded bundle as a ui.Site would.
-func withSite(t *testing.T) func(*stack) {
-	return func(s *stack) {
-		site, err := ui.NewSite(ui.SiteOptions{
-			Release:     ui.FetchOptions{CacheDir: t.TempDir()},
-			Pages:       ui.PagesOptions{Slugs: []string{"orders"}},
-			Unavailable: BundleUnavailable(""),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.ui.bundle = site
-	}
+// withSite serves the UI release embedded in the binary, as `svc run`
+// does with ui.release.version unset.
+func withSite(cfg *config.Config) *config.Config {
+	cfg.UI.Release.Version = ""
+	return cfg
 }
 
 func TestPageTokenFlow(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
 	cfg.UI.AuthToken = "ui-secret"
-	s := startStack(t, cfg, withSite(t))
+	cfg.Handler.UIPages = []ui.Page{{Slug: "orders", Title: "Orders", Widgets: []ui.Widget{
+		{Title: "Tasks", View: ui.ViewStat, Source: ui.Source{Kind: ui.SourceMetrics, Metric: "svc_tasks_total"}}}}}
+	s := startStack(t, withSite(cfg))
 	assets := ui.AssetsPath(ui.EmbeddedTag)
 
 	cases := []struct {
@@ -68,7 +62,7 @@ func TestPagesWithoutBundleOrRelease(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, testConfig(t, "/bin/cat"))
 	r := do(t, "GET", s.uiURL+"/live", "")
-	if r.status != 503 || !strings.Contains(r.body, `"error":"ui_bundle_missing"`) || !strings.Contains(r.body, "svc ui fetch --version="+ui.EmbeddedTag) {
+	if r.status != 503 || !strings.Contains(r.body, `"error":"ui_bundle_missing"`) || !strings.Contains(r.body, "svc ui fetch --version="+uncachedRelease) {
 		t.Errorf("page without a bundle = %d %s, want 503 naming svc ui fetch", r.status, r.body)
 	}
 	cfg := testConfig(t, "/bin/cat")
@@ -89,7 +83,7 @@ func TestIdentityCarriesReleaseAndLinks(t *testing.T) {
 	cfg.UI.PrometheusWorkerLabel = "instance"
 	cfg.UI.CustomLinks = []config.CustomLink{{Label: "Runbook", URL: "https://wiki.example.com/svc"}, {Label: "bad", URL: "javascript:alert(1)"}}
 	cfg.UI.LinkBases = map[string]string{"shop": "https://shop.example.com"}
-	s := startStack(t, cfg, withSite(t))
+	s := startStack(t, withSite(cfg))
 	var id Identity
 	r := do(t, "GET", s.uiURL+"/api/v1/identity", "")
 	if err := json.Unmarshal([]byte(r.body), &id); err != nil {

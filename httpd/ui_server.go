@@ -2,6 +2,7 @@ package httpd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,7 +32,7 @@ type UIDeps struct {
 	// (pages answer 503). A Tag() string method, when present, names the
 	// release served in identity and the sign-in page.
 	Bundle http.Handler
-	// Kafka serves the Kafka read API; nil builds one from the config.
+	// Kafka serves the Kafka read API (NewKafkaReader); required.
 	Kafka *kafkaread.Reader
 	// Redrive re-produces DLQ records; nil without a Kafka source.
 	Redrive *redrive.Redriver
@@ -70,21 +71,19 @@ type UIServer struct {
 	cache   *cache.Store
 	ws      *wsEndpoint
 	started time.Time
+	// features are what identity advertises (SetFeatures).
+	features map[string]bool
 }
 
 // NewUIServer builds the UI server; it does not bind or start anything.
 func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
 		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, redrive: d.Redrive, pause: d.Pause, runtime: d.Runtime, costs: d.Throughput, started: time.Now(),
-		streams: newStreamSlots(),
-		fleet:   d.Fleet, cache: d.Cache,
+		streams: newStreamSlots(), features: map[string]bool{},
+		fleet: d.Fleet, cache: d.Cache,
 	}
 	if s.kafka == nil {
-		r, err := NewKafkaReader(d.Config, d.Log)
-		if err != nil {
-			return nil, err
-		}
-		s.kafka = r
+		return nil, errors.New("ui server: the Kafka read API is required (NewKafkaReader)")
 	}
 	if d.App != nil {
 		s.started = d.App.Started()

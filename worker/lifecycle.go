@@ -27,17 +27,22 @@ type Runner interface {
 //     once, intake stops (the ingress closes its listener and finishes the
 //     requests it accepted, the Kafka source drains, commits and leaves),
 //     the App drains what is left up to the grace period, sinks close;
-//  4. services stop in reverse order of registration.
+//  4. services stop in reverse order of registration;
+//  5. the parts registered with Release (executor pool, cache, recorder
+//     files, producers) are released in reverse order of registration.
 //
-// Sockets are bound before Run (a bind failure is fatal before anything
-// runs), by the caller.
+// The lifecycle is the one owner of shutdown: nothing it was given is
+// closed by anyone else once Run starts. Sockets are bound before Run (a
+// bind failure is fatal before anything runs), by the builder.
 type Lifecycle struct {
 	app      *App
 	grace    time.Duration
 	log      *slog.Logger
-	closers  []func()
+	drained  []func()
 	services []named
 	intake   []named
+	releases []func()
+	once     sync.Once
 }
 
 type named struct {
@@ -64,12 +69,41 @@ func (l *Lifecycle) Intake(name string, r Runner) {
 
 // OnDrained adds a func called after the drain, before the services stop
 // (closing the sink producers).
-func (l *Lifecycle) OnDrained(f func()) { l.closers = append(l.closers, f) }
+func (l *Lifecycle) OnDrained(f func()) { l.drained = append(l.drained, f) }
+
+// Release adds a func called once at the very end, after every service
+// stopped, in reverse order of registration (closing the executor pool,
+// the cache, the recorder's files).
+func (l *Lifecycle) Release(f func()) { l.releases = append(l.releases, f) }
+
+// Abandon releases what was registered with OnDrained and Release,
+// without running anything: the builder's path when a worker is built but
+// never run. After Run it does nothing.
+func (l *Lifecycle) Abandon() {
+	l.once.Do(func() {
+		for _, f := range l.drained {
+			f()
+		}
+		l.release()
+	})
+}
+
+func (l *Lifecycle) release() {
+	for i := len(l.releases) - 1; i >= 0; i-- {
+		l.releases[i]()
+	}
+}
 
 // Run runs every component until ctx ends or one fails, then shuts down as
 // the type documents. It returns the first component error, or nil when
 // ctx ended.
 func (l *Lifecycle) Run(ctx context.Context) error {
+	ran := false
+	l.once.Do(func() { ran = true })
+	if !ran {
+		return errors.New("lifecycle: run twice or after Abandon")
+	}
+	defer l.release()
 	var (
 		errOnce  sync.Once
 		firstErr error
@@ -119,7 +153,7 @@ func (l *Lifecycle) Run(ctx context.Context) error {
 	if !l.app.Drain(max(0, l.grace-time.Since(stopAt))) {
 		l.log.Warn("drain_deadline_reached", "shutdown_timeout", l.grace.String())
 	}
-	for _, f := range l.closers {
+	for _, f := range l.drained {
 		f()
 	}
 	l.app.events.State("stopped", nil)

@@ -8,33 +8,35 @@ import (
 
 	"svc/worker"
 	"svc/worker/config"
-	"svc/worker/executor"
 	"svc/worker/workertest"
 )
 
-// app builds an HTTP-only App running script through a real executor
-// pool, with the task hook of s reading keys.
-func app(t *testing.T, s *Store, script string, keys ...string) *worker.App {
+// app builds the worker `svc run` builds for an HTTP-only config running
+// script through a real executor pool, with the handler cache on (kept in
+// dir, or in memory when dir is ""), handler.cache_keys keys and tune
+// applied to the cache's config.
+func app(t *testing.T, dir, script string, keys []string, tune ...func(*config.Cache)) Built {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Worker.Name = "w1"
+	cfg.UI.Enabled, cfg.Metrics.Enabled, cfg.RuntimeHealth.Enabled = false, false, false
 	cfg.Sources.HTTP.Enabled = true
+	cfg.Sources.HTTP.Host, cfg.Sources.HTTP.Port = "127.0.0.1", 0
+	cfg.Storage.Dir = dir
 	cfg.Executor.BinaryPath = workertest.Script(t, script)
 	cfg.Executor.PoolSize = 2
 	cfg.Executor.Timeout = config.Duration(10 * time.Second)
 	cfg.Handler.MaxAttempts = 1
 	cfg.Cache.Enabled = true
 	cfg.Handler.CacheKeys = keys
+	for _, f := range tune {
+		f(&cfg.Cache)
+	}
 	cfg.Resolve()
-	pool, err := executor.NewPool(executor.ConfigOptions(&cfg))
-	if err != nil {
-		t.Fatal(err)
+	if problems := cfg.Validate(); len(problems) > 0 {
+		t.Fatalf("test config invalid: %v", problems)
 	}
-	a, err := worker.New(&cfg, worker.Deps{Runner: pool, Cache: NewTasks(s, keys)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return BuildWorker(t, &cfg)
 }
 
 func runOne(t *testing.T, a *worker.App, source, body string) worker.TaskResult {
@@ -56,23 +58,23 @@ func annotation(res worker.TaskResult, kind string) map[string]any {
 // its fd 3 writes land in the store.
 func TestExecutorReadsAndWritesTheCache(t *testing.T) {
 	t.Parallel()
-	s := open(t, t.TempDir(), "w1")
-	put(t, s.Store, ScopeCluster, "fx:EURUSD", "1.08")
+	b := app(t, t.TempDir(), `printf '%s|%s|%s|%s|%s' "$SVC_CACHE_FX_EURUSD" "$SVC_CACHE_FX_EURUSD_ENCODING" "$SVC_CACHE_BIN" "$SVC_CACHE_BIN_ENCODING" "${SVC_CACHE_MISSING-unset}"
+echo '{"cache":{"key":"seen","value":"yes","scope":"global"}}' >&3
+echo '{"cache":{"key":"fx:EURUSD","value":"1.09","scope":"cluster"}}' >&3`,
+		[]string{"fx:EURUSD", "bin", "missing"})
+	s, a := b.Store, b.App
+	put(t, s, ScopeCluster, "fx:EURUSD", "1.08")
 	if err := s.Put(t.Context(), ScopeLocal, "bin", []byte{0, 1}); err != nil {
 		t.Fatal(err)
 	}
-	a := app(t, s.Store, `printf '%s|%s|%s|%s|%s' "$SVC_CACHE_FX_EURUSD" "$SVC_CACHE_FX_EURUSD_ENCODING" "$SVC_CACHE_BIN" "$SVC_CACHE_BIN_ENCODING" "${SVC_CACHE_MISSING-unset}"
-echo '{"cache":{"key":"seen","value":"yes","scope":"global"}}' >&3
-echo '{"cache":{"key":"fx:EURUSD","value":"1.09","scope":"cluster"}}' >&3`,
-		"fx:EURUSD", "bin", "missing")
 	res := runOne(t, a, worker.SourceHTTP, "x")
 	if string(res.Output) != "1.08|utf-8|AAE=|base64|unset" {
 		t.Errorf("executor saw %q", res.Output)
 	}
-	if r, ok := get(t, s.Store, ScopeGlobal, "seen"); !ok || string(r.Value) != "yes" || r.Origin != "w1" {
+	if r, ok := get(t, s, ScopeGlobal, "seen"); !ok || string(r.Value) != "yes" || r.Origin != "w1" {
 		t.Errorf("fd 3 write = %+v %v", r, ok)
 	}
-	if r, _ := get(t, s.Store, ScopeCluster, "fx:EURUSD"); string(r.Value) != "1.09" {
+	if r, _ := get(t, s, ScopeCluster, "fx:EURUSD"); string(r.Value) != "1.09" {
 		t.Errorf("fd 3 rewrite = %q, want 1.09", r.Value)
 	}
 	// The next run reads the value the previous one wrote.
@@ -82,7 +84,7 @@ echo '{"cache":{"key":"fx:EURUSD","value":"1.09","scope":"cluster"}}' >&3`,
 	if res.Task.Env != nil {
 		t.Errorf("task env after the run = %v, want the handler's own (nil)", res.Task.Env)
 	}
-	if got := workertest.Metric(t, s.reg, "svc_cache_reads_total", "result", "hit"); got != 4 {
+	if got := workertest.Metric(t, b.Registry, "svc_cache_reads_total", "result", "hit"); got != 4 {
 		t.Errorf("hits = %v, want 2 per run", got)
 	}
 }
@@ -91,38 +93,37 @@ echo '{"cache":{"key":"fx:EURUSD","value":"1.09","scope":"cluster"}}' >&3`,
 // status is untouched.
 func TestRefusedWritesAreAnnotatedNotFatal(t *testing.T) {
 	t.Parallel()
-	s := open(t, "", "w1", func(c *Config) { c.MaxRows = 1 })
 	long := strings.Repeat("k", MaxKeyBytes+1)
-	a := app(t, s.Store, `echo '{"cache":{"key":"ok","value":"1"}}' >&3
+	b := app(t, "", `echo '{"cache":{"key":"ok","value":"1"}}' >&3
 echo '{"cache":{"key":"`+long+`","value":"1"}}' >&3
 echo '{"cache":{"key":"second","value":"1"}}' >&3
-echo done`)
+echo done`, nil, func(c *config.Cache) { c.MaxRows = 1 })
+	a := b.App
 	res := runOne(t, a, worker.SourceHTTP, "x")
 	if res.Status != worker.StatusOK {
 		t.Fatalf("status = %s (%v), want ok", res.Status, res.Err)
 	}
 	p := annotation(res, RefusedKind)
-	b, _ := json.Marshal(p)
+	js, _ := json.Marshal(p)
 	if p == nil || p["refused"] != 2 || p["refused_key"] != 1 || p["refused_full"] != 1 {
-		t.Fatalf("annotation = %s, want 2 refused: 1 key, 1 full", b)
+		t.Fatalf("annotation = %s, want 2 refused: 1 key, 1 full", js)
 	}
 	if ks := p["keys"].([]string); len(ks) != 2 || len(ks[0]) > 70 || ks[1] != "second" {
 		t.Errorf("annotated keys = %q, want both, the long one cut", ks)
 	}
-	if r, ok := get(t, s.Store, ScopeLocal, "ok"); !ok || string(r.Value) != "1" {
+	if r, ok := get(t, b.Store, ScopeLocal, "ok"); !ok || string(r.Value) != "1" {
 		t.Error("the write within bounds was not stored")
 	}
 }
 
 func TestProbeWritesAreNotStored(t *testing.T) {
 	t.Parallel()
-	s := open(t, "", "w1")
-	a := app(t, s.Store, `echo '{"cache":{"key":"probe","value":"1"}}' >&3`)
-	res := runOne(t, a, worker.SourceProbe, "x")
+	b := app(t, "", `echo '{"cache":{"key":"probe","value":"1"}}' >&3`, nil)
+	res := runOne(t, b.App, worker.SourceProbe, "x")
 	if p := annotation(res, ProbeSkippedKind); p == nil || p["writes"] != 1 {
 		t.Errorf("annotations = %+v, want %s with writes 1", res.Annotations, ProbeSkippedKind)
 	}
-	if _, ok := get(t, s.Store, ScopeLocal, "probe"); ok {
+	if _, ok := get(t, b.Store, ScopeLocal, "probe"); ok {
 		t.Error("a probe's write was stored")
 	}
 }

@@ -25,6 +25,7 @@ func Config(self, dir string, p Ports, brokers []string) *config.Config {
 	cfg.Metrics.Host, cfg.Metrics.Port = "127.0.0.1", p.Metrics
 	cfg.UI.Host, cfg.UI.Port = "127.0.0.1", p.UI
 	cfg.UI.ConsumePause.Enabled = true
+	cfg.UI.RedriveEnabled = true
 	cfg.Executor.BinaryPath = self
 	cfg.Executor.Args = []string{"exec-demo"}
 	cfg.Executor.Timeout = config.Duration(10 * time.Second)

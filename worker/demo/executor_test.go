@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"svc/worker"
+	"svc/worker/build"
+	"svc/worker/config"
 	"svc/worker/executor"
 )
 
@@ -27,12 +29,24 @@ func TestDemoExecutorModes(t *testing.T) {
 	for _, mode := range []string{executor.ModeSpawn, executor.ModePersistent} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			p, err := executor.NewPool(executor.Options{Mode: mode, BinaryPath: self, Args: []string{"exec-demo"},
-				PoolSize: 1, MaxAttempts: 2, Timeout: 20 * time.Second, ReadyTimeout: 20 * time.Second})
+			// The worker `svc run` builds, HTTP only, running the demo
+			// executor through its pool.
+			cfg := config.Default()
+			cfg.UI.Enabled, cfg.Metrics.Enabled, cfg.RuntimeHealth.Enabled = false, false, false
+			cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host, cfg.Sources.HTTP.Port = true, "127.0.0.1", 0
+			cfg.Executor.Mode, cfg.Executor.BinaryPath, cfg.Executor.Args = mode, self, []string{"exec-demo"}
+			cfg.Executor.PoolSize, cfg.Executor.Timeout, cfg.Executor.ReadyTimeout = 1, config.Duration(20*time.Second), config.Duration(20*time.Second)
+			cfg.Handler.MaxAttempts, cfg.Handler.RetryBackoff = 2, config.Duration(time.Millisecond)
+			cfg.Resolve()
+			if problems := cfg.Validate(); len(problems) > 0 {
+				t.Fatalf("config invalid: %v", problems)
+			}
+			w, err := build.New(t.Context(), &cfg, build.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer p.Close()
+			defer w.Close()
+			p := w.Pool
 			task := func(in string) *worker.Task {
 				return &worker.Task{ID: "t1", Input: []byte(in), Msg: &worker.Message{Source: worker.SourceHTTP}}
 			}

@@ -40,7 +40,7 @@ func TestKafkaChildWorker(t *testing.T) {
 	w.Logs.Tee(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := w.life.Run(ctx); err != nil {
+	if err := w.built.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -28,7 +28,6 @@ import (
 	"svc/worker/config"
 	"svc/worker/sink"
 	"svc/worker/workertest"
-	"svc/worker/workertest/pipeline"
 )
 
 // Topics every test cluster is seeded with: the source, the sink and the
@@ -60,6 +59,7 @@ func ktConfig(t testing.TB, brokers []string, executor string) *config.Config {
 	cfg.Worker.ShutdownTimeout = config.Duration(20 * time.Second)
 	cfg.UI.Enabled = false
 	cfg.Metrics.Enabled = false
+	cfg.RuntimeHealth.Enabled = false
 	cfg.Storage.Dir = ""
 	cfg.Executor.BinaryPath = executor
 	cfg.Executor.PoolSize = 4
@@ -99,7 +99,7 @@ type ktWorker struct {
 	Events *worker.Events
 	Reg    *prometheus.Registry
 	Logs   *workertest.Logs
-	life   *worker.Lifecycle
+	built  Built
 	stop   context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -114,17 +114,13 @@ func ktNew(t testing.TB, cfg *config.Config) *ktWorker {
 // ktNewWith is ktNew with a custom handler (nil: the exec handler).
 func ktNewWith(t testing.TB, cfg *config.Config, handler any) *ktWorker {
 	t.Helper()
-	p := pipeline.Build(t, cfg, handler)
-	w := &ktWorker{t: t, App: p.App, Sinks: p.Sinks, Events: p.Events, Reg: p.Reg, Logs: p.Logs}
-	log := p.Logs.Logger()
-	w.life = worker.NewLifecycle(p.App, cfg.Worker.ShutdownTimeout.D(), log)
-	if cfg.Sources.Kafka.Enabled {
-		w.Src = New(p.App, p.Reg, log)
-		w.life.Intake("kafka", w.Src)
+	cfg.Resolve()
+	if problems := cfg.Validate(); len(problems) > 0 {
+		t.Fatalf("test config invalid:\n%s", strings.Join(problems, "\n"))
 	}
-	if p.Sinks != nil {
-		w.life.OnDrained(p.Sinks.Close)
-	}
+	logs := &workertest.Logs{}
+	b := BuildWorker(t, cfg, handler, logs.Logger())
+	w := &ktWorker{t: t, App: b.App, Src: b.Src, Sinks: b.Sinks, Events: b.Events, Reg: b.Registry, Logs: logs, built: b}
 	t.Cleanup(func() {
 		w.Stop()
 		if t.Failed() {
@@ -152,7 +148,7 @@ func ktStartWith(t testing.TB, cfg *config.Config, handler any) *ktWorker {
 func (w *ktWorker) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.stop, w.done = cancel, make(chan error, 1)
-	go func() { w.done <- w.life.Run(ctx) }()
+	go func() { w.done <- w.built.Run(ctx) }()
 }
 
 // Stop shuts the worker down like `svc run` on SIGTERM: intake stops (the
@@ -160,7 +156,7 @@ func (w *ktWorker) Start() {
 func (w *ktWorker) Stop() {
 	w.once.Do(func() {
 		if w.stop == nil {
-			w.App.Drain(time.Second)
+			w.built.Close()
 			return
 		}
 		w.stop()

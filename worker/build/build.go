@@ -1,0 +1,305 @@
+// Package build is the worker's one composition root: New turns a
+// validated config into the running worker (every component, socket and
+// feature switch) and Worker.Run runs it under the one lifecycle. `svc
+// run`, `svc demo` and every test that needs a whole worker call it; a
+// test swaps a part (the handler, the task runner, the logger) through
+// Options and never assembles a worker of its own, so what is tested is
+// what runs.
+//
+// Build order (each part may use the ones before it): sockets, metrics
+// registry and events, executor pool, monitors, handler cache, sinks and
+// DLQ, App, Kafka source, then with the UI on: fleet registry, flight
+// recorder, Kafka read API, DLQ redrive, UI release, UI server, cache
+// exchange; then the metrics exporter and the HTTP ingress. Shutdown is
+// the lifecycle's (worker.Lifecycle): intake, drain, sinks, services in
+// reverse, then the released parts in reverse build order.
+package build
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/httpd"
+	"svc/kafkaread"
+	"svc/recorder"
+	"svc/ui"
+	"svc/worker"
+	"svc/worker/cache"
+	"svc/worker/config"
+	"svc/worker/executor"
+	"svc/worker/fleet"
+	"svc/worker/kafka"
+	"svc/worker/redrive"
+	"svc/worker/runtimehealth"
+	"svc/worker/sink"
+	"svc/worker/throughput"
+)
+
+// Options swap parts of the worker. The zero value builds what `svc run`
+// builds from the config alone.
+type Options struct {
+	// Log is the base logger; nil discards.
+	Log *slog.Logger
+	// Handler is the message handler; nil is the built-in exec handler.
+	Handler any
+	// Runner runs tasks instead of the executor pool built from
+	// cfg.Executor (tests with a fake executor).
+	Runner worker.TaskRunner
+	// GuardBinary is the binary the executor pool starts as the guard that
+	// kills executor trees left by a SIGKILLed worker (`svc run` passes its
+	// own path); "" runs without it.
+	GuardBinary string
+}
+
+// Worker is a built worker: its parts, its bound sockets and its
+// lifecycle. Parts a config switches off are nil. Fields are for reading
+// (tests, the demo's printed text); the lifecycle owns their shutdown.
+type Worker struct {
+	Config   *config.Config
+	Log      *slog.Logger
+	Registry *prometheus.Registry
+	Events   *worker.Events
+	App      *worker.App
+	// Pool is the executor pool (nil when Options.Runner replaced it).
+	Pool       *executor.Pool
+	Monitor    *runtimehealth.Monitor
+	Throughput *throughput.Tracker
+	Cache      *cache.Store
+	Sinks      *sink.Set
+	Kafka      *kafka.Source
+	Fleet      *fleet.Registry
+	Recorder   *recorder.Recorder
+	Reader     *kafkaread.Reader
+	Redrive    *redrive.Redriver
+	Site       *ui.Site
+	UI         *httpd.UIServer
+	Exchange   *cache.Exchange
+	Metrics    *httpd.MetricsServer
+	Ingress    *httpd.Ingress
+	// Features are the switches that were built, as GET /api/v1/identity
+	// advertises them.
+	Features map[string]bool
+
+	life *worker.Lifecycle
+	lns  *httpd.Listeners
+}
+
+// New builds the worker from cfg, which must be validated (config.Load
+// does). It binds every enabled socket first (a bind failure is fatal
+// before anything else is opened) and starts nothing: Run does. On an
+// error it releases what it had built.
+func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	w = &Worker{Config: cfg, Log: o.Log, Registry: worker.NewRegistry()}
+	// Until the lifecycle takes them, built parts are released here on
+	// error, the way the lifecycle would (worker.Lifecycle.Abandon).
+	var own owned
+	defer func() {
+		if err != nil {
+			own.abandon()
+		}
+	}()
+	if w.lns, err = httpd.Bind(cfg); err != nil {
+		return nil, err
+	}
+	// Closed by their servers when they run; closing them again at the end
+	// is harmless and covers a surface that never ran.
+	own.release(w.lns.Close)
+	log, reg := o.Log, w.Registry
+	w.Events = worker.NewEvents(cfg.Worker.Name, cfg.Executor.Env)
+
+	runner := o.Runner
+	if runner == nil {
+		opts := executor.ConfigOptions(cfg)
+		opts.Logger, opts.OnAttempt, opts.Registerer = log.With("component", "executor"), w.Events.Attempt, reg
+		opts.GuardBinary = o.GuardBinary
+		if w.Pool, err = executor.NewPool(opts); err != nil {
+			return nil, fmt.Errorf("executor pool: %w", err)
+		}
+		own.release(w.Pool.Close)
+		runner = w.Pool
+	}
+	stats, _ := runner.(worker.PoolStats)
+	if w.Monitor, w.Throughput, err = newMonitors(cfg, w.Events, stats, reg, log); err != nil {
+		return nil, err
+	}
+	deps := worker.Deps{Handler: o.Handler, Runner: runner, Events: w.Events, Registry: reg, Log: log}
+	if w.Throughput.Enabled() {
+		deps.Cost = w.Throughput
+	}
+	if w.Cache, err = openCache(ctx, cfg, reg, log); err != nil {
+		return nil, err
+	}
+	if w.Cache != nil {
+		own.release(func() { _ = w.Cache.Close() })
+		deps.Cache = cache.NewTasks(w.Cache, cfg.Handler.CacheKeys)
+	}
+	if cfg.SinksRequired() || cfg.DLQTopic() != "" {
+		if w.Sinks, err = sink.New(cfg, reg, w.Events, log.With("component", "sinks")); err != nil {
+			return nil, err
+		}
+		// Closed once, after the drain: results of drained work go out.
+		own.drained = append(own.drained, w.Sinks.Close)
+		deps.Sinks = w.Sinks
+	}
+	if w.App, err = worker.New(cfg, deps); err != nil {
+		return nil, err
+	}
+	if cfg.Sources.Kafka.Enabled {
+		w.Kafka = kafka.New(w.App, reg, log)
+	}
+	var services []service
+	if w.Monitor != nil {
+		services = append(services, service{"runtime_health", w.Monitor})
+	}
+	if cfg.UI.Enabled {
+		if services, err = w.buildUI(ctx, &own, services); err != nil {
+			return nil, err
+		}
+	} else {
+		log.Warn("ui_disabled_no_probes", "detail", "ui.enabled is false: no /healthz, /readyz, API or flight recorder")
+	}
+	if cfg.Metrics.Enabled {
+		w.Metrics = httpd.NewMetricsServer(cfg, reg, log.With("component", "metrics"))
+		w.Metrics.Adopt(w.lns.Metrics)
+		services = append(services, service{"metrics", w.Metrics})
+	}
+	if cfg.Sources.HTTP.Enabled {
+		w.Ingress = httpd.NewIngress(cfg, w.App, reg, log.With("component", "ingress"))
+		w.Ingress.Adopt(w.lns.Ingress)
+	}
+	w.Features = w.features()
+	if w.UI != nil {
+		w.UI.SetFeatures(w.Features)
+	}
+
+	// From here the lifecycle owns every part: it closes each once.
+	life := worker.NewLifecycle(w.App, cfg.Worker.ShutdownTimeout.D(), log)
+	for _, s := range services {
+		life.Service(s.name, s.r)
+	}
+	if w.Ingress != nil {
+		life.Intake("ingress", w.Ingress)
+	}
+	if w.Kafka != nil {
+		life.Intake("kafka", w.Kafka)
+	}
+	for _, f := range own.drained {
+		life.OnDrained(f)
+	}
+	for _, f := range own.releases {
+		life.Release(f)
+	}
+	w.life = life
+	return w, nil
+}
+
+// owned is what New has built and must release on an error.
+type owned struct{ drained, releases []func() }
+
+func (o *owned) release(f func()) { o.releases = append(o.releases, f) }
+
+func (o *owned) abandon() {
+	for _, f := range o.drained {
+		f()
+	}
+	for i := len(o.releases) - 1; i >= 0; i-- {
+		o.releases[i]()
+	}
+}
+
+type service struct {
+	name string
+	r    worker.Runner
+}
+
+// buildUI builds the parts that run only with the UI server: the fleet
+// registry, the flight recorder, the Kafka read API, DLQ redrive, the UI
+// release, the UI server and the cache exchange. It returns the services
+// in start order, after the given ones.
+func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([]service, error) {
+	cfg, log, reg := w.Config, w.Log, w.Registry
+	// Registered before the other UI parts, the registry stops after them:
+	// its card says "stopped" once they have.
+	w.Fleet = newRegistry(cfg, w.App, w.Cache, func() string { return w.UI.Addr() }, log)
+	services = append(services, service{"fleet", w.Fleet})
+	rec, err := recorder.Open(ctx, recorderConfig(cfg, w.App, log))
+	if err != nil {
+		return nil, fmt.Errorf("flight recorder: %w", err)
+	}
+	w.Recorder = rec
+	own.release(func() { _ = rec.Close() })
+	w.App.AttachRecorder(rec)
+	httpd.RegisterRecorderMetrics(reg, rec)
+	services = append(services, service{"recorder", rec})
+	uiLog := log.With("component", "ui")
+	if w.Reader, err = httpd.NewKafkaReader(cfg, uiLog); err != nil {
+		return nil, err
+	}
+	if cfg.Sources.Kafka.Enabled && cfg.UI.RedriveEnabled {
+		if w.Redrive, err = redrive.New(cfg, w.Reader, w.App, log.With("component", "redrive")); err != nil {
+			return nil, err
+		}
+		own.release(w.Redrive.Close)
+	}
+	deps := httpd.UIDeps{Config: cfg, App: w.App, Gatherer: reg, Log: uiLog, Recorder: rec, Kafka: w.Reader,
+		Redrive: w.Redrive, Fleet: w.Fleet, Cache: w.Cache, Runtime: w.Monitor, Throughput: w.Throughput}
+	if w.Kafka != nil {
+		deps.Pause = w.Kafka
+	}
+	if cfg.UI.Release.Enabled {
+		if w.Site, err = newSite(cfg, w.App, w.Fleet.URLs, log); err != nil {
+			return nil, err
+		}
+		deps.Bundle = w.Site
+		services = append(services, service{"ui_bundle", w.Site})
+	}
+	if w.UI, err = httpd.NewUIServer(deps); err != nil {
+		return nil, err
+	}
+	w.UI.Adopt(w.lns.UI)
+	services = append(services, service{"ui", w.UI})
+	if w.Exchange, err = newExchange(cfg, w.Cache, w.Fleet, reg, log); err != nil {
+		return nil, err
+	}
+	if w.Exchange != nil {
+		services = append(services, service{"cache_exchange", w.Exchange})
+	}
+	return services, nil
+}
+
+// Run runs the worker until ctx ends or a component fails, then shuts it
+// down (worker.Lifecycle) and releases every part. It returns the first
+// component error, or nil when ctx ended.
+func (w *Worker) Run(ctx context.Context) error {
+	w.Log.Info("worker_started", "worker", w.Config.Worker.Name, "cluster", w.Config.Worker.Cluster, "release", worker.Version,
+		"ui", w.UIAddr(), "ingress", w.IngressAddr(), "kafka_source", w.Kafka != nil)
+	err := w.life.Run(ctx)
+	w.Log.Info("worker_stopped", "worker", w.Config.Worker.Name)
+	return err
+}
+
+// Close releases a worker that was built but will not run. After Run it
+// does nothing.
+func (w *Worker) Close() { w.life.Abandon() }
+
+// UIAddr is the UI server's bound address ("" with the UI off).
+func (w *Worker) UIAddr() string {
+	if w.UI == nil {
+		return ""
+	}
+	return w.UI.Addr()
+}
+
+// IngressAddr is the HTTP ingress's bound address ("" with it off).
+func (w *Worker) IngressAddr() string {
+	if w.Ingress == nil {
+		return ""
+	}
+	return w.Ingress.Addr()
+}

@@ -1,0 +1,144 @@
+package build
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/httpd"
+	"svc/recorder"
+	"svc/ui"
+	"svc/worker"
+	"svc/worker/cache"
+	"svc/worker/config"
+	"svc/worker/fleet"
+	"svc/worker/runtimehealth"
+	"svc/worker/throughput"
+)
+
+// openCache opens the handler cache when cache.enabled (nil otherwise).
+func openCache(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*cache.Store, error) {
+	if !cfg.Cache.Enabled {
+		return nil, nil
+	}
+	s, err := cache.Open(ctx, cache.Config{
+		Dir: cfg.Storage.Dir, Worker: cfg.Worker.Name, MaxRows: cfg.Cache.MaxRows, MaxBytes: cfg.Cache.MaxBytes,
+		Logger: log, Registry: reg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("handler cache: %w", err)
+	}
+	return s, nil
+}
+
+// servesCache reports whether this worker serves its cache rows to peers
+// (and so pulls theirs): the cache on, kept in storage.dir, exchange on.
+func servesCache(cfg *config.Config, store *cache.Store) bool {
+	return store != nil && store.Persistent() && cfg.CacheExchangeOn()
+}
+
+// newRegistry builds the worker registry (UI on only); bind returns the
+// UI server's bound address once it listens.
+func newRegistry(cfg *config.Config, app *worker.App, store *cache.Store, bind func() string, log *slog.Logger) *fleet.Registry {
+	root := cfg.Shared.Dir
+	if root == "" {
+		root = cfg.Storage.Dir
+	}
+	host, _ := os.Hostname()
+	fc := fleet.Config{
+		Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster, Release: worker.Version, StartedAt: app.Started(),
+		Provider: cfg.Fleet.Registry.Provider, Root: root, Heartbeat: cfg.Fleet.Registry.Heartbeat.D(),
+		Retention: cfg.Fleet.Registry.CardRetention.D(), Peers: cfg.Fleet.Registry.Peers, Status: app, Logger: log,
+		URL: func() string { return fleet.CardURL(cfg.UI.PublicURL, bind(), host) },
+	}
+	if servesCache(cfg, store) {
+		fc.Marks = func() *fleet.Marks {
+			c, g := store.Marks()
+			return &fleet.Marks{Cluster: c, Global: g}
+		}
+	}
+	return fleet.New(fc)
+}
+
+// newExchange builds the cache exchange when this worker serves its
+// cache (nil otherwise: the cache stays local).
+func newExchange(cfg *config.Config, store *cache.Store, registry *fleet.Registry, reg prometheus.Registerer, log *slog.Logger) (*cache.Exchange, error) {
+	if !servesCache(cfg, store) {
+		return nil, nil
+	}
+	return cache.NewExchange(cache.ExchangeConfig{
+		Store: store, Peers: registry, Cluster: cfg.Worker.Cluster, Interval: cfg.Fleet.CacheExchange.Interval.D(),
+		Timeout: cfg.Fleet.CacheExchange.Timeout.D(), Registry: reg, Logger: log,
+	})
+}
+
+// newMonitors builds the runtime health monitor (nil when
+// runtime_health.enabled is false) and the task cost tracker (disabled
+// without throughput.cost_label). The monitor's samples and stalls become
+// runtime_health recorder events.
+func newMonitors(cfg *config.Config, events *worker.Events, pool worker.PoolStats, reg prometheus.Registerer, log *slog.Logger) (*runtimehealth.Monitor, *throughput.Tracker, error) {
+	tracker, err := throughput.New(throughput.Options{
+		CostLabel: cfg.Throughput.CostLabel, Window: cfg.Throughput.Window.D(),
+		Registerer: reg, Logger: log.With("component", "throughput"),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("throughput: %w", err)
+	}
+	if !cfg.RuntimeHealth.Enabled {
+		return nil, tracker, nil
+	}
+	monitor, err := runtimehealth.New(runtimehealth.Options{
+		Interval: cfg.RuntimeHealth.Interval.D(), StallThreshold: cfg.RuntimeHealth.StallThreshold.D(),
+		Registerer: reg, Logger: log.With("component", "runtime_health"),
+		Emit: func(kind string, payload any) {
+			events.Event(recorder.TypeRuntimeHealth, kind, "", nil, payload)
+		},
+		PoolQueue: func() (int, int, int) {
+			if pool == nil { // a swapped task runner without pool stats
+				return 0, 0, 0
+			}
+			return pool.Busy(), pool.Size(), pool.Waiting()
+		},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("runtime health: %w", err)
+	}
+	return monitor, tracker, nil
+}
+
+// newSite serves the configured UI release: from the per-host cache or,
+// for the tag embedded in this binary, from the binary itself at once;
+// anything else is fetched in the background by Site.Run while pages
+// answer 503. peers lists the fleet's other workers (their UI origins)
+// that Live pages may connect to.
+func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *slog.Logger) (*ui.Site, error) {
+	var slugs []string
+	for _, p := range app.UIPages() {
+		slugs = append(slugs, p.Slug)
+	}
+	r := cfg.UI.Release
+	site, err := ui.NewSite(ui.SiteOptions{
+		Release:     ui.FetchOptions{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir},
+		Pages:       ui.PagesOptions{Slugs: slugs, ConnectSources: peers},
+		Unavailable: httpd.BundleUnavailable(r.Version),
+		Logger:      log.With("component", "ui_bundle"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ui bundle: %w", err)
+	}
+	return site, nil
+}
+
+// recorderConfig maps the worker config onto the recorder's.
+func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recorder.Config {
+	return recorder.Config{
+		Dir: cfg.Storage.Dir, SharedDir: cfg.Shared.Dir, Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster,
+		StartedAt: app.Started(), SealInterval: cfg.History.SealInterval.D(),
+		ArchiveEnabled: cfg.History.Archive.Enabled, ArchiveAfter: cfg.History.Archive.After.D(),
+		ArchiveWindow: cfg.History.Archive.Window.D(), MergedRetentionDays: cfg.History.MergedRetentionDays,
+		MaskEnv: config.MaskEnv, Logger: log,
+	}
+}
