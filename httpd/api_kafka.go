@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"svc/kafkaread"
+	"svc/worker/redrive"
 )
 
 // kafkaTopics lists the readable aliases (never raw topic names).
@@ -100,11 +101,14 @@ func (n *ndjsonWriter) end(r *http.Request, err error) bool {
 // (alias, partition, offset), 400 for a bad query, 502 for broker timeouts
 // and failures, 500 otherwise.
 func kafkaError(w http.ResponseWriter, err error) {
+	// The read API's errors, and a redrive refused before its first line.
 	switch {
 	case errors.Is(err, kafkaread.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, kafkaread.ErrBadQuery):
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, redrive.ErrBusy):
+		writeError(w, http.StatusConflict, "redrive_in_progress", err.Error())
 	case errors.Is(err, kafkaread.ErrBrokerTimeout), errors.Is(err, kafkaread.ErrBrokerFailure):
 		writeError(w, http.StatusBadGateway, "broker_unavailable", err.Error())
 	default:

@@ -17,6 +17,7 @@ type redriveRequest struct {
 	ToTS       *int64 `json:"to_ts"`
 	Limit      *int   `json:"limit"`
 	DryRun     *bool  `json:"dry_run"`
+	Again      bool   `json:"again"`
 }
 
 // dlqRedrive streams one NDJSON line per DLQ record (its outcome), then a
@@ -56,6 +57,7 @@ func (s *UIServer) dlqRedrive(w http.ResponseWriter, r *http.Request) {
 	if req.DryRun != nil {
 		rr.DryRun = *req.DryRun
 	}
+	rr.Again = req.Again
 	nd := newNDJSON(w)
 	sum, err := s.redrive.Run(r.Context(), rr, func(l redrive.Line) error { return nd.line(l) })
 	if nd.end(r, err) {

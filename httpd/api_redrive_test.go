@@ -3,6 +3,8 @@ package httpd
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +143,86 @@ func readSource(t *testing.T, brokers []string) []*kgo.Record {
 		}
 	}
 	return out
+}
+
+// TestDLQRedriveOnce: concurrent real redrives of the same DLQ records
+// redrive each once (a call overlapping another on the same partition
+// answers 409; one after it skips the records as duplicates); "again":
+// true redrives them again; the worker remembers across a restart.
+func TestDLQRedriveOnce(t *testing.T) {
+	t.Parallel()
+	storage := t.TempDir()
+	tune := func(c *config.Config) {
+		c.UI.RedriveEnabled = true
+		c.Storage.Dir = storage
+	}
+	cfg, brokers := kafkaConfig(t, tune)
+	s := startStack(t, cfg)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 50
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, dlqRecord(fmt.Sprint("k", i), "v"))
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"partition":0,"from_offset":0,"dry_run":false}`
+	var wg sync.WaitGroup
+	results := make([]resp, 3)
+	for i := range results {
+		wg.Go(func() { results[i] = send(t, "POST", s.uiURL+"/api/v1/debug/dlq/redrive", "", body) })
+	}
+	wg.Wait()
+	redriven := 0
+	for _, r := range results {
+		switch {
+		case r.status == 409:
+			if !strings.Contains(r.body, `"error":"redrive_in_progress"`) {
+				t.Errorf("409 body = %s, want redrive_in_progress", r.body)
+			}
+		case r.status == 200:
+			sum := lastSummary(t, r.body)
+			redriven += int(sum["redriven"].(float64))
+			if got := sum["redriven"].(float64) + sum["duplicates"].(float64); got != n {
+				t.Errorf("summary = %v, want %d records redriven or skipped", sum, n)
+			}
+		default:
+			t.Errorf("concurrent redrive = %d %s", r.status, r.body)
+		}
+	}
+	if redriven != n {
+		t.Fatalf("%d records redriven over 3 concurrent calls, want %d (each once)", redriven, n)
+	}
+	if got := countSource(t, brokers); got != 30+n {
+		t.Fatalf("source topic holds %d records, want %d: each DLQ record once", got, 30+n)
+	}
+	if sum := lastSummary(t, do(t, "POST", s.uiURL+"/api/v1/debug/dlq/redrive", body).body); sum["duplicates"] != float64(n) || sum["redriven"] != 0.0 {
+		t.Errorf("second call = %v, want all %d skipped as duplicates", sum, n)
+	}
+	// The worker remembers after a restart; "again" redrives anyway.
+	s.stop()
+	s2 := startStack(t, cfg)
+	if sum := lastSummary(t, do(t, "POST", s2.uiURL+"/api/v1/debug/dlq/redrive", body).body); sum["duplicates"] != float64(n) {
+		t.Errorf("after a restart = %v, want all %d skipped as duplicates", sum, n)
+	}
+	again := `{"partition":0,"from_offset":0,"to_offset":0,"dry_run":false,"again":true}`
+	if sum := lastSummary(t, do(t, "POST", s2.uiURL+"/api/v1/debug/dlq/redrive", again).body); sum["redriven"] != 1.0 {
+		t.Errorf("again = %v, want the record redriven once more", sum)
+	}
+}
+
+// lastSummary is the summary line of a redrive answer.
+func lastSummary(t *testing.T, body string) map[string]any {
+	t.Helper()
+	ls := strings.Split(strings.TrimSpace(body), "\n")
+	var m map[string]map[string]any
+	if err := json.Unmarshal([]byte(ls[len(ls)-1]), &m); err != nil || m["summary"] == nil {
+		t.Fatalf("no summary line in %s", body)
+	}
+	return m["summary"]
 }

@@ -39,7 +39,7 @@ const (
 	WouldSucceed = "would_succeed" // dry run: every task of the probe was ok
 	WouldFail    = "would_fail"    // dry run: a task failed again
 	Redriven     = "redriven"      // produced to the source topic
-	Duplicate    = "duplicate"     // an offset already handled by this call
+	Duplicate    = "duplicate"     // redriven before (by this worker) or already handled by this call
 	Failed       = "failed"        // the probe or the produce itself failed
 )
 
@@ -52,6 +52,9 @@ type Request struct {
 	ToTS                 *int64
 	Limit                int // at most MaxRecords; 0 means MaxRecords
 	DryRun               bool
+	// Again redrives records this worker redrove before (without it they
+	// are skipped as Duplicate).
+	Again bool
 }
 
 // Line is the outcome of one DLQ record.
@@ -103,14 +106,21 @@ type Redriver struct {
 	worker  string
 	timeout time.Duration
 	log     *slog.Logger
+	ledger  *ledger
+	locks   locks
 }
 
 // New builds the redriver of a worker whose Kafka source is on: it reads
 // the "dlq" alias and produces to sources.kafka.topic with the consumer's
-// connection (an idempotent acks=all producer, connected lazily).
+// connection (an idempotent acks=all producer, connected lazily). What it
+// redrove is remembered under storage.dir (see ledger).
 func New(cfg *config.Config, reader Reader, prober Prober, log *slog.Logger) (*Redriver, error) {
 	if !cfg.Sources.Kafka.Enabled {
 		return nil, errors.New("redrive: the Kafka source is off")
+	}
+	led, err := openLedger(cfg.Storage.Dir, cfg.DLQTopic())
+	if err != nil {
+		return nil, err
 	}
 	opts, err := kconn.Opts(cfg.SourceConn())
 	if err != nil {
@@ -120,20 +130,32 @@ func New(cfg *config.Config, reader Reader, prober Prober, log *slog.Logger) (*R
 	opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
+		led.close()
 		return nil, fmt.Errorf("redrive: %w", err)
 	}
 	return &Redriver{reader: reader, prober: prober, cl: cl, topic: cfg.Sources.Kafka.Topic,
-		worker: cfg.Worker.Name, timeout: cfg.DLQ.SendTimeout.D(), log: log}, nil
+		worker: cfg.Worker.Name, timeout: cfg.DLQ.SendTimeout.D(), log: log, ledger: led}, nil
 }
 
-// Close closes the producer.
-func (r *Redriver) Close() { r.cl.Close() }
+// Close closes the producer and the ledger.
+func (r *Redriver) Close() {
+	r.cl.Close()
+	r.ledger.close()
+}
 
 // Run redrives (or dry-runs) the records req selects, calling emit with
 // each record's outcome in DLQ order, and returns the counts. Errors before
 // the first record are the read API's (unknown partition, no DLQ, bad
 // range); a failure after it ends the call with what was done so far.
+//
+// One call at a time works on a DLQ partition: a second one answers
+// ErrBusy. A real run skips, as Duplicate, the records this worker redrove
+// before unless req.Again; a dry run probes them all (it writes nothing).
 func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) (Summary, error) {
+	if !r.locks.acquire(req.Partition) {
+		return Summary{}, ErrBusy
+	}
+	defer r.locks.release(req.Partition)
 	sum := Summary{DryRun: req.DryRun}
 	limit := req.Limit
 	if limit <= 0 || limit > MaxRecords {
@@ -147,13 +169,19 @@ func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) 
 		line := Line{Partition: rec.Partition, Offset: rec.Offset}
 		at := [2]int64{int64(rec.Partition), rec.Offset}
 		switch {
-		case seen[at]:
+		case seen[at], !req.DryRun && !req.Again && r.ledger.has(at):
 			line.Outcome = Duplicate
 			sum.Duplicates++
 		case req.DryRun:
 			r.probe(ctx, rec, &line, &sum)
 		default:
 			r.produce(ctx, rec, &line, &sum)
+			if line.Outcome == Redriven {
+				if err := r.ledger.mark(at); err != nil {
+					r.log.Warn("redrive_ledger_write_failed", "error", err.Error(),
+						"detail", "the record was redriven; a later call may redrive it again")
+				}
+			}
 		}
 		seen[at] = true
 		return emit(line)
