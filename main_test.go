@@ -248,7 +248,7 @@ func TestBindFailureIsFatal(t *testing.T) {
 	defer ln.Close()
 	busy := ln.Addr().(*net.TCPAddr).Port
 	cases := map[string]string{
-		"ui":      fmt.Sprintf("[ui]\nport = %d\n[sources.http]\nenabled = true\nport = %d\n", busy, freePort(t)),
+		"ui":      fmt.Sprintf("[ui]\nport = %d\n[sources.http]\nenabled = true\nhost = \"127.0.0.1\"\nport = %d\n", busy, freePort(t)),
 		"ingress": fmt.Sprintf("[ui]\nport = %d\n[sources.http]\nenabled = true\nhost = \"127.0.0.1\"\nport = %d\n", freePort(t), busy),
 	}
 	for name, body := range cases {

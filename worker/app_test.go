@@ -32,7 +32,7 @@ func (arrangeOnly) ArrangeHTTPRequest(*HTTPRequest) ([]Task, error) { return nil
 func TestNewRejectsHandlerWithoutHTTPHooks(t *testing.T) {
 	cfg := config.Default()
 	cfg.Executor.BinaryPath = "/bin/cat"
-	cfg.Sources.HTTP.Enabled = true
+	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host = true, "127.0.0.1"
 	cfg.Resolve()
 	runner := runnerFunc(func(_ context.Context, t *Task) TaskResult { return TaskResult{Task: t, Status: StatusOK} })
 	cases := []struct {
@@ -101,7 +101,7 @@ func TestProbeDuringShutdown(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
 	cfg.Executor.BinaryPath = "/bin/cat"
-	cfg.Sources.HTTP.Enabled = true
+	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host = true, "127.0.0.1"
 	cfg.Resolve()
 	release := make(chan struct{})
 	var ran atomic.Int32
@@ -172,7 +172,7 @@ func TestLabelsAreBounded(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
 	cfg.Executor.BinaryPath = "/bin/cat"
-	cfg.Sources.HTTP.Enabled = true
+	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host = true, "127.0.0.1"
 	cfg.Resolve()
 	var seen map[string]string
 	runner := runnerFunc(func(_ context.Context, t *Task) TaskResult {

@@ -53,14 +53,17 @@ type Metrics struct {
 
 // UI is the operator UI server and its feature switches.
 type UI struct {
-	Enabled          bool   `toml:"enabled" json:"enabled"`
-	Host             string `toml:"host" json:"host"`
-	Port             int    `toml:"port" json:"port"`
-	AuthToken        string `toml:"auth_token" json:"auth_token" secret:"true"`
-	PublicURL        string `toml:"public_url" json:"public_url"`
-	ProbeEnabled     bool   `toml:"probe_enabled" json:"probe_enabled"`
-	MergeEnabled     bool   `toml:"merge_enabled" json:"merge_enabled"`
-	KafkaReadEnabled bool   `toml:"kafka_read_enabled" json:"kafka_read_enabled"`
+	Enabled   bool   `toml:"enabled" json:"enabled"`
+	Host      string `toml:"host" json:"host"`
+	Port      int    `toml:"port" json:"port"`
+	AuthToken string `toml:"auth_token" json:"auth_token" secret:"true"`
+	// AllowUnauthenticated lets a UI bound off loopback run without a
+	// token (an explicit opt-in: anyone who reaches it is an operator).
+	AllowUnauthenticated bool   `toml:"allow_unauthenticated" json:"allow_unauthenticated"`
+	PublicURL            string `toml:"public_url" json:"public_url"`
+	ProbeEnabled         bool   `toml:"probe_enabled" json:"probe_enabled"`
+	MergeEnabled         bool   `toml:"merge_enabled" json:"merge_enabled"`
+	KafkaReadEnabled     bool   `toml:"kafka_read_enabled" json:"kafka_read_enabled"`
 	// RedriveEnabled allows POST /api/v1/debug/dlq/redrive (off by default:
 	// it writes to the source topic).
 	RedriveEnabled         bool              `toml:"redrive_enabled" json:"redrive_enabled"`
@@ -186,6 +189,9 @@ type HTTPSource struct {
 	// besides loopback names (DNS-rebinding guard).
 	AllowedHosts []string     `toml:"allowed_hosts" json:"allowed_hosts"`
 	Clients      []HTTPClient `toml:"clients" json:"clients"`
+	// AllowUnauthenticated lets an ingress bound off loopback run without
+	// clients (an explicit opt-in: anyone who reaches it runs the executor).
+	AllowUnauthenticated bool `toml:"allow_unauthenticated" json:"allow_unauthenticated"`
 }
 
 // HTTPClient is one ingress caller with its own token and rate.

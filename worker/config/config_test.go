@@ -140,6 +140,7 @@ timeout = "${PORT_T}"
 env = { A = "x-${TOKEN}-y", B = "${NOPE:-fallback}" }
 [sources.http]
 enabled = true
+host = "127.0.0.1"
 [ui]
 auth_token = "${TOKEN}"
 `), lookup)
@@ -156,7 +157,7 @@ auth_token = "${TOKEN}"
 
 func TestLinkBaseTrailingSlashStripped(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[ui.link_bases]\ngrafana = \"https://g.example.com//\"\n"), noEnv)
+	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\nhost = \"::1\"\n[ui.link_bases]\ngrafana = \"https://g.example.com//\"\n"), noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,5 +240,36 @@ func TestDockerExampleHasAToken(t *testing.T) {
 	}
 	if !strings.Contains(string(data), `host = "0.0.0.0"`) || !strings.Contains(string(data), `auth_token = "${SVC_UI_TOKEN}"`) {
 		t.Error("the docker example must listen on 0.0.0.0 with a token from SVC_UI_TOKEN")
+	}
+}
+
+// Off loopback, a UI needs a token and an ingress needs clients unless
+// the operator opts in; loopback stays as easy as it was.
+func TestOpenByDefaultRefused(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, toml, want string
+	}{
+		{"ingress on every interface", "[sources.http]\nenabled = true\n", "sources.http.clients: required when sources.http.host \"0.0.0.0\""},
+		{"ingress on an address", "[sources.http]\nenabled = true\nhost = \"10.0.0.5\"\n", "sources.http.clients: required"},
+		{"ingress opted in", "[sources.http]\nenabled = true\nallow_unauthenticated = true\n", ""},
+		{"ingress with clients", "[sources.http]\nenabled = true\n[[sources.http.clients]]\nname = \"a\"\ntoken = \"t\"\n", ""},
+		{"ingress on loopback", "[sources.http]\nenabled = true\nhost = \"127.0.0.2\"\n", ""},
+		{"ui on every interface", "[ui]\nhost = \"0.0.0.0\"\n[sources.http]\nenabled = true\nhost = \"::1\"\n", "ui.auth_token: required when ui.host \"0.0.0.0\""},
+		{"ui empty host", "[ui]\nhost = \"\"\n[sources.http]\nenabled = true\nhost = \"::1\"\n", "ui.auth_token: required"},
+		{"ui with a token", "[ui]\nhost = \"0.0.0.0\"\nauth_token = \"x\"\n[sources.http]\nenabled = true\nhost = \"::1\"\n", ""},
+		{"ui opted in", "[ui]\nhost = \"0.0.0.0\"\nallow_unauthenticated = true\n[sources.http]\nenabled = true\nhost = \"::1\"\n", ""},
+		{"ui off", "[ui]\nenabled = false\nhost = \"0.0.0.0\"\n[sources.http]\nenabled = true\nhost = \"::1\"\n", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n"+c.toml), noEnv)
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("Parse = %v, want valid", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("Parse = %v, want an error with %q", err, c.want)
+			}
+		})
 	}
 }

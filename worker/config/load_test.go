@@ -58,6 +58,7 @@ pool_size = "${POOL:-4}"
 timeout = "${TIMEOUT:-45s}"
 [sources.http]
 enabled = true
+host = "localhost"
 port = "${PORT:-8090}"
 max_body_bytes = "${BODY:-2048}"
 [ui]

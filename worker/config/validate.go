@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -95,6 +96,9 @@ func (c *Config) validateSurfaces(p *problems) {
 			p.add(fmt.Sprintf("ui.allowed_ws_origins[%d]", i), "%q must be an origin such as https://ops.example.com", o)
 		}
 	}
+	if c.UI.Enabled && c.UI.AuthToken == "" && !LoopbackBind(c.UI.Host) && !c.UI.AllowUnauthenticated {
+		p.add("ui.auth_token", "required when ui.host %q is not a loopback address: without a token anyone who reaches the port reads the config and the history, probes, pauses and downloads databases; set a token, bind 127.0.0.1, or opt in with ui.allow_unauthenticated = true", c.UI.Host)
+	}
 	checkHosts(p, "ui.allowed_hosts", c.UI.AllowedHosts)
 	checkHosts(p, "sources.http.allowed_hosts", c.Sources.HTTP.AllowedHosts)
 	if v := c.UI.Release.Version; v != "" && ui.CheckTag(v) != nil {
@@ -151,6 +155,9 @@ func (c *Config) validateSources(p *problems) {
 		p.between("sources.http.max_body_bytes", h.MaxBodyBytes, 1, MaxBodyBytes)
 		p.between("sources.http.max_concurrent_per_client", int64(h.MaxConcurrentPerClient), 1, 100_000)
 		p.within("sources.http.body_timeout", h.BodyTimeout, 100*time.Millisecond, 10*time.Minute)
+	}
+	if h.Enabled && len(h.Clients) == 0 && !LoopbackBind(h.Host) && !h.AllowUnauthenticated {
+		p.add("sources.http.clients", "required when sources.http.host %q is not a loopback address: without clients anyone who reaches the port runs the executor; add [[sources.http.clients]], bind 127.0.0.1, or opt in with sources.http.allow_unauthenticated = true", h.Host)
 	}
 	names, tokens := map[string]bool{}, map[string]bool{}
 	for i, cl := range h.Clients {
@@ -307,4 +314,16 @@ func declProblem(root, list, kind string, pr ui.Problem) string {
 		where += " " + field
 	}
 	return fmt.Sprintf("%s: %s (%s)", where, pr.Message, kind)
+}
+
+// LoopbackBind reports whether a bind host keeps a socket on this
+// machine: localhost, 127.0.0.0/8 or ::1 ("" and 0.0.0.0 are every
+// interface).
+func LoopbackBind(host string) bool {
+	host = strings.Trim(strings.ToLower(host), "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -24,7 +24,7 @@ func TestKafkaDLQUnconfigured(t *testing.T) {
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
 	cfg.Sources.Kafka = config.Default().Sources.Kafka
-	cfg.Sources.HTTP.Enabled = true
+	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host = true, "127.0.0.1"
 	cfg.Sources.HTTP.SinksEnabled = true
 	cfg.Sinks.Kafka[0].Brokers = addrs
 	cfg.Sinks.Kafka[0].ClientConfig = map[string]string{"metadata.max.age.ms": "500"}

@@ -100,7 +100,7 @@ func TestCloseWaitsOnceForAHungBroker(t *testing.T) {
 	addrs := c.ListenAddrs()
 	cfg := config.Default()
 	cfg.Executor.BinaryPath = "/bin/cat"
-	cfg.Sources.HTTP.Enabled = true
+	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host = true, "127.0.0.1"
 	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "a", Topic: "out", Brokers: addrs}, {Name: "b", Topic: "out", Brokers: addrs}}
 	cfg.DLQ.Topic, cfg.DLQ.Brokers = "dlq", addrs
 	ss := newTestSet(t, &cfg)
