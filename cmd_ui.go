@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"svc/httpd"
-	"svc/ui"
+	"svc/ui/release"
 	"svc/worker"
 	"svc/worker/config"
 )
@@ -24,7 +24,7 @@ func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		switch a := args[0]; {
 		case a == "-config" || a == "--config":
 			if len(args) < 2 {
-				return fmt.Errorf("%w: -config needs a file", ui.ErrUsage)
+				return fmt.Errorf("%w: -config needs a file", release.ErrUsage)
 			}
 			path, args = args[1], args[2:]
 		case strings.HasPrefix(a, "-config=") || strings.HasPrefix(a, "--config="):
@@ -32,16 +32,16 @@ func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			args = args[1:]
 		}
 	}
-	var d ui.CLIDefaults
+	var d release.CLIDefaults
 	if path != "" {
 		cfg, err := config.LoadFile(path)
 		if err != nil {
 			return err
 		}
 		r := cfg.UI.Release
-		d = ui.CLIDefaults{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir}
+		d = release.CLIDefaults{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir}
 	}
-	return ui.RunCLI(ctx, args, stdout, stderr, d)
+	return release.RunCLI(ctx, args, stdout, stderr, d)
 }
 
 // newSite builds the pages handler of the UI server: the configured
@@ -50,15 +50,15 @@ func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // background by Site.Run while pages answer 503.
 // newSite serves the configured UI release; peers, when set, lists the
 // fleet's other workers (their UI origins) that Live pages may connect to.
-func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *slog.Logger) (*ui.Site, error) {
+func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *slog.Logger) (*release.Site, error) {
 	var slugs []string
 	for _, p := range app.UIPages() {
 		slugs = append(slugs, p.Slug)
 	}
 	r := cfg.UI.Release
-	site, err := ui.NewSite(ui.SiteOptions{
-		Release:     ui.FetchOptions{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir},
-		Pages:       ui.PagesOptions{Slugs: slugs, ConnectSources: peers},
+	site, err := release.NewSite(release.SiteOptions{
+		Fetch:       release.FetchOptions{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir},
+		Pages:       release.PagesOptions{Slugs: slugs, ConnectSources: peers},
 		Unavailable: httpd.BundleUnavailable(r.Version),
 		Logger:      log.With("component", "ui_bundle"),
 	})
@@ -70,7 +70,7 @@ func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *sl
 
 // uiExitCode maps a `svc ui` error to the exit code: 2 for a usage error.
 func uiExitCode(err error) int {
-	if errors.Is(err, ui.ErrUsage) {
+	if errors.Is(err, release.ErrUsage) {
 		return 2
 	}
 	return 1

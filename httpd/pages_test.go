@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"svc/ui"
+	"svc/ui/release"
 	"svc/worker/config"
 )
 
-// withSite serves the embedded bundle as a ui.Site would.
+// withSite serves the embedded bundle as a release.Site would.
 func withSite(t *testing.T) func(*stack) {
 	return func(s *stack) {
-		site, err := ui.NewSite(ui.SiteOptions{
-			Release:     ui.FetchOptions{CacheDir: t.TempDir()},
-			Pages:       ui.PagesOptions{Slugs: []string{"orders"}},
+		site, err := release.NewSite(release.SiteOptions{
+			Fetch:       release.FetchOptions{CacheDir: t.TempDir()},
+			Pages:       release.PagesOptions{Slugs: []string{"orders"}},
 			Unavailable: BundleUnavailable(""),
 		})
 		if err != nil {
@@ -30,7 +31,7 @@ func TestPageTokenFlow(t *testing.T) {
 	cfg := testConfig(t, "/bin/cat")
 	cfg.UI.AuthToken = "ui-secret"
 	s := startStack(t, cfg, withSite(t))
-	assets := ui.AssetsPath(ui.EmbeddedTag)
+	assets := release.AssetsPath(ui.EmbeddedTag)
 
 	cases := []struct {
 		name, path string
