@@ -30,11 +30,28 @@ func unsafeEntry(name, format string, args ...any) error {
 	return fmt.Errorf("%w: entry %q: %s", ErrUnsafeArchive, name, fmt.Sprintf(format, args...))
 }
 
+// bounds are the limits of one unpack. Releases use releaseBounds; tests
+// scale them down so a hostile archive stays small.
+type bounds struct {
+	entries  int   // tar entries
+	unpacked int64 // bytes of file content
+}
+
+// releaseBounds are the bounds of every release archive.
+func releaseBounds() bounds {
+	return bounds{entries: MaxArchiveEntries, unpacked: MaxUnpackedBytes}
+}
+
 // unpackArchive extracts a tar.gz into dir (which must exist and be empty):
 // regular files (0600) and directories (0700) only, every name local to
 // dir, at most MaxArchiveEntries entries and MaxUnpackedBytes of content.
 // On error dir holds a partial tree the caller removes.
 func unpackArchive(r io.Reader, dir string) error {
+	return unpackWithin(r, dir, releaseBounds())
+}
+
+// unpackWithin is unpackArchive under the bounds b.
+func unpackWithin(r io.Reader, dir string, b bounds) error {
 	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return fmt.Errorf("%w: not a gzip stream: %v", ErrUnsafeArchive, err)
@@ -52,8 +69,8 @@ func unpackArchive(r io.Reader, dir string) error {
 			return fmt.Errorf("%w: truncated or corrupt archive: %v", ErrUnsafeArchive, err)
 		}
 		entries++
-		if entries > MaxArchiveEntries {
-			return fmt.Errorf("%w: more than %d entries", ErrUnsafeArchive, MaxArchiveEntries)
+		if entries > b.entries {
+			return fmt.Errorf("%w: more than %d entries", ErrUnsafeArchive, b.entries)
 		}
 		name, err := localName(h.Name)
 		if err != nil {
@@ -73,10 +90,10 @@ func unpackArchive(r io.Reader, dir string) error {
 				return fmt.Errorf("unpack %s: %w", name, err)
 			}
 		case tar.TypeReg:
-			if h.Size > MaxUnpackedBytes-total {
-				return fmt.Errorf("%w: more than %d MiB unpacked", ErrUnsafeArchive, MaxUnpackedBytes>>20)
+			if h.Size > b.unpacked-total {
+				return tooLarge(b)
 			}
-			n, err := writeEntry(target, tr, MaxUnpackedBytes-total)
+			n, err := writeEntry(target, tr, b.unpacked-total, tooLarge(b))
 			total += n
 			if err != nil {
 				return err
@@ -101,6 +118,10 @@ func unpackArchive(r io.Reader, dir string) error {
 	return zr.Close()
 }
 
+func tooLarge(b bounds) error {
+	return fmt.Errorf("%w: more than %d MiB unpacked", ErrUnsafeArchive, b.unpacked>>20)
+}
+
 // localName validates an entry name and returns it cleaned, slash-separated.
 func localName(raw string) (string, error) {
 	if raw == "" || strings.ContainsAny(raw, "\\\x00") {
@@ -121,9 +142,10 @@ func localName(raw string) (string, error) {
 	return name, nil
 }
 
-// writeEntry writes at most budget bytes of r to a new file at target; it
-// never follows or replaces an existing path.
-func writeEntry(target string, r io.Reader, budget int64) (int64, error) {
+// writeEntry writes at most budget bytes of r to a new file at target,
+// failing with over past that; it never follows or replaces an existing
+// path.
+func writeEntry(target string, r io.Reader, budget int64, over error) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
 		return 0, fmt.Errorf("unpack %s: %w", target, err)
 	}
@@ -139,7 +161,7 @@ func writeEntry(target string, r io.Reader, budget int64) (int64, error) {
 	case err != nil:
 		return n, fmt.Errorf("%w: truncated or corrupt archive: %v", ErrUnsafeArchive, err)
 	case n > budget:
-		return n, fmt.Errorf("%w: more than %d MiB unpacked", ErrUnsafeArchive, MaxUnpackedBytes>>20)
+		return n, over
 	}
 	return n, nil
 }
