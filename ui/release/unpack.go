@@ -16,6 +16,7 @@ import (
 const (
 	MaxArchiveEntries = 2000
 	MaxUnpackedBytes  = 50 << 20
+	MaxArchiveDirs    = 256
 	// maxArchiveBytes caps the compressed download.
 	maxArchiveBytes = MaxUnpackedBytes + 4<<20
 	// maxTrailingBytes caps what may follow the tar end inside the gzip
@@ -34,18 +35,19 @@ func unsafeEntry(name, format string, args ...any) error {
 // scale them down so a hostile archive stays small.
 type bounds struct {
 	entries  int   // tar entries
+	dirs     int   // directories created, named by an entry or implied
 	unpacked int64 // bytes of file content
 }
 
 // releaseBounds are the bounds of every release archive.
 func releaseBounds() bounds {
-	return bounds{entries: MaxArchiveEntries, unpacked: MaxUnpackedBytes}
+	return bounds{entries: MaxArchiveEntries, dirs: MaxArchiveDirs, unpacked: MaxUnpackedBytes}
 }
 
 // unpackArchive extracts a tar.gz into dir (which must exist and be empty):
 // regular files (0600) and directories (0700) only, every name local to
-// dir, at most MaxArchiveEntries entries and MaxUnpackedBytes of content.
-// On error dir holds a partial tree the caller removes.
+// dir, at most MaxArchiveEntries entries, MaxArchiveDirs directories and
+// MaxUnpackedBytes of content. On error dir holds a partial tree the caller removes.
 func unpackArchive(r io.Reader, dir string) error {
 	return unpackWithin(r, dir, releaseBounds())
 }
@@ -60,6 +62,7 @@ func unpackWithin(r io.Reader, dir string, b bounds) error {
 	var entries int
 	var total int64
 	seen := map[string]bool{}
+	dirs := dirCount{limit: b.dirs, made: map[string]bool{}}
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -83,6 +86,9 @@ func unpackWithin(r io.Reader, dir string, b bounds) error {
 			return unsafeEntry(h.Name, "appears twice")
 		}
 		seen[name] = true
+		if err := dirs.add(name, h.Typeflag == tar.TypeDir); err != nil {
+			return err
+		}
 		target := filepath.Join(dir, filepath.FromSlash(name))
 		switch h.Typeflag {
 		case tar.TypeDir:
@@ -116,6 +122,33 @@ func unpackWithin(r io.Reader, dir string, b bounds) error {
 		return fmt.Errorf("%w: data after the end of the tar stream", ErrUnsafeArchive)
 	}
 	return zr.Close()
+}
+
+// dirCount counts the directories an unpack creates: those entries name
+// and those a file's path implies (MkdirAll makes every parent), each once.
+// Without the implied ones, 2,000 entries of deep paths made 300,000
+// directories.
+type dirCount struct {
+	limit int
+	made  map[string]bool
+}
+
+// add counts the parents of name, and name itself when it is a directory,
+// before anything is created. Each directory is recorded with all its
+// parents, so the walk up stops at the first one already made: the work is
+// bounded by the limit, not by the depth of a hostile path.
+func (c *dirCount) add(name string, isDir bool) error {
+	d := name
+	if !isDir {
+		d = path.Dir(name)
+	}
+	for ; d != "." && !c.made[d]; d = path.Dir(d) {
+		if len(c.made) >= c.limit {
+			return fmt.Errorf("%w: more than %d directories (named or implied by a path)", ErrUnsafeArchive, c.limit)
+		}
+		c.made[d] = true
+	}
+	return nil
 }
 
 func tooLarge(b bounds) error {
