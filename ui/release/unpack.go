@@ -17,6 +17,14 @@ const (
 	MaxArchiveEntries = 2000
 	MaxUnpackedBytes  = 50 << 20
 	MaxArchiveDirs    = 256
+	// MaxInflatedBytes caps everything read from the gzip stream: file
+	// content plus tar headers, PAX and GNU long-name records, padding and
+	// what follows the tar end. The tar reader skips any number of PAX
+	// headers inside one entry, so bounding entries and content alone let
+	// a 3.3 MB archive inflate to 3 GB. The 8 MiB above MaxUnpackedBytes
+	// hold the headers and padding of MaxArchiveEntries ordinary entries
+	// several times over.
+	MaxInflatedBytes = MaxUnpackedBytes + 8<<20
 	// maxArchiveBytes caps the compressed download.
 	maxArchiveBytes = MaxUnpackedBytes + 4<<20
 	// maxTrailingBytes caps what may follow the tar end inside the gzip
@@ -37,17 +45,19 @@ type bounds struct {
 	entries  int   // tar entries
 	dirs     int   // directories created, named by an entry or implied
 	unpacked int64 // bytes of file content
+	inflated int64 // bytes read from the gzip stream
 }
 
 // releaseBounds are the bounds of every release archive.
 func releaseBounds() bounds {
-	return bounds{entries: MaxArchiveEntries, dirs: MaxArchiveDirs, unpacked: MaxUnpackedBytes}
+	return bounds{entries: MaxArchiveEntries, dirs: MaxArchiveDirs, unpacked: MaxUnpackedBytes, inflated: MaxInflatedBytes}
 }
 
 // unpackArchive extracts a tar.gz into dir (which must exist and be empty):
 // regular files (0600) and directories (0700) only, every name local to
-// dir, at most MaxArchiveEntries entries, MaxArchiveDirs directories and
-// MaxUnpackedBytes of content. On error dir holds a partial tree the caller removes.
+// dir, at most MaxArchiveEntries entries, MaxArchiveDirs directories,
+// MaxUnpackedBytes of content and MaxInflatedBytes in all. On error dir
+// holds a partial tree the caller removes.
 func unpackArchive(r io.Reader, dir string) error {
 	return unpackWithin(r, dir, releaseBounds())
 }
@@ -58,7 +68,22 @@ func unpackWithin(r io.Reader, dir string, b bounds) error {
 	if err != nil {
 		return fmt.Errorf("%w: not a gzip stream: %v", ErrUnsafeArchive, err)
 	}
-	tr := tar.NewReader(zr)
+	in := &capReader{r: zr, left: b.inflated}
+	err = unpackTar(in, dir, b)
+	if in.over {
+		// Checked first: the tar reader or writeEntry reports the cut as
+		// a read error of its own.
+		return fmt.Errorf("%w: more than %d MiB inflated (headers and padding included)", ErrUnsafeArchive, b.inflated>>20)
+	}
+	if err != nil {
+		return err
+	}
+	return zr.Close()
+}
+
+// unpackTar extracts the tar stream read from in and reads in to its end.
+func unpackTar(in io.Reader, dir string, b bounds) error {
+	tr := tar.NewReader(in)
 	var entries int
 	var total int64
 	seen := map[string]bool{}
@@ -114,14 +139,42 @@ func unpackWithin(r io.Reader, dir string, b bounds) error {
 	}
 	// Read the rest of the gzip stream so its checksum and length are
 	// verified: a truncated stream fails here even after a complete tar.
-	n, err := io.Copy(io.Discard, io.LimitReader(zr, maxTrailingBytes+1))
+	n, err := io.Copy(io.Discard, io.LimitReader(in, maxTrailingBytes+1))
 	if err != nil {
 		return fmt.Errorf("%w: truncated or corrupt archive: %v", ErrUnsafeArchive, err)
 	}
 	if n > maxTrailingBytes {
 		return fmt.Errorf("%w: data after the end of the tar stream", ErrUnsafeArchive)
 	}
-	return zr.Close()
+	return nil
+}
+
+// errInflated ends reading once a capReader's bound is passed.
+var errInflated = errors.New("inflated stream over its bound")
+
+// capReader reads at most left bytes of r. It reads one byte past the
+// bound to tell a stream that ends there from one that goes on: the first
+// sets nothing, the second sets over and fails every read.
+type capReader struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.over {
+		return 0, errInflated
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	if int64(n) > c.left {
+		c.over = true
+		return 0, errInflated
+	}
+	c.left -= int64(n)
+	return n, err
 }
 
 // dirCount counts the directories an unpack creates: those entries name
