@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"svc/ui"
+	"svc/ui/release"
 )
 
 // testKillSwitches opens a worker with every kill switch off: their
@@ -79,7 +80,7 @@ func testTemplatesMatchGo(t *testing.T, p *page) {
 	inputs := []string{"plain", "a/b c", "100%", "ü€😀", "?&=#+", "!'()*~._-", "{row.x}", ""}
 	var got []string
 	in, _ := json.Marshal(inputs)
-	jsonOf(t, p, fmt.Sprintf(`import(%q).then((m) => %s.map(m.percentEncode))`, ui.AssetsPath(ui.EmbeddedTag)+"/render.js", in), &got)
+	jsonOf(t, p, fmt.Sprintf(`import(%q).then((m) => %s.map(m.percentEncode))`, release.AssetsPath(ui.EmbeddedTag)+"/render.js", in), &got)
 	for i, s := range inputs {
 		if want := ui.PercentEncode(s); i >= len(got) || got[i] != want {
 			t.Errorf("percentEncode(%q) in the browser = %q, want %q as ui.PercentEncode", s, got, want)
@@ -107,7 +108,7 @@ func testTemplatesMatchGo(t *testing.T, p *page) {
 		want, ok := tpl.ExpandURL(ui.Values{Value: c.Value, Row: c.Row, Bases: c.Bases})
 		arg, _ := json.Marshal(c)
 		var js *string
-		jsonOf(t, p, fmt.Sprintf(`import(%q).then((m) => { const c = %s; return m.expand(c.tpl, {value: c.value, row: c.row, bases: c.bases}, true); })`, ui.AssetsPath(ui.EmbeddedTag)+"/render.js", arg), &js)
+		jsonOf(t, p, fmt.Sprintf(`import(%q).then((m) => { const c = %s; return m.expand(c.tpl, {value: c.value, row: c.row, bases: c.bases}, true); })`, release.AssetsPath(ui.EmbeddedTag)+"/render.js", arg), &js)
 		switch {
 		case !ok && js != nil:
 			t.Errorf("expand(%q) in the browser = %q, want unresolved as in Go", c.Tpl, *js)

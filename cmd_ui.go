@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"svc/ui"
+	"svc/ui/release"
 	"svc/worker/config"
 )
 
@@ -21,7 +21,7 @@ func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		switch a := args[0]; {
 		case a == "-config" || a == "--config":
 			if len(args) < 2 {
-				return fmt.Errorf("%w: -config needs a file", ui.ErrUsage)
+				return fmt.Errorf("%w: -config needs a file", release.ErrUsage)
 			}
 			path, args = args[1], args[2:]
 		case strings.HasPrefix(a, "-config=") || strings.HasPrefix(a, "--config="):
@@ -29,21 +29,21 @@ func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			args = args[1:]
 		}
 	}
-	var d ui.CLIDefaults
+	var d release.CLIDefaults
 	if path != "" {
 		cfg, err := config.LoadFile(path)
 		if err != nil {
 			return err
 		}
 		r := cfg.UI.Release
-		d = ui.CLIDefaults{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir}
+		d = release.CLIDefaults{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir}
 	}
-	return ui.RunCLI(ctx, args, stdout, stderr, d)
+	return release.RunCLI(ctx, args, stdout, stderr, d)
 }
 
 // uiExitCode maps a `svc ui` error to the exit code: 2 for a usage error.
 func uiExitCode(err error) int {
-	if errors.Is(err, ui.ErrUsage) {
+	if errors.Is(err, release.ErrUsage) {
 		return 2
 	}
 	return 1

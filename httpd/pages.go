@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"svc/ui"
+	"svc/ui/release"
 )
 
 // Page serving and the page token flow. The token gate (requireToken)
@@ -40,12 +41,12 @@ func (s *UIServer) pageGate(next http.Handler) http.Handler {
 		switch {
 		case s.bundle == nil || !isPagePath(r.URL.Path):
 			next.ServeHTTP(w, r)
-		case ui.IsAssetPath(r.URL.Path):
+		case release.IsAssetPath(r.URL.Path):
 			s.page(w, r)
 		case check.matches(uiToken(r)):
 			next.ServeHTTP(w, r)
 		default:
-			ui.WriteSignIn(w, r, s.bundleTag(), uiToken(r) != "")
+			release.WriteSignIn(w, r, s.bundleTag(), uiToken(r) != "")
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"svc/ui"
+	"svc/ui/release"
 	"svc/worker/config"
 )
 
@@ -24,7 +25,7 @@ func TestPageTokenFlow(t *testing.T) {
 	cfg.Handler.UIPages = []ui.Page{{Slug: "orders", Title: "Orders", Widgets: []ui.Widget{
 		{Title: "Tasks", View: ui.ViewStat, Source: ui.Source{Kind: ui.SourceMetrics, Metric: "svc_tasks_total"}}}}}
 	s := startStack(t, withSite(cfg))
-	assets := ui.AssetsPath(ui.EmbeddedTag)
+	assets := release.AssetsPath(ui.EmbeddedTag)
 
 	cases := []struct {
 		name, path string

@@ -28,7 +28,7 @@ type UIDeps struct {
 	App      *worker.App
 	Gatherer prometheus.Gatherer
 	Log      *slog.Logger
-	// Bundle serves the SPA (a *ui.Site); nil means no bundle is cached
+	// Bundle serves the SPA (a *release.Site); nil means no bundle is cached
 	// (pages answer 503). A Tag() string method, when present, names the
 	// release served in identity and the sign-in page.
 	Bundle http.Handler

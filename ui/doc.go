@@ -1,9 +1,13 @@
-// Package ui is everything the worker needs for its browser UI that is not
-// an HTTP route of its own: the declared-pages and probe-details models with
-// their validation, link templates, the SPA bundle (embedded, packed as a
-// release tarball, fetched into a per-host cache) and the page handler that
-// serves a bundle. It uses the standard library only and never imports the
-// worker or the HTTP server.
+// Package ui holds the browser UI's models and its source: the
+// declared-pages and probe-details models with their validation, link
+// templates and link bases, and the SPA bundle embedded from web/ with its
+// release tag (EmbeddedTag, Embedded, CheckTag). It uses the standard
+// library only and never imports the worker or the HTTP server; the worker
+// imports it for these types.
+//
+// Releasing and serving a bundle (pack, fetch, verify, unpack, the per-host
+// cache, the page handler, the sign-in page and the `svc ui` command) is
+// package ui/release.
 //
 // # Declaring pages and probe details in TOML
 //
@@ -43,8 +47,8 @@
 // # The SPA (web/)
 //
 // web/index.html is the shell of every page, web/404.html the not-found
-// page; both name their files under %SVC_ASSETS% (the versioned
-// /assets/<tag>). web/assets holds plain ES modules and CSS, no build step:
+// page; both name their files under %SVC_ASSETS%, which ui/release
+// replaces with the versioned /assets/<tag> when serving. web/assets holds plain ES modules and CSS, no build step:
 // app.js (router, nav, token flow), api.js (token, JSON, NDJSON, /ws URLs),
 // dom.js (elements, times, formats), render.js (templates, badges, custom
 // renderers, tables, detail panels), socket.js (/ws with per-frame

@@ -26,23 +26,23 @@ func (p Problem) String() string {
 	return p.Where + " " + p.Field + ": " + p.Message
 }
 
-// UIPagesConfigError lists every problem of a ui_pages declaration. The
+// PagesError lists every problem of a ui_pages declaration. The
 // worker refuses to start with it.
-type UIPagesConfigError struct {
+type PagesError struct {
 	Problems []Problem
 }
 
 // Error lists every problem, one per line.
-func (e *UIPagesConfigError) Error() string { return joinProblems("ui pages", e.Problems) }
+func (e *PagesError) Error() string { return joinProblems("ui pages", e.Problems) }
 
-// ProbeDetailsConfigError lists every problem of a probe_details
+// ProbeDetailsError lists every problem of a probe_details
 // declaration. The worker refuses to start with it.
-type ProbeDetailsConfigError struct {
+type ProbeDetailsError struct {
 	Problems []Problem
 }
 
 // Error lists every problem, one per line.
-func (e *ProbeDetailsConfigError) Error() string { return joinProblems("probe details", e.Problems) }
+func (e *ProbeDetailsError) Error() string { return joinProblems("probe details", e.Problems) }
 
 func joinProblems(what string, ps []Problem) string {
 	var b strings.Builder

@@ -8,7 +8,7 @@ import (
 
 var slugPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 
-// ValidatePages checks declared pages and returns a *UIPagesConfigError
+// ValidatePages checks declared pages and returns a *PagesError
 // listing every problem, or nil. Unknown views and source kinds pass: the
 // pairing rules apply only to the ones this package knows. Validate before
 // NormalizePages (an explicit source limit of 0 is an error, an omitted one
@@ -39,7 +39,7 @@ func ValidatePages(pages []Page) error {
 			checkWidget(c, fmt.Sprintf("widgets[%d]", j), w)
 		}
 	}
-	return asError(ps, func(ps []Problem) *UIPagesConfigError { return &UIPagesConfigError{Problems: ps} })
+	return asError(ps, func(ps []Problem) *PagesError { return &PagesError{Problems: ps} })
 }
 
 // viewRules is the pairing table of the widget views this package knows.

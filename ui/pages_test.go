@@ -24,16 +24,16 @@ func onePage(ws ...Widget) []Page {
 	return []Page{{Slug: "orders", Title: "Orders", Widgets: ws}}
 }
 
-// problemsOf returns the problems of a *UIPagesConfigError, failing the
+// problemsOf returns the problems of a *PagesError, failing the
 // test for any other error.
 func pageProblems(t *testing.T, err error) []Problem {
 	t.Helper()
 	if err == nil {
 		return nil
 	}
-	var pe *UIPagesConfigError
+	var pe *PagesError
 	if !errors.As(err, &pe) {
-		t.Fatalf("error %T %v, want *UIPagesConfigError", err, err)
+		t.Fatalf("error %T %v, want *PagesError", err, err)
 	}
 	return pe.Problems
 }
@@ -67,7 +67,7 @@ func TestValidatePagesAcceptsEveryView(t *testing.T) {
 	}
 }
 
-// One case per UIPagesConfigError condition, plus the source rules.
+// One case per PagesError condition, plus the source rules.
 func TestValidatePagesRejects(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

@@ -18,7 +18,7 @@ var probeViews = map[string]bool{
 var elementViews = map[string]bool{ViewString: true, ViewKeyValue: true, ViewTable: true, ViewLinks: true, ViewCustom: true}
 
 // ValidateProbeDetails checks a probe-details declaration and returns a
-// *ProbeDetailsConfigError listing every problem, or nil. A view it does not
+// *ProbeDetailsError listing every problem, or nil. A view it does not
 // know passes with the checks that do not depend on the view.
 func ValidateProbeDetails(d ProbeDetails) error {
 	var ps []Problem
@@ -37,7 +37,7 @@ func ValidateProbeDetails(d ProbeDetails) error {
 		}
 		checkProbeField(c, f)
 	}
-	return asError(ps, func(ps []Problem) *ProbeDetailsConfigError { return &ProbeDetailsConfigError{Problems: ps} })
+	return asError(ps, func(ps []Problem) *ProbeDetailsError { return &ProbeDetailsError{Problems: ps} })
 }
 
 func checkProbeField(c collector, f ProbeField) {

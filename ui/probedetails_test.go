@@ -25,9 +25,9 @@ func probeProblems(t *testing.T, err error) []Problem {
 	if err == nil {
 		return nil
 	}
-	var pe *ProbeDetailsConfigError
+	var pe *ProbeDetailsError
 	if !errors.As(err, &pe) {
-		t.Fatalf("error %T %v, want *ProbeDetailsConfigError", err, err)
+		t.Fatalf("error %T %v, want *ProbeDetailsError", err, err)
 	}
 	return pe.Problems
 }
@@ -48,7 +48,7 @@ func TestValidateProbeDetailsAcceptsEveryView(t *testing.T) {
 	}
 }
 
-// One case per ProbeDetailsConfigError condition.
+// One case per ProbeDetailsError condition.
 func TestValidateProbeDetailsRejects(t *testing.T) {
 	t.Parallel()
 	with := func(f func(*ProbeField)) ProbeDetails {

@@ -30,7 +30,9 @@
 // Elsewhere: httpd/ serves the UI server (API, /ws, probes), the HTTP
 // ingress and the metrics exporter; kafkaread/ is the read-only Kafka view
 // (kafkaread/kconn builds every Kafka client's connection); recorder/ is
-// the SQLite flight recorder; ui/ the browser UI bundle.
+// the SQLite flight recorder; ui/ the browser UI source and the declared
+// pages and probe-details models (the only part of ui the worker imports);
+// ui/release packs, fetches, caches and serves UI releases.
 //
 // # Data flow: Kafka
 //

@@ -8,14 +8,14 @@ import (
 
 // UIPager is an optional handler hook: the UI pages the handler declares,
 // routed at /p/<slug> after the built-in pages. It is called once, by New;
-// an invalid declaration stops the worker with *ui.UIPagesConfigError.
+// an invalid declaration stops the worker with *ui.PagesError.
 type UIPager interface {
 	UIPages() []ui.Page
 }
 
 // ProbeDetailer is an optional handler hook: how the Debug page renders
 // the JSON a probe's executor prints on stdout. It is called once, by New;
-// an invalid declaration stops the worker with *ui.ProbeDetailsConfigError.
+// an invalid declaration stops the worker with *ui.ProbeDetailsError.
 type ProbeDetailer interface {
 	ProbeDetails() ui.ProbeDetails
 }

@@ -94,15 +94,15 @@ func TestInvalidDeclarationsStopTheWorker(t *testing.T) {
 	t.Parallel()
 	badPages := declaring{pages: []ui.Page{{Slug: "Bad"}}}
 	_, err := New(kafkaConfig(t, true, nil), Deps{Handler: badPages, Runner: okRunner(), Sinks: noSinks{}})
-	var pe *ui.UIPagesConfigError
+	var pe *ui.PagesError
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "slug") {
-		t.Errorf("New(bad pages) = %v, want *ui.UIPagesConfigError naming the slug", err)
+		t.Errorf("New(bad pages) = %v, want *ui.PagesError naming the slug", err)
 	}
 	badDetails := declaring{details: ui.ProbeDetails{Fields: []ui.ProbeField{{Name: "x", View: "custom"}}}}
 	_, err = New(kafkaConfig(t, true, nil), Deps{Handler: badDetails, Runner: okRunner(), Sinks: noSinks{}})
-	var de *ui.ProbeDetailsConfigError
+	var de *ui.ProbeDetailsError
 	if !errors.As(err, &de) || !strings.Contains(err.Error(), "renderer") {
-		t.Errorf("New(bad details) = %v, want *ui.ProbeDetailsConfigError naming the renderer", err)
+		t.Errorf("New(bad details) = %v, want *ui.ProbeDetailsError naming the renderer", err)
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 	"svc/httpd"
 	"svc/kafkaread"
 	"svc/recorder"
-	"svc/ui"
+	"svc/ui/release"
 	"svc/worker"
 	"svc/worker/cache"
 	"svc/worker/config"
@@ -74,7 +74,7 @@ type Worker struct {
 	Recorder   *recorder.Recorder
 	Reader     *kafkaread.Reader
 	Redrive    *redrive.Redriver
-	Site       *ui.Site
+	Site       *release.Site
 	UI         *httpd.UIServer
 	Exchange   *cache.Exchange
 	Metrics    *httpd.MetricsServer

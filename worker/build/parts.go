@@ -10,7 +10,7 @@ import (
 
 	"svc/httpd"
 	"svc/recorder"
-	"svc/ui"
+	"svc/ui/release"
 	"svc/worker"
 	"svc/worker/cache"
 	"svc/worker/config"
@@ -114,15 +114,15 @@ func newMonitors(cfg *config.Config, events *worker.Events, pool worker.PoolStat
 // anything else is fetched in the background by Site.Run while pages
 // answer 503. peers lists the fleet's other workers (their UI origins)
 // that Live pages may connect to.
-func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *slog.Logger) (*ui.Site, error) {
+func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *slog.Logger) (*release.Site, error) {
 	var slugs []string
 	for _, p := range app.UIPages() {
 		slugs = append(slugs, p.Slug)
 	}
 	r := cfg.UI.Release
-	site, err := ui.NewSite(ui.SiteOptions{
-		Release:     ui.FetchOptions{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir},
-		Pages:       ui.PagesOptions{Slugs: slugs, ConnectSources: peers},
+	site, err := release.NewSite(release.SiteOptions{
+		Fetch:       release.FetchOptions{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir},
+		Pages:       release.PagesOptions{Slugs: slugs, ConnectSources: peers},
 		Unavailable: httpd.BundleUnavailable(r.Version),
 		Logger:      log.With("component", "ui_bundle"),
 	})

@@ -285,16 +285,16 @@ func (c *Config) validateExecutorMode(p *problems) {
 // details; each problem names its key under handler.ui_pages or
 // handler.probe_details and the error type a Go handler would get.
 func (c *Config) validateUIDeclarations(p *problems) {
-	var pe *ui.UIPagesConfigError
+	var pe *ui.PagesError
 	if err := ui.ValidatePages(c.Handler.UIPages); errors.As(err, &pe) {
 		for _, pr := range pe.Problems {
-			*p = append(*p, declProblem("handler.ui_pages", "pages", "UIPagesConfigError", pr))
+			*p = append(*p, declProblem("handler.ui_pages", "pages", "ui.PagesError", pr))
 		}
 	}
-	var de *ui.ProbeDetailsConfigError
+	var de *ui.ProbeDetailsError
 	if err := ui.ValidateProbeDetails(c.Handler.ProbeDetails); errors.As(err, &de) {
 		for _, pr := range de.Problems {
-			*p = append(*p, declProblem("handler.probe_details.fields", "fields", "ProbeDetailsConfigError", pr))
+			*p = append(*p, declProblem("handler.probe_details.fields", "fields", "ui.ProbeDetailsError", pr))
 		}
 	}
 }

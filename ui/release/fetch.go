@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"svc/ui"
 )
 
 // DefaultFetchTimeout bounds each request of a fetch, body included.
@@ -73,7 +75,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 // archive is verified against its .sha256, unpacked with the archive
 // checks, and published atomically; on any error the cache is unchanged.
 func Fetch(ctx context.Context, opts FetchOptions) (string, error) {
-	if err := CheckTag(opts.Tag); err != nil {
+	if err := ui.CheckTag(opts.Tag); err != nil {
 		return "", err
 	}
 	cacheDir := opts.CacheDir

@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"archive/tar"

@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"svc/ui"
 )
 
 // events records log messages and signals each one on a channel.
@@ -51,21 +53,21 @@ func TestSiteServesEmbeddedTagAndStagesIt(t *testing.T) {
 	t.Parallel()
 	cache := t.TempDir()
 	ev := newEvents()
-	s, err := NewSite(SiteOptions{Release: FetchOptions{CacheDir: cache, Repo: "http://127.0.0.1:1/unreachable"}, Unavailable: unavailable, Logger: slog.New(ev)})
+	s, err := NewSite(SiteOptions{Fetch: FetchOptions{CacheDir: cache, Repo: "http://127.0.0.1:1/unreachable"}, Unavailable: unavailable, Logger: slog.New(ev)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := serve(s, "GET", "/"); w.Code != 200 || s.Tag() != EmbeddedTag {
+	if w := serve(s, "GET", "/"); w.Code != 200 || s.Tag() != ui.EmbeddedTag {
 		t.Fatalf("GET / before Run = %d, tag %q; want 200 from the embedded copy", w.Code, s.Tag())
 	}
 	if err := s.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := CachedDir(cache, EmbeddedTag); !ok || !ev.has("ui_bundle_staged") {
+	if _, ok := CachedDir(cache, ui.EmbeddedTag); !ok || !ev.has("ui_bundle_staged") {
 		t.Errorf("after Run: cached %v, events %v; want the embedded copy staged", ok, ev.msgs)
 	}
 	// The next start loads it from the cache.
-	again, err := NewSite(SiteOptions{Release: FetchOptions{CacheDir: cache}, Unavailable: unavailable})
+	again, err := NewSite(SiteOptions{Fetch: FetchOptions{CacheDir: cache}, Unavailable: unavailable})
 	if err != nil || serve(again, "GET", "/debug").Code != 200 {
 		t.Fatalf("second NewSite = %v", err)
 	}
@@ -78,7 +80,7 @@ func TestSiteFetchesInTheBackground(t *testing.T) {
 	m := newMirror(t)
 	ev := newEvents()
 	s, err := NewSite(SiteOptions{
-		Release:     FetchOptions{Repo: m.repo(), Tag: "v2.1.0", CacheDir: t.TempDir()},
+		Fetch:       FetchOptions{Repo: m.repo(), Tag: "v2.1.0", CacheDir: t.TempDir()},
 		Pages:       PagesOptions{Slugs: []string{"orders"}},
 		Unavailable: unavailable, Logger: slog.New(ev),
 	})
@@ -111,7 +113,7 @@ func TestSiteFetchesInTheBackground(t *testing.T) {
 func TestSiteWithoutRepoStaysAPIOnly(t *testing.T) {
 	t.Parallel()
 	ev := newEvents()
-	s, err := NewSite(SiteOptions{Release: FetchOptions{Tag: "v2.2.0", CacheDir: t.TempDir()}, Unavailable: unavailable, Logger: slog.New(ev)})
+	s, err := NewSite(SiteOptions{Fetch: FetchOptions{Tag: "v2.2.0", CacheDir: t.TempDir()}, Unavailable: unavailable, Logger: slog.New(ev)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +129,7 @@ func TestSiteRunStopsWithItsContext(t *testing.T) {
 	t.Parallel()
 	m := newMirror(t) // never has the release
 	ev := newEvents()
-	s, err := NewSite(SiteOptions{Release: FetchOptions{Repo: m.repo(), Tag: "v2.3.0", CacheDir: t.TempDir()}, Unavailable: unavailable, Logger: slog.New(ev)})
+	s, err := NewSite(SiteOptions{Fetch: FetchOptions{Repo: m.repo(), Tag: "v2.3.0", CacheDir: t.TempDir()}, Unavailable: unavailable, Logger: slog.New(ev)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +155,7 @@ func TestSiteDamagedCache(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "VERSION"), []byte("v2.4.0\n"), 0o600)
 	os.Symlink("/etc/passwd", filepath.Join(dir, "assets", "x"))
 	ev := newEvents()
-	s, err := NewSite(SiteOptions{Release: FetchOptions{Tag: "v2.4.0", CacheDir: cache}, Unavailable: unavailable, Logger: slog.New(ev)})
+	s, err := NewSite(SiteOptions{Fetch: FetchOptions{Tag: "v2.4.0", CacheDir: cache}, Unavailable: unavailable, Logger: slog.New(ev)})
 	if err != nil {
 		t.Fatalf("NewSite with a damaged cache = %v, want it to start", err)
 	}
@@ -164,10 +166,10 @@ func TestSiteDamagedCache(t *testing.T) {
 
 func TestNewSiteRefusesBadOptions(t *testing.T) {
 	t.Parallel()
-	if _, err := NewSite(SiteOptions{Release: FetchOptions{Tag: "main"}, Unavailable: unavailable}); err == nil || !strings.Contains(err.Error(), "vX.Y.Z") {
+	if _, err := NewSite(SiteOptions{Fetch: FetchOptions{Tag: "main"}, Unavailable: unavailable}); err == nil || !strings.Contains(err.Error(), "vX.Y.Z") {
 		t.Errorf("NewSite(tag main) = %v, want a tag error", err)
 	}
-	if _, err := NewSite(SiteOptions{Release: FetchOptions{CacheDir: t.TempDir()}}); err == nil {
+	if _, err := NewSite(SiteOptions{Fetch: FetchOptions{CacheDir: t.TempDir()}}); err == nil {
 		t.Errorf("NewSite without Unavailable = nil error")
 	}
 }

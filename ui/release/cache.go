@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"svc/ui"
 )
 
 // The per-host cache holds one directory per release tag, <cache>/<tag>,
@@ -55,7 +57,7 @@ func writableDir(dir string) bool {
 // tag is there.
 func CachedDir(cacheDir, tag string) (string, bool) {
 	dir := filepath.Join(cacheDir, tag)
-	if CheckTag(tag) != nil {
+	if ui.CheckTag(tag) != nil {
 		return dir, false
 	}
 	return dir, checkBundleDir(dir, tag) == nil
@@ -143,15 +145,15 @@ func sweepStale(cacheDir string) {
 	}
 }
 
-// StageEmbedded unpacks the embedded bundle into <cacheDir>/<EmbeddedTag>
+// StageEmbedded unpacks the embedded bundle into <cacheDir>/<ui.EmbeddedTag>
 // (a no-op when it is there) and returns that directory. It goes through
 // the same archive checks as a fetched release.
 func StageEmbedded(cacheDir string) (string, error) {
 	var buf bytes.Buffer
-	if err := writeArchive(&buf, Embedded(), EmbeddedTag); err != nil {
+	if err := writeArchive(&buf, ui.Embedded(), ui.EmbeddedTag); err != nil {
 		return "", fmt.Errorf("stage embedded ui bundle: %w", err)
 	}
-	dir, err := install(cacheDir, EmbeddedTag, func(tmp string) error {
+	dir, err := install(cacheDir, ui.EmbeddedTag, func(tmp string) error {
 		return unpackArchive(&buf, tmp)
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"archive/tar"
@@ -42,6 +42,8 @@ func TestFetchRefusesHostileArchives(t *testing.T) {
 		{name: "truncated gzip", archive: valid[:len(valid)-10], want: "truncated or corrupt archive"},
 		{name: "truncated mid-tar", archive: valid[:len(valid)/2], want: "truncated or corrupt archive"},
 		{name: "not gzip", archive: []byte("PK\x03\x04 a zip file"), want: "not a gzip stream"},
+		{name: "directories implied by a file path", archive: deepPathArchive(t, tag, MaxArchiveDirs+1), want: "more than 256 directories"},
+		{name: "explicit directories", archive: buildArchive(t, bundleEntries(tag, explicitDirs(MaxArchiveDirs)...)), want: "more than 256 directories"},
 		{name: "duplicate entry", archive: buildArchive(t, bundleEntries(tag, entry{name: "index.html", body: []byte("again")})), want: "appears twice"},
 	}
 	for _, tc := range cases {

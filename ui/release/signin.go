@@ -1,9 +1,11 @@
-package ui
+package release
 
 import (
 	"bytes"
 	"html/template"
 	"net/http"
+
+	"svc/ui"
 )
 
 // signInTemplate works without JavaScript: a GET form whose token field
@@ -46,7 +48,7 @@ func SignInPage(tag string, failed bool) []byte {
 		Assets string
 		Failed bool
 	}{Failed: failed}
-	if CheckTag(tag) == nil {
+	if ui.CheckTag(tag) == nil {
 		data.Assets = AssetsPath(tag)
 	}
 	var b bytes.Buffer

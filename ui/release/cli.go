@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"svc/ui"
 )
 
 // ErrUsage marks a command line that could not be understood; main exits 2.
@@ -16,7 +18,7 @@ var ErrUsage = errors.New("usage")
 // CLIDefaults are the values the config file gives `svc ui` commands.
 type CLIDefaults struct {
 	Repo       string       // ui.release.repo
-	Tag        string       // ui.release.version; "" means EmbeddedTag
+	Tag        string       // ui.release.version; "" means ui.EmbeddedTag
 	CacheDir   string       // ui.release.cache_dir; "" means DefaultCacheDir()
 	HTTPClient *http.Client // nil means NewHTTPClient()
 }
@@ -35,7 +37,7 @@ const cliUsage = `usage:
 // Usage errors wrap ErrUsage.
 func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, d CLIDefaults) error {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, cliUsage, EmbeddedTag)
+		fmt.Fprintf(stderr, cliUsage, ui.EmbeddedTag)
 		return fmt.Errorf("%w: svc ui needs a command: pack or fetch", ErrUsage)
 	}
 	switch args[0] {
@@ -44,10 +46,10 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, d CLID
 	case "fetch":
 		return runFetch(ctx, args[1:], stdout, stderr, d)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprintf(stdout, cliUsage, EmbeddedTag)
+		fmt.Fprintf(stdout, cliUsage, ui.EmbeddedTag)
 		return nil
 	}
-	fmt.Fprintf(stderr, cliUsage, EmbeddedTag)
+	fmt.Fprintf(stderr, cliUsage, ui.EmbeddedTag)
 	return fmt.Errorf("%w: unknown svc ui command %q", ErrUsage, args[0])
 }
 
@@ -68,13 +70,13 @@ func defaultTag(d CLIDefaults) string {
 	if d.Tag != "" {
 		return d.Tag
 	}
-	return EmbeddedTag
+	return ui.EmbeddedTag
 }
 
 func runPack(args []string, stdout, stderr io.Writer, d CLIDefaults) error {
 	flags := flag.NewFlagSet("svc ui pack", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	tag := flags.String("version", EmbeddedTag, "release tag to pack (must be the embedded one)")
+	tag := flags.String("version", ui.EmbeddedTag, "release tag to pack (must be the embedded one)")
 	out := flags.String("out", "", "directory to write the archive and its checksum into")
 	if err := parseFlags(flags, args); err != nil {
 		return err
@@ -100,7 +102,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer, d CL
 	if err := parseFlags(flags, args); err != nil {
 		return err
 	}
-	if err := CheckTag(*tag); err != nil {
+	if err := ui.CheckTag(*tag); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	if *timeout <= 0 || *timeout > time.Hour {
@@ -113,7 +115,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer, d CL
 		fmt.Fprintf(stdout, "%s is already cached in %s\n", *tag, dir)
 		return nil
 	}
-	if *tag == EmbeddedTag {
+	if *tag == ui.EmbeddedTag {
 		dir, err := StageEmbedded(*cacheDir)
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"svc/ui"
 )
 
 // TestFetchChildProcess is the child half of TestConcurrentFetchFromTwo
@@ -21,7 +23,7 @@ func TestFetchChildProcess(t *testing.T) {
 		t.Skip("run by TestConcurrentFetchFromTwoProcesses")
 	}
 	dir, err := Fetch(context.Background(), FetchOptions{
-		Repo: os.Getenv("SVC_UI_REPO"), Tag: EmbeddedTag, CacheDir: os.Getenv("SVC_UI_CACHE"),
+		Repo: os.Getenv("SVC_UI_REPO"), Tag: ui.EmbeddedTag, CacheDir: os.Getenv("SVC_UI_CACHE"),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fetch:", err)
@@ -39,8 +41,8 @@ func TestConcurrentFetchFromTwoProcesses(t *testing.T) {
 	}
 	t.Parallel()
 	m := newMirror(t)
-	m.release(EmbeddedTag, packedEmbedded(t))
-	archivePath := "/releases/" + EmbeddedTag + "/" + ArchiveName(EmbeddedTag)
+	m.release(ui.EmbeddedTag, packedEmbedded(t))
+	archivePath := "/releases/" + ui.EmbeddedTag + "/" + ArchiveName(ui.EmbeddedTag)
 	var mu sync.Mutex
 	arrived := 0
 	both := make(chan struct{})
@@ -85,21 +87,21 @@ func TestConcurrentFetchFromTwoProcesses(t *testing.T) {
 			}
 		}
 	}
-	want := filepath.Join(cache, EmbeddedTag)
+	want := filepath.Join(cache, ui.EmbeddedTag)
 	if dirs[0] != want || dirs[1] != want {
 		t.Fatalf("children fetched into %q and %q, want both %q", dirs[0], dirs[1], want)
 	}
 	if n := m.hitCount(archivePath); n != 2 {
 		t.Errorf("archive downloaded %d times, want 2 (both children raced)", n)
 	}
-	assertSameTree(t, Embedded(), want, EmbeddedTag)
+	assertSameTree(t, ui.Embedded(), want, ui.EmbeddedTag)
 	entries, _ := os.ReadDir(cache)
 	if len(entries) != 1 {
 		var names []string
 		for _, e := range entries {
 			names = append(names, e.Name())
 		}
-		t.Errorf("cache holds %v, want only %s (no temporary leftovers)", names, EmbeddedTag)
+		t.Errorf("cache holds %v, want only %s (no temporary leftovers)", names, ui.EmbeddedTag)
 	}
 }
 
@@ -112,7 +114,7 @@ func TestConcurrentStageEmbedded(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			dir, err := StageEmbedded(cache)
-			if err == nil && dir != filepath.Join(cache, EmbeddedTag) {
+			if err == nil && dir != filepath.Join(cache, ui.EmbeddedTag) {
 				err = fmt.Errorf("staged into %s", dir)
 			}
 			errs <- err
@@ -125,7 +127,7 @@ func TestConcurrentStageEmbedded(t *testing.T) {
 			t.Errorf("StageEmbedded: %v", err)
 		}
 	}
-	assertSameTree(t, Embedded(), filepath.Join(cache, EmbeddedTag), EmbeddedTag)
+	assertSameTree(t, ui.Embedded(), filepath.Join(cache, ui.EmbeddedTag), ui.EmbeddedTag)
 	if entries, _ := os.ReadDir(cache); len(entries) != 1 {
 		t.Errorf("cache holds %d entries, want 1", len(entries))
 	}
@@ -137,11 +139,11 @@ func TestInstallLosingTheRaceReusesTheWinner(t *testing.T) {
 	t.Parallel()
 	cache := t.TempDir()
 	var archive bytes.Buffer
-	if err := writeArchive(&archive, Embedded(), EmbeddedTag); err != nil {
+	if err := writeArchive(&archive, ui.Embedded(), ui.EmbeddedTag); err != nil {
 		t.Fatal(err)
 	}
 	var winner string
-	dir, err := install(cache, EmbeddedTag, func(tmp string) error {
+	dir, err := install(cache, ui.EmbeddedTag, func(tmp string) error {
 		var err error
 		if winner, err = StageEmbedded(cache); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"archive/tar"
@@ -11,20 +11,22 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"svc/ui"
 )
 
 func TestPackIsReproducible(t *testing.T) {
 	t.Parallel()
 	a, b := t.TempDir(), t.TempDir()
-	tarA, sumA, err := Pack(EmbeddedTag, a)
+	tarA, sumA, err := Pack(ui.EmbeddedTag, a)
 	if err != nil {
 		t.Fatalf("Pack: %v", err)
 	}
-	tarB, sumB, err := Pack(EmbeddedTag, filepath.Join(b, "new", "dir"))
+	tarB, sumB, err := Pack(ui.EmbeddedTag, filepath.Join(b, "new", "dir"))
 	if err != nil {
 		t.Fatalf("Pack into a new dir: %v", err)
 	}
-	if filepath.Base(tarA) != "svc-ui-"+EmbeddedTag+".tar.gz" || sumA != tarA+".sha256" {
+	if filepath.Base(tarA) != "svc-ui-"+ui.EmbeddedTag+".tar.gz" || sumA != tarA+".sha256" {
 		t.Errorf("Pack paths = %s, %s", tarA, sumA)
 	}
 	for _, pair := range [][2]string{{tarA, tarB}, {sumA, sumB}} {
@@ -68,7 +70,7 @@ func TestPackIsReproducible(t *testing.T) {
 	}
 	// Every embedded file and directory plus VERSION, sorted by name.
 	wantNames := []string{"VERSION"}
-	_ = fs.WalkDir(Embedded(), ".", func(p string, d fs.DirEntry, err error) error {
+	_ = fs.WalkDir(ui.Embedded(), ".", func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil || p == ".":
 		case d.IsDir():
@@ -101,11 +103,11 @@ func TestStageEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("StageEmbedded: %v", err)
 	}
-	if dir != filepath.Join(cache, EmbeddedTag) {
-		t.Errorf("StageEmbedded = %s, want <cache>/%s", dir, EmbeddedTag)
+	if dir != filepath.Join(cache, ui.EmbeddedTag) {
+		t.Errorf("StageEmbedded = %s, want <cache>/%s", dir, ui.EmbeddedTag)
 	}
-	assertSameTree(t, Embedded(), dir, EmbeddedTag)
-	if _, ok := CachedDir(cache, EmbeddedTag); !ok {
+	assertSameTree(t, ui.Embedded(), dir, ui.EmbeddedTag)
+	if _, ok := CachedDir(cache, ui.EmbeddedTag); !ok {
 		t.Errorf("CachedDir after staging = false")
 	}
 	// Staging again keeps the published copy.
@@ -120,17 +122,5 @@ func TestStageEmbedded(t *testing.T) {
 	entries, _ := os.ReadDir(cache)
 	if len(entries) != 1 {
 		t.Errorf("cache holds %d entries, want only the tag", len(entries))
-	}
-}
-
-func TestCheckTag(t *testing.T) {
-	t.Parallel()
-	for tag, ok := range map[string]bool{
-		"v1.0.0": true, "v10.20.300": true, "v0.0.1": true,
-		"1.0.0": false, "v1.0": false, "v1.0.0-rc1": false, "v1.0.0/../x": false, "V1.0.0": false, "": false, "v1.0.0\n": false,
-	} {
-		if err := CheckTag(tag); (err == nil) != ok {
-			t.Errorf("CheckTag(%q) = %v, want ok=%v", tag, err, ok)
-		}
 	}
 }

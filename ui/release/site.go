@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"svc/ui"
 )
 
 // Retry delays of a background fetch that failed: doubling, capped.
@@ -19,9 +21,10 @@ const (
 
 // SiteOptions configure a Site.
 type SiteOptions struct {
-	// Release names the bundle: Tag "" means EmbeddedTag, CacheDir ""
-	// means DefaultCacheDir(); Repo, HTTPClient and Timeout as for Fetch.
-	Release FetchOptions
+	// Fetch names the release to serve and where it comes from: Tag ""
+	// means ui.EmbeddedTag, CacheDir "" means DefaultCacheDir(); Repo,
+	// HTTPClient and Timeout as for Fetch.
+	Fetch FetchOptions
 	// Pages tune the handler once a bundle is loaded.
 	Pages PagesOptions
 	// Unavailable answers page requests while no bundle is loaded (the
@@ -33,7 +36,7 @@ type SiteOptions struct {
 
 // Site is the pages handler of a worker: it serves the configured release
 // once one is loaded and Unavailable until then. A cached release (or the
-// embedded one, when the configured tag is EmbeddedTag) is loaded by
+// embedded one, when the configured tag is ui.EmbeddedTag) is loaded by
 // NewSite; otherwise Run fetches it in the background.
 type Site struct {
 	opts       SiteOptions
@@ -45,14 +48,14 @@ type Site struct {
 // NewSite checks the options and loads the release if it is already on
 // this host. It starts no goroutine and makes no request.
 func NewSite(opts SiteOptions) (*Site, error) {
-	if opts.Release.Tag == "" {
-		opts.Release.Tag = EmbeddedTag
+	if opts.Fetch.Tag == "" {
+		opts.Fetch.Tag = ui.EmbeddedTag
 	}
-	if err := CheckTag(opts.Release.Tag); err != nil {
+	if err := ui.CheckTag(opts.Fetch.Tag); err != nil {
 		return nil, err
 	}
-	if opts.Release.CacheDir == "" {
-		opts.Release.CacheDir = DefaultCacheDir()
+	if opts.Fetch.CacheDir == "" {
+		opts.Fetch.CacheDir = DefaultCacheDir()
 	}
 	if opts.Unavailable == nil {
 		return nil, errors.New("ui site: Unavailable handler is required")
@@ -61,8 +64,8 @@ func NewSite(opts SiteOptions) (*Site, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	tag := opts.Release.Tag
-	if dir, ok := CachedDir(opts.Release.CacheDir, tag); ok {
+	tag := opts.Fetch.Tag
+	if dir, ok := CachedDir(opts.Fetch.CacheDir, tag); ok {
 		err := s.load(dir, "cache")
 		if err == nil {
 			return s, nil
@@ -71,8 +74,8 @@ func NewSite(opts SiteOptions) (*Site, error) {
 		// serves the embedded copy) and the log says why.
 		s.log.Warn("ui_bundle_load_failed", "tag", tag, "dir", dir, "error", err)
 	}
-	if tag == EmbeddedTag {
-		p, err := NewPages(Embedded(), tag, opts.Pages)
+	if tag == ui.EmbeddedTag {
+		p, err := NewPages(ui.Embedded(), tag, opts.Pages)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +86,7 @@ func NewSite(opts SiteOptions) (*Site, error) {
 }
 
 func (s *Site) load(dir, from string) error {
-	p, err := NewPages(os.DirFS(dir), s.opts.Release.Tag, s.opts.Pages)
+	p, err := NewPages(os.DirFS(dir), s.opts.Fetch.Tag, s.opts.Pages)
 	if err != nil {
 		return err
 	}
@@ -98,11 +101,11 @@ func (s *Site) load(dir, from string) error {
 // returned: the worker stays API-only meanwhile. Run returns nil once
 // there is nothing left to do.
 func (s *Site) Run(ctx context.Context) error {
-	rel := s.opts.Release
+	rel := s.opts.Fetch
 	if _, ok := CachedDir(rel.CacheDir, rel.Tag); ok {
 		return nil
 	}
-	if rel.Tag == EmbeddedTag {
+	if rel.Tag == ui.EmbeddedTag {
 		if dir, err := StageEmbedded(rel.CacheDir); err != nil {
 			s.log.Warn("ui_bundle_stage_failed", "tag", rel.Tag, "cache_dir", rel.CacheDir, "error", err)
 		} else {

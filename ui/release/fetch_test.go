@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"net/http"
@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"svc/ui"
 )
 
 // packedEmbedded returns the embedded bundle as its release archive.
 func packedEmbedded(t *testing.T) []byte {
 	t.Helper()
-	tarPath, _, err := Pack(EmbeddedTag, t.TempDir())
+	tarPath, _, err := Pack(ui.EmbeddedTag, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,18 +30,18 @@ func packedEmbedded(t *testing.T) []byte {
 func TestPackFetchRoundTripAndOfflineReuse(t *testing.T) {
 	t.Parallel()
 	m := newMirror(t)
-	m.release(EmbeddedTag, packedEmbedded(t))
+	m.release(ui.EmbeddedTag, packedEmbedded(t))
 	cache := filepath.Join(t.TempDir(), "cache")
-	opts := FetchOptions{Repo: m.repo() + "/", Tag: EmbeddedTag, CacheDir: cache}
+	opts := FetchOptions{Repo: m.repo() + "/", Tag: ui.EmbeddedTag, CacheDir: cache}
 
 	dir, err := Fetch(t.Context(), opts)
 	if err != nil {
 		t.Fatalf("Fetch: %v", err)
 	}
-	if dir != filepath.Join(cache, EmbeddedTag) {
-		t.Errorf("Fetch = %s, want <cache>/%s", dir, EmbeddedTag)
+	if dir != filepath.Join(cache, ui.EmbeddedTag) {
+		t.Errorf("Fetch = %s, want <cache>/%s", dir, ui.EmbeddedTag)
 	}
-	assertSameTree(t, Embedded(), dir, EmbeddedTag)
+	assertSameTree(t, ui.Embedded(), dir, ui.EmbeddedTag)
 	if st, _ := os.Stat(cache); st.Mode().Perm() != 0o700 {
 		t.Errorf("cache dir mode %v, want 0700", st.Mode().Perm())
 	}
@@ -53,7 +55,7 @@ func TestPackFetchRoundTripAndOfflineReuse(t *testing.T) {
 	if err != nil || again != dir {
 		t.Fatalf("Fetch with the mirror stopped = %s, %v; want the cached %s", again, err, dir)
 	}
-	archive := "/releases/" + EmbeddedTag + "/" + ArchiveName(EmbeddedTag)
+	archive := "/releases/" + ui.EmbeddedTag + "/" + ArchiveName(ui.EmbeddedTag)
 	if n := m.hitCount(archive); n != 1 {
 		t.Errorf("archive fetched %d times, want 1 (a cached tag is never fetched again)", n)
 	}

@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"svc/ui"
 )
 
 func runCLI(t *testing.T, d CLIDefaults, args ...string) (string, string, error) {
@@ -19,28 +21,28 @@ func runCLI(t *testing.T, d CLIDefaults, args ...string) (string, string, error)
 func TestCLIPackThenFetchFromTheMirror(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
-	stdout, _, err := runCLI(t, CLIDefaults{}, "pack", "--version="+EmbeddedTag, "-out", out)
+	stdout, _, err := runCLI(t, CLIDefaults{}, "pack", "--version="+ui.EmbeddedTag, "-out", out)
 	if err != nil {
 		t.Fatalf("svc ui pack: %v", err)
 	}
-	if !strings.Contains(stdout, ArchiveName(EmbeddedTag)+".sha256") {
+	if !strings.Contains(stdout, ArchiveName(ui.EmbeddedTag)+".sha256") {
 		t.Errorf("pack output = %q, want both paths", stdout)
 	}
 	// Host the packed files the way an operator would, then fetch them.
 	m := newMirror(t)
-	for _, name := range []string{ArchiveName(EmbeddedTag), ArchiveName(EmbeddedTag) + ".sha256"} {
+	for _, name := range []string{ArchiveName(ui.EmbeddedTag), ArchiveName(ui.EmbeddedTag) + ".sha256"} {
 		b, err := os.ReadFile(filepath.Join(out, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.put("/releases/"+EmbeddedTag+"/"+name, b)
+		m.put("/releases/"+ui.EmbeddedTag+"/"+name, b)
 	}
 	cache := t.TempDir()
-	dir, err := Fetch(t.Context(), FetchOptions{Repo: m.repo(), Tag: EmbeddedTag, CacheDir: cache})
+	dir, err := Fetch(t.Context(), FetchOptions{Repo: m.repo(), Tag: ui.EmbeddedTag, CacheDir: cache})
 	if err != nil {
 		t.Fatalf("Fetch of the packed release: %v", err)
 	}
-	assertSameTree(t, Embedded(), dir, EmbeddedTag)
+	assertSameTree(t, ui.Embedded(), dir, ui.EmbeddedTag)
 }
 
 func TestCLIFetch(t *testing.T) {
@@ -62,7 +64,7 @@ func TestCLIFetch(t *testing.T) {
 	// Defaults come from the config; the embedded tag needs no network.
 	cache2 := t.TempDir()
 	stdout, _, err = runCLI(t, CLIDefaults{CacheDir: cache2, Repo: "http://127.0.0.1:1/none"}, "fetch")
-	if err != nil || !strings.Contains(stdout, "staged "+EmbeddedTag+" from this binary") {
+	if err != nil || !strings.Contains(stdout, "staged "+ui.EmbeddedTag+" from this binary") {
 		t.Errorf("fetch of the embedded tag = %q, %v", stdout, err)
 	}
 	_, _, err = runCLI(t, CLIDefaults{Tag: "v7.7.7", CacheDir: t.TempDir()}, "fetch")

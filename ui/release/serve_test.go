@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"net/http"
@@ -9,11 +9,13 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"svc/ui"
 )
 
 func embeddedPages(t *testing.T, opts PagesOptions) *Pages {
 	t.Helper()
-	p, err := NewPages(Embedded(), EmbeddedTag, opts)
+	p, err := NewPages(ui.Embedded(), ui.EmbeddedTag, opts)
 	if err != nil {
 		t.Fatalf("NewPages: %v", err)
 	}
@@ -50,7 +52,7 @@ func assertSecurityHeaders(t *testing.T, what string, h http.Header) {
 func TestPagesRoutes(t *testing.T) {
 	t.Parallel()
 	p := embeddedPages(t, PagesOptions{Slugs: []string{"orders"}})
-	assets := AssetsPath(EmbeddedTag)
+	assets := AssetsPath(ui.EmbeddedTag)
 	cases := []struct {
 		method, path string
 		status       int
@@ -118,7 +120,7 @@ func TestShellReferencesResolve(t *testing.T) {
 	ref := regexp.MustCompile(`(?:src|href)="(/assets/[^"]+)"`)
 	imp := regexp.MustCompile(`from "\./([^"]+)"`)
 	inline := regexp.MustCompile(`<script(?:\s+type="module")?>|<style|\sstyle="|\son[a-z]+="`)
-	pages := map[string]string{"shell": serve(p, "GET", "/").Body.String(), "not found": serve(p, "GET", "/x").Body.String(), "sign-in": string(SignInPage(EmbeddedTag, true))}
+	pages := map[string]string{"shell": serve(p, "GET", "/").Body.String(), "not found": serve(p, "GET", "/x").Body.String(), "sign-in": string(SignInPage(ui.EmbeddedTag, true))}
 	seen := 0
 	for name, html := range pages {
 		if inline.MatchString(html) {
@@ -245,7 +247,7 @@ func TestWriteSignIn(t *testing.T) {
 	for _, tc := range []struct {
 		tag    string
 		failed bool
-	}{{EmbeddedTag, false}, {EmbeddedTag, true}, {"", false}} {
+	}{{ui.EmbeddedTag, false}, {ui.EmbeddedTag, true}, {"", false}} {
 		w := httptest.NewRecorder()
 		WriteSignIn(w, httptest.NewRequest("GET", "/live?token=wrong", nil), tc.tag, tc.failed)
 		body := w.Body.String()
@@ -259,7 +261,7 @@ func TestWriteSignIn(t *testing.T) {
 		if strings.Contains(body, "not accepted") != tc.failed {
 			t.Errorf("sign-in page failed=%v shows the refusal: %v", tc.failed, !tc.failed)
 		}
-		script := AssetsPath(EmbeddedTag) + "/signin.js"
+		script := AssetsPath(ui.EmbeddedTag) + "/signin.js"
 		if strings.Contains(body, script) != (tc.tag != "") {
 			t.Errorf("sign-in page with tag %q: script reference %v", tc.tag, !(tc.tag != ""))
 		}

@@ -1,39 +1,21 @@
-package ui
+package release
 
 import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
-	"embed"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"time"
+
+	"svc/ui"
 )
-
-// EmbeddedTag is the release tag of the bundle embedded in this binary.
-// Tags are immutable: any change under web/ needs a new tag (a test
-// compares the tree with testdata/ui/embedded.sha256).
-const EmbeddedTag = "v1.1.0"
-
-//go:embed web
-var webFS embed.FS
-
-// Embedded returns the embedded bundle tree: index.html and 404.html at the
-// root, static files under assets/.
-func Embedded() fs.FS {
-	sub, err := fs.Sub(webFS, "web")
-	if err != nil {
-		panic(err) // the directory is compiled in
-	}
-	return sub
-}
 
 // Bundle layout: the shells at the root, static files under assets/, and a
 // VERSION file naming the tag, added when packing.
@@ -44,16 +26,6 @@ const (
 	assetsDir    = "assets"
 )
 
-var tagPattern = regexp.MustCompile(`^v[0-9]{1,6}\.[0-9]{1,6}\.[0-9]{1,6}$`)
-
-// CheckTag returns an error unless tag has the release form vX.Y.Z.
-func CheckTag(tag string) error {
-	if !tagPattern.MatchString(tag) {
-		return fmt.Errorf("ui release tag %q: want the form vX.Y.Z", tag)
-	}
-	return nil
-}
-
 // ArchiveName is the release tarball's file name for tag.
 func ArchiveName(tag string) string { return "svc-ui-" + tag + ".tar.gz" }
 
@@ -62,18 +34,18 @@ var packEpoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Pack writes svc-ui-<tag>.tar.gz and its .sha256 (sha256sum format) into
 // outDir from the embedded tree. The same binary always writes the same
-// bytes. tag must be EmbeddedTag: release tags are immutable, so the
+// bytes. tag must be ui.EmbeddedTag: release tags are immutable, so the
 // embedded content can only be published under its own tag. Files are
 // created 0600 (make them readable for the web server that hosts them).
 func Pack(tag, outDir string) (tarPath, sumPath string, err error) {
-	if err := CheckTag(tag); err != nil {
+	if err := ui.CheckTag(tag); err != nil {
 		return "", "", err
 	}
-	if tag != EmbeddedTag {
-		return "", "", fmt.Errorf("pack ui bundle %s: this binary embeds %s (release tags are immutable)", tag, EmbeddedTag)
+	if tag != ui.EmbeddedTag {
+		return "", "", fmt.Errorf("pack ui bundle %s: this binary embeds %s (release tags are immutable)", tag, ui.EmbeddedTag)
 	}
 	var buf bytes.Buffer
-	if err := writeArchive(&buf, Embedded(), tag); err != nil {
+	if err := writeArchive(&buf, ui.Embedded(), tag); err != nil {
 		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
 	}
 	if err := os.MkdirAll(outDir, 0o700); err != nil {

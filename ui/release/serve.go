@@ -1,4 +1,4 @@
-package ui
+package release
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"svc/ui"
 )
 
 // assetsPlaceholder in the shells is replaced by the versioned asset path.
@@ -62,7 +64,7 @@ type Pages struct {
 // NewPages loads the bundle in fsys (index.html and 404.html at the root,
 // static files under assets/) as release tag.
 func NewPages(fsys fs.FS, tag string, opts PagesOptions) (*Pages, error) {
-	if err := CheckTag(tag); err != nil {
+	if err := ui.CheckTag(tag); err != nil {
 		return nil, err
 	}
 	p := &Pages{tag: tag, assets: map[string][]byte{}, slugs: map[string]bool{}, connect: opts.ConnectSources}
