@@ -199,6 +199,7 @@ func TestWSHandshakeOriginAndToken(t *testing.T) {
 			cfg := testConfig(t, "/bin/cat")
 			if g.lan {
 				cfg.UI.Host = lanIP(t)
+				cfg.UI.AllowUnauthenticated = true // off loopback without a token: on purpose
 			}
 			cfg.UI.AllowedWSOrigins, cfg.UI.AuthToken = g.allowed, g.token
 			s := startStack(t, cfg)
