@@ -29,8 +29,10 @@
 //
 // Elsewhere: httpd/ serves the UI server (API, /ws, probes), the HTTP
 // ingress and the metrics exporter; kafkaread/ is the read-only Kafka view
-// (kafkaread/kconn builds every Kafka client's connection); recorder/ is
-// the SQLite flight recorder; ui/ the browser UI bundle.
+// (kafkaread/kconn builds every Kafka client's connection, and
+// kafkaread/payload is the UTF-8-or-base64 rule of every JSON surface and
+// executor variable); recorder/ is the SQLite flight recorder; ui/ the
+// browser UI bundle.
 //
 // # Data flow: Kafka
 //

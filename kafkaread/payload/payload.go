@@ -12,6 +12,7 @@ package payload
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"unicode/utf8"
@@ -23,6 +24,11 @@ const (
 	UTF8   = "utf-8"
 	Base64 = "base64"
 )
+
+// ErrUnknownEncoding is wrapped by Decode's error for an encoding other than
+// UTF8 and Base64, so that a caller can name the encoding field rather than
+// the text field.
+var ErrUnknownEncoding = errors.New("is not utf-8 or base64")
 
 // Encode returns b as text with its encoding: b itself and UTF8 when b is
 // valid UTF-8 (a NUL included: JSON writes it as \u0000), else its standard
@@ -64,7 +70,7 @@ func Decode(text, encoding string) ([]byte, error) {
 		}
 		return b, nil
 	}
-	return nil, fmt.Errorf("encoding %q is not utf-8 or base64", encoding)
+	return nil, fmt.Errorf("encoding %q %w", encoding, ErrUnknownEncoding)
 }
 
 // MaxDecodedLen bounds the length of what Decode returns for text in

@@ -2,6 +2,7 @@ package payload
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -61,6 +62,9 @@ func TestDecode(t *testing.T) {
 				t.Errorf("Decode(%q, %q) = %x, %v, want %x", tt.text, tt.enc, got, err, tt.want)
 			case tt.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.err)):
 				t.Errorf("Decode(%q, %q) = %x, %v, want error %q", tt.text, tt.enc, got, err, tt.err)
+			}
+			if unknown := tt.enc != UTF8 && tt.enc != Base64; errors.Is(err, ErrUnknownEncoding) != unknown {
+				t.Errorf("Decode(%q, %q) error %v: errors.Is(ErrUnknownEncoding) = %t, want %t", tt.text, tt.enc, err, !unknown, unknown)
 			}
 		})
 	}
