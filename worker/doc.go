@@ -31,8 +31,10 @@
 // ingress and the metrics exporter; kafkaread/ is the read-only Kafka view
 // (kafkaread/kconn builds every Kafka client's connection, and
 // kafkaread/payload is the UTF-8-or-base64 rule of every JSON surface and
-// executor variable); recorder/ is the SQLite flight recorder; ui/ the
-// browser UI bundle.
+// executor variable: worker and worker/config import these two leaves,
+// never kafkaread itself, and httpd builds the read API's aliases from the
+// config); recorder/ is the SQLite flight recorder; ui/ the browser UI
+// bundle.
 //
 // # Data flow: Kafka
 //
