@@ -2,7 +2,6 @@ package httpd
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"svc/kafkaread"
+	"svc/kafkaread/payload"
 	"svc/worker"
 	"svc/worker/kafka"
 )
@@ -139,18 +138,17 @@ type ProbeTask struct {
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
+// decodeField decodes a probe request's field name, value in enc; an
+// omitted encoding is utf-8.
 func decodeField(name, value, enc string) ([]byte, error) {
-	switch enc {
-	case "", "utf-8":
-		return []byte(value), nil
-	case "base64":
-		b, err := base64.StdEncoding.DecodeString(value)
-		if err != nil {
-			return nil, fmt.Errorf("%s is not valid base64: %v", name, err)
-		}
-		return b, nil
+	if enc == "" {
+		enc = payload.UTF8
 	}
-	return nil, fmt.Errorf("%s encoding %q is not utf-8 or base64", name, enc)
+	b, err := payload.Decode(value, enc)
+	if err != nil {
+		return nil, fmt.Errorf("%s %w", name, err)
+	}
+	return b, nil
 }
 
 func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
@@ -203,11 +201,11 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 		if res.Err != nil {
 			pt.Error = res.Err.Error()
 		}
-		pt.Output, pt.OutputEncoding = kafkaread.Encode(res.Output)
+		pt.Output, pt.OutputEncoding = payload.Encode(res.Output)
 		if trimmed := bytes.TrimSpace(res.Output); len(trimmed) > 0 && !res.OutputTruncated && json.Valid(trimmed) {
 			pt.Data = trimmed
 		}
-		pt.Stderr, pt.StderrEncoding = kafkaread.Encode(res.Stderr)
+		pt.Stderr, pt.StderrEncoding = payload.Encode(res.Stderr)
 		if pt.Labels == nil {
 			pt.Labels = map[string]string{}
 		}

@@ -109,10 +109,26 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	return s, nil
 }
 
+// aliasInput is what the Kafka read API needs of the config to resolve its
+// aliases. A sink's and the DLQ's connection come already resolved by the
+// config (their own, or the consumer's whole connection when they name no
+// broker), the ones their producers use, so BuildAliases' own inheritance
+// finds nothing left to inherit and resolves them the same way.
+func aliasInput(cfg *config.Config) kafkaread.AliasInput {
+	in := kafkaread.AliasInput{
+		SourceEnabled: cfg.Sources.Kafka.Enabled, SourceTopic: cfg.Sources.Kafka.Topic, SourceConn: cfg.SourceConn(),
+		DLQTopic: cfg.DLQ.Topic, DLQConn: cfg.DLQConn(),
+	}
+	for i, s := range cfg.Sinks.Kafka {
+		in.Sinks = append(in.Sinks, kafkaread.SinkInput{Name: s.Name, Topic: s.Topic, Conn: cfg.SinkConn(i)})
+	}
+	return in
+}
+
 // NewKafkaReader resolves the read API's aliases and logs the
 // startup warnings about them.
 func NewKafkaReader(cfg *config.Config, log *slog.Logger) (*kafkaread.Reader, error) {
-	aliases, shadowed := kafkaread.BuildAliases(cfg.AliasInput())
+	aliases, shadowed := kafkaread.BuildAliases(aliasInput(cfg))
 	for _, name := range shadowed {
 		log.Warn("kafka_read_alias_shadowed", "sink", name,
 			"detail", "a sink named '"+name+"' keeps delivering but is not readable under that name: the reserved alias wins")

@@ -11,7 +11,9 @@
 // closes the client before returning, including when ctx is canceled.
 //
 // Connections are built by the kconn subpackage, shared with the worker's
-// consumer and sinks.
+// consumer and sinks; keys, payloads and header values are shown by the
+// payload subpackage's UTF-8-or-base64 rule, shared with every other JSON
+// surface.
 package kafkaread
 
 import (

@@ -1,20 +1,14 @@
 package kafkaread
 
 import (
-	"encoding/base64"
-	"unicode/utf8"
-
 	"github.com/twmb/franz-go/pkg/kgo"
-)
 
-// Encodings of key, payload and header values.
-const (
-	EncodingUTF8   = "utf-8"
-	EncodingBase64 = "base64"
+	"svc/kafkaread/payload"
 )
 
 // Record is one Kafka message as served by the read API. Its JSON
-// form is the wire shape; payloads are verbatim, never redacted.
+// form is the wire shape; payloads are verbatim, never redacted. Key,
+// payload and header values follow payload.Encode.
 type Record struct {
 	Alias            string   `json:"alias"`
 	Partition        int32    `json:"partition"`
@@ -36,23 +30,13 @@ type Header struct {
 	ValueEncoding string  `json:"value_encoding"`
 }
 
-// Encode returns b as text with its encoding: b itself and EncodingUTF8
-// when b is valid UTF-8, else standard base64 and EncodingBase64. It is the
-// one rule for bytes shown to operators (records, task output, keys).
-func Encode(b []byte) (string, string) {
-	if utf8.Valid(b) {
-		return string(b), EncodingUTF8
-	}
-	return base64.StdEncoding.EncodeToString(b), EncodingBase64
-}
-
-// encodeNullable is encode for nullable bytes: nil gives a nil string with
-// the utf-8 encoding.
+// encodeNullable is payload.Encode for nullable bytes: nil gives a nil
+// string with the utf-8 encoding.
 func encodeNullable(b []byte) (*string, string) {
 	if b == nil {
-		return nil, EncodingUTF8
+		return nil, payload.UTF8
 	}
-	s, enc := Encode(b)
+	s, enc := payload.Encode(b)
 	return &s, enc
 }
 
@@ -69,7 +53,7 @@ func newRecord(alias string, r *kgo.Record) Record {
 		out.TimestampMs = &ms
 	}
 	out.Key, out.KeyEncoding = encodeNullable(r.Key)
-	out.Payload, out.PayloadEncoding = Encode(r.Value)
+	out.Payload, out.PayloadEncoding = payload.Encode(r.Value)
 	for _, h := range r.Headers {
 		v, enc := encodeNullable(h.Value)
 		out.Headers = append(out.Headers, Header{Key: h.Key, Value: v, ValueEncoding: enc})

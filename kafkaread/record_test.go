@@ -2,7 +2,6 @@ package kafkaread
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/kafkaread/payload"
 )
 
 func TestNewRecord(t *testing.T) {
@@ -67,11 +68,9 @@ func FuzzNewRecord(f *testing.F) {
 				}
 				continue
 			}
-			got := []byte(*c.text)
-			if c.encoding == EncodingBase64 {
-				if got, err = base64.StdEncoding.DecodeString(*c.text); err != nil {
-					t.Fatalf("%s: bad base64 %q", c.name, *c.text)
-				}
+			got, err := payload.Decode(*c.text, c.encoding)
+			if err != nil {
+				t.Fatalf("%s %q: %v", c.name, *c.text, err)
 			}
 			if !bytes.Equal(got, c.orig) {
 				t.Errorf("%s %x served as %q (%s)", c.name, c.orig, *c.text, c.encoding)

@@ -29,10 +29,14 @@
 //
 // Elsewhere: httpd/ serves the UI server (API, /ws, probes), the HTTP
 // ingress and the metrics exporter; kafkaread/ is the read-only Kafka view
-// (kafkaread/kconn builds every Kafka client's connection); recorder/ is
-// the SQLite flight recorder; ui/ the browser UI source and the declared
-// pages and probe-details models (the only part of ui the worker imports);
-// ui/release packs, fetches, caches and serves UI releases.
+// (kafkaread/kconn builds every Kafka client's connection, and
+// kafkaread/payload is the UTF-8-or-base64 rule of every JSON surface and
+// executor variable: worker and worker/config import these two leaves,
+// never kafkaread itself, and httpd builds the read API's aliases from the
+// config); recorder/ is the SQLite flight recorder; ui/ the browser UI
+// source and the declared pages and probe-details models (the only part of
+// ui the worker imports); ui/release packs, fetches, caches and serves UI
+// releases; worker/build is the composition root.
 //
 // # Data flow: Kafka
 //

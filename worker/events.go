@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"svc/kafkaread"
+	"svc/kafkaread/payload"
 	"svc/recorder"
 	"svc/worker/config"
 )
@@ -92,7 +92,7 @@ func tail(b []byte) string {
 	if len(b) > eventTail {
 		b = b[len(b)-eventTail:]
 	}
-	s, _ := kafkaread.Encode(b)
+	s, _ := payload.Encode(b)
 	return s
 }
 
@@ -108,7 +108,7 @@ func (r *Events) Received(t *Task) {
 			p.Partition, p.Offset = &m.Partition, &m.Offset
 		}
 		if m.Key != nil {
-			p.Key, p.KeyEncoding = kafkaread.Encode(m.Key)
+			p.Key, p.KeyEncoding = payload.Encode(m.Key)
 		}
 	}
 	r.Event(recorder.TypeTaskReceived, "", t.ID, t.Labels, p)
@@ -162,7 +162,7 @@ func (r *Events) Finished(source string, res *TaskResult) {
 		}
 		if m.Key != nil {
 			var enc string
-			row.Key, enc = kafkaread.Encode(m.Key)
+			row.Key, enc = payload.Encode(m.Key)
 			if row.Env == nil {
 				row.Env = map[string]string{}
 			}

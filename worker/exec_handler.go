@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"svc/kafkaread"
+	"svc/kafkaread/payload"
 	"svc/ui"
 	"svc/worker/config"
 )
@@ -88,7 +88,7 @@ func (h *ExecHandler) OnHTTPRequestComplete(req *HTTPRequest, results []TaskResu
 	resp := ExecResponse{RequestID: req.ID, Status: StatusOK, Tasks: make([]ExecTaskResult, 0, len(results))}
 	code := http.StatusOK
 	for _, r := range results {
-		out, enc := kafkaread.Encode(r.Output)
+		out, enc := payload.Encode(r.Output)
 		tr := ExecTaskResult{
 			TaskID: r.Task.ID, Status: r.Status, Output: out, OutputEncoding: enc,
 			DurationMS: r.Duration.Milliseconds(), Attempts: r.Attempts,

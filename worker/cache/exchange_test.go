@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"svc/kafkaread/payload"
 	"svc/worker/fleet"
 	"svc/worker/workertest"
 )
@@ -173,7 +174,7 @@ func TestPullFollowsMarks(t *testing.T) {
 func TestHostilePeers(t *testing.T) {
 	t.Parallel()
 	row := func(origin, scope string) WireRow {
-		return WireRow{Key: "k", Value: "evil", ValueEncoding: EncodingUTF8, TSms: time.Now().UnixMilli(), Scope: scope, Origin: origin}
+		return WireRow{Key: "k", Value: "evil", ValueEncoding: payload.UTF8, TSms: time.Now().UnixMilli(), Scope: scope, Origin: origin}
 	}
 	page := func(rows ...WireRow) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -195,8 +196,8 @@ func TestHostilePeers(t *testing.T) {
 		{"foreign origin", "eu", "refused", page(row("evil", ScopeGlobal), row("someone-else", ScopeGlobal))},
 		{"unasked local scope", "eu", "refused", page(row("evil", ScopeLocal))},
 		{"cluster rows to another cluster", "us", "refused", page(row("evil", ScopeCluster))},
-		{"future timestamp", "eu", "refused", page(WireRow{Key: "k", Value: "v", ValueEncoding: EncodingUTF8, TSms: time.Now().Add(48 * time.Hour).UnixMilli(), Scope: ScopeGlobal, Origin: "evil"})},
-		{"oversized value", "eu", "refused", page(WireRow{Key: "k", Value: strings.Repeat("v", MaxValueBytes+1), ValueEncoding: EncodingUTF8, TSms: 1, Scope: ScopeGlobal, Origin: "evil"})},
+		{"future timestamp", "eu", "refused", page(WireRow{Key: "k", Value: "v", ValueEncoding: payload.UTF8, TSms: time.Now().Add(48 * time.Hour).UnixMilli(), Scope: ScopeGlobal, Origin: "evil"})},
+		{"oversized value", "eu", "refused", page(WireRow{Key: "k", Value: strings.Repeat("v", MaxValueBytes+1), ValueEncoding: payload.UTF8, TSms: 1, Scope: ScopeGlobal, Origin: "evil"})},
 		{"redirect", "eu", "redirect", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, third.URL+PeerPath, http.StatusFound)
 		}},

@@ -2,13 +2,11 @@ package cache
 
 import (
 	"context"
-	"encoding/base64"
 	"maps"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"svc/kafkaread/payload"
 	"svc/worker"
 	"svc/worker/config"
 )
@@ -104,10 +102,8 @@ func (c *Tasks) read() ([]envVar, int) {
 			misses++
 			continue
 		}
-		v := envVar{name: config.CacheEnvName(k), value: string(r.Value), enc: EncodingUTF8}
-		if !utf8.Valid(r.Value) || strings.IndexByte(v.value, 0) >= 0 {
-			v.value, v.enc = base64.StdEncoding.EncodeToString(r.Value), EncodingBase64
-		}
+		v := envVar{name: config.CacheEnvName(k)}
+		v.value, v.enc = payload.EncodeEnv(r.Value)
 		vars = append(vars, v)
 	}
 	c.snap, c.snapVer, c.misses = vars, ver, misses

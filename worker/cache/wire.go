@@ -1,15 +1,10 @@
 package cache
 
 import (
-	"encoding/base64"
+	"errors"
 	"fmt"
-	"unicode/utf8"
-)
 
-// Value encodings on the wire.
-const (
-	EncodingUTF8   = "utf-8"
-	EncodingBase64 = "base64"
+	"svc/kafkaread/payload"
 )
 
 // WireRow is one row as the peer route and the debug route send it.
@@ -33,12 +28,10 @@ type WirePage struct {
 }
 
 // Wire encodes a row: its value as UTF-8 text, or base64 when it is not
-// valid UTF-8.
+// valid UTF-8 (payload.Encode).
 func (r *Row) Wire() WireRow {
-	w := WireRow{Key: r.Key, Value: string(r.Value), ValueEncoding: EncodingUTF8, ValueSize: len(r.Value), TSms: r.TSms, Scope: r.Scope, Origin: r.Origin}
-	if !utf8.Valid(r.Value) {
-		w.Value, w.ValueEncoding = base64.StdEncoding.EncodeToString(r.Value), EncodingBase64
-	}
+	w := WireRow{Key: r.Key, ValueSize: len(r.Value), TSms: r.TSms, Scope: r.Scope, Origin: r.Origin}
+	w.Value, w.ValueEncoding = payload.Encode(r.Value)
 	return w
 }
 
@@ -51,22 +44,19 @@ func (p *Page) Wire() WirePage {
 	return out
 }
 
-// row decodes a wire row and checks it against CheckRow.
+// row decodes a wire row and checks it against CheckRow. A base64 value
+// that cannot fit MaxValueBytes is refused before it is decoded (padding
+// makes the bound up to 2 bytes loose).
 func (w *WireRow) row() (Row, error) {
-	var v []byte
-	switch w.ValueEncoding {
-	case EncodingUTF8:
-		v = []byte(w.Value)
-	case EncodingBase64:
-		if base64.StdEncoding.DecodedLen(len(w.Value)) > MaxValueBytes+3 {
-			return Row{}, ErrValueTooLarge
-		}
-		var err error
-		if v, err = base64.StdEncoding.DecodeString(w.Value); err != nil {
-			return Row{}, fmt.Errorf("value: %w", err)
-		}
-	default:
-		return Row{}, fmt.Errorf("value_encoding %q is not utf-8 or base64", w.ValueEncoding)
+	if w.ValueEncoding == payload.Base64 && payload.MaxDecodedLen(w.Value, w.ValueEncoding) > MaxValueBytes+3 {
+		return Row{}, ErrValueTooLarge
+	}
+	v, err := payload.Decode(w.Value, w.ValueEncoding)
+	switch {
+	case errors.Is(err, payload.ErrUnknownEncoding):
+		return Row{}, fmt.Errorf("value_%w", err) // value_encoding "x" is not utf-8 or base64
+	case err != nil:
+		return Row{}, fmt.Errorf("value %w", err) // value is not valid base64: ...
 	}
 	r := Row{Scope: w.Scope, Key: w.Key, Value: v, TSms: w.TSms, Origin: w.Origin}
 	return r, CheckRow(r.Scope, r.Key, r.Value)

@@ -1,13 +1,12 @@
 package config
 
-import (
-	"svc/kafkaread"
-	"svc/kafkaread/kconn"
-)
+import "svc/kafkaread/kconn"
 
-// The Kafka connection settings are shared with the read API: kafkaread owns
+// The Kafka connection settings are shared with the read API: kconn owns
 // the translation of a security block and client_config into franz-go
 // options, so the consumer, sinks, DLQ and reader all connect the same way.
+// The config hands out kconn.Conn values only; httpd maps them to the read
+// API's alias input, so the config never imports kafkaread.
 
 func (s Security) toKafka() kconn.Security {
 	return kconn.Security{
@@ -39,20 +38,6 @@ func (c *Config) SinkConn(i int) kconn.Conn {
 // DLQConn is the DLQ's cluster, inherited like a sink's.
 func (c *Config) DLQConn() kconn.Conn {
 	return c.connOf(c.DLQ.Brokers, c.DLQ.Security, c.DLQ.ClientConfig)
-}
-
-// AliasInput is what the Kafka read API needs to resolve its aliases.
-func (c *Config) AliasInput() kafkaread.AliasInput {
-	in := kafkaread.AliasInput{
-		SourceEnabled: c.Sources.Kafka.Enabled, SourceTopic: c.Sources.Kafka.Topic, SourceConn: c.SourceConn(),
-		DLQTopic: c.DLQ.Topic,
-		DLQConn:  kconn.Conn{Brokers: c.DLQ.Brokers, Security: c.DLQ.Security.toKafka(), ClientConfig: c.DLQ.ClientConfig},
-	}
-	for _, s := range c.Sinks.Kafka {
-		in.Sinks = append(in.Sinks, kafkaread.SinkInput{Name: s.Name, Topic: s.Topic,
-			Conn: kconn.Conn{Brokers: s.Brokers, Security: s.Security.toKafka(), ClientConfig: s.ClientConfig}})
-	}
-	return in
 }
 
 // checkConn reports every problem of one connection block under prefix.

@@ -3,15 +3,13 @@ package executor
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"unicode/utf8"
 
+	"svc/kafkaread/payload"
 	"svc/worker"
 )
 
@@ -78,10 +76,7 @@ func execEncodeTask(t *worker.Task, n int) ([]byte, error) {
 	if m := t.Msg; m != nil {
 		h.Source, h.TopicAlias, h.Partition, h.Offset = m.Source, m.Alias, m.Partition, m.Offset
 		if m.Key != nil {
-			key, enc := string(m.Key), "utf-8"
-			if !utf8.Valid(m.Key) || slices.Contains(m.Key, 0) {
-				key, enc = base64.StdEncoding.EncodeToString(m.Key), "base64"
-			}
+			key, enc := payload.EncodeEnv(m.Key) // as SVC_KEY in spawn mode
 			h.Key, h.KeyEncoding = &key, &enc
 		}
 	}

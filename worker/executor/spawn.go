@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,8 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
+	"svc/kafkaread/payload"
 	"svc/worker"
 )
 
@@ -120,13 +119,8 @@ func (s *Spawner) env(t *worker.Task, attempt int) []string {
 		add("SVC_PARTITION", strconv.FormatInt(int64(m.Partition), 10))
 		add("SVC_OFFSET", strconv.FormatInt(m.Offset, 10))
 		if m.Key != nil { // no key: SVC_KEY and SVC_KEY_ENCODING stay unset
-			key := string(m.Key)
-			if utf8.Valid(m.Key) && !slices.Contains(m.Key, 0) {
-				add("SVC_KEY_ENCODING", "utf-8")
-			} else {
-				key = base64.StdEncoding.EncodeToString(m.Key)
-				add("SVC_KEY_ENCODING", "base64")
-			}
+			key, enc := payload.EncodeEnv(m.Key)
+			add("SVC_KEY_ENCODING", enc)
 			if len(key) > execEnvValueMax {
 				add("SVC_KEY_TRUNCATED", strconv.Itoa(len(key)))
 			}
