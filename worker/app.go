@@ -122,7 +122,7 @@ func (a *App) bindHandler(h any) error {
 	if a.cfg.Sources.Kafka.Enabled {
 		k, ok := h.(Handler)
 		if !ok {
-			return &ConfigurationError{Handler: name, Missing: []string{"Arrange"}, Reason: "by sources.kafka.enabled"}
+			return &MissingHooksError{Handler: name, Missing: []string{"Arrange"}, Reason: "by sources.kafka.enabled"}
 		}
 		a.kafka = k
 	}
@@ -137,7 +137,7 @@ func (a *App) bindHandler(h any) error {
 			missing = append(missing, "OnHTTPRequestComplete")
 		}
 		if len(missing) > 0 {
-			return &ConfigurationError{Handler: name, Missing: missing, Reason: "by sources.http.enabled (with the HTTPRequest and HTTPResponse models)"}
+			return &MissingHooksError{Handler: name, Missing: missing, Reason: "by sources.http.enabled (with the HTTPRequest and HTTPResponse models)"}
 		}
 		a.arrange, a.complete = arr, comp
 	}

@@ -46,9 +46,9 @@ func TestNewRejectsHandlerWithoutHTTPHooks(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := New(&cfg, Deps{Handler: c.handler, Runner: runner})
-			var ce *ConfigurationError
+			var ce *MissingHooksError
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.missing) || !strings.Contains(err.Error(), "sources.http.enabled") {
-				t.Fatalf("New = %v, want *ConfigurationError naming %q", err, c.missing)
+				t.Fatalf("New = %v, want *MissingHooksError naming %q", err, c.missing)
 			}
 		})
 	}

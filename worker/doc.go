@@ -1,31 +1,47 @@
 // Package worker is the core of svc: the task model, the handler
 // interfaces, the built-in exec handler and the App that runs tasks for the
-// input sources. Its subpackages hold the parts; main wires them.
+// input sources. Its subpackages hold the parts; worker/build assembles
+// them (the one composition root: `svc run`, `svc demo` and the tests).
 //
 // # Map
 //
-//	worker/            App (app.go), tasks and handler hooks (task.go), the
-//	                   interfaces between the parts (interfaces.go), the exec
-//	                   handler (exec_handler.go), HTTP requests (http_source.go),
-//	                   probes (probe.go), the optional UI hooks UIPages and
-//	                   ProbeDetails (ui_hooks.go), flight-recorder events (events.go),
-//	                   start and shutdown order (lifecycle.go), pipeline
-//	                   metrics (metrics.go), offload/IO pools (threads.go)
-//	worker/config/     the TOML config: keys, defaults, load, validation,
-//	                   secret masking, Kafka connection views
-//	worker/executor/   executor processes: spawn mode (protocol v1), the
-//	                   fd 3 side channel, the pool with retries
-//	worker/kafka/      the consumer-group source: poll loop, per-key lanes,
-//	                   offsets, rebalance callbacks, consume pause and
-//	                   backpressure
-//	worker/sink/       Kafka sinks behind circuit breakers, the DLQ
-//	worker/cache/      the handler cache (SQLite in storage.dir, last write
-//	                   wins), the task hook (SVC_CACHE_* reads, fd 3
-//	                   writes) and the cache exchange between peers
-//	worker/fleet/      the worker registry: cards in the shared folder,
-//	                   static peers, derived states
-//	worker/demo/       `svc demo`: embedded Kafka, demo executor and config
-//	worker/workertest/ helpers shared by the test suites
+//	worker/              App (app.go), tasks and handler hooks (task.go), the
+//	                     interfaces between the parts (interfaces.go), the exec
+//	                     handler (exec_handler.go), HTTP requests (http_source.go),
+//	                     probes (probe.go), the optional UI hooks UIPages and
+//	                     ProbeDetails (ui_hooks.go), flight-recorder events
+//	                     (events.go), start and shutdown order (lifecycle.go),
+//	                     pipeline metrics (metrics.go), offload/IO pools
+//	                     (threads.go), the drain's work count (work.go)
+//	worker/build/        the composition root: config → every part, socket and
+//	                     feature switch, run under one Lifecycle; identity's
+//	                     features derived from what was built (features.go)
+//	worker/config/       the TOML config: keys, defaults, load, validation,
+//	                     secret masking, Kafka connection views
+//	worker/executor/     executor processes: spawn mode (protocol v1, one
+//	                     process per attempt) and persistent mode (protocol v2,
+//	                     long-lived children speaking length-prefixed frames,
+//	                     persistent.go, child.go, frame.go), the fd 3 side
+//	                     channel, the guard that kills orphaned trees, the
+//	                     pool with retries
+//	worker/kafka/        the consumer-group source: poll loop, intake queues
+//	                     and fair dispatch, per-key lanes, offsets, rebalance
+//	                     callbacks, consume pause, backpressure, lag and the
+//	                     group view
+//	worker/sink/         Kafka sinks behind circuit breakers, the DLQ
+//	worker/redrive/      DLQ redrive: dry runs through the live handler, real
+//	                     runs re-produced to the source topic, once per record
+//	                     (ledger.go) and one call per DLQ partition at a time
+//	worker/cache/        the handler cache (SQLite in storage.dir, last write
+//	                     wins), the task hook (SVC_CACHE_* reads, fd 3
+//	                     writes) and the cache exchange between peers
+//	worker/fleet/        the worker registry: cards in the shared folder,
+//	                     static peers, derived states
+//	worker/runtimehealth/ the runtime monitor: scheduler lag heartbeats, GC,
+//	                     memory, goroutines, stalls with sampled stacks
+//	worker/throughput/   task costs by throughput.cost_label over a window
+//	worker/demo/         `svc demo`: embedded Kafka, demo executor and config
+//	worker/workertest/   helpers shared by the test suites
 //
 // Elsewhere: httpd/ serves the UI server (API, /ws, probes), the HTTP
 // ingress and the metrics exporter; kafkaread/ is the read-only Kafka view
@@ -45,10 +61,14 @@
 //	  ─▶ App.Deliver ─▶ sink.Set: ok → named sinks (breaker), failed → DLQ
 //	  ─▶ partition offsets: commit = highest contiguous finished offset + 1
 //
-// In-flight messages above pipeline.max_in_flight pause intake
-// (backpressure) until half of them finished; an operator's consume pause
-// holds intake too, and stall-paused partitions (a DLQ send failed under
-// dlq.on_send_failure = "stall") are left alone by both.
+// At most pipeline.max_in_flight messages run at once. Backpressure is
+// polled work waiting to run over its cap (4 × max(max_in_flight,
+// max_poll_records) messages or 64 MiB): it pauses every partition's
+// fetching until the waiting work is below half; a partition with too much
+// waiting work of its own is paused alone. An operator's consume pause holds
+// intake too (and stops commits until it ends), and stall-paused partitions
+// (a DLQ send failed under dlq.on_send_failure = "stall") are left alone by
+// both.
 //
 // # Data flow: HTTP
 //
@@ -59,16 +79,32 @@
 // Probes (POST /api/v1/debug/probe) take the same path as a message of
 // source "probe": the live handler and pool, no sink, no commit.
 //
-// # Shutdown
+// DLQ redrive (POST /api/v1/debug/dlq/redrive, worker/redrive) reads the
+// DLQ through the Kafka read API, probes each record (dry run) or produces
+// it back to the source topic, where the Kafka source consumes it again.
 //
-// Lifecycle.Run: readiness flips to 503, intake stops (ingress listener
-// closed, Kafka source drained and committed), the App drains the rest up
-// to worker.shutdown_timeout, sinks close, then the services (UI, metrics,
-// recorder) stop in reverse order.
+// # Start and shutdown
+//
+// build.New binds every socket first (a bind failure is fatal before
+// anything else opens), then builds: executor pool, runtime monitor and
+// cost tracker, cache, sinks and DLQ, App, Kafka source, and with the UI:
+// fleet registry, recorder, Kafka read API, redrive, UI release, UI server,
+// cache exchange; then the metrics exporter and the ingress. Lifecycle.Run
+// starts the services in that order (runtime monitor, registry, recorder,
+// UI release, UI server, cache exchange, metrics), then intake (ingress,
+// Kafka source). When its context ends or a part fails: readiness flips to
+// 503, intake stops (ingress listener closed, Kafka source drained and
+// committed), the App drains the rest up to worker.shutdown_timeout, the
+// sinks flush and close once, the services stop in reverse order (the
+// registry last: its card says "stopped"), and the released parts close in
+// reverse build order (redrive producer, recorder files, cache, executor
+// pool, sockets). The lifecycle is the only owner of that shutdown.
 //
 // # Lock order
 //
 // kafka.Source.commitMu → kafka.Source.mu → kafka flow control mu →
-// franz-go client. App.mu, workCount.mu, sink.Breaker.mu and the executor
-// pool's slots are leaves: nothing else is locked while they are held.
+// franz-go client. The lag tracker's mu, App.mu, workCount.mu,
+// sink.Breaker.mu, the executor pool's slots and children's mu, the guard's
+// mu and redrive's ledger and partition locks are leaves: nothing else is
+// locked while they are held.
 package worker

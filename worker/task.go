@@ -143,15 +143,15 @@ type HTTPCompleter interface {
 	OnHTTPRequestComplete(req *HTTPRequest, results []TaskResult) (*HTTPResponse, error)
 }
 
-// ConfigurationError says a handler lacks the hooks the enabled sources
+// MissingHooksError says a handler lacks the hooks the enabled sources
 // need: Arrange with the Kafka source, ArrangeHTTPRequest and
 // OnHTTPRequestComplete with the HTTP source.
-type ConfigurationError struct {
+type MissingHooksError struct {
 	Handler string
 	Missing []string
 	Reason  string
 }
 
-func (e *ConfigurationError) Error() string {
+func (e *MissingHooksError) Error() string {
 	return fmt.Sprintf("configuration error: handler %s lacks %s, required %s", e.Handler, strings.Join(e.Missing, " and "), e.Reason)
 }
