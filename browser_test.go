@@ -21,6 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/worker/workertest/wait"
 )
 
 var updateShots = flag.Bool("update-screenshots", false, "copy the browser tests' screenshots into docs/screenshots")
@@ -253,7 +255,10 @@ send_timeout = "5s"
 	w := &uiWorker{base: fmt.Sprintf("http://127.0.0.1:%d", port), token: browserToken}
 	w.proc = start(t, "run", "-config", cfg)
 	waitHTTP(t, w.base+"/healthz")
-	eventually(t, "the consumer group joined (readyz)", func() bool { c, _ := w.get(t, "/readyz"); return c == 200 })
+	wait.For(t, wait.Long, "the consumer group joined (readyz)", func() (bool, string) {
+		c, body := w.get(t, "/readyz")
+		return c == 200, fmt.Sprintf("readyz %d %s", c, body)
+	})
 	if !strings.Contains(w.proc.stderr.String(), "probe_details_link_bases_missing") {
 		t.Errorf("no probe_details_link_bases_missing warning for {wiki}:\n%s", w.proc.stderr.String())
 	}
@@ -276,10 +281,11 @@ send_timeout = "5s"
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "8 task results and 2 DLQ records", func() bool {
+	wait.For(t, wait.Long, "8 task results and 2 DLQ records", func() (bool, string) {
 		_, tasks := w.get(t, "/api/v1/live/task-results?limit=50")
 		_, dlq := w.get(t, "/api/v1/debug/kafka/dlq/messages?from_ts=0")
-		return strings.Count(tasks, `"task_id"`) >= 8 && strings.Count(dlq, "\n") >= 2
+		nt, nd := strings.Count(tasks, `"task_id"`), strings.Count(dlq, "\n")
+		return nt >= 8 && nd >= 2, fmt.Sprintf("%d task results, %d DLQ records", nt, nd)
 	})
 	return w
 }

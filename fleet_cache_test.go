@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // cacheExecutor stores "<scope> <key> <value>" (its stdin) as a cache
@@ -124,7 +125,7 @@ func (m *member) workers(t *testing.T) string {
 
 func (m *member) waitWorkers(t *testing.T, want string) {
 	t.Helper()
-	workertest.Eventually(t, workertest.Wait, m.name+" to list "+want, func() (bool, string) {
+	wait.For(t, wait.Long, m.name+" to list "+want, func() (bool, string) {
 		got := m.workers(t)
 		return got == want, got
 	})
@@ -197,19 +198,22 @@ func TestThreeWorkersConvergeACache(t *testing.T) {
 	a.write(t, "cluster", "c1", "eu-only")
 	a.write(t, "local", "l1", "mine")
 	for _, m := range []*member{b, c} {
-		workertest.Until(t, m.name+" to hold g1", func() bool { r, ok := m.row(t, "global", "g1"); return ok && r.Value == "hello" && r.Origin == "a" })
+		wait.For(t, wait.Long, m.name+" to hold g1", func() (bool, string) {
+			r, ok := m.row(t, "global", "g1")
+			return ok && r.Value == "hello" && r.Origin == "a", fmt.Sprintf("row %+v (found %v)", r, ok)
+		})
 		n := m.cycles(t) - start[m.name]
 		t.Logf("%s held g1 after %v exchange cycles", m.name, n)
 		if n > 3+1 { // +1: a cycle may complete between the row's arrival and this read
 			t.Errorf("%s got g1 after %v exchange cycles, want at most 3", m.name, n)
 		}
 	}
-	workertest.Until(t, "b to hold c1", func() bool { _, ok := b.row(t, "cluster", "c1"); return ok })
+	wait.For(t, wait.Long, "b to hold c1", func() (bool, string) { _, ok := b.row(t, "cluster", "c1"); return ok, "" })
 	// c has pulled a since c1 was written (it holds a later row), yet
 	// neither the cluster row nor the local one.
 	a.write(t, "global", "g2", "after")
-	workertest.Until(t, "c to hold g2", func() bool { _, ok := c.row(t, "global", "g2"); return ok })
-	workertest.Until(t, "b to hold g2", func() bool { _, ok := b.row(t, "global", "g2"); return ok })
+	wait.For(t, wait.Long, "c to hold g2", func() (bool, string) { _, ok := c.row(t, "global", "g2"); return ok, "" })
+	wait.For(t, wait.Long, "b to hold g2", func() (bool, string) { _, ok := b.row(t, "global", "g2"); return ok, "" })
 	if _, ok := c.row(t, "cluster", "c1"); ok {
 		t.Error("a cluster row crossed to another cluster")
 	}
@@ -224,7 +228,7 @@ func TestThreeWorkersConvergeACache(t *testing.T) {
 		m.write(t, "global", "conflict", "from-"+m.name)
 	}
 	var final cacheRow
-	workertest.Eventually(t, workertest.Wait, "one winner everywhere", func() (bool, string) {
+	wait.For(t, wait.Long, "one winner everywhere", func() (bool, string) {
 		var seen []string
 		rows := map[cacheRow]bool{}
 		for _, m := range []*member{a, b, c} {
@@ -256,7 +260,7 @@ func TestSecondWorkerOfOneNameKeepsOffTheCard(t *testing.T) {
 	first := startMember(t, "twin", "default", shared, "")
 	first.waitWorkers(t, "twin=running")
 	second := startMember(t, "twin", "default", shared, "")
-	workertest.Until(t, "the conflict log", func() bool { return strings.Contains(second.proc.stderr.String(), "fleet_name_conflict") })
+	wait.For(t, wait.Long, "the conflict log", func() (bool, string) { return strings.Contains(second.proc.stderr.String(), "fleet_name_conflict"), "" })
 	if !strings.Contains(second.proc.stderr.String(), `"level":"ERROR"`) {
 		t.Errorf("conflict not logged as an error:\n%s", second.proc.stderr.String())
 	}
@@ -304,9 +308,9 @@ port = %d
 heartbeat = "200ms"
 `, ui, t.TempDir(), shared, freePort(t)))
 	start(t, "run", "-config", cfg)
-	workertest.Until(t, "both cards", func() bool {
+	wait.For(t, wait.Long, "both cards", func() (bool, string) {
 		m, _ := filepath.Glob(filepath.Join(shared, "fleet", "*.json"))
-		return len(m) == 2
+		return len(m) == 2, fmt.Sprint("cards ", m)
 	})
 	cards, _ := filepath.Glob(filepath.Join(shared, "fleet", "*.json"))
 	for _, f := range cards {

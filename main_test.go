@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 var svcBin string
@@ -294,14 +295,14 @@ func TestDemoServesIngress(t *testing.T) {
 		t.Errorf("demo ingress = %d %s", r.StatusCode, b)
 	}
 	// The demo executor writes one cache row, visible to operators.
-	workertest.Until(t, "the demo cache row", func() bool {
+	wait.For(t, wait.Long, "the demo cache row", func() (bool, string) {
 		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/debug/cache?prefix=demo.", ui))
 		if err != nil {
-			return false
+			return false, err.Error()
 		}
 		defer r.Body.Close()
 		b, _ := io.ReadAll(r.Body)
-		return r.StatusCode == 200 && strings.Contains(string(b), `"key":"demo.last_task"`)
+		return r.StatusCode == 200 && strings.Contains(string(b), `"key":"demo.last_task"`), fmt.Sprintf("%d %s", r.StatusCode, b)
 	})
 	// The embedded UI is served with no network, the demo's page included.
 	for _, page := range []string{"/", "/p/summaries"} {

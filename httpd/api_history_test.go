@@ -13,7 +13,7 @@ import (
 	"svc/recorder"
 	"svc/worker"
 	"svc/worker/config"
-	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // diskConfig is a stack config whose recorder writes real SQLite files:
@@ -245,12 +245,18 @@ func TestStreamsAreBounded(t *testing.T) {
 			c.Close()
 		}
 	}()
-	workertest.Until(t, "every stream slot taken", func() bool { return len(s.ui.streams.slots) == maxStreams })
+	wait.For(t, wait.Long, "every stream slot taken", func() (bool, string) {
+		n := len(s.ui.streams.slots)
+		return n == maxStreams, fmt.Sprintf("%d of %d slots taken", n, maxStreams)
+	})
 	if r := do(t, "GET", url, ""); r.status != 503 || !strings.Contains(r.body, "too_many_streams") {
 		t.Errorf("download past the cap = %d %s, want 503 too_many_streams", r.status, r.body[:min(len(r.body), 200)])
 	}
 	// Nobody reads: every stalled write hits the window and its slot frees.
-	workertest.Until(t, "stalled downloads cut off", func() bool { return len(s.ui.streams.slots) == 0 })
+	wait.For(t, wait.Long, "stalled downloads cut off", func() (bool, string) {
+		n := len(s.ui.streams.slots)
+		return n == 0, fmt.Sprintf("%d slots still taken", n)
+	})
 	if r := do(t, "GET", url, ""); r.status != 200 || len(r.body) != len(big) {
 		t.Errorf("download after the stalled ones were cut off = %d, %d bytes, want 200 and %d bytes", r.status, len(r.body), len(big))
 	}

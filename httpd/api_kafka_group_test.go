@@ -15,6 +15,7 @@ import (
 	"svc/worker/kafka"
 	"svc/worker/workertest"
 	"svc/worker/workertest/pipeline"
+	"svc/worker/workertest/wait"
 )
 
 // TestKafkaGroupRouteGates: without a running Kafka consumer the group
@@ -75,8 +76,8 @@ func TestKafkaGroupRoute(t *testing.T) {
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(workertest.Wait):
-			t.Errorf("the Kafka source did not stop within %s", workertest.Wait)
+		case <-time.After(wait.Long):
+			t.Errorf("the Kafka source did not stop within %s", wait.Long)
 		}
 	}
 	t.Cleanup(func() {
@@ -96,7 +97,7 @@ func TestKafkaGroupRoute(t *testing.T) {
 		}
 	}
 	var g kafka.GroupState
-	workertest.Eventually(t, workertest.Wait, "the group view shows partition 0 committed to its end", func() (bool, string) {
+	wait.For(t, wait.Long, "the group view shows partition 0 committed to its end", func() (bool, string) {
 		r := do(t, "GET", url, "", auth...)
 		g = kafka.GroupState{}
 		if r.status != 200 || json.Unmarshal([]byte(r.body), &g) != nil || len(g.Partitions) != 2 {
