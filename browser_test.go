@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
 
@@ -168,7 +169,7 @@ type uiWorker struct {
 	base    string // http://127.0.0.1:port
 	ingress string // http://127.0.0.1:port of the HTTP ingress, if on
 	token   string
-	proc    *proc
+	proc    *workertest.Proc
 }
 
 // get GETs an API path with the worker's token.
@@ -207,7 +208,7 @@ func startKafkaWorker(t *testing.T) *uiWorker {
 		t.Fatal(err)
 	}
 	port := freePort(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = "orders-1"
 cluster = "shop"
@@ -254,13 +255,13 @@ send_timeout = "5s"
 %s`, port, browserToken, renderers, filepath.Join(dir, "ui-cache"), filepath.Join(dir, "storage"), filepath.Join(dir, "shared"), exe, cluster.ListenAddrs()[0], showcasePage))
 	w := &uiWorker{base: fmt.Sprintf("http://127.0.0.1:%d", port), token: browserToken}
 	w.proc = start(t, "run", "-config", cfg)
-	waitHTTP(t, w.base+"/healthz")
+	w.proc.WaitHTTP(t, w.base+"/healthz")
 	wait.For(t, wait.Long, "the consumer group joined (readyz)", func() (bool, string) {
 		c, body := w.get(t, "/readyz")
 		return c == 200, fmt.Sprintf("readyz %d %s", c, body)
 	})
-	if !strings.Contains(w.proc.stderr.String(), "probe_details_link_bases_missing") {
-		t.Errorf("no probe_details_link_bases_missing warning for {wiki}:\n%s", w.proc.stderr.String())
+	if !strings.Contains(w.proc.Output.String(), "probe_details_link_bases_missing") {
+		t.Errorf("no probe_details_link_bases_missing warning for {wiki}:\n%s", w.proc.Output.String())
 	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.DefaultProduceTopic("orders"))
@@ -296,7 +297,7 @@ func startLockedDownWorker(t *testing.T) *uiWorker {
 	t.Helper()
 	dir := t.TempDir()
 	port, in := freePort(t), freePort(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = "locked-1"
 shutdown_timeout = "5s"
@@ -320,7 +321,7 @@ port = %d
 `, port, filepath.Join(dir, "ui-cache"), in))
 	w := &uiWorker{base: fmt.Sprintf("http://127.0.0.1:%d", port), ingress: fmt.Sprintf("http://127.0.0.1:%d", in)}
 	w.proc = start(t, "run", "-config", cfg)
-	waitHTTP(t, w.base+"/healthz")
+	w.proc.WaitHTTP(t, w.base+"/healthz")
 	r, err := http.Post(w.ingress+"/v1/process", "application/json", strings.NewReader(`{"hello":"world"}`))
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ type member struct {
 	name, cluster string
 	ui, in        int
 	storage       string
-	proc          *proc
+	proc          *workertest.Proc
 }
 
 func (m *member) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", m.ui, path) }
@@ -41,7 +41,7 @@ func startMember(t *testing.T, name, cluster, shared, extra string) *member {
 		t.Fatal(err)
 	}
 	m := &member{name: name, cluster: cluster, ui: freePort(t), in: freePort(t), storage: filepath.Join(t.TempDir(), name)}
-	cfg := writeConfig(t, fmt.Sprintf(`
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = %q
 cluster = %q
@@ -69,7 +69,7 @@ interval = "500ms"
 timeout = "5s"
 %s`, name, cluster, m.ui, m.storage, shared, exe, m.in, extra))
 	m.proc = start(t, "run", "-config", cfg)
-	waitHTTP(t, m.url("/healthz"))
+	m.proc.WaitHTTP(t, m.url("/healthz"))
 	return m
 }
 
@@ -163,11 +163,11 @@ func TestThreeWorkersListEachOther(t *testing.T) {
 	for _, m := range []*member{a, b, c} {
 		m.waitWorkers(t, "a=running b=running c=running")
 	}
-	_ = b.proc.cmd.Process.Kill()
-	b.proc.wait(t)
-	_ = c.proc.cmd.Process.Signal(syscall.SIGTERM)
-	if code := c.proc.wait(t); code != 0 {
-		t.Errorf("c exit = %d\n%s", code, c.proc.stderr.String())
+	_ = b.proc.Cmd.Process.Kill()
+	b.proc.Wait(t)
+	_ = c.proc.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := c.proc.Wait(t); code != 0 {
+		t.Errorf("c exit = %d\n%s", code, c.proc.Output.String())
 	}
 	a.waitWorkers(t, "a=running b=unreachable c=stopped")
 	fi, err := os.Stat(filepath.Join(shared, "fleet", "a.json"))
@@ -243,8 +243,8 @@ func TestThreeWorkersConvergeACache(t *testing.T) {
 		t.Errorf("winner = %+v, its value is not its origin's", final)
 	}
 	for _, m := range []*member{a, b, c} {
-		if !strings.Contains(m.proc.stderr.String(), `"msg":"worker_started"`) || strings.Contains(m.proc.stderr.String(), "cache_exchange_peer_failed") {
-			t.Errorf("%s logs:\n%s", m.name, workertest.Tail(m.proc.stderr.String(), 20))
+		if !strings.Contains(m.proc.Output.String(), `"msg":"worker_started"`) || strings.Contains(m.proc.Output.String(), "cache_exchange_peer_failed") {
+			t.Errorf("%s logs:\n%s", m.name, workertest.Tail(m.proc.Output.String(), 20))
 		}
 	}
 }
@@ -260,9 +260,9 @@ func TestSecondWorkerOfOneNameKeepsOffTheCard(t *testing.T) {
 	first := startMember(t, "twin", "default", shared, "")
 	first.waitWorkers(t, "twin=running")
 	second := startMember(t, "twin", "default", shared, "")
-	wait.For(t, wait.Long, "the conflict log", func() (bool, string) { return strings.Contains(second.proc.stderr.String(), "fleet_name_conflict"), "" })
-	if !strings.Contains(second.proc.stderr.String(), `"level":"ERROR"`) {
-		t.Errorf("conflict not logged as an error:\n%s", second.proc.stderr.String())
+	wait.For(t, wait.Long, "the conflict log", func() (bool, string) { return strings.Contains(second.proc.Output.String(), "fleet_name_conflict"), "" })
+	if !strings.Contains(second.proc.Output.String(), `"level":"ERROR"`) {
+		t.Errorf("conflict not logged as an error:\n%s", second.proc.Output.String())
 	}
 	b, _ := os.ReadFile(filepath.Join(shared, "fleet", "twin.json"))
 	if !strings.Contains(string(b), fmt.Sprintf(":%d", first.ui)) {
@@ -285,7 +285,7 @@ password = "s3cret-kafka"
 `)
 	// A second config: the UI token and a public URL with credentials.
 	ui := freePort(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = "secretive2"
 [metrics]

@@ -10,12 +10,13 @@ import (
 	"syscall"
 	"testing"
 
+	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
 
 // workerConfig is an HTTP-only worker with the recorder on disk.
 func workerConfig(t *testing.T, name, storage, shared string, ui, in int) string {
-	return writeConfig(t, fmt.Sprintf(`
+	return workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = %q
 shutdown_timeout = "5s"
@@ -62,7 +63,7 @@ func TestTwoWorkersShareHistory(t *testing.T) {
 	type w struct {
 		name    string
 		ui, in  int
-		proc    *proc
+		proc    *workertest.Proc
 		taskIDs []string
 	}
 	ws := []*w{{name: "alpha"}, {name: "beta"}}
@@ -71,7 +72,7 @@ func TestTwoWorkersShareHistory(t *testing.T) {
 		x.proc = start(t, "run", "-config", workerConfig(t, x.name, filepath.Join(t.TempDir(), x.name), shared, x.ui, x.in))
 	}
 	for _, x := range ws {
-		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", x.ui))
+		x.proc.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", x.ui))
 		var resp struct {
 			Tasks []struct {
 				TaskID string `json:"task_id"`
@@ -113,8 +114,8 @@ func TestTwoWorkersShareHistory(t *testing.T) {
 		})
 	}
 	for _, x := range ws {
-		_ = x.proc.cmd.Process.Signal(syscall.SIGTERM)
-		if code := x.proc.wait(t); code != 0 {
+		_ = x.proc.Cmd.Process.Signal(syscall.SIGTERM)
+		if code := x.proc.Wait(t); code != 0 {
 			t.Errorf("%s exit = %d", x.name, code)
 		}
 	}
@@ -128,16 +129,16 @@ func TestCrashMarkerAfterSIGKILL(t *testing.T) {
 	ui, in := freePort(t), freePort(t)
 	cfg := workerConfig(t, "crashy", storage, shared, ui, in)
 	p := start(t, "run", "-config", cfg)
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	p.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
 	wait.For(t, wait.Long, "the watchdog file", func() (bool, string) {
 		m, _ := filepath.Glob(filepath.Join(storage, "crashy.watchdog"))
 		return len(m) == 1, fmt.Sprint("found ", m)
 	})
-	_ = p.cmd.Process.Kill()
-	p.wait(t)
+	_ = p.Cmd.Process.Kill()
+	p.Wait(t)
 
 	p2 := start(t, "run", "-config", cfg)
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	p2.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
 	var evs struct {
 		Events []struct {
 			Type    string          `json:"type"`
@@ -151,8 +152,8 @@ func TestCrashMarkerAfterSIGKILL(t *testing.T) {
 	if !strings.Contains(string(evs.Events[0].Payload), "pid") {
 		t.Errorf("crash_detected payload = %s, want what the watchdog said", evs.Events[0].Payload)
 	}
-	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p2.wait(t); code != 0 {
+	_ = p2.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := p2.Wait(t); code != 0 {
 		t.Errorf("exit = %d", code)
 	}
 	if m, _ := filepath.Glob(filepath.Join(storage, "crashy.watchdog")); len(m) != 0 {
