@@ -19,17 +19,7 @@ import (
 
 var svcBin string
 
-func TestMain(m *testing.M) {
-	bin, remove, err := workertest.BuildSvc()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	svcBin = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(workertest.MainWithSvc(m, &svcBin)) }
 
 func freePort(t *testing.T) int { return workertest.FreePort(t) }
 

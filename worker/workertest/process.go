@@ -12,11 +12,25 @@ import (
 	"svc/worker/workertest/wait"
 )
 
-// BuildSvc builds the svc binary as it ships (CGO_ENABLED=0) into a new
-// temporary directory, for a TestMain whose tests run it as a child
-// process; remove deletes the directory once the tests are done. The
-// package path "svc" resolves from any folder of the module.
-func BuildSvc() (bin string, remove func(), err error) {
+// MainWithSvc is the TestMain of a package whose tests run the svc binary:
+// it builds the binary, sets *bin to its path, runs the tests, removes the
+// binary and returns the exit code for os.Exit.
+func MainWithSvc(m *testing.M, bin *string) int {
+	b, remove, err := buildSvc()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer remove()
+	*bin = b
+	return m.Run()
+}
+
+// buildSvc builds the svc binary as it ships (CGO_ENABLED=0) into a new
+// temporary directory; remove deletes the directory. The package path
+// "svc" resolves from any folder of the module, so any package's tests
+// can build it.
+func buildSvc() (bin string, remove func(), err error) {
 	dir, err := os.MkdirTemp("", "svc-bin-")
 	if err != nil {
 		return "", nil, err

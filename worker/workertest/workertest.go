@@ -2,7 +2,7 @@
 // /bin/sh executors, an in-process kfake cluster, a log capture and metric
 // reads, an App built from a config the way `svc run` builds it
 // (workertest/pipeline), and the built svc binary run as a child process
-// (process.go: BuildSvc, Start, Proc). Waiting for a condition is
+// (process.go: MainWithSvc, Start, Proc). Waiting for a condition is
 // wait.For, in the stdlib-only leaf package workertest/wait.
 package workertest
 

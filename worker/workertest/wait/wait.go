@@ -1,8 +1,8 @@
 // Package wait is how a test waits for something to become true: For
 // polls a condition until it holds or a deadline passes, and fails the
 // test naming what it waited for, for how long and the last state it saw.
-// Every other wait in the test suites (waitWritten, waitHTTP, a page's
-// waitFor...) is a thin wrapper around For.
+// The specific waits of the test suites (waitWritten, Proc.WaitHTTP, a
+// browser page's waitFor...) are thin wrappers around For.
 //
 // It imports only the standard library, so the tests of every package,
 // the leaves (recorder, kafkaread, ui) included, can use it without

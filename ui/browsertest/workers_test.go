@@ -1,10 +1,8 @@
-package main
+package browsertest
 
-// Browser tests: headless Chromium, driven over the DevTools protocol,
-// against real svc processes (Kafka from kfake in this process, a shell
-// script as the executor, the flight recorder on disk). Each scenario
-// saves a 1280×800 screenshot; -update-screenshots copies the set into
-// docs/screenshots. Without Chromium they skip, except under CI.
+// The workers the browser tests drive (real svc processes: Kafka from
+// kfake in this process, a shell script as the executor, the flight
+// recorder on disk) and the checks every page gets.
 
 import (
 	"context"
@@ -27,6 +25,10 @@ import (
 )
 
 var updateShots = flag.Bool("update-screenshots", false, "copy the browser tests' screenshots into docs/screenshots")
+
+// docsScreenshots is docs/screenshots seen from this package's folder, the
+// working directory of its tests.
+const docsScreenshots = "../../docs/screenshots"
 
 const browserToken = "tok-browser"
 
@@ -164,7 +166,7 @@ row_fields = ["rule", "matched", "took_ms"]
   format = "duration_ms"
 `
 
-// ui is a running worker as the browser sees it.
+// uiWorker is a running worker as the browser sees it.
 type uiWorker struct {
 	base    string // http://127.0.0.1:port
 	ingress string // http://127.0.0.1:port of the HTTP ingress, if on
@@ -207,7 +209,7 @@ func startKafkaWorker(t *testing.T) *uiWorker {
 	if err := os.WriteFile(renderers, []byte(renderersModule), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := workertest.FreePort(t)
 	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = "orders-1"
@@ -296,7 +298,7 @@ send_timeout = "5s"
 func startLockedDownWorker(t *testing.T) *uiWorker {
 	t.Helper()
 	dir := t.TempDir()
-	port, in := freePort(t), freePort(t)
+	port, in := workertest.FreePort(t), workertest.FreePort(t)
 	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = "locked-1"
