@@ -15,12 +15,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // featureWorker is one `svc run` process of TestFeatureSwitchesWiredInRun.
 type featureWorker struct {
 	t    *testing.T
-	p    *proc
+	p    *workertest.Proc
 	base string // the UI server's URL
 	in   string // the ingress's URL ("" without it)
 }
@@ -53,7 +54,7 @@ func (w *featureWorker) want(method, path, body string, status int) string {
 	w.t.Helper()
 	got, b := w.do(method, path, body)
 	if got != status {
-		w.t.Fatalf("%s %s = %d %s, want %d\nworker output:\n%s", method, path, got, b, status, workertest.Tail(w.p.stderr.String(), 40))
+		w.t.Fatalf("%s %s = %d %s, want %d\nworker output:\n%s", method, path, got, b, status, workertest.Tail(w.p.Output.String(), 40))
 	}
 	return b
 }
@@ -128,7 +129,7 @@ func TestFeatureSwitchesWiredInRun(t *testing.T) {
 		}},
 		{name: "runtime", feature: "runtime_health", check: func(t *testing.T, w *featureWorker) {
 			// The monitor runs: it takes samples.
-			workertest.Eventually(t, workertest.Wait, "a runtime sample", func() (bool, string) {
+			wait.For(t, wait.Long, "a runtime sample", func() (bool, string) {
 				var rt struct {
 					Enabled bool
 					Current *struct{ Goroutines int }
@@ -173,7 +174,7 @@ func TestFeatureSwitchesWiredInRun(t *testing.T) {
 		t.Parallel()
 		w := startFeatureWorker(t, "feature-noui", exe, "")
 		// The ingress serves; the UI port and its probes are gone.
-		workertest.Eventually(t, workertest.Wait, "the ingress answers", func() (bool, string) {
+		wait.For(t, wait.Long, "the ingress answers", func() (bool, string) {
 			r, err := http.Post(w.in+"/v1/process", "text/plain", strings.NewReader("x"))
 			if err != nil {
 				return false, err.Error()
@@ -185,8 +186,8 @@ func TestFeatureSwitchesWiredInRun(t *testing.T) {
 			r.Body.Close()
 			t.Errorf("/healthz answered %d with ui.enabled = false, want no UI server", r.StatusCode)
 		}
-		if !strings.Contains(w.p.stderr.String(), `"msg":"ui_disabled_no_probes"`) {
-			t.Errorf("log lacks ui_disabled_no_probes:\n%s", w.p.stderr.String())
+		if !strings.Contains(w.p.Output.String(), `"msg":"ui_disabled_no_probes"`) {
+			t.Errorf("log lacks ui_disabled_no_probes:\n%s", w.p.Output.String())
 		}
 	})
 }
@@ -201,7 +202,7 @@ func startFeatureWorker(t *testing.T, name, exe, extra string) *featureWorker {
 	dir := t.TempDir()
 	uiPort, inPort := freePort(t), freePort(t)
 	uiOn := name != "feature-noui"
-	cfg := writeConfig(t, fmt.Sprintf(`
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = %q
 shutdown_timeout = "5s"
@@ -230,13 +231,13 @@ port = %d
 	w := &featureWorker{t: t, p: start(t, "run", "-config", cfg), base: fmt.Sprintf("http://127.0.0.1:%d", uiPort), in: fmt.Sprintf("http://127.0.0.1:%d", inPort)}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("output of %s:\n%s", name, workertest.Tail(w.p.stderr.String(), 60))
+			t.Logf("output of %s:\n%s", name, workertest.Tail(w.p.Output.String(), 60))
 		}
 	})
 	if uiOn {
-		waitHTTP(t, w.base+"/healthz")
+		w.p.WaitHTTP(t, w.base+"/healthz")
 	} else {
-		waitHTTP(t, w.in+"/")
+		w.p.WaitHTTP(t, w.in+"/")
 	}
 	return w
 }
@@ -274,7 +275,7 @@ func checkRedrive(t *testing.T, w *featureWorker) {
 		}
 		return recs
 	}
-	workertest.Eventually(t, workertest.Wait, "the failing message in the DLQ", func() (bool, string) {
+	wait.For(t, wait.Long, "the failing message in the DLQ", func() (bool, string) {
 		n := len(dlq())
 		return n == 1, fmt.Sprint(n, " DLQ records")
 	})
@@ -290,7 +291,7 @@ func checkRedrive(t *testing.T, w *featureWorker) {
 		t.Fatalf("redrive = %v, want one redriven line and a summary", lines)
 	}
 	start := time.Now()
-	workertest.Eventually(t, workertest.Wait, "the redriven message consumed again (a second DLQ record)", func() (bool, string) {
+	wait.For(t, wait.Long, "the redriven message consumed again (a second DLQ record)", func() (bool, string) {
 		n := len(dlq())
 		return n == 2, fmt.Sprint(n, " DLQ records after ", time.Since(start).Round(time.Millisecond))
 	})

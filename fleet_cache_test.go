@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // cacheExecutor stores "<scope> <key> <value>" (its stdin) as a cache
@@ -26,7 +27,7 @@ type member struct {
 	name, cluster string
 	ui, in        int
 	storage       string
-	proc          *proc
+	proc          *workertest.Proc
 }
 
 func (m *member) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", m.ui, path) }
@@ -40,7 +41,7 @@ func startMember(t *testing.T, name, cluster, shared, extra string) *member {
 		t.Fatal(err)
 	}
 	m := &member{name: name, cluster: cluster, ui: freePort(t), in: freePort(t), storage: filepath.Join(t.TempDir(), name)}
-	cfg := writeConfig(t, fmt.Sprintf(`
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = %q
 cluster = %q
@@ -68,7 +69,7 @@ interval = "500ms"
 timeout = "5s"
 %s`, name, cluster, m.ui, m.storage, shared, exe, m.in, extra))
 	m.proc = start(t, "run", "-config", cfg)
-	waitHTTP(t, m.url("/healthz"))
+	m.proc.WaitHTTP(t, m.url("/healthz"))
 	return m
 }
 
@@ -124,7 +125,7 @@ func (m *member) workers(t *testing.T) string {
 
 func (m *member) waitWorkers(t *testing.T, want string) {
 	t.Helper()
-	workertest.Eventually(t, workertest.Wait, m.name+" to list "+want, func() (bool, string) {
+	wait.For(t, wait.Long, m.name+" to list "+want, func() (bool, string) {
 		got := m.workers(t)
 		return got == want, got
 	})
@@ -162,11 +163,11 @@ func TestThreeWorkersListEachOther(t *testing.T) {
 	for _, m := range []*member{a, b, c} {
 		m.waitWorkers(t, "a=running b=running c=running")
 	}
-	_ = b.proc.cmd.Process.Kill()
-	b.proc.wait(t)
-	_ = c.proc.cmd.Process.Signal(syscall.SIGTERM)
-	if code := c.proc.wait(t); code != 0 {
-		t.Errorf("c exit = %d\n%s", code, c.proc.stderr.String())
+	_ = b.proc.Cmd.Process.Kill()
+	b.proc.Wait(t)
+	_ = c.proc.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := c.proc.Wait(t); code != 0 {
+		t.Errorf("c exit = %d\n%s", code, c.proc.Output.String())
 	}
 	a.waitWorkers(t, "a=running b=unreachable c=stopped")
 	fi, err := os.Stat(filepath.Join(shared, "fleet", "a.json"))
@@ -197,19 +198,22 @@ func TestThreeWorkersConvergeACache(t *testing.T) {
 	a.write(t, "cluster", "c1", "eu-only")
 	a.write(t, "local", "l1", "mine")
 	for _, m := range []*member{b, c} {
-		workertest.Until(t, m.name+" to hold g1", func() bool { r, ok := m.row(t, "global", "g1"); return ok && r.Value == "hello" && r.Origin == "a" })
+		wait.For(t, wait.Long, m.name+" to hold g1", func() (bool, string) {
+			r, ok := m.row(t, "global", "g1")
+			return ok && r.Value == "hello" && r.Origin == "a", fmt.Sprintf("row %+v (found %v)", r, ok)
+		})
 		n := m.cycles(t) - start[m.name]
 		t.Logf("%s held g1 after %v exchange cycles", m.name, n)
 		if n > 3+1 { // +1: a cycle may complete between the row's arrival and this read
 			t.Errorf("%s got g1 after %v exchange cycles, want at most 3", m.name, n)
 		}
 	}
-	workertest.Until(t, "b to hold c1", func() bool { _, ok := b.row(t, "cluster", "c1"); return ok })
+	wait.For(t, wait.Long, "b to hold c1", func() (bool, string) { _, ok := b.row(t, "cluster", "c1"); return ok, "" })
 	// c has pulled a since c1 was written (it holds a later row), yet
 	// neither the cluster row nor the local one.
 	a.write(t, "global", "g2", "after")
-	workertest.Until(t, "c to hold g2", func() bool { _, ok := c.row(t, "global", "g2"); return ok })
-	workertest.Until(t, "b to hold g2", func() bool { _, ok := b.row(t, "global", "g2"); return ok })
+	wait.For(t, wait.Long, "c to hold g2", func() (bool, string) { _, ok := c.row(t, "global", "g2"); return ok, "" })
+	wait.For(t, wait.Long, "b to hold g2", func() (bool, string) { _, ok := b.row(t, "global", "g2"); return ok, "" })
 	if _, ok := c.row(t, "cluster", "c1"); ok {
 		t.Error("a cluster row crossed to another cluster")
 	}
@@ -224,7 +228,7 @@ func TestThreeWorkersConvergeACache(t *testing.T) {
 		m.write(t, "global", "conflict", "from-"+m.name)
 	}
 	var final cacheRow
-	workertest.Eventually(t, workertest.Wait, "one winner everywhere", func() (bool, string) {
+	wait.For(t, wait.Long, "one winner everywhere", func() (bool, string) {
 		var seen []string
 		rows := map[cacheRow]bool{}
 		for _, m := range []*member{a, b, c} {
@@ -239,8 +243,8 @@ func TestThreeWorkersConvergeACache(t *testing.T) {
 		t.Errorf("winner = %+v, its value is not its origin's", final)
 	}
 	for _, m := range []*member{a, b, c} {
-		if !strings.Contains(m.proc.stderr.String(), `"msg":"worker_started"`) || strings.Contains(m.proc.stderr.String(), "cache_exchange_peer_failed") {
-			t.Errorf("%s logs:\n%s", m.name, workertest.Tail(m.proc.stderr.String(), 20))
+		if !strings.Contains(m.proc.Output.String(), `"msg":"worker_started"`) || strings.Contains(m.proc.Output.String(), "cache_exchange_peer_failed") {
+			t.Errorf("%s logs:\n%s", m.name, workertest.Tail(m.proc.Output.String(), 20))
 		}
 	}
 }
@@ -256,9 +260,9 @@ func TestSecondWorkerOfOneNameKeepsOffTheCard(t *testing.T) {
 	first := startMember(t, "twin", "default", shared, "")
 	first.waitWorkers(t, "twin=running")
 	second := startMember(t, "twin", "default", shared, "")
-	workertest.Until(t, "the conflict log", func() bool { return strings.Contains(second.proc.stderr.String(), "fleet_name_conflict") })
-	if !strings.Contains(second.proc.stderr.String(), `"level":"ERROR"`) {
-		t.Errorf("conflict not logged as an error:\n%s", second.proc.stderr.String())
+	wait.For(t, wait.Long, "the conflict log", func() (bool, string) { return strings.Contains(second.proc.Output.String(), "fleet_name_conflict"), "" })
+	if !strings.Contains(second.proc.Output.String(), `"level":"ERROR"`) {
+		t.Errorf("conflict not logged as an error:\n%s", second.proc.Output.String())
 	}
 	b, _ := os.ReadFile(filepath.Join(shared, "fleet", "twin.json"))
 	if !strings.Contains(string(b), fmt.Sprintf(":%d", first.ui)) {
@@ -281,7 +285,7 @@ password = "s3cret-kafka"
 `)
 	// A second config: the UI token and a public URL with credentials.
 	ui := freePort(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = "secretive2"
 [metrics]
@@ -304,9 +308,9 @@ port = %d
 heartbeat = "200ms"
 `, ui, t.TempDir(), shared, freePort(t)))
 	start(t, "run", "-config", cfg)
-	workertest.Until(t, "both cards", func() bool {
+	wait.For(t, wait.Long, "both cards", func() (bool, string) {
 		m, _ := filepath.Glob(filepath.Join(shared, "fleet", "*.json"))
-		return len(m) == 2
+		return len(m) == 2, fmt.Sprint("cards ", m)
 	})
 	cards, _ := filepath.Glob(filepath.Join(shared, "fleet", "*.json"))
 	for _, f := range cards {

@@ -11,11 +11,12 @@ import (
 	"testing"
 
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // workerConfig is an HTTP-only worker with the recorder on disk.
 func workerConfig(t *testing.T, name, storage, shared string, ui, in int) string {
-	return writeConfig(t, fmt.Sprintf(`
+	return workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = %q
 shutdown_timeout = "5s"
@@ -54,11 +55,6 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	workertest.Until(t, what, cond)
-}
-
 // Two worker processes mounting one shared folder see each other's sealed
 // history, and one can trace a task the other ran.
 func TestTwoWorkersShareHistory(t *testing.T) {
@@ -67,7 +63,7 @@ func TestTwoWorkersShareHistory(t *testing.T) {
 	type w struct {
 		name    string
 		ui, in  int
-		proc    *proc
+		proc    *workertest.Proc
 		taskIDs []string
 	}
 	ws := []*w{{name: "alpha"}, {name: "beta"}}
@@ -76,7 +72,7 @@ func TestTwoWorkersShareHistory(t *testing.T) {
 		x.proc = start(t, "run", "-config", workerConfig(t, x.name, filepath.Join(t.TempDir(), x.name), shared, x.ui, x.in))
 	}
 	for _, x := range ws {
-		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", x.ui))
+		x.proc.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", x.ui))
 		var resp struct {
 			Tasks []struct {
 				TaskID string `json:"task_id"`
@@ -97,29 +93,29 @@ func TestTwoWorkersShareHistory(t *testing.T) {
 	}
 	for i, x := range ws {
 		other := ws[1-i]
-		eventually(t, x.name+" to list "+other.name+"'s sealed file", func() bool {
+		wait.For(t, wait.Long, x.name+" to list "+other.name+"'s sealed file", func() (bool, string) {
 			var d dbs
 			getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/api/v1/debug/databases", x.ui), &d)
 			for _, db := range d.Databases {
 				if db.Worker == other.name && db.Kind == "sealed" && strings.HasPrefix(db.Path, "history/default/") {
-					return true
+					return true, ""
 				}
 			}
-			return false
+			return false, fmt.Sprintf("databases %+v", d.Databases)
 		})
-		eventually(t, x.name+" to trace "+other.name+"'s task", func() bool {
+		wait.For(t, wait.Long, x.name+" to trace "+other.name+"'s task", func() (bool, string) {
 			var tr struct {
 				Events []struct {
 					Type, Worker string
 				} `json:"events"`
 			}
 			getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/api/v1/debug/trace?task_id=%s", x.ui, other.taskIDs[0]), &tr)
-			return len(tr.Events) >= 3 && tr.Events[0].Worker == other.name
+			return len(tr.Events) >= 3 && tr.Events[0].Worker == other.name, fmt.Sprintf("events %+v", tr.Events)
 		})
 	}
 	for _, x := range ws {
-		_ = x.proc.cmd.Process.Signal(syscall.SIGTERM)
-		if code := x.proc.wait(t); code != 0 {
+		_ = x.proc.Cmd.Process.Signal(syscall.SIGTERM)
+		if code := x.proc.Wait(t); code != 0 {
 			t.Errorf("%s exit = %d", x.name, code)
 		}
 	}
@@ -133,31 +129,31 @@ func TestCrashMarkerAfterSIGKILL(t *testing.T) {
 	ui, in := freePort(t), freePort(t)
 	cfg := workerConfig(t, "crashy", storage, shared, ui, in)
 	p := start(t, "run", "-config", cfg)
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
-	eventually(t, "the watchdog file", func() bool {
+	p.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	wait.For(t, wait.Long, "the watchdog file", func() (bool, string) {
 		m, _ := filepath.Glob(filepath.Join(storage, "crashy.watchdog"))
-		return len(m) == 1
+		return len(m) == 1, fmt.Sprint("found ", m)
 	})
-	_ = p.cmd.Process.Kill()
-	p.wait(t)
+	_ = p.Cmd.Process.Kill()
+	p.Wait(t)
 
 	p2 := start(t, "run", "-config", cfg)
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	p2.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
 	var evs struct {
 		Events []struct {
 			Type    string          `json:"type"`
 			Payload json.RawMessage `json:"payload"`
 		} `json:"events"`
 	}
-	eventually(t, "a crash_detected event", func() bool {
+	wait.For(t, wait.Long, "a crash_detected event", func() (bool, string) {
 		getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/api/v1/events?types=crash_detected", ui), &evs)
-		return len(evs.Events) == 1
+		return len(evs.Events) == 1, fmt.Sprintf("%d crash_detected events", len(evs.Events))
 	})
 	if !strings.Contains(string(evs.Events[0].Payload), "pid") {
 		t.Errorf("crash_detected payload = %s, want what the watchdog said", evs.Events[0].Payload)
 	}
-	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p2.wait(t); code != 0 {
+	_ = p2.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := p2.Wait(t); code != 0 {
 		t.Errorf("exit = %d", code)
 	}
 	if m, _ := filepath.Glob(filepath.Join(storage, "crashy.watchdog")); len(m) != 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -10,32 +9,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 var svcBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "svc-bin-")
-	if err != nil {
-		panic(err)
-	}
-	svcBin = filepath.Join(dir, "svc")
-	build := exec.Command("go", "build", "-o", svcBin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build svc: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(workertest.MainWithSvc(m, &svcBin)) }
 
 func freePort(t *testing.T) int { return workertest.FreePort(t) }
 
@@ -77,70 +61,10 @@ func TestCheckAcceptsValidAndRejectsInvalid(t *testing.T) {
 	}
 }
 
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	done   chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-func start(t *testing.T, args ...string) *proc {
+// start runs the svc binary with args, killed when the test ends.
+func start(t *testing.T, args ...string) *workertest.Proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(svcBin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stderr, p.cmd.Stdout = p.stderr, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	})
-	return p
-}
-
-func (p *proc) wait(t *testing.T) int {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(30 * time.Second):
-		t.Fatalf("svc did not exit; output:\n%s", p.stderr.String())
-		return -1
-	}
-}
-
-func waitHTTP(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if r, err := http.Get(url); err == nil {
-			r.Body.Close()
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s never answered", url)
-}
-
-func writeConfig(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "svc.toml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return workertest.Start(t, svcBin, args...)
 }
 
 // SIGTERM stops intake at once and lets requests in flight finish; the
@@ -152,7 +76,7 @@ func TestShutdownDrainsInFlightAndRefusesNew(t *testing.T) {
 	exe := filepath.Join(dir, "slow.sh")
 	os.WriteFile(exe, []byte(fmt.Sprintf("#!/bin/sh\ntouch %s\nsleep 2\ncat\n", started)), 0o755)
 	ui, in := freePort(t), freePort(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = "drain"
 shutdown_timeout = "20s"
@@ -170,7 +94,7 @@ host = "127.0.0.1"
 port = %d
 `, ui, exe, in))
 	p := start(t, "run", "-config", cfg)
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	p.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
 
 	url := fmt.Sprintf("http://127.0.0.1:%d/v1/process", in)
 	type result struct {
@@ -189,32 +113,24 @@ port = %d
 		r.Body.Close()
 		res <- result{status: r.StatusCode, body: string(b)}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("executor never started")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	wait.For(t, wait.Long, "the executor to start", func() (bool, string) {
+		_, err := os.Stat(started)
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	// New connections are refused while the in-flight one finishes.
-	refused := false
-	for i := 0; i < 100 && !refused; i++ {
+	wait.For(t, wait.Long, "the ingress to refuse connections after SIGTERM", func() (bool, string) {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", in), time.Second)
 		if err != nil {
-			refused = true
-			break
+			return true, ""
 		}
 		c.Close()
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !refused {
-		t.Error("ingress still accepted connections after SIGTERM")
+		return false, "a connection was accepted"
+	})
+	if len(res) > 0 {
+		t.Error("ingress accepted connections after SIGTERM until the in-flight request had finished")
 	}
 	// Readiness flips the moment shutdown begins, while the request in
 	// flight is still running (the UI server answers until the end).
@@ -231,11 +147,11 @@ port = %d
 	if r.err != nil || r.status != 200 || !strings.Contains(r.body, "in flight") {
 		t.Errorf("in-flight request = %d %q %v, want 200 with its output", r.status, r.body, r.err)
 	}
-	if code := p.wait(t); code != 0 {
-		t.Errorf("exit code = %d, want 0\n%s", code, p.stderr.String())
+	if code := p.Wait(t); code != 0 {
+		t.Errorf("exit code = %d, want 0\n%s", code, p.Output.String())
 	}
-	if !strings.Contains(p.stderr.String(), "worker_stopped") {
-		t.Errorf("no worker_stopped log:\n%s", p.stderr.String())
+	if !strings.Contains(p.Output.String(), "worker_stopped") {
+		t.Errorf("no worker_stopped log:\n%s", p.Output.String())
 	}
 }
 
@@ -254,12 +170,12 @@ func TestBindFailureIsFatal(t *testing.T) {
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
 			storage, shared := t.TempDir(), t.TempDir()
-			cfg := writeConfig(t, fmt.Sprintf("[metrics]\nenabled = false\n[storage]\ndir = %q\n[shared]\ndir = %q\n[executor]\nbinary_path = \"/bin/cat\"\n", storage, shared)+body)
+			cfg := workertest.WriteConfig(t, fmt.Sprintf("[metrics]\nenabled = false\n[storage]\ndir = %q\n[shared]\ndir = %q\n[executor]\nbinary_path = \"/bin/cat\"\n", storage, shared)+body)
 			p := start(t, "run", "-config", cfg)
-			if code := p.wait(t); code != 1 {
+			if code := p.Wait(t); code != 1 {
 				t.Fatalf("exit = %d, want 1", code)
 			}
-			out := p.stderr.String()
+			out := p.Output.String()
 			if want := fmt.Sprintf("%s: bind 127.0.0.1:%d", name, busy); !strings.Contains(out, want) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
@@ -281,7 +197,7 @@ func TestDemoServesIngress(t *testing.T) {
 	t.Parallel()
 	ui, in, mt := freePort(t), freePort(t), freePort(t)
 	p := start(t, "demo", "-ui-port", fmt.Sprint(ui), "-ingress-port", fmt.Sprint(in), "-metrics-port", fmt.Sprint(mt))
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	p.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
 	req, _ := http.NewRequest("POST", fmt.Sprintf("http://127.0.0.1:%d/v1/process", in), strings.NewReader("hello demo"))
 	req.Header.Set("Authorization", "Bearer demo-token")
 	r, err := http.DefaultClient.Do(req)
@@ -294,14 +210,14 @@ func TestDemoServesIngress(t *testing.T) {
 		t.Errorf("demo ingress = %d %s", r.StatusCode, b)
 	}
 	// The demo executor writes one cache row, visible to operators.
-	workertest.Until(t, "the demo cache row", func() bool {
+	wait.For(t, wait.Long, "the demo cache row", func() (bool, string) {
 		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/debug/cache?prefix=demo.", ui))
 		if err != nil {
-			return false
+			return false, err.Error()
 		}
 		defer r.Body.Close()
 		b, _ := io.ReadAll(r.Body)
-		return r.StatusCode == 200 && strings.Contains(string(b), `"key":"demo.last_task"`)
+		return r.StatusCode == 200 && strings.Contains(string(b), `"key":"demo.last_task"`), fmt.Sprintf("%d %s", r.StatusCode, b)
 	})
 	// The embedded UI is served with no network, the demo's page included.
 	for _, page := range []string{"/", "/p/summaries"} {
@@ -315,12 +231,12 @@ func TestDemoServesIngress(t *testing.T) {
 			t.Errorf("demo page %s = %d, want the UI shell:\n%s", page, r.StatusCode, b)
 		}
 	}
-	if !strings.Contains(p.stderr.String(), "curl -s") {
-		t.Errorf("demo did not print a curl line:\n%s", p.stderr.String())
+	if !strings.Contains(p.Output.String(), "curl -s") {
+		t.Errorf("demo did not print a curl line:\n%s", p.Output.String())
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	if code := p.wait(t); code != 0 {
-		t.Errorf("demo exit = %d\n%s", code, p.stderr.String())
+	_ = p.Cmd.Process.Signal(syscall.SIGINT)
+	if code := p.Wait(t); code != 0 {
+		t.Errorf("demo exit = %d\n%s", code, p.Output.String())
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"svc/worker/workertest"
 )
 
 // TestRuntimeHealthAndThroughputWired: a worker with a cost label reports
@@ -22,7 +24,7 @@ func TestRuntimeHealthAndThroughputWired(t *testing.T) {
 		t.Fatal(err)
 	}
 	ui, in, mt := freePort(t), freePort(t), freePort(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = "costly"
 [metrics]
@@ -43,7 +45,7 @@ cost_label = "cost"
 `, mt, ui, exe, in))
 	p := start(t, "run", "-config", cfg)
 	base := fmt.Sprintf("http://127.0.0.1:%d", ui)
-	waitHTTP(t, base+"/healthz")
+	p.WaitHTTP(t, base+"/healthz")
 	for _, cost := range []string{"2.5", "4", "lots", "-1", ""} {
 		req, _ := http.NewRequest("POST", fmt.Sprintf("http://127.0.0.1:%d/v1/process", in), strings.NewReader("x"))
 		if cost != "" {
@@ -102,5 +104,4 @@ cost_label = "cost"
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	_ = p
 }

@@ -13,7 +13,7 @@ import (
 	"svc/recorder"
 	"svc/worker"
 	"svc/worker/config"
-	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // diskConfig is a stack config whose recorder writes real SQLite files:
@@ -42,10 +42,11 @@ echo done`)
 	var results struct {
 		Results []recorder.TaskRow `json:"results"`
 	}
-	waitFor(t, func() bool {
-		_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/live/task-results?limit=10", "").body), &results)
-		return len(results.Results) == 1
-	}, "the task row")
+	wait.For(t, wait.Long, "the task row", func() (bool, string) {
+		body := do(t, "GET", s.uiURL+"/api/v1/live/task-results?limit=10", "").body
+		_ = json.Unmarshal([]byte(body), &results)
+		return len(results.Results) == 1, body
+	})
 	row := results.Results[0]
 	if row.TaskID != taskID || row.Source != "http" || row.Status != "ok" || row.Labels["customer"] != "acme" || row.Attempts != 1 {
 		t.Errorf("task row = %+v", row)
@@ -55,10 +56,11 @@ echo done`)
 		TaskID string           `json:"task_id"`
 		Events []recorder.Event `json:"events"`
 	}
-	waitFor(t, func() bool {
-		_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/debug/trace?task_id="+taskID, "").body), &trace)
-		return len(trace.Events) >= 4
-	}, "the trace")
+	wait.For(t, wait.Long, "the trace", func() (bool, string) {
+		body := do(t, "GET", s.uiURL+"/api/v1/debug/trace?task_id="+taskID, "").body
+		_ = json.Unmarshal([]byte(body), &trace)
+		return len(trace.Events) >= 4, body
+	})
 	types := map[string]bool{}
 	for _, e := range trace.Events {
 		types[e.Type] = true
@@ -113,15 +115,16 @@ func TestHistoryDownloadMergeAndLive(t *testing.T) {
 	var dbs struct {
 		Databases []recorder.Database `json:"databases"`
 	}
-	waitFor(t, func() bool {
-		_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/debug/databases", "").body), &dbs)
+	wait.For(t, wait.Long, "the other worker's sealed file in databases", func() (bool, string) {
+		body := do(t, "GET", s.uiURL+"/api/v1/debug/databases", "").body
+		_ = json.Unmarshal([]byte(body), &dbs)
 		for _, d := range dbs.Databases {
 			if d.Worker == "other" && d.Kind == "sealed" {
-				return true
+				return true, ""
 			}
 		}
-		return false
-	}, "the other worker's sealed file in databases")
+		return false, body
+	})
 	var sealed string
 	for _, d := range dbs.Databases {
 		if d.Worker == "other" && d.Kind == "sealed" {
@@ -191,9 +194,10 @@ func TestHistoryMemoryOnlyAndMergeSwitch(t *testing.T) {
 		t.Errorf("merge disabled = %d %s", r.status, r.body)
 	}
 	do(t, "POST", s.inURL+"/v1/process", "x")
-	waitFor(t, func() bool {
-		return strings.Contains(do(t, "GET", s.uiURL+"/api/v1/live/task-results", "").body, `"status":"ok"`)
-	}, "a task row in memory mode")
+	wait.For(t, wait.Long, "a task row in memory mode", func() (bool, string) {
+		body := do(t, "GET", s.uiURL+"/api/v1/live/task-results", "").body
+		return strings.Contains(body, `"status":"ok"`), body
+	})
 	// Spec 1.2 rule 13: a memory-only recorder means zeroed dashboard counts.
 	if r := do(t, "GET", s.uiURL+"/api/v1/dashboard/counts", ""); !strings.Contains(r.body, `"total":0`) || !strings.Contains(r.body, `"memory_only":true`) {
 		t.Errorf("memory-only counts = %s, want zeroed and flagged", r.body)
@@ -240,12 +244,18 @@ func TestStreamsAreBounded(t *testing.T) {
 			c.Close()
 		}
 	}()
-	workertest.Until(t, "every stream slot taken", func() bool { return len(s.ui.streams.slots) == maxStreams })
+	wait.For(t, wait.Long, "every stream slot taken", func() (bool, string) {
+		n := len(s.ui.streams.slots)
+		return n == maxStreams, fmt.Sprintf("%d of %d slots taken", n, maxStreams)
+	})
 	if r := do(t, "GET", url, ""); r.status != 503 || !strings.Contains(r.body, "too_many_streams") {
 		t.Errorf("download past the cap = %d %s, want 503 too_many_streams", r.status, r.body[:min(len(r.body), 200)])
 	}
 	// Nobody reads: every stalled write hits the window and its slot frees.
-	workertest.Until(t, "stalled downloads cut off", func() bool { return len(s.ui.streams.slots) == 0 })
+	wait.For(t, wait.Long, "stalled downloads cut off", func() (bool, string) {
+		n := len(s.ui.streams.slots)
+		return n == 0, fmt.Sprintf("%d slots still taken", n)
+	})
 	if r := do(t, "GET", url, ""); r.status != 200 || len(r.body) != len(big) {
 		t.Errorf("download after the stalled ones were cut off = %d, %d bytes, want 200 and %d bytes", r.status, len(r.body), len(big))
 	}

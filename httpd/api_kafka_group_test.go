@@ -14,6 +14,7 @@ import (
 	"svc/worker/config"
 	"svc/worker/kafka"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // TestKafkaGroupRouteGates: without a running Kafka consumer the group
@@ -76,8 +77,8 @@ func TestKafkaGroupRoute(t *testing.T) {
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(workertest.Wait):
-			t.Errorf("the Kafka source did not stop within %s", workertest.Wait)
+		case <-time.After(wait.Long):
+			t.Errorf("the Kafka source did not stop within %s", wait.Long)
 		}
 	}
 	t.Cleanup(func() {
@@ -97,7 +98,7 @@ func TestKafkaGroupRoute(t *testing.T) {
 		}
 	}
 	var g kafka.GroupState
-	workertest.Eventually(t, workertest.Wait, "the group view shows partition 0 committed to its end", func() (bool, string) {
+	wait.For(t, wait.Long, "the group view shows partition 0 committed to its end", func() (bool, string) {
 		r := do(t, "GET", url, "", auth...)
 		g = kafka.GroupState{}
 		if r.status != 200 || json.Unmarshal([]byte(r.body), &g) != nil || len(g.Partitions) != 2 {

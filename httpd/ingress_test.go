@@ -17,6 +17,7 @@ import (
 	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // countingExec is an executor that appends one line per run to a log file,
@@ -148,7 +149,10 @@ func TestIngressShedsOverMaxConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); codes <- do(t, "POST", url, "held").status }()
 	}
-	waitFor(t, func() bool { return lines(t, log) == 2 }, "two requests to reach the executor")
+	wait.For(t, wait.Long, "two requests to reach the executor", func() (bool, string) {
+		n := lines(t, log)
+		return n == 2, fmt.Sprintf("%d reached it", n)
+	})
 	r := do(t, "POST", url, "shed me")
 	if r.status != 503 || !strings.Contains(r.body, `"error":"overloaded"`) || r.header.Get("Retry-After") == "" {
 		t.Errorf("third request = %d %s, want 503 overloaded with Retry-After", r.status, r.body)
@@ -238,17 +242,6 @@ func TestIngressMissingExecutorKeepsServing(t *testing.T) {
 	}
 	if r := do(t, "GET", s.uiURL+"/healthz", ""); r.status != 200 {
 		t.Errorf("healthz after executor failure = %d", r.status)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

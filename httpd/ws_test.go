@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/net/websocket"
 
 	"svc/recorder"
+	"svc/worker/workertest/wait"
 )
 
 // wsWait bounds every wait of these tests; generous, never a timing claim.
@@ -151,17 +153,6 @@ func readClosed(t *testing.T, ws *websocket.Conn) int {
 			t.Fatalf("socket still open after %s (%d frames read)", wsWait, n)
 		}
 		return n
-	}
-}
-
-func wsWaitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wsWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -328,7 +319,10 @@ func TestWSConnectionLimit(t *testing.T) {
 		t.Fatalf("second socket = %d %s, want 503 too_many_connections with Retry-After", r.status, r.body)
 	}
 	first.Close()
-	wsWaitFor(t, "the slot to free up", func() bool { return rawUpgrade(t, addr, "/ws", "", "Origin", "http://localhost").status == 101 })
+	wait.For(t, wsWait, "the slot to free up", func() (bool, string) {
+		r := rawUpgrade(t, addr, "/ws", "", "Origin", "http://localhost")
+		return r.status == 101, fmt.Sprintf("upgrade %d %s", r.status, r.body)
+	})
 }
 
 func TestWSWithoutRecorder(t *testing.T) {
@@ -372,12 +366,12 @@ func TestWSSlowClientDoesNotBlockRecorder(t *testing.T) {
 	// The writer drops the socket once a write is stuck for writeTimeout;
 	// on a loaded machine it may have kept up so far, so events keep coming
 	// until the socket buffers are full.
-	wsWaitFor(t, "the server to drop the socket", func() bool {
-		if s.rec.Stats().Subscribers == 0 {
-			return true
+	wait.For(t, wsWait, "the server to drop the socket", func() (bool, string) {
+		if n := s.rec.Stats().Subscribers; n != 0 {
+			flood(50)
+			return false, fmt.Sprintf("%d subscribers", n)
 		}
-		flood(50)
-		return false
+		return true, ""
 	})
 	frames := readClosed(t, ws)
 	after := s.rec.Stats()
@@ -397,7 +391,10 @@ func TestWSShutdownClosesSockets(t *testing.T) {
 	subscribe(t, ws, `{"subscribe":["tasks"]}`)
 	s.stop()
 	readClosed(t, ws)
-	wsWaitFor(t, "the subscription to end", func() bool { return s.rec.Stats().Subscribers == 0 })
+	wait.For(t, wsWait, "the subscription to end", func() (bool, string) {
+		n := s.rec.Stats().Subscribers
+		return n == 0, fmt.Sprintf("%d subscribers", n)
+	})
 }
 
 // A client that falls behind is told how much it missed.

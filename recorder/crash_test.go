@@ -114,7 +114,7 @@ func recorderChild(t *testing.T, env, worker, parent string) {
 	go r.Run(context.Background())
 	r.Event(Event{Type: TypeTaskReceived, TaskID: "child-task"})
 	waitWritten(t, r, 1, 0)
-	waitFor(t, "watchdog file", func() bool { return fileExists(filepath.Join(dir, worker+".watchdog")) })
+	waitFile(t, filepath.Join(dir, worker+".watchdog"))
 	fmt.Println("CHILD_READY")
 	time.Sleep(time.Minute) // killed long before
 }

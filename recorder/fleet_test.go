@@ -197,7 +197,7 @@ func TestRunLoops(t *testing.T) {
 		ArchiveEnabled: true, ArchiveAfter: time.Millisecond, ArchiveWindow: 10 * time.Millisecond})
 	stop := startRun(t, r)
 	watchdog := filepath.Join(dir, "w.watchdog")
-	waitFor(t, "watchdog file", func() bool { return fileExists(watchdog) })
+	waitFile(t, watchdog)
 	first, _ := os.ReadFile(watchdog)
 	done := make(chan struct{})
 	go func() {
@@ -227,7 +227,7 @@ func TestRunLoops(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "two files sealed and archived by the loops", func() bool { return r.Stats().ArchivedFiles >= 2 })
+	waitStats(t, r, "two files sealed and archived by the loops", func(s Stats) bool { return s.ArchivedFiles >= 2 })
 	<-done
 	if err := <-readers; err != nil {
 		t.Errorf("concurrent reader error = %v", err)

@@ -109,8 +109,7 @@ func TestFullDiskAtRuntime(t *testing.T) {
 			r.Task(TaskRow{TaskID: "t", Source: "http", Status: "ok", Labels: map[string]string{"k": strings.Repeat("v", 200)}})
 			sent++
 		}
-		waitFor(t, "the writer to store or lose every row", func() bool {
-			s := r.Stats()
+		waitStats(t, r, "the writer to store or lose every row", func(s Stats) bool {
 			return s.Queued == 0 && int(s.TasksWritten+s.TasksDropped) == sent
 		})
 	}
@@ -157,7 +156,7 @@ func TestFullDiskAtRuntime(t *testing.T) {
 	free()
 	before := r.Stats().TasksWritten
 	wave(3)
-	waitFor(t, "writes to resume once space is back", func() bool { return r.Stats().TasksWritten > before })
+	waitStats(t, r, "writes to resume once space is back", func(s Stats) bool { return s.TasksWritten > before })
 	rec := logs.named("recorder_write_recovered")
 	if len(rec) != 1 || uint64(rec[0]["lost_rows"].Int64()) != r.Stats().RowsLost {
 		t.Errorf("recorder_write_recovered lines = %v, want one with lost_rows %d", rec, r.Stats().RowsLost)

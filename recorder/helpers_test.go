@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"svc/worker/config"
+	"svc/worker/workertest/wait"
 )
 
 // t0 is an hour boundary plus one second, so early files share a window.
@@ -83,24 +84,30 @@ func startRun(t testing.TB, r *Recorder) (stop func() error) {
 	return stop
 }
 
-// waitFor polls cond for up to 10 seconds.
-func waitFor(t testing.TB, what string, cond func() bool) {
+// waitStats waits until r's counters satisfy cond; a failure shows the
+// last ones.
+func waitStats(t testing.TB, r *Recorder, what string, cond func(Stats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, wait.Long, what, func() (bool, string) {
+		s := r.Stats()
+		return cond(s), fmt.Sprintf("stats %+v", s)
+	})
 }
 
 // waitWritten waits until the writer stored n events in total.
 func waitWritten(t testing.TB, r *Recorder, events, tasks uint64) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d events and %d tasks written", events, tasks), func() bool {
-		s := r.Stats()
+	waitStats(t, r, fmt.Sprintf("%d events and %d tasks written", events, tasks), func(s Stats) bool {
 		return s.EventsWritten >= events && s.TasksWritten >= tasks
+	})
+}
+
+// waitFile waits until path exists.
+func waitFile(t testing.TB, path string) {
+	t.Helper()
+	wait.For(t, wait.Long, path, func() (bool, string) {
+		_, err := os.Stat(path)
+		return err == nil, fmt.Sprint(err)
 	})
 }
 

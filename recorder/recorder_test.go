@@ -215,7 +215,7 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 		t.Fatalf("BEGIN IMMEDIATE error = %v", err)
 	}
 	r.Event(Event{Type: TypeTaskReceived}) // the writer takes it, lingers for more, then blocks
-	waitFor(t, "writer to dequeue", func() bool { return r.Stats().Queued == 0 })
+	waitStats(t, r, "writer to dequeue", func(s Stats) bool { return s.Queued == 0 })
 	time.Sleep(2 * writeLinger)
 	const n = 100000
 	for range n {
@@ -229,9 +229,8 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 	}
 	conn.ExecContext(t.Context(), `ROLLBACK`)
 	conn.Close()
-	waitFor(t, "queue drained", func() bool { return r.Stats().Queued == 0 })
-	waitFor(t, "all accounted", func() bool {
-		s := r.Stats()
+	waitStats(t, r, "queue drained", func(s Stats) bool { return s.Queued == 0 })
+	waitStats(t, r, "all accounted", func(s Stats) bool {
 		return s.EventsWritten+s.EventsDropped == n+1 && s.TasksWritten+s.TasksDropped == n
 	})
 }

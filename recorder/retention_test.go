@@ -28,9 +28,9 @@ func TestArchivingOffDeletesNothing(t *testing.T) {
 		MergedRetentionDays: 1, SealInterval: 20 * time.Millisecond, WatchdogInterval: time.Hour})
 	stop := startRun(t, r)
 	// Let the loops turn several times: three live files sealed.
-	waitFor(t, "three seals", func() bool {
+	waitStats(t, r, "three seals", func(s Stats) bool {
 		r.Event(Event{Type: TypeTaskReceived, TaskID: "t"})
-		return r.Stats().Seals >= 3
+		return s.Seals >= 3
 	})
 	if err := r.archivePass(t.Context()); err != nil {
 		t.Errorf("archivePass() with archiving off = %v", err)

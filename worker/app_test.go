@@ -12,6 +12,7 @@ import (
 
 	"svc/worker/config"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -84,9 +85,7 @@ func TestThreadsBoundConcurrency(t *testing.T) {
 	block := make(chan struct{})
 	go func() { _ = th.Do(t.Context(), func() { <-block }) }()
 	go func() { _ = th.Do(t.Context(), func() { <-block }) }()
-	for th.Busy() != 2 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, wait.Long, "both slots taken", func() (bool, string) { return th.Busy() == 2, fmt.Sprintf("%d busy", th.Busy()) })
 	cancel()
 	if err := th.Do(ctx, func() { t.Error("ran without a slot") }); err == nil {
 		t.Error("Do with a cancelled context and no free slot returned nil")
@@ -126,14 +125,10 @@ func TestProbeDuringShutdown(t *testing.T) {
 	}
 	wg.Add(1)
 	go probe()
-	for ran.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, wait.Long, "the first probe to run", func() (bool, string) { return ran.Load() != 0, "" })
 	drained := make(chan bool)
 	go func() { drained <- app.Drain(time.Minute) }()
-	for !app.Closing() {
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, wait.Long, "the drain to begin", func() (bool, string) { return app.Closing(), "" })
 	for range 32 { // racing the drain: refused, never added to a finished count
 		wg.Add(1)
 		go probe()

@@ -41,7 +41,8 @@
 //	                     memory, goroutines, stalls with sampled stacks
 //	worker/throughput/   task costs by throughput.cost_label over a window
 //	worker/demo/         `svc demo`: embedded Kafka, demo executor and config
-//	worker/workertest/   helpers shared by the test suites
+//	worker/workertest/   helpers shared by the test suites; workertest/wait
+//	                     holds wait.For, the one wait-until helper
 //
 // Elsewhere: httpd/ serves the UI server (API, /ws, probes), the HTTP
 // ingress and the metrics exporter; kafkaread/ is the read-only Kafka view

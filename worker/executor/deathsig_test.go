@@ -3,13 +3,15 @@
 package executor
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"svc/worker/workertest/wait"
 )
 
 // A worker killed with SIGKILL leaves no executor and no grandchild of one
@@ -25,16 +27,12 @@ func TestSIGKILLedWorkerLeavesNoExecutorTree(t *testing.T) {
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = w.Process.Kill() }) // when the wait below fails
 		pidFile := filepath.Join(dir, "grandchild.pid")
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				_ = w.Process.Kill()
-				t.Fatal("the worker's executor never started its grandchild")
-			}
-		}
+		wait.For(t, wait.Long, "the worker's executor to start its grandchild", func() (bool, string) {
+			b, err := os.ReadFile(pidFile)
+			return err == nil && len(b) > 0, fmt.Sprintf("pid file %q, %v", b, err)
+		})
 		grandchild := execReadPid(t, pidFile)
 		executors := execChildrenOf(w.Process.Pid)
 		if len(executors) == 0 {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"svc/worker"
+	"svc/worker/workertest/wait"
 )
 
 // execModes are the executor modes every behavioural pool test runs in.
@@ -351,14 +352,6 @@ func TestPoolCancel(t *testing.T) {
 		opts := helperOptions(t, mode)
 		opts.PoolSize, opts.MaxAttempts = 1, 3
 		p := execNewPool(t, opts)
-		waitFor := func(what string, cond func() bool) {
-			t.Helper()
-			for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("timed out waiting for %s", what)
-				}
-			}
-		}
 		runAsync := func(ctx context.Context) <-chan worker.TaskResult {
 			ch := make(chan worker.TaskResult, 1)
 			go func() { ch <- p.Run(ctx, execTask("!sleep 30s")) }()
@@ -378,11 +371,11 @@ func TestPoolCancel(t *testing.T) {
 		busyCtx, stopBusy := context.WithCancel(t.Context())
 		defer stopBusy()
 		busy := runAsync(busyCtx)
-		waitFor("the slot to be taken", func() bool { return p.Busy() == 1 })
+		wait.For(t, wait.Long, "the slot to be taken", func() (bool, string) { return p.Busy() == 1, fmt.Sprintf("%d busy", p.Busy()) })
 
 		queuedCtx, stopQueued := context.WithCancel(t.Context())
 		queued := runAsync(queuedCtx)
-		waitFor("a waiter", func() bool { return p.Waiting() == 1 })
+		wait.For(t, wait.Long, "a waiter", func() (bool, string) { return p.Waiting() == 1, fmt.Sprintf("%d waiting", p.Waiting()) })
 		stopQueued()
 		res := result(queued)
 		if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, context.Canceled) {

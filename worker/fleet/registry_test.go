@@ -14,6 +14,7 @@ import (
 
 	"svc/worker/config"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // status is a settable Status.
@@ -76,7 +77,7 @@ func states(ws []Worker) string {
 
 func waitStates(t *testing.T, r *Registry, want string) {
 	t.Helper()
-	workertest.Eventually(t, workertest.Wait, "workers "+want, func() (bool, string) {
+	wait.For(t, wait.Long, "workers "+want, func() (bool, string) {
 		got := states(r.Workers())
 		return got == want, got
 	})
@@ -191,12 +192,12 @@ func TestSecondWorkerOfOneNameYields(t *testing.T) {
 	// look unreachable.
 	slow := func(c *Config) { c.Heartbeat = time.Second }
 	first := run(t, root, "twin", slow, func(c *Config) { c.URL = func() string { return "http://first:1" } })
-	workertest.Until(t, "the first card", func() bool {
+	wait.For(t, wait.Long, "the first card", func() (bool, string) {
 		_, err := os.Stat(filepath.Join(root, FolderName, "twin.json"))
-		return err == nil
+		return err == nil, fmt.Sprint(err)
 	})
 	second := run(t, root, "twin", slow, func(c *Config) { c.URL = func() string { return "http://second:1" } })
-	workertest.Until(t, "the conflict log", func() bool { return len(second.logs.Named("fleet_name_conflict")) == 1 })
+	wait.For(t, wait.Long, "the conflict log", func() (bool, string) { return len(second.logs.Named("fleet_name_conflict")) == 1, "" })
 	log := second.logs.Named("fleet_name_conflict")[0]
 	if log["other_url"] != "http://first:1" || log["worker"] != "twin" || log["level"] != "ERROR" {
 		t.Errorf("conflict log = %v", log)
@@ -209,8 +210,9 @@ func TestSecondWorkerOfOneNameYields(t *testing.T) {
 		t.Error("the conflict is logged on every heartbeat")
 	}
 	first.stop()
-	workertest.Until(t, "the second to take over", func() bool {
-		return readCard(t, root, "twin").URL == "http://second:1"
+	wait.For(t, wait.Long, "the second to take over", func() (bool, string) {
+		c := readCard(t, root, "twin")
+		return c.URL == "http://second:1", "card URL " + c.URL
 	})
 	if len(second.logs.Named("fleet_card_taken_over")) != 1 {
 		t.Errorf("logs: %s", second.logs.String())
@@ -262,13 +264,16 @@ func TestMarksMoveTheCard(t *testing.T) {
 		c.Heartbeat = time.Hour
 		c.Marks = func() *Marks { mu.Lock(); defer mu.Unlock(); m := *marks; return &m }
 	})
-	workertest.Until(t, "the card", func() bool { _, err := os.Stat(filepath.Join(root, FolderName, "a.json")); return err == nil })
+	wait.For(t, wait.Long, "the card", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(root, FolderName, "a.json"))
+		return err == nil, fmt.Sprint(err)
+	})
 	mu.Lock()
 	marks.Global = 42
 	mu.Unlock()
-	workertest.Until(t, "the marks on the card", func() bool {
+	wait.For(t, wait.Long, "the marks on the card", func() (bool, string) {
 		c := readCard(t, root, "a")
-		return c.CacheMarks != nil && c.CacheMarks.Global == 42
+		return c.CacheMarks != nil && c.CacheMarks.Global == 42, fmt.Sprintf("cache marks %+v", c.CacheMarks)
 	})
 }
 
@@ -313,7 +318,7 @@ func TestSymlinkedCardFolderIsRefused(t *testing.T) {
 	os.Symlink(outside, filepath.Join(root, FolderName))
 	a := run(t, root, "a")
 	waitStates(t, a.Registry, "a=running*")
-	workertest.Until(t, "the folder warning", func() bool { return len(a.logs.Named("fleet_card_folder_unavailable")) == 1 })
+	wait.For(t, wait.Long, "the folder warning", func() (bool, string) { return len(a.logs.Named("fleet_card_folder_unavailable")) == 1, "" })
 	if m, _ := filepath.Glob(filepath.Join(outside, "*")); len(m) != 0 {
 		t.Errorf("wrote through the symlink: %v", m)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"svc/worker/config"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 
 	"github.com/BurntSushi/toml"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -132,7 +133,7 @@ func TestKafkaCrashRestart(t *testing.T) {
 
 	ktProduce(t, prod, msgs(0, 1200))
 	first := ktChild(t, cfgPath, logPath)
-	workertest.Eventually(t, ktWait, "the first worker delivers part of the stream", func() (bool, string) {
+	wait.For(t, ktWait, "the first worker delivers part of the stream", func() (bool, string) {
 		n := ktSum(ktEnds(t, adm, ktOut))
 		return n >= 200, fmt.Sprintf("%d sink records", n)
 	})

@@ -10,6 +10,7 @@ import (
 	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -101,11 +102,11 @@ func TestKafkaDLQStall(t *testing.T) {
 	recs = append(recs, ktPartitioned(2, 200, 20, -1)...)
 	ktProduce(t, prod, recs)
 
-	workertest.Eventually(t, ktWait, "partition 0 stalls", func() (bool, string) {
+	wait.For(t, ktWait, "partition 0 stalls", func() (bool, string) {
 		st := w.Metric("svc_kafka_partitions_stalled")
 		return st == 1 && reflect.DeepEqual(w.StallPaused(), []int32{0}), fmt.Sprintf("stalled gauge %v, stall-paused %v", st, w.StallPaused())
 	})
-	workertest.Eventually(t, ktWait, "other partitions are committed to their end", func() (bool, string) {
+	wait.For(t, ktWait, "other partitions are committed to their end", func() (bool, string) {
 		got := ktCommitted(t, adm, group)
 		return got[1] == 20 && got[2] == 20, fmt.Sprintf("committed %v", got)
 	})
@@ -131,7 +132,7 @@ func TestKafkaDLQStall(t *testing.T) {
 		t.Errorf("stall-paused partitions after a debug pause and resume = %v, want [0]", got)
 	}
 	ktProduce(t, prod, append(ktPartitioned(0, 20, 5, -1), ktPartitioned(1, 120, 5, -1)...))
-	workertest.Eventually(t, ktWait, "partition 1 keeps flowing", func() (bool, string) {
+	wait.For(t, ktWait, "partition 1 keeps flowing", func() (bool, string) {
 		got := ktCommitted(t, adm, group)
 		return got[1] == 25, fmt.Sprintf("committed %v", got)
 	})
@@ -227,7 +228,7 @@ func TestKafkaDLQSendTimeoutWhenBrokerHangs(t *testing.T) {
 			if policy == "drop" {
 				ktWaitCommitted(t, adm, group)
 			} else {
-				workertest.Eventually(t, ktWait, "the partition stalls", func() (bool, string) {
+				wait.For(t, ktWait, "the partition stalls", func() (bool, string) {
 					return w.Metric("svc_kafka_partitions_stalled") == 1, fmt.Sprint("stall-paused ", w.StallPaused())
 				})
 				w.WaitSettled()

@@ -13,6 +13,7 @@ import (
 	"svc/worker/config"
 	"svc/worker/sink"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -117,7 +118,7 @@ printf 'out:%s' "$in"`)
 	}
 	ktProduce(t, ktManual(t, addrs), recs)
 
-	workertest.Eventually(t, ktWait, "unique keys of the other partitions finish while the hot key is held", func() (bool, string) {
+	wait.For(t, ktWait, "unique keys of the other partitions finish while the hot key is held", func() (bool, string) {
 		out := ktCountIDs(ktReadAll(t, addrs, ktOut))
 		left := 0
 		for p := int32(1); p < parts; p++ {

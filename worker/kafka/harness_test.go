@@ -28,6 +28,7 @@ import (
 	"svc/worker/config"
 	"svc/worker/sink"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // Topics every test cluster is seeded with: the source, the sink and the
@@ -40,7 +41,7 @@ const (
 
 // ktWait is the generous deadline for anything the pipeline must
 // eventually do; tests never assert how fast it happens.
-const ktWait = workertest.Wait
+const ktWait = wait.Long
 
 // ktCluster starts a one-broker kfake cluster seeded with the test topics.
 func ktCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
@@ -199,7 +200,7 @@ func (w *ktWorker) WaitJoined() {
 	w.t.Helper()
 	// Ready too: the assignment callback publishes the partitions first,
 	// then logs partitions_assigned and marks the source ready.
-	workertest.Eventually(w.t, ktWait, "worker owns partitions", func() (bool, string) {
+	wait.For(w.t, ktWait, "worker owns partitions", func() (bool, string) {
 		ready, reasons := w.App.Ready()
 		return len(w.Owned()) > 0 && ready, fmt.Sprint("owned ", w.Owned(), ", not ready: ", reasons)
 	})
@@ -521,7 +522,7 @@ func (w *ktWorker) Settled() bool {
 // WaitSettled waits until Settled.
 func (w *ktWorker) WaitSettled() {
 	w.t.Helper()
-	workertest.Eventually(w.t, ktWait, "in-flight work finishes and is committed", func() (bool, string) {
+	wait.For(w.t, ktWait, "in-flight work finishes and is committed", func() (bool, string) {
 		return w.Settled(), fmt.Sprintf("%d in flight, %d waiting", w.InFlight(), w.Waiting())
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -68,13 +69,13 @@ func TestKafkaConsumerLag(t *testing.T) {
 	recs := append(ktPartitioned(0, 0, 10, -1), ktPartitioned(1, 100, 4, -1)...)
 	ktProduce(t, ktManual(t, addrs), recs)
 	want := map[int32]float64{0: 10, 1: 4}
-	workertest.Eventually(t, ktWait, "lag and high watermarks of the backlog", func() (bool, string) {
+	wait.For(t, ktWait, "lag and high watermarks of the backlog", func() (bool, string) {
 		lag, hwm := ktSeries(t, w.Reg, "svc_consumer_lag"), ktSeries(t, w.Reg, "svc_partition_high_watermark")
 		return reflect.DeepEqual(lag, want) && reflect.DeepEqual(hwm, want), fmt.Sprintf("lag %v, high watermarks %v", lag, hwm)
 	})
-	workertest.Eventually(t, ktWait, "max_in_flight messages run, the rest waits", func() (bool, string) {
-		run, wait := ktSeries(t, w.Reg, "svc_partition_messages_in_flight"), ktSeries(t, w.Reg, "svc_partition_messages_waiting")
-		return run[0]+run[1] == 3 && wait[0]+wait[1] == 11, fmt.Sprintf("in flight %v, waiting %v", run, wait)
+	wait.For(t, ktWait, "max_in_flight messages run, the rest waits", func() (bool, string) {
+		run, waiting := ktSeries(t, w.Reg, "svc_partition_messages_in_flight"), ktSeries(t, w.Reg, "svc_partition_messages_waiting")
+		return run[0]+run[1] == 3 && waiting[0]+waiting[1] == 11, fmt.Sprintf("in flight %v, waiting %v", run, waiting)
 	})
 	if got := ktSeries(t, w.Reg, "svc_partition_committed_offset"); len(got) != 0 {
 		t.Errorf("svc_partition_committed_offset = %v before any commit, want no series", got)
@@ -119,7 +120,7 @@ func TestKafkaConsumerLag(t *testing.T) {
 
 	gate.Open(t)
 	ktWaitCommitted(t, ktAdmin(t, addrs), group)
-	workertest.Eventually(t, ktWait, "lag falls to 0 and the commits show", func() (bool, string) {
+	wait.For(t, ktWait, "lag falls to 0 and the commits show", func() (bool, string) {
 		lag, committed := ktSeries(t, w.Reg, "svc_consumer_lag"), ktSeries(t, w.Reg, "svc_partition_committed_offset")
 		return reflect.DeepEqual(lag, map[int32]float64{0: 0, 1: 0}) && reflect.DeepEqual(committed, want),
 			fmt.Sprintf("lag %v, committed %v", lag, committed)
@@ -133,7 +134,7 @@ func TestKafkaConsumerLag(t *testing.T) {
 	cfg2 := ktConfig(t, addrs, workertest.EchoScript(t))
 	cfg2.Sources.Kafka.Group = group
 	other := ktStart(t, cfg2)
-	workertest.Eventually(t, ktWait, "the partitions are shared and the series follow", func() (bool, string) {
+	wait.For(t, ktWait, "the partitions are shared and the series follow", func() (bool, string) {
 		owned := w.Owned()
 		var series []int32
 		for p := range ktSeries(t, w.Reg, "svc_partition_high_watermark") {

@@ -8,6 +8,7 @@ import (
 	"svc/worker/config"
 	"svc/worker/sink"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -65,7 +66,7 @@ func TestKafkaSinkOutage(t *testing.T) {
 	}
 	ktProduce(t, ktManual(t, addrs), batch)
 
-	workertest.Eventually(t, ktWait, "breaker opens", func() (bool, string) {
+	wait.For(t, ktWait, "breaker opens", func() (bool, string) {
 		st := w.Sinks.BreakerStates()["out"]
 		return st != sink.Closed && w.Metric("svc_sink_breaker_transitions_total", "sink", "out", "to", "open") >= 1,
 			fmt.Sprintf("state %s", st)
@@ -73,7 +74,7 @@ func TestKafkaSinkOutage(t *testing.T) {
 	if got := w.Metric("svc_sink_breaker_state", "sink", "out"); got == float64(sink.Closed) {
 		t.Errorf("svc_sink_breaker_state{sink=out} = %v while the sink is down, want open (1) or half-open (2)", got)
 	}
-	workertest.Eventually(t, ktWait, "backpressure engages", func() (bool, string) {
+	wait.For(t, ktWait, "backpressure engages", func() (bool, string) {
 		bp := w.Metric("svc_backpressure_active")
 		return bp == 1 && w.IntakePaused(), fmt.Sprintf("svc_backpressure_active %v, %d in flight, %d waiting", bp, w.InFlight(), w.Waiting())
 	})
@@ -81,8 +82,8 @@ func TestKafkaSinkOutage(t *testing.T) {
 	totalWait := w.Src.lim.totalWait
 	polledHeld := w.Metric("svc_kafka_records_polled_total")
 	for range 10 {
-		if in, wait := w.InFlight(), w.Waiting(); in > maxIn || wait > totalWait {
-			t.Errorf("%d running and %d waiting during the outage, want at most pipeline.max_in_flight %d and %d", in, wait, maxIn, totalWait)
+		if in, waiting := w.InFlight(), w.Waiting(); in > maxIn || waiting > totalWait {
+			t.Errorf("%d running and %d waiting during the outage, want at most pipeline.max_in_flight %d and %d", in, waiting, maxIn, totalWait)
 		}
 		if got, want := w.Metric("svc_kafka_messages_in_flight"), float64(w.InFlight()); got != want {
 			t.Errorf("svc_kafka_messages_in_flight = %v while %v messages run, want them equal", got, want)
@@ -104,7 +105,7 @@ func TestKafkaSinkOutage(t *testing.T) {
 		t.Fatalf("restart the sink cluster on port %d: %v", port, err)
 	}
 	t.Cleanup(sc2.Close)
-	workertest.Eventually(t, ktWait, "breaker closes after the sink returns", func() (bool, string) {
+	wait.For(t, ktWait, "breaker closes after the sink returns", func() (bool, string) {
 		st := w.Sinks.BreakerStates()["out"]
 		return st == sink.Closed, fmt.Sprintf("state %s", st)
 	})
@@ -144,7 +145,7 @@ func TestKafkaShutdownWithStuckDelivery(t *testing.T) {
 		recs = append(recs, ktMsg(i, "", false))
 	}
 	ktProduce(t, ktClient(t, addrs), recs)
-	workertest.Eventually(t, ktWait, "deliveries are stuck", func() (bool, string) {
+	wait.For(t, ktWait, "deliveries are stuck", func() (bool, string) {
 		return w.InFlight() == 3, fmt.Sprintf("%d in flight", w.InFlight())
 	})
 

@@ -8,6 +8,7 @@ import (
 
 	"svc/worker/config"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -33,7 +34,7 @@ func (w *ktWorker) LocalCommit() map[int32]int64 {
 func ktFinishDuringPause(t *testing.T, w *ktWorker, gate *workertest.Gate, adm *kadm.Client, group string, p int32, from, n int) map[int32]int64 {
 	t.Helper()
 	ktProduce(t, ktManual(t, w.App.Config().Sources.Kafka.Brokers), ktPartitioned(p, from, n, -1))
-	workertest.Eventually(t, ktWait, "messages run behind the gate", func() (bool, string) {
+	wait.For(t, ktWait, "messages run behind the gate", func() (bool, string) {
 		return w.InFlight() > 0, fmt.Sprintf("%d in flight", w.InFlight())
 	})
 	before := ktCommitted(t, adm, group)
@@ -41,7 +42,7 @@ func ktFinishDuringPause(t *testing.T, w *ktWorker, gate *workertest.Gate, adm *
 		t.Fatalf("ConsumePause(600) = %v", err)
 	}
 	gate.Open(t)
-	workertest.Eventually(t, ktWait, "the running messages finish during the pause", func() (bool, string) {
+	wait.For(t, ktWait, "the running messages finish during the pause", func() (bool, string) {
 		return w.InFlight() == 0 && w.Waiting() == 0, fmt.Sprintf("%d in flight, %d waiting", w.InFlight(), w.Waiting())
 	})
 	if got := w.LocalCommit(); reflect.DeepEqual(got, before) {
@@ -78,7 +79,7 @@ func TestKafkaNoCommitWhilePaused(t *testing.T) {
 		if _, err := w.Src.Resume(); err != nil {
 			t.Fatal(err)
 		}
-		workertest.Eventually(t, ktWait, "the resume commits what finished", func() (bool, string) {
+		wait.For(t, ktWait, "the resume commits what finished", func() (bool, string) {
 			got := ktCommitted(t, adm, group)
 			return reflect.DeepEqual(got, want), fmt.Sprintf("committed %v, want %v", got, want)
 		})
@@ -102,7 +103,7 @@ func TestKafkaNoCommitWhilePaused(t *testing.T) {
 		if _, err := w.Src.Pause(1); err != nil { // the deadline moves to 1 s from now
 			t.Fatal(err)
 		}
-		workertest.Eventually(t, ktWait, "the deadline ends the pause and commits what finished", func() (bool, string) {
+		wait.For(t, ktWait, "the deadline ends the pause and commits what finished", func() (bool, string) {
 			got := ktCommitted(t, adm, group)
 			return reflect.DeepEqual(got, want), fmt.Sprintf("committed %v, want %v, pause %+v", got, want, w.Src.PauseState())
 		})

@@ -9,6 +9,7 @@ import (
 
 	"svc/worker/config"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,7 +28,7 @@ func ktPauseConfig(t testing.TB, addrs []string, exe string) *config.Config {
 // still on throughout.
 func ktFrozen(t *testing.T, w *ktWorker, what string, committed func() map[int32]int64) {
 	t.Helper()
-	workertest.Eventually(t, ktWait, what+": in-flight work finishes", func() (bool, string) {
+	wait.For(t, ktWait, what+": in-flight work finishes", func() (bool, string) {
 		return w.InFlight() == 0 && w.Waiting() == 0, fmt.Sprintf("%d in flight, %d waiting", w.InFlight(), w.Waiting())
 	})
 	polled, before := w.Metric("svc_kafka_records_polled_total"), committed()
@@ -188,7 +189,7 @@ func TestKafkaConsumePause(t *testing.T) {
 		t.Fatalf("ConsumePause(2) = %v", err)
 	}
 	ktProduce(t, prod, batch(200, 100))
-	workertest.Eventually(t, ktWait, "the deadline ends the pause", func() (bool, string) {
+	wait.For(t, ktWait, "the deadline ends the pause", func() (bool, string) {
 		st := w.Src.PauseState()
 		return !st.Active, fmt.Sprintf("%+v", st)
 	})
@@ -229,7 +230,7 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 	committed := func() map[int32]int64 { return ktCommitted(t, adm, group) }
 	full := func() {
 		t.Helper()
-		workertest.Eventually(t, ktWait, "backpressure engages", func() (bool, string) {
+		wait.For(t, ktWait, "backpressure engages", func() (bool, string) {
 			bp, in := w.Metric("svc_backpressure_active"), w.InFlight()
 			return bp == 1 && in == maxIn && w.IntakePaused(), fmt.Sprintf("backpressure %v, %d in flight, %d waiting, intake paused %v %s", bp, in, w.Waiting(), w.IntakePaused(), w.QueueDetail())
 		})
@@ -270,9 +271,9 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate.Open(t)
-	workertest.Eventually(t, ktWait, "in-flight work drains and backpressure lets go", func() (bool, string) {
-		bp, in, wait := w.Metric("svc_backpressure_active"), w.InFlight(), w.Waiting()
-		return bp == 0 && in == 0 && wait == 0, fmt.Sprintf("backpressure %v, %d in flight, %d waiting", bp, in, wait)
+	wait.For(t, ktWait, "in-flight work drains and backpressure lets go", func() (bool, string) {
+		bp, in, waiting := w.Metric("svc_backpressure_active"), w.InFlight(), w.Waiting()
+		return bp == 0 && in == 0 && waiting == 0, fmt.Sprintf("backpressure %v, %d in flight, %d waiting", bp, in, waiting)
 	})
 	if !w.IntakePaused() {
 		t.Error("backpressure resumed intake during a debug pause")
@@ -303,7 +304,7 @@ func TestKafkaPauseNewPartitionsArrivePaused(t *testing.T) {
 	a := ktStart(t, cfgA)
 	a.WaitJoined()
 	b := ktStart(t, cfgB)
-	workertest.Eventually(t, ktWait, "both workers own partitions", func() (bool, string) {
+	wait.For(t, ktWait, "both workers own partitions", func() (bool, string) {
 		return len(a.Owned()) > 0 && len(b.Owned()) > 0 && len(a.Owned())+len(b.Owned()) == parts,
 			fmt.Sprintf("A %v, B %v", a.Owned(), b.Owned())
 	})
@@ -312,7 +313,7 @@ func TestKafkaPauseNewPartitionsArrivePaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Stop()
-	workertest.Eventually(t, ktWait, "A is assigned every partition", func() (bool, string) {
+	wait.For(t, ktWait, "A is assigned every partition", func() (bool, string) {
 		return len(a.Owned()) == parts, fmt.Sprintf("A %v", a.Owned())
 	})
 

@@ -11,6 +11,7 @@ import (
 
 	"svc/worker"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // TestKafkaProbe runs caller bytes through the live handler and executor
@@ -89,7 +90,7 @@ printf 'out:%s' "$in"`)
 			errs <- err
 		})
 	}
-	workertest.Eventually(t, ktWait, "every probe slot is taken", func() (bool, string) {
+	wait.For(t, ktWait, "every probe slot is taken", func() (bool, string) {
 		used, size := w.App.ProbeQueue()
 		return used == size, fmt.Sprintf("%d of %d", used, size)
 	})

@@ -11,6 +11,7 @@ import (
 
 	"svc/worker/sink"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -67,23 +68,23 @@ func TestKafkaRebalanceSurvivor(t *testing.T) {
 	})
 
 	b := ktStart(t, cfgB)
-	workertest.Eventually(t, ktWait, "both workers share the partitions", func() (bool, string) {
+	wait.For(t, ktWait, "both workers share the partitions", func() (bool, string) {
 		oa, ob := a.Owned(), b.Owned()
 		all := slices.Sorted(slices.Values(append(slices.Clone(oa), ob...)))
 		return len(oa) > 0 && len(ob) > 0 && len(all) == parts && len(slices.Compact(all)) == parts,
 			fmt.Sprintf("A owns %v, B owns %v", oa, ob)
 	})
-	workertest.Eventually(t, ktWait, "both workers process messages", func() (bool, string) {
+	wait.For(t, ktWait, "both workers process messages", func() (bool, string) {
 		na, nb := a.Metric("svc_tasks_total"), b.Metric("svc_tasks_total")
 		return na > 20 && nb > 20, fmt.Sprintf("A ran %v tasks, B %v", na, nb)
 	})
 
 	b.Stop()
-	workertest.Eventually(t, ktWait, "the survivor owns every partition", func() (bool, string) {
+	wait.For(t, ktWait, "the survivor owns every partition", func() (bool, string) {
 		return len(a.Owned()) == parts, fmt.Sprintf("A owns %v", a.Owned())
 	})
 	atStop := sent.Load()
-	workertest.Eventually(t, ktWait, "the stream goes on after the rebalance", func() (bool, string) {
+	wait.For(t, ktWait, "the stream goes on after the rebalance", func() (bool, string) {
 		return sent.Load() > atStop+200, fmt.Sprintf("%d sent", sent.Load())
 	})
 	close(stop)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/worker/workertest/wait"
 )
 
 // TestSampleGaugesAreSane runs the monitor while the test forces GC cycles
@@ -170,9 +172,7 @@ func TestRunIsExclusiveAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	for !m.Snapshot().Running {
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, wait.Long, "the monitor to run", func() (bool, string) { return m.Snapshot().Running, "" })
 	if err := m.Run(ctx); err == nil || !strings.Contains(err.Error(), "already running") {
 		t.Errorf("second Run = %v, want an already running error", err)
 	}

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // TestClientConfigWins: the documented client_config keys of a connection
@@ -107,7 +109,10 @@ func TestCloseWaitsOnceForAHungBroker(t *testing.T) {
 	for _, cl := range []*kgo.Client{ss.byName["a"].cl, ss.byName["b"].cl, ss.dlq.cl} {
 		cl.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("v")}, nil)
 	}
-	workertest.Until(t, "every producer's record reaches the hung broker", func() bool { return held.Load() >= 3 })
+	wait.For(t, wait.Long, "every producer's record reaches the hung broker", func() (bool, string) {
+		n := held.Load()
+		return n >= 3, fmt.Sprintf("%d of 3 held", n)
+	})
 	start := time.Now()
 	ss.Close()
 	took := time.Since(start)

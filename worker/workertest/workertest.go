@@ -1,7 +1,9 @@
-// Package workertest holds the helpers the worker's test suites share:
-// waiting for a condition, small /bin/sh executors, an in-process kfake
-// cluster, a log capture and metric reads, and an App built from a config
-// the way `svc run` builds it.
+// Package workertest holds the helpers the test suites share: small
+// /bin/sh executors, an in-process kfake cluster, a log capture and metric
+// reads, an App built from a config the way `svc run` builds it
+// (workertest/pipeline), and the built svc binary run as a child process
+// (process.go: MainWithSvc, Start, Proc). Waiting for a condition is
+// wait.For, in the stdlib-only leaf package workertest/wait.
 package workertest
 
 import (
@@ -21,39 +23,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
-
-// Wait is the generous deadline for anything a test waits for; tests never
-// assert how fast something happens, so it only bounds a broken run.
-const Wait = 90 * time.Second
-
-// Eventually polls cond every 50ms until it holds or timeout passes; the
-// detail cond returns describes the last state for the failure message.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s (%s)", what, timeout, detail)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// Until is Eventually with the default deadline and no detail.
-func Until(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	Eventually(t, Wait, what, func() (bool, string) { return cond(), "" })
-}
 
 // Script writes an executable /bin/sh script with body into a fresh temp
 // dir and returns its path.

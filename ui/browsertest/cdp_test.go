@@ -1,4 +1,4 @@
-package main
+package browsertest
 
 // A small Chrome DevTools Protocol client for the browser tests: it starts
 // headless Chromium, opens tabs over one browser-level WebSocket (flat

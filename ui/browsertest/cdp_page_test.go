@@ -1,4 +1,4 @@
-package main
+package browsertest
 
 // The tab side of the DevTools client: console capture, evaluation,
 // waits, input and screenshots.
@@ -13,7 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"svc/worker/workertest/wait"
 )
 
 // consoleEntry is one console message or uncaught exception of a page.
@@ -176,19 +177,22 @@ func (p *page) str(expr string) string {
 	return s
 }
 
-// waitFor polls a JavaScript condition until it is truthy.
+// waitFor polls a JavaScript condition until it is truthy. When it gives
+// up, the page's text follows the failure in the log.
 func (p *page) waitFor(cond, what string) {
 	p.t.Helper()
-	deadline := time.Now().Add(cdpWait)
-	var last error
-	for time.Now().Before(deadline) {
-		var ok bool
-		if last = p.eval("!!("+cond+")", &ok); last == nil && ok {
-			return
+	done := false
+	defer func() { // runs as wait.For's Fatalf ends the test
+		if !done {
+			p.t.Logf("page text:\n%s", p.text())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	p.t.Fatalf("timed out waiting for %s (%s); last error %v; page text:\n%s", what, cond, last, p.text())
+	}()
+	wait.For(p.t, cdpWait, what, func() (bool, string) {
+		var ok bool
+		err := p.eval("!!("+cond+")", &ok)
+		return err == nil && ok, fmt.Sprintf("%s is %v (eval error %v)", cond, ok, err)
+	})
+	done = true
 }
 
 // text is the page's visible text, for failure messages.

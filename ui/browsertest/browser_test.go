@@ -1,4 +1,4 @@
-package main
+package browsertest
 
 import (
 	"fmt"
@@ -294,7 +294,7 @@ func TestBrowser(t *testing.T) {
 		for _, f := range files {
 			data, err := os.ReadFile(f)
 			if err == nil {
-				err = os.WriteFile(filepath.Join("docs", "screenshots", filepath.Base(f)), data, 0o600)
+				err = os.WriteFile(filepath.Join(docsScreenshots, filepath.Base(f)), data, 0o600)
 			}
 			if err != nil {
 				t.Errorf("update screenshot %s: %v", f, err)

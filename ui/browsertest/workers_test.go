@@ -1,10 +1,8 @@
-package main
+package browsertest
 
-// Browser tests: headless Chromium, driven over the DevTools protocol,
-// against real svc processes (Kafka from kfake in this process, a shell
-// script as the executor, the flight recorder on disk). Each scenario
-// saves a 1280×800 screenshot; -update-screenshots copies the set into
-// docs/screenshots. Without Chromium they skip, except under CI.
+// The workers the browser tests drive (real svc processes: Kafka from
+// kfake in this process, a shell script as the executor, the flight
+// recorder on disk) and the checks every page gets.
 
 import (
 	"context"
@@ -21,9 +19,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 var updateShots = flag.Bool("update-screenshots", false, "copy the browser tests' screenshots into docs/screenshots")
+
+// docsScreenshots is docs/screenshots seen from this package's folder, the
+// working directory of its tests.
+const docsScreenshots = "../../docs/screenshots"
 
 const browserToken = "tok-browser"
 
@@ -161,12 +166,12 @@ row_fields = ["rule", "matched", "took_ms"]
   format = "duration_ms"
 `
 
-// ui is a running worker as the browser sees it.
+// uiWorker is a running worker as the browser sees it.
 type uiWorker struct {
 	base    string // http://127.0.0.1:port
 	ingress string // http://127.0.0.1:port of the HTTP ingress, if on
 	token   string
-	proc    *proc
+	proc    *workertest.Proc
 }
 
 // get GETs an API path with the worker's token.
@@ -204,8 +209,8 @@ func startKafkaWorker(t *testing.T) *uiWorker {
 	if err := os.WriteFile(renderers, []byte(renderersModule), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
+	port := workertest.FreePort(t)
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = "orders-1"
 cluster = "shop"
@@ -252,10 +257,13 @@ send_timeout = "5s"
 %s`, port, browserToken, renderers, filepath.Join(dir, "ui-cache"), filepath.Join(dir, "storage"), filepath.Join(dir, "shared"), exe, cluster.ListenAddrs()[0], showcasePage))
 	w := &uiWorker{base: fmt.Sprintf("http://127.0.0.1:%d", port), token: browserToken}
 	w.proc = start(t, "run", "-config", cfg)
-	waitHTTP(t, w.base+"/healthz")
-	eventually(t, "the consumer group joined (readyz)", func() bool { c, _ := w.get(t, "/readyz"); return c == 200 })
-	if !strings.Contains(w.proc.stderr.String(), "probe_details_link_bases_missing") {
-		t.Errorf("no probe_details_link_bases_missing warning for {wiki}:\n%s", w.proc.stderr.String())
+	w.proc.WaitHTTP(t, w.base+"/healthz")
+	wait.For(t, wait.Long, "the consumer group joined (readyz)", func() (bool, string) {
+		c, body := w.get(t, "/readyz")
+		return c == 200, fmt.Sprintf("readyz %d %s", c, body)
+	})
+	if !strings.Contains(w.proc.Output.String(), "probe_details_link_bases_missing") {
+		t.Errorf("no probe_details_link_bases_missing warning for {wiki}:\n%s", w.proc.Output.String())
 	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.DefaultProduceTopic("orders"))
@@ -276,10 +284,11 @@ send_timeout = "5s"
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "8 task results and 2 DLQ records", func() bool {
+	wait.For(t, wait.Long, "8 task results and 2 DLQ records", func() (bool, string) {
 		_, tasks := w.get(t, "/api/v1/live/task-results?limit=50")
 		_, dlq := w.get(t, "/api/v1/debug/kafka/dlq/messages?from_ts=0")
-		return strings.Count(tasks, `"task_id"`) >= 8 && strings.Count(dlq, "\n") >= 2
+		nt, nd := strings.Count(tasks, `"task_id"`), strings.Count(dlq, "\n")
+		return nt >= 8 && nd >= 2, fmt.Sprintf("%d task results, %d DLQ records", nt, nd)
 	})
 	return w
 }
@@ -289,8 +298,8 @@ send_timeout = "5s"
 func startLockedDownWorker(t *testing.T) *uiWorker {
 	t.Helper()
 	dir := t.TempDir()
-	port, in := freePort(t), freePort(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
+	port, in := workertest.FreePort(t), workertest.FreePort(t)
+	cfg := workertest.WriteConfig(t, fmt.Sprintf(`
 [worker]
 name = "locked-1"
 shutdown_timeout = "5s"
@@ -314,7 +323,7 @@ port = %d
 `, port, filepath.Join(dir, "ui-cache"), in))
 	w := &uiWorker{base: fmt.Sprintf("http://127.0.0.1:%d", port), ingress: fmt.Sprintf("http://127.0.0.1:%d", in)}
 	w.proc = start(t, "run", "-config", cfg)
-	waitHTTP(t, w.base+"/healthz")
+	w.proc.WaitHTTP(t, w.base+"/healthz")
 	r, err := http.Post(w.ingress+"/v1/process", "application/json", strings.NewReader(`{"hello":"world"}`))
 	if err != nil {
 		t.Fatal(err)
