@@ -201,3 +201,26 @@ func BenchmarkPersistentRoundTrip(b *testing.B) {
 	}
 	b.ReportMetric(float64((execCPU(syscall.RUSAGE_SELF)-self0).Nanoseconds())/float64(b.N), "worker-cpu-ns/op")
 }
+
+// BenchmarkChildStrayLook measures the look for stray output a persistent
+// child gets before each task frame, on an empty stdout pipe (the usual
+// case): one non-blocking read.
+func BenchmarkChildStrayLook(b *testing.B) {
+	var pp execPipes
+	if err := pp.open(2); err != nil {
+		b.Fatal(err)
+	}
+	defer pp.closeParent()
+	defer pp.closeChild()
+	c := &execChild{stdout: pp.parent[1], r: bufio.NewReaderSize(pp.parent[1], 64<<10)}
+	c.initPeek()
+	if c.outRC == nil {
+		b.Fatal("stdout is not non-blocking")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if n, _ := c.stray(true); n != 0 {
+			b.Fatalf("stray = %d bytes on an empty pipe", n)
+		}
+	}
+}
