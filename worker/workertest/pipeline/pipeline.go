@@ -41,7 +41,7 @@ func Build(t testing.TB, cfg *config.Config, handler any) *P {
 	log := p.Logs.Logger()
 	p.Events = worker.NewEvents(cfg.Worker.Name, cfg.Executor.Env)
 	opts := executor.ConfigOptions(cfg)
-	opts.Logger, opts.OnAttempt = log.With("component", "executor"), p.Events.Attempt
+	opts.Logger, opts.OnAttempt, opts.Registerer = log.With("component", "executor"), p.Events.Attempt, p.Reg
 	pool, err := executor.NewPool(opts)
 	if err != nil {
 		t.Fatalf("executor.NewPool: %v", err)
