@@ -29,6 +29,13 @@ type execChild struct {
 	exited  chan struct{} // closed once the process was reaped
 	startAt time.Time
 
+	// Used by the holder only.
+	outRC  syscall.RawConn  // stdout, for the look for stray output; nil: look in r only
+	peekFn func(fd uintptr) // reads what stdout holds into peek, peekN (built once)
+	peek   [64]byte         // the stray bytes read (never logged)
+	peekN  int              // bytes read by peekFn
+	echoes bool             // a result of this child named its task (task_id)
+
 	// Guarded by persistent.mu.
 	busy      bool          // a holder (starter or task) uses the pipes
 	live      bool          // counted in persistent.live
@@ -71,6 +78,7 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 		exited: make(chan struct{}), downCh: make(chan struct{}), busy: true, startAt: time.Now(),
 	}
 	c = child
+	c.initPeek()
 	s.guard.note('+', c.pgid)
 	go c.stderr.loop()
 	go func() {
@@ -139,6 +147,51 @@ func execTailText(b []byte) string {
 		b = b[len(b)-200:]
 	}
 	return fmt.Sprintf("; stderr: %q", b)
+}
+
+// initPeek readies stray: the worker's end of stdout must be
+// non-blocking so that a look at it never waits.
+func (c *execChild) initPeek() {
+	rc, err := c.stdout.SyscallConn()
+	if err != nil {
+		return
+	}
+	nonblock := false
+	_ = rc.Control(func(fd uintptr) { nonblock = syscall.SetNonblock(int(fd), true) == nil })
+	if !nonblock {
+		return
+	}
+	c.outRC = rc
+	c.peekFn = func(fd uintptr) {
+		for {
+			n, err := syscall.Read(int(fd), c.peek[:])
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			c.peekN = max(n, 0) // 0: empty (EAGAIN) or EOF (the child is exiting)
+			return
+		}
+	}
+}
+
+// stray reports stdout output of the child that no task asked for, to be
+// called while it has no task: bytes left in r and, with pipe, bytes
+// waiting in the pipe. n is how many were seen (those in the pipe are
+// read and dropped, at most len(peek): the child is to be replaced); text
+// says they begin like text rather than a frame. Without pipe it is free;
+// with it, it costs one non-blocking read when there are none. It
+// allocates nothing.
+func (c *execChild) stray(pipe bool) (n int, text bool) {
+	if n = c.r.Buffered(); n > 0 {
+		b, _ := c.r.Peek(min(n, 4))
+		return n, len(b) == 4 && execLooksLikeText(b)
+	}
+	if !pipe || c.outRC == nil {
+		return 0, false
+	}
+	c.peekN = 0
+	_ = c.outRC.Control(c.peekFn)
+	return c.peekN, c.peekN >= 4 && execLooksLikeText(c.peek[:4])
 }
 
 // kill SIGKILLs the child's whole process group.
