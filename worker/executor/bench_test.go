@@ -212,7 +212,7 @@ func BenchmarkChildStrayLook(b *testing.B) {
 	}
 	defer pp.closeParent()
 	defer pp.closeChild()
-	c := &execChild{stdout: pp.parent[1], r: bufio.NewReaderSize(pp.parent[1], 64<<10)}
+	c := &child{stdout: pp.parent[1], r: bufio.NewReaderSize(pp.parent[1], 64<<10)}
 	c.initPeek()
 	if c.outRC == nil {
 		b.Fatal("stdout is not non-blocking")

@@ -87,7 +87,7 @@ type persistent struct {
 	mu        sync.Mutex
 	started   bool
 	closed    bool
-	idle      []*execChild
+	idle      []*child
 	waiters   []*execWaiter
 	busyN     int
 	live      int   // children ready and not down
@@ -100,7 +100,7 @@ type persistent struct {
 // execWaiter is a task waiting for an idle child.
 type execWaiter struct {
 	done chan struct{} // closed once c or err is set
-	c    *execChild
+	c    *child
 	err  error
 }
 
@@ -168,7 +168,7 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 
 // violation logs and counts a protocol violation of c seen by attempt n of
 // t; rerun says the task moves to another child at no cost.
-func (p *persistent) violation(c *execChild, t *worker.Task, n int, v execViolation, rerun bool) {
+func (p *persistent) violation(c *child, t *worker.Task, n int, v execViolation, rerun bool) {
 	p.metrics.violations.WithLabelValues(v.kind).Inc()
 	task := "attempt_failed" // the attempt failed and counts
 	switch {
@@ -184,7 +184,7 @@ func (p *persistent) violation(c *execChild, t *worker.Task, n int, v execViolat
 // acquire takes an idle child, waiting in line for one. It fails with
 // ctx's error, errPoolClosed, or the last start-up error (wrapping
 // ErrStart) when no child is alive and none is starting.
-func (p *persistent) acquire(ctx context.Context) (*execChild, error) {
+func (p *persistent) acquire(ctx context.Context) (*child, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -236,14 +236,14 @@ func (p *persistent) acquire(ctx context.Context) (*execChild, error) {
 }
 
 // takeLocked marks c as held by a task.
-func (p *persistent) takeLocked(c *execChild) {
+func (p *persistent) takeLocked(c *child) {
 	c.busy = true
 	c.served++
 	p.busyN++
 }
 
 // handLocked gives an idle, live child to the first waiter, else parks it.
-func (p *persistent) handLocked(c *execChild) {
+func (p *persistent) handLocked(c *child) {
 	if len(p.waiters) == 0 {
 		p.idle = append(p.idle, c)
 		return
@@ -267,7 +267,7 @@ func (p *persistent) failWaitersLocked(err error) {
 }
 
 // markDownLocked takes c out of service with the first reason given.
-func (p *persistent) markDownLocked(c *execChild, why string) {
+func (p *persistent) markDownLocked(c *child, why string) {
 	if c.down {
 		return
 	}
@@ -284,7 +284,7 @@ func (p *persistent) markDownLocked(c *execChild, why string) {
 }
 
 // markDown is markDownLocked for callers without the lock.
-func (p *persistent) markDown(c *execChild, why string) {
+func (p *persistent) markDown(c *child, why string) {
 	p.mu.Lock()
 	p.markDownLocked(c, why)
 	p.mu.Unlock()
@@ -292,7 +292,7 @@ func (p *persistent) markDown(c *execChild, why string) {
 
 // reaped is called once c's process is gone: its pipes close now, or when
 // its holder lets go.
-func (p *persistent) reaped(c *execChild) {
+func (p *persistent) reaped(c *child) {
 	p.mu.Lock()
 	p.markDownLocked(c, execReasonExited)
 	hold := c.busy
@@ -305,7 +305,7 @@ func (p *persistent) reaped(c *execChild) {
 
 // release returns c after a task. broken is the restart reason when the
 // task found the child unusable (it was killed), "" when it answered.
-func (p *persistent) release(c *execChild, broken string) {
+func (p *persistent) release(c *child, broken string) {
 	var retire, loopEnded bool
 	p.mu.Lock()
 	c.busy = false
@@ -347,7 +347,7 @@ func (p *persistent) release(c *execChild, broken string) {
 // stdout before the frame was sent, and it names no other task (nor none,
 // when c named its tasks before). end says what the run means for the
 // attempt; v is the violation seen, if any (c is then replaced).
-func (p *persistent) run(ctx context.Context, c *execChild, t *worker.Task, n int, frame []byte) (res worker.AttemptResult, end execRunEnd, v execViolation) {
+func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, frame []byte) (res worker.AttemptResult, end execRunEnd, v execViolation) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	res.ExitCode = -1
@@ -480,7 +480,7 @@ func execCapText(s string) string {
 
 // awaitExit waits briefly for a child that closed its pipes to exit by
 // itself, then kills it.
-func (c *execChild) awaitExit() {
+func (c *child) awaitExit() {
 	t := time.NewTimer(execIOGrace)
 	defer t.Stop()
 	select {
