@@ -123,3 +123,29 @@ func TestMemberAlive(t *testing.T) {
 		}
 	}
 }
+
+// A clean stop of a dynamic member leaves the group at once: its member is
+// gone from the group as soon as the worker stopped, so its partitions do
+// not wait for its session to time out.
+func TestCleanStopLeavesTheGroup(t *testing.T) {
+	t.Parallel()
+	c := ktCluster(t, 2)
+	addrs := c.ListenAddrs()
+	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
+	cfg.Sources.Kafka.ClientConfig["session.timeout.ms"] = "30000"
+	w := ktStart(t, cfg)
+	w.WaitJoined()
+	g, err := w.Src.GroupState(t.Context())
+	if err != nil || len(g.Members) != 1 {
+		t.Fatalf("group = %+v (%v), want this worker as its one member", g, err)
+	}
+	w.Stop()
+	adm := ktAdmin(t, addrs)
+	described, err := adm.DescribeGroups(t.Context(), cfg.Sources.Kafka.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := described[cfg.Sources.Kafka.Group]; len(d.Members) != 0 {
+		t.Errorf("members right after a clean stop = %+v, want none (the worker left the group)", d.Members)
+	}
+}
