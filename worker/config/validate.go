@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -197,6 +198,7 @@ func (c *Config) validateSinks(p *problems) {
 		p.between(key+".breaker.failure_threshold", int64(s.Breaker.FailureThreshold), 1, 1000)
 		p.within(key+".delivery_timeout", s.DeliveryTimeout, 100*time.Millisecond, time.Hour)
 		p.within(key+".breaker.open_timeout", s.Breaker.OpenTimeout, 10*time.Millisecond, time.Hour)
+		checkProduce(p, key, s.Compression)
 		checkConn(p, key, s.Brokers, s.Security, s.ClientConfig)
 	}
 	switch c.DLQ.OnSendFailure {
@@ -208,7 +210,15 @@ func (c *Config) validateSinks(p *problems) {
 	if c.DLQ.Topic != "" && len(c.DLQ.Brokers) == 0 && !c.Sources.Kafka.Enabled {
 		p.add("dlq.brokers", "required when dlq.topic is set and the Kafka source is off")
 	}
+	checkProduce(p, "dlq", c.DLQ.Compression)
 	checkConn(p, "dlq", c.DLQ.Brokers, c.DLQ.Security, c.DLQ.ClientConfig)
+}
+
+// checkProduce checks the producer keys of a sink or the DLQ under prefix.
+func checkProduce(p *problems, prefix, compression string) {
+	if compression != "" && !slices.Contains(Compressions, compression) {
+		p.add(prefix+".compression", "%q is not one of %s", compression, strings.Join(Compressions, ", "))
+	}
 }
 
 func (c *Config) validateExecutor(p *problems) {

@@ -46,7 +46,7 @@ func newDLQ(cfg *config.Config, m *sinkMetrics, events *worker.Events, log *slog
 	if d.topic == "" {
 		return d, nil
 	}
-	cl, err := newProducer(cfg.DLQConn(), d.timeout, kgo.ClientID("svc-dlq"))
+	cl, err := newProducer(cfg.DLQConn(), d.timeout, cfg.DLQ.Compression, kgo.ClientID("svc-dlq"))
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
 	}

@@ -37,7 +37,7 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 	ss := &Set{name: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg), events: events}
 	for i, sc := range cfg.Sinks.Kafka {
 		timeout := sc.DeliveryTimeout.D()
-		cl, err := newProducer(cfg.SinkConn(i), 2*timeout)
+		cl, err := newProducer(cfg.SinkConn(i), 2*timeout, sc.Compression)
 		if err != nil {
 			ss.Close()
 			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)

@@ -41,12 +41,13 @@ type kafkaSink struct {
 	m       *sinkMetrics
 }
 
-// newProducer builds an idempotent acks=all producer for conn. Defaults
-// (client id, then the caller's) come first so that conn's client_config
-// (client.id, linger.ms) overrides them. Linger defaults to 0: every
-// delivery waits for its acknowledgement, so lingering only adds latency
-// and caps throughput at max_in_flight records per linger period.
-func newProducer(conn kconn.Conn, deliveryTimeout time.Duration, defaults ...kgo.Opt) (*kgo.Client, error) {
+// newProducer builds an idempotent acks=all producer for conn whose
+// batches use codec (a config.Compressions name). Defaults (client id,
+// then the caller's) come first so that conn's client_config (client.id,
+// linger.ms) overrides them. Linger defaults to 0: every delivery waits
+// for its acknowledgement, so lingering only adds latency and caps
+// throughput at max_in_flight records per linger period.
+func newProducer(conn kconn.Conn, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) (*kgo.Client, error) {
 	connOpts, err := kconn.Opts(conn)
 	if err != nil {
 		return nil, err
@@ -56,9 +57,28 @@ func newProducer(conn kconn.Conn, deliveryTimeout time.Duration, defaults ...kgo
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(max(deliveryTimeout, time.Second)), // kgo refuses less than 1 s; our own timers still apply the configured value
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchCompression(compression(codec)...),
 	)
 	return kgo.NewClient(opts...)
+}
+
+// compression is the codec preference for a compression key: the codec,
+// then none for a broker too old to take it (zstd needs Kafka 2.1).
+func compression(codec string) []kgo.CompressionCodec {
+	var c kgo.CompressionCodec
+	switch codec {
+	case "gzip":
+		c = kgo.GzipCompression()
+	case "snappy":
+		c = kgo.SnappyCompression()
+	case "lz4":
+		c = kgo.Lz4Compression()
+	case "zstd":
+		c = kgo.ZstdCompression()
+	default: // "none"; the config allows nothing else
+		return []kgo.CompressionCodec{kgo.NoCompression()}
+	}
+	return []kgo.CompressionCodec{c, kgo.NoCompression()}
 }
 
 // deliver produces rec until the sink acknowledges it or ctx ends. Nothing
