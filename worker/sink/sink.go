@@ -97,6 +97,7 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 			return nil
 		}
 		if ctx.Err() != nil {
+			s.breaker.Release()
 			return ctx.Err()
 		}
 		s.m.failures.WithLabelValues(s.name).Inc()
