@@ -216,6 +216,9 @@ type KafkaSink struct {
 	DeliveryTimeout Duration `toml:"delivery_timeout" json:"delivery_timeout"`
 	// Compression is the codec of produced batches (Compressions).
 	Compression string `toml:"compression" json:"compression"`
+	// MaxMessageBytes is the largest record the topic takes; 0 asks the
+	// brokers (the topic's max.message.bytes) at the first delivery.
+	MaxMessageBytes int `toml:"max_message_bytes" json:"max_message_bytes"`
 }
 
 // Breaker tunes a sink's circuit breaker.
@@ -245,6 +248,11 @@ var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 // cheap on small cores, read by every Kafka client and broker version in
 // use, and the Kafka client's own default.
 const DefaultCompression = "snappy"
+
+// MaxMessageBytesMax bounds sinks.kafka[].max_message_bytes and
+// dlq.max_message_bytes: the producer's cap on one request (Kafka's own
+// socket.request.max.bytes default).
+const MaxMessageBytesMax = 100 << 20
 
 // Dir is a directory setting (storage.dir, shared.dir).
 type Dir struct {

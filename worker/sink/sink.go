@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -28,6 +29,24 @@ const (
 	HeaderWorker          = "svc-worker"
 )
 
+// TooLargeError is a result record its sink's topic does not take: a
+// failure of that one message (it goes to the DLQ), not of the sink.
+type TooLargeError struct {
+	Sink  string
+	Size  int   // RecordSize of the result record
+	Limit int   // the topic's max.message.bytes as the sink knows it
+	Err   error // the producer's or the broker's refusal; nil when known before producing
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("result too large for sink %s: %d bytes refused (limit %d): %v", e.Sink, e.Size, e.Limit, e.Err)
+	}
+	return fmt.Sprintf("result too large for sink %s: %d bytes > limit %d", e.Sink, e.Size, e.Limit)
+}
+
+func (e *TooLargeError) Unwrap() error { return e.Err }
+
 // kafkaSink is one named sink: an idempotent acks=all producer behind its
 // own circuit breaker.
 type kafkaSink struct {
@@ -35,6 +54,7 @@ type kafkaSink struct {
 	forward bool // sinks.kafka[].forward_headers
 	topic   string
 	cl      *kgo.Client
+	limit   *topicLimit
 	breaker *Breaker
 	timeout time.Duration
 	log     *slog.Logger
@@ -83,8 +103,17 @@ func compression(codec string) []kgo.CompressionCodec {
 
 // deliver produces rec until the sink acknowledges it or ctx ends. Nothing
 // is dropped: failures are counted on the breaker and retried with backoff;
-// while the breaker is open the call waits.
+// while the breaker is open the call waits. A record larger than the
+// topic's limit, known before producing or refused by the producer or the
+// broker, is not retried and not counted: it returns a *TooLargeError.
 func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error {
+	if err := s.limit.wait(ctx); err != nil {
+		return err
+	}
+	size, limit := RecordSize(build()), s.limit.get()
+	if size > limit {
+		return &TooLargeError{Sink: s.name, Size: size, Limit: limit}
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		if err := s.breaker.Acquire(ctx); err != nil {
@@ -99,6 +128,10 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 		if ctx.Err() != nil {
 			s.breaker.Release()
 			return ctx.Err()
+		}
+		if isTooLarge(err) {
+			s.breaker.Release()
+			return &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: err}
 		}
 		s.m.failures.WithLabelValues(s.name).Inc()
 		s.breaker.Failure()
