@@ -236,8 +236,9 @@ type DLQ struct {
 	OnSendFailure string            `toml:"on_send_failure" json:"on_send_failure"`
 	// SendTimeout bounds one DLQ send; past it on_send_failure applies.
 	SendTimeout Duration `toml:"send_timeout" json:"send_timeout"`
-	// Compression: as for a sink.
-	Compression string `toml:"compression" json:"compression"`
+	// Compression and MaxMessageBytes: as for a sink.
+	Compression     string `toml:"compression" json:"compression"`
+	MaxMessageBytes int    `toml:"max_message_bytes" json:"max_message_bytes"`
 }
 
 // Compressions are the codecs of sinks.kafka[].compression and

@@ -210,7 +210,7 @@ func (c *Config) validateSinks(p *problems) {
 	if c.DLQ.Topic != "" && len(c.DLQ.Brokers) == 0 && !c.Sources.Kafka.Enabled {
 		p.add("dlq.brokers", "required when dlq.topic is set and the Kafka source is off")
 	}
-	checkProduce(p, "dlq", c.DLQ.Compression, 0)
+	checkProduce(p, "dlq", c.DLQ.Compression, c.DLQ.MaxMessageBytes)
 	checkConn(p, "dlq", c.DLQ.Brokers, c.DLQ.Security, c.DLQ.ClientConfig)
 }
 

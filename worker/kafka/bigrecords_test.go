@@ -1,12 +1,16 @@
 package kafka
 
 import (
+	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
 	"svc/worker/sink"
 	"svc/worker/workertest"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // bigResult is the size of the result the big executor prints: twice the
@@ -84,6 +88,68 @@ func TestKafkaResultTooLargeForSink(t *testing.T) {
 	for _, id := range ktIDs(10, 5) {
 		if out[id] == 0 {
 			t.Errorf("message %d, produced after the too-large one, is not in the sink", id)
+		}
+	}
+}
+
+// TestKafkaDLQTruncatesTooLargeInput: a failed input of 2 MiB, produced
+// compressed so that the source topic took it, is larger than the DLQ
+// topic's max.message.bytes. It is written to the DLQ with its value cut
+// to fit and svc-dlq-truncated holding the original size; the commit moves
+// past it. (The DLQ send failed every time, and under the default "stall"
+// the partition stopped.)
+func TestKafkaDLQTruncatesTooLargeInput(t *testing.T) {
+	t.Parallel()
+	c := ktCluster(t, 1)
+	addrs := c.ListenAddrs()
+	cfg := ktConfig(t, addrs, ktBigScript(t))
+	group := cfg.Sources.Kafka.Group
+	adm := ktAdmin(t, addrs)
+	w := ktStart(t, cfg)
+	w.WaitJoined()
+
+	recs := ktPartitioned(0, 0, 5, 1)
+	big := append(bytes.Clone(recs[1].Value), ' ')
+	big = append(big, bytes.Repeat([]byte("y"), 2<<20)...)
+	recs[1].Value = big
+	// The producer's own cap is on the uncompressed batch; the broker's
+	// is on the compressed one, which this value passes easily.
+	prod := ktClient(t, addrs, kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(4<<20), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	ktProduce(t, prod, recs)
+	ktWaitCommitted(t, adm, group)
+
+	var got *kgo.Record
+	for _, r := range ktReadAll(t, addrs, ktDLQ) {
+		if ktID(r.Value) == 1 {
+			got = r
+		}
+	}
+	if got == nil {
+		t.Fatal("the failed 2 MiB message is not in the DLQ")
+	}
+	if n, _ := ktHeader(got, sink.HeaderDLQTruncated); n != strconv.Itoa(len(big)) {
+		t.Errorf("%s = %q, want the original value size %d", sink.HeaderDLQTruncated, n, len(big))
+	}
+	if len(got.Value) >= len(big) || len(got.Value) < 1<<19 || !bytes.HasPrefix(big, got.Value) {
+		t.Errorf("DLQ value: %d bytes, want a prefix of the %d-byte original cut to fit about 1 MB", len(got.Value), len(big))
+	}
+	if r, _ := ktHeader(got, sink.HeaderDLQReason); !strings.Contains(r, "exited with code 1") {
+		t.Errorf("DLQ reason = %q, want the executor's failure", r)
+	}
+	if id, _ := ktHeader(got, "h-id"); id != "1" {
+		t.Errorf("original header h-id = %q on the truncated DLQ record, want 1", id)
+	}
+	if n := w.Metric("svc_kafka_partitions_stalled"); n != 0 {
+		t.Errorf("svc_kafka_partitions_stalled = %v, want 0", n)
+	}
+	if n := w.Metric("svc_dlq_records_truncated_total"); n != 1 {
+		t.Errorf("svc_dlq_records_truncated_total = %v, want 1", n)
+	}
+	out, _ := ktCollect(t, addrs, addrs)
+	for _, id := range []int{0, 2, 3, 4} {
+		if out[id] == 0 {
+			t.Errorf("ok message %d is not in the sink", id)
 		}
 	}
 }

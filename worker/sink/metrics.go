@@ -10,6 +10,7 @@ type sinkMetrics struct {
 	failures    *prometheus.CounterVec
 	tooLarge    *prometheus.CounterVec
 	dlq         *prometheus.CounterVec
+	truncated   prometheus.Counter
 	dropped     prometheus.Counter
 }
 
@@ -33,11 +34,14 @@ func newSinkMetrics(reg prometheus.Registerer) *sinkMetrics {
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_dlq_records_total", Help: "DLQ outcomes: sent, failed (stall or drop follows), by outcome.",
 		}, []string{"outcome"}),
+		truncated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svc_dlq_records_truncated_total", Help: "DLQ records sent with their value cut to fit the DLQ topic's max.message.bytes (header svc-dlq-truncated).",
+		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svc_dlq_unconfigured_drops_total", Help: "Failed messages dropped because no DLQ is configured (no Kafka source and no dlq.topic).",
 		}),
 	}
-	reg.MustRegister(m.state, m.transitions, m.delivered, m.failures, m.tooLarge, m.dlq, m.dropped)
+	reg.MustRegister(m.state, m.transitions, m.delivered, m.failures, m.tooLarge, m.dlq, m.truncated, m.dropped)
 	for _, outcome := range []string{"sent", "failed"} {
 		m.dlq.WithLabelValues(outcome)
 	}

@@ -68,7 +68,7 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 		ss.sinks = append(ss.sinks, s)
 		ss.byName[name] = s
 	}
-	dlq, err := newDLQ(cfg, ss.m, events, log)
+	dlq, err := newDLQ(stop, cfg, ss.m, events, log)
 	if err != nil {
 		ss.Close()
 		return nil, err
