@@ -11,7 +11,7 @@ func TestBreakerTransitions(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var seen []string
-	b := NewBreaker(3, 50*time.Millisecond, func(from, to State) {
+	b := NewBreaker(3, 500*time.Millisecond, func(from, to State) {
 		mu.Lock()
 		seen = append(seen, State.String(from)+">"+State.String(to))
 		mu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 // TestRecordSize: a record of RecordSize up to the producer's batch cap is
@@ -67,7 +68,7 @@ func limitTestSet(t *testing.T, c *kfake.Cluster, logs *workertest.Logs, adjust 
 	addrs := c.ListenAddrs()
 	cfg := config.Default()
 	cfg.Executor.BinaryPath = "/bin/cat"
-	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.SinksEnabled = true, true
+	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.SinksEnabled, cfg.Sources.HTTP.Host = true, true, "127.0.0.1"
 	cc := map[string]string{"metadata.max.age.ms": "500"}
 	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "out", Topic: "out", Brokers: addrs, ClientConfig: cc}}
 	cfg.DLQ.Topic, cfg.DLQ.Brokers, cfg.DLQ.ClientConfig = "dlq", addrs, cc
@@ -101,7 +102,7 @@ func readTopic(t *testing.T, c *kfake.Cluster, topic string, n int) []*kgo.Recor
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), workertest.Wait)
+	ctx, cancel := context.WithTimeout(t.Context(), wait.Long)
 	defer cancel()
 	var out []*kgo.Record
 	for len(out) < n {
