@@ -270,7 +270,7 @@ func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([
 		deps.Pause = w.Kafka
 	}
 	if cfg.UI.Release.Enabled {
-		if w.Site, err = newSite(cfg, w.App, w.Fleet.URLs, log); err != nil {
+		if w.Site, err = newSite(cfg, w.App, w.Fleet.TrustedOrigins, log); err != nil {
 			return nil, err
 		}
 		deps.Bundle = w.Site

@@ -288,10 +288,17 @@ type Cache struct {
 	MaxBytes int64 `toml:"max_bytes" json:"max_bytes"`
 }
 
-// Fleet is the worker registry and cache exchange.
+// Fleet is the worker registry and cache exchange, and the workers the
+// UI may send its token to.
 type Fleet struct {
 	Registry      Registry      `toml:"registry" json:"registry"`
 	CacheExchange CacheExchange `toml:"cache_exchange" json:"cache_exchange"`
+	// TrustedURLs are origins (scheme://host[:port]) of other workers
+	// whose UI servers the operator's browser may send the UI token to,
+	// besides this worker's own and the static peers'. A card in the
+	// shared folder is data anyone who can write that folder chooses;
+	// this list is the operator's.
+	TrustedURLs []string `toml:"trusted_urls" json:"trusted_urls"`
 }
 
 // Registry selects how workers find each other. Peers are listed with

@@ -19,6 +19,16 @@
 // process that started earlier logs fleet_name_conflict (ERROR) and does
 // not write its card while that one lives; it takes the card over once
 // the other stops or turns unreachable. The earlier start owns the name.
+//
+// # Trust
+//
+// Anyone who can write the card folder can write a card naming any URL,
+// so a card earns no trust with the UI token. A listed worker is trusted
+// (Worker.Trusted) when it is this worker or its URL's origin is this
+// worker's, a static peer's or in fleet.trusted_urls; only trusted
+// origins become the pages' connect sources (TrustedOrigins), and the
+// Live page opens sockets to those alone. The cache exchange is not
+// affected: it carries no token.
 package fleet
 
 import (
