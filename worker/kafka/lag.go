@@ -225,6 +225,10 @@ func (s *Source) readOffsets(ctx context.Context) error {
 	now := time.Now()
 	s.offsets.mu.Lock()
 	s.offsets.at, s.offsets.hwm, s.offsets.start, s.offsets.committed = now, hwm, start, committed
+	if !members.stable && s.offsets.members.holder != nil {
+		// A rebalance: the members keep what they had.
+		members.holder = s.offsets.members.holder
+	}
 	s.offsets.members = members
 	s.offsets.mu.Unlock()
 	s.noteOrphans(now)

@@ -58,15 +58,19 @@ type Liveness func() map[string]bool
 // another member id) count as dead. Call before Run.
 func (s *Source) SetLiveness(f Liveness) { s.liveness = f }
 
-// groupMembers is the group's membership as last read.
+// groupMembers is the group's membership as last read. holder is the
+// assignment of the last read that found the group stable: while a
+// rebalance is under way the brokers describe members without assignments,
+// but (cooperative protocol) every member keeps consuming what it had.
 type groupMembers struct {
 	members []Member
-	holder  map[int32]int // partition → index in members
+	holder  map[int32]Member // partition → its member
+	stable  bool
 }
 
 // readMembers describes the group: who holds which partition of the topic.
 func (s *Source) readMembers(ctx context.Context, adm *kadm.Client) (groupMembers, error) {
-	g := groupMembers{holder: map[int32]int{}}
+	g := groupMembers{holder: map[int32]Member{}}
 	described, err := adm.DescribeGroups(ctx, s.cfg.Group)
 	if err != nil {
 		return g, fmt.Errorf("describe group: %w", err)
@@ -78,6 +82,7 @@ func (s *Source) readMembers(ctx context.Context, adm *kadm.Client) (groupMember
 	if d.Err != nil {
 		return g, fmt.Errorf("describe group: %w", d.Err)
 	}
+	g.stable = d.State == "Stable"
 	for _, m := range d.Members {
 		mem := Member{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Worker: strings.TrimPrefix(m.ClientID, "svc-")}
 		if m.InstanceID != nil {
@@ -90,7 +95,7 @@ func (s *Source) readMembers(ctx context.Context, adm *kadm.Client) (groupMember
 			for _, t := range c.Topics {
 				if t.Topic == s.topic {
 					for _, p := range t.Partitions {
-						g.holder[p] = len(g.members) - 1
+						g.holder[p] = mem
 					}
 				}
 			}
@@ -135,11 +140,14 @@ func (s *Source) orphans() ([]OrphanedPartition, bool) {
 		}
 	}
 	reporter = self.MemberID != "" && smallest == self.MemberID
+	mine := s.assignedSet()
 	var out []OrphanedPartition
 	for p, h := range hwm {
+		if mine[p] {
+			continue
+		}
 		o := OrphanedPartition{Partition: p, HeldBy: HeldByNobody}
-		if i, held := g.holder[p]; held {
-			m := g.members[i]
+		if m, held := g.holder[p]; held {
 			if s.alive(m, self.MemberID, fleet) {
 				continue
 			}
@@ -165,6 +173,17 @@ func (s *Source) orphans() ([]OrphanedPartition, bool) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
 	return out, reporter
+}
+
+// assignedSet is the partitions assigned to this worker now.
+func (s *Source) assignedSet() map[int32]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int32]bool, len(s.parts))
+	for p := range s.parts {
+		out[p] = true
+	}
+	return out
 }
 
 // noteOrphans keeps when each partition became orphaned, across reads.

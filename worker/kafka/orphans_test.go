@@ -68,18 +68,35 @@ func TestOrphanedPartitionsReported(t *testing.T) {
 		owned[p] = true
 	}
 	var g GroupState
-	wait.For(t, ktWait, "b's partitions reported as orphaned with their lag", func() (bool, string) {
+	seen := map[string]bool{}
+	defer func() {
+		if t.Failed() {
+			for d := range seen {
+				t.Logf("seen: %s", d)
+			}
+		}
+	}()
+	wait.For(t, ktWait, "b's partitions reported as orphaned with their lag", func() (ok bool, detail string) {
+		defer func() {
+			if !ok && len(seen) < 20 {
+				seen[detail] = true
+			}
+		}()
 		var err error
 		if g, err = a.Src.GroupState(t.Context()); err != nil {
 			return false, err.Error()
 		}
 		if len(g.Orphaned) != 4-len(owned) {
-			return false, fmt.Sprintf("orphaned %+v, a owns %v", g.Orphaned, owned)
+			return false, fmt.Sprintf("orphaned %+v, a owned %v, members %+v", g.Orphaned, owned, g.Members)
 		}
 		for _, o := range g.Orphaned {
 			if owned[o.Partition] || o.HeldBy != HeldByDeadMember || o.Holder == nil || o.Holder.Worker != base+"-b" ||
 				o.Lag == nil || *o.Lag < 5 || o.SinceMS == 0 {
-				return false, fmt.Sprintf("orphaned %+v", o)
+				lag := int64(-1)
+				if o.Lag != nil {
+					lag = *o.Lag
+				}
+				return false, fmt.Sprintf("orphaned %+v (lag %d, holder %+v), members %+v", o, lag, o.Holder, g.Members)
 			}
 		}
 		return true, ""
