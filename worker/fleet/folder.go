@@ -154,15 +154,15 @@ type entry struct {
 	mod        time.Time
 }
 
-// list returns the card and temp files of the folder, at most
-// maxCardEntries of them.
-func (f *folder) list() ([]entry, error) {
+// list returns the card and temp files of the folder, at most limit of
+// them.
+func (f *folder) list(limit int) ([]entry, error) {
 	d, err := f.root.Open(".")
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	des, err := d.ReadDir(maxCardEntries)
+	des, err := d.ReadDir(limit)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}

@@ -37,6 +37,10 @@ type Config struct {
 	Marks     func() *Marks    // nil or returning nil: no cache rows served
 	Logger    *slog.Logger     // nil discards
 	Now       func() time.Time // nil: time.Now
+
+	// cardLimit bounds the entries read from the card folder (0:
+	// maxCardEntries); tests lower it.
+	cardLimit int
 }
 
 // Registry keeps this worker's card and lists the fleet. New starts
@@ -64,6 +68,9 @@ func New(cfg Config) *Registry {
 	}
 	if cfg.URL == nil {
 		cfg.URL = func() string { return "" }
+	}
+	if cfg.cardLimit <= 0 {
+		cfg.cardLimit = maxCardEntries
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -212,7 +219,7 @@ func (r *Registry) sweep(now time.Time) {
 	if f == nil {
 		return
 	}
-	entries, err := f.list()
+	entries, err := f.list(r.cfg.cardLimit)
 	if err != nil {
 		r.log.Warn("fleet_card_folder_unreadable", "error", err.Error())
 		return
