@@ -52,8 +52,14 @@ const (
 
 // Bounds on what is read from the card folder, which other workers write.
 const (
-	maxCardBytes   = 16 << 10
+	maxCardBytes = 16 << 10
+	// maxCardEntries is how many card files one listing keeps (and, apart
+	// from them, how many temp files); names of anything else do not
+	// count.
 	maxCardEntries = 4096
+	// maxScanEntries is how many names one listing reads in all, so a
+	// folder stuffed with other files costs bounded time and memory.
+	maxScanEntries = 65536
 	maxURLBytes    = 2048
 	maxFieldBytes  = 64
 	// staleAfter is how many of its owner's heartbeats a card may miss

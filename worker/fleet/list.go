@@ -129,7 +129,7 @@ func (r *Registry) cards(now time.Time) []Card {
 	if f == nil {
 		return nil
 	}
-	entries, err := f.list(r.cfg.cardLimit)
+	entries, err := r.list(f)
 	if err != nil {
 		return nil
 	}

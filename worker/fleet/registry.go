@@ -38,9 +38,9 @@ type Config struct {
 	Logger    *slog.Logger     // nil discards
 	Now       func() time.Time // nil: time.Now
 
-	// cardLimit bounds the entries read from the card folder (0:
-	// maxCardEntries); tests lower it.
-	cardLimit int
+	// limits bound one listing of the card folder (0: maxCardEntries
+	// cards, maxScanEntries names); tests lower them.
+	limits limits
 }
 
 // Registry keeps this worker's card and lists the fleet. New starts
@@ -51,11 +51,12 @@ type Registry struct {
 	log      *slog.Logger
 	instance string
 
-	mu       sync.Mutex
-	self     Card            // the card as last written (or yielded)
-	yielding bool            // another live process owns our name's card
-	contact  map[string]bool // static peer name → last exchange request ok
-	folder   *folder
+	mu        sync.Mutex
+	self      Card            // the card as last written (or yielded)
+	yielding  bool            // another live process owns our name's card
+	truncated bool            // the last listing of the folder hit a bound
+	contact   map[string]bool // static peer name → last exchange request ok
+	folder    *folder
 }
 
 // New returns the registry of cfg.
@@ -69,8 +70,11 @@ func New(cfg Config) *Registry {
 	if cfg.URL == nil {
 		cfg.URL = func() string { return "" }
 	}
-	if cfg.cardLimit <= 0 {
-		cfg.cardLimit = maxCardEntries
+	if cfg.limits.cards <= 0 {
+		cfg.limits.cards = maxCardEntries
+	}
+	if cfg.limits.scan <= 0 {
+		cfg.limits.scan = maxScanEntries
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -219,7 +223,7 @@ func (r *Registry) sweep(now time.Time) {
 	if f == nil {
 		return
 	}
-	entries, err := f.list(r.cfg.cardLimit)
+	entries, err := r.list(f)
 	if err != nil {
 		r.log.Warn("fleet_card_folder_unreadable", "error", err.Error())
 		return
@@ -240,6 +244,25 @@ func (r *Registry) sweep(now time.Time) {
 			}
 		}
 	}
+}
+
+// list lists f within the configured limits, logging
+// fleet_card_folder_truncated when a listing starts hitting a bound (and
+// again only after one did not).
+func (r *Registry) list(f *folder) ([]entry, error) {
+	entries, truncated, err := f.list(r.cfg.limits)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	was := r.truncated
+	r.truncated = truncated
+	r.mu.Unlock()
+	if truncated && !was {
+		r.log.Warn("fleet_card_folder_truncated", "folder", f.path, "max_cards", r.cfg.limits.cards, "max_names", r.cfg.limits.scan,
+			"detail", "the card folder holds more names than one listing reads: some cards may be left out; remove what is not a card")
+	}
+	return entries, nil
 }
 
 // Contacted records the outcome of the cache exchange's last request to

@@ -96,6 +96,35 @@ func readCard(t *testing.T, root, name string) Card {
 	return c
 }
 
+// forge writes a card the way another process would (temp file, rename),
+// with whatever fields it likes.
+func forge(t *testing.T, root string, card map[string]any) {
+	t.Helper()
+	dir := filepath.Join(root, FolderName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, fmt.Sprintf(".forged-%d", time.Now().UnixNano()))
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, card["name"].(string)+".json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forged is a running card of name that this test, not a registry, wrote.
+func forged(name, instance string, startedAt, heartbeat int64) map[string]any {
+	return map[string]any{
+		"name": name, "cluster": "default", "url": "http://forger:1", "state": StateRunning, "release": "evil",
+		"started_at_ms": startedAt, "heartbeat_ms": heartbeat, "heartbeat_interval_ms": time.Hour.Milliseconds(), "instance": instance,
+	}
+}
+
 func TestWorkersOnOneFolderSeeEachOther(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
