@@ -220,7 +220,10 @@ func TestSecondWorkerOfOneNameYields(t *testing.T) {
 	// Heartbeats of a second: a loaded machine must not make the first
 	// look unreachable.
 	slow := func(c *Config) { c.Heartbeat = time.Second }
-	first := run(t, root, "twin", slow, func(c *Config) { c.URL = func() string { return "http://first:1" } })
+	first := run(t, root, "twin", slow, func(c *Config) {
+		c.URL = func() string { return "http://first:1" }
+		c.proc = proc{host: "first-host", pid: 1} // not provably gone: another host
+	})
 	wait.For(t, wait.Long, "the first card", func() (bool, string) {
 		_, err := os.Stat(filepath.Join(root, FolderName, "twin.json"))
 		return err == nil, fmt.Sprint(err)
@@ -316,7 +319,7 @@ func TestHostileCardFolder(t *testing.T) {
 	dir := filepath.Join(root, FolderName)
 	good := func(name string) []byte {
 		b, _ := json.Marshal(Card{Name: name, Cluster: "default", URL: "javascript:alert(1)", State: StateRunning,
-			HeartbeatMS: time.Now().Add(time.Hour).UnixMilli(), HeartbeatIntervalMS: 1000, Instance: "i", Release: "v\x1b[31m1"})
+			HeartbeatMS: time.Now().UnixMilli(), HeartbeatIntervalMS: time.Hour.Milliseconds(), Instance: "i", Release: "v\x1b[31m1"})
 		return b
 	}
 	os.WriteFile(filepath.Join(outside, "evil.json"), good("evil"), 0o600)
