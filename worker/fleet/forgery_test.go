@@ -20,10 +20,12 @@ func TestForgedCardNeverEvictsARunningWorker(t *testing.T) {
 	cases := []struct {
 		name                 string
 		startedAt, heartbeat int64
+		state                string
 	}{
-		{"heartbeat a day ahead", 1, now.Add(24 * time.Hour).UnixMilli()},
-		{"started first, heartbeat now", 1, now.UnixMilli()},
-		{"start a day ahead", now.Add(24 * time.Hour).UnixMilli(), now.Add(24 * time.Hour).UnixMilli()},
+		{"heartbeat a day ahead", 1, now.Add(24 * time.Hour).UnixMilli(), StateRunning},
+		{"started first, heartbeat now", 1, now.UnixMilli(), StateRunning},
+		{"start a day ahead", now.Add(24 * time.Hour).UnixMilli(), now.Add(24 * time.Hour).UnixMilli(), StateRunning},
+		{"stopped", 1, now.UnixMilli(), StateStopped},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -33,7 +35,9 @@ func TestForgedCardNeverEvictsARunningWorker(t *testing.T) {
 			waitStates(t, b.Registry, "a=running b=running*")
 			mine := readCard(t, root, "a").Instance
 
-			forge(t, root, forged("a", "forged", c.startedAt, c.heartbeat))
+			card := forged("a", "forged", c.startedAt, c.heartbeat)
+			card["state"] = c.state
+			forge(t, root, card)
 			wait.For(t, wait.Long, "a to write its card over the forged one", func() (bool, string) {
 				got := readCard(t, root, "a")
 				return got.Instance == mine, "card instance " + got.Instance

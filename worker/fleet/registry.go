@@ -215,10 +215,10 @@ const (
 )
 
 // claim reports whether this worker may write its card now, reading the
-// card of its name (mu held). A card it did not write never makes a
-// worker that holds its name yield, and is never believed live when
-// stamped ahead of this worker's clock; a newcomer yields to any other
-// live card, except one its own dead predecessor left.
+// card of its name (mu held). A worker that holds its name never yields
+// it and reports any card of its name it did not write; a newcomer
+// yields to another live card, except one its own dead predecessor left
+// or one stamped ahead of its clock (never believed).
 func (r *Registry) claim(now time.Time) bool {
 	c, err := r.folder.read(r.cfg.Worker)
 	if err != nil || c.Instance == r.instance {
@@ -226,10 +226,10 @@ func (r *Registry) claim(now time.Time) bool {
 		return true
 	}
 	switch {
-	case c.State == StateStopped:
-		r.takeOver(reasonGone)
 	case r.held:
 		r.reportConflict(c, actionOverwritten, "a card of this worker's name that it did not write: this worker holds the name and writes its card over it; give each worker its own worker.name, and check who writes the card folder")
+	case c.State == StateStopped:
+		r.takeOver(reasonGone)
 	case r.predecessor(c):
 		r.yielding = true // log the take-over
 		r.takeOver(reasonPredecessor)
@@ -261,7 +261,7 @@ func (r *Registry) takeOver(reason string) {
 	}
 	detail := "the other worker of this name stopped or turned unreachable"
 	if reason == reasonPredecessor {
-		detail = "the card was left by this worker's previous process on this host, which is gone"
+		detail = "the card was left by an earlier process of this name on this host, which is gone (a restart)"
 	}
 	r.log.Info("fleet_card_taken_over", "worker", r.cfg.Worker, "reason", reason, "detail", detail)
 	r.yielding = false
