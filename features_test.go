@@ -160,6 +160,12 @@ func TestFeatureSwitchesWiredInRun(t *testing.T) {
 					brokers[0], c.name, c.name)
 			}
 			w := startFeatureWorker(t, "feature-"+c.name, exe, extra)
+			if c.kafka { // the consumer joined its group
+				wait.For(t, wait.Long, "/readyz", func() (bool, string) {
+					code, b := w.do("GET", "/readyz", "")
+					return code == 200, b
+				})
+			}
 			var id struct{ Features map[string]bool }
 			if b := w.want("GET", "/api/v1/identity", "", 200); json.Unmarshal([]byte(b), &id) != nil || !id.Features[c.feature] {
 				t.Fatalf("identity = %s, want features.%s true", b, c.feature)

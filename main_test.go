@@ -234,6 +234,23 @@ func TestDemoServesIngress(t *testing.T) {
 	if !strings.Contains(p.Output.String(), "curl -s") {
 		t.Errorf("demo did not print a curl line:\n%s", p.Output.String())
 	}
+	// DLQ redrive is on in the demo, with its curl line printed: once a
+	// sample failed into the DLQ, the printed dry run answers one line per
+	// DLQ record and a summary.
+	if !strings.Contains(p.Output.String(), "/api/v1/debug/dlq/redrive -d '{\"from_ts\":0}'") {
+		t.Errorf("demo did not print the redrive curl line:\n%s", p.Output.String())
+	}
+	wait.For(t, wait.Long, "a dry-run redrive of the demo's DLQ", func() (bool, string) {
+		r, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/api/v1/debug/dlq/redrive", ui), "application/json", strings.NewReader(`{"from_ts":0}`))
+		if err != nil {
+			return false, err.Error()
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		return r.StatusCode == 200 && len(lines) >= 2 && strings.Contains(lines[0], `"outcome":"would_fail"`) &&
+			strings.HasPrefix(lines[len(lines)-1], `{"summary":{"dry_run":true`), fmt.Sprintf("%d %s", r.StatusCode, b)
+	})
 	_ = p.Cmd.Process.Signal(syscall.SIGINT)
 	if code := p.Wait(t); code != 0 {
 		t.Errorf("demo exit = %d\n%s", code, p.Output.String())

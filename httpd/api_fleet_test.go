@@ -4,9 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"svc/worker/cache"
+	"svc/worker/config"
+	"svc/worker/workertest/wait"
 )
 
 // withCache hands the test the handler cache the builder opened for cfg
@@ -159,5 +165,90 @@ func TestFleetWorkersRoute(t *testing.T) {
 	r = do(t, "GET", startStack(t, testConfig(t, "/bin/cat")).uiURL+"/api/v1/fleet/workers", "")
 	if l.Workers = nil; r.status != 200 || json.Unmarshal([]byte(r.body), &l) != nil || len(l.Workers) != 1 || l.Workers[0]["self"] != true {
 		t.Errorf("without a shared folder = %d %s, want only this worker", r.status, r.body)
+	}
+}
+
+// writeCard drops a live card into the card folder of shared as anyone
+// who can write that folder could: its name and URL are the writer's
+// choice.
+func writeCard(t *testing.T, shared, name, url string) {
+	t.Helper()
+	dir := filepath.Join(shared, "fleet")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	card, _ := json.Marshal(map[string]any{
+		"name": name, "cluster": "default", "url": url, "state": "running", "release": "v9.9.9",
+		"started_at_ms": now.UnixMilli(), "heartbeat_ms": now.UnixMilli(),
+		"heartbeat_interval_ms": time.Hour.Milliseconds(), // live for 3 h; a card stamped ahead is not believed "cache_marks": nil, "instance": "hostile",
+	})
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), card, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A card in the shared folder names whatever URL its writer likes: the
+// workers list marks it untrusted and the pages' Content-Security-Policy
+// leaves it out of connect-src, so no browser sends the UI token there,
+// until the operator lists its origin in fleet.trusted_urls. Static peers
+// (config the operator wrote) are trusted; a card that takes a static
+// peer's name does not inherit that trust.
+func TestHostileCardIsNotTrusted(t *testing.T) {
+	t.Parallel()
+	for _, listed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("listed in fleet.trusted_urls=%v", listed), func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig(t, "/bin/cat")
+			cfg.UI.AuthToken = "ui-secret"
+			cfg.Shared.Dir = t.TempDir()
+			cfg.Fleet.Registry.Peers = []config.Peer{
+				{Name: "edge-1", Cluster: "default", URL: "http://edge-1.internal:8080"},
+				{Name: "edge-2", Cluster: "default", URL: "http://edge-2.internal:8080"},
+			}
+			if listed {
+				cfg.Fleet.TrustedURLs = []string{"HTTP://Evil.Example.com:9999/"}
+			}
+			writeCard(t, cfg.Shared.Dir, "evil", "http://evil.example.com:9999")
+			writeCard(t, cfg.Shared.Dir, "evil-path", "http://evil.example.com:9999/<b>hi</b>")
+			writeCard(t, cfg.Shared.Dir, "edge-1", "http://edge-1.attacker.example:8080")
+			s := startStack(t, withSite(cfg))
+			auth := []string{"Authorization", "Bearer ui-secret"}
+
+			var l struct {
+				Workers []map[string]any `json:"workers"`
+			}
+			wait.For(t, wait.Long, "the hostile cards listed", func() (bool, string) {
+				r := do(t, "GET", s.uiURL+"/api/v1/fleet/workers", "", auth...)
+				l.Workers = nil
+				return json.Unmarshal([]byte(r.body), &l) == nil && len(l.Workers) == 5, r.body
+			})
+			want := map[string]bool{"test": true, "edge-1": false, "edge-2": true, "evil": listed, "evil-path": listed}
+			for _, w := range l.Workers {
+				name, _ := w["name"].(string)
+				got, ok := w["trusted"].(bool)
+				if !ok || got != want[name] {
+					t.Errorf("worker %s: trusted = %v (present %v), want %v: %v", name, w["trusted"], ok, want[name], w)
+				}
+			}
+
+			r := do(t, "GET", s.uiURL+"/live", "", auth...)
+			csp := r.header.Get("Content-Security-Policy")
+			if r.status != 200 || csp == "" {
+				t.Fatalf("GET /live = %d, CSP %q", r.status, csp)
+			}
+			if strings.Contains(csp, "attacker") {
+				t.Errorf("CSP lets pages connect to the card that took edge-1's name: %s", csp)
+			}
+			if !strings.Contains(csp, " http://edge-2.internal:8080 ws://edge-2.internal:8080") {
+				t.Errorf("CSP lacks the static peer edge-2: %s", csp)
+			}
+			if has := strings.Contains(csp, "evil.example.com"); has != listed {
+				t.Errorf("CSP names evil.example.com = %v, want %v: %s", has, listed, csp)
+			}
+			if listed && strings.Count(csp, " http://evil.example.com:9999 ws://evil.example.com:9999") != 1 {
+				t.Errorf("CSP lacks the trusted origin in its origin form, once: %s", csp)
+			}
+		})
 	}
 }

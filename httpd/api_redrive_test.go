@@ -226,3 +226,31 @@ func lastSummary(t *testing.T, body string) map[string]any {
 	}
 	return m["summary"]
 }
+
+// A DLQ record whose value was cut to fit the DLQ (svc-dlq-truncated) is
+// never redriven nor probed: its bytes are not the message.
+func TestDLQRedriveSkipsTruncatedRecords(t *testing.T) {
+	t.Parallel()
+	s, brokers := kafkaStack(t, func(c *config.Config) { c.UI.RedriveEnabled = true })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rec := dlqRecord("big", "cut", kgo.RecordHeader{Key: "svc-dlq-truncated", Value: []byte("2097152")})
+	if err := cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"partition":0,"from_offset":0}`, `{"partition":0,"from_offset":0,"dry_run":false,"again":true}`} {
+		r := do(t, "POST", s.uiURL+"/api/v1/debug/dlq/redrive", body)
+		if r.status != 200 || !strings.Contains(r.body, `"outcome":"truncated"`) || !strings.Contains(r.body, "2097152") {
+			t.Errorf("redrive %s = %d %s, want the record refused as truncated", body, r.status, r.body)
+		}
+		if sum := lastSummary(t, r.body); sum["truncated"] != 1.0 || sum["redriven"] != 0.0 {
+			t.Errorf("summary = %v, want 1 truncated, 0 redriven", sum)
+		}
+	}
+	if n := countSource(t, brokers); n != 30 {
+		t.Errorf("source topic holds %d records, want the 30 it had", n)
+	}
+}

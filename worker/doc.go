@@ -36,7 +36,8 @@
 //	                     wins), the task hook (SVC_CACHE_* reads, fd 3
 //	                     writes) and the cache exchange between peers
 //	worker/fleet/        the worker registry: cards in the shared folder,
-//	                     static peers, derived states
+//	                     static peers, derived states, which of them the
+//	                     UI trusts with its token (fleet.trusted_urls)
 //	worker/runtimehealth/ the runtime monitor: scheduler lag heartbeats, GC,
 //	                     memory, goroutines, stalls with sampled stacks
 //	worker/throughput/   task costs by throughput.cost_label over a window

@@ -35,6 +35,7 @@ def read_frame():
 
 
 def write_frame(header, body=b""):
+    # stdout carries frames only: print diagnostics to stderr.
     h = json.dumps(header).encode()
     stdout.write(struct.pack(">I", len(h) + 1 + len(body)) + h + b"\n" + body)
     stdout.flush()  # the worker waits for the whole frame
@@ -48,11 +49,14 @@ while True:
         break  # EOF on stdin: the worker is done with this process
     if payload.startswith(b"busy"):
         print("task %s: dependency busy" % task["task_id"], file=sys.stderr, flush=True)
-        write_frame({"type": "result", "status": "retry", "error": "dependency busy"})
+        write_frame({"type": "result", "task_id": task["task_id"], "attempt": task["attempt"],
+                     "status": "retry", "error": "dependency busy"})
         continue
     write_frame(
         {
             "type": "result",
+            "task_id": task["task_id"],  # names the task answered
+            "attempt": task["attempt"],
             "status": "ok",
             "labels": {"handled_by": "echo.py"},
             "annotations": [{"kind": "echo.size", "payload": {"bytes": len(payload)}}],

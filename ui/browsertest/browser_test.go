@@ -287,6 +287,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("kill switches hide their sections", func(t *testing.T) { testKillSwitches(t, b, dir) })
+	t.Run("untrusted card: no request, no token, listed as not trusted", func(t *testing.T) { testUntrustedCard(t, b, dir) })
 	t.Run("link templates encode like the Go side", func(t *testing.T) { testTemplatesMatchGo(t, open(t, "/debug?tab=config")) })
 
 	if *updateShots {

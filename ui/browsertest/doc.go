@@ -9,7 +9,9 @@
 // x/net/websocket) through the scenarios an operator meets: sign-in, each
 // page with its data and without console errors, a failed message from
 // the dashboard to its trace and a probe, the consume pause, declared
-// pages, kill switches, and the link templates against the Go side.
+// pages, kill switches, the link templates against the Go side, and a
+// card in the shared folder naming an untrusted URL (trust_test.go: its
+// listener never hears from the browser, Live lists it as not trusted).
 //
 // Run it with
 //

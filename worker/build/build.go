@@ -228,6 +228,23 @@ func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([
 	// its card says "stopped" once they have.
 	w.Fleet = newRegistry(cfg, w.App, w.Cache, func() string { return w.UI.Addr() }, log)
 	services = append(services, service{"fleet", w.Fleet})
+	if w.Kafka != nil {
+		// Group members whose worker's card says stopped or unreachable
+		// hold their partitions for nobody: their lag is reported.
+		w.Kafka.SetLiveness(func() map[string]bool {
+			live := map[string]bool{}
+			for _, wk := range w.Fleet.Workers() {
+				switch {
+				case wk.Self:
+				case wk.State == fleet.StateStarting, wk.State == fleet.StateRunning, wk.State == fleet.StateDraining:
+					live[wk.Name] = true
+				case wk.State == fleet.StateStopped, wk.State == fleet.StateUnreachable:
+					live[wk.Name] = false
+				}
+			}
+			return live
+		})
+	}
 	rec, err := recorder.Open(ctx, recorderConfig(cfg, w.App, log))
 	if err != nil {
 		return nil, fmt.Errorf("flight recorder: %w", err)
@@ -253,7 +270,7 @@ func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([
 		deps.Pause = w.Kafka
 	}
 	if cfg.UI.Release.Enabled {
-		if w.Site, err = newSite(cfg, w.App, w.Fleet.URLs, log); err != nil {
+		if w.Site, err = newSite(cfg, w.App, w.Fleet.TrustedOrigins, log); err != nil {
 			return nil, err
 		}
 		deps.Bundle = w.Site

@@ -51,7 +51,8 @@ func newRegistry(cfg *config.Config, app *worker.App, store *cache.Store, bind f
 	fc := fleet.Config{
 		Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster, Release: worker.Version, StartedAt: app.Started(),
 		Provider: cfg.Fleet.Registry.Provider, Root: root, Heartbeat: cfg.Fleet.Registry.Heartbeat.D(),
-		Retention: cfg.Fleet.Registry.CardRetention.D(), Peers: cfg.Fleet.Registry.Peers, Status: app, Logger: log,
+		Retention: cfg.Fleet.Registry.CardRetention.D(), Peers: cfg.Fleet.Registry.Peers, Trusted: cfg.Fleet.TrustedURLs,
+		Status: app, Logger: log,
 		URL: func() string { return fleet.CardURL(cfg.UI.PublicURL, bind(), host) },
 	}
 	if servesCache(cfg, store) {
@@ -112,8 +113,9 @@ func newMonitors(cfg *config.Config, events *worker.Events, pool worker.PoolStat
 // newSite serves the configured UI release: from the per-host cache or,
 // for the tag embedded in this binary, from the binary itself at once;
 // anything else is fetched in the background by Site.Run while pages
-// answer 503. peers lists the fleet's other workers (their UI origins)
-// that Live pages may connect to.
+// answer 503. peers lists the origins of the fleet's other trusted
+// workers (fleet.trusted_urls, static peers), the only ones besides this
+// worker that pages may connect to: never a URL an untrusted card names.
 func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *slog.Logger) (*release.Site, error) {
 	var slugs []string
 	for _, p := range app.UIPages() {

@@ -220,6 +220,11 @@ type KafkaSink struct {
 	// DeliveryTimeout is how long a produce may go unacknowledged before it
 	// counts as a breaker failure (the record itself is kept and retried).
 	DeliveryTimeout Duration `toml:"delivery_timeout" json:"delivery_timeout"`
+	// Compression is the codec of produced batches (Compressions).
+	Compression string `toml:"compression" json:"compression"`
+	// MaxMessageBytes is the largest record the topic takes; 0 asks the
+	// brokers (the topic's max.message.bytes) at the first delivery.
+	MaxMessageBytes int `toml:"max_message_bytes" json:"max_message_bytes"`
 }
 
 // Breaker tunes a sink's circuit breaker.
@@ -237,7 +242,24 @@ type DLQ struct {
 	OnSendFailure string            `toml:"on_send_failure" json:"on_send_failure"`
 	// SendTimeout bounds one DLQ send; past it on_send_failure applies.
 	SendTimeout Duration `toml:"send_timeout" json:"send_timeout"`
+	// Compression and MaxMessageBytes: as for a sink.
+	Compression     string `toml:"compression" json:"compression"`
+	MaxMessageBytes int    `toml:"max_message_bytes" json:"max_message_bytes"`
 }
+
+// Compressions are the codecs of sinks.kafka[].compression and
+// dlq.compression; DefaultCompression is used when none is set.
+var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+
+// DefaultCompression is the codec of a sink or the DLQ that sets none:
+// cheap on small cores, read by every Kafka client and broker version in
+// use, and the Kafka client's own default.
+const DefaultCompression = "snappy"
+
+// MaxMessageBytesMax bounds sinks.kafka[].max_message_bytes and
+// dlq.max_message_bytes: the producer's cap on one request (Kafka's own
+// socket.request.max.bytes default).
+const MaxMessageBytesMax = 100 << 20
 
 // Dir is a directory setting (storage.dir, shared.dir).
 type Dir struct {
@@ -266,10 +288,17 @@ type Cache struct {
 	MaxBytes int64 `toml:"max_bytes" json:"max_bytes"`
 }
 
-// Fleet is the worker registry and cache exchange.
+// Fleet is the worker registry and cache exchange, and the workers the
+// UI may send its token to.
 type Fleet struct {
 	Registry      Registry      `toml:"registry" json:"registry"`
 	CacheExchange CacheExchange `toml:"cache_exchange" json:"cache_exchange"`
+	// TrustedURLs are origins (scheme://host[:port]) of other workers
+	// whose UI servers the operator's browser may send the UI token to,
+	// besides this worker's own and the static peers'. A card in the
+	// shared folder is data anyone who can write that folder chooses;
+	// this list is the operator's.
+	TrustedURLs []string `toml:"trusted_urls" json:"trusted_urls"`
 }
 
 // Registry selects how workers find each other. Peers are listed with
@@ -343,7 +372,7 @@ func Default() Config {
 				MaxConcurrentPerClient: 16, BodyTimeout: Duration(10 * time.Second),
 			},
 		},
-		DLQ:     DLQ{OnSendFailure: "stall", SendTimeout: Duration(30 * time.Second)},
+		DLQ:     DLQ{OnSendFailure: "stall", SendTimeout: Duration(30 * time.Second), Compression: DefaultCompression},
 		Storage: Dir{Dir: "/tmp/svc"},
 		History: History{
 			SealInterval: Duration(10 * time.Minute), MergedRetentionDays: 7,
@@ -417,6 +446,12 @@ func (c *Config) Resolve() {
 		if c.Sinks.Kafka[i].DeliveryTimeout == 0 {
 			c.Sinks.Kafka[i].DeliveryTimeout = Duration(10 * time.Second)
 		}
+		if c.Sinks.Kafka[i].Compression == "" {
+			c.Sinks.Kafka[i].Compression = DefaultCompression
+		}
+	}
+	if c.DLQ.Compression == "" {
+		c.DLQ.Compression = DefaultCompression
 	}
 	c.resolveFleet()
 	for k, v := range c.UI.LinkBases {

@@ -273,3 +273,62 @@ func TestOpenByDefaultRefused(t *testing.T) {
 		})
 	}
 }
+
+// Origin is how worker URLs and fleet.trusted_urls compare: as the
+// browser sees origins, and never a wildcard.
+func TestOrigin(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want string }{
+		{"http://w2.internal:8080", "http://w2.internal:8080"},
+		{"HTTP://W2.Internal:8080/", "http://w2.internal:8080"},
+		{"https://w2.example.com:443/some/path", "https://w2.example.com"},
+		{"http://w2.example.com:80", "http://w2.example.com"},
+		{"https://w2.example.com:80", "https://w2.example.com:80"},
+		{"http://[::1]:8080", "http://[::1]:8080"},
+		{"http://10.0.0.7:8080", "http://10.0.0.7:8080"},
+		{"http://svc_w2:8080", "http://svc_w2:8080"},
+		{"ws://w2:8080", ""},
+		{"javascript:alert(1)", ""},
+		{"http://user:pw@w2:8080", ""},
+		{"https://*.example.com", ""},
+		{"http://w2 ;x:8080", ""},
+		{"http:///nohost", ""},
+		{"", ""},
+	}
+	for _, c := range cases {
+		if got := Origin(c.in); got != c.want {
+			t.Errorf("Origin(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestTrustedURLsValidation(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ urls, want string }{
+		{`["https://w2.example.com:8443", "http://10.0.0.7:8080/", "http://[::1]:9000"]`, ""},
+		{`["w2.example.com:8080"]`, `fleet.trusted_urls[0]: "w2.example.com:8080" must be an origin`},
+		{`["https://w2.example.com/ui"]`, `fleet.trusted_urls[0]: "https://w2.example.com/ui" must be an origin`},
+		{`["https://ok.example.com", "https://w2.example.com?x=1"]`, `fleet.trusted_urls[1]: "https://w2.example.com?x=1" must be an origin`},
+		{`["https://u@w2.example.com"]`, `fleet.trusted_urls[0]`},
+		{`["https://*.example.com"]`, `fleet.trusted_urls[0]`},
+		{`["https://w2.example.com:0"]`, `fleet.trusted_urls[0]: "https://w2.example.com:0": port 0 is outside 1-65535`},
+		{`["https://w2.example.com:70000"]`, `port 70000 is outside 1-65535`},
+		{`["https://w2.example.com:"]`, `fleet.trusted_urls[0]`},
+	}
+	for _, c := range cases {
+		t.Run(c.urls, func(t *testing.T) {
+			_, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\nhost = \"127.0.0.1\"\n[fleet]\ntrusted_urls = "+c.urls+"\n"), noEnv)
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("Parse = %v, want valid", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("Parse = %v, want an error with %q", err, c.want)
+			}
+		})
+	}
+	many := strings.Repeat(`"http://w:1",`, MaxTrustedURLs+1)
+	_, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\nhost = \"127.0.0.1\"\n[fleet]\ntrusted_urls = ["+many+"]\n"), noEnv)
+	if err == nil || !strings.Contains(err.Error(), "fleet.trusted_urls") || !strings.Contains(err.Error(), "at most 256") {
+		t.Errorf("Parse with %d trusted URLs = %v, want the bound named", MaxTrustedURLs+1, err)
+	}
+}

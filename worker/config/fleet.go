@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -19,6 +21,7 @@ const (
 	MaxCacheKeysRead   = 16 // handler.cache_keys entries
 	MaxStaticPeers     = 256
 	MaxPeerURLBytes    = 2048
+	MaxTrustedURLs     = 256 // fleet.trusted_urls entries
 )
 
 // CacheEnvPrefix starts the variable that carries a cache key's value to
@@ -120,6 +123,75 @@ func (c *Config) validateFleet(p *problems) {
 	x := c.Fleet.CacheExchange
 	p.within("fleet.cache_exchange.interval", x.Interval, 100*time.Millisecond, time.Hour)
 	p.within("fleet.cache_exchange.timeout", x.Timeout, 100*time.Millisecond, 5*time.Minute)
+	if n := len(c.Fleet.TrustedURLs); n > MaxTrustedURLs {
+		p.add("fleet.trusted_urls", "%d origins; at most %d", n, MaxTrustedURLs)
+	}
+	for i, o := range c.Fleet.TrustedURLs {
+		if err := checkOrigin(o); err != nil {
+			p.add(fmt.Sprintf("fleet.trusted_urls[%d]", i), "%v", err)
+		}
+	}
+}
+
+// checkOrigin accepts an origin as the browser writes it: http or https,
+// a host name or IP address, an optional port, and nothing else (a
+// trailing "/" is tolerated). No wildcard: each trusted worker is named.
+func checkOrigin(s string) error {
+	bad := fmt.Errorf("%q must be an origin such as https://w2.example.com:8080: http:// or https://, a host name or IP address and an optional port; no path, user info, query, fragment or wildcard", s)
+	if len(s) > MaxPeerURLBytes {
+		return fmt.Errorf("%d bytes; at most %d", len(s), MaxPeerURLBytes)
+	}
+	u, err := url.Parse(s)
+	if err != nil || Origin(s) == "" || (u.Path != "" && u.Path != "/") || u.RawPath != "" ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.HasSuffix(u.Host, ":") {
+		return bad
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: port %s is outside 1-65535", s, port)
+		}
+	}
+	return nil
+}
+
+// Origin is the browser origin of an http or https URL, the form in which
+// fleet.trusted_urls and worker URLs are compared: scheme://host[:port],
+// lower-cased, without the scheme's default port; any path is dropped.
+// "" when s is not such a URL, carries user info, or its host is neither
+// an IP address nor a name of letters, digits, '.', '-' and '_' (so never
+// a wildcard, which a Content-Security-Policy would widen).
+func Origin(s string) string {
+	if len(s) > MaxPeerURLBytes {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" || u.User != nil {
+		return ""
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if host == "" || !hostName(host) && net.ParseIP(host) == nil {
+		return ""
+	}
+	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return u.Scheme + "://" + host
+}
+
+// hostName reports a DNS-style name: letters, digits, '.', '-', '_'.
+func hostName(h string) bool {
+	for _, c := range h {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '.' && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkPeerURL accepts an http or https URL with a host and nothing a card

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -204,6 +205,7 @@ func (c *Config) validateSinks(p *problems) {
 		p.between(key+".breaker.failure_threshold", int64(s.Breaker.FailureThreshold), 1, 1000)
 		p.within(key+".delivery_timeout", s.DeliveryTimeout, 100*time.Millisecond, time.Hour)
 		p.within(key+".breaker.open_timeout", s.Breaker.OpenTimeout, 10*time.Millisecond, time.Hour)
+		checkProduce(p, key, s.Compression, s.MaxMessageBytes)
 		checkConn(p, key, s.Brokers, s.Security, s.ClientConfig)
 	}
 	switch c.DLQ.OnSendFailure {
@@ -215,7 +217,18 @@ func (c *Config) validateSinks(p *problems) {
 	if c.DLQ.Topic != "" && len(c.DLQ.Brokers) == 0 && !c.Sources.Kafka.Enabled {
 		p.add("dlq.brokers", "required when dlq.topic is set and the Kafka source is off")
 	}
+	checkProduce(p, "dlq", c.DLQ.Compression, c.DLQ.MaxMessageBytes)
 	checkConn(p, "dlq", c.DLQ.Brokers, c.DLQ.Security, c.DLQ.ClientConfig)
+}
+
+// checkProduce checks the producer keys of a sink or the DLQ under prefix.
+func checkProduce(p *problems, prefix, compression string, maxMessageBytes int) {
+	if compression != "" && !slices.Contains(Compressions, compression) {
+		p.add(prefix+".compression", "%q is not one of %s", compression, strings.Join(Compressions, ", "))
+	}
+	if maxMessageBytes != 0 && (maxMessageBytes < 1024 || maxMessageBytes > MaxMessageBytesMax) {
+		p.add(prefix+".max_message_bytes", "%d is outside 1024-%d (or 0: ask the brokers)", maxMessageBytes, MaxMessageBytesMax)
+	}
 }
 
 func (c *Config) validateExecutor(p *problems) {

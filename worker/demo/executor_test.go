@@ -1,8 +1,13 @@
 package demo
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +72,37 @@ func TestDemoExecutorModes(t *testing.T) {
 				t.Errorf("Run(fail) = %s after %d attempts, stderr %q; want failed after 2 with its reason", res.Status, res.Attempts, res.Stderr)
 			}
 		})
+	}
+}
+
+// The demo executor in mode persistent names the task each result
+// answers (task_id and attempt), as docs/executor.md recommends.
+func TestDemoPersistentNamesItsTask(t *testing.T) {
+	t.Setenv("SVC_EXECUTOR_MODE", "persistent")
+	var in, out bytes.Buffer
+	for _, h := range []string{`{"type":"task","task_id":"w1-7","attempt":2,"source":"http"}`, `{"type":"task","task_id":"w1-8","attempt":1,"source":"http"}`} {
+		binary.Write(&in, binary.BigEndian, uint32(len(h)+1+len("hi")))
+		in.WriteString(h + "\nhi")
+	}
+	if code := Execute(&in, &out, io.Discard, nil); code != 0 {
+		t.Fatalf("Execute = %d, want 0", code)
+	}
+	var got []string
+	for out.Len() > 0 {
+		var n uint32
+		binary.Read(&out, binary.BigEndian, &n)
+		header, _, _ := bytes.Cut(out.Next(int(n)), []byte{'\n'})
+		var h struct {
+			Type    string `json:"type"`
+			TaskID  string `json:"task_id"`
+			Attempt int    `json:"attempt"`
+		}
+		if err := json.Unmarshal(header, &h); err != nil {
+			t.Fatalf("frame header %q: %v", header, err)
+		}
+		got = append(got, fmt.Sprintf("%s %s %d", h.Type, h.TaskID, h.Attempt))
+	}
+	if want := []string{"ready  0", "result w1-7 2", "result w1-8 1"}; !slices.Equal(got, want) {
+		t.Errorf("frames = %q, want %q", got, want)
 	}
 }

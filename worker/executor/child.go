@@ -16,10 +16,10 @@ import (
 	"time"
 )
 
-// execChild is one long-lived executor process of a persistent pool. Its
+// child is one long-lived executor process of a persistent pool. Its
 // pipes are used by one holder at a time (the starter, then one task at a
 // time); the pool's mutex guards the fields marked so.
-type execChild struct {
+type child struct {
 	cmd     *exec.Cmd
 	pgid    int
 	stdin   *os.File
@@ -28,6 +28,13 @@ type execChild struct {
 	stderr  *execStderr
 	exited  chan struct{} // closed once the process was reaped
 	startAt time.Time
+
+	// Used by the holder only.
+	outRC  syscall.RawConn  // stdout, for the look for stray output; nil: look in r only
+	peekFn func(fd uintptr) // reads what stdout holds into peek, peekN (built once)
+	peek   [64]byte         // the stray bytes read (never logged)
+	peekN  int              // bytes read by peekFn
+	echoes bool             // a result of this child named its task (task_id)
 
 	// Guarded by persistent.mu.
 	busy      bool          // a holder (starter or task) uses the pipes
@@ -45,7 +52,7 @@ type execChild struct {
 // readyTimeout or until ctx ends. onReaped is called from the reaper
 // goroutine once the process is gone. The child comes back busy (held by
 // the caller). The error wraps ErrStart; why is the restart reason.
-func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, onReaped func(*execChild)) (c *execChild, why string, err error) {
+func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, onReaped func(*child)) (c *child, why string, err error) {
 	bin, err := s.binary()
 	if err != nil {
 		return nil, execReasonStartFailed, execStartError(s.opts.BinaryPath, err)
@@ -65,28 +72,29 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 		pp.closeParent()
 		return nil, execReasonStartFailed, execStartError(s.opts.BinaryPath, err)
 	}
-	child := &execChild{
+	nc := &child{
 		cmd: cmd, pgid: cmd.Process.Pid, stdin: pp.parent[0], stdout: pp.parent[1],
 		r: bufio.NewReaderSize(pp.parent[1], 64<<10), stderr: newExecStderr(pp.parent[2], s.opts.StderrTail),
 		exited: make(chan struct{}), downCh: make(chan struct{}), busy: true, startAt: time.Now(),
 	}
-	c = child
+	c = nc
+	c.initPeek()
 	s.guard.note('+', c.pgid)
 	go c.stderr.loop()
 	go func() {
 		_ = cmd.Wait()
 		// Leftovers of its group die with it rather than hold the pipes.
-		_ = syscall.Kill(-child.pgid, syscall.SIGKILL)
-		s.guard.note('-', child.pgid)
-		close(child.exited)
-		onReaped(child)
+		_ = syscall.Kill(-nc.pgid, syscall.SIGKILL)
+		s.guard.note('-', nc.pgid)
+		close(nc.exited)
+		onReaped(nc)
 	}()
 
 	var timedOut atomic.Bool
-	// The timer may still run after Stop: it uses child, never the result
+	// The timer may still run after Stop: it uses nc, never the result
 	// variable c, which the returns below overwrite.
-	timer := time.AfterFunc(readyTimeout, func() { timedOut.Store(true); child.kill() })
-	unwatch := context.AfterFunc(ctx, child.kill)
+	timer := time.AfterFunc(readyTimeout, func() { timedOut.Store(true); nc.kill() })
+	unwatch := context.AfterFunc(ctx, nc.kill)
 	header, _, err := execReadFrame(c.r, 0)
 	timer.Stop()
 	unwatch()
@@ -141,14 +149,59 @@ func execTailText(b []byte) string {
 	return fmt.Sprintf("; stderr: %q", b)
 }
 
+// initPeek readies stray: the worker's end of stdout must be
+// non-blocking so that a look at it never waits.
+func (c *child) initPeek() {
+	rc, err := c.stdout.SyscallConn()
+	if err != nil {
+		return
+	}
+	nonblock := false
+	_ = rc.Control(func(fd uintptr) { nonblock = syscall.SetNonblock(int(fd), true) == nil })
+	if !nonblock {
+		return
+	}
+	c.outRC = rc
+	c.peekFn = func(fd uintptr) {
+		for {
+			n, err := syscall.Read(int(fd), c.peek[:])
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			c.peekN = max(n, 0) // 0: empty (EAGAIN) or EOF (the child is exiting)
+			return
+		}
+	}
+}
+
+// stray reports stdout output of the child that no task asked for, to be
+// called while it has no task: bytes left in r and, with pipe, bytes
+// waiting in the pipe. n is how many were seen (those in the pipe are
+// read and dropped, at most len(peek): the child is to be replaced); text
+// says they begin like text rather than a frame. Without pipe it is free;
+// with it, it costs one non-blocking read when there are none. It
+// allocates nothing.
+func (c *child) stray(pipe bool) (n int, text bool) {
+	if n = c.r.Buffered(); n > 0 {
+		b, _ := c.r.Peek(min(n, 4))
+		return n, len(b) == 4 && execLooksLikeText(b)
+	}
+	if !pipe || c.outRC == nil {
+		return 0, false
+	}
+	c.peekN = 0
+	_ = c.outRC.Control(c.peekFn)
+	return c.peekN, c.peekN >= 4 && execLooksLikeText(c.peek[:4])
+}
+
 // kill SIGKILLs the child's whole process group.
-func (c *execChild) kill() {
+func (c *child) kill() {
 	_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
 	_ = c.cmd.Process.Kill()
 }
 
 // exitText says how the reaped child ended.
-func (c *execChild) exitText() string {
+func (c *child) exitText() string {
 	if st := c.cmd.ProcessState; st != nil {
 		return st.String()
 	}
@@ -156,7 +209,7 @@ func (c *execChild) exitText() string {
 }
 
 // exitCode is the reaped child's exit code, -1 when killed by a signal.
-func (c *execChild) exitCode() int {
+func (c *child) exitCode() int {
 	if st := c.cmd.ProcessState; st != nil {
 		return st.ExitCode()
 	}
@@ -165,7 +218,7 @@ func (c *execChild) exitCode() int {
 
 // retire stops an idle child: EOF on stdin, SIGTERM to its group after
 // grace, SIGKILL after as long again.
-func (c *execChild) retire(grace time.Duration) {
+func (c *child) retire(grace time.Duration) {
 	_ = c.stdin.Close()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t := time.NewTimer(grace)
@@ -182,7 +235,7 @@ func (c *execChild) retire(grace time.Duration) {
 }
 
 // closePipes closes the worker's ends of the child's pipes.
-func (c *execChild) closePipes() {
+func (c *child) closePipes() {
 	_ = c.stdin.Close()
 	_ = c.stdout.Close()
 	c.stderr.close()

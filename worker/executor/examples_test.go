@@ -36,6 +36,7 @@ func TestExampleExecutors(t *testing.T) {
 			string(res.Stderr) != "task t-1 asked to fail\n" {
 			t.Errorf("echo-go Run(fail) = %s (%v), stderr %q; want failed with its reason and stderr", res.Status, res.Err, res.Stderr)
 		}
+		execWantEchoes(t, p)
 	})
 	t.Run("python", func(t *testing.T) {
 		t.Parallel()
@@ -54,5 +55,32 @@ func TestExampleExecutors(t *testing.T) {
 		if res.Status != worker.StatusFailed || res.Attempts != 2 || string(res.Stderr) != "task t-1: dependency busy\n" {
 			t.Errorf("echo.py Run(busy) = %s after %d attempts, stderr %q (%v); want failed after 2 retries", res.Status, res.Attempts, res.Stderr, res.Err)
 		}
+		execWantEchoes(t, p)
 	})
+}
+
+// execWantEchoes fails t unless p's idle children that answered a task
+// named their tasks in their results, and none broke the protocol.
+func execWantEchoes(t *testing.T, p *Pool) {
+	t.Helper()
+	b := p.backend.(*persistent)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	answered := 0
+	for _, c := range b.idle {
+		if c.answered > 0 {
+			answered++
+			if !c.echoes {
+				t.Errorf("child %d answered without naming its tasks (task_id)", c.pgid)
+			}
+		}
+	}
+	if answered == 0 {
+		t.Errorf("no idle child that answered a task to check")
+	}
+	for _, k := range execViolationKinds {
+		if n := execMetricValue(b.metrics.violations.WithLabelValues(k)); n != 0 {
+			t.Errorf("violations{kind=%s} = %v, want 0", k, n)
+		}
+	}
 }

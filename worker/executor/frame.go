@@ -32,6 +32,9 @@ const (
 var (
 	errFrameTooLarge = errors.New("frame too large")
 	errFrameProtocol = errors.New("executor protocol")
+	// errFrameText (with errFrameProtocol) is text where a frame's length
+	// prefix should be: protocol v1 output, or a stray print.
+	errFrameText = errors.New("frame length prefix is text")
 )
 
 // execTaskHeader is the header of a task frame (worker → executor). It
@@ -55,6 +58,8 @@ type execTaskHeader struct {
 // and counted rather than failing the task.
 type execResultHeader struct {
 	Type        string            `json:"type"`
+	TaskID      string            `json:"task_id"` // optional echo of the task frame's task_id
+	Attempt     int               `json:"attempt"` // optional echo of the task frame's attempt
 	Status      string            `json:"status"`
 	Error       string            `json:"error"`
 	Annotations []json.RawMessage `json:"annotations"`
@@ -109,7 +114,7 @@ func execReadFrame(r *bufio.Reader, maxBody int64) (header, body []byte, err err
 	n := int64(binary.BigEndian.Uint32(lb[:]))
 	if n > maxBody+execMaxHeaderBytes+1 {
 		if execLooksLikeText(lb[:]) {
-			return nil, nil, fmt.Errorf("%w: frame length prefix is text %q: is the executor speaking protocol v2?", errFrameProtocol, lb[:])
+			return nil, nil, fmt.Errorf("%w: %w %q: is the executor speaking protocol v2?", errFrameProtocol, errFrameText, lb[:])
 		}
 		return nil, nil, fmt.Errorf("%w: frame of %d bytes", errFrameTooLarge, n)
 	}
@@ -141,16 +146,30 @@ func execLooksLikeText(b []byte) bool {
 	return true
 }
 
+// execEcho is what a result frame says of the task it answers: the task
+// frame's task_id and attempt, each zero when the executor left it out.
+type execEcho struct {
+	taskID  string
+	attempt int
+}
+
+// namesOther reports whether the echo names a task other than attempt n of
+// task id (a missing field names nothing).
+func (e execEcho) namesOther(id string, n int) bool {
+	return (e.taskID != "" && e.taskID != id) || (e.attempt != 0 && e.attempt != n)
+}
+
 // execParseResult decodes a result frame's header into res: status, error
 // text, annotations, labels and cache writes (bad entries ignored and
-// counted as in fd 3). It fails on a header that is not a result frame.
-func execParseResult(header []byte, res *worker.AttemptResult) error {
+// counted as in fd 3), and returns the task it names. It fails on a header
+// that is not a result frame.
+func execParseResult(header []byte, res *worker.AttemptResult) (execEcho, error) {
 	var h execResultHeader
 	if err := json.Unmarshal(header, &h); err != nil {
-		return fmt.Errorf("%w: result header is not JSON: %v", errFrameProtocol, err)
+		return execEcho{}, fmt.Errorf("%w: result header is not JSON: %v", errFrameProtocol, err)
 	}
 	if h.Type != execFrameTypeResult {
-		return fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, h.Type, execFrameTypeResult)
+		return execEcho{}, fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, h.Type, execFrameTypeResult)
 	}
 	text := h.Error
 	if len(text) > execMaxErrorText {
@@ -166,7 +185,7 @@ func execParseResult(header []byte, res *worker.AttemptResult) error {
 		res.Status, res.ExitCode = worker.StatusFailed, 1
 		res.Err = errors.New("executor answered status failed")
 	default:
-		return fmt.Errorf("%w: result status %q is not one of ok, retry, failed", errFrameProtocol, h.Status)
+		return execEcho{}, fmt.Errorf("%w: result status %q is not one of ok, retry, failed", errFrameProtocol, h.Status)
 	}
 	if res.Err != nil && text != "" {
 		res.Err = fmt.Errorf("%w: %s", res.Err, text)
@@ -191,5 +210,5 @@ func execParseResult(header []byte, res *worker.AttemptResult) error {
 		})
 	}
 	res.Annotations, res.Labels, res.CacheWrites, res.InvalidEvents = e.result()
-	return nil
+	return execEcho{taskID: h.TaskID, attempt: h.Attempt}, nil
 }

@@ -109,7 +109,15 @@ func helperMain() int {
 		time.Sleep(time.Hour)
 	}
 	r, w := bufio.NewReader(os.Stdin), bufio.NewWriter(os.Stdout)
-	helperFrame(w, map[string]any{"type": "ready"}, nil)
+	helperWriteFrame(w, map[string]any{"type": "ready"}, nil)
+	if os.Getenv("HELPER_UNSOLICITED") == "always" || helperOnce("HELPER_UNSOLICITED_ONCE") {
+		// A result frame nobody asked for, with the ready frame.
+		helperWriteFrame(w, map[string]any{"type": "result", "status": "ok"}, []byte("UNSOLICITED"))
+	}
+	w.Flush()
+	// HELPER_STRAY: what the child writes to stdout besides its results.
+	stray, echo := os.Getenv("HELPER_STRAY"), os.Getenv("HELPER_ECHO") == "1"
+	var prev *helperTask
 	for {
 		var lb [4]byte
 		if _, err := io.ReadFull(r, lb[:]); err != nil {
@@ -156,7 +164,32 @@ func helperMain() int {
 			w.Flush()
 			return 1
 		}
-		helperFrame(w, h, a.output)
+		if echo {
+			h["task_id"], h["attempt"] = t.TaskID, t.Attempt
+		}
+		if strings.HasPrefix(stray, "stale-late") && prev != nil {
+			// The previous task's result again, once this task was read;
+			// stale-late-anon leaves its task out.
+			stale := map[string]any{"type": "result", "status": "ok", "task_id": prev.TaskID, "attempt": prev.Attempt}
+			if stray == "stale-late-anon" {
+				stale = map[string]any{"type": "result", "status": "ok"}
+			}
+			helperFrame(w, stale, append([]byte("STALE-"), prev.input...))
+		}
+		prev = &t
+		helperWriteFrame(w, h, a.output)
+		switch stray {
+		case "frame": // an extra frame right behind each result
+			helperWriteFrame(w, map[string]any{"type": "result", "status": "ok"}, append([]byte("STALE-"), t.input...))
+		case "text": // a debug line right behind each result
+			w.WriteString("debug: task done\n")
+		}
+		w.Flush()
+		if stray == "text-later" { // a debug line after each result, in a write of its own
+			time.Sleep(helperDelay())
+			w.WriteString("debug: task done\n")
+			w.Flush()
+		}
 		if os.Getenv("HELPER_EXIT_AFTER_TASK") == "1" {
 			return 0
 		}
@@ -168,14 +201,40 @@ func helperList(v any) []any {
 	return l
 }
 
-// helperFrame writes one protocol v2 frame.
+// helperFrame writes one protocol v2 frame and flushes it.
 func helperFrame(w *bufio.Writer, header map[string]any, body []byte) {
+	helperWriteFrame(w, header, body)
+	w.Flush()
+}
+
+// helperWriteFrame buffers one protocol v2 frame.
+func helperWriteFrame(w *bufio.Writer, header map[string]any, body []byte) {
 	b, _ := json.Marshal(header)
 	binary.Write(w, binary.BigEndian, uint32(len(b)+1+len(body)))
 	w.Write(b)
 	w.WriteByte('\n')
 	w.Write(body)
-	w.Flush()
+}
+
+// helperOnce reports whether the variable names a file this process was
+// the first to create: one child of a pool does the odd thing.
+func helperOnce(name string) bool {
+	path := os.Getenv(name)
+	if path == "" {
+		return false
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// helperDelay is HELPER_STRAY_DELAY (0 when unset).
+func helperDelay() time.Duration {
+	d, _ := time.ParseDuration(os.Getenv("HELPER_STRAY_DELAY"))
+	return d
 }
 
 // helperServe does what the task input asks.

@@ -9,6 +9,7 @@ import (
 // execMetrics are the persistent pool's series.
 type execMetrics struct {
 	restarts     *prometheus.CounterVec
+	violations   *prometheus.CounterVec
 	crashLoops   prometheus.Counter
 	crashLooping prometheus.Gauge
 	ready        prometheus.Gauge
@@ -22,6 +23,10 @@ func newExecMetrics(reg prometheus.Registerer) (*execMetrics, error) {
 			Name: "svc_executor_restarts_total",
 			Help: "Persistent executor children replaced, by reason (start_failed, not_ready, exited, timeout, canceled, protocol, oversized, recycled).",
 		}, []string{"reason"}),
+		violations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_executor_protocol_violations_total",
+			Help: "Persistent executor children replaced for breaking protocol v2 after their ready frame, by kind (unsolicited_output, wrong_task, malformed_frame).",
+		}, []string{"kind"}),
 		crashLoops: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svc_executor_crash_loops_total",
 			Help: "Crash-loop episodes: persistent children dying repeatedly before answering a task.",
@@ -36,10 +41,13 @@ func newExecMetrics(reg prometheus.Registerer) (*execMetrics, error) {
 	for _, r := range execRestartReasons {
 		m.restarts.WithLabelValues(r)
 	}
+	for _, k := range execViolationKinds {
+		m.violations.WithLabelValues(k)
+	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.restarts, m.crashLoops, m.crashLooping, m.ready} {
+	for _, c := range []prometheus.Collector{m.restarts, m.violations, m.crashLoops, m.crashLooping, m.ready} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register executor metrics: %w", err)
 		}

@@ -34,6 +34,34 @@ var execRestartReasons = []string{
 	execReasonProtocol, execReasonOversized, execReasonRecycled,
 }
 
+// Protocol violations of persistent children past their ready frame (the
+// kind label of svc_executor_protocol_violations_total). Each one replaces
+// the child.
+const (
+	execViolationUnsolicited = "unsolicited_output" // stdout output while the child had no task
+	execViolationWrongTask   = "wrong_task"         // a result naming another task or attempt, or none when it must
+	execViolationMalformed   = "malformed_frame"    // a reply that is not a well-formed result frame
+)
+
+var execViolationKinds = []string{execViolationUnsolicited, execViolationWrongTask, execViolationMalformed}
+
+// execRunEnd says what a run means for the attempt it is part of.
+type execRunEnd uint8
+
+const (
+	execRunAnswered execRunEnd = iota // res is the attempt's result
+	execRunUnread                     // the child died before it read the task frame: re-run at no cost
+	execRunStray                      // the child's output from before this task, provably not its answer: re-run at no cost
+	execRunSuspect                    // text in place of the result from a child that answered before: likely stray, one re-run at no cost
+)
+
+// execViolation is a protocol violation a run saw ("" kind: none).
+type execViolation struct {
+	kind   string
+	detail string // what was wrong, never payload or result bytes
+	after  bool   // seen after the task's result, which the task keeps
+}
+
 // Crash-loop backoff: a seat whose children die before answering a task
 // waits base·2^(n-2) (capped) before start n; the first restart is at once.
 const (
@@ -59,7 +87,7 @@ type persistent struct {
 	mu        sync.Mutex
 	started   bool
 	closed    bool
-	idle      []*execChild
+	idle      []*child
 	waiters   []*execWaiter
 	busyN     int
 	live      int   // children ready and not down
@@ -72,7 +100,7 @@ type persistent struct {
 // execWaiter is a task waiting for an idle child.
 type execWaiter struct {
 	done chan struct{} // closed once c or err is set
-	c    *execChild
+	c    *child
 	err  error
 }
 
@@ -90,7 +118,10 @@ func (p *persistent) busy() int    { p.mu.Lock(); defer p.mu.Unlock(); return p.
 func (p *persistent) waiting() int { return int(p.waitCount.Load()) }
 
 // attempt runs attempt n of t on an idle child. A child found dead before
-// it read the task frame costs no attempt: the task moves to another.
+// it read the task frame costs no attempt: the task moves to another. Nor
+// does a child's stray output from before the task: the child is replaced
+// and the task moves on (at most PoolSize such moves per attempt; text
+// that may be stray, one).
 func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started func()) (worker.AttemptResult, error) {
 	frame, err := execEncodeTask(t, n)
 	if err != nil {
@@ -98,7 +129,8 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 		return execFailed(err), nil
 	}
 	begun := false
-	for try := 0; ; try++ {
+	spare, suspectSpare := p.opts.PoolSize, true
+	for {
 		c, err := p.acquire(ctx)
 		if err != nil {
 			if !errors.Is(err, ErrStart) {
@@ -113,18 +145,46 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 			started()
 			begun = true
 		}
-		res, unread := p.run(ctx, c, frame)
-		if unread && try < p.opts.PoolSize && ctx.Err() == nil {
+		res, end, v := p.run(ctx, c, t, n, frame)
+		rerun := false
+		switch end {
+		case execRunUnread, execRunStray:
+			rerun = spare > 0
+		case execRunSuspect:
+			rerun = spare > 0 && suspectSpare
+			suspectSpare = false
+		}
+		rerun = rerun && ctx.Err() == nil
+		if v.kind != "" {
+			p.violation(c, t, n, v, rerun)
+		}
+		if rerun {
+			spare--
 			continue
 		}
 		return res, nil
 	}
 }
 
+// violation logs and counts a protocol violation of c seen by attempt n of
+// t; rerun says the task moves to another child at no cost.
+func (p *persistent) violation(c *child, t *worker.Task, n int, v execViolation, rerun bool) {
+	p.metrics.violations.WithLabelValues(v.kind).Inc()
+	task := "attempt_failed" // the attempt failed and counts
+	switch {
+	case v.after:
+		task = "answered"
+	case rerun:
+		task = "rerun"
+	}
+	p.log.Warn("executor_child_protocol_violation", "kind", v.kind, "pid", c.cmd.Process.Pid,
+		"task_id", t.ID, "attempt", n, "task", task, "detail", v.detail)
+}
+
 // acquire takes an idle child, waiting in line for one. It fails with
 // ctx's error, errPoolClosed, or the last start-up error (wrapping
 // ErrStart) when no child is alive and none is starting.
-func (p *persistent) acquire(ctx context.Context) (*execChild, error) {
+func (p *persistent) acquire(ctx context.Context) (*child, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -176,14 +236,14 @@ func (p *persistent) acquire(ctx context.Context) (*execChild, error) {
 }
 
 // takeLocked marks c as held by a task.
-func (p *persistent) takeLocked(c *execChild) {
+func (p *persistent) takeLocked(c *child) {
 	c.busy = true
 	c.served++
 	p.busyN++
 }
 
 // handLocked gives an idle, live child to the first waiter, else parks it.
-func (p *persistent) handLocked(c *execChild) {
+func (p *persistent) handLocked(c *child) {
 	if len(p.waiters) == 0 {
 		p.idle = append(p.idle, c)
 		return
@@ -207,7 +267,7 @@ func (p *persistent) failWaitersLocked(err error) {
 }
 
 // markDownLocked takes c out of service with the first reason given.
-func (p *persistent) markDownLocked(c *execChild, why string) {
+func (p *persistent) markDownLocked(c *child, why string) {
 	if c.down {
 		return
 	}
@@ -224,7 +284,7 @@ func (p *persistent) markDownLocked(c *execChild, why string) {
 }
 
 // markDown is markDownLocked for callers without the lock.
-func (p *persistent) markDown(c *execChild, why string) {
+func (p *persistent) markDown(c *child, why string) {
 	p.mu.Lock()
 	p.markDownLocked(c, why)
 	p.mu.Unlock()
@@ -232,7 +292,7 @@ func (p *persistent) markDown(c *execChild, why string) {
 
 // reaped is called once c's process is gone: its pipes close now, or when
 // its holder lets go.
-func (p *persistent) reaped(c *execChild) {
+func (p *persistent) reaped(c *child) {
 	p.mu.Lock()
 	p.markDownLocked(c, execReasonExited)
 	hold := c.busy
@@ -245,7 +305,7 @@ func (p *persistent) reaped(c *execChild) {
 
 // release returns c after a task. broken is the restart reason when the
 // task found the child unusable (it was killed), "" when it answered.
-func (p *persistent) release(c *execChild, broken string) {
+func (p *persistent) release(c *child, broken string) {
 	var retire, loopEnded bool
 	p.mu.Lock()
 	c.busy = false
@@ -282,12 +342,23 @@ func (p *persistent) release(c *execChild, broken string) {
 	}
 }
 
-// run sends one task frame to c and reads the result frame. unread says
-// the child died without reading any of the frame (the task may go to
-// another child at no cost).
-func (p *persistent) run(ctx context.Context, c *execChild, frame []byte) (res worker.AttemptResult, unread bool) {
+// run sends attempt n of t (its task frame) to c and reads the result
+// frame, taken only when it is provably the answer: nothing was left on
+// stdout before the frame was sent, and it names no other task (nor none,
+// when c named its tasks before). end says what the run means for the
+// attempt; v is the violation seen, if any (c is then replaced).
+func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, frame []byte) (res worker.AttemptResult, end execRunEnd, v execViolation) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
+	res.ExitCode = -1
+	if sn, text := c.stray(true); sn > 0 {
+		v = execViolation{kind: execViolationUnsolicited, detail: execStrayText(sn, text) + " on stdout before the task was sent"}
+		res.Status, res.Err = worker.StatusFailed, execViolationError("wrote to stdout while it had no task")
+		p.markDown(c, execReasonProtocol)
+		c.kill()
+		p.release(c, execReasonProtocol)
+		return res, execRunStray, v
+	}
 	_ = c.stderr.take() // stderr between tasks belongs to none
 	var why atomic.Value
 	stop := func(reason string) {
@@ -306,13 +377,30 @@ func (p *persistent) run(ctx context.Context, c *execChild, frame []byte) (res w
 	}
 	timer.Stop()
 	unwatch()
-	res.ExitCode = -1
 	var broken string
 	if rerr == nil {
-		if err := execParseResult(header, &res); err != nil {
+		echo, err := execParseResult(header, &res)
+		switch {
+		case err != nil:
 			rerr = err
-		} else {
+		case echo.namesOther(t.ID, n):
+			v = execViolation{kind: execViolationWrongTask, detail: fmt.Sprintf("the result names task_id %q attempt %d; sent attempt %d of task_id %q",
+				execCapText(echo.taskID), echo.attempt, n, execCapText(t.ID))}
+			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: execViolationError("answered another task")}
+			end, broken = execRunStray, execReasonProtocol
+		case echo.taskID == "" && c.echoes:
+			v = execViolation{kind: execViolationWrongTask, detail: "the result names no task_id; earlier results of this child did"}
+			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: execViolationError("answered without the task_id its earlier results named")}
+			end, broken = execRunStray, execReasonProtocol
+		default:
+			c.echoes = c.echoes || echo.taskID != ""
 			res.Output = body
+			if sn, text := c.stray(false); sn > 0 {
+				// More behind the result: the task keeps its answer,
+				// the child that wrote unasked output goes.
+				v = execViolation{kind: execViolationUnsolicited, after: true, detail: execStrayText(sn, text) + " on stdout behind the result"}
+				broken = execReasonProtocol
+			}
 		}
 	}
 	if rerr != nil {
@@ -329,8 +417,16 @@ func (p *persistent) run(ctx context.Context, c *execChild, frame []byte) (res w
 			res.Output, res.OutputTruncated, broken = body, true, execReasonOversized
 		case errors.Is(rerr, errFrameProtocol):
 			res.Status, res.Err = worker.StatusFailed, rerr
+			v = execViolation{kind: execViolationMalformed, detail: execMalformedText(rerr)}
+			if errors.Is(rerr, errFrameText) && c.answered > 0 {
+				// A child that answered in frames before is not speaking
+				// protocol v1: likely a print after its last result.
+				end = execRunSuspect
+			}
 		default: // the child closed stdin or stdout: it is exiting
-			unread = (werr != nil && wrote == 0) || (errors.Is(rerr, io.EOF) && execUnread(c.stdin) == len(frame))
+			if (werr != nil && wrote == 0) || (errors.Is(rerr, io.EOF) && execUnread(c.stdin) == len(frame)) {
+				end = execRunUnread
+			}
 			c.awaitExit()
 			res.Status, res.ExitCode, broken = worker.StatusFailed, c.exitCode(), execReasonExited
 			where := "before answering"
@@ -339,19 +435,52 @@ func (p *persistent) run(ctx context.Context, c *execChild, frame []byte) (res w
 			}
 			res.Err = fmt.Errorf("executor exited %s (%s)", where, c.exitText())
 		}
-		if broken != execReasonExited {
-			p.markDown(c, broken)
-			c.kill()
-		}
+	}
+	if broken != "" && broken != execReasonExited {
+		p.markDown(c, broken)
+		c.kill()
 	}
 	res.Stderr = c.stderr.take()
 	p.release(c, broken)
-	return res, unread
+	return res, end, v
+}
+
+// execViolationError is the error of an attempt that met a protocol
+// violation of its child.
+func execViolationError(what string) error {
+	return fmt.Errorf("%w: the executor %s (protocol violation); the child was replaced", errFrameProtocol, what)
+}
+
+// execStrayText describes stray stdout output without showing it.
+func execStrayText(n int, text bool) string {
+	what := "binary output (a frame?)"
+	if text {
+		what = "text (a print to stdout?)"
+	}
+	return fmt.Sprintf("at least %d bytes of %s", n, what)
+}
+
+// execMalformedText says what was wrong with a malformed result frame,
+// for the log: header facts at most (a type, a status, a JSON error),
+// never stray text or a body.
+func execMalformedText(err error) string {
+	if errors.Is(err, errFrameText) {
+		return "text where a frame length prefix should be (a print to stdout, or protocol v1 output?)"
+	}
+	return execCapText(err.Error())
+}
+
+// execCapText cuts s to 200 bytes for a log line.
+func execCapText(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }
 
 // awaitExit waits briefly for a child that closed its pipes to exit by
 // itself, then kills it.
-func (c *execChild) awaitExit() {
+func (c *child) awaitExit() {
 	t := time.NewTimer(execIOGrace)
 	defer t.Stop()
 	select {

@@ -75,11 +75,14 @@ func TestPersistentChildServesManyTasks(t *testing.T) {
 func TestPersistentFailuresReplaceTheChild(t *testing.T) {
 	for _, tc := range []struct {
 		name, input, reason, errText string
+		restarts                     float64
 	}{
-		{"crash mid-frame", "!crash", execReasonExited, "executor exited in the middle of its result frame (exit status 1)"},
-		{"garbage", "!garbage", execReasonProtocol, "is the executor speaking protocol v2?"},
-		{"oversized", "!big 5000", execReasonOversized, "output exceeds executor.max_output_bytes (1000)"},
-		{"hang", "!sleep 1h", execReasonTimeout, "executor timed out after 1s (executor.timeout)"},
+		{"crash mid-frame", "!crash", execReasonExited, "executor exited in the middle of its result frame (exit status 1)", 1},
+		// Text from a child that answered before may be a stray print:
+		// the task gets one fresh child at no cost, which answers text too.
+		{"garbage", "!garbage", execReasonProtocol, "is the executor speaking protocol v2?", 2},
+		{"oversized", "!big 5000", execReasonOversized, "output exceeds executor.max_output_bytes (1000)", 1},
+		{"hang", "!sleep 1h", execReasonTimeout, "executor timed out after 1s (executor.timeout)", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -93,8 +96,8 @@ func TestPersistentFailuresReplaceTheChild(t *testing.T) {
 			if after := execPid(t, p); after == before {
 				t.Errorf("next task ran in the old child %d, want a fresh one", before)
 			}
-			if n := execRestarts(t, p, tc.reason); n != 1 {
-				t.Errorf("restarts{reason=%s} = %v, want 1", tc.reason, n)
+			if n := execRestarts(t, p, tc.reason); n != tc.restarts {
+				t.Errorf("restarts{reason=%s} = %v, want %v", tc.reason, n, tc.restarts)
 			}
 		})
 	}

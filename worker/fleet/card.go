@@ -34,6 +34,16 @@
 // name and boot id) by a pid that is gone or is this process's own. That
 // card is taken over at once (fleet_card_taken_over, reason
 // "previous_instance_dead"), so a restart after SIGKILL is listed at once.
+//
+// # Trust
+//
+// Anyone who can write the card folder can write a card naming any URL,
+// so a card earns no trust with the UI token. A listed worker is trusted
+// (Worker.Trusted) when it is this worker or its URL's origin is this
+// worker's, a static peer's or in fleet.trusted_urls; only trusted
+// origins become the pages' connect sources (TrustedOrigins), and the
+// Live page opens sockets to those alone. The cache exchange is not
+// affected: it carries no token.
 package fleet
 
 import (

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"svc/worker/config"
 )
 
 // Worker is one entry of the workers list (GET /api/v1/fleet/workers).
@@ -16,6 +18,11 @@ type Worker struct {
 	Release  string `json:"release"`
 	Provider string `json:"provider"`
 	Self     bool   `json:"self"`
+	// Trusted says the UI may send its token to URL: this worker, or a URL
+	// whose origin is this worker's, a static peer's or in
+	// fleet.trusted_urls. A card names whatever URL its writer chose; its
+	// name earns it nothing.
+	Trusted bool `json:"trusted"`
 	// StartedAtMS and HeartbeatMS are 0 for static peers.
 	StartedAtMS int64 `json:"started_at_ms"`
 	HeartbeatMS int64 `json:"heartbeat_ms"`
@@ -49,9 +56,14 @@ func (r *Registry) Workers() []Worker {
 		contact[k] = v
 	}
 	r.mu.Unlock()
+	own := config.Origin(LinkURL(self.URL))
+	trusts := func(u string) bool {
+		o := config.Origin(u)
+		return o != "" && (o == own || r.trusted[o])
+	}
 	out := []Worker{{
 		Name: self.Name, Cluster: self.Cluster, URL: LinkURL(self.URL), State: self.State, Release: self.Release,
-		Provider: r.cfg.Provider, Self: true, StartedAtMS: self.StartedAtMS, HeartbeatMS: self.HeartbeatMS, CacheMarks: self.CacheMarks,
+		Provider: r.cfg.Provider, Self: true, Trusted: true, StartedAtMS: self.StartedAtMS, HeartbeatMS: self.HeartbeatMS, CacheMarks: self.CacheMarks,
 	}}
 	cards := r.cards(now)
 	named := map[string]bool{self.Name: true}
@@ -59,7 +71,7 @@ func (r *Registry) Workers() []Worker {
 		named[c.Name] = true
 		out = append(out, Worker{
 			Name: c.Name, Cluster: c.Cluster, URL: c.URL, State: c.state(now, r.cfg.Heartbeat), Release: c.Release,
-			Provider: ProviderFilesystem, StartedAtMS: c.StartedAtMS, HeartbeatMS: c.HeartbeatMS, CacheMarks: c.CacheMarks,
+			Provider: ProviderFilesystem, Trusted: trusts(c.URL), StartedAtMS: c.StartedAtMS, HeartbeatMS: c.HeartbeatMS, CacheMarks: c.CacheMarks,
 		})
 	}
 	for _, p := range r.cfg.Peers {
@@ -72,7 +84,8 @@ func (r *Registry) Workers() []Worker {
 		} else if seen {
 			st = StateUnreachable
 		}
-		out = append(out, Worker{Name: p.Name, Cluster: p.Cluster, URL: LinkURL(p.URL), State: st, Provider: ProviderStatic})
+		u := LinkURL(p.URL)
+		out = append(out, Worker{Name: p.Name, Cluster: p.Cluster, URL: u, State: st, Provider: ProviderStatic, Trusted: trusts(u)})
 	}
 	slices.SortStableFunc(out, func(a, b Worker) int {
 		if c := cmp.Compare(a.Cluster, b.Cluster); c != 0 {
@@ -108,13 +121,17 @@ func (r *Registry) Peers() []Peer {
 	return out
 }
 
-// URLs are the link URLs of every listed worker but this one (for the
-// UI's connect sources).
-func (r *Registry) URLs() []string {
+// TrustedOrigins are the origins of the trusted workers listed, this one
+// excepted, each once: the connect sources of the UI's
+// Content-Security-Policy, so that a page cannot reach (nor send the token
+// to) a URL an untrusted card names.
+func (r *Registry) TrustedOrigins() []string {
 	var out []string
+	seen := map[string]bool{}
 	for _, w := range r.Workers() {
-		if !w.Self && w.URL != "" {
-			out = append(out, w.URL)
+		if o := config.Origin(w.URL); !w.Self && w.Trusted && o != "" && !seen[o] {
+			seen[o] = true
+			out = append(out, o)
 		}
 	}
 	return out

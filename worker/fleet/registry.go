@@ -33,6 +33,7 @@ type Config struct {
 	Heartbeat time.Duration    // fleet.registry.heartbeat
 	Retention time.Duration    // fleet.registry.card_retention
 	Peers     []config.Peer    // fleet.registry.peers
+	Trusted   []string         // fleet.trusted_urls: see Worker.Trusted
 	URL       func() string    // the card URL, called once Run starts
 	Status    Status           // nil: running from the start
 	Marks     func() *Marks    // nil or returning nil: no cache rows served
@@ -56,6 +57,7 @@ type Registry struct {
 	cfg      Config
 	log      *slog.Logger
 	instance string
+	trusted  map[string]bool // origins of fleet.trusted_urls and the static peers
 
 	mu        sync.Mutex
 	self      Card              // the card as last written (or yielded)
@@ -94,7 +96,17 @@ func New(cfg Config) *Registry {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	r := &Registry{cfg: cfg, log: cfg.Logger.With("component", "fleet"), instance: hex.EncodeToString(b[:]),
-		contact: map[string]bool{}, ahead: map[string]string{}}
+		contact: map[string]bool{}, ahead: map[string]string{}, trusted: map[string]bool{}}
+	for _, u := range cfg.Trusted {
+		if o := config.Origin(u); o != "" {
+			r.trusted[o] = true
+		}
+	}
+	for _, p := range cfg.Peers {
+		if o := config.Origin(LinkURL(p.URL)); o != "" {
+			r.trusted[o] = true
+		}
+	}
 	r.self = Card{
 		Name: cfg.Worker, Cluster: cfg.Cluster, State: StateStarting, Release: printable(cfg.Release),
 		StartedAtMS: cfg.StartedAt.UnixMilli(), HeartbeatIntervalMS: cfg.Heartbeat.Milliseconds(), Instance: r.instance,

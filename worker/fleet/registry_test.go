@@ -309,6 +309,48 @@ func TestMarksMoveTheCard(t *testing.T) {
 	})
 }
 
+// Trust follows the origin a card names, never its name: a card is
+// trusted when its URL's origin is this worker's, a static peer's or in
+// fleet.trusted_urls; only trusted origins become connect sources.
+func TestTrustFollowsTheOrigin(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	a := run(t, root, "a", func(c *Config) {
+		c.Peers = []config.Peer{{Name: "s1", Cluster: "default", URL: "http://s1:8080"}}
+		c.Trusted = []string{"HTTPS://W2.Example.com:443/"}
+	})
+	waitStates(t, a.Registry, "a=running* s1=unknown")
+	dir := filepath.Join(root, FolderName)
+	card := func(name, url string) {
+		b, _ := json.Marshal(Card{Name: name, Cluster: "default", URL: url, State: StateRunning,
+			HeartbeatMS: time.Now().UnixMilli(), HeartbeatIntervalMS: time.Hour.Milliseconds(), Instance: "i-" + name})
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	card("w2", "https://w2.example.com/ui")       // listed origin, another form
+	card("w2b", "https://w2.example.com:443")     // the same origin again
+	card("s1", "http://s1.attacker.example:8080") // a static peer's name, another origin
+	card("echo", "http://a:8080/elsewhere")       // this worker's own origin
+	card("evil", "http://evil.example.com:8080")  // nobody listed it
+	card("port", "https://w2.example.com:8443")   // a listed host on another port
+	card("plain", "http://w2.example.com")        // a listed host under another scheme
+	card("nourl", "")                             // nothing to trust
+	waitStates(t, a.Registry, "a=running* echo=running evil=running nourl=running plain=running port=running s1=running w2=running w2b=running")
+	var got []string
+	for _, w := range a.Workers() {
+		if w.Trusted {
+			got = append(got, w.Name)
+		}
+	}
+	if s := strings.Join(got, " "); s != "a echo w2 w2b" {
+		t.Errorf("trusted workers = %s, want a echo w2 w2b", s)
+	}
+	if o := strings.Join(a.TrustedOrigins(), " "); o != "http://a:8080 https://w2.example.com" {
+		t.Errorf("TrustedOrigins = %s, want the echo card's (this worker's own origin) and w2's once", o)
+	}
+}
+
 // Whatever other processes leave in the folder, readers skip what is not
 // a card and never follow a link out of it.
 func TestHostileCardFolder(t *testing.T) {

@@ -31,6 +31,8 @@ type offsetCache struct {
 	mu                    sync.Mutex
 	at                    time.Time
 	hwm, start, committed map[int32]int64
+	members               groupMembers
+	orphanSince           map[int32]time.Time
 }
 
 func (c *offsetCache) snapshot() (at time.Time, hwm, start, committed map[int32]int64) {
@@ -61,17 +63,21 @@ type PartitionState struct {
 	Owner           Owner  `json:"owner"`
 }
 
-// GroupState is the consumer group as this worker sees it: its membership
-// and every partition assigned to it. The topic is the alias "source"; its
+// GroupState is the consumer group as this worker sees it: its membership,
+// every partition assigned to it, and the partitions no live member
+// consumes (Orphaned: held by a dead member until its session times out,
+// or by nobody during a rebalance). The topic is the alias "source"; its
 // raw name is not shown.
 type GroupState struct {
-	Group           string           `json:"group"`
-	Alias           string           `json:"alias"`
-	Protocol        string           `json:"protocol"`
-	Generation      int32            `json:"generation"`
-	Owner           Owner            `json:"owner"`
-	OffsetsReadAtMS int64            `json:"offsets_read_at_ms"`
-	Partitions      []PartitionState `json:"partitions"`
+	Group           string              `json:"group"`
+	Alias           string              `json:"alias"`
+	Protocol        string              `json:"protocol"`
+	Generation      int32               `json:"generation"`
+	Owner           Owner               `json:"owner"`
+	OffsetsReadAtMS int64               `json:"offsets_read_at_ms"`
+	Partitions      []PartitionState    `json:"partitions"`
+	Members         []Member            `json:"members"`
+	Orphaned        []OrphanedPartition `json:"orphaned"`
 }
 
 // ErrGroupRead is a failed or timed-out read of the group's offsets from
@@ -114,9 +120,16 @@ func (s *Source) GroupState(ctx context.Context) (GroupState, error) {
 	}
 	at, _, _, _ := s.offsets.snapshot()
 	owner, gen := s.owner()
+	s.offsets.mu.Lock()
+	members := append([]Member{}, s.offsets.members.members...)
+	s.offsets.mu.Unlock()
+	orphaned, _ := s.orphans()
+	if orphaned == nil {
+		orphaned = []OrphanedPartition{}
+	}
 	return GroupState{
 		Group: s.cfg.Group, Alias: "source", Protocol: Protocol, Generation: gen, Owner: owner,
-		OffsetsReadAtMS: at.UnixMilli(), Partitions: s.partitionRows(),
+		OffsetsReadAtMS: at.UnixMilli(), Partitions: s.partitionRows(), Members: members, Orphaned: orphaned,
 	}, nil
 }
 
@@ -202,12 +215,19 @@ func (s *Source) readOffsets(ctx context.Context) error {
 			}
 		}
 	}
+	members, err := s.readMembers(ctx, adm)
+	if err != nil {
+		return err
+	}
 	hwm, start := map[int32]int64{}, map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { hwm[o.Partition] = o.Offset })
 	starts.Each(func(o kadm.ListedOffset) { start[o.Partition] = o.Offset })
+	now := time.Now()
 	s.offsets.mu.Lock()
-	s.offsets.at, s.offsets.hwm, s.offsets.start, s.offsets.committed = time.Now(), hwm, start, committed
+	s.offsets.at, s.offsets.hwm, s.offsets.start, s.offsets.committed = now, hwm, start, committed
+	s.offsets.members = members
 	s.offsets.mu.Unlock()
+	s.noteOrphans(now)
 	return nil
 }
 

@@ -50,6 +50,7 @@ type partitionCollector struct {
 	s                                     *Source
 	lag, committed, hwm, running, waiting *prometheus.Desc
 	paused, stalled                       *prometheus.Desc
+	orphaned                              *prometheus.Desc
 }
 
 func newPartitionCollector(s *Source) *partitionCollector {
@@ -65,12 +66,15 @@ func newPartitionCollector(s *Source) *partitionCollector {
 		waiting:   d("svc_partition_messages_waiting", "Polled messages of an assigned partition waiting for an earlier message of their key or a free slot."),
 		paused:    d("svc_partition_paused", "1 while fetching of an assigned partition is paused (consume pause, backpressure or stall)."),
 		stalled:   d("svc_partition_stalled", "1 while an assigned partition is stall-paused after a failed DLQ send."),
+		orphaned: prometheus.NewDesc("svc_consumer_lag_orphaned",
+			"Lag of a source partition no live member consumes: held by a dead member until its session times out, or by nobody during a rebalance (held_by). Exported by one worker of the group only (the live member with the smallest member id).",
+			[]string{"partition", "held_by"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.lag, c.committed, c.hwm, c.running, c.waiting, c.paused, c.stalled} {
+	for _, d := range []*prometheus.Desc{c.lag, c.committed, c.hwm, c.running, c.waiting, c.paused, c.stalled, c.orphaned} {
 		ch <- d
 	}
 }
@@ -99,6 +103,13 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if r.Lag != nil {
 			gauge(c.lag, float64(*r.Lag), r.Partition)
+		}
+	}
+	if orphaned, reporter := c.s.orphans(); reporter {
+		for _, o := range orphaned {
+			if o.Lag != nil {
+				ch <- prometheus.MustNewConstMetric(c.orphaned, prometheus.GaugeValue, float64(*o.Lag), strconv.Itoa(int(o.Partition)), o.HeldBy)
+			}
 		}
 	}
 }

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "exec-demo" {
 		os.Exit(demo.Execute(os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "events")))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "exec-demo-stray" {
+		os.Exit(execDemoStray())
+	}
 	workertest.ShortParallel(4)
 	os.Exit(m.Run())
 }

@@ -56,6 +56,7 @@ type Source struct {
 	offsets   offsetCache
 	lagEvery  time.Duration         // how often the lag gauges' offsets are read
 	onCommit  func(map[int32]int64) // test hook: every successful commit
+	liveness  Liveness              // the fleet's view of live workers (SetLiveness); nil: none
 }
 
 // msgWork is one polled message and its arranged tasks.

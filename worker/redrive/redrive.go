@@ -41,7 +41,12 @@ const (
 	Redriven     = "redriven"      // produced to the source topic
 	Duplicate    = "duplicate"     // redriven before (by this worker) or already handled by this call
 	Failed       = "failed"        // the probe or the produce itself failed
+	Truncated    = "truncated"     // the DLQ holds the message cut to fit (svc-dlq-truncated): never redriven
 )
+
+// headerTruncated marks a DLQ record whose value was cut to fit the DLQ
+// topic (sink.HeaderDLQTruncated; the sink package is not imported here).
+const headerTruncated = "svc-dlq-truncated"
 
 // Request is one redrive call: an offset range of one DLQ partition
 // (FromOffset set) or a time window like GET .../messages.
@@ -84,6 +89,7 @@ type Summary struct {
 	WouldFail    int  `json:"would_fail"`
 	Redriven     int  `json:"redriven"`
 	Duplicates   int  `json:"duplicates"`
+	Truncated    int  `json:"truncated"`
 	Failed       int  `json:"failed"`
 }
 
@@ -169,6 +175,11 @@ func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) 
 		line := Line{Partition: rec.Partition, Offset: rec.Offset}
 		at := [2]int64{int64(rec.Partition), rec.Offset}
 		switch {
+		case truncated(rec) != "":
+			// Its payload is cut: a redrive or a probe would run the cut
+			// bytes as if they were the message.
+			line.Outcome, line.Error = Truncated, "the DLQ holds this message cut to fit its topic (original value "+truncated(rec)+" bytes): not redriven"
+			sum.Truncated++
 		case seen[at], !req.DryRun && !req.Again && r.ledger.has(at):
 			line.Outcome = Duplicate
 			sum.Duplicates++
@@ -249,6 +260,17 @@ func (r *Redriver) produce(ctx context.Context, rec *kgo.Record, line *Line, sum
 	}
 	line.Outcome, line.To = Redriven, fmt.Sprintf("%d:%d", got.Partition, got.Offset)
 	sum.Redriven++
+}
+
+// truncated is the original value size a DLQ record was cut from, "" for
+// a whole record.
+func truncated(rec *kgo.Record) string {
+	for _, h := range rec.Headers {
+		if h.Key == headerTruncated {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // original returns the headers the message had before it was

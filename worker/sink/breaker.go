@@ -132,6 +132,23 @@ func (b *Breaker) Failure() {
 	b.notify(from, Open)
 }
 
+// Release ends a call that says nothing about the sink's health (a record
+// refused for its size, a call cancelled at shutdown): the state and the
+// failure count stay, and a half-open trial passes to the next caller
+// instead of holding every later one for good. Calls are not told apart,
+// so a release after the breaker moved on may free a newer call's trial:
+// two trials at once, at worst.
+func (b *Breaker) Release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state != HalfOpen || !b.trial {
+		return
+	}
+	b.trial = false
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
 // transition sets the state and wakes waiters; the caller holds mu.
 func (b *Breaker) transition(to State) State {
 	from := b.state

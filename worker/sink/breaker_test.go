@@ -11,7 +11,7 @@ func TestBreakerTransitions(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var seen []string
-	b := NewBreaker(3, 50*time.Millisecond, func(from, to State) {
+	b := NewBreaker(3, 500*time.Millisecond, func(from, to State) {
 		mu.Lock()
 		seen = append(seen, State.String(from)+">"+State.String(to))
 		mu.Unlock()
@@ -74,5 +74,43 @@ func TestBreakerTransitions(t *testing.T) {
 		if seen[i] != want[i] {
 			t.Fatalf("transitions = %v, want %v", seen, want)
 		}
+	}
+}
+
+// TestBreakerRelease: a half-open trial that ends without a verdict (a
+// record refused for its size, a cancelled call) passes the trial to the
+// next caller and changes nothing else; without it every later caller
+// waited for good.
+func TestBreakerRelease(t *testing.T) {
+	t.Parallel()
+	b := NewBreaker(1, 10*time.Millisecond, nil)
+	b.Failure()
+	ctx := t.Context()
+	if err := b.Acquire(ctx); err != nil || b.State() != HalfOpen {
+		t.Fatalf("Acquire after the open timeout = %v in state %s, want the half-open trial", err, b.State())
+	}
+	next := make(chan error, 1)
+	go func() { next <- b.Acquire(ctx) }()
+	select {
+	case <-next:
+		t.Fatal("a second caller passed during the trial")
+	case <-time.After(30 * time.Millisecond):
+	}
+	b.Release()
+	select {
+	case err := <-next:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the released trial did not pass to the waiting caller")
+	}
+	if b.State() != HalfOpen {
+		t.Errorf("state after a release = %s, want half_open", b.State())
+	}
+	b.Success()
+	b.Release() // closed: nothing to give back
+	if b.State() != Closed {
+		t.Errorf("state = %s, want closed", b.State())
 	}
 }

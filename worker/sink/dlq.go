@@ -22,12 +22,16 @@ const (
 	HeaderDLQSourceOffset    = "svc-dlq-source-offset"
 	HeaderDLQWorker          = "svc-dlq-worker"
 	HeaderDLQTS              = "svc-dlq-ts"
+	// HeaderDLQTruncated is on a DLQ record whose value was cut to fit the
+	// DLQ topic's max.message.bytes: the original value's size in bytes.
+	HeaderDLQTruncated = "svc-dlq-truncated"
 )
 
 // DLQ sends failed messages to the dead-letter topic. Without a DLQ (no
 // Kafka source and no dlq.topic) sends are dropped, warned once and counted.
 type DLQ struct {
 	cl      *kgo.Client // nil: no DLQ configured
+	limit   *topicLimit
 	topic   string
 	worker  string
 	stall   bool
@@ -38,7 +42,7 @@ type DLQ struct {
 	events  *worker.Events
 }
 
-func newDLQ(cfg *config.Config, m *sinkMetrics, events *worker.Events, log *slog.Logger) (*DLQ, error) {
+func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *worker.Events, log *slog.Logger) (*DLQ, error) {
 	d := &DLQ{
 		topic: cfg.DLQTopic(), worker: cfg.Worker.Name, stall: cfg.DLQ.OnSendFailure == "stall",
 		timeout: cfg.DLQ.SendTimeout.D(), log: log, m: m, events: events,
@@ -46,19 +50,21 @@ func newDLQ(cfg *config.Config, m *sinkMetrics, events *worker.Events, log *slog
 	if d.topic == "" {
 		return d, nil
 	}
-	cl, err := newProducer(cfg.DLQConn(), d.timeout, kgo.ClientID("svc-dlq"))
+	d.limit = newTopicLimit(stop, "dlq", d.topic, cfg.DLQ.MaxMessageBytes, 0, log)
+	cl, err := newProducer(cfg.DLQConn(), d.timeout, cfg.DLQ.Compression, kgo.ClientID("svc-dlq"), kgo.ProducerBatchMaxBytesFn(d.limit.batchMax))
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
-	d.cl = cl
+	d.cl, d.limit.cl = cl, cl
 	return d, nil
 }
 
 // Enabled reports whether a DLQ topic exists.
 func (d *DLQ) Enabled() bool { return d.cl != nil }
 
-// Send writes the failed task's original message to the DLQ. It returns nil
-// when the record is acknowledged, dropped by policy or no DLQ exists, and
+// Send writes the failed task's original message to the DLQ, its value cut
+// to fit the DLQ topic's limit when it is larger. It returns nil when the
+// record is acknowledged, dropped by policy or no DLQ exists, and
 // worker.ErrDeliveryStalled when it failed under the stall policy.
 func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	reason := res.Status
@@ -76,31 +82,29 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	done := make(chan error, 1)
-	d.cl.Produce(sctx, d.record(res), func(_ *kgo.Record, err error) { done <- err })
-	var err error
-	select {
-	case err = <-done:
-	case <-sctx.Done():
-		// A record already sent is not failed by its context (the
-		// idempotent producer keeps it until the broker answers, which a
-		// hung broker never does): the send timed out all the same. The
-		// record may still land later, a duplicate at worst.
-		err = fmt.Errorf("no acknowledgement within dlq.send_timeout %s: %w", d.timeout, sctx.Err())
+	cut, err := d.write(sctx, res)
+	var attrs []any
+	if m := res.Task.Msg; m != nil {
+		attrs = append(attrs, "partition", m.Partition, "offset", m.Offset)
 	}
 	if err == nil {
 		d.m.dlq.WithLabelValues("sent").Inc()
 		note("sent")
+		if cut != nil {
+			d.m.truncated.Inc()
+			cattrs := append([]any{"task_id", res.Task.ID, "value_bytes", cut.orig, "kept_bytes", cut.kept, "limit", d.limit.get()}, attrs...)
+			if cut.refused != nil {
+				cattrs = append(cattrs, "error", cut.refused.Error())
+			}
+			d.log.Warn("dlq_record_truncated", cattrs...)
+		}
 		return nil
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	d.m.dlq.WithLabelValues("failed").Inc()
-	attrs := []any{"task_id", res.Task.ID, "error", err.Error()}
-	if m := res.Task.Msg; m != nil {
-		attrs = append(attrs, "partition", m.Partition, "offset", m.Offset)
-	}
+	attrs = append([]any{"task_id", res.Task.ID, "error", err.Error()}, attrs...)
 	if d.stall {
 		note("failed_stall")
 		d.log.Error("dlq_send_failed_stall", attrs...)
@@ -109,6 +113,97 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	note("failed_drop")
 	d.log.Error("dlq_send_failed_drop", attrs...)
 	return nil
+}
+
+// dlqCut describes a DLQ record cut to fit: the original value's size,
+// the bytes kept, and the refusal that made a second, bare try necessary.
+type dlqCut struct {
+	orig, kept int
+	refused    error
+}
+
+// write produces res's DLQ record, cut to the DLQ topic's limit; a record
+// the producer or the broker still refuses for its size (the topic takes
+// less than the worker knows) goes once more with its value, key and
+// original headers dropped. cut is nil when nothing was cut.
+func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (cut *dlqCut, err error) {
+	if err := d.limit.wait(ctx); err != nil {
+		return nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
+	}
+	rec := d.record(res)
+	if orig := fit(rec, originalHeaders(res), d.limit.get()); orig >= 0 {
+		cut = &dlqCut{orig: orig, kept: len(rec.Value)}
+	}
+	err = d.produce(ctx, rec)
+	if isTooLarge(err) {
+		rec = d.record(res)
+		orig := fit(rec, originalHeaders(res), 0)
+		cut = &dlqCut{orig: orig, kept: len(rec.Value), refused: err}
+		err = d.produce(ctx, rec)
+	}
+	return cut, err
+}
+
+// produce sends rec and waits for its acknowledgement or ctx.
+func (d *DLQ) produce(ctx context.Context, rec *kgo.Record) error {
+	done := make(chan error, 1)
+	d.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		// A record already sent is not failed by its context (the
+		// idempotent producer keeps it until the broker answers, which a
+		// hung broker never does): the send timed out all the same. The
+		// record may still land later, a duplicate at worst.
+		return fmt.Errorf("no acknowledgement within dlq.send_timeout %s: %w", d.timeout, ctx.Err())
+	}
+}
+
+// originalHeaders is how many headers at the front of res's DLQ record are
+// the message's own.
+func originalHeaders(res *worker.TaskResult) int {
+	if m := res.Task.Msg; m != nil {
+		return len(m.Headers)
+	}
+	return 0
+}
+
+// maxReasonBytes bounds svc-dlq-reason on a record cut to nothing.
+const maxReasonBytes = 1024
+
+// fit cuts rec, a DLQ record whose first nOrig headers are the message's
+// own, to limit (RecordSize) and returns the original value's size, or -1
+// when it already fits. The value is cut to what fits and
+// svc-dlq-truncated added; should even that not fit, the message's own
+// headers are dropped, then its key, then svc-dlq-reason is cut to
+// maxReasonBytes. limit 0 does all of it.
+func fit(rec *kgo.Record, nOrig, limit int) int {
+	if RecordSize(rec) <= limit {
+		return -1
+	}
+	orig := rec.Value
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderDLQTruncated, Value: []byte(strconv.Itoa(len(orig)))})
+	rec.Value = nil
+	if RecordSize(rec) > limit {
+		rec.Headers = rec.Headers[nOrig:]
+	}
+	if RecordSize(rec) > limit {
+		rec.Key = nil
+	}
+	if RecordSize(rec) > limit {
+		for i, h := range rec.Headers {
+			if h.Key == HeaderDLQReason && len(h.Value) > maxReasonBytes {
+				rec.Headers[i].Value = h.Value[:maxReasonBytes]
+			}
+		}
+	}
+	keep := min(len(orig), max(0, limit-RecordSize(rec)))
+	for keep > 0 && recordSize(len(rec.Key), keep, rec.Headers) > limit {
+		keep-- // the value's length prefix grew
+	}
+	rec.Value = orig[:keep]
+	return len(orig)
 }
 
 func (d *DLQ) record(res *worker.TaskResult) *kgo.Record {

@@ -8,7 +8,9 @@ type sinkMetrics struct {
 	transitions *prometheus.CounterVec
 	delivered   *prometheus.CounterVec
 	failures    *prometheus.CounterVec
+	tooLarge    *prometheus.CounterVec
 	dlq         *prometheus.CounterVec
+	truncated   prometheus.Counter
 	dropped     prometheus.Counter
 }
 
@@ -26,14 +28,20 @@ func newSinkMetrics(reg prometheus.Registerer) *sinkMetrics {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_sink_delivery_failures_total", Help: "Failed or unacknowledged delivery attempts per sink (each is retried).",
 		}, []string{"sink"}),
+		tooLarge: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_sink_records_too_large_total", Help: "Result records larger than the sink topic's max.message.bytes; their messages went to the DLQ instead.",
+		}, []string{"sink"}),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_dlq_records_total", Help: "DLQ outcomes: sent, failed (stall or drop follows), by outcome.",
 		}, []string{"outcome"}),
+		truncated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svc_dlq_records_truncated_total", Help: "DLQ records sent with their value cut to fit the DLQ topic's max.message.bytes (header svc-dlq-truncated).",
+		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svc_dlq_unconfigured_drops_total", Help: "Failed messages dropped because no DLQ is configured (no Kafka source and no dlq.topic).",
 		}),
 	}
-	reg.MustRegister(m.state, m.transitions, m.delivered, m.failures, m.dlq, m.dropped)
+	reg.MustRegister(m.state, m.transitions, m.delivered, m.failures, m.tooLarge, m.dlq, m.truncated, m.dropped)
 	for _, outcome := range []string{"sent", "failed"} {
 		m.dlq.WithLabelValues(outcome)
 	}

@@ -2,8 +2,11 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +27,7 @@ type Set struct {
 	log    *slog.Logger
 	m      *sinkMetrics
 	events *worker.Events
+	stop   context.CancelFunc // ends the topic limit lookups
 	closed sync.Once
 }
 
@@ -32,18 +36,22 @@ var _ worker.Deliverer = (*Set)(nil)
 // New builds a producer and a breaker per [[sinks.kafka]] entry and the DLQ
 // producer when a DLQ exists (dlq.topic, or the Kafka source's
 // <topic>_dlq). It connects lazily: no broker is contacted until the first
-// delivery. events may be nil.
+// delivery, which first asks the brokers for the topic's max.message.bytes
+// (unless the entry sets max_message_bytes). events may be nil.
 func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, log *slog.Logger) (*Set, error) {
-	ss := &Set{name: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg), events: events}
+	stop, cancel := context.WithCancel(context.Background())
+	ss := &Set{name: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg), events: events, stop: cancel}
 	for i, sc := range cfg.Sinks.Kafka {
 		timeout := sc.DeliveryTimeout.D()
-		cl, err := newProducer(cfg.SinkConn(i), 2*timeout)
+		limit := newTopicLimit(stop, "sink "+sc.Name, sc.Topic, sc.MaxMessageBytes, int(cfg.Executor.MaxOutputBytes), log)
+		cl, err := newProducer(cfg.SinkConn(i), 2*timeout, sc.Compression, kgo.ProducerBatchMaxBytesFn(limit.batchMax))
 		if err != nil {
 			ss.Close()
 			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
 		}
+		limit.cl = cl
 		name := sc.Name
-		s := &kafkaSink{name: name, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, timeout: timeout, log: log, m: ss.m}
+		s := &kafkaSink{name: name, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, limit: limit, timeout: timeout, log: log, m: ss.m}
 		s.breaker = NewBreaker(sc.Breaker.FailureThreshold, sc.Breaker.OpenTimeout.D(), func(from, to State) {
 			ss.m.state.WithLabelValues(name).Set(float64(to))
 			ss.m.transitions.WithLabelValues(name, to.String()).Inc()
@@ -56,10 +64,11 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 		}
 		ss.m.delivered.WithLabelValues(name)
 		ss.m.failures.WithLabelValues(name)
+		ss.m.tooLarge.WithLabelValues(name)
 		ss.sinks = append(ss.sinks, s)
 		ss.byName[name] = s
 	}
-	dlq, err := newDLQ(cfg, ss.m, events, log)
+	dlq, err := newDLQ(stop, cfg, ss.m, events, log)
 	if err != nil {
 		ss.Close()
 		return nil, err
@@ -69,8 +78,11 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 }
 
 // Deliver sends an ok result to its sinks (every sink, or the task's named
-// ones) and a failed one to the DLQ. It returns nil once the result is
-// safely out, worker.ErrDeliveryStalled when the DLQ send failed under
+// ones) and a failed one to the DLQ. An ok result too large for a sink's
+// topic is a failure of its message: after the other sinks have it, the
+// message goes to the DLQ with a reason naming each such sink, the size
+// and the limit. It returns nil once the result is safely out,
+// worker.ErrDeliveryStalled when the DLQ send failed under
 // dlq.on_send_failure = "stall", or ctx.Err().
 func (ss *Set) Deliver(ctx context.Context, res *worker.TaskResult) error {
 	if res.Status != worker.StatusOK {
@@ -92,22 +104,49 @@ func (ss *Set) Deliver(ctx context.Context, res *worker.TaskResult) error {
 		if err == nil {
 			ss.events.Delivered(res, s.name)
 		}
+		var tl *TooLargeError
+		if errors.As(err, &tl) {
+			ss.m.tooLarge.WithLabelValues(s.name).Inc()
+			attrs := []any{"sink", s.name, "topic", s.topic, "task_id", res.Task.ID, "bytes", tl.Size, "limit", tl.Limit}
+			if m := res.Task.Msg; m != nil && m.Source == worker.SourceKafka {
+				attrs = append(attrs, "partition", m.Partition, "offset", m.Offset)
+			}
+			if tl.Err != nil {
+				attrs = append(attrs, "error", tl.Err.Error())
+			}
+			ss.log.Warn("sink_record_too_large", attrs...)
+		}
 		return err
 	}
+	var errs []error
 	if len(targets) == 1 {
-		return one(targets[0])
-	}
-	errs := make(chan error, len(targets))
-	for _, s := range targets {
-		go func() { errs <- one(s) }()
-	}
-	var first error
-	for range targets {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+		errs = []error{one(targets[0])}
+	} else {
+		ch := make(chan error, len(targets))
+		for _, s := range targets {
+			go func() { ch <- one(s) }()
+		}
+		for range targets {
+			errs = append(errs, <-ch)
 		}
 	}
-	return first
+	var reasons []string
+	for _, err := range errs {
+		var tl *TooLargeError
+		switch {
+		case errors.As(err, &tl):
+			reasons = append(reasons, tl.Error())
+		case err != nil:
+			return err // ctx ended: the message stays uncommitted
+		}
+	}
+	if len(reasons) == 0 {
+		return nil
+	}
+	slices.Sort(reasons) // one order whatever sink answered first
+	failed := *res
+	failed.Status, failed.Err = worker.StatusFailed, errors.New(strings.Join(reasons, "; "))
+	return ss.dlq.Send(ctx, &failed)
 }
 
 // BreakerStates returns each sink's breaker state by name.
@@ -123,6 +162,7 @@ func (ss *Set) BreakerStates() map[string]State {
 // holds shutdown for closeFlushWait, not that long per sink.
 func (ss *Set) Close() {
 	ss.closed.Do(func() {
+		ss.stop()
 		var wg sync.WaitGroup
 		for _, s := range ss.sinks {
 			wg.Go(func() { flushClose(s.cl) })

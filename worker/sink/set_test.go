@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,7 +23,8 @@ import (
 // block (client.id, linger.ms) take effect on the sinks and the DLQ;
 // without them a sink sends at once (no linger: each delivery waits for
 // its acknowledgement, so lingering only adds latency and caps throughput
-// at max_in_flight records per linger).
+// at max_in_flight records per linger). The compression key picks the
+// codec, snappy by default.
 func TestClientConfigWins(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
@@ -32,9 +34,10 @@ func TestClientConfigWins(t *testing.T) {
 	cfg.Sources.Kafka.Topic, cfg.Sources.Kafka.Group = "in", "g"
 	own := []string{"127.0.0.1:2"} // own brokers: the sink's own client_config applies
 	cfg.Sinks.Kafka = []config.KafkaSink{
-		{Name: "tuned", Topic: "out", Brokers: own, ClientConfig: map[string]string{"client.id": "ops-sink", "linger.ms": "3"}},
+		{Name: "tuned", Topic: "out", Brokers: own, ClientConfig: map[string]string{"client.id": "ops-sink", "linger.ms": "3"}, Compression: "zstd"},
 		{Name: "plain", Topic: "out", Brokers: own},
 	}
+	cfg.DLQ.Compression = "none"
 	cfg.DLQ.Brokers = own
 	cfg.DLQ.ClientConfig = map[string]string{"client.id": "ops-dlq"}
 	ss := newTestSet(t, &cfg)
@@ -44,16 +47,20 @@ func TestClientConfigWins(t *testing.T) {
 		cl     *kgo.Client
 		id     string
 		linger time.Duration
+		codec  []kgo.CompressionCodec
 	}{
-		{"sink with client_config", ss.byName["tuned"].cl, "ops-sink", 3 * time.Millisecond},
-		{"sink without client_config", ss.byName["plain"].cl, "svc-sink", 0},
-		{"dlq", ss.dlq.cl, "ops-dlq", 0},
+		{"sink with client_config", ss.byName["tuned"].cl, "ops-sink", 3 * time.Millisecond, []kgo.CompressionCodec{kgo.ZstdCompression(), kgo.NoCompression()}},
+		{"sink without client_config", ss.byName["plain"].cl, "svc-sink", 0, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
+		{"dlq", ss.dlq.cl, "ops-dlq", 0, []kgo.CompressionCodec{kgo.NoCompression()}},
 	} {
 		if got := tc.cl.OptValue(kgo.ClientID); got != tc.id {
 			t.Errorf("%s: client id = %v, want %s", tc.name, got, tc.id)
 		}
 		if got := tc.cl.OptValue(kgo.ProducerLinger); got != tc.linger {
 			t.Errorf("%s: linger = %v, want %v", tc.name, got, tc.linger)
+		}
+		if got := tc.cl.OptValue(kgo.ProducerBatchCompression); !reflect.DeepEqual(got, tc.codec) {
+			t.Errorf("%s: compression = %v, want %v", tc.name, got, tc.codec)
 		}
 	}
 }

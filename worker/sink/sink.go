@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -28,6 +29,24 @@ const (
 	HeaderWorker          = "svc-worker"
 )
 
+// TooLargeError is a result record its sink's topic does not take: a
+// failure of that one message (it goes to the DLQ), not of the sink.
+type TooLargeError struct {
+	Sink  string
+	Size  int   // RecordSize of the result record
+	Limit int   // the topic's max.message.bytes as the sink knows it
+	Err   error // the producer's or the broker's refusal; nil when known before producing
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("result too large for sink %s: %d bytes refused (limit %d): %v", e.Sink, e.Size, e.Limit, e.Err)
+	}
+	return fmt.Sprintf("result too large for sink %s: %d bytes > limit %d", e.Sink, e.Size, e.Limit)
+}
+
+func (e *TooLargeError) Unwrap() error { return e.Err }
+
 // kafkaSink is one named sink: an idempotent acks=all producer behind its
 // own circuit breaker.
 type kafkaSink struct {
@@ -35,18 +54,20 @@ type kafkaSink struct {
 	forward bool // sinks.kafka[].forward_headers
 	topic   string
 	cl      *kgo.Client
+	limit   *topicLimit
 	breaker *Breaker
 	timeout time.Duration
 	log     *slog.Logger
 	m       *sinkMetrics
 }
 
-// newProducer builds an idempotent acks=all producer for conn. Defaults
-// (client id, then the caller's) come first so that conn's client_config
-// (client.id, linger.ms) overrides them. Linger defaults to 0: every
-// delivery waits for its acknowledgement, so lingering only adds latency
-// and caps throughput at max_in_flight records per linger period.
-func newProducer(conn kconn.Conn, deliveryTimeout time.Duration, defaults ...kgo.Opt) (*kgo.Client, error) {
+// newProducer builds an idempotent acks=all producer for conn whose
+// batches use codec (a config.Compressions name). Defaults (client id,
+// then the caller's) come first so that conn's client_config (client.id,
+// linger.ms) overrides them. Linger defaults to 0: every delivery waits
+// for its acknowledgement, so lingering only adds latency and caps
+// throughput at max_in_flight records per linger period.
+func newProducer(conn kconn.Conn, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) (*kgo.Client, error) {
 	connOpts, err := kconn.Opts(conn)
 	if err != nil {
 		return nil, err
@@ -56,15 +77,43 @@ func newProducer(conn kconn.Conn, deliveryTimeout time.Duration, defaults ...kgo
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(max(deliveryTimeout, time.Second)), // kgo refuses less than 1 s; our own timers still apply the configured value
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchCompression(compression(codec)...),
 	)
 	return kgo.NewClient(opts...)
 }
 
+// compression is the codec preference for a compression key: the codec,
+// then none for a broker too old to take it (zstd needs Kafka 2.1).
+func compression(codec string) []kgo.CompressionCodec {
+	var c kgo.CompressionCodec
+	switch codec {
+	case "gzip":
+		c = kgo.GzipCompression()
+	case "snappy":
+		c = kgo.SnappyCompression()
+	case "lz4":
+		c = kgo.Lz4Compression()
+	case "zstd":
+		c = kgo.ZstdCompression()
+	default: // "none"; the config allows nothing else
+		return []kgo.CompressionCodec{kgo.NoCompression()}
+	}
+	return []kgo.CompressionCodec{c, kgo.NoCompression()}
+}
+
 // deliver produces rec until the sink acknowledges it or ctx ends. Nothing
 // is dropped: failures are counted on the breaker and retried with backoff;
-// while the breaker is open the call waits.
+// while the breaker is open the call waits. A record larger than the
+// topic's limit, known before producing or refused by the producer or the
+// broker, is not retried and not counted: it returns a *TooLargeError.
 func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error {
+	if err := s.limit.wait(ctx); err != nil {
+		return err
+	}
+	size, limit := RecordSize(build()), s.limit.get()
+	if size > limit {
+		return &TooLargeError{Sink: s.name, Size: size, Limit: limit}
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		if err := s.breaker.Acquire(ctx); err != nil {
@@ -77,7 +126,12 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 			return nil
 		}
 		if ctx.Err() != nil {
+			s.breaker.Release()
 			return ctx.Err()
+		}
+		if isTooLarge(err) {
+			s.breaker.Release()
+			return &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: err}
 		}
 		s.m.failures.WithLabelValues(s.name).Inc()
 		s.breaker.Failure()

@@ -31,9 +31,12 @@ type task struct {
 	Env         map[string]string `json:"env"`
 }
 
-// result is the header of a result frame.
+// result is the header of a result frame. TaskID and Attempt, copied from
+// the task, prove to the worker which task it answers.
 type result struct {
 	Type        string            `json:"type"`
+	TaskID      string            `json:"task_id"`
+	Attempt     int               `json:"attempt"`
 	Status      string            `json:"status"`
 	Error       string            `json:"error,omitempty"`
 	Annotations []annotation      `json:"annotations,omitempty"`
@@ -65,7 +68,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "echo-go: bad task header")
 			os.Exit(1)
 		}
-		res := result{Type: "result", Status: "ok", Annotations: []annotation{
+		res := result{Type: "result", TaskID: t.TaskID, Attempt: t.Attempt, Status: "ok", Annotations: []annotation{
 			{Kind: "echo.size", Payload: map[string]any{"bytes": len(payload), "attempt": t.Attempt}},
 		}}
 		body := payload
@@ -97,6 +100,7 @@ func readFrame(r *bufio.Reader) (header, body []byte, err error) {
 }
 
 // writeFrame writes one frame and flushes it: the worker waits for it.
+// Nothing else may go to stdout (log to stderr).
 func writeFrame(w *bufio.Writer, header any, body []byte) error {
 	h, err := json.Marshal(header)
 	if err != nil {

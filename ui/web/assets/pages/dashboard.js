@@ -116,7 +116,7 @@ function flowTile(m, id) {
   const state = paused ? "paused" : bp ? "backpressure" : "flowing";
   return tile("Intake", badge(state, { flowing: "green", paused: "blue", backpressure: "yellow" }),
     el("ul", { class: "plain" },
-      el("li", {}, "Backpressure: ", bp ? "active (in-flight above pipeline.max_in_flight)" : "off"),
+      el("li", {}, "Backpressure: ", bp ? "active (work waiting to run is over its cap: 4 × max(max_in_flight, max_poll_records) messages or 64 MiB; resumes below half)" : "off"),
       el("li", {}, "Consume pause: ", paused ? el("a", { href: "/debug?tab=pause" }, "active") : "off"),
       el("li", {}, "Stall-paused partitions: ", num(stalled))));
 }

@@ -104,7 +104,7 @@ async function pauseTab(root, ctx) {
       const stalled = sum(m, "svc_kafka_partitions_stalled");
       const lines = [
         st.active ? "Your pause holds intake: backpressure cannot resume the partitions until the pause ends." : "No pause of yours holds intake.",
-        bp ? (st.active ? "Backpressure is also holding: after you resume, partitions stay paused until the queues drain." : "Backpressure is holding intake until in-flight work drops below half of pipeline.max_in_flight.") : "Backpressure is not holding intake.",
+        bp ? (st.active ? "Backpressure is also holding: after you resume, partitions stay paused until the queues drain." : "Backpressure is holding intake until the work waiting to run drops below half of its cap (4 × max(max_in_flight, max_poll_records) messages or 64 MiB).") : "Backpressure is not holding intake.",
         stalled ? `${stalled} partition(s) are stall-paused after a failed DLQ send; neither your pause nor a resume touches them (restart or revoke releases them).` : "No partition is stall-paused.",
         "Partitions assigned by a rebalance during a pause arrive paused.",
       ];

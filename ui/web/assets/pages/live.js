@@ -1,9 +1,11 @@
-// Live: tasks and events as they happen on every worker of the fleet. Rows
-// arrive over /ws in batches per animation frame and the DOM keeps at most
-// MAX_ROWS of them, so a busy fleet cannot slow the page down.
+// Live: tasks and events as they happen on every trusted worker of the
+// fleet. Rows arrive over /ws in batches per animation frame and the DOM
+// keeps at most MAX_ROWS of them, so a busy fleet cannot slow the page
+// down. A worker the registry does not trust gets no socket and no token:
+// it is listed as not trusted, as text.
 import { el, timeEl, note, banner, duration, bytes, kvTable, encoded, text } from "../dom.js";
 import { get } from "../api.js";
-import { panel } from "../render.js";
+import { panel, badge } from "../render.js";
 import { LiveSocket } from "../socket.js";
 import { fleet, coords, statusBadge } from "./common.js";
 
@@ -11,7 +13,10 @@ const MAX_ROWS = 500;
 
 export async function mount(root, ctx) {
   const state = { mode: "tasks", paused: false, held: [], status: "", type: "", label: "" };
-  const workers = await fleet(ctx);
+  const listed = await fleet(ctx);
+  const workers = listed.filter((w) => w.trusted);
+  const untrusted = listed.filter((w) => !w.trusted);
+  const selfWorker = workers.find((w) => w.self);
   const byBase = new Map(workers.map((w) => [w.base, w]));
   const conn = el("span", { class: "muted", "aria-live": "polite" });
   const held = el("span", { class: "muted" });
@@ -26,6 +31,7 @@ export async function mount(root, ctx) {
   root.append(
     el("div", { class: "toolbar" }, el("div", { role: "tablist", class: "seg" }, modeTasks, modeEvents), statusSel, typeSel, labelIn, pauseBtn, held, conn),
     note(workers.length > 1 ? `Streaming from ${workers.length} workers: ${workers.map((w) => w.name).join(", ")}.` : `Streaming from ${ctx.identity.worker}.`),
+    ...(untrusted.length ? [untrustedNote(untrusted)] : []),
     el("div", { class: "scroll" }, el("table", { class: "grid live" }, thead, tbody)));
 
   const heads = {
@@ -51,7 +57,7 @@ export async function mount(root, ctx) {
       el("td", {}, t.source), el("td", {}, t.source === "kafka" ? coords(ctx, t.alias, t.partition, t.offset) : el("span", { class: "muted" }, "—")),
       el("td", {}, t.key || ""), el("td", {}, labelText(t.labels)), el("td", {}, statusBadge(t.status)),
       el("td", {}, String(t.attempts ?? "")), el("td", {}, duration(t.duration_ms || 0)));
-    const open = () => openTask(ctx, t, byBase.get(t._base) || workers[0]);
+    const open = () => openTask(ctx, t, byBase.get(t._base) || selfWorker);
     tr.addEventListener("click", (ev) => { if (!ev.target.closest("a")) open(); });
     tr.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); open(); } });
     return tr;
@@ -129,10 +135,20 @@ export async function mount(root, ctx) {
   const want = ctx.params.get("task");
   if (want) {
     const t = rows.tasks.find((r) => r.task_id === want);
-    if (t) openTask(ctx, t, workers[0]);
+    if (t) openTask(ctx, t, selfWorker);
     else root.prepend(banner("info", `Task ${want} is not among the recent tasks; `, el("a", { href: "/history?task_id=" + encodeURIComponent(want) }, "trace it in History"), "."));
   }
   return () => sockets.forEach((s) => s.close());
+}
+
+// untrustedNote lists the workers Live does not stream from: a card in the
+// shared folder may name any URL, so only origins the operator trusts
+// (fleet.trusted_urls, static peers) get the token. Names and URLs are text.
+function untrustedNote(list) {
+  return banner("warn",
+    el("p", {}, `Not streamed from ${list.length === 1 ? "1 worker" : list.length + " workers"}: not trusted, so this page sends ${list.length === 1 ? "it" : "them"} no request and never the UI token. A card in the shared folder can name any URL; to stream from a worker, list its origin in `, el("code", {}, "fleet.trusted_urls"), "."),
+    el("ul", { class: "plain untrusted" }, list.map((w) => el("li", { "data-untrusted": w.name },
+      el("strong", {}, w.name), " ", el("code", {}, w.url), " ", badge("not trusted", { "*": "yellow" })))));
 }
 
 function labelText(labels) {
@@ -154,7 +170,7 @@ async function openTask(ctx, t, worker) {
     el("h3", {}, "Labels"), kvTable(t.labels),
     el("p", {}, el("a", { href: "/history?task_id=" + encodeURIComponent(t.task_id), class: "trace-link" }, "Open the full trace in History")),
     body);
-  const base = worker && !worker.self ? worker.base : "";
+  const base = worker && !worker.self && worker.trusted ? worker.base : "";
   try {
     const tr = await get("/api/v1/debug/trace?task_id=" + encodeURIComponent(t.task_id), base);
     if (!p.isConnected) return;

@@ -1,0 +1,222 @@
+package executor
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"svc/worker"
+)
+
+// execStrayPool is a persistent helper pool of one child whose stdout
+// misbehaves as env says, logging as JSON into the returned log.
+func execStrayPool(t *testing.T, env map[string]string) (*Pool, *execStrayLog) {
+	t.Helper()
+	l := &execStrayLog{}
+	p, _ := execPersistentPool(t, func(o *Options) {
+		o.PoolSize, o.MaxAttempts, o.Env = 1, 3, env
+		o.Logger = slog.New(slog.NewJSONHandler(&execLockedWriter{w: &l.b, mu: &l.mu}, nil))
+	})
+	return p, l
+}
+
+// execStrayLog is a pool's JSON log.
+type execStrayLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// violations are the executor_child_protocol_violation records.
+func (l *execStrayLog) violations(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(l.b.Bytes()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("log line %q: %v", sc.Bytes(), err)
+		}
+		if m["msg"] == "executor_child_protocol_violation" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// execRunInputs runs each input in turn as its own task and fails t unless
+// every result is ok at the first attempt with its own input as output.
+func execRunInputs(t *testing.T, p *Pool, pause time.Duration, inputs ...string) {
+	t.Helper()
+	for i, in := range inputs {
+		if i > 0 {
+			time.Sleep(pause)
+		}
+		task := execTask(in)
+		task.ID = "t-" + in
+		res := p.Run(t.Context(), task)
+		if res.Status != worker.StatusOK || string(res.Output) != in || res.Attempts != 1 {
+			t.Errorf("Run(%s) = %s %q after %d attempts (%v); want ok %q at the first attempt",
+				in, res.Status, res.Output, res.Attempts, res.Err, in)
+		}
+	}
+}
+
+var execABCD = []string{"AAA", "BBB", "CCC", "DDD"}
+
+// execWantViolations checks the violations counted and logged: at least
+// min (at most max) in all, each of a kind in kinds, logged with the
+// child's pid, a task outcome in tasks and a detail with want; and never
+// the bytes the child wrote.
+func execWantViolations(t *testing.T, p *Pool, l *execStrayLog, min, max int, kinds, tasks []string, want string) {
+	t.Helper()
+	counted := 0.0
+	for _, k := range execViolationKinds {
+		n := execMetricValue(p.backend.(*persistent).metrics.violations.WithLabelValues(k))
+		if n > 0 && !strings.Contains(strings.Join(kinds, " "), k) {
+			t.Errorf("violations{kind=%s} = %v, want none of that kind", k, n)
+		}
+		counted += n
+	}
+	logged := l.violations(t)
+	if counted != float64(len(logged)) || len(logged) < min || len(logged) > max {
+		t.Errorf("%v violations counted, %d logged; want as many, %d to %d", counted, len(logged), min, max)
+	}
+	for _, r := range logged {
+		kind, _ := r["kind"].(string)
+		task, _ := r["task"].(string)
+		detail, _ := r["detail"].(string)
+		if pid, _ := r["pid"].(float64); pid <= 0 || !strings.Contains(strings.Join(kinds, " "), kind) ||
+			!strings.Contains(strings.Join(tasks, " "), task) || !strings.Contains(detail, want) || r["level"] != "WARN" {
+			t.Errorf("violation logged as %v; want WARN, pid, kind in %v, task in %v, detail with %q", r, kinds, tasks, want)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range []string{"STALE", "debug", "UNSOLICITED"} {
+		if strings.Contains(l.b.String(), b) {
+			t.Errorf("the log shows what the child wrote (%q):\n%s", b, l.b.String())
+		}
+	}
+}
+
+// Issue 24: a child writing one extra frame after each result shifted
+// every later result onto the wrong message (BBB answered STALE-AAA).
+// The frame is seen behind the result: the task keeps its answer and the
+// child is replaced.
+func TestPersistentExtraFrameAfterEachResult(t *testing.T) {
+	t.Parallel()
+	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "frame"})
+	execRunInputs(t, p, 0, execABCD...)
+	execWantViolations(t, p, l, 4, 4, []string{execViolationUnsolicited}, []string{"answered"}, "binary output (a frame?) on stdout behind the result")
+	if n := execRestarts(t, p, execReasonProtocol); n < 3 {
+		t.Errorf("restarts{reason=protocol} = %v, want a child per task", n)
+	}
+}
+
+// A stray frame that arrives after the next task was sent is told apart
+// by the task it names: the task goes to a fresh child at no cost.
+func TestPersistentResultNamingAnotherTask(t *testing.T) {
+	t.Parallel()
+	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "stale-late", "HELPER_ECHO": "1"})
+	execRunInputs(t, p, 0, execABCD...)
+	execWantViolations(t, p, l, 3, 3, []string{execViolationWrongTask}, []string{"rerun"}, `the result names task_id "t-`)
+}
+
+// A child that named its tasks and then sends a result naming none.
+func TestPersistentResultNamingNoTaskAfterNamingThem(t *testing.T) {
+	t.Parallel()
+	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "stale-late-anon", "HELPER_ECHO": "1"})
+	execRunInputs(t, p, 0, execABCD...)
+	execWantViolations(t, p, l, 3, 3, []string{execViolationWrongTask}, []string{"rerun"}, "names no task_id")
+}
+
+// A child writing a frame before it was sent any task is replaced before
+// it gets one.
+func TestPersistentFrameBeforeAnyTask(t *testing.T) {
+	t.Parallel()
+	p, l := execStrayPool(t, map[string]string{"HELPER_UNSOLICITED_ONCE": filepath.Join(t.TempDir(), "once")})
+	execRunInputs(t, p, 0, execABCD...)
+	execWantViolations(t, p, l, 1, 1, []string{execViolationUnsolicited}, []string{"rerun"}, "binary output (a frame?) on stdout before the task was sent")
+}
+
+// Children that all write unasked frames: the task fails after its
+// attempts (each one moved once at no cost), never loops.
+func TestPersistentEveryChildWritesUnasked(t *testing.T) {
+	t.Parallel()
+	p, l := execStrayPool(t, map[string]string{"HELPER_UNSOLICITED": "always"})
+	p.opts.MaxAttempts = 2
+	res := p.Run(t.Context(), execTask("AAA"))
+	if res.Status != worker.StatusFailed || res.Attempts != 2 || res.Err == nil || !strings.Contains(res.Err.Error(), "protocol violation") {
+		t.Errorf("Run = %s %q after %d attempts (%v); want failed after 2 with a protocol violation", res.Status, res.Output, res.Attempts, res.Err)
+	}
+	execWantViolations(t, p, l, 4, 4, []string{execViolationUnsolicited}, []string{"rerun", "attempt_failed"}, "before the task was sent")
+}
+
+// A debug line on stdout after a result used to fail the next, innocent
+// task with `frame length prefix is text "debu"`.
+func TestPersistentTextLineAfterResult(t *testing.T) {
+	for _, tc := range []struct {
+		name, stray, delay string
+		pause              time.Duration
+		min, max           int
+		kinds, tasks       []string
+		detail             string
+	}{
+		{"in the result's write", "text", "", 0, 4, 4,
+			[]string{execViolationUnsolicited}, []string{"answered"}, "text (a print to stdout?) on stdout behind the result"},
+		// Seen before the next task is sent; or behind the result when
+		// the line came before the worker read it.
+		{"before the next task", "text-later", "0s", 200 * time.Millisecond, 3, 4,
+			[]string{execViolationUnsolicited}, []string{"rerun", "answered"}, "text (a print to stdout?)"},
+		// Read in place of the next task's result; or (a worker slower
+		// than the child's 100ms) before the next task is sent.
+		{"after the next task was sent", "text-later", "100ms", 0, 3, 3,
+			[]string{execViolationMalformed, execViolationUnsolicited}, []string{"rerun"}, "text"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": tc.stray, "HELPER_STRAY_DELAY": tc.delay})
+			execRunInputs(t, p, tc.pause, execABCD...)
+			execWantViolations(t, p, l, tc.min, tc.max, tc.kinds, tc.tasks, tc.detail)
+		})
+	}
+}
+
+// Text in place of the first result of a child is its answer: the task
+// is charged (protocol v1 output), not moved at no cost.
+func TestPersistentTextFromAFreshChildIsCharged(t *testing.T) {
+	t.Parallel()
+	p, l := execStrayPool(t, nil)
+	res := p.Run(t.Context(), execTask("!garbage"))
+	if res.Status != worker.StatusFailed || res.Attempts != 3 {
+		t.Errorf("Run(garbage) = %s after %d attempts (%v); want failed after 3", res.Status, res.Attempts, res.Err)
+	}
+	execWantViolations(t, p, l, 3, 3, []string{execViolationMalformed}, []string{"attempt_failed"}, "text where a frame length prefix should be")
+}
+
+func TestExecEchoNamesOther(t *testing.T) {
+	for _, tc := range []struct {
+		echo execEcho
+		want bool
+	}{
+		{execEcho{}, false},
+		{execEcho{taskID: "t-1"}, false},
+		{execEcho{taskID: "t-1", attempt: 2}, false},
+		{execEcho{attempt: 2}, false},
+		{execEcho{taskID: "t-0"}, true},
+		{execEcho{taskID: "t-1", attempt: 1}, true},
+		{execEcho{attempt: 3}, true},
+	} {
+		if got := tc.echo.namesOther("t-1", 2); got != tc.want {
+			t.Errorf("%+v.namesOther(t-1, 2) = %v, want %v", tc.echo, got, tc.want)
+		}
+	}
+}

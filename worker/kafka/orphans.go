@@ -1,0 +1,184 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Orphaned partitions: a partition of the source topic that no live member
+// consumes. Kafka keeps a member's partitions until its session times out
+// (sources.kafka session.timeout.ms, 45 s by default), so after a crash its
+// partitions are held by a dead member for that long, and during a
+// rebalance by nobody. No worker owns them, so no worker's svc_consumer_lag
+// shows them; the group's reporter (the live member with the smallest
+// member id, so one worker answers for the group) exports their lag as
+// svc_consumer_lag_orphaned and every worker lists them in GroupState.
+
+// Held-by values of an orphaned partition.
+const (
+	HeldByNobody     = "nobody"      // assigned to no member (a rebalance is under way)
+	HeldByDeadMember = "dead_member" // assigned to a member that is not alive
+)
+
+// Member is a group member as the brokers describe it.
+type Member struct {
+	MemberID   string  `json:"member_id"`
+	InstanceID *string `json:"instance_id"`
+	ClientID   string  `json:"client_id"`
+	// Worker is the svc worker the member belongs to: its static instance
+	// id, or its client id without the "svc-" prefix; "" for a client that
+	// is not an svc worker.
+	Worker string `json:"worker"`
+}
+
+// OrphanedPartition is a partition no live member consumes.
+type OrphanedPartition struct {
+	Partition       int32   `json:"partition"`
+	CommittedOffset *int64  `json:"committed_offset"`
+	HighWatermark   *int64  `json:"high_watermark"`
+	Lag             *int64  `json:"lag"`
+	HeldBy          string  `json:"held_by"`
+	Holder          *Member `json:"holder"` // the dead member; null when held by nobody
+	SinceMS         int64   `json:"since_ms"`
+}
+
+// Liveness returns the workers the fleet registry knows, by name, and
+// whether each is alive (starting, running or draining).
+type Liveness func() map[string]bool
+
+// SetLiveness gives the source the fleet's view of which workers are
+// alive. Without it, only this worker's own earlier instances (same name,
+// another member id) count as dead. Call before Run.
+func (s *Source) SetLiveness(f Liveness) { s.liveness = f }
+
+// groupMembers is the group's membership as last read.
+type groupMembers struct {
+	members []Member
+	holder  map[int32]int // partition → index in members
+}
+
+// readMembers describes the group: who holds which partition of the topic.
+func (s *Source) readMembers(ctx context.Context, adm *kadm.Client) (groupMembers, error) {
+	g := groupMembers{holder: map[int32]int{}}
+	described, err := adm.DescribeGroups(ctx, s.cfg.Group)
+	if err != nil {
+		return g, fmt.Errorf("describe group: %w", err)
+	}
+	d, ok := described[s.cfg.Group]
+	if !ok || errors.Is(d.Err, kerr.GroupIDNotFound) {
+		return g, nil
+	}
+	if d.Err != nil {
+		return g, fmt.Errorf("describe group: %w", d.Err)
+	}
+	for _, m := range d.Members {
+		mem := Member{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Worker: strings.TrimPrefix(m.ClientID, "svc-")}
+		if m.InstanceID != nil {
+			mem.Worker = *m.InstanceID
+		} else if !strings.HasPrefix(m.ClientID, "svc-") {
+			mem.Worker = ""
+		}
+		g.members = append(g.members, mem)
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range c.Topics {
+				if t.Topic == s.topic {
+					for _, p := range t.Partitions {
+						g.holder[p] = len(g.members) - 1
+					}
+				}
+			}
+		}
+	}
+	return g, nil
+}
+
+// alive tells whether a member is alive: this worker's own member is; a
+// member of this worker's name with another member id is a dead earlier
+// instance of it; otherwise the fleet registry decides, and a member it
+// does not know counts as alive (nothing says otherwise).
+func (s *Source) alive(m Member, self string, fleet map[string]bool) bool {
+	if m.MemberID == self {
+		return true
+	}
+	if m.Worker != "" && m.Worker == s.wcfg.Worker.Name {
+		return false
+	}
+	if alive, known := fleet[m.Worker]; known && m.Worker != "" {
+		return alive
+	}
+	return true
+}
+
+// orphans returns the partitions no live member consumes, and whether this
+// worker is the group's reporter (the live member with the smallest id).
+func (s *Source) orphans() ([]OrphanedPartition, bool) {
+	_, hwm, start, committed := s.offsets.snapshot()
+	s.offsets.mu.Lock()
+	g, since := s.offsets.members, s.offsets.orphanSince
+	s.offsets.mu.Unlock()
+	self, _ := s.owner()
+	var fleet map[string]bool
+	if s.liveness != nil {
+		fleet = s.liveness()
+	}
+	reporter, smallest := false, ""
+	for _, m := range g.members {
+		if s.alive(m, self.MemberID, fleet) && (smallest == "" || m.MemberID < smallest) {
+			smallest = m.MemberID
+		}
+	}
+	reporter = self.MemberID != "" && smallest == self.MemberID
+	var out []OrphanedPartition
+	for p, h := range hwm {
+		o := OrphanedPartition{Partition: p, HeldBy: HeldByNobody}
+		if i, held := g.holder[p]; held {
+			m := g.members[i]
+			if s.alive(m, self.MemberID, fleet) {
+				continue
+			}
+			o.HeldBy, o.Holder = HeldByDeadMember, &m
+		}
+		h := h
+		o.HighWatermark = &h
+		base, ok := committed[p]
+		if ok {
+			c := base
+			o.CommittedOffset = &c
+		} else {
+			base, ok = start[p]
+		}
+		if ok {
+			lag := max(0, h-base)
+			o.Lag = &lag
+		}
+		if t, ok := since[p]; ok {
+			o.SinceMS = t.UnixMilli()
+		}
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out, reporter
+}
+
+// noteOrphans keeps when each partition became orphaned, across reads.
+func (s *Source) noteOrphans(now time.Time) {
+	list, _ := s.orphans()
+	s.offsets.mu.Lock()
+	defer s.offsets.mu.Unlock()
+	since := make(map[int32]time.Time, len(list))
+	for _, o := range list {
+		if t, ok := s.offsets.orphanSince[o.Partition]; ok {
+			since[o.Partition] = t
+		} else {
+			since[o.Partition] = now
+		}
+	}
+	s.offsets.orphanSince = since
+}
