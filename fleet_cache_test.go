@@ -327,3 +327,39 @@ heartbeat = "200ms"
 		}
 	}
 }
+
+// A worker restarted after SIGKILL finds its previous instance's card
+// still live, recognises that instance as its own dead process (this
+// host, a pid that is gone) and takes the card over at once: no
+// fleet_name_conflict, no wait for the card to turn unreachable.
+func TestWorkerRestartedAfterSIGKILLTakesItsCardAtOnce(t *testing.T) {
+	t.Parallel()
+	storage, shared := t.TempDir(), t.TempDir()
+	ui, in := freePort(t), freePort(t)
+	cfg := workerConfig(t, "phoenix", storage, shared, ui, in)
+	card := filepath.Join(shared, "fleet", "phoenix.json")
+	p := start(t, "run", "-config", cfg)
+	p.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	wait.For(t, wait.Long, "the first card", func() (bool, string) {
+		b, _ := os.ReadFile(card)
+		return strings.Contains(string(b), `"state":"running"`), string(b)
+	})
+	_ = p.Cmd.Process.Kill()
+	p.Wait(t)
+
+	p2 := start(t, "run", "-config", cfg)
+	p2.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	wait.For(t, wait.Long, "the take-over log", func() (bool, string) {
+		return strings.Contains(p2.Output.String(), "previous_instance_dead"), workertest.Tail(p2.Output.String(), 5)
+	})
+	if strings.Contains(p2.Output.String(), "fleet_name_conflict") {
+		t.Errorf("the restart logged a name conflict:\n%s", p2.Output.String())
+	}
+	var c struct {
+		PID int `json:"pid"`
+	}
+	b, _ := os.ReadFile(card)
+	if json.Unmarshal(b, &c) != nil || c.PID != p2.Cmd.Process.Pid {
+		t.Errorf("card = %s, want the restarted process's pid %d", b, p2.Cmd.Process.Pid)
+	}
+}

@@ -54,8 +54,8 @@ func fleetCard(t *testing.T, shared, name, url string) {
 	now := time.Now()
 	card, _ := json.Marshal(map[string]any{
 		"name": name, "cluster": "default", "url": url, "state": "running", "release": "v9.9.9",
-		"started_at_ms": now.UnixMilli(), "heartbeat_ms": now.Add(time.Hour).UnixMilli(),
-		"heartbeat_interval_ms": 1000, "cache_marks": nil, "instance": "card-" + name,
+		"started_at_ms": now.UnixMilli(), "heartbeat_ms": now.UnixMilli(),
+		"heartbeat_interval_ms": time.Hour.Milliseconds(), // live for 3 h; a card stamped ahead is not believed "cache_marks": nil, "instance": "card-" + name,
 	})
 	if err := os.WriteFile(filepath.Join(dir, name+".json"), card, 0o600); err != nil {
 		t.Fatal(err)

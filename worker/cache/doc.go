@@ -29,7 +29,11 @@
 // GET /api/v1/peer/cache/changes (Store.Changes), and pulls those of the
 // peers its registry lists (Exchange): static peers every cycle, cards
 // only when their marks moved. Rows are applied only when their origin is
-// the peer pulled and their scope one it was asked for.
+// the peer pulled and their scope one it was asked for. A row stamped
+// more than MaxFutureSkew ahead of this worker's clock is stamped now +
+// MaxFutureSkew when received: since a local write is stamped after the
+// row it replaces, an unbounded stamp would drag every later local write
+// as far ahead.
 //
 // # Tasks
 //

@@ -27,8 +27,11 @@ const PeerPath = "/api/v1/peer/cache/changes"
 // Exchange bounds.
 const (
 	// MaxFutureSkew: a pulled row stamped further ahead of this worker's
-	// clock is refused (a broken clock would win every merge).
-	MaxFutureSkew = 24 * time.Hour
+	// clock is stamped now + MaxFutureSkew when received (counted in
+	// svc_cache_exchange_clamped_total, logged once per peer), so no
+	// peer's clock, broken or lying, drags this worker's own writes
+	// further ahead than that. The fleet's one skew (fleet.MaxClockSkew).
+	MaxFutureSkew = fleet.MaxClockSkew
 	// pullers is how many peers are pulled at once.
 	pullers = 4
 	// maxPagesPerPull bounds one peer's pages in one cycle; the rest
@@ -81,6 +84,7 @@ type Exchange struct {
 	client   *http.Client
 	requests *prometheus.CounterVec
 	cycles   prometheus.Counter
+	clamped  prometheus.Counter
 	state    map[string]*peerState // by peer name; touched by Run's goroutine and one puller per peer
 }
 
@@ -88,6 +92,7 @@ type peerState struct {
 	cursor string
 	pulled *fleet.Marks // marks of the last complete pull
 	last   string       // last request result, for logging changes only
+	ahead  bool         // a clamped row of the peer was logged
 }
 
 // NewExchange returns the exchange of cfg; it starts nothing.
@@ -110,6 +115,10 @@ func NewExchange(cfg ExchangeConfig) (*Exchange, error) {
 		cycles: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svc_cache_exchange_cycles_total", Help: "Completed cache-exchange pull cycles.",
 		}),
+		clamped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svc_cache_exchange_clamped_total",
+			Help: "Pulled cache rows stamped more than the clock skew (30s) ahead of this worker, stamped now + 30s when received.",
+		}),
 		client: &http.Client{
 			Transport: &http.Transport{
 				Proxy:                 nil, // peers are reached directly, whatever HTTP_PROXY says
@@ -126,7 +135,7 @@ func NewExchange(cfg ExchangeConfig) (*Exchange, error) {
 	for _, r := range []string{resultOK, resultUnreachable, resultTimeout, resultRedirect, resultNotServing, resultHTTPError, resultTooLarge, resultInvalid, resultRefused} {
 		x.requests.WithLabelValues(r)
 	}
-	cfg.Registry.MustRegister(x.requests, x.cycles)
+	cfg.Registry.MustRegister(x.requests, x.cycles, x.clamped)
 	return x, nil
 }
 
@@ -220,6 +229,15 @@ func (x *Exchange) pull(ctx context.Context, p fleet.Peer, st *peerState) {
 		if result != resultOK {
 			return
 		}
+		if page.clamped > 0 {
+			x.clamped.Add(float64(page.clamped))
+			if !st.ahead {
+				st.ahead = true
+				x.log.Warn("cache_exchange_peer_clock_ahead", "peer", p.Name, "url", p.URL, "rows", page.clamped,
+					"first_ts_ms", page.aheadTS, "stamped_ms", page.latest, "max_skew", MaxFutureSkew.String(),
+					"detail", "rows of this peer are stamped further ahead of this worker's clock than the skew allowed: they are stamped now + the skew when received (counted in svc_cache_exchange_clamped_total); sync the peer's clock")
+			}
+		}
 		if len(page.rows) > 0 {
 			if _, err := x.cfg.Store.Apply(ctx, page.rows); err != nil {
 				x.log.Error("cache_exchange_apply_failed", "peer", p.Name, "error", err.Error())
@@ -249,6 +267,10 @@ type checkedPage struct {
 	rows []Row
 	next string
 	more bool
+	// clamped rows were stamped further ahead than latest (the first at
+	// aheadTS) and now carry latest.
+	clamped         int
+	aheadTS, latest int64
 }
 
 // fetch makes one request and checks the answer; result names what went
@@ -297,7 +319,7 @@ func (x *Exchange) fetch(ctx context.Context, p fleet.Peer, scopes []string, sin
 	for _, s := range scopes {
 		asked[s] = true
 	}
-	latest := time.Now().Add(MaxFutureSkew).UnixMilli()
+	out.latest = x.cfg.Store.now().Add(MaxFutureSkew).UnixMilli()
 	for i := range w.Rows {
 		r, err := w.Rows[i].row()
 		switch {
@@ -307,8 +329,14 @@ func (x *Exchange) fetch(ctx context.Context, p fleet.Peer, scopes []string, sin
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: origin %q is not the peer %q", i, worker.Truncate(r.Origin, 64), p.Name)
 		case !asked[r.Scope]:
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: scope %q was not asked for", i, r.Scope)
-		case r.TSms <= 0 || r.TSms > latest:
+		case r.TSms <= 0:
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: timestamp %d out of range", i, r.TSms)
+		case r.TSms > out.latest:
+			if out.clamped == 0 {
+				out.aheadTS = r.TSms
+			}
+			out.clamped++
+			r.TSms = out.latest
 		}
 		out.rows = append(out.rows, r)
 	}

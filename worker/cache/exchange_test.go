@@ -196,7 +196,7 @@ func TestHostilePeers(t *testing.T) {
 		{"foreign origin", "eu", "refused", page(row("evil", ScopeGlobal), row("someone-else", ScopeGlobal))},
 		{"unasked local scope", "eu", "refused", page(row("evil", ScopeLocal))},
 		{"cluster rows to another cluster", "us", "refused", page(row("evil", ScopeCluster))},
-		{"future timestamp", "eu", "refused", page(WireRow{Key: "k", Value: "v", ValueEncoding: payload.UTF8, TSms: time.Now().Add(48 * time.Hour).UnixMilli(), Scope: ScopeGlobal, Origin: "evil"})},
+		{"no timestamp", "eu", "refused", page(WireRow{Key: "k", Value: "v", ValueEncoding: payload.UTF8, Scope: ScopeGlobal, Origin: "evil"})},
 		{"oversized value", "eu", "refused", page(WireRow{Key: "k", Value: strings.Repeat("v", MaxValueBytes+1), ValueEncoding: payload.UTF8, TSms: 1, Scope: ScopeGlobal, Origin: "evil"})},
 		{"redirect", "eu", "redirect", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, third.URL+PeerPath, http.StatusFound)
@@ -287,5 +287,57 @@ func TestConflictsResolveTheSameEverywhere(t *testing.T) {
 		if r, _ := get(t, s.Store, ScopeCluster, "k"); string(r.Value) != "from b" || r.Origin != "b" || r.TSms != 5000 {
 			t.Errorf("%s holds %q from %s at %d, want b's write", n, r.Value, r.Origin, r.TSms)
 		}
+	}
+}
+
+// A pulled row stamped further ahead of this worker's clock than the
+// documented skew (30 s) is stamped now + 30 s when received, so one
+// peer's clock (or lie) cannot drag this worker's later writes forward.
+// Clamped rows are counted, and logged once per peer.
+func TestFutureRowsAreClampedWhenReceived(t *testing.T) {
+	t.Parallel()
+	const skew = 30 * time.Second // MaxFutureSkew, as documented
+	now := time.Now().UnixMilli()
+	a := open(t, t.TempDir(), "a")
+	a.clock.ms.Store(now + (23*time.Hour + 54*time.Minute).Milliseconds())
+	put(t, a.Store, ScopeGlobal, "k", "from the future")
+	srv, _, _ := serve(t, a.Store)
+	bs := open(t, t.TempDir(), "b")
+	bs.clock.ms.Store(now)
+	b := exchangeOn(t, bs.Store, "eu", 10*time.Second)
+	b.peers.set(fleet.Peer{Name: "a", Cluster: "eu", URL: srv.URL, Static: true})
+	b.cycle(t.Context())
+	latest := now + skew.Milliseconds()
+	if r, ok := get(t, bs.Store, ScopeGlobal, "k"); !ok || r.TSms != latest || r.Origin != "a" {
+		t.Errorf("pulled row = %+v (found %v), want a's row stamped %d (now + %v)", r, ok, latest, skew)
+	}
+
+	// b writes the key it pulled, then another: neither runs further
+	// ahead than the skew.
+	bs.clock.ms.Store(now + 1000)
+	put(t, bs.Store, ScopeGlobal, "k", "mine")
+	put(t, bs.Store, ScopeGlobal, "other", "mine")
+	for _, k := range []string{"k", "other"} {
+		if r, _ := get(t, bs.Store, ScopeGlobal, k); r.TSms > latest+2 {
+			t.Errorf("b's write of %s is stamped %v ahead of its clock", k, time.Duration(r.TSms-now-1000)*time.Millisecond)
+		}
+	}
+
+	// Two days ahead, in a later pull: clamped and counted, not logged again.
+	a.clock.ms.Store(now + (48 * time.Hour).Milliseconds())
+	put(t, a.Store, ScopeGlobal, "k2", "further")
+	b.cycle(t.Context())
+	if r, ok := get(t, bs.Store, ScopeGlobal, "k2"); !ok || r.TSms != now+1000+skew.Milliseconds() {
+		t.Errorf("second pulled row = %+v (found %v), want it stamped b's now + %v", r, ok, skew)
+	}
+	if got := workertest.Metric(t, b.reg, "svc_cache_exchange_clamped_total"); got != 2 {
+		t.Errorf("svc_cache_exchange_clamped_total = %v, want 2", got)
+	}
+	if got := b.requests(t, "ok"); got != 2 {
+		t.Errorf("ok requests = %v, want 2", got)
+	}
+	logs := b.logs.Named("cache_exchange_peer_clock_ahead")
+	if len(logs) != 1 || logs[0]["peer"] != "a" || logs[0]["level"] != "WARN" {
+		t.Errorf("clock-ahead logs = %v, want one for peer a", logs)
 	}
 }

@@ -129,6 +129,9 @@ func (s *Store) Close() error { return s.db.Close() }
 // whether the exchange may run).
 func (s *Store) Persistent() bool { return s.persistent }
 
+// now is this worker's clock, the one its writes are stamped with.
+func (s *Store) now() time.Time { return s.cfg.Now() }
+
 // Worker is the origin name of this store's own writes.
 func (s *Store) Worker() string { return s.cfg.Worker }
 

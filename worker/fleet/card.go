@@ -13,12 +13,27 @@
 // fleet.registry.card_retention. A card holds no secret: its URL loses
 // user info, query and fragment.
 //
+// # Clocks
+//
+// Anyone who can write the folder can write any card, so nothing a card
+// says about time is believed past MaxClockSkew ahead of the reader's
+// clock: a card whose heartbeat_ms or started_at_ms is further ahead is
+// neither listed nor pulled nor yielded to, and is reported once
+// (fleet_card_clock_ahead).
+//
 // # One name, two workers
 //
-// A worker that finds a live card of its own name written by another
-// process that started earlier logs fleet_name_conflict (ERROR) and does
-// not write its card while that one lives; it takes the card over once
-// the other stops or turns unreachable. The earlier start owns the name.
+// A worker that has written its card holds its name: a card of its name
+// that it did not write (another instance id) is reported
+// (fleet_name_conflict, action "overwritten") and overwritten at its next
+// heartbeat, never yielded to, whatever times it claims. A worker that
+// has not written its card yet yields to a live card of another process
+// (fleet_name_conflict, action "yielded": it writes no card while that
+// one lives, judged with its own heartbeat interval at most) unless that
+// card is provably its own dead predecessor: written on this host (host
+// name and boot id) by a pid that is gone or is this process's own. That
+// card is taken over at once (fleet_card_taken_over, reason
+// "previous_instance_dead"), so a restart after SIGKILL is listed at once.
 //
 // # Trust
 //
@@ -60,10 +75,21 @@ const (
 	ProviderStatic     = "static"
 )
 
+// MaxClockSkew is how far another worker's clock may run ahead of this
+// one's: a card stamped further ahead is not believed, and a cache row
+// pulled from a peer is stamped at most this far ahead (package cache).
+const MaxClockSkew = 30 * time.Second
+
 // Bounds on what is read from the card folder, which other workers write.
 const (
-	maxCardBytes   = 16 << 10
+	maxCardBytes = 16 << 10
+	// maxCardEntries is how many card files one listing keeps (and, apart
+	// from them, how many temp files); names of anything else do not
+	// count.
 	maxCardEntries = 4096
+	// maxScanEntries is how many names one listing reads in all, so a
+	// folder stuffed with other files costs bounded time and memory.
+	maxScanEntries = 65536
 	maxURLBytes    = 2048
 	maxFieldBytes  = 64
 	// staleAfter is how many of its owner's heartbeats a card may miss
@@ -94,6 +120,13 @@ type Card struct {
 	CacheMarks *Marks `json:"cache_marks"`
 	// Instance tells two processes of one name apart (random per start).
 	Instance string `json:"instance"`
+	// Host (host name), BootID (the kernel's boot id, "" when unknown)
+	// and PID name the process that wrote the card, so a restarted worker
+	// recognises its own dead predecessor. Cards of earlier releases lack
+	// them (empty, 0): nothing is proven about such a card.
+	Host   string `json:"host,omitempty"`
+	BootID string `json:"boot_id,omitempty"`
+	PID    int    `json:"pid,omitempty"`
 }
 
 // parseCard decodes and checks a card read from file name (without
@@ -113,12 +146,32 @@ func parseCard(name string, data []byte) (Card, error) {
 		return Card{}, fmt.Errorf("card %s: bad state", name)
 	case c.HeartbeatMS <= 0 || c.StartedAtMS < 0 || len(c.Instance) > maxFieldBytes:
 		return Card{}, fmt.Errorf("card %s: bad heartbeat, start or instance", name)
+	case c.PID < 0 || len(c.Host) > maxFieldBytes || len(c.BootID) > maxFieldBytes:
+		return Card{}, fmt.Errorf("card %s: bad pid, host or boot id", name)
 	case c.CacheMarks != nil && (c.CacheMarks.Cluster < 0 || c.CacheMarks.Global < 0):
 		return Card{}, fmt.Errorf("card %s: bad cache marks", name)
 	}
-	c.Release = printable(c.Release)
+	c.Release, c.Host, c.BootID = printable(c.Release), printable(c.Host), printable(c.BootID)
 	c.URL = LinkURL(c.URL)
 	return c, nil
+}
+
+// ahead reports whether the card claims a heartbeat or a start more than
+// MaxClockSkew after now: such a card is not believed.
+func (c *Card) ahead(now time.Time) bool {
+	limit := now.Add(MaxClockSkew).UnixMilli()
+	return c.HeartbeatMS > limit || c.StartedAtMS > limit
+}
+
+// stale reports whether a card that is not stopped missed staleAfter
+// heartbeats, its interval taken at most as own: a card cannot stay live
+// longer by claiming a slow heartbeat.
+func (c *Card) stale(now time.Time, own time.Duration) bool {
+	every := time.Duration(c.HeartbeatIntervalMS) * time.Millisecond
+	if every <= 0 || every > own {
+		every = own
+	}
+	return now.Sub(time.UnixMilli(c.HeartbeatMS)) > staleAfter*every
 }
 
 // state derives a card's state at now: a card that is not stopped and

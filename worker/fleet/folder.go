@@ -154,36 +154,67 @@ type entry struct {
 	mod        time.Time
 }
 
-// list returns the card and temp files of the folder, at most
-// maxCardEntries of them.
-func (f *folder) list() ([]entry, error) {
+// limits bound one listing of the folder, which any process that can
+// write it fills: cards is how many card files, and apart from them how
+// many temp files, are kept; scan is how many names are read in all,
+// whatever they are. Other names are skipped without being opened or
+// stat'ed and count toward scan only.
+type limits struct{ cards, scan int }
+
+// readChunk is how many names one ReadDir call reads.
+const readChunk = 256
+
+// list returns the card and temp files of the folder within lim, reading
+// the folder readChunk names at a time. truncated says a bound was hit:
+// some cards or temp files may have been left out.
+func (f *folder) list(lim limits) (out []entry, truncated bool, err error) {
 	d, err := f.root.Open(".")
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer d.Close()
-	des, err := d.ReadDir(maxCardEntries)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	var out []entry
-	for _, de := range des {
-		n := de.Name()
-		e := entry{file: n}
-		switch {
-		case strings.HasPrefix(n, ".") && strings.Contains(n, ".json.tmp-"):
-			e.temp = true
-		case strings.HasSuffix(n, ".json") && namePattern.MatchString(strings.TrimSuffix(n, ".json")):
-			e.name = strings.TrimSuffix(n, ".json")
-		default:
-			continue
+	cards, temps := 0, 0
+	for scanned := 0; ; {
+		if scanned >= lim.scan {
+			// Stopped at the bound: truncated unless the folder ends here.
+			more, err := d.ReadDir(1)
+			return out, truncated || len(more) > 0 || (err != nil && !errors.Is(err, io.EOF)), nil
 		}
-		if info, err := de.Info(); err == nil {
-			e.mod = info.ModTime()
+		des, err := d.ReadDir(min(readChunk, lim.scan-scanned))
+		scanned += len(des)
+		for _, de := range des {
+			n := de.Name()
+			e := entry{file: n}
+			switch {
+			case strings.HasPrefix(n, ".") && strings.Contains(n, ".json.tmp-"):
+				e.temp = true
+				if temps >= lim.cards {
+					truncated = true
+					continue
+				}
+				temps++
+			case strings.HasSuffix(n, ".json") && namePattern.MatchString(strings.TrimSuffix(n, ".json")):
+				e.name = strings.TrimSuffix(n, ".json")
+				if cards >= lim.cards {
+					truncated = true
+					continue
+				}
+				cards++
+			default:
+				continue
+			}
+			if info, err := de.Info(); err == nil {
+				e.mod = info.ModTime()
+			}
+			out = append(out, e)
 		}
-		out = append(out, e)
+		if errors.Is(err, io.EOF) || (err == nil && len(des) == 0) {
+			return out, truncated, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
 	}
-	return out, nil
 }
 
 // remove deletes a file of the folder; a missing one is no error.

@@ -146,7 +146,7 @@ func (r *Registry) cards(now time.Time) []Card {
 	if f == nil {
 		return nil
 	}
-	entries, err := f.list()
+	entries, err := r.list(f)
 	if err != nil {
 		return nil
 	}
@@ -159,7 +159,29 @@ func (r *Registry) cards(now time.Time) []Card {
 		if err != nil || c.Instance == r.instance {
 			continue
 		}
+		if c.ahead(now) {
+			r.reportAhead(c, now)
+			continue
+		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// reportAhead logs fleet_card_clock_ahead once per card name and
+// instance; what it remembers is bounded like a listing.
+func (r *Registry) reportAhead(c Card, now time.Time) {
+	r.mu.Lock()
+	if r.ahead[c.Name] == c.Instance {
+		r.mu.Unlock()
+		return
+	}
+	if len(r.ahead) >= r.cfg.limits.cards {
+		clear(r.ahead)
+	}
+	r.ahead[c.Name] = c.Instance
+	r.mu.Unlock()
+	r.log.Warn("fleet_card_clock_ahead", "card", c.Name, "instance", c.Instance, "heartbeat_ms", c.HeartbeatMS,
+		"started_at_ms", c.StartedAtMS, "now_ms", now.UnixMilli(), "max_skew", MaxClockSkew.String(),
+		"detail", "the card's heartbeat or start is further ahead of this worker's clock than the skew allowed: it is not listed or pulled until it is not; sync the hosts' clocks, or find who writes the card folder")
 }

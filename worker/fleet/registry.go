@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -38,6 +39,15 @@ type Config struct {
 	Marks     func() *Marks    // nil or returning nil: no cache rows served
 	Logger    *slog.Logger     // nil discards
 	Now       func() time.Time // nil: time.Now
+
+	// limits bound one listing of the card folder (0: maxCardEntries
+	// cards, maxScanEntries names); tests lower them.
+	limits limits
+	// proc is the process put on the card (zero: this one) and alive
+	// tells whether a pid of this host lives (nil: processAlive); tests
+	// run several registries in one process.
+	proc  proc
+	alive func(pid int) bool
 }
 
 // Registry keeps this worker's card and lists the fleet. New starts
@@ -49,11 +59,15 @@ type Registry struct {
 	instance string
 	trusted  map[string]bool // origins of fleet.trusted_urls and the static peers
 
-	mu       sync.Mutex
-	self     Card            // the card as last written (or yielded)
-	yielding bool            // another live process owns our name's card
-	contact  map[string]bool // static peer name → last exchange request ok
-	folder   *folder
+	mu        sync.Mutex
+	self      Card              // the card as last written (or yielded)
+	held      bool              // this worker wrote its card: it holds its name
+	yielding  bool              // another live process owns our name's card
+	conflict  string            // instance of the last foreign card of our name reported
+	ahead     map[string]string // card name → instance reported as from the future
+	truncated bool              // the last listing of the folder hit a bound
+	contact   map[string]bool   // static peer name → last exchange request ok
+	folder    *folder
 }
 
 // New returns the registry of cfg.
@@ -67,9 +81,22 @@ func New(cfg Config) *Registry {
 	if cfg.URL == nil {
 		cfg.URL = func() string { return "" }
 	}
+	if cfg.limits.cards <= 0 {
+		cfg.limits.cards = maxCardEntries
+	}
+	if cfg.limits.scan <= 0 {
+		cfg.limits.scan = maxScanEntries
+	}
+	if cfg.proc.pid == 0 {
+		cfg.proc = thisProcess()
+	}
+	if cfg.alive == nil {
+		cfg.alive = processAlive
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	r := &Registry{cfg: cfg, log: cfg.Logger.With("component", "fleet"), instance: hex.EncodeToString(b[:]), contact: map[string]bool{}, trusted: map[string]bool{}}
+	r := &Registry{cfg: cfg, log: cfg.Logger.With("component", "fleet"), instance: hex.EncodeToString(b[:]),
+		contact: map[string]bool{}, ahead: map[string]string{}, trusted: map[string]bool{}}
 	for _, u := range cfg.Trusted {
 		if o := config.Origin(u); o != "" {
 			r.trusted[o] = true
@@ -83,6 +110,7 @@ func New(cfg Config) *Registry {
 	r.self = Card{
 		Name: cfg.Worker, Cluster: cfg.Cluster, State: StateStarting, Release: printable(cfg.Release),
 		StartedAtMS: cfg.StartedAt.UnixMilli(), HeartbeatIntervalMS: cfg.Heartbeat.Milliseconds(), Instance: r.instance,
+		Host: cfg.proc.host, BootID: cfg.proc.bootID, PID: cfg.proc.pid,
 	}
 	return r
 }
@@ -174,45 +202,93 @@ func sameMarks(a, b *Marks) bool {
 }
 
 // publish updates the card and writes it unless another live process
-// owns the name.
+// owns the name (see claim).
 func (r *Registry) publish(state string, marks *Marks, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.self.State, r.self.CacheMarks, r.self.HeartbeatMS = state, marks, now.UnixMilli()
-	if r.folder == nil {
+	if r.folder == nil || !r.claim(now) {
 		return
-	}
-	if other, ok := r.owner(now); ok {
-		if !r.yielding {
-			r.log.Error("fleet_name_conflict", "worker", r.cfg.Worker, "other_url", other.URL,
-				"other_started_at_ms", other.StartedAtMS, "other_instance", other.Instance,
-				"detail", "another live worker of this name wrote its card first; this one writes no card until that one stops or turns unreachable: give each worker its own worker.name")
-		}
-		r.yielding = true
-		return
-	}
-	if r.yielding {
-		r.log.Info("fleet_card_taken_over", "worker", r.cfg.Worker, "detail", "the other worker of this name stopped or turned unreachable")
-		r.yielding = false
 	}
 	card := r.self
 	if err := r.folder.write(&card); err != nil {
 		r.log.Warn("fleet_card_write_failed", "error", err.Error())
+		return
 	}
+	r.held = true
 }
 
-// owner returns the card of our name when another process that started
-// earlier (instance id breaking a tie) holds it live. Called with mu held.
-func (r *Registry) owner(now time.Time) (Card, bool) {
+// Actions of fleet_name_conflict and reasons of fleet_card_taken_over.
+const (
+	actionYielded     = "yielded"     // this worker writes no card while the other lives
+	actionOverwritten = "overwritten" // this worker writes its card over the other
+	reasonGone        = "other_stopped_or_unreachable"
+	reasonPredecessor = "previous_instance_dead"
+)
+
+// claim reports whether this worker may write its card now, reading the
+// card of its name (mu held). A worker that holds its name never yields
+// it and reports any card of its name it did not write; a newcomer
+// yields to another live card, except one its own dead predecessor left
+// or one stamped ahead of its clock (never believed).
+func (r *Registry) claim(now time.Time) bool {
 	c, err := r.folder.read(r.cfg.Worker)
 	if err != nil || c.Instance == r.instance {
-		return Card{}, false
+		r.takeOver(reasonGone)
+		return true
 	}
-	if s := c.state(now, r.cfg.Heartbeat); s == StateStopped || s == StateUnreachable {
-		return Card{}, false
+	switch {
+	case r.held:
+		r.reportConflict(c, actionOverwritten, "a card of this worker's name that it did not write: this worker holds the name and writes its card over it; give each worker its own worker.name, and check who writes the card folder")
+	case c.State == StateStopped:
+		r.takeOver(reasonGone)
+	case r.predecessor(c):
+		r.yielding = true // log the take-over
+		r.takeOver(reasonPredecessor)
+	case c.ahead(now):
+		r.reportConflict(c, actionOverwritten, fmt.Sprintf("a card of this worker's name stamped more than %s ahead of this worker's clock is not believed: this worker writes its card over it", MaxClockSkew))
+	case c.stale(now, r.cfg.Heartbeat):
+		r.takeOver(reasonGone)
+	default:
+		r.reportConflict(c, actionYielded, "another live worker of this name wrote its card first; this one writes no card until that one stops or turns unreachable: give each worker its own worker.name")
+		r.yielding = true
+		return false
 	}
-	earlier := c.StartedAtMS < r.self.StartedAtMS || (c.StartedAtMS == r.self.StartedAtMS && c.Instance < r.instance)
-	return c, earlier
+	return true
+}
+
+// predecessor reports whether c was written on this host (host name and
+// boot id) by a process that is gone, or whose pid is this process's own
+// (a container restarted: the pid is reused, the writer is gone).
+func (r *Registry) predecessor(c Card) bool {
+	p := r.cfg.proc
+	return c.PID > 0 && p.host != "" && c.Host == p.host && c.BootID == p.bootID &&
+		(c.PID == p.pid || !r.cfg.alive(c.PID))
+}
+
+// takeOver ends a yield, logging why (mu held).
+func (r *Registry) takeOver(reason string) {
+	if !r.yielding {
+		return
+	}
+	detail := "the other worker of this name stopped or turned unreachable"
+	if reason == reasonPredecessor {
+		detail = "the card was left by an earlier process of this name on this host, which is gone (a restart)"
+	}
+	r.log.Info("fleet_card_taken_over", "worker", r.cfg.Worker, "reason", reason, "detail", detail)
+	r.yielding = false
+}
+
+// reportConflict logs fleet_name_conflict once per other instance (mu
+// held).
+func (r *Registry) reportConflict(c Card, action, detail string) {
+	if c.Instance == r.conflict {
+		return
+	}
+	r.conflict = c.Instance
+	r.log.Error("fleet_name_conflict", "worker", r.cfg.Worker, "action", action, "other_url", c.URL,
+		"other_started_at_ms", c.StartedAtMS, "other_heartbeat_ms", c.HeartbeatMS, "other_instance", c.Instance,
+		"other_host", c.Host, "other_pid", c.PID, "detail", detail)
 }
 
 // sweep removes other workers' cards whose heartbeat is older than the
@@ -224,7 +300,7 @@ func (r *Registry) sweep(now time.Time) {
 	if f == nil {
 		return
 	}
-	entries, err := f.list()
+	entries, err := r.list(f)
 	if err != nil {
 		r.log.Warn("fleet_card_folder_unreadable", "error", err.Error())
 		return
@@ -233,9 +309,9 @@ func (r *Registry) sweep(now time.Time) {
 		if e.name == r.cfg.Worker {
 			continue
 		}
-		seen := e.mod // temp files and unreadable cards: the file's time
+		seen := e.mod // temp files, unreadable cards and cards from the future: the file's time
 		if !e.temp {
-			if c, err := f.read(e.name); err == nil {
+			if c, err := f.read(e.name); err == nil && !c.ahead(now) {
 				seen = time.UnixMilli(c.HeartbeatMS)
 			}
 		}
@@ -245,6 +321,25 @@ func (r *Registry) sweep(now time.Time) {
 			}
 		}
 	}
+}
+
+// list lists f within the configured limits, logging
+// fleet_card_folder_truncated when a listing starts hitting a bound (and
+// again only after one did not).
+func (r *Registry) list(f *folder) ([]entry, error) {
+	entries, truncated, err := f.list(r.cfg.limits)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	was := r.truncated
+	r.truncated = truncated
+	r.mu.Unlock()
+	if truncated && !was {
+		r.log.Warn("fleet_card_folder_truncated", "folder", f.path, "max_cards", r.cfg.limits.cards, "max_names", r.cfg.limits.scan,
+			"detail", "the card folder holds more names than one listing reads: some cards may be left out; remove what is not a card")
+	}
+	return entries, nil
 }
 
 // Contacted records the outcome of the cache exchange's last request to

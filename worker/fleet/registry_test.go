@@ -96,6 +96,35 @@ func readCard(t *testing.T, root, name string) Card {
 	return c
 }
 
+// forge writes a card the way another process would (temp file, rename),
+// with whatever fields it likes.
+func forge(t *testing.T, root string, card map[string]any) {
+	t.Helper()
+	dir := filepath.Join(root, FolderName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, fmt.Sprintf(".forged-%d", time.Now().UnixNano()))
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, card["name"].(string)+".json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forged is a running card of name that this test, not a registry, wrote.
+func forged(name, instance string, startedAt, heartbeat int64) map[string]any {
+	return map[string]any{
+		"name": name, "cluster": "default", "url": "http://forger:1", "state": StateRunning, "release": "evil",
+		"started_at_ms": startedAt, "heartbeat_ms": heartbeat, "heartbeat_interval_ms": time.Hour.Milliseconds(), "instance": instance,
+	}
+}
+
 func TestWorkersOnOneFolderSeeEachOther(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -191,7 +220,10 @@ func TestSecondWorkerOfOneNameYields(t *testing.T) {
 	// Heartbeats of a second: a loaded machine must not make the first
 	// look unreachable.
 	slow := func(c *Config) { c.Heartbeat = time.Second }
-	first := run(t, root, "twin", slow, func(c *Config) { c.URL = func() string { return "http://first:1" } })
+	first := run(t, root, "twin", slow, func(c *Config) {
+		c.URL = func() string { return "http://first:1" }
+		c.proc = proc{host: "first-host", pid: 1} // not provably gone: another host
+	})
 	wait.For(t, wait.Long, "the first card", func() (bool, string) {
 		_, err := os.Stat(filepath.Join(root, FolderName, "twin.json"))
 		return err == nil, fmt.Sprint(err)
@@ -291,7 +323,7 @@ func TestTrustFollowsTheOrigin(t *testing.T) {
 	dir := filepath.Join(root, FolderName)
 	card := func(name, url string) {
 		b, _ := json.Marshal(Card{Name: name, Cluster: "default", URL: url, State: StateRunning,
-			HeartbeatMS: time.Now().Add(time.Hour).UnixMilli(), HeartbeatIntervalMS: 1000, Instance: "i-" + name})
+			HeartbeatMS: time.Now().UnixMilli(), HeartbeatIntervalMS: time.Hour.Milliseconds(), Instance: "i-" + name})
 		if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +361,7 @@ func TestHostileCardFolder(t *testing.T) {
 	dir := filepath.Join(root, FolderName)
 	good := func(name string) []byte {
 		b, _ := json.Marshal(Card{Name: name, Cluster: "default", URL: "javascript:alert(1)", State: StateRunning,
-			HeartbeatMS: time.Now().Add(time.Hour).UnixMilli(), HeartbeatIntervalMS: 1000, Instance: "i", Release: "v\x1b[31m1"})
+			HeartbeatMS: time.Now().UnixMilli(), HeartbeatIntervalMS: time.Hour.Milliseconds(), Instance: "i", Release: "v\x1b[31m1"})
 		return b
 	}
 	os.WriteFile(filepath.Join(outside, "evil.json"), good("evil"), 0o600)
