@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -228,6 +229,15 @@ func (s *Source) readOffsets(ctx context.Context) error {
 	if !members.stable && s.offsets.members.holder != nil {
 		// A rebalance: the members keep what they had.
 		members.holder = s.offsets.members.holder
+		for i, m := range members.members {
+			members.members[i].Partitions = nil
+			for p, h := range members.holder {
+				if h.MemberID == m.MemberID {
+					members.members[i].Partitions = append(members.members[i].Partitions, p)
+				}
+			}
+			slices.Sort(members.members[i].Partitions)
+		}
 	}
 	s.offsets.members = members
 	s.offsets.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ type Member struct {
 	// id, or its client id without the "svc-" prefix; "" for a client that
 	// is not an svc worker.
 	Worker string `json:"worker"`
+	// Partitions are the source partitions the member was assigned when
+	// the group was last stable.
+	Partitions []int32 `json:"partitions"`
 }
 
 // OrphanedPartition is a partition no live member consumes.
@@ -90,15 +94,17 @@ func (s *Source) readMembers(ctx context.Context, adm *kadm.Client) (groupMember
 		} else if !strings.HasPrefix(m.ClientID, "svc-") {
 			mem.Worker = ""
 		}
-		g.members = append(g.members, mem)
 		if c, ok := m.Assigned.AsConsumer(); ok {
 			for _, t := range c.Topics {
 				if t.Topic == s.topic {
-					for _, p := range t.Partitions {
-						g.holder[p] = mem
-					}
+					mem.Partitions = append(mem.Partitions, t.Partitions...)
 				}
 			}
+		}
+		slices.Sort(mem.Partitions)
+		g.members = append(g.members, mem)
+		for _, p := range mem.Partitions {
+			g.holder[p] = mem
 		}
 	}
 	return g, nil
