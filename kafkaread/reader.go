@@ -44,9 +44,18 @@ type Reader struct {
 	onMerger func(*merger) // test hook: the merger of each stream
 }
 
-// ReadAheadBytes bounds what one read request fetches ahead of its client
-// (a single record larger than this is still fetched whole).
+// ReadAheadBytes is what one stream may hold for a client that reads
+// slowly, over all its partitions together: a quarter for the one fetch
+// the client has in flight or buffered, the rest for the records the merge
+// queues (copies, counted exactly). A broker still returns one batch as the producer wrote it
+// whole, and the merge keeps at least one record per partition, whatever
+// their size.
 const ReadAheadBytes = 1 << 20
+
+const (
+	fetchBudget = ReadAheadBytes / 4           // decompressed bytes of the fetch in flight or buffered
+	queueBudget = ReadAheadBytes - fetchBudget // bytes of the records the merge queues
+)
 
 // Option configures a Reader.
 type Option func(*Reader)
@@ -132,23 +141,20 @@ func (r *Reader) newClient(a AliasSpec) (*kgo.Client, *kadm.Client, error) {
 	if d, ok := kconn.RequestTimeout(a.Conn.ClientConfig); ok && d < bound {
 		bound = d
 	}
-	opts := make([]kgo.Opt, 0, len(r.opts[a.Name])+6)
+	opts := make([]kgo.Opt, 0, len(r.opts[a.Name])+8)
 	opts = append(opts,
 		kgo.FetchMaxWait(500*time.Millisecond), // overridable by fetch.max.wait.ms
 		kgo.KeepControlRecords(),               // so a partition ending in a txn marker is seen to end
 	)
 	opts = append(opts, r.opts[a.Name]...)
-	// Read-ahead is bounded whatever client_config says: one fetch of at
-	// most ReadAheadBytes at a time (less when fetch.max.bytes says so), so
-	// a client that reads slowly holds at most about that much here.
-	fetchMax := int32(ReadAheadBytes)
-	if v, ok := kconn.Int(a.Conn.ClientConfig, "fetch.max.bytes"); ok && v < ReadAheadBytes {
-		fetchMax = int32(v)
-	}
+	// Read-ahead is bounded whatever client_config says: one fetch at a
+	// time, in flight or buffered, of at most fetchBudget bytes (less when
+	// fetch.max.bytes says so).
+	fetchBytes := fetchMax(a)
 	opts = append(opts,
 		kgo.MaxConcurrentFetches(1),
-		kgo.FetchMaxBytes(fetchMax),
-		kgo.FetchMaxPartitionBytes(fetchMax),
+		kgo.FetchMaxBytes(fetchBytes),
+		kgo.FetchMaxPartitionBytes(fetchBytes),
 		kgo.DialTimeout(bound),
 		kgo.RequestTimeoutOverhead(max(bound, 100*time.Millisecond)),
 		kgo.ClientID(ReaderClientID),
@@ -159,4 +165,13 @@ func (r *Reader) newClient(a AliasSpec) (*kgo.Client, *kadm.Client, error) {
 		return nil, nil, &brokerError{op: "connect", alias: a.Name, kind: ErrBrokerFailure, cause: err}
 	}
 	return cl, kadm.NewClient(cl), nil
+}
+
+// fetchMax is the most one fetch of a's client asks for: fetchBudget, or
+// fetch.max.bytes when that is smaller.
+func fetchMax(a AliasSpec) int32 {
+	if v, ok := kconn.Int(a.Conn.ClientConfig, "fetch.max.bytes"); ok && v < fetchBudget {
+		return int32(v)
+	}
+	return fetchBudget
 }
