@@ -33,10 +33,11 @@ type merger struct {
 	closing []int32 // partitions to stop fetching at the next settle
 	queued  int     // bytes queued over all partitions
 	peak    int     // the most bytes ever queued (tests)
+	sizer   *fetchSizer
 }
 
-func newMerger(topic string, toTS *int64, parts map[int32]*partState) *merger {
-	return &merger{topic: topic, toTS: toTS, parts: parts}
+func newMerger(topic string, toTS *int64, parts map[int32]*partState, sizer *fetchSizer) *merger {
+	return &merger{topic: topic, toTS: toTS, parts: parts, sizer: sizer}
 }
 
 // push queues fetched records of partition p, closing p at its snapshot
@@ -84,10 +85,14 @@ func (m *merger) close(p int32, ps *partState) {
 	m.closing = append(m.closing, p)
 }
 
-// settle stops fetching closed partitions and pauses open ones whose queue
-// reached high records or its share of queueBudget.
+// settle stops fetching closed partitions, pauses open ones whose queue
+// reached high records or its share of queueBudget, and sizes the next
+// fetches.
 func (m *merger) settle(cl *kgo.Client, high int) {
 	byteHigh := m.byteHigh()
+	if m.sizer != nil {
+		m.sizer.resize(cl, byteHigh)
+	}
 	if len(m.closing) > 0 {
 		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.closing})
 		m.closing = nil

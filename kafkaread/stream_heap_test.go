@@ -36,12 +36,13 @@ func liveHeap() uint64 {
 
 // TestStreamHeapIsBoundedAcrossPartitions: slow clients of streams over
 // several partitions hold about ReadAheadBytes each in the worker's heap,
-// whatever the partition count: what a stream queues is its own copy, not
-// a view that pins a whole fetch response per partition. The broker runs
-// in a child process, so the heap measured is the reader's alone; the test
-// is not parallel, as it measures the heap.
+// whatever the partition count and however much the batches inflate: what
+// a stream queues is its own copy, not a view that pins a whole fetch
+// response per partition, and a fetch asks for less when its batches
+// inflate. The broker runs in a child process, so the heap measured is the
+// reader's alone; the test is not parallel, as it measures the heap.
 func TestStreamHeapIsBoundedAcrossPartitions(t *testing.T) {
-	for _, name := range []string{"incompressible"} {
+	for _, name := range []string{"incompressible", "zstd-zeros"} {
 		t.Run(name, func(t *testing.T) { streamHeap(t, name) })
 	}
 }
@@ -53,13 +54,16 @@ const (
 
 // heapTopics are the topics of streamHeap: heapPartitions partitions of
 // records of 1-64 KiB, heapPerPart bytes each. "incompressible" is random
-// bytes in uncompressed batches of up to 256 KiB.
+// bytes in uncompressed batches of up to 256 KiB; "zstd-zeros" is
+// zeros in zstd batches of up to 128 KiB, which inflate hundreds of times
+// over, so that a fetch sized by stored bytes would hold the whole topic.
 var heapTopics = map[string]struct {
 	payload  func(*rand.Rand, int) []byte
 	codec    kgo.CompressionCodec
 	batchMax int32
 }{
 	"incompressible": {randBytes, kgo.NoCompression(), 256 << 10},
+	"zstd-zeros":     {zeros, kgo.ZstdCompression(), 128 << 10},
 }
 
 // streamHeap lets 8 streams' clients read 40 records each of a
@@ -210,3 +214,5 @@ func randBytes(rng *rand.Rand, n int) []byte {
 	}
 	return b[:n]
 }
+
+func zeros(_ *rand.Rand, n int) []byte { return make([]byte, n) }
