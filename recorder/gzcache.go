@@ -195,6 +195,7 @@ func (c *gzCache) inflate(ctx context.Context, r *Recorder, f histFile) (string,
 		return "", 0, err
 	}
 	defer src.Close()
+	r.stats.archiveInflations.Add(1)
 	c.mu.Lock()
 	if c.dir == "" {
 		dir, err := os.MkdirTemp(c.base, c.prefix)
