@@ -67,6 +67,8 @@ func RegisterRecorderMetrics(reg prometheus.Registerer, rec *recorder.Recorder) 
 			func(s recorder.Stats) uint64 { return s.ArchivedFiles }),
 		counter("svc_recorder_archive_inflations_total", "Archives decompressed (or begun to be) for traces.",
 			func(s recorder.Stats) uint64 { return s.ArchiveInflations }),
+		counter("svc_recorder_archives_refused_total", "Archives refused by traces (beyond their size cap, not a database, corrupt), each once while unchanged.",
+			func(s recorder.Stats) uint64 { return s.ArchivesRefused }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_queue_length", Help: "Items waiting in the recorder write buffer."},
 			func() float64 { return float64(rec.Stats().Queued) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_memory_only", Help: "1 while the recorder keeps history in memory only (no storage.dir, or it could not be written at startup)."},

@@ -7,8 +7,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -115,4 +118,127 @@ func BenchmarkTraceJunkArchives(b *testing.B) {
 	}
 	b.ReportMetric(float64(first.Microseconds())/1000, "first-ms")
 	b.ReportMetric(float64(r.Stats().ArchiveInflations-inflations)/float64(b.N), "inflations/op")
+}
+
+// TestTraceJunkArchiveInflatedOnce: junk archives in a cluster folder cost
+// one inflation each, however many traces follow: each is refused once,
+// logged once as recorder_archive_refused naming the file (never its
+// content) and remembered by path, size and mtime, while the valid archive
+// keeps answering. A junk archive replaced by a valid one is read again.
+func TestTraceJunkArchiveInflatedOnce(t *testing.T) {
+	t.Parallel()
+	const inflated, small, capBytes = 8 << 20, 3 << 20, 4 << 20
+	shared := t.TempDir()
+	junkFolder(t, shared, inflated, small)
+	logs := &logRecords{}
+	cfg := baseConfig(t, t.TempDir(), shared, "w", newClock())
+	cfg.Logger = slog.New(logs)
+	r := mustOpen(t, cfg)
+	r.gz.maxFile = capBytes
+
+	want := int64(len(junkArchives) + 1) // each junk archive once, the valid one once
+	for i := range 5 {
+		evs, err := r.Trace(t.Context(), "t")
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("trace %d: Trace() = %v, %v; want the valid archive's event", i+1, evs, err)
+		}
+		if n := int64(r.Stats().ArchiveInflations); n != want {
+			t.Fatalf("after trace %d: %d archive inflations, want %d (each archive at most once)", i+1, n, want)
+		}
+	}
+	refused := logs.named("recorder_archive_refused")
+	files := map[string]bool{}
+	for _, rec := range refused {
+		files[rec["file"].String()] = true
+		for k, v := range rec {
+			if s := v.String(); len(s) > 300 || strings.Contains(s, "SQLite format") {
+				t.Errorf("recorder_archive_refused %s = %q: want no archive content", k, s)
+			}
+		}
+	}
+	if len(refused) != len(junkArchives) || len(files) != len(junkArchives) {
+		t.Errorf("recorder_archive_refused logged %d times for %d files (%v), want once per junk archive (%d)",
+			len(refused), len(files), files, len(junkArchives))
+	}
+	if n := len(cacheFiles(t, r)); n != 1 {
+		t.Errorf("cache folder holds %d copies, want 1 (the valid archive's)", n)
+	}
+
+	// A refused archive replaced by a valid one (new size and mtime) is
+	// read again.
+	replaced := filepath.Join(shared, "history", "c1", "c1-0.db.gz")
+	writeArchive(t, replaced, "u", 0)
+	evs, err := r.Trace(t.Context(), "u")
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("Trace(u) = %v, %v; want the replaced archive's event", evs, err)
+	}
+	if n := int64(r.Stats().ArchiveInflations); n != want+1 {
+		t.Errorf("%d archive inflations after the replacement, want %d", n, want+1)
+	}
+}
+
+// TestTraceJunkArchivesConcurrent: traces running at once share one
+// inflation of each archive and one refusal of each junk one.
+func TestTraceJunkArchivesConcurrent(t *testing.T) {
+	t.Parallel()
+	shared := t.TempDir()
+	junkFolder(t, shared, 8<<20, 3<<20)
+	logs := &logRecords{}
+	cfg := baseConfig(t, t.TempDir(), shared, "w", newClock())
+	cfg.Logger = slog.New(logs)
+	r := mustOpen(t, cfg)
+	r.gz.maxFile = 4 << 20
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if evs, err := r.Trace(t.Context(), "t"); err != nil || len(evs) != 1 {
+				t.Errorf("Trace() = %v, %v; want the valid archive's event", evs, err)
+			}
+		})
+	}
+	wg.Wait()
+	s := r.Stats()
+	if s.ArchiveInflations != uint64(len(junkArchives)+1) || s.ArchivesRefused != uint64(len(junkArchives)) {
+		t.Errorf("%d inflations, %d refusals; want %d and %d", s.ArchiveInflations, s.ArchivesRefused, len(junkArchives)+1, len(junkArchives))
+	}
+	if n := len(logs.named("recorder_archive_refused")); n != len(junkArchives) {
+		t.Errorf("recorder_archive_refused logged %d times, want %d", n, len(junkArchives))
+	}
+}
+
+// TestArchiveRefusalsBounded: the refused archives remembered stay within
+// their bound; one forgotten is refused again when met (one inflation
+// more), and one removed from the folder is forgotten.
+func TestArchiveRefusalsBounded(t *testing.T) {
+	t.Parallel()
+	shared := t.TempDir()
+	junkFolder(t, shared, 8<<20, 3<<20)
+	r := mustOpen(t, baseConfig(t, t.TempDir(), shared, "w", newClock()))
+	r.gz.maxFile = 4 << 20
+	r.gz.maxRefused = 2
+	refused := func() int {
+		r.gz.mu.Lock()
+		defer r.gz.mu.Unlock()
+		return len(r.gz.refused)
+	}
+	for range 2 {
+		if evs, err := r.Trace(t.Context(), "t"); err != nil || len(evs) != 1 {
+			t.Fatalf("Trace() = %v, %v; want the valid archive's event", evs, err)
+		}
+		if n := refused(); n != 2 {
+			t.Errorf("%d refusals remembered, want the bound, 2", n)
+		}
+	}
+	if n := r.Stats().ArchivesRefused; n <= uint64(len(junkArchives)) {
+		t.Errorf("%d refusals over two traces, want more than %d (forgotten ones are refused again)", n, len(junkArchives))
+	}
+	for i := range junkArchives {
+		os.Remove(filepath.Join(shared, "history", "c1", fmt.Sprintf("c1-%d.db.gz", int64(i)*3600000)))
+	}
+	if _, err := r.Trace(t.Context(), "t"); err != nil {
+		t.Fatal(err)
+	}
+	if n := refused(); n != 0 {
+		t.Errorf("%d refusals remembered after their archives were removed, want 0", n)
+	}
 }

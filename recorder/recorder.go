@@ -115,14 +115,17 @@ type Stats struct {
 	// ArchiveInflations counts archives decompressed (or begun to be) for
 	// Trace and TraceByLabel: one per copy made, refused or not.
 	ArchiveInflations uint64
-	MemoryOnly        bool // events are kept in memory only (see Recorder.MemoryOnly)
+	// ArchivesRefused counts archives refused by traces (too large, not a
+	// database, corrupt): each once while it stays unchanged.
+	ArchivesRefused uint64
+	MemoryOnly      bool // events are kept in memory only (see Recorder.MemoryOnly)
 }
 
 type stats struct {
 	eventsWritten, tasksWritten, eventsDropped, tasksDropped atomic.Uint64
 	writeErrors, rowsLost, seals, sealErrors                 atomic.Uint64
 	archivedFiles, archiveErrors, mergedRemoved              atomic.Uint64
-	archiveInflations                                        atomic.Uint64
+	archiveInflations, archivesRefused                       atomic.Uint64
 }
 
 // Stats returns the current counters.
@@ -144,6 +147,7 @@ func (r *Recorder) Stats() Stats {
 		ArchiveErrors:     r.stats.archiveErrors.Load(),
 		MergedRemoved:     r.stats.mergedRemoved.Load(),
 		ArchiveInflations: r.stats.archiveInflations.Load(),
+		ArchivesRefused:   r.stats.archivesRefused.Load(),
 		MemoryOnly:        r.memory,
 	}
 }
