@@ -16,9 +16,9 @@ type partState struct {
 	start, end int64
 	open       bool // still fetching: end not reached, no record past to_ts
 	paused     bool
-	queue      []*kgo.Record
-	bytes      int   // size of the queued records
-	rewind     int64 // >= 0: fetched records from this offset on were not queued; fetch them again
+	queue      []*kgo.Record // copies (see detach)
+	bytes      int           // size of the queued records
+	rewind     int64         // >= 0: fetched records from this offset on were not queued; fetch them again
 }
 
 // merger orders a stream: it emits the queued record with the smallest
@@ -33,10 +33,11 @@ type merger struct {
 	closing []int32 // partitions to stop fetching at the next settle
 	queued  int     // bytes queued over all partitions
 	peak    int     // the most bytes ever queued (tests)
+	sizer   *fetchSizer
 }
 
-func newMerger(topic string, toTS *int64, parts map[int32]*partState) *merger {
-	return &merger{topic: topic, toTS: toTS, parts: parts}
+func newMerger(topic string, toTS *int64, parts map[int32]*partState, sizer *fetchSizer) *merger {
+	return &merger{topic: topic, toTS: toTS, parts: parts, sizer: sizer}
 }
 
 // push queues fetched records of partition p, closing p at its snapshot
@@ -67,12 +68,11 @@ func (m *merger) push(p int32, recs []*kgo.Record) {
 			m.close(p, ps)
 			return
 		default:
-			ps.queue = append(ps.queue, rec)
+			ps.queue = append(ps.queue, detach(rec))
 			n := recordSize(rec)
 			ps.bytes += n
 			m.queued += n
 			m.peak = max(m.peak, m.queued)
-
 		}
 		if rec.Offset+1 >= ps.end {
 			m.close(p, ps)
@@ -85,10 +85,14 @@ func (m *merger) close(p int32, ps *partState) {
 	m.closing = append(m.closing, p)
 }
 
-// settle stops fetching closed partitions and pauses open ones whose queue
-// reached high records or its share of ReadAheadBytes.
+// settle stops fetching closed partitions, pauses open ones whose queue
+// reached high records or its share of queueBudget, and sizes the next
+// fetches.
 func (m *merger) settle(cl *kgo.Client, high int) {
 	byteHigh := m.byteHigh()
+	if m.sizer != nil {
+		m.sizer.resize(cl, byteHigh)
+	}
 	if len(m.closing) > 0 {
 		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.closing})
 		m.closing = nil
@@ -164,8 +168,8 @@ func (m *merger) high(remaining int) int {
 }
 
 // byteHigh is how many bytes one open partition may queue before its
-// fetching pauses: an even share of ReadAheadBytes, so a client that reads
-// slowly holds the worker to about ReadAheadBytes queued (plus one record
+// fetching pauses: an even share of queueBudget, so a client that reads
+// slowly holds the worker to about queueBudget queued (plus one record
 // per partition, which ordering needs) whatever the window's size.
 func (m *merger) byteHigh() int {
 	open := 0
@@ -174,7 +178,7 @@ func (m *merger) byteHigh() int {
 			open++
 		}
 	}
-	return max(ReadAheadBytes/max(open, 1), 1)
+	return max(queueBudget/max(open, 1), 1)
 }
 
 // recordSize approximates the memory a queued record holds.
@@ -184,6 +188,33 @@ func recordSize(r *kgo.Record) int {
 		n += len(h.Key) + len(h.Value)
 	}
 	return n
+}
+
+// detach copies a fetched record so that queuing it holds only its own
+// bytes. kgo hands out records whose key, value and header values are
+// views into the whole fetch response (or decompressed batch), and whose
+// struct sits in an array of the whole batch: one queued view would keep
+// all of that alive, and one per partition would hold a fetch per
+// partition.
+func detach(r *kgo.Record) *kgo.Record {
+	c := *r
+	buf := make([]byte, 0, recordSize(r))
+	clone := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		buf = append(buf, b...)
+		return buf[len(buf)-len(b) : len(buf) : len(buf)]
+	}
+	c.Key = clone(r.Key)
+	c.Value = clone(r.Value)
+	if r.Headers != nil {
+		c.Headers = make([]kgo.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			c.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)}
+		}
+	}
+	return &c
 }
 
 // finished reports whether every partition is closed and drained.

@@ -44,9 +44,19 @@ type Reader struct {
 	onMerger func(*merger) // test hook: the merger of each stream
 }
 
-// ReadAheadBytes bounds what one read request fetches ahead of its client
-// (a single record larger than this is still fetched whole).
+// ReadAheadBytes is what one stream may hold for a client that reads
+// slowly, over all its partitions together: a quarter for the one fetch
+// the client has in flight or buffered (counted decompressed: see
+// fetchSizer), the rest for the records the merge queues (copies, counted
+// exactly). A broker still returns one batch as the producer wrote it
+// whole, and the merge keeps at least one record per partition, whatever
+// their size.
 const ReadAheadBytes = 1 << 20
+
+const (
+	fetchBudget = ReadAheadBytes / 4           // decompressed bytes of the fetch in flight or buffered
+	queueBudget = ReadAheadBytes - fetchBudget // bytes of the records the merge queues
+)
 
 // Option configures a Reader.
 type Option func(*Reader)
@@ -123,8 +133,9 @@ func (r *Reader) resolve(alias string) (AliasSpec, error) {
 }
 
 // newClient builds a direct (group-less) read client for a. Consumption
-// starts only when partitions are added with AddConsumePartitions.
-func (r *Reader) newClient(a AliasSpec) (*kgo.Client, *kadm.Client, error) {
+// starts only when partitions are added with AddConsumePartitions. extra
+// options go last.
+func (r *Reader) newClient(a AliasSpec, extra ...kgo.Opt) (*kgo.Client, *kadm.Client, error) {
 	// kgo does not apply a request's ctx while it sets up a connection
 	// (dial, ApiVersions, SASL): only the dial timeout and the request
 	// timeout overhead bound that, so both are capped by the deadline.
@@ -132,31 +143,39 @@ func (r *Reader) newClient(a AliasSpec) (*kgo.Client, *kadm.Client, error) {
 	if d, ok := kconn.RequestTimeout(a.Conn.ClientConfig); ok && d < bound {
 		bound = d
 	}
-	opts := make([]kgo.Opt, 0, len(r.opts[a.Name])+6)
+	opts := make([]kgo.Opt, 0, len(r.opts[a.Name])+8+len(extra))
 	opts = append(opts,
 		kgo.FetchMaxWait(500*time.Millisecond), // overridable by fetch.max.wait.ms
 		kgo.KeepControlRecords(),               // so a partition ending in a txn marker is seen to end
 	)
 	opts = append(opts, r.opts[a.Name]...)
-	// Read-ahead is bounded whatever client_config says: one fetch of at
-	// most ReadAheadBytes at a time (less when fetch.max.bytes says so), so
-	// a client that reads slowly holds at most about that much here.
-	fetchMax := int32(ReadAheadBytes)
-	if v, ok := kconn.Int(a.Conn.ClientConfig, "fetch.max.bytes"); ok && v < ReadAheadBytes {
-		fetchMax = int32(v)
-	}
+	// Read-ahead is bounded whatever client_config says: one fetch at a
+	// time, in flight or buffered, of at most fetchBudget bytes (less when
+	// fetch.max.bytes says so); a stream shrinks it further by the
+	// compression it sees (fetchSizer).
+	fetchBytes := fetchMax(a)
 	opts = append(opts,
 		kgo.MaxConcurrentFetches(1),
-		kgo.FetchMaxBytes(fetchMax),
-		kgo.FetchMaxPartitionBytes(fetchMax),
+		kgo.FetchMaxBytes(fetchBytes),
+		kgo.FetchMaxPartitionBytes(fetchBytes),
 		kgo.DialTimeout(bound),
 		kgo.RequestTimeoutOverhead(max(bound, 100*time.Millisecond)),
 		kgo.ClientID(ReaderClientID),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
+	opts = append(opts, extra...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, nil, &brokerError{op: "connect", alias: a.Name, kind: ErrBrokerFailure, cause: err}
 	}
 	return cl, kadm.NewClient(cl), nil
+}
+
+// fetchMax is the most one fetch of a's client asks for: fetchBudget, or
+// fetch.max.bytes when that is smaller.
+func fetchMax(a AliasSpec) int32 {
+	if v, ok := kconn.Int(a.Conn.ClientConfig, "fetch.max.bytes"); ok && v < fetchBudget {
+		return int32(v)
+	}
+	return fetchBudget
 }

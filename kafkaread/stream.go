@@ -56,7 +56,8 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 	if limit == 0 || limit > MaxStreamRecords {
 		limit = MaxStreamRecords
 	}
-	cl, adm, err := r.newClient(a)
+	sizer := newFetchSizer(fetchMax(a))
+	cl, adm, err := r.newClient(a, sizer.opts()...)
 	if err != nil {
 		return err
 	}
@@ -66,7 +67,7 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 	if err != nil || len(parts) == 0 {
 		return err
 	}
-	m := newMerger(a.Topic, q.ToTS, parts)
+	m := newMerger(a.Topic, q.ToTS, parts, sizer)
 	if r.onMerger != nil {
 		r.onMerger(m)
 	}

@@ -202,8 +202,8 @@ func TestStreamSnapshot(t *testing.T) {
 }
 
 // TestStreamReadAheadIsBounded: a client that stops reading does not make
-// the worker fetch the whole window: what is fetched beyond what was
-// emitted stays within a small multiple of ReadAheadBytes.
+// the worker fetch the whole window: what is queued beyond what was
+// emitted stays within queueBudget (plus a record per partition).
 func TestStreamReadAheadIsBounded(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(4, topicIn))
@@ -238,8 +238,8 @@ func TestStreamReadAheadIsBounded(t *testing.T) {
 	<-done
 	// The merger's own goroutine is the one that stalled, so its peak is
 	// what it queued before and while the client stopped.
-	if peak, limit := m.Load().peak, 2*ReadAheadBytes+4*len(value); peak > limit {
-		t.Errorf("queued up to %d bytes for a client that took 200 records, want at most %d (2 × ReadAheadBytes + a record per partition)", peak, limit)
+	if peak, limit := m.Load().peak, queueBudget+4*len(value); peak > limit {
+		t.Errorf("queued up to %d bytes for a client that took 200 records, want at most %d (queueBudget + a record per partition)", peak, limit)
 	}
 }
 

@@ -40,7 +40,9 @@
 // unlinkat), SQLite reads shared files through a read-only VFS serving the
 // descriptor that was checked, and databases are built in a private folder
 // before they are moved in. What is read from peers' files is bounded
-// (archives inflate to at most 1 GiB for a trace, 16 GiB for a fold).
+// (archives inflate to the size their SQLite header declares, at most 1 GiB
+// for a trace, 16 GiB for a fold). An archive a trace cannot read is
+// refused once and remembered while its size and mtime stay the same.
 //
 // Every database file has the same schema, built by numbered steps recorded
 // in PRAGMA user_version (currently 1): meta(key, value); events(id, ts_ms,

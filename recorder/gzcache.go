@@ -1,8 +1,11 @@
 package recorder
 
 import (
+	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,20 +19,35 @@ import (
 // inflates to is bounded here, not by the file.
 const (
 	// MaxInflatedArchiveBytes caps the decompressed size of one archive read
-	// by Trace or TraceByLabel: 1 GiB. A larger archive is skipped with
-	// ErrArchiveTooLarge (logged, the rest of the history is still read).
+	// by Trace or TraceByLabel: 1 GiB. A larger archive is refused with
+	// ErrArchiveTooLarge (logged once, the rest of the history is still
+	// read). Below it, an archive may not inflate beyond the size its SQLite
+	// header declares (see inflateTo).
 	MaxInflatedArchiveBytes = 1 << 30
 	// maxCacheBytes caps the decompressed copies kept between traces; least
 	// recently used idle copies are removed beyond it.
 	maxCacheBytes = 2 << 30
 	// maxCacheEntries caps the number of copies kept.
 	maxCacheEntries = 8
+	// maxRefusedArchives caps the refused archives remembered; the least
+	// recently met is forgotten beyond it (and costs one more inflation
+	// when met again).
+	maxRefusedArchives = 1024
 )
 
 // ErrArchiveTooLarge: an archive decompresses to more than the cap that
-// applies to it (MaxInflatedArchiveBytes for traces). Nothing beyond the cap
-// was written.
+// applies to it (MaxInflatedArchiveBytes for traces, or less when its
+// SQLite header declares less). Nothing beyond the cap was written.
 var ErrArchiveTooLarge = errors.New("recorder: archive decompresses beyond its size cap")
+
+// ErrArchiveNotDatabase: an archive does not decompress to a SQLite
+// database: it is empty, does not start with a valid SQLite header, or
+// holds less than the header declares.
+var ErrArchiveNotDatabase = errors.New("recorder: archive does not decompress to a SQLite database")
+
+// errArchiveRefused marks an archive refused by this or an earlier trace:
+// it is skipped without a word (recorder_archive_refused was logged once).
+var errArchiveRefused = errors.New("recorder: archive refused")
 
 // gzCache keeps decompressed copies of archives so repeated traces do not
 // inflate the same archive again. An entry is valid while the archive's
@@ -47,6 +65,16 @@ type gzCache struct {
 	total      int64 // bytes of the copies in entries
 	tick       uint64
 	entries    map[string]*gzEntry
+	maxRefused int
+	refused    map[string]*refusal // archives not to inflate again while unchanged
+}
+
+// refusal remembers an archive that could not be read, by the size and
+// mtime it had then: replacing the archive changes both.
+type refusal struct {
+	modTime time.Time
+	size    int64
+	lastUse uint64
 }
 
 type gzEntry struct {
@@ -63,16 +91,26 @@ type gzEntry struct {
 
 func newGzCache(base, prefix string) *gzCache {
 	return &gzCache{base: base, prefix: prefix, maxEntries: maxCacheEntries,
-		maxFile: MaxInflatedArchiveBytes, maxTotal: maxCacheBytes, entries: map[string]*gzEntry{}}
+		maxFile: MaxInflatedArchiveBytes, maxTotal: maxCacheBytes, entries: map[string]*gzEntry{},
+		maxRefused: maxRefusedArchives, refused: map[string]*refusal{}}
 }
 
 // open returns the path of a decompressed copy of the archive f and a
 // release function the caller must call when done with it. One caller
 // inflates; concurrent callers for the same archive wait for it (or for
-// their ctx).
+// their ctx). An archive refused before, unchanged since, is not inflated
+// again: open returns errArchiveRefused at once.
 func (c *gzCache) open(ctx context.Context, r *Recorder, f histFile) (string, func(), error) {
 	c.mu.Lock()
 	c.tick++
+	if rf := c.refused[f.path]; rf != nil {
+		if rf.modTime.Equal(f.modTime) && rf.size == f.size {
+			rf.lastUse = c.tick
+			c.mu.Unlock()
+			return "", nil, errArchiveRefused
+		}
+		delete(c.refused, f.path)
+	}
 	e := c.entries[f.path]
 	if e != nil && (!e.modTime.Equal(f.modTime) || e.size != f.size) {
 		c.drop(f.path, e)
@@ -99,6 +137,10 @@ func (c *gzCache) open(ctx context.Context, r *Recorder, f histFile) (string, fu
 	c.mu.Unlock()
 
 	tmp, n, err := c.inflate(ctx, r, f)
+	if err != nil && refusable(err) {
+		c.refuse(r, f, err)
+		err = fmt.Errorf("%w: %w", errArchiveRefused, err)
+	}
 
 	c.mu.Lock()
 	e.tmp, e.bytes, e.err = tmp, n, err
@@ -161,8 +203,48 @@ func (c *gzCache) evict() {
 	}
 }
 
-// prune drops every entry whose archive is not among present with the same
-// mtime and size: the archive was removed or replaced.
+// refusable reports whether an inflation failed because of the archive's
+// content (remembered: the same bytes fail the same way), not because of
+// this worker (its disk, its context) or a file that vanished.
+func refusable(err error) bool {
+	var corrupt flate.CorruptInputError
+	return errors.Is(err, ErrArchiveTooLarge) || errors.Is(err, ErrArchiveNotDatabase) ||
+		errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &corrupt)
+}
+
+// refuse remembers that the archive f cannot be read (err says why), drops
+// its cached copy, counts it and logs recorder_archive_refused, naming the
+// file and the reason, never the content. An archive already refused, the
+// same size and mtime, is not logged again.
+func (c *gzCache) refuse(r *Recorder, f histFile, err error) {
+	c.mu.Lock()
+	c.tick++
+	if rf := c.refused[f.path]; rf != nil && rf.modTime.Equal(f.modTime) && rf.size == f.size {
+		c.mu.Unlock()
+		return
+	}
+	c.refused[f.path] = &refusal{modTime: f.modTime, size: f.size, lastUse: c.tick}
+	for len(c.refused) > c.maxRefused {
+		var oldest string
+		for p, rf := range c.refused {
+			if oldest == "" || rf.lastUse < c.refused[oldest].lastUse {
+				oldest = p
+			}
+		}
+		delete(c.refused, oldest)
+	}
+	if e := c.entries[f.path]; e != nil && e.modTime.Equal(f.modTime) && e.size == f.size {
+		c.drop(f.path, e)
+	}
+	c.mu.Unlock()
+	r.stats.archivesRefused.Add(1)
+	r.log.Warn("recorder_archive_refused", "file", f.rel, "size_bytes", f.size, "reason", err.Error(),
+		"detail", "skipped by traces until it changes")
+}
+
+// prune drops every entry and refusal whose archive is not among present
+// with the same mtime and size: the archive was removed or replaced.
 func (c *gzCache) prune(present []histFile) {
 	keep := map[string]histFile{}
 	for _, f := range present {
@@ -176,6 +258,12 @@ func (c *gzCache) prune(present []histFile) {
 		f, ok := keep[p]
 		if !ok || !e.modTime.Equal(f.modTime) || e.size != f.size {
 			c.drop(p, e)
+		}
+	}
+	for p, rf := range c.refused {
+		f, ok := keep[p]
+		if !ok || !rf.modTime.Equal(f.modTime) || rf.size != f.size {
+			delete(c.refused, p)
 		}
 	}
 }
@@ -195,6 +283,7 @@ func (c *gzCache) inflate(ctx context.Context, r *Recorder, f histFile) (string,
 		return "", 0, err
 	}
 	defer src.Close()
+	r.stats.archiveInflations.Add(1)
 	c.mu.Lock()
 	if c.dir == "" {
 		dir, err := os.MkdirTemp(c.base, c.prefix)
@@ -221,21 +310,82 @@ func (c *gzCache) inflate(ctx context.Context, r *Recorder, f histFile) (string,
 	return out.Name(), n, nil
 }
 
+// sqliteMagic starts every SQLite database file.
+const sqliteMagic = "SQLite format 3\x00"
+
 // inflateTo writes the gunzipped content of src to w, at most max bytes:
-// more gives ErrArchiveTooLarge. It stops when ctx ends.
+// more gives ErrArchiveTooLarge. The content must be a SQLite database: its
+// first 100 bytes a SQLite header (else ErrArchiveNotDatabase, after
+// inflating only those), and when the header declares the database's size
+// (page size × page count, valid when the version-valid-for number equals
+// the change counter, as every SQLite since 3.7.0 writes it), exactly that
+// many bytes: a declared size above max is refused before inflating more,
+// content beyond it is ErrArchiveTooLarge, content short of it
+// ErrArchiveNotDatabase. It stops when ctx ends.
 func inflateTo(ctx context.Context, w io.Writer, src io.Reader, max int64) (int64, error) {
 	zr, err := gzip.NewReader(src)
+	if errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("%w (an empty file)", ErrArchiveNotDatabase)
+	}
 	if err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(w, io.LimitReader(ctxReader{ctx, zr}, max+1))
+	in := ctxReader{ctx, zr}
+	var head [100]byte
+	if n, err := io.ReadFull(in, head[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, fmt.Errorf("%w (%d bytes)", ErrArchiveNotDatabase, n)
+		}
+		return 0, err
+	}
+	declared, err := declaredSize(head[:])
+	if err != nil {
+		return 0, err
+	}
+	limit := max
+	if declared > 0 {
+		if declared > max {
+			return 0, fmt.Errorf("%w (its header declares %d bytes, the cap is %d)", ErrArchiveTooLarge, declared, max)
+		}
+		limit = declared
+	}
+	if _, err := w.Write(head[:]); err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(w, io.LimitReader(in, limit-int64(len(head))+1))
+	n += int64(len(head))
 	if err != nil {
 		return n, err
 	}
-	if n > max {
+	switch {
+	case n > limit && declared > 0:
+		return n, fmt.Errorf("%w (content beyond the %d bytes its header declares)", ErrArchiveTooLarge, declared)
+	case n > limit:
 		return n, fmt.Errorf("%w (%d bytes)", ErrArchiveTooLarge, max)
+	case n < declared:
+		return n, fmt.Errorf("%w (%d bytes, its header declares %d)", ErrArchiveNotDatabase, n, declared)
 	}
 	return n, zr.Close()
+}
+
+// declaredSize checks a SQLite header and returns the database size it
+// declares, or 0 when it declares none that is valid.
+func declaredSize(head []byte) (int64, error) {
+	if !bytes.HasPrefix(head, []byte(sqliteMagic)) {
+		return 0, fmt.Errorf("%w (no SQLite header)", ErrArchiveNotDatabase)
+	}
+	pageSize := int64(binary.BigEndian.Uint16(head[16:18]))
+	if pageSize == 1 {
+		pageSize = 65536
+	}
+	if pageSize < 512 || pageSize&(pageSize-1) != 0 {
+		return 0, fmt.Errorf("%w (page size %d)", ErrArchiveNotDatabase, pageSize)
+	}
+	pages := int64(binary.BigEndian.Uint32(head[28:32]))
+	if pages == 0 || !bytes.Equal(head[24:28], head[92:96]) {
+		return 0, nil
+	}
+	return pageSize * pages, nil
 }
 
 // ctxReader stops a long copy when its context ends.

@@ -112,34 +112,43 @@ type Stats struct {
 	ArchivedFiles   uint64 // sealed files folded into archives by this worker
 	ArchiveErrors   uint64
 	MergedRemoved   uint64 // merge results removed by retention
-	MemoryOnly      bool   // events are kept in memory only (see Recorder.MemoryOnly)
+	// ArchiveInflations counts archives decompressed (or begun to be) for
+	// Trace and TraceByLabel: one per copy made, refused or not.
+	ArchiveInflations uint64
+	// ArchivesRefused counts archives refused by traces (too large, not a
+	// database, corrupt): each once while it stays unchanged.
+	ArchivesRefused uint64
+	MemoryOnly      bool // events are kept in memory only (see Recorder.MemoryOnly)
 }
 
 type stats struct {
 	eventsWritten, tasksWritten, eventsDropped, tasksDropped atomic.Uint64
 	writeErrors, rowsLost, seals, sealErrors                 atomic.Uint64
 	archivedFiles, archiveErrors, mergedRemoved              atomic.Uint64
+	archiveInflations, archivesRefused                       atomic.Uint64
 }
 
 // Stats returns the current counters.
 func (r *Recorder) Stats() Stats {
 	n, drops := r.subs.stats()
 	return Stats{
-		EventsWritten:   r.stats.eventsWritten.Load(),
-		TasksWritten:    r.stats.tasksWritten.Load(),
-		EventsDropped:   r.stats.eventsDropped.Load(),
-		TasksDropped:    r.stats.tasksDropped.Load(),
-		SubscriberDrops: drops,
-		Subscribers:     n,
-		Queued:          len(r.in),
-		RowsLost:        r.stats.rowsLost.Load(),
-		WriteErrors:     r.stats.writeErrors.Load(),
-		Seals:           r.stats.seals.Load(),
-		SealErrors:      r.stats.sealErrors.Load(),
-		ArchivedFiles:   r.stats.archivedFiles.Load(),
-		ArchiveErrors:   r.stats.archiveErrors.Load(),
-		MergedRemoved:   r.stats.mergedRemoved.Load(),
-		MemoryOnly:      r.memory,
+		EventsWritten:     r.stats.eventsWritten.Load(),
+		TasksWritten:      r.stats.tasksWritten.Load(),
+		EventsDropped:     r.stats.eventsDropped.Load(),
+		TasksDropped:      r.stats.tasksDropped.Load(),
+		SubscriberDrops:   drops,
+		Subscribers:       n,
+		Queued:            len(r.in),
+		RowsLost:          r.stats.rowsLost.Load(),
+		WriteErrors:       r.stats.writeErrors.Load(),
+		Seals:             r.stats.seals.Load(),
+		SealErrors:        r.stats.sealErrors.Load(),
+		ArchivedFiles:     r.stats.archivedFiles.Load(),
+		ArchiveErrors:     r.stats.archiveErrors.Load(),
+		MergedRemoved:     r.stats.mergedRemoved.Load(),
+		ArchiveInflations: r.stats.archiveInflations.Load(),
+		ArchivesRefused:   r.stats.archivesRefused.Load(),
+		MemoryOnly:        r.memory,
 	}
 }
 

@@ -18,7 +18,10 @@ const maxTraceEvents = 10000
 // Trace returns every event of taskID, oldest first, from the live file (or
 // the memory ring), this cluster's sealed files (every worker's) and its
 // archives. Archives are decompressed once into a bounded cache (at most
-// MaxInflatedArchiveBytes each; a larger one is skipped and logged). An
+// MaxInflatedArchiveBytes each, and no more than their SQLite header
+// declares); one that is larger, not a database or corrupt is refused,
+// logged once (recorder_archive_refused) and skipped by later traces
+// while it stays unchanged. An
 // event seen in two files (an archive pass in progress) is returned once.
 // Files removed by a concurrent archive pass are skipped. It stops when ctx
 // ends.
@@ -174,7 +177,9 @@ func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func
 }
 
 // queryHist runs fn on a sealed file, or on the cached decompressed copy of
-// an archive. A file that vanished meanwhile yields nothing.
+// an archive. A file that vanished meanwhile yields nothing, and so does a
+// refused archive (logged once by the cache): one that does not inflate to
+// a database within its cap, or whose copy SQLite finds corrupt.
 func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sql.DB) ([]T, error)) ([]T, error) {
 	var out []T
 	var err error
@@ -185,12 +190,28 @@ func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sql
 		if err == nil {
 			defer release()
 			out, err = queryPath(ctx, tmp, fn)
+			if err != nil && ctx.Err() == nil && notDatabase(err) {
+				r.gz.refuse(r, f, err)
+				err = errArchiveRefused
+			}
 		}
 	} else {
 		out, err = queryShared(ctx, r, f.segs, fn)
 	}
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errArchiveRefused) {
 		return nil, nil
 	}
 	return out, err
+}
+
+// notDatabase reports SQLite's verdict that a file is not a database or
+// is corrupt (SQLITE_NOTADB, SQLITE_CORRUPT and their extended codes).
+func notDatabase(err error) bool {
+	const sqliteCorrupt, sqliteNotADB = 11, 26
+	var coded interface{ Code() int }
+	if !errors.As(err, &coded) {
+		return false
+	}
+	code := coded.Code() & 0xff
+	return code == sqliteCorrupt || code == sqliteNotADB
 }
