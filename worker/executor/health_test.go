@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -233,5 +234,23 @@ exit 0`, fixed, self))
 	})
 	if u, a := p.logged("executor_unavailable"), p.logged("executor_available"); u != 1 || a != 1 {
 		t.Errorf("executor_unavailable logged %d times, executor_available %d; want once each", u, a)
+	}
+}
+
+// A closed spawn pool runs no re-check: a task that finds the binary
+// missing ends at once, waiting or not, instead of retrying the start.
+func TestSpawnClosedPoolUnavailableEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	opts := helperOptions(t, ModeSpawn)
+	opts.BinaryPath, opts.Args = filepath.Join(t.TempDir(), "missing"), nil
+	p := execWatchedPool(t, opts)
+	p.Close()
+	for _, ctx := range []context.Context{t.Context(), worker.WaitForExecutor(t.Context(), nil)} {
+		done := make(chan worker.TaskResult, 1)
+		go func() { done <- p.Run(ctx, execTask("x")) }()
+		res := execAwait(t, done)
+		if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, worker.ErrExecutorUnavailable) {
+			t.Errorf("Run on a closed pool = %s after %d attempts (%v), want failed after 0 with ErrExecutorUnavailable", res.Status, res.Attempts, res.Err)
+		}
 	}
 }

@@ -239,7 +239,10 @@ func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, n int, start
 			return a, nil
 		}
 		if errors.Is(a.Err, ErrStart) && !execMessageStartError(a.Err) {
-			b.markDown(a.Err) // not an attempt: the gate decides what comes next
+			// Not an attempt: the gate decides what comes next.
+			if !b.markDown(a.Err) {
+				return worker.AttemptResult{}, execUnavailable(a.Err) // closed: no re-check runs
+			}
 			continue
 		}
 		started() // nothing ran (ctx ended, no pipes, E2BIG): the attempt counts
@@ -302,12 +305,12 @@ func (b *spawnBackend) gate(ctx context.Context, pol *execWaitPolicy) error {
 }
 
 // markDown makes the executor unavailable after a start failed for err,
-// and starts the re-check loop.
-func (b *spawnBackend) markDown(err error) {
+// and starts the re-check loop; false when the pool is closed.
+func (b *spawnBackend) markDown(err error) bool {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return
+		return false
 	}
 	b.downErr = err
 	b.down.Store(true)
@@ -317,6 +320,7 @@ func (b *spawnBackend) markDown(err error) {
 	}
 	b.mu.Unlock()
 	b.changed()
+	return true
 }
 
 // up notes a process that started: the executor works.
