@@ -191,6 +191,12 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "probe_queue_full", err.Error())
 			return
 		}
+		if errors.Is(err, worker.ErrExecutorUnavailable) {
+			// For the operator: the reason, as /readyz gives it.
+			w.Header().Set("Retry-After", executorRetryAfter)
+			writeError(w, http.StatusServiceUnavailable, "executor_unavailable", err.Error())
+			return
+		}
 		writeError(w, http.StatusUnprocessableEntity, "handler_error", err.Error())
 		return
 	}

@@ -151,6 +151,13 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 		in.reject(w, name, http.StatusServiceUnavailable, "draining", "draining", "the worker is shutting down")
 		return
 	}
+	if in.app.ExecutorHealth().State == worker.ExecutorUnavailable {
+		// Nothing can run: tell the caller at once rather than hold the
+		// request until the executor is back.
+		w.Header().Set("Retry-After", executorRetryAfter)
+		in.reject(w, name, http.StatusServiceUnavailable, "executor_unavailable", "executor_unavailable", executorUnavailableDetail)
+		return
+	}
 	if r.ContentLength > in.maxBody {
 		in.reject(w, name, http.StatusRequestEntityTooLarge, "too_large", "body_too_large",
 			fmt.Sprintf("request body is %d bytes; sources.http.max_body_bytes is %d", r.ContentLength, in.maxBody))
@@ -200,6 +207,11 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, context.Canceled):
 			status, code = 499, "client_closed"
+		case errors.Is(err, worker.ErrExecutorUnavailable):
+			// The executor became unavailable while the request waited
+			// for it: nothing ran.
+			w.Header().Set("Retry-After", executorRetryAfter)
+			status, code, detail = http.StatusServiceUnavailable, "executor_unavailable", executorUnavailableDetail
 		case errors.Is(err, worker.ErrDeliveryStalled):
 			// The task failed and its message could not be written to the
 			// DLQ: nothing kept it, so the caller must retry.
@@ -218,6 +230,14 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 	in.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
 	writeJSON(w, status, resp.Body)
 }
+
+// The answer while the executor is unavailable: 503 with Retry-After. The
+// detail names the executor but not why (that is for operators: /readyz,
+// the executor_unavailable log).
+const (
+	executorRetryAfter        = "5"
+	executorUnavailableDetail = "the executor is unavailable (it cannot be started or does not get ready); nothing was run: retry later"
+)
 
 // labelHeaders collects X-Svc-Label-<name> headers as task labels.
 func labelHeaders(h http.Header) map[string]string {

@@ -225,23 +225,90 @@ func TestIngressBinaryOutputIsBase64(t *testing.T) {
 }
 
 // TestIngressMissingExecutorKeepsServing: an executor removed while the
-// worker runs (config load refuses a missing one) fails each request with a
-// 502 naming executor.binary_path; the worker keeps serving.
+// worker runs (config load refuses a missing one) makes the executor
+// unavailable: each request is answered 503 executor_unavailable with
+// Retry-After (nothing ran; not a 502 blaming the request), /readyz names
+// executor.binary_path, and the worker keeps serving: once the binary is
+// back, requests run again.
 func TestIngressMissingExecutorKeepsServing(t *testing.T) {
 	t.Parallel()
 	bin := script(t, "cat")
 	cfg := testConfig(t, bin)
 	cfg.Handler.MaxAttempts = 1
 	s := startStack(t, cfg)
-	if err := os.Remove(bin); err != nil {
+	if err := os.Rename(bin, bin+".away"); err != nil {
 		t.Fatal(err)
 	}
-	r := do(t, "POST", s.inURL+"/v1/process", "x")
-	if r.status != 502 || !strings.Contains(r.body, "executor.binary_path") {
-		t.Errorf("missing executor = %d %s, want 502 naming executor.binary_path", r.status, r.body)
+	for i := range 2 { // the first finds out, the second is refused up front
+		r := do(t, "POST", s.inURL+"/v1/process", "x")
+		if r.status != 503 || !strings.Contains(r.body, `"error":"executor_unavailable"`) || r.header.Get("Retry-After") == "" {
+			t.Errorf("request %d with the executor missing = %d %s, want 503 executor_unavailable with Retry-After", i, r.status, r.body)
+		}
+	}
+	if r := do(t, "GET", s.uiURL+"/readyz", ""); r.status != 503 || !strings.Contains(r.body, "executor: executor.binary_path cannot be started") {
+		t.Errorf("readyz with the executor missing = %d %s, want 503 naming executor.binary_path", r.status, r.body)
 	}
 	if r := do(t, "GET", s.uiURL+"/healthz", ""); r.status != 200 {
 		t.Errorf("healthz after executor failure = %d", r.status)
+	}
+	if err := os.Rename(bin+".away", bin); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, wait.Long, "readyz answers 200 once the executor is back", func() (bool, string) {
+		r := do(t, "GET", s.uiURL+"/readyz", "")
+		return r.status == 200, r.body
+	})
+	if r := do(t, "POST", s.inURL+"/v1/process", "back"); r.status != 200 {
+		t.Errorf("request once the executor is back = %d %s, want 200", r.status, r.body)
+	}
+}
+
+// TestIngressExecutorUnavailableAnswers503: while the executor cannot get
+// ready (persistent children that exit at once), the ingress answers 503
+// executor_unavailable with Retry-After at once, rather than running the
+// request into a failure (502) or holding it; /readyz names the executor.
+// Once the executor works, requests are served again.
+func TestIngressExecutorUnavailableAnswers503(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := filepath.Join(t.TempDir(), "fixed")
+	bin := script(t, fmt.Sprintf("[ -e %q ] || { echo 'cannot load the model' >&2; exit 1; }\nexec %q exec-demo", fixed, self))
+	cfg := testConfig(t, bin)
+	cfg.Executor.Mode = "persistent"
+	s := startStack(t, cfg)
+
+	for i := range 2 { // the first may arrive while the children still start
+		start := time.Now()
+		r := do(t, "POST", s.inURL+"/v1/process", "x")
+		var e ErrorBody
+		_ = json.Unmarshal([]byte(r.body), &e)
+		if r.status != 503 || e.Error != "executor_unavailable" || !strings.Contains(e.Detail, "executor") || r.header.Get("Retry-After") == "" {
+			t.Fatalf("request %d = %d %s (Retry-After %q), want 503 executor_unavailable with Retry-After", i, r.status, r.body, r.header.Get("Retry-After"))
+		}
+		if took := time.Since(start); took > 20*time.Second {
+			t.Errorf("request %d was held %s before its 503", i, took)
+		}
+	}
+	r := do(t, "GET", s.uiURL+"/readyz", "")
+	if r.status != 503 || !strings.Contains(r.body, "executor: ") {
+		t.Errorf("readyz = %d %s, want 503 with a reason naming the executor", r.status, r.body)
+	}
+	if r := do(t, "GET", s.uiURL+"/healthz", ""); r.status != 200 {
+		t.Errorf("healthz = %d, want 200 (the process serves)", r.status)
+	}
+
+	if err := os.WriteFile(fixed, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, wait.Long, "readyz answers 200 once the executor works", func() (bool, string) {
+		r := do(t, "GET", s.uiURL+"/readyz", "")
+		return r.status == 200, r.body
+	})
+	if r := do(t, "POST", s.inURL+"/v1/process", "hello"); r.status != 200 {
+		t.Errorf("request after the recovery = %d %s, want 200", r.status, r.body)
 	}
 }
 

@@ -38,7 +38,7 @@ func newIngressMetrics(reg prometheus.Registerer) *ingressMetrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
 	}
-	for _, reason := range []string{"unauthorized", "rate_limited", "client_concurrency", "overloaded", "too_large", "body_timeout", "bad_request", "draining"} {
+	for _, reason := range []string{"unauthorized", "rate_limited", "client_concurrency", "overloaded", "too_large", "body_timeout", "bad_request", "draining", "executor_unavailable"} {
 		m.rejections.WithLabelValues(reason)
 	}
 	reg.MustRegister(m.requests, m.rejections, m.inFlight, m.duration)

@@ -68,9 +68,14 @@ type App struct {
 	cancelTasks context.CancelFunc
 	work        workCount
 
-	mu      sync.Mutex
-	notYet  map[string]string // readiness reasons by component
-	closing bool
+	// drainStarted is closed when the drain begins: tasks waiting for an
+	// unavailable executor stop waiting then.
+	drainStarted chan struct{}
+
+	mu       sync.Mutex
+	notYet   map[string]string // readiness reasons by component
+	closing  bool
+	execHlth ExecutorHealth // the executor's, as last reported
 }
 
 // New builds the App; it starts no goroutines.
@@ -87,6 +92,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	a := &App{
 		cfg: cfg, log: d.Log.With("component", "worker"), ids: NewIDGen(), started: time.Now(), events: d.Events,
 		runner: d.Runner, cost: d.Cost, sinks: d.Sinks, cache: d.Cache, notYet: map[string]string{}, probes: make(chan struct{}, ProbeQueueSize),
+		drainStarted: make(chan struct{}), execHlth: ExecutorHealth{State: ExecutorAvailable},
 	}
 	a.taskCtx, a.cancelTasks = context.WithCancel(context.Background())
 	h := d.Handler
@@ -188,6 +194,45 @@ func (a *App) SetReady(component, reason string) {
 	}
 }
 
+// SetExecutorHealth records the executor's health (the builder wires the
+// pool's reports here): readiness gets an "executor" reason while it is
+// not available, the HTTP ingress and probes answer 503 while it is
+// unavailable, and the change is a recorder state event.
+func (a *App) SetExecutorHealth(h ExecutorHealth) {
+	a.mu.Lock()
+	prev := a.execHlth
+	a.execHlth = h
+	a.mu.Unlock()
+	reason := ""
+	if !h.Available() {
+		reason = h.Reason
+		if reason == "" {
+			reason = h.State
+		}
+	}
+	a.SetReady("executor", reason)
+	if prev.State != h.State || prev.Reason != h.Reason {
+		a.events.State("executor", map[string]any{"state": h.State, "reason": h.Reason})
+	}
+}
+
+// ExecutorHealth is the executor's health as last reported (available
+// when nothing reports it).
+func (a *App) ExecutorHealth() ExecutorHealth {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.execHlth
+}
+
+// executorUnavailable is the error for work refused because the executor
+// is unavailable, nil when it is not.
+func (a *App) executorUnavailable() error {
+	if h := a.ExecutorHealth(); h.State == ExecutorUnavailable {
+		return fmt.Errorf("%w: %s", ErrExecutorUnavailable, h.Reason)
+	}
+	return nil
+}
+
 // Ready reports whether every enabled source runs and no drain has begun,
 // with the reasons if not.
 func (a *App) Ready() (bool, []string) {
@@ -258,7 +303,14 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 	if a.cache != nil {
 		undo = a.cache.Prepare(t)
 	}
-	res := a.runner.Run(a.taskCtx, t)
+	ctx := a.taskCtx
+	if source == SourceKafka {
+		// A Kafka message is never failed for an executor that cannot run:
+		// its task waits (intake is held meanwhile) until the executor
+		// recovers or the drain begins, and then stays uncommitted.
+		ctx = WaitForExecutor(ctx, a.drainStarted)
+	}
+	res := a.runner.Run(ctx, t)
 	if res.Task == nil {
 		res.Task = t
 	}
@@ -302,6 +354,9 @@ func (a *App) Deliver(res *TaskResult) error {
 func (a *App) BeginDrain() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.closing {
+		close(a.drainStarted)
+	}
 	a.closing = true
 }
 

@@ -194,3 +194,70 @@ func TestLabelsAreBounded(t *testing.T) {
 		t.Errorf("svc_task_labels_dropped_total = %v, want %d", got, len(labels)-MaxLabels)
 	}
 }
+
+// The executor's health reaches readiness and the HTTP path: an
+// unavailable executor makes the worker not ready naming it, HandleHTTP
+// refuses with ErrExecutorUnavailable without running anything, a result
+// that did not run for it is neither delivered nor completed, and only
+// Kafka tasks are told to wait for the executor (until the drain).
+func TestAppExecutorHealth(t *testing.T) {
+	cfg := config.Default()
+	cfg.Executor.BinaryPath = "/bin/cat"
+	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host = true, "127.0.0.1"
+	cfg.Resolve()
+	var ran atomic.Int32
+	var unavailable atomic.Bool
+	waits := map[string]bool{}
+	var mu sync.Mutex
+	runner := runnerFunc(func(ctx context.Context, t *Task) TaskResult {
+		ran.Add(1)
+		wait, stop := ExecutorWait(ctx)
+		mu.Lock()
+		waits[t.Msg.Source] = wait
+		mu.Unlock()
+		if wait {
+			<-stop // the drain began
+		}
+		if unavailable.Load() {
+			return TaskResult{Task: t, Status: StatusFailed, Err: fmt.Errorf("%w: gone", ErrExecutorUnavailable)}
+		}
+		return TaskResult{Task: t, Status: StatusOK}
+	})
+	a, err := New(&cfg, Deps{Runner: runner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready, reasons := a.Ready(); !ready {
+		t.Fatalf("Ready = false %q before any executor report", reasons)
+	}
+	a.SetExecutorHealth(ExecutorHealth{State: ExecutorUnavailable, Reason: "executor.binary_path cannot be started (no such file or directory)"})
+	if ready, reasons := a.Ready(); ready || len(reasons) != 1 || reasons[0] != "executor: executor.binary_path cannot be started (no such file or directory)" {
+		t.Errorf("Ready = %v %q, want not ready naming the executor", ready, reasons)
+	}
+	if _, err := a.HandleHTTP(t.Context(), &HTTPRequest{ID: "r1", Body: []byte("x")}); !errors.Is(err, ErrExecutorUnavailable) || ran.Load() != 0 {
+		t.Errorf("HandleHTTP = %v with %d runs, want ErrExecutorUnavailable and none", err, ran.Load())
+	}
+	a.SetExecutorHealth(ExecutorHealth{State: ExecutorAvailable})
+	if ready, reasons := a.Ready(); !ready {
+		t.Errorf("Ready = false %q once the executor is available", reasons)
+	}
+	unavailable.Store(true) // turns unavailable while the request runs
+	if _, err := a.HandleHTTP(t.Context(), &HTTPRequest{ID: "r2", Body: []byte("x")}); !errors.Is(err, ErrExecutorUnavailable) {
+		t.Errorf("HandleHTTP = %v, want ErrExecutorUnavailable from the unrun result", err)
+	}
+
+	done := make(chan []TaskResult, 1)
+	go func() {
+		done <- a.RunTasks(t.Context(), SourceKafka, []Task{{ID: "k1", Msg: &Message{Source: SourceKafka}}})
+	}()
+	wait.For(t, wait.Long, "the Kafka task runs", func() (bool, string) { return ran.Load() == 2, fmt.Sprint(ran.Load(), " runs") })
+	a.BeginDrain()
+	if res := <-done; !errors.Is(res[0].Err, ErrExecutorUnavailable) {
+		t.Errorf("Kafka task at the drain = %v, want ErrExecutorUnavailable", res[0].Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !waits[SourceKafka] || waits[SourceHTTP] {
+		t.Errorf("tasks told to wait for the executor by source: %v, want kafka only", waits)
+	}
+}

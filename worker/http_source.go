@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -19,7 +20,15 @@ func (e *HandlerError) Unwrap() error { return e.Err }
 // offload pool, every task through the executor pool, results to the sinks
 // when sources.http.sinks_enabled, then the completion hook. Once arranged,
 // the request's work finishes even if ctx ends (the caller went away).
+//
+// While the executor is unavailable nothing runs: the error wraps
+// ErrExecutorUnavailable (the ingress answers 503), also when it became
+// unavailable while the request's tasks waited for it; such a request's
+// results go to no sink and not to the completion hook.
 func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, error) {
+	if err := a.executorUnavailable(); err != nil {
+		return nil, err
+	}
 	tasks, err := Call(ctx, a.offload, func() ([]Task, error) { return a.arrange.ArrangeHTTPRequest(req) })
 	if err != nil {
 		if ctx.Err() != nil {
@@ -38,6 +47,9 @@ func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, 
 		}
 	}
 	results := a.RunTasks(ctx, SourceHTTP, tasks)
+	if err := unrun(results); err != nil {
+		return nil, err
+	}
 	if a.cfg.Sources.HTTP.SinksEnabled {
 		for i := range results {
 			if err := a.Deliver(&results[i]); err != nil {
@@ -51,4 +63,15 @@ func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, 
 		return nil, &HandlerError{Hook: "OnHTTPRequestComplete", Err: err}
 	}
 	return resp, nil
+}
+
+// unrun is the error of the first result that did not run because the
+// executor was unavailable (nil when all ran).
+func unrun(results []TaskResult) error {
+	for i := range results {
+		if errors.Is(results[i].Err, ErrExecutorUnavailable) {
+			return fmt.Errorf("task %s: %w", results[i].Task.ID, results[i].Err)
+		}
+	}
+	return nil
 }

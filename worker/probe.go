@@ -27,10 +27,14 @@ type ProbeRequest struct {
 // Probe runs caller bytes through the live handler and the real executor
 // pool as a message of source "probe". Results go to no sink and no offset
 // moves. The Kafka handler arranges it when the Kafka source is on, else the
-// HTTP hooks do.
+// HTTP hooks do. While the executor is unavailable the error wraps
+// ErrExecutorUnavailable (503).
 func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error) {
 	if a.Closing() {
 		return nil, ErrClosing
+	}
+	if err := a.executorUnavailable(); err != nil {
+		return nil, err
 	}
 	select {
 	case a.probes <- struct{}{}:
@@ -68,7 +72,11 @@ func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error)
 			t.Labels = setLabel(t.Labels, k, v)
 		}
 	}
-	return a.RunTasks(ctx, SourceProbe, tasks), nil
+	results := a.RunTasks(ctx, SourceProbe, tasks)
+	if err := unrun(results); err != nil {
+		return nil, err
+	}
+	return results, nil
 }
 
 // ProbeQueue reports the probes running or waiting now and the queue size.

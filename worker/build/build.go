@@ -8,11 +8,13 @@
 //
 // Build order (each part may use the ones before it): sockets, metrics
 // registry and events, executor pool, monitors, handler cache, sinks and
-// DLQ, App, Kafka source, then with the UI on: fleet registry, flight
-// recorder, Kafka read API, DLQ redrive, UI release, UI server, cache
-// exchange; then the metrics exporter and the HTTP ingress. Shutdown is
-// the lifecycle's (worker.Lifecycle): intake, drain, sinks, services in
-// reverse, then the released parts in reverse build order.
+// DLQ, App, Kafka source, the executor's health wired into both and the
+// pool started (persistent children start here), then with the UI on:
+// fleet registry, flight recorder, Kafka read API, DLQ redrive, UI
+// release, UI server, cache exchange; then the metrics exporter and the
+// HTTP ingress. Shutdown is the lifecycle's (worker.Lifecycle): intake,
+// drain, sinks, services in reverse, then the released parts in reverse
+// build order.
 package build
 
 import (
@@ -153,6 +155,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 	if cfg.Sources.Kafka.Enabled {
 		w.Kafka = kafka.New(w.App, reg, log)
 	}
+	w.watchExecutor(runner)
 	var services []service
 	if w.Monitor != nil {
 		services = append(services, service{"runtime_health", w.Monitor})
@@ -197,6 +200,25 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 	}
 	w.life = life
 	return w, nil
+}
+
+// watchExecutor wires the executor's health (when the runner reports it)
+// into readiness, the ingress and probes (through the App) and the Kafka
+// source's intake hold, then starts the pool: persistent children start
+// now, not on the first task, so that /readyz and the hold reflect them
+// from startup.
+func (w *Worker) watchExecutor(runner worker.TaskRunner) {
+	if hs, ok := runner.(worker.ExecutorHealthSource); ok {
+		hs.WatchExecutorHealth(func(h worker.ExecutorHealth) {
+			w.App.SetExecutorHealth(h)
+			if w.Kafka != nil {
+				w.Kafka.SetExecutorHold(h.State == worker.ExecutorUnavailable)
+			}
+		})
+	}
+	if w.Pool != nil {
+		w.Pool.Start()
+	}
 }
 
 // owned is what New has built and must release on an error.

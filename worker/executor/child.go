@@ -28,6 +28,7 @@ type child struct {
 	stderr  *execStderr
 	exited  chan struct{} // closed once the process was reaped
 	startAt time.Time
+	readyAt time.Time // set by its seat when it got ready
 
 	// Used by the holder only.
 	outRC  syscall.RawConn  // stdout, for the look for stray output; nil: look in r only
@@ -43,6 +44,7 @@ type child struct {
 	downWhy   string        // the restart reason of the first markDown
 	closePend bool          // reaped while busy: the holder closes the pipes
 	inLoop    bool          // started during its seat's crash loop, no answer yet
+	probation bool          // ready while the executor was unavailable; not trusted yet
 	served    int           // tasks handed to it
 	answered  int           // result frames it sent
 	downCh    chan struct{} // closed when the child leaves service
@@ -110,7 +112,8 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 	c.closePipes()
 	switch {
 	case timedOut.Load():
-		return nil, execReasonNotReady, fmt.Errorf("%w: no ready frame within %s (executor.ready_timeout)%s", ErrStart, readyTimeout, tail)
+		return nil, execReasonNotReady, &execReadyErr{cause: "no ready frame within executor.ready_timeout",
+			err: fmt.Errorf("%w: no ready frame within %s (executor.ready_timeout)%s", ErrStart, readyTimeout, tail)}
 	case ctx.Err() != nil:
 		return nil, execReasonStopped, fmt.Errorf("%w: %w", ErrStart, ctx.Err())
 	case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && execSignaled(c.cmd.ProcessState):
@@ -119,11 +122,22 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 		return nil, execReasonKilled, fmt.Errorf("%w: executor.binary_path %q was killed before its ready frame (%s)%s",
 			ErrStart, s.opts.BinaryPath, c.cmd.ProcessState, tail)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, execReasonNotReady, fmt.Errorf("%w: executor.binary_path %q exited before its ready frame (%s)%s",
-			ErrStart, s.opts.BinaryPath, c.cmd.ProcessState, tail)
+		return nil, execReasonNotReady, &execReadyErr{cause: "they exit before their ready frame",
+			err: fmt.Errorf("%w: executor.binary_path %q exited before its ready frame (%s)%s", ErrStart, s.opts.BinaryPath, c.cmd.ProcessState, tail)}
 	}
-	return nil, execReasonNotReady, fmt.Errorf("%w: executor.binary_path %q: %w%s", ErrStart, s.opts.BinaryPath, err, tail)
+	return nil, execReasonNotReady, &execReadyErr{cause: "their first frame is not a ready frame",
+		err: fmt.Errorf("%w: executor.binary_path %q: %w%s", ErrStart, s.opts.BinaryPath, err, tail)}
 }
+
+// execReadyErr is a child's failed start-up; cause says it in short,
+// without the child's output.
+type execReadyErr struct {
+	cause string
+	err   error
+}
+
+func (e *execReadyErr) Error() string { return e.err.Error() }
+func (e *execReadyErr) Unwrap() error { return e.err }
 
 // execCheckReady accepts a ready frame's header.
 func execCheckReady(header []byte) error {

@@ -11,10 +11,16 @@
 //     kept), SVC_* environment variables, the optional fd 3 side channel
 //     (fd3.go: annotations, labels, cache writes); the exit code is the
 //     outcome; on timeout the whole process group is killed.
-//   - persistent (persistent.go, child.go, frame.go, protocol v2):
-//     long-lived children that read request frames
-//     and answer result frames; a child that dies, hangs or breaks the
-//     protocol is killed and replaced, and the task is retried.
+//   - persistent (persistent.go, seat.go, child.go, frame.go, protocol
+//     v2): long-lived children, started by Pool.Start, that read request
+//     frames and answer result frames; a child that dies, hangs or breaks
+//     the protocol is killed and replaced, and the task is retried.
+//
+// An executor that cannot be started or get ready is unavailable, not the
+// task's failure (health.go): no attempt is charged, the task waits
+// (worker.WaitForExecutor) or ends with worker.ErrExecutorUnavailable, and
+// the pool reports its health to watchers (readiness, the Kafka intake
+// hold), the svc_executor_healthy gauge and the log.
 //
 // guard.go starts the guard process that kills executor trees left behind
 // by a SIGKILLed worker (the binary itself, `svc run` passes its path).

@@ -3,9 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os/exec"
 	"runtime"
 	"time"
 
@@ -158,22 +156,10 @@ func ConfigOptions(cfg *config.Config) Options {
 	}
 }
 
-// ErrStart is wrapped by the error of an attempt whose executor could not
-// be started (missing binary, not executable, not a program, or, in mode
-// persistent, no child reached readiness). Such an attempt is not retried:
-// the message is not at fault.
+// ErrStart is wrapped by the error of an executor start that failed
+// (missing binary, not executable, not a program, or, in mode persistent,
+// no child reached readiness). The message is not at fault: the executor
+// is unavailable (worker.ErrExecutorUnavailable) and no attempt is
+// charged; the only exception, an environment too large to exec (E2BIG),
+// fails its attempt unretried.
 var ErrStart = errors.New("start executor")
-
-// execStartError explains a failed start, naming the config key; it wraps
-// ErrStart.
-func execStartError(bin string, err error) error {
-	var pe *fs.PathError
-	var ee *exec.Error
-	switch {
-	case errors.As(err, &pe):
-		err = pe.Err
-	case errors.As(err, &ee):
-		err = ee.Err
-	}
-	return fmt.Errorf("%w: executor.binary_path %q: %w", ErrStart, bin, err)
-}

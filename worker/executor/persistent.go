@@ -76,6 +76,16 @@ var errPoolClosed = errors.New("executor pool closed")
 
 // persistent is mode persistent: PoolSize seats, each keeping one child
 // alive, and the tasks that wait for an idle child in arrival order.
+//
+// The executor is unavailable while the last start-up failed (startErr:
+// the binary could not be started, or a seat's children keep dying before
+// their ready frame or right after it), no trusted child is alive and no
+// seat without failures is starting one. A child that gets ready while
+// the executor is unavailable, or from a seat in a crash loop, is on
+// probation until it answers a task or lives execProbation; until then it
+// serves but does not make the executor available. Tasks that do not wait
+// for an unavailable executor are failed when it becomes so
+// (failFastLocked).
 type persistent struct {
 	sp      *Spawner
 	opts    Options
@@ -83,33 +93,39 @@ type persistent struct {
 	metrics *execMetrics
 	stop    chan struct{} // closed by close
 	seats   sync.WaitGroup
+	changed func() // the health may have changed (called outside mu)
 
-	mu        sync.Mutex
-	started   bool
-	closed    bool
-	idle      []*child
-	waiters   []*execWaiter
-	busyN     int
-	live      int   // children ready and not down
-	starting  int   // seats starting a child now
-	startErr  error // the last start-up failure, nil once a child is ready
-	looping   int   // seats in a crash loop
-	waitCount atomic.Int64
+	mu         sync.Mutex
+	started    bool
+	closed     bool
+	idle       []*child
+	waiters    []*execWaiter
+	busyN      int
+	live       int    // children ready and not down
+	probation  int    // live children on probation
+	everReady  bool   // a child was ready once
+	starting   int    // seats starting a child now
+	fresh      int    // of them, seats whose last child did not fail
+	startErr   error  // the last start-up failure, nil once a trusted child is ready
+	startCause string // startErr, short and without the child's output
+	looping    int    // seats in a crash loop
+	waitCount  atomic.Int64
 }
 
 // execWaiter is a task waiting for an idle child.
 type execWaiter struct {
-	done chan struct{} // closed once c or err is set
-	c    *child
-	err  error
+	done     chan struct{} // closed once c or err is set
+	c        *child
+	err      error
+	failFast bool // ends with the unavailable error rather than wait for the executor
 }
 
-func newPersistent(s *Spawner) (*persistent, error) {
+func newPersistent(s *Spawner, changed func()) (*persistent, error) {
 	m, err := newExecMetrics(s.opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	p := &persistent{sp: s, opts: s.opts, log: s.log, metrics: m, stop: make(chan struct{})}
+	p := &persistent{sp: s, opts: s.opts, log: s.log, metrics: m, stop: make(chan struct{}), changed: changed}
 	m.ready.Set(0)
 	return p, nil
 }
@@ -117,12 +133,91 @@ func newPersistent(s *Spawner) (*persistent, error) {
 func (p *persistent) busy() int    { p.mu.Lock(); defer p.mu.Unlock(); return p.busyN }
 func (p *persistent) waiting() int { return int(p.waitCount.Load()) }
 
+// start starts the seats (once): each starts its child now.
+func (p *persistent) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.startLocked()
+	}
+}
+
+func (p *persistent) startLocked() {
+	if p.started {
+		return
+	}
+	p.started = true
+	for range p.opts.PoolSize {
+		p.seats.Add(1)
+		go p.seat()
+	}
+	p.starting, p.fresh = p.opts.PoolSize, p.opts.PoolSize
+}
+
+func (p *persistent) status() worker.ExecutorHealth {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.unavailableLocked():
+		return worker.ExecutorHealth{State: worker.ExecutorUnavailable, Reason: p.startCause, Detail: p.startErr.Error()}
+	case p.live == 0 && !p.everReady:
+		return worker.ExecutorHealth{State: worker.ExecutorStarting, Reason: "starting: no executor child is ready yet"}
+	}
+	return worker.ExecutorHealth{State: worker.ExecutorAvailable}
+}
+
+// unavailableLocked reports an executor that cannot run anything: the last
+// start-up failed, no trusted child is alive, and no seat whose children
+// did not fail is starting one.
+func (p *persistent) unavailableLocked() bool {
+	return p.startErr != nil && p.live-p.probation <= 0 && p.fresh == 0
+}
+
+// failFastLocked ends the waiting tasks that do not wait for an
+// unavailable executor, when it is.
+func (p *persistent) failFastLocked() {
+	if !p.unavailableLocked() {
+		return
+	}
+	err := execUnavailable(p.startErr)
+	kept := p.waiters[:0]
+	for _, w := range p.waiters {
+		if w.failFast {
+			w.err = err
+			close(w.done)
+			p.waitCount.Add(-1)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(p.waiters[len(kept):])
+	p.waiters = kept
+}
+
+// trustLocked ends c's probation (it answered, or lived long enough): the
+// executor works again.
+func (p *persistent) trustLocked(c *child) bool {
+	if !c.probation {
+		return false
+	}
+	c.probation = false
+	p.probation--
+	if !c.down {
+		p.startErr, p.startCause = nil, ""
+	}
+	return true
+}
+
 // attempt runs attempt n of t on an idle child. A child found dead before
 // it read the task frame costs no attempt: the task moves to another. Nor
 // does a child's stray output from before the task: the child is replaced
 // and the task moves on (at most PoolSize such moves per attempt; text
 // that may be stray, one).
-func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started func()) (worker.AttemptResult, error) {
+//
+// Under a waiting policy, a child that died before it read the task frame
+// never costs the attempt (however many do): a crash-looping executor is
+// unavailable, not the task's failure.
+func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started func(), pol execWaitPolicy) (worker.AttemptResult, error) {
 	frame, err := execEncodeTask(t, n)
 	if err != nil {
 		started()
@@ -131,15 +226,9 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 	begun := false
 	spare, suspectSpare := p.opts.PoolSize, true
 	for {
-		c, err := p.acquire(ctx)
+		c, err := p.acquire(ctx, &pol)
 		if err != nil {
-			if !errors.Is(err, ErrStart) {
-				return worker.AttemptResult{}, err
-			}
-			if !begun {
-				started()
-			}
-			return execFailed(err), nil
+			return worker.AttemptResult{}, err
 		}
 		if !begun {
 			started()
@@ -148,7 +237,9 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 		res, end, v := p.run(ctx, c, t, n, frame)
 		rerun := false
 		switch end {
-		case execRunUnread, execRunStray:
+		case execRunUnread:
+			rerun = spare > 0 || pol.wait
+		case execRunStray:
 			rerun = spare > 0
 		case execRunSuspect:
 			rerun = spare > 0 && suspectSpare
@@ -182,22 +273,17 @@ func (p *persistent) violation(c *child, t *worker.Task, n int, v execViolation,
 }
 
 // acquire takes an idle child, waiting in line for one. It fails with
-// ctx's error, errPoolClosed, or the last start-up error (wrapping
-// ErrStart) when no child is alive and none is starting.
-func (p *persistent) acquire(ctx context.Context) (*child, error) {
+// ctx's error, errPoolClosed, or, unless pol waits for the executor, the
+// unavailable error (wrapping worker.ErrExecutorUnavailable and the last
+// start-up error) when the executor is or becomes unavailable. Past
+// pol.stop the task no longer waits for an unavailable executor.
+func (p *persistent) acquire(ctx context.Context, pol *execWaitPolicy) (*child, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, errPoolClosed
 	}
-	if !p.started {
-		p.started = true
-		for range p.opts.PoolSize {
-			p.seats.Add(1)
-			go p.seat()
-		}
-		p.starting = p.opts.PoolSize
-	}
+	p.startLocked()
 	if n := len(p.idle); n > 0 {
 		c := p.idle[n-1]
 		p.idle = p.idle[:n-1]
@@ -205,19 +291,31 @@ func (p *persistent) acquire(ctx context.Context) (*child, error) {
 		p.mu.Unlock()
 		return c, nil
 	}
-	if err := p.startErr; err != nil && p.live == 0 && p.starting == 0 {
+	if !pol.wait && p.unavailableLocked() {
+		err := execUnavailable(p.startErr)
 		p.mu.Unlock()
 		return nil, err
 	}
-	w := &execWaiter{done: make(chan struct{})}
+	w := &execWaiter{done: make(chan struct{}), failFast: !pol.wait}
 	p.waiters = append(p.waiters, w)
 	p.waitCount.Add(1)
 	p.mu.Unlock()
 
-	select {
-	case <-w.done:
-		return w.c, w.err
-	case <-ctx.Done():
+	for wait := true; wait; {
+		select {
+		case <-w.done:
+			return w.c, w.err
+		case <-ctx.Done():
+			wait = false
+		case <-pol.stop:
+			// Stop waiting for an unavailable executor; an available one
+			// still hands this task a child in its turn.
+			pol.wait, pol.stop = false, nil
+			p.mu.Lock()
+			w.failFast = true
+			p.failFastLocked()
+			p.mu.Unlock()
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -256,7 +354,7 @@ func (p *persistent) handLocked(c *child) {
 	close(w.done)
 }
 
-// failWaitersLocked ends every waiting task with err.
+// failWaitersLocked ends every waiting task with err (the pool closed).
 func (p *persistent) failWaitersLocked(err error) {
 	for _, w := range p.waiters {
 		w.err = err
@@ -278,6 +376,10 @@ func (p *persistent) markDownLocked(c *child, why string) {
 	if c.live {
 		c.live = false
 		p.live--
+		if c.probation {
+			c.probation = false
+			p.probation--
+		}
 		p.metrics.ready.Set(float64(p.live))
 	}
 	close(c.downCh)
@@ -306,7 +408,7 @@ func (p *persistent) reaped(c *child) {
 // release returns c after a task. broken is the restart reason when the
 // task found the child unusable (it was killed), "" when it answered.
 func (p *persistent) release(c *child, broken string) {
-	var retire, loopEnded bool
+	var retire, loopEnded, trusted bool
 	p.mu.Lock()
 	c.busy = false
 	p.busyN--
@@ -316,6 +418,7 @@ func (p *persistent) release(c *child, broken string) {
 			c.inLoop = false
 			loopEnded = p.loopEndLocked()
 		}
+		trusted = c.probation && p.trustLocked(c)
 	}
 	switch {
 	case broken != "":
@@ -331,6 +434,9 @@ func (p *persistent) release(c *child, broken string) {
 	}
 	closePipes := c.closePend
 	p.mu.Unlock()
+	if trusted {
+		p.changed()
+	}
 	if loopEnded {
 		p.log.Info("executor_crash_loop_ended")
 	}

@@ -130,8 +130,8 @@ func TestPersistentNeverReady(t *testing.T) {
 				}
 			})
 			res := p.Run(t.Context(), execTask("in"))
-			if res.Status != worker.StatusFailed || res.Attempts != 1 || !errors.Is(res.Err, ErrStart) {
-				t.Fatalf("Run = %s after %d attempts (%v); want failed after 1 with ErrStart", res.Status, res.Attempts, res.Err)
+			if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, ErrStart) || !errors.Is(res.Err, worker.ErrExecutorUnavailable) {
+				t.Fatalf("Run = %s after %d attempts (%v); want failed after 0 (none charged) with ErrStart and ErrExecutorUnavailable", res.Status, res.Attempts, res.Err)
 			}
 			want := map[string]string{"never-ready": "executor.ready_timeout", "garbage": "protocol v2",
 				"crash": `exited before its ready frame (exit status 1); stderr: "helper: cannot load the model"`}[start]

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,49 +25,79 @@ import (
 // backs off, so a task being retried never holds a process idle. Run has no
 // ordering guarantee between tasks: callers that need per-key order must
 // not start the next task of a key before the previous one returned.
+//
+// While the executor is unavailable (its binary cannot be started, or no
+// persistent child gets ready) no attempt is charged: a task waits for it
+// when its ctx says so (worker.WaitForExecutor), else it ends at once with
+// worker.ErrExecutorUnavailable. ExecutorHealth and WatchExecutorHealth
+// report the state (see health.go).
 type Pool struct {
 	opts    Options
 	backend execBackend
 	guard   *execGuard
+	health  *execHealth
 }
 
 // execBackend runs single attempts for a Pool: the mode-specific part.
 type execBackend interface {
 	// attempt waits for a slot, calls started once it holds one, runs
-	// attempt n of t and releases the slot. A non-nil error says no slot was
-	// had because ctx ended (or the pool closed); nothing ran.
-	attempt(ctx context.Context, t *worker.Task, n int, started func()) (worker.AttemptResult, error)
+	// attempt n of t and releases the slot. A non-nil error says nothing
+	// ran: ctx ended, the pool closed, or the executor is unavailable
+	// (wrapping worker.ErrExecutorUnavailable) and pol does not wait.
+	attempt(ctx context.Context, t *worker.Task, n int, started func(), pol execWaitPolicy) (worker.AttemptResult, error)
 	busy() int
 	waiting() int
+	// start starts what runs ahead of tasks (persistent children).
+	start()
+	// status is the executor's health now.
+	status() worker.ExecutorHealth
 	close()
 }
 
 var (
-	_ worker.TaskRunner = (*Pool)(nil)
-	_ worker.PoolStats  = (*Pool)(nil)
+	_ worker.TaskRunner           = (*Pool)(nil)
+	_ worker.PoolStats            = (*Pool)(nil)
+	_ worker.ExecutorHealthSource = (*Pool)(nil)
 )
 
 // NewPool validates opts and returns a pool of opts.Mode. It starts
 // nothing: spawn mode spawns per attempt, persistent mode starts its
-// children on the first Run. A missing or unusable binary is not an error
-// here (it may be installed later; call Check at load to refuse it); each
-// attempt then fails at once, unretried, naming executor.binary_path.
-// Close stops a persistent pool's children.
+// children on Start (the builder calls it at startup) or the first Run. A
+// missing or unusable binary is not an error here (it may be installed
+// later; config validation refuses it at load): the executor is then
+// unavailable (see Run). Close stops a persistent pool's children.
 func NewPool(opts Options) (*Pool, error) {
 	s, err := NewSpawner(opts)
 	if err != nil {
 		return nil, err
 	}
 	p := &Pool{opts: s.opts, guard: s.guard}
+	if p.health, err = newExecHealth(s.opts.Registerer, s.log, s.opts.Mode); err != nil {
+		return nil, err
+	}
 	if s.opts.Mode == ModePersistent {
-		if p.backend, err = newPersistent(s); err != nil {
+		if p.backend, err = newPersistent(s, p.health.refresh); err != nil {
 			return nil, err
 		}
 	} else {
-		p.backend = &spawnBackend{spawner: s, slots: make(chan struct{}, s.opts.PoolSize)}
+		p.backend = newSpawnBackend(s, p.health.refresh)
 	}
+	p.health.bind(p.backend.status)
 	return p, nil
 }
+
+// Start starts the executor ahead of the first task: mode persistent
+// starts its children now, so that readiness and the health reflect them
+// from startup. Mode spawn has nothing to start. Idempotent; Run starts a
+// pool that was not started.
+func (p *Pool) Start() { p.backend.start() }
+
+// ExecutorHealth is the executor's health now.
+func (p *Pool) ExecutorHealth() worker.ExecutorHealth { return p.health.get() }
+
+// WatchExecutorHealth calls f with the health now and on every change (see
+// worker.ExecutorHealthSource).
+func (p *Pool) WatchExecutorHealth(f func(worker.ExecutorHealth)) { p.health.watch(f) }
 
 // Size is the number of process slots (executor.pool_size).
 func (p *Pool) Size() int { return p.opts.PoolSize }
@@ -90,20 +122,28 @@ func (p *Pool) Close() {
 }
 
 // Run runs t until an attempt is ok or MaxAttempts attempts were made; every
-// non-ok attempt (failed, timeout, tempfail) is retried after a backoff,
-// except one whose executor could not start (ErrStart), which ends the task
-// at once. The result carries the last attempt's output, stderr, exit code,
+// non-ok attempt (failed, timeout, tempfail) is retried after a backoff. The
+// result carries the last attempt's output, stderr, exit code,
 // annotations and cache writes, the task labels merged with the last
 // attempt's labels (the executor's win), and the wall time of all attempts.
 // A last attempt that asked to retry ends as failed. When ctx ends first
 // the status is failed and Err wraps ctx.Err(), so callers can tell a
 // shutdown from an executor failure.
+//
+// An executor that cannot be started is not the task's failure: no attempt
+// is counted for it. Under a ctx marked by worker.WaitForExecutor the task
+// waits until the executor is available again (or ctx ends, or the mark's
+// stop channel closes); otherwise it ends at once, failed, with an Err
+// wrapping worker.ErrExecutorUnavailable and the start-up error (ErrStart,
+// naming executor.binary_path).
 func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 	start := time.Now()
 	res := worker.TaskResult{Task: t, Status: worker.StatusFailed, ExitCode: -1}
 	var last *worker.AttemptResult
 	tempfails := 0
 	var stopErr error
+	var pol execWaitPolicy
+	pol.wait, pol.stop = worker.ExecutorWait(ctx)
 	for attempt := 1; attempt <= p.opts.MaxAttempts; attempt++ {
 		if attempt > 1 {
 			if stopErr = execSleep(ctx, p.backoff(attempt-1)); stopErr != nil {
@@ -116,7 +156,7 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 			}
 		}
 		var a worker.AttemptResult
-		if a, stopErr = p.backend.attempt(ctx, t, attempt, started); stopErr != nil {
+		if a, stopErr = p.backend.attempt(ctx, t, attempt, started, pol); stopErr != nil {
 			break
 		}
 		last, res.Attempts = &a, attempt
@@ -139,6 +179,8 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 		res.Labels = execMergeLabels(t.Labels, last.Labels)
 	}
 	switch {
+	case errors.Is(stopErr, worker.ErrExecutorUnavailable):
+		res.Status, res.Err = worker.StatusFailed, stopErr
 	case stopErr != nil:
 		res.Status, res.Err = worker.StatusFailed, fmt.Errorf("wait for executor: %w", stopErr)
 	case res.Status == worker.StatusTempFail && p.opts.Mode == ModePersistent:
@@ -152,26 +194,196 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 }
 
 // spawnBackend is mode spawn: a channel semaphore of PoolSize slots, one
-// process per attempt.
+// process per attempt. A start that fails for want of a runnable binary
+// makes the executor unavailable: attempts then pass a gate that waits (or
+// fails at once), and a re-check loop looks at the binary with backoff
+// until it is startable again. The first process that starts proves it.
 type spawnBackend struct {
-	spawner *Spawner
-	slots   chan struct{}
-	nwait   atomic.Int64
+	spawner  *Spawner
+	slots    chan struct{}
+	nwait    atomic.Int64
+	changed  func() // the health may have changed
+	down     atomic.Bool
+	unproven atomic.Int64 // re-checks since a process last started (their backoff)
+
+	mu       sync.Mutex
+	downErr  error         // the start error while unavailable
+	retry    chan struct{} // closed when gated attempts should look again
+	checking bool          // the re-check loop runs
+	closed   bool
+	stop     chan struct{} // closed by close
 }
 
-func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, n int, started func()) (worker.AttemptResult, error) {
-	if err := b.acquire(ctx); err != nil {
-		return worker.AttemptResult{}, err
+func newSpawnBackend(s *Spawner, changed func()) *spawnBackend {
+	return &spawnBackend{spawner: s, slots: make(chan struct{}, s.opts.PoolSize), changed: changed,
+		retry: make(chan struct{}), stop: make(chan struct{})}
+}
+
+func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, n int, started func(), pol execWaitPolicy) (worker.AttemptResult, error) {
+	for {
+		if err := b.gate(ctx, &pol); err != nil {
+			return worker.AttemptResult{}, err
+		}
+		if err := b.acquire(ctx); err != nil {
+			return worker.AttemptResult{}, err
+		}
+		began, at := false, time.Now()
+		a := b.spawner.spawn(ctx, t, n, func() {
+			began = true
+			b.up()
+			started()
+		})
+		a.Duration = time.Since(at)
+		<-b.slots
+		if began {
+			return a, nil
+		}
+		if errors.Is(a.Err, ErrStart) && !execMessageStartError(a.Err) {
+			// Not an attempt: the gate decides what comes next.
+			if !b.markDown(a.Err) {
+				return worker.AttemptResult{}, execUnavailable(a.Err) // closed: no re-check runs
+			}
+			continue
+		}
+		started() // nothing ran (ctx ended, no pipes, E2BIG): the attempt counts
+		return a, nil
 	}
-	started()
-	a := b.spawner.SpawnAttempt(ctx, t, n)
-	<-b.slots
-	return a, nil
 }
 
 func (b *spawnBackend) busy() int    { return len(b.slots) }
 func (b *spawnBackend) waiting() int { return int(b.nwait.Load()) }
-func (b *spawnBackend) close()       {}
+func (b *spawnBackend) start()       {}
+
+func (b *spawnBackend) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		close(b.stop)
+	}
+}
+
+func (b *spawnBackend) status() worker.ExecutorHealth {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.downErr == nil {
+		return worker.ExecutorHealth{State: worker.ExecutorAvailable}
+	}
+	return worker.ExecutorHealth{State: worker.ExecutorUnavailable, Reason: execStartCause(b.downErr), Detail: b.downErr.Error()}
+}
+
+// gate lets an attempt through while the executor is available. While it
+// is not, the attempt waits for the re-check (pol.wait, until pol.stop)
+// or ends with the unavailable error.
+func (b *spawnBackend) gate(ctx context.Context, pol *execWaitPolicy) error {
+	if !b.down.Load() {
+		return nil
+	}
+	b.nwait.Add(1)
+	defer b.nwait.Add(-1)
+	for {
+		b.mu.Lock()
+		down, retry, closed := b.downErr, b.retry, b.closed
+		b.mu.Unlock()
+		switch {
+		case down == nil:
+			return nil
+		case closed:
+			return errPoolClosed
+		case !pol.wait:
+			return execUnavailable(down)
+		}
+		select {
+		case <-retry:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-pol.stop:
+			pol.wait, pol.stop = false, nil
+		case <-b.stop:
+		}
+	}
+}
+
+// markDown makes the executor unavailable after a start failed for err,
+// and starts the re-check loop; false when the pool is closed.
+func (b *spawnBackend) markDown(err error) bool {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return false
+	}
+	b.downErr = err
+	b.down.Store(true)
+	if !b.checking {
+		b.checking = true
+		go b.recheck()
+	}
+	b.mu.Unlock()
+	b.changed()
+	return true
+}
+
+// up notes a process that started: the executor works.
+func (b *spawnBackend) up() {
+	if b.unproven.Load() != 0 {
+		b.unproven.Store(0)
+	}
+	if !b.down.Load() {
+		return
+	}
+	b.mu.Lock()
+	was := b.downErr != nil
+	b.upLocked()
+	b.mu.Unlock()
+	if was {
+		b.changed()
+	}
+}
+
+// upLocked ends an unavailable episode and wakes the gated attempts.
+func (b *spawnBackend) upLocked() {
+	if b.downErr == nil {
+		return
+	}
+	b.downErr = nil
+	b.down.Store(false)
+	close(b.retry)
+	b.retry = make(chan struct{})
+}
+
+// recheck looks at the binary, with backoff, until it could be started
+// again (stat and exec permission, or found on PATH; it never runs it),
+// then lets the gated attempts try. The backoff keeps growing over
+// episodes until a process actually starts (a binary that passes the check
+// but still cannot be executed, such as one of another architecture).
+func (b *spawnBackend) recheck() {
+	for {
+		d := execBackoffAt(execRecheckBase, execRecheckMax, int(b.unproven.Add(1)-1))
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-b.stop:
+			t.Stop()
+			return
+		}
+		b.mu.Lock()
+		if b.downErr == nil { // a process started meanwhile
+			b.checking = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		if _, err := exec.LookPath(b.spawner.opts.BinaryPath); err != nil {
+			continue
+		}
+		b.mu.Lock()
+		b.checking = false
+		b.upLocked()
+		b.mu.Unlock()
+		b.changed()
+		return
+	}
+}
 
 // acquire takes a slot, waiting in line when none is free.
 func (b *spawnBackend) acquire(ctx context.Context) error {

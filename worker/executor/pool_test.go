@@ -232,6 +232,10 @@ func TestPoolRetriesUntilMaxAttempts(t *testing.T) {
 	}
 }
 
+// A bad binary is the executor's failure, not the task's: a task that does
+// not wait for the executor ends at once, charged no attempt, with an
+// error naming executor.binary_path and the cause, and the pool reports
+// itself unavailable.
 func TestPoolBadBinaryFailsAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	notExec := filepath.Join(dir, "plain.sh")
@@ -256,12 +260,17 @@ func TestPoolBadBinaryFailsAtOnce(t *testing.T) {
 				p := execNewPool(t, opts)
 				for range 2 { // the second finds the pool already failing
 					res := p.Run(t.Context(), execTask("in"))
-					if res.Status != worker.StatusFailed || res.Attempts != 1 || res.ExitCode != -1 || !errors.Is(res.Err, ErrStart) {
-						t.Fatalf("Run(%s) = %s after %d attempts, exit %d, %v; want failed after 1, exit -1, ErrStart", tc.bin, res.Status, res.Attempts, res.ExitCode, res.Err)
+					if res.Status != worker.StatusFailed || res.Attempts != 0 || res.ExitCode != -1 || !errors.Is(res.Err, ErrStart) ||
+						!errors.Is(res.Err, worker.ErrExecutorUnavailable) {
+						t.Fatalf("Run(%s) = %s after %d attempts, exit %d, %v; want failed after 0 (none charged), exit -1, ErrStart and ErrExecutorUnavailable",
+							tc.bin, res.Status, res.Attempts, res.ExitCode, res.Err)
 					}
 					if msg := res.Err.Error(); !strings.Contains(msg, "executor.binary_path") || !strings.Contains(msg, tc.want) {
 						t.Errorf("Run(%s) error = %q, want it to name executor.binary_path and say %q", tc.bin, msg, tc.want)
 					}
+				}
+				if h := p.ExecutorHealth(); h.State != worker.ExecutorUnavailable || !strings.Contains(h.Reason, "executor.binary_path") {
+					t.Errorf("ExecutorHealth = %+v, want unavailable naming executor.binary_path", h)
 				}
 			})
 		})

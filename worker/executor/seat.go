@@ -2,6 +2,8 @@ package executor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -25,31 +27,40 @@ func (p *persistent) seat() {
 		if deaths > 0 && !p.sleep(execCrashBackoff(deaths)) {
 			return
 		}
-		if !first { // acquire counted every seat's first start
+		// A start after no failure may bring the executor up: until it
+		// ended, the executor is not reported unavailable.
+		fresh := deaths == 0
+		if !first { // startLocked counted every seat's first start
 			p.mu.Lock()
 			p.starting++
+			if fresh {
+				p.fresh++
+			}
 			p.mu.Unlock()
 		}
 		c, why, err := p.sp.startChild(ctx, p.opts.ReadyTimeout, p.reaped)
 		if err != nil {
 			p.mu.Lock()
 			p.starting--
+			if fresh {
+				p.fresh--
+			}
 			closed := p.closed
 			if why != execReasonKilled {
 				deaths++
 			}
-			// Tasks fail at once rather than wait when the binary cannot
-			// be run at all, or its children keep dying at start-up.
+			// The executor is unavailable (unless a trusted child is
+			// alive) when the binary cannot be run at all, or its children
+			// keep dying at start-up.
 			if !closed && (why == execReasonStartFailed || deaths >= execCrashLoopAfter) {
-				p.startErr = err
-				if p.live == 0 && p.starting == 0 {
-					p.failWaitersLocked(err)
-				}
+				p.startErr, p.startCause = err, execReadyCause(why, err)
 			}
+			p.failFastLocked()
 			p.mu.Unlock()
 			if closed {
 				return
 			}
+			p.changed()
 			p.metrics.restarts.WithLabelValues(why).Inc()
 			if why == execReasonKilled {
 				// Not the executor's fault: start again soon, without
@@ -64,17 +75,49 @@ func (p *persistent) seat() {
 		}
 		p.mu.Lock()
 		p.starting--
-		c.busy, c.live = false, true
+		if fresh {
+			p.fresh--
+		}
+		c.busy = false
 		c.inLoop = deaths >= execCrashLoopAfter
-		p.live++
-		p.metrics.ready.Set(float64(p.live))
-		p.startErr = nil
-		if p.closed {
+		c.readyAt = time.Now()
+		p.everReady = true
+		closePipes := false
+		switch {
+		case c.down:
+			// Reaped already, right after its ready frame: it never
+			// served. Its pipes are the seat's to close.
+			closePipes = c.closePend
+			p.failFastLocked()
+		case p.closed:
 			p.markDownLocked(c, execReasonStopped)
-		} else {
+		default:
+			if c.inLoop || p.unavailableLocked() {
+				// Not trusted yet: it may die right after its ready
+				// frame, like the ones before it.
+				c.probation = true
+				p.probation++
+				time.AfterFunc(execProbation, func() {
+					p.mu.Lock()
+					trusted := p.trustLocked(c)
+					p.mu.Unlock()
+					if trusted {
+						p.changed()
+					}
+				})
+			} else {
+				p.startErr, p.startCause = nil, ""
+			}
+			c.live = true
+			p.live++
+			p.metrics.ready.Set(float64(p.live))
 			p.handLocked(c)
 		}
 		p.mu.Unlock()
+		if closePipes {
+			c.closePipes()
+		}
+		p.changed()
 
 		<-c.downCh
 		p.mu.Lock()
@@ -102,8 +145,34 @@ func (p *persistent) seat() {
 		}
 		<-c.exited
 		deaths++
-		p.noteDeath(deaths, why, "executor exited before answering a task ("+c.exitText()+")"+execTailText(c.stderr.take()))
+		detail := "executor exited before answering a task (" + c.exitText() + ")" + execTailText(c.stderr.take())
+		if deaths >= execCrashLoopAfter && time.Since(c.readyAt) < execProbation {
+			// Children that die right after their ready frame are no
+			// better than children that never get ready.
+			p.mu.Lock()
+			if !p.closed {
+				p.startErr = fmt.Errorf("%w: executor.binary_path %q: %s", ErrStart, p.opts.BinaryPath, detail)
+				p.startCause = "executor children exit right after their ready frame (crash loop)"
+				p.failFastLocked()
+			}
+			p.mu.Unlock()
+			p.changed()
+		}
+		p.noteDeath(deaths, why, detail)
 	}
+}
+
+// execReadyCause is a start-up failure in short, without the child's
+// output (for /readyz).
+func execReadyCause(why string, err error) string {
+	var re *execReadyErr
+	switch {
+	case why == execReasonStartFailed:
+		return execStartCause(err)
+	case errors.As(err, &re):
+		return "executor children do not get ready (" + re.cause + ")"
+	}
+	return "executor children do not get ready"
 }
 
 // execCrashBackoff is the wait before start n+1 after n start-up deaths.

@@ -168,7 +168,7 @@ func (s *Spawner) Spawn(ctx context.Context, t *worker.Task) worker.AttemptResul
 // on executor misbehaviour; every problem ends up in the result.
 func (s *Spawner) SpawnAttempt(ctx context.Context, t *worker.Task, n int) worker.AttemptResult {
 	start := time.Now()
-	res := s.spawn(ctx, t, n)
+	res := s.spawn(ctx, t, n, nil)
 	res.Duration = time.Since(start)
 	return res
 }
@@ -184,7 +184,9 @@ const (
 	execStopOverflow
 )
 
-func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int) worker.AttemptResult {
+// spawn runs the attempt; onStart (optional) is called once the process
+// started. A result whose Err wraps ErrStart means no process started.
+func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStart func()) worker.AttemptResult {
 	if err := ctx.Err(); err != nil {
 		return execFailed(fmt.Errorf("run executor: %w", err))
 	}
@@ -210,6 +212,9 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int) worker
 	}
 	pgid := cmd.Process.Pid
 	s.guard.note('+', pgid)
+	if onStart != nil {
+		onStart()
+	}
 	var why atomic.Int32
 	stop := func(reason int32) {
 		if why.CompareAndSwap(0, reason) {

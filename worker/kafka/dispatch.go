@@ -26,7 +26,7 @@ func (s *Source) start(ws []*msgWork) {
 // process runs a message's tasks and delivers every result; then the
 // message's offset is finished (or abandoned when its partition stalled).
 func (s *Source) process(w *msgWork) {
-	stalled := false
+	stalled, unfinished := false, false
 	var results []worker.TaskResult
 	var runnable []worker.Task
 	taskCtx := s.app.TaskContext()
@@ -39,10 +39,12 @@ func (s *Source) process(w *msgWork) {
 	}
 	results = append(results, s.app.RunTasks(taskCtx, worker.SourceKafka, runnable)...)
 	for i := range results {
-		if taskCtx.Err() != nil && errors.Is(results[i].Err, context.Canceled) {
-			// Cancelled past the drain deadline: not a failure of the
-			// message, so no DLQ; it stays uncommitted and is redelivered.
-			stalled = true
+		if (taskCtx.Err() != nil && errors.Is(results[i].Err, context.Canceled)) || errors.Is(results[i].Err, worker.ErrExecutorUnavailable) {
+			// Cancelled past the drain deadline, or still waiting for an
+			// unavailable executor when the drain began: not a failure of
+			// the message, so no DLQ; it stays uncommitted and is
+			// redelivered.
+			unfinished = true
 			continue
 		}
 		if err := s.app.Deliver(&results[i]); err != nil {
@@ -52,7 +54,7 @@ func (s *Source) process(w *msgWork) {
 		}
 	}
 	s.mu.Lock()
-	s.doneLocked(w, stalled)
+	s.doneLocked(w, stalled || unfinished, !stalled)
 	next := s.settleLocked(w.part)
 	s.mu.Unlock()
 	select {
@@ -64,13 +66,15 @@ func (s *Source) process(w *msgWork) {
 
 // stallLocked stall-pauses the message's partition: its offsets freeze, its
 // waiting messages are dropped and fetching stops until restart or revoke;
-// neither the consume pause nor backpressure touches it.
-func (s *Source) stallLocked(w *msgWork) {
+// neither the consume pause nor backpressure touches it. quiet (a message
+// left unfinished by the shutdown) only freezes the offsets and drops the
+// waiting messages: no pause, log or count.
+func (s *Source) stallLocked(w *msgWork, quiet bool) {
 	p := w.part
 	first := !p.stalled
 	p.abandon()
 	s.dropWaitingLocked(p)
-	if first && !p.gone && s.app.TaskContext().Err() == nil {
+	if first && !quiet && !p.gone && s.app.TaskContext().Err() == nil {
 		p.stallPaused = true
 		s.flow.stall(p.id)
 		s.m.stalled.Inc()

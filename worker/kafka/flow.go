@@ -54,12 +54,12 @@ type partHold struct {
 
 func (h partHold) paused() bool { return h.saturated || h.stalled }
 
-// flowControl is the one place that pauses and resumes fetching. Three
-// actors pause: the operator's timed consume pause and backpressure (the
-// whole topic), stalls and backpressure of a single partition (that
-// partition). The topic is fetched only while neither the operator nor
-// backpressure holds it; a partition only while the topic is and nothing
-// holds the partition itself. A stalled partition stays paused whatever the
+// flowControl is the one place that pauses and resumes fetching. Four
+// actors pause: the operator's timed consume pause, backpressure and the
+// executor hold (the whole topic), stalls and backpressure of a single
+// partition (that partition). The topic is fetched only while none of the
+// operator, backpressure and the executor hold holds it; a partition only
+// while the topic is and nothing holds the partition itself. A stalled partition stays paused whatever the
 // others do, until restart or revoke. Safe for concurrent use; its lock
 // comes after the source's.
 type flowControl struct {
@@ -73,6 +73,7 @@ type flowControl struct {
 	timer        *time.Timer
 	gen          int // invalidates a stale deadline timer
 	backpressure bool
+	executor     bool // the executor is unavailable: nothing more is fetched
 	applied      bool // topic fetching currently paused
 	parts        map[int32]partHold
 	onRelease    func() // called when the operator's pause ends (outside mu)
@@ -80,6 +81,7 @@ type flowControl struct {
 	events       *worker.Events
 	pauseGauge   prometheus.Gauge
 	bpGauge      prometheus.Gauge
+	execGauge    prometheus.Gauge
 	now          func() time.Time
 }
 
@@ -93,8 +95,11 @@ func newFlowControl(cfg *config.Config, reg prometheus.Registerer, log *slog.Log
 		bpGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "svc_backpressure_active", Help: "1 while too much polled work waits to run (4 × max(pipeline.max_in_flight, sources.kafka.max_poll_records) messages or 64 MiB) and all fetching is paused.",
 		}),
+		execGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_executor_hold_active", Help: "1 while the executor is unavailable and all fetching of the source topic is paused.",
+		}),
 	}
-	reg.MustRegister(f.pauseGauge, f.bpGauge)
+	reg.MustRegister(f.pauseGauge, f.bpGauge, f.execGauge)
 	return f
 }
 
@@ -231,10 +236,28 @@ func (f *flowControl) setBackpressure(on bool) {
 	f.applyLocked()
 }
 
-// applyLocked pauses intake while either actor holds it, resumes it when
-// neither does.
+// setExecutorHold pauses all fetching while the executor is unavailable
+// (on) and lets it run again when the executor is back; the operator's
+// pause and backpressure still apply.
+func (f *flowControl) setExecutorHold(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.executor == on {
+		return
+	}
+	f.executor = on
+	if on {
+		f.execGauge.Set(1)
+	} else {
+		f.execGauge.Set(0)
+	}
+	f.applyLocked()
+}
+
+// applyLocked pauses intake while any topic-wide actor holds it, resumes
+// it when none does.
 func (f *flowControl) applyLocked() {
-	want := f.operator || f.backpressure
+	want := f.operator || f.backpressure || f.executor
 	if f.target == nil || want == f.applied {
 		return
 	}

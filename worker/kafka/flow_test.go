@@ -13,7 +13,7 @@ import (
 func TestKafkaFlowControlPartitions(t *testing.T) {
 	t.Parallel()
 	type step struct {
-		do     string // pause, resume, bp_on, bp_off, full0, drained0, stall0, forget0
+		do     string // pause, resume, bp_on, bp_off, exec_down, exec_up, full0, drained0, stall0, forget0
 		p0, p1 bool   // fetched afterwards
 	}
 	cases := []struct {
@@ -34,6 +34,14 @@ func TestKafkaFlowControlPartitions(t *testing.T) {
 			{"full0", false, true}, {"stall0", false, true}, {"forget0", true, true}}},
 		{"forget under a consume pause", []step{
 			{"stall0", false, true}, {"pause", false, false}, {"forget0", false, false}, {"resume", true, true}}},
+		{"the executor hold pauses the topic", []step{{"exec_down", false, false}, {"exec_up", true, true}}},
+		{"consume resume and backpressure release under the executor hold", []step{
+			{"exec_down", false, false}, {"pause", false, false}, {"bp_on", false, false}, {"resume", false, false},
+			{"bp_off", false, false}, {"exec_up", true, true}}},
+		{"the executor back during a consume pause", []step{
+			{"pause", false, false}, {"exec_down", false, false}, {"exec_up", false, false}, {"resume", true, true}}},
+		{"a stall outlasts the executor hold", []step{
+			{"stall0", false, true}, {"exec_down", false, false}, {"exec_up", false, true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,7 +64,7 @@ func newPartitionCollector(s *Source) *partitionCollector {
 		hwm:       d("svc_partition_high_watermark", "High watermark of an assigned partition (the offset the next produced message gets)."),
 		running:   d("svc_partition_messages_in_flight", "Messages of an assigned partition running now."),
 		waiting:   d("svc_partition_messages_waiting", "Polled messages of an assigned partition waiting for an earlier message of their key or a free slot."),
-		paused:    d("svc_partition_paused", "1 while fetching of an assigned partition is paused (consume pause, backpressure or stall)."),
+		paused:    d("svc_partition_paused", "1 while fetching of an assigned partition is paused (consume pause, backpressure, executor hold or stall)."),
 		stalled:   d("svc_partition_stalled", "1 while an assigned partition is stall-paused after a failed DLQ send."),
 		orphaned: prometheus.NewDesc("svc_consumer_lag_orphaned",
 			"Lag of a source partition no live member consumes: held by a dead member until its session times out, or by nobody during a rebalance (held_by). Exported by one worker of the group only (the live member with the smallest member id).",

@@ -443,6 +443,8 @@ func ktFlowStep(t *testing.T, f *flowControl, do string) {
 		f.deadline(gen)
 	case "bp_on", "bp_off":
 		f.setBackpressure(do == "bp_on")
+	case "exec_down", "exec_up":
+		f.setExecutorHold(do == "exec_down")
 	case "full0", "drained0":
 		f.setSaturated(0, do == "full0")
 	case "stall0":

@@ -111,13 +111,14 @@ func (s *Source) unwaitLocked(w *msgWork) {
 }
 
 // doneLocked accounts for a finished message (stalled: its partition
-// stalled instead) and readies the next message of its key.
-func (s *Source) doneLocked(w *msgWork, stalled bool) {
+// stalled instead, quietly for a message the shutdown left unfinished) and
+// readies the next message of its key.
+func (s *Source) doneLocked(w *msgWork, stalled, quiet bool) {
 	p := w.part
 	p.running--
 	s.running--
 	if stalled {
-		s.stallLocked(w)
+		s.stallLocked(w, quiet)
 	} else {
 		p.finish(w.msg.Offset)
 	}

@@ -292,6 +292,12 @@ func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 	s.start(start)
 }
 
+// SetExecutorHold holds all intake while the executor is unavailable (on)
+// and releases it when the executor is back: nothing more is fetched, the
+// messages in flight wait for the executor, nothing is committed past
+// them. The builder wires it to the executor pool's health.
+func (s *Source) SetExecutorHold(on bool) { s.flow.setExecutorHold(on) }
+
 // PauseState returns the consume pause state object.
 func (s *Source) PauseState() PauseState { return s.flow.State() }
 

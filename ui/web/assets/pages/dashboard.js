@@ -108,14 +108,26 @@ function capacityTile(m, id) {
     note(`executors busy / pool size · ${num(waiting)} waiting` + (id.features.kafka_source ? ` · ${num(inflight)} Kafka messages in flight` : "")));
 }
 
+// executorDown: the executor cannot run anything (svc_executor_healthy 0;
+// absent when the worker runs no executor pool).
+function executorDown(m) {
+  return (m.get("svc_executor_healthy") || []).length > 0 && sum(m, "svc_executor_healthy") === 0;
+}
+
 function flowTile(m, id) {
-  if (!id.features.kafka_source) return tile("Intake", "HTTP only", note("backpressure and consume pause apply to the Kafka source"));
+  const down = executorDown(m);
+  const execNote = "the executor cannot be started or does not get ready: tasks wait, nothing is dead-lettered; /readyz says why";
+  if (!id.features.kafka_source) {
+    if (down) return tile("Intake", badge("executor unavailable", { "executor unavailable": "red" }), note(execNote + "; the ingress answers 503"));
+    return tile("Intake", "HTTP only", note("backpressure and consume pause apply to the Kafka source"));
+  }
   const bp = sum(m, "svc_backpressure_active") > 0;
   const paused = sum(m, "svc_consume_pause_active") > 0;
   const stalled = sum(m, "svc_kafka_partitions_stalled");
-  const state = paused ? "paused" : bp ? "backpressure" : "flowing";
-  return tile("Intake", badge(state, { flowing: "green", paused: "blue", backpressure: "yellow" }),
+  const state = down ? "executor unavailable" : paused ? "paused" : bp ? "backpressure" : "flowing";
+  return tile("Intake", badge(state, { flowing: "green", paused: "blue", backpressure: "yellow", "executor unavailable": "red" }),
     el("ul", { class: "plain" },
+      el("li", {}, "Executor: ", down ? "unavailable, intake held (" + execNote + ")" : "available"),
       el("li", {}, "Backpressure: ", bp ? "active (work waiting to run is over its cap: 4 × max(max_in_flight, max_poll_records) messages or 64 MiB; resumes below half)" : "off"),
       el("li", {}, "Consume pause: ", paused ? el("a", { href: "/debug?tab=pause" }, "active") : "off"),
       el("li", {}, "Stall-paused partitions: ", num(stalled))));
@@ -166,6 +178,7 @@ function linksCard(id) {
       ["Task duration p95", `histogram_quantile(0.95, sum by (le) (rate(svc_task_duration_seconds_bucket${s}[5m])))`],
       ["DLQ records/s", `sum(rate(svc_dlq_records_total${s}[5m]))`],
       ["Backpressure and pause", `max(svc_backpressure_active${s}) or max(svc_consume_pause_active${s})`],
+      ["Executor unavailable", `1 - min(svc_executor_healthy${s})`],
     ]) items.push(el("li", {}, el("a", { href: q(expr), rel: "noreferrer", target: "_blank" }, label)));
   }
   for (const l of id.custom_links || []) items.push(el("li", {}, el("a", { href: l.url, rel: "noreferrer", target: "_blank" }, l.label)));

@@ -1,0 +1,17 @@
+package httpd
+
+import (
+	"os"
+	"testing"
+
+	"svc/worker/demo"
+)
+
+// The test binary doubles as the sample executor (`svc exec-demo`, both
+// protocols), for tests that need a persistent executor.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "exec-demo" {
+		os.Exit(demo.Execute(os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "events")))
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,177 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/worker"
+)
+
+// Executor health. The executor is unavailable while it cannot run
+// anything: in mode spawn from an attempt whose binary could not be
+// started until a check finds it startable again (or a process starts); in
+// mode persistent while no trusted child is alive and the last start-up
+// failed (start failed, no ready frame, crash loop), until a child gets
+// ready. Meanwhile no attempt is charged: tasks either wait (their context
+// says so: worker.WaitForExecutor) or end at once with
+// worker.ErrExecutorUnavailable. The pool logs each episode once
+// (executor_unavailable, executor_available), keeps svc_executor_healthy
+// and tells its watchers (readiness, the Kafka source's intake hold).
+
+// Spawn mode's re-check of an unavailable binary: stat and exec permission
+// (exec.LookPath) after base·2^n, capped. A check never runs the executor.
+const (
+	execRecheckBase = 100 * time.Millisecond
+	execRecheckMax  = 5 * time.Second
+)
+
+// execProbation is how long a persistent child that got ready while the
+// executor was unavailable must live (or answer a task) before the
+// executor counts as available again, so that children that die right
+// after their ready frame do not flap the health.
+const execProbation = time.Second
+
+// execWaitPolicy is how an attempt behaves while the executor is
+// unavailable (from worker.ExecutorWait).
+type execWaitPolicy struct {
+	wait bool            // wait for the executor instead of failing at once
+	stop <-chan struct{} // closed: stop waiting (nil: never)
+}
+
+// execHealth tracks the pool's health: it publishes changes of the
+// backend's state (status) to the gauge, the log and the watchers, one
+// change at a time, in order.
+type execHealth struct {
+	mu       sync.Mutex // serialises refresh and the watchers
+	status   func() worker.ExecutorHealth
+	cur      worker.ExecutorHealth
+	since    time.Time // start of the current unavailable episode
+	watchers []func(worker.ExecutorHealth)
+	gauge    prometheus.Gauge
+	log      *slog.Logger
+	mode     string
+}
+
+func newExecHealth(reg prometheus.Registerer, log *slog.Logger, mode string) (*execHealth, error) {
+	h := &execHealth{log: log, mode: mode, gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "svc_executor_healthy",
+		Help: "0 while the executor is unavailable (its binary cannot be started, or no persistent child gets ready): tasks wait and Kafka intake is held; else 1.",
+	})}
+	h.gauge.Set(1)
+	if reg != nil {
+		if err := reg.Register(h.gauge); err != nil {
+			return nil, fmt.Errorf("register executor metrics: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// bind sets the backend's state function and takes the state now.
+func (h *execHealth) bind(status func() worker.ExecutorHealth) {
+	h.status = status
+	h.cur = status()
+}
+
+// get is the health now.
+func (h *execHealth) get() worker.ExecutorHealth { return h.status() }
+
+// refresh publishes the backend's state if it changed. Backends call it
+// after every change that may matter, outside their own locks; a refresh
+// always reads the latest state, so the last one wins.
+func (h *execHealth) refresh() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next, prev := h.status(), h.cur
+	if next.State == prev.State && next.Reason == prev.Reason {
+		h.cur.Detail = next.Detail
+		return
+	}
+	h.cur = next
+	down := next.State == worker.ExecutorUnavailable
+	switch {
+	case down && prev.State != worker.ExecutorUnavailable:
+		h.since = time.Now()
+		h.gauge.Set(0)
+		h.log.Warn("executor_unavailable", "mode", h.mode, "reason", next.Reason, "error", next.Detail,
+			"detail", "the executor cannot run tasks: tasks wait for it uncharged (Kafka intake is held), the HTTP ingress answers 503")
+	case !down && prev.State == worker.ExecutorUnavailable:
+		h.gauge.Set(1)
+		h.log.Info("executor_available", "mode", h.mode, "unavailable_for", time.Since(h.since).Round(time.Millisecond).String())
+	}
+	for _, f := range h.watchers {
+		f(next)
+	}
+}
+
+// watch adds a watcher and calls it with the health now.
+func (h *execHealth) watch(f func(worker.ExecutorHealth)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.watchers = append(h.watchers, f)
+	f(h.cur)
+}
+
+// execUnavailable is the error of a task that found the executor
+// unavailable; it wraps worker.ErrExecutorUnavailable and the start-up
+// error (which wraps ErrStart).
+func execUnavailable(cause error) error {
+	return fmt.Errorf("%w: %w", worker.ErrExecutorUnavailable, cause)
+}
+
+// execStartCause is the reason a start-up error gives, short and without
+// the executor's output (for /readyz): the errno text of a failed exec.
+func execStartCause(err error) string {
+	var se *execStartErr
+	if errors.As(err, &se) {
+		return "executor.binary_path cannot be started (" + se.err.Error() + ")"
+	}
+	return "the executor cannot be started"
+}
+
+// execMessageStartError reports a start failure caused by the task rather
+// than the executor: an environment too large for exec (E2BIG, from a Go
+// handler's task environment). It fails the task, as before.
+func execMessageStartError(err error) bool { return errors.Is(err, syscall.E2BIG) }
+
+// execStartErr is a failed exec of the executor binary; it wraps ErrStart
+// and the cause.
+type execStartErr struct {
+	bin string
+	err error
+}
+
+func (e *execStartErr) Error() string {
+	return fmt.Sprintf("%s: executor.binary_path %q: %s", ErrStart, e.bin, e.err)
+}
+
+func (e *execStartErr) Unwrap() []error { return []error{ErrStart, e.err} }
+
+// execStartError explains a failed start, naming the config key; it wraps
+// ErrStart.
+func execStartError(bin string, err error) error {
+	var pe *fs.PathError
+	var ee *exec.Error
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &ee):
+		err = ee.Err
+	}
+	return &execStartErr{bin: bin, err: err}
+}
+
+// execBackoffAt is base·2^n capped at limit.
+func execBackoffAt(base, limit time.Duration, n int) time.Duration {
+	if n > 20 {
+		return limit
+	}
+	return min(base<<n, limit)
+}
