@@ -355,11 +355,12 @@ func TestWorkerRestartedAfterSIGKILLTakesItsCardAtOnce(t *testing.T) {
 	if strings.Contains(p2.Output.String(), "fleet_name_conflict") {
 		t.Errorf("the restart logged a name conflict:\n%s", p2.Output.String())
 	}
-	var c struct {
-		PID int `json:"pid"`
-	}
-	b, _ := os.ReadFile(card)
-	if json.Unmarshal(b, &c) != nil || c.PID != p2.Cmd.Process.Pid {
-		t.Errorf("card = %s, want the restarted process's pid %d", b, p2.Cmd.Process.Pid)
-	}
+	// The card is rewritten at the next heartbeat after the take-over.
+	wait.For(t, wait.Long, "the card of the restarted process", func() (bool, string) {
+		var c struct {
+			PID int `json:"pid"`
+		}
+		b, _ := os.ReadFile(card)
+		return json.Unmarshal(b, &c) == nil && c.PID == p2.Cmd.Process.Pid, fmt.Sprintf("card %s, want pid %d", b, p2.Cmd.Process.Pid)
+	})
 }

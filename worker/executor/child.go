@@ -68,7 +68,7 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
 		SysProcAttr: execSysProcAttr(),
 	}
-	err = cmd.Start()
+	cmd, err = execStartCmd(cmd)
 	pp.closeChild()
 	if err != nil {
 		pp.closeParent()

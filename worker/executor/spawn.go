@@ -204,7 +204,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStar
 		ExtraFiles:  pp.child[3:], // fd 3, SVC_EVENTS_FD
 		SysProcAttr: execSysProcAttr(),
 	}
-	err = cmd.Start()
+	cmd, err = execStartCmd(cmd)
 	pp.closeChild()
 	if err != nil {
 		pp.closeParent()

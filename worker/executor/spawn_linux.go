@@ -3,9 +3,12 @@
 package executor
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -45,4 +48,21 @@ func execUnread(f *os.File) int {
 		}
 	})
 	return n
+}
+
+// execStartCmd starts cmd. "Text file busy" (ETXTBSY: the binary is still
+// open for writing somewhere, as when it was just written or replaced and
+// a concurrent fork holds the write descriptor for a moment) is retried a
+// few times with a fresh Cmd, about 300 ms in all, so that such a moment
+// is not taken for an executor that cannot run. It returns the Cmd that
+// started (or failed last).
+func execStartCmd(cmd *exec.Cmd) (*exec.Cmd, error) {
+	err := cmd.Start()
+	for i := 0; i < 6 && errors.Is(err, syscall.ETXTBSY); i++ {
+		time.Sleep(time.Duration(5<<i) * time.Millisecond)
+		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
+			Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
+		err = cmd.Start()
+	}
+	return cmd, err
 }

@@ -5,6 +5,7 @@ package executor
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"syscall"
 )
 
@@ -38,3 +39,6 @@ func (p *execPipes) open(n int) error {
 // execUnread is unknown outside Linux: a child found dead counts as having
 // read its task.
 func execUnread(*os.File) int { return -1 }
+
+// execStartCmd starts cmd.
+func execStartCmd(cmd *exec.Cmd) (*exec.Cmd, error) { return cmd, cmd.Start() }

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "exec-demo-stray" {
 		os.Exit(execDemoStray())
 	}
-	workertest.ShortParallel(4)
+	workertest.ShortParallel(8)
 	os.Exit(m.Run())
 }
 
