@@ -296,18 +296,20 @@ func (c *Config) validateExecutorMode(p *problems) {
 
 // validateUIDeclarations checks the exec handler's declared pages and probe
 // details; each problem names its key under handler.ui_pages or
-// handler.probe_details and the error type a Go handler would get.
+// handler.probe_details and the contract's name of the error a Go handler
+// gets (UIPagesConfigError: *ui.PagesError; ProbeDetailsConfigError:
+// *ui.ProbeDetailsError).
 func (c *Config) validateUIDeclarations(p *problems) {
 	var pe *ui.PagesError
 	if err := ui.ValidatePages(c.Handler.UIPages); errors.As(err, &pe) {
 		for _, pr := range pe.Problems {
-			*p = append(*p, declProblem("handler.ui_pages", "pages", "ui.PagesError", pr))
+			*p = append(*p, declProblem("handler.ui_pages", "pages", "UIPagesConfigError", pr))
 		}
 	}
 	var de *ui.ProbeDetailsError
 	if err := ui.ValidateProbeDetails(c.Handler.ProbeDetails); errors.As(err, &de) {
 		for _, pr := range de.Problems {
-			*p = append(*p, declProblem("handler.probe_details.fields", "fields", "ui.ProbeDetailsError", pr))
+			*p = append(*p, declProblem("handler.probe_details.fields", "fields", "ProbeDetailsConfigError", pr))
 		}
 	}
 }
