@@ -221,35 +221,26 @@ func (f *flowControl) endLocked() bool {
 
 // setBackpressure is called by the source as in-flight work crosses the
 // thresholds.
-func (f *flowControl) setBackpressure(on bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.backpressure == on {
-		return
-	}
-	f.backpressure = on
-	if on {
-		f.bpGauge.Set(1)
-	} else {
-		f.bpGauge.Set(0)
-	}
-	f.applyLocked()
-}
+func (f *flowControl) setBackpressure(on bool) { f.setTopicHold(&f.backpressure, f.bpGauge, on) }
 
 // setExecutorHold pauses all fetching while the executor is unavailable
 // (on) and lets it run again when the executor is back; the operator's
 // pause and backpressure still apply.
-func (f *flowControl) setExecutorHold(on bool) {
+func (f *flowControl) setExecutorHold(on bool) { f.setTopicHold(&f.executor, f.execGauge, on) }
+
+// setTopicHold sets one topic-wide actor's hold and its gauge, and pauses
+// or resumes intake as the holds now say.
+func (f *flowControl) setTopicHold(hold *bool, gauge prometheus.Gauge, on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.executor == on {
+	if *hold == on {
 		return
 	}
-	f.executor = on
+	*hold = on
 	if on {
-		f.execGauge.Set(1)
+		gauge.Set(1)
 	} else {
-		f.execGauge.Set(0)
+		gauge.Set(0)
 	}
 	f.applyLocked()
 }
