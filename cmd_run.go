@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 
 	"svc/worker/build"
 	"svc/worker/config"
@@ -27,11 +29,47 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stop, err := startProfiles(f.cpuProfile, f.memProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	w, err := build.New(ctx, cfg, productionOptions(log))
 	if err != nil {
 		return err
 	}
 	return w.Run(ctx)
+}
+
+// startProfiles starts a CPU profile into cpuPath (when set) and returns
+// the function that ends it and writes the allocation profile into memPath
+// (when set). Both files are created 0600: a profile names code paths and
+// may hold symbol names from the config, never payloads.
+func startProfiles(cpuPath, memPath string) (func(), error) {
+	var cpu *os.File
+	if cpuPath != "" {
+		f, err := os.OpenFile(cpuPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("-cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("-cpuprofile: %w", err)
+		}
+		cpu = f
+	}
+	return func() {
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			cpu.Close()
+		}
+		if memPath != "" {
+			if f, err := os.OpenFile(memPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600); err == nil {
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}
+	}, nil
 }
 
 // productionOptions are the builder options of `svc run` and `svc demo`:

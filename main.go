@@ -96,6 +96,10 @@ type commonFlags struct {
 	config    string
 	logFormat string
 	logLevel  string
+	// svc run only: profiles of the whole run (see docs/operations.md
+	// "Profiling").
+	cpuProfile string
+	memProfile string
 }
 
 func parseFlags(name string, args []string, stderr io.Writer) (commonFlags, error) {
@@ -105,6 +109,10 @@ func parseFlags(name string, args []string, stderr io.Writer) (commonFlags, erro
 	fs.StringVar(&f.config, "config", os.Getenv("SVC_CONFIG"), "config file (TOML)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	if name == "run" {
+		fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+		fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile to this file at exit (go tool pprof)")
+	}
 	err := fs.Parse(args)
 	return f, err
 }

@@ -260,3 +260,98 @@ func TestStreamsAreBounded(t *testing.T) {
 		t.Errorf("download after the stalled ones were cut off = %d, %d bytes, want 200 and %d bytes", r.status, len(r.body), len(big))
 	}
 }
+
+// Tasks that succeed at their first attempt keep their lifecycle events
+// folded into their task row (history.task_detail = "summary", the
+// default): GET /api/v1/events no longer lists them, the trace still shows
+// them, with the Kafka message's place and key for a Kafka task, and
+// without the stdout tail; "full" keeps every event as a row. This runs the
+// worker's real event payloads through the fold: if they drift from what the
+// recorder rebuilds, the fold stops and the first check fails.
+func TestHistorySummarizesSuccessfulTasks(t *testing.T) {
+	t.Parallel()
+	lifecycle := "/api/v1/events?types=task_received,executor_started,executor_finished&limit=1000"
+	type traced struct {
+		Events []recorder.Event `json:"events"`
+	}
+	trace := func(t *testing.T, s *stack, taskID string, n int) []recorder.Event {
+		var tr traced
+		wait.For(t, wait.Long, "the trace of "+taskID, func() (bool, string) {
+			body := do(t, "GET", s.uiURL+"/api/v1/debug/trace?task_id="+taskID, "").body
+			_ = json.Unmarshal([]byte(body), &tr)
+			return len(tr.Events) >= n, body
+		})
+		return tr.Events
+	}
+	events := func(t *testing.T, s *stack, path string) []recorder.Event {
+		var evs traced
+		if err := json.Unmarshal([]byte(do(t, "GET", s.uiURL+path, "").body), &evs); err != nil {
+			t.Fatal(err)
+		}
+		return evs.Events
+	}
+	for _, detail := range []string{"summary", "full"} {
+		t.Run("http/"+detail, func(t *testing.T) {
+			t.Parallel()
+			cfg := diskConfig(t, script(t, `cat`))
+			cfg.History.TaskDetail = detail
+			s := startStack(t, cfg)
+			r := do(t, "POST", s.inURL+"/v1/process", `hello`)
+			var body worker.ExecResponse
+			if err := json.Unmarshal([]byte(r.body), &body); err != nil || r.status != 200 {
+				t.Fatalf("ingress = %d %s", r.status, r.body)
+			}
+			evs := trace(t, s, body.Tasks[0].TaskID, 3)
+			var types []string
+			for _, e := range evs {
+				types = append(types, e.Type)
+				if e.Type == "executor_finished" {
+					hasTail := strings.Contains(string(e.Payload), "stdout_tail")
+					if hasTail != (detail == "full") || !strings.Contains(string(e.Payload), `"status":"ok","exit_code":0`) {
+						t.Errorf("executor_finished = %s (task_detail %s)", e.Payload, detail)
+					}
+				}
+			}
+			if strings.Join(types, ",") != "task_received,executor_started,executor_finished" {
+				t.Errorf("trace types = %v", types)
+			}
+			wait.For(t, wait.Long, "the task row stored", func() (bool, string) {
+				body := do(t, "GET", s.uiURL+"/api/v1/dashboard/counts", "").body
+				return strings.Contains(body, `"ok":1`), body
+			})
+			listed := events(t, s, lifecycle)
+			if want := map[string]int{"summary": 0, "full": 3}[detail]; len(listed) != want {
+				t.Errorf("events API lists %d lifecycle events, want %d (task_detail %s)", len(listed), want, detail)
+			}
+		})
+	}
+	t.Run("kafka/summary", func(t *testing.T) {
+		t.Parallel()
+		s, _ := kafkaStack(t, func(cfg *config.Config) {
+			root := t.TempDir()
+			cfg.Storage.Dir = filepath.Join(root, "storage")
+		})
+		var counts recorder.Counts
+		wait.For(t, wait.Long, "30 Kafka tasks stored", func() (bool, string) {
+			body := do(t, "GET", s.uiURL+"/api/v1/dashboard/counts", "").body
+			_ = json.Unmarshal([]byte(body), &counts)
+			return counts.BySource["kafka"]["ok"] == 30, body
+		})
+		var tasks struct {
+			Results []recorder.TaskRow `json:"results"`
+		}
+		_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/live/task-results?limit=1", "").body), &tasks)
+		if len(tasks.Results) != 1 {
+			t.Fatal("no task row")
+		}
+		row := tasks.Results[0]
+		if listed := events(t, s, lifecycle); len(listed) != 0 {
+			t.Errorf("events API lists %d lifecycle events of summarized Kafka tasks, want 0: %+v", len(listed), listed[0])
+		}
+		evs := trace(t, s, row.TaskID, 4)
+		want := fmt.Sprintf(`{"source":"kafka","alias":"source","partition":%d,"offset":%d,"key":"k","key_encoding":"utf-8","input_size_bytes":7}`, row.Partition, row.Offset)
+		if evs[0].Type != "task_received" || string(evs[0].Payload) != want {
+			t.Errorf("first trace event = %s %s, want task_received %s", evs[0].Type, evs[0].Payload, want)
+		}
+	})
+}

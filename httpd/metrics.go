@@ -69,6 +69,8 @@ func RegisterRecorderMetrics(reg prometheus.Registerer, rec *recorder.Recorder) 
 			func(s recorder.Stats) uint64 { return s.ArchiveInflations }),
 		counter("svc_recorder_archives_refused_total", "Archives refused by traces (beyond their size cap, not a database, corrupt), each once while unchanged.",
 			func(s recorder.Stats) uint64 { return s.ArchivesRefused }),
+		counter("svc_recorder_events_summarized_total", "Lifecycle events of successful first attempts stored folded into their task row (history.task_detail = summary); part of svc_recorder_written_total.",
+			func(s recorder.Stats) uint64 { return s.EventsSummarized }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_queue_length", Help: "Items waiting in the recorder write buffer."},
 			func() float64 { return float64(rec.Stats().Queued) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_memory_only", Help: "1 while the recorder keeps history in memory only (no storage.dir, or it could not be written at startup)."},

@@ -47,6 +47,10 @@ type Config struct {
 	// MergedRetentionDays is history.merged_retention_days; merge results
 	// older than this are removed only while archiving is enabled.
 	MergedRetentionDays int
+	// FullDetail (history.task_detail = "full") stores every event of a
+	// successful task as its own row, stdout tail included; otherwise they
+	// are summarized into the task row (summary.go).
+	FullDetail bool
 	// MemoryEvents is the ring size (events, and separately task rows) in
 	// memory-only mode.
 	MemoryEvents int

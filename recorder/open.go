@@ -32,6 +32,7 @@ func Open(ctx context.Context, cfg Config) (*Recorder, error) {
 		memory:  cfg.Dir == "",
 		in:      make(chan item, cfg.BufferSize),
 		sealReq: make(chan chan error),
+		sum:     newSummarizer(!cfg.FullDetail),
 		nextID:  cfg.StartedAt.UnixMilli() * 1000,
 	}
 	r.counts.sinceMs = cfg.Now().UnixMilli()

@@ -73,6 +73,7 @@ type Recorder struct {
 
 	loss        lossEpisode // see recordLoss
 	liveRetryAt time.Time   // writer only: last attempt to recreate the live file
+	sum         *summarizer // writer only: lifecycle events waiting for their task row
 
 	own      *ownLock // {Dir}/<worker>.lock; nil in memory mode
 	fellBack bool     // storage.dir was set but unusable: memory-only
@@ -82,6 +83,9 @@ type Recorder struct {
 type item struct {
 	ev   *Event
 	task *TaskRow
+	// folded is how many lifecycle events task's summary stands for
+	// (see summary.go); they count as events written or lost with it.
+	folded int
 }
 
 // Close ends the recorder. Call it after Run has returned. When Run never
@@ -118,7 +122,10 @@ type Stats struct {
 	// ArchivesRefused counts archives refused by traces (too large, not a
 	// database, corrupt): each once while it stays unchanged.
 	ArchivesRefused uint64
-	MemoryOnly      bool // events are kept in memory only (see Recorder.MemoryOnly)
+	// EventsSummarized counts lifecycle events stored folded into their
+	// task row (summary.go); they are part of EventsWritten.
+	EventsSummarized uint64
+	MemoryOnly       bool // events are kept in memory only (see Recorder.MemoryOnly)
 }
 
 type stats struct {
@@ -126,6 +133,7 @@ type stats struct {
 	writeErrors, rowsLost, seals, sealErrors                 atomic.Uint64
 	archivedFiles, archiveErrors, mergedRemoved              atomic.Uint64
 	archiveInflations, archivesRefused                       atomic.Uint64
+	eventsSummarized                                         atomic.Uint64
 }
 
 // Stats returns the current counters.
@@ -148,6 +156,7 @@ func (r *Recorder) Stats() Stats {
 		MergedRemoved:     r.stats.mergedRemoved.Load(),
 		ArchiveInflations: r.stats.archiveInflations.Load(),
 		ArchivesRefused:   r.stats.archivesRefused.Load(),
+		EventsSummarized:  r.stats.eventsSummarized.Load(),
 		MemoryOnly:        r.memory,
 	}
 }

@@ -79,6 +79,8 @@ func (r *Recorder) pruneCache(ctx context.Context) {
 func (r *Recorder) writeLoop(ctx context.Context) {
 	seal := time.NewTicker(r.cfg.SealInterval)
 	defer seal.Stop()
+	hold := time.NewTicker(summaryHold / 2)
+	defer hold.Stop()
 	// Writes use a background context: a batch taken off the queue is
 	// written even while shutting down.
 	bg := context.Background()
@@ -107,8 +109,15 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 				}
 				linger.Stop()
 			}
-			r.writeBatch(bg, batch)
+			r.writeItems(bg, batch)
+		case <-hold.C:
+			if r.sum.waiting() > 0 {
+				r.writeItems(bg, nil)
+			}
 		case <-seal.C:
+			if rest := r.sum.flush(time.Now()); len(rest) > 0 {
+				r.writeBatch(bg, rest)
+			}
 			r.sealLive(bg, false)
 		case reply := <-r.sealReq:
 			r.drain(bg)
@@ -138,15 +147,27 @@ func (r *Recorder) fillBatch(batch []item) []item {
 	return batch
 }
 
-// drain writes everything queued right now.
+// drain writes everything queued right now, and every lifecycle event
+// still waiting for its task row, so a seal leaves nothing behind.
 func (r *Recorder) drain(ctx context.Context) {
 	batch := make([]item, 0, maxBatch)
 	for {
 		batch = r.fillBatch(batch[:0])
 		if len(batch) == 0 {
-			return
+			break
 		}
-		r.writeBatch(ctx, batch)
+		r.writeItems(ctx, batch)
+	}
+	if rest := r.sum.flush(time.Now()); len(rest) > 0 {
+		r.writeBatch(ctx, rest)
+	}
+}
+
+// writeItems passes a batch taken off the queue through the summarizer and
+// writes what it releases.
+func (r *Recorder) writeItems(ctx context.Context, batch []item) {
+	if items := r.sum.filter(batch, time.Now()); len(items) > 0 {
+		r.writeBatch(ctx, items)
 	}
 }
 
@@ -182,6 +203,10 @@ func (r *Recorder) writeBatch(ctx context.Context, items []item) error {
 		} else {
 			r.stats.tasksWritten.Add(1)
 			r.counts.add(it.task.Source, it.task.Status)
+			if it.folded > 0 {
+				r.stats.eventsWritten.Add(uint64(it.folded))
+				r.stats.eventsSummarized.Add(uint64(it.folded))
+			}
 		}
 	}
 	return nil

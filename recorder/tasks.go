@@ -32,6 +32,10 @@ type TaskRow struct {
 	Error           string            `json:"error"`
 	OutputSizeBytes int64             `json:"output_size_bytes"`
 	Env             map[string]string `json:"env"`
+
+	// summary, when set, stands for the task's lifecycle events (format 2,
+	// summary.go); only the writer sets it and only Trace reads it.
+	summary Summary
 }
 
 // KeyEncoding is how Key is written: "utf-8", "base64", or "" when the
@@ -127,6 +131,12 @@ const taskColumns = `task_id, ts_ms, worker, source, alias, partition, "offset",
 
 // queryTasks runs a query selecting taskColumns.
 func (r *Recorder) queryTasks(ctx context.Context, db *sql.DB, query string, args ...any) ([]TaskRow, error) {
+	return r.queryTasksWith(ctx, db, false, query, args...)
+}
+
+// queryTasksWith runs a query selecting taskColumns, followed by
+// summaryColumns when withSummary.
+func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, withSummary bool, query string, args ...any) ([]TaskRow, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -136,8 +146,14 @@ func (r *Recorder) queryTasks(ctx context.Context, db *sql.DB, query string, arg
 	for rows.Next() {
 		var t TaskRow
 		var labels, env string
-		if err := rows.Scan(&t.TaskID, &t.TSms, &t.Worker, &t.Source, &t.Alias, &t.Partition, &t.Offset,
-			&t.Key, &labels, &t.Status, &t.Attempts, &t.DurationMs, &t.Error, &t.OutputSizeBytes, &env); err != nil {
+		dest := []any{&t.TaskID, &t.TSms, &t.Worker, &t.Source, &t.Alias, &t.Partition, &t.Offset,
+			&t.Key, &labels, &t.Status, &t.Attempts, &t.DurationMs, &t.Error, &t.OutputSizeBytes, &env}
+		if withSummary {
+			s := &t.summary
+			dest = append(dest, &s.ReceivedID, &s.StartedDID, &s.FinishedDID, &s.ReceivedMs, &s.StartedDMs,
+				&s.FinishedDMs, &s.InputSizeBytes, &s.AttemptDuration)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		t.Labels = decodeLabels(labels)
@@ -155,9 +171,11 @@ func insertTask(w *txWriter, t *TaskRow) error {
 	if t.Env == nil {
 		env = []byte("{}")
 	}
-	if err := w.exec(`INSERT INTO tasks(`+taskColumns+`) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	s := t.summary
+	if err := w.exec(`INSERT INTO tasks(`+taskColumns+`, `+summaryColumns+`) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.TaskID, t.TSms, t.Worker, t.Source, t.Alias, t.Partition, t.Offset, t.Key, encodeLabels(t.Labels),
-		t.Status, t.Attempts, t.DurationMs, t.Error, t.OutputSizeBytes, string(env)); err != nil {
+		t.Status, t.Attempts, t.DurationMs, t.Error, t.OutputSizeBytes, string(env),
+		s.ReceivedID, s.StartedDID, s.FinishedDID, s.ReceivedMs, s.StartedDMs, s.FinishedDMs, s.InputSizeBytes, s.AttemptDuration); err != nil {
 		return fmt.Errorf("insert task: %w", err)
 	}
 	for name, value := range t.Labels {

@@ -57,6 +57,7 @@ func (r *Recorder) recordLoss(items []item, err error) {
 			events++
 		} else {
 			tasks++
+			events += uint64(it.folded)
 		}
 	}
 	r.stats.writeErrors.Add(1)

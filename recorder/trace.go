@@ -34,9 +34,18 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 	if r.memory {
 		all = r.ring.taskEvents(taskID)
 	}
+	// taskEvents reads taskID's event rows and rebuilds its summarized ones.
+	taskEvents := func(db *sql.DB) ([]Event, error) {
+		evs, err := queryEvents(ctx, db, query, taskID, maxTraceEvents)
+		if err != nil {
+			return nil, err
+		}
+		more, err := summarizedEvents(ctx, r, db, taskID)
+		return append(evs, more...), err
+	}
 	err := r.withLive(func(db *sql.DB) error {
 		var err error
-		all, err = queryEvents(ctx, db, query, taskID, maxTraceEvents)
+		all, err = taskEvents(db)
 		return err
 	})
 	if err != nil {
@@ -48,9 +57,7 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 	}
 	r.gz.prune(files)
 	for _, f := range files {
-		evs, err := queryHist(ctx, r, f, func(db *sql.DB) ([]Event, error) {
-			return queryEvents(ctx, db, query, taskID, maxTraceEvents)
-		})
+		evs, err := queryHist(ctx, r, f, taskEvents)
 		if err != nil {
 			// One unreadable file must not hide the rest of the history.
 			r.log.Warn("recorder_trace_file_failed", "file", f.rel, "error", err)

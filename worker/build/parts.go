@@ -141,6 +141,6 @@ func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recor
 		StartedAt: app.Started(), SealInterval: cfg.History.SealInterval.D(),
 		ArchiveEnabled: cfg.History.Archive.Enabled, ArchiveAfter: cfg.History.Archive.After.D(),
 		ArchiveWindow: cfg.History.Archive.Window.D(), MergedRetentionDays: cfg.History.MergedRetentionDays,
-		MaskEnv: config.MaskEnv, Logger: log,
+		FullDetail: cfg.History.TaskDetail == "full", MaskEnv: config.MaskEnv, Logger: log,
 	}
 }

@@ -271,7 +271,14 @@ type History struct {
 	SealInterval        Duration `toml:"seal_interval" json:"seal_interval"`
 	MergedRetentionDays int      `toml:"merged_retention_days" json:"merged_retention_days"`
 	Archive             Archive  `toml:"archive" json:"archive"`
+	// TaskDetail is what a successful first attempt keeps on disk:
+	// "summary" (its lifecycle events folded into the task row, no stdout
+	// tail) or "full" (every event a row, stdout tail included).
+	TaskDetail string `toml:"task_detail" json:"task_detail"`
 }
+
+// TaskDetails are the accepted values of history.task_detail.
+var TaskDetails = []string{"summary", "full"}
 
 // Archive folds sealed files into window archives.
 type Archive struct {
@@ -375,7 +382,7 @@ func Default() Config {
 		DLQ:     DLQ{OnSendFailure: "stall", SendTimeout: Duration(30 * time.Second), Compression: DefaultCompression},
 		Storage: Dir{Dir: "/tmp/svc"},
 		History: History{
-			SealInterval: Duration(10 * time.Minute), MergedRetentionDays: 7,
+			SealInterval: Duration(10 * time.Minute), MergedRetentionDays: 7, TaskDetail: "summary",
 			Archive: Archive{Enabled: true, After: Duration(time.Hour), Window: Duration(time.Hour)},
 		},
 		Cache: Cache{MaxRows: 10_000, MaxBytes: 64 << 20},

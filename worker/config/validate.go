@@ -252,6 +252,9 @@ func (c *Config) validateHistory(p *problems) {
 	p.between("history.merged_retention_days", int64(h.MergedRetentionDays), 1, 36500)
 	p.within("history.archive.after", h.Archive.After, time.Minute, 3650*day)
 	p.within("history.archive.window", h.Archive.Window, time.Minute, 31*day)
+	if !slices.Contains(TaskDetails, h.TaskDetail) {
+		p.add("history.task_detail", "%q is not one of %s", h.TaskDetail, strings.Join(TaskDetails, ", "))
+	}
 	p.within("throughput.window", c.Throughput.Window, time.Second, day)
 	p.within("runtime_health.interval", c.RuntimeHealth.Interval, 10*time.Millisecond, 10*time.Second)
 	p.within("runtime_health.stall_threshold", c.RuntimeHealth.StallThreshold, time.Millisecond, time.Minute)

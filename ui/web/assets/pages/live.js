@@ -165,7 +165,7 @@ async function openTask(ctx, t, worker) {
       fact("Outcome", statusBadge(t.status)), fact("Worker", t.worker || worker?.name || ""), fact("Source", t.source),
       fact("Message", t.source === "kafka" ? el("span", {}, t.alias, " ", coords(ctx, t.alias, t.partition, t.offset)) : "—"),
       fact("Key", t.key || "—"), fact("Attempts", String(t.attempts)), fact("Duration", duration(t.duration_ms || 0)),
-      fact("Finished", timeEl(t.ts_ms)), fact("Output", bytes(t.output_size_bytes || 0) + " (its tail is under each attempt)"),
+      fact("Finished", timeEl(t.ts_ms)), fact("Output", bytes(t.output_size_bytes || 0) + " (its tail is under each attempt that kept one)"),
       t.error ? fact("Error", el("span", { class: "error" }, t.error)) : null),
     el("h3", {}, "Labels"), kvTable(t.labels),
     el("p", {}, el("a", { href: "/history?task_id=" + encodeURIComponent(t.task_id), class: "trace-link" }, "Open the full trace in History")),
@@ -201,7 +201,8 @@ function traceSummary(events) {
     attempts.length ? el("ol", { class: "attempts" }, attempts.map((e) => {
       const a = payload(e);
       return el("li", {}, statusBadge(a.status), ` exit ${a.exit_code ?? "?"} · ${duration(a.duration_ms || 0)}`, a.error ? el("div", { class: "error small" }, a.error) : null,
-        a.stdout_tail ? el("details", {}, el("summary", {}, "stdout tail"), el("pre", { class: "preview" }, a.stdout_tail)) : null,
+        a.stdout_tail ? el("details", {}, el("summary", {}, "stdout tail"), el("pre", { class: "preview" }, a.stdout_tail))
+          : a.status === "ok" && a.output_size_bytes ? el("div", { class: "small muted" }, "stdout tail not kept: a successful first attempt keeps none on disk (history.task_detail)") : null,
         a.stderr_tail ? el("details", { open: a.status !== "ok" }, el("summary", {}, "stderr tail"), el("pre", { class: "preview" }, a.stderr_tail)) : null);
     })) : note("No executor attempts recorded."),
     el("h3", {}, "Annotations"),
