@@ -263,11 +263,9 @@ func queryEvents(ctx context.Context, db *sql.DB, query string, args ...any) ([]
 }
 
 // insertEvent writes e, plus its config_snapshots or state_timeline row.
-func insertEvent(w *txWriter, e *Event) error {
-	if err := w.exec(
-		`INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.ID, e.TSms, e.Type, e.Kind, e.TaskID, e.Worker, encodeLabels(e.Labels), string(e.Payload)); err != nil {
-		return fmt.Errorf("insert event: %w", err)
+func insertEvent(w *batchWriter, e *Event) error {
+	if err := w.events.add(e.ID, e.TSms, e.Type, e.Kind, e.TaskID, e.Worker, encodeLabels(e.Labels), string(e.Payload)); err != nil {
+		return err
 	}
 	var err error
 	switch e.Type {

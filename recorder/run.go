@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -233,7 +235,7 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 	if err != nil {
 		return fmt.Errorf("begin batch: %w", err)
 	}
-	w := &txWriter{ctx: ctx, tx: tx, stmts: map[string]*sql.Stmt{}}
+	w := newBatchWriter(ctx, tx, lf)
 	for _, it := range items {
 		if it.ev != nil {
 			err = insertEvent(w, it.ev)
@@ -245,29 +247,113 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 			return err
 		}
 	}
+	if err := w.flush(); err != nil {
+		tx.Rollback()
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit batch: %w", err)
 	}
 	return nil
 }
 
-// txWriter prepares each distinct statement once per transaction.
+// txWriter runs the writer's statements in a transaction, each prepared
+// once per live file.
 type txWriter struct {
-	ctx   context.Context
-	tx    *sql.Tx
-	stmts map[string]*sql.Stmt
+	ctx context.Context
+	tx  *sql.Tx
+	lf  *liveFile
+}
+
+// batchWriter is a txWriter that inserts events, task rows and task labels
+// insertChunk rows per statement: one statement per row cost the writer
+// more in database/sql and binding than SQLite spent storing the row.
+type batchWriter struct {
+	*txWriter
+	events, tasks, labels multiInsert
+}
+
+func newBatchWriter(ctx context.Context, tx *sql.Tx, lf *liveFile) *batchWriter {
+	w := &batchWriter{txWriter: &txWriter{ctx: ctx, tx: tx, lf: lf}}
+	w.events = multiInsert{w: w.txWriter, what: "event", ncols: 8,
+		prefix: `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES `}
+	w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 23,
+		prefix: `INSERT INTO tasks(` + taskColumns + `, ` + summaryColumns + `) VALUES `}
+	w.labels = multiInsert{w: w.txWriter, what: "task label", ncols: 3,
+		prefix: `INSERT INTO task_labels(name, value, task_id) VALUES `}
+	return w
+}
+
+// flush inserts the rows still collected.
+func (w *batchWriter) flush() error {
+	return errors.Join(w.events.flush(), w.tasks.flush(), w.labels.flush())
+}
+
+// insertChunk is how many rows one multi-row INSERT carries (23 columns ×
+// 64 rows stays far below SQLite's 32766 bound parameters).
+const insertChunk = 64
+
+// multiInsert collects rows of one table and inserts them insertChunk at a
+// time. Row order within the table is kept.
+type multiInsert struct {
+	w      *txWriter
+	what   string
+	prefix string // INSERT INTO t(cols) VALUES
+	ncols  int
+	args   []any
+	rows   int
+}
+
+func (m *multiInsert) add(vals ...any) error {
+	m.args = append(m.args, vals...)
+	m.rows++
+	if m.rows == insertChunk {
+		return m.flush()
+	}
+	return nil
+}
+
+func (m *multiInsert) flush() error {
+	if m.rows == 0 {
+		return nil
+	}
+	err := m.w.exec(valuesSQL(m.prefix, m.ncols, m.rows), m.args...)
+	clear(m.args)
+	m.args, m.rows = m.args[:0], 0
+	if err != nil {
+		return fmt.Errorf("insert %s: %w", m.what, err)
+	}
+	return nil
+}
+
+// valuesSQLs caches multi-row INSERT texts by prefix and row count.
+var valuesSQLs sync.Map
+
+// valuesSQL is prefix followed by rows groups of ncols placeholders.
+func valuesSQL(prefix string, ncols, rows int) string {
+	key := prefix + strconv.Itoa(rows)
+	if q, ok := valuesSQLs.Load(key); ok {
+		return q.(string)
+	}
+	group := "(" + strings.Repeat("?, ", ncols-1) + "?)"
+	q := prefix + group + strings.Repeat(", "+group, rows-1)
+	valuesSQLs.Store(key, q)
+	return q
 }
 
 func (w *txWriter) exec(query string, args ...any) error {
-	st, ok := w.stmts[query]
+	st, ok := w.lf.stmts[query]
 	if !ok {
 		var err error
-		if st, err = w.tx.PrepareContext(w.ctx, query); err != nil {
+		if st, err = w.lf.db.PrepareContext(w.ctx, query); err != nil {
 			return err
 		}
-		w.stmts[query] = st
+		if w.lf.stmts == nil {
+			w.lf.stmts = map[string]*sql.Stmt{}
+		}
+		w.lf.stmts[query] = st
 	}
-	_, err := st.ExecContext(w.ctx, args...)
+	_, err := w.tx.StmtContext(w.ctx, st).ExecContext(w.ctx, args...)
 	return err
 }
 

@@ -18,6 +18,9 @@ type liveFile struct {
 	db     *sql.DB
 	path   string
 	fromMs int64
+	// stmts are the writer's statements, prepared once per file (closed
+	// with db); only the writer uses them.
+	stmts map[string]*sql.Stmt
 }
 
 // newLiveFile creates {Dir}/recorder/<worker>-<start_ms>.db, moving the

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strconv"
 	"time"
 )
 
@@ -65,57 +66,103 @@ const schemaStep2 = `ALTER TABLE tasks ADD COLUMN sum_received_id INTEGER NOT NU
 	ALTER TABLE tasks ADD COLUMN sum_input_bytes INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE tasks ADD COLUMN sum_attempt_ms INTEGER NOT NULL DEFAULT 0;`
 
-// receivedPayload and attemptPayload are the payloads the worker emits
-// (worker/events.go), in the same field order, so that rebuilt events
-// encode to the same bytes. The writer checks that they do before it
-// folds anything.
-type receivedPayload struct {
-	Source         string `json:"source,omitempty"`
-	Alias          string `json:"alias,omitempty"`
-	Partition      *int32 `json:"partition,omitempty"`
-	Offset         *int64 `json:"offset,omitempty"`
-	Key            string `json:"key,omitempty"`
-	KeyEncoding    string `json:"key_encoding,omitempty"`
-	InputSizeBytes int64  `json:"input_size_bytes"`
-}
-
-type startedPayload struct {
-	Attempt int `json:"attempt"`
-}
-
-type finishedPayload struct {
-	Attempt         int    `json:"attempt"`
-	Status          string `json:"status,omitempty"`
-	ExitCode        *int   `json:"exit_code,omitempty"`
-	DurationMS      int64  `json:"duration_ms,omitempty"`
-	OutputSizeBytes int64  `json:"output_size_bytes,omitempty"`
-	StdoutTail      string `json:"stdout_tail,omitempty"`
-	// Error and StderrTail are never set on a summarized attempt; they are
-	// here so that an attempt carrying them does not decode as foldable.
-	Error      string `json:"error,omitempty"`
-	StderrTail string `json:"stderr_tail,omitempty"`
-}
+// appendReceived and appendFinished encode task_received and
+// executor_finished as the worker does (worker/events.go); fold checks that
+// they give back the bytes emitted before it folds anything.
 
 // expand rebuilds the three lifecycle events of a summarized task row.
 func (s Summary) expand(t *TaskRow) []Event {
-	rp := receivedPayload{Source: t.Source, Alias: t.Alias, InputSizeBytes: s.InputSizeBytes}
-	if t.Source == "kafka" {
-		rp.Partition, rp.Offset = &t.Partition, &t.Offset
-	}
-	if enc := t.KeyEncoding(); enc != "" {
-		rp.Key, rp.KeyEncoding = t.Key, enc
-	}
-	zero := 0
-	fp := finishedPayload{Attempt: 1, Status: t.Status, ExitCode: &zero, DurationMS: s.AttemptDuration, OutputSizeBytes: t.OutputSizeBytes}
-	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
-	ev := func(id, ts int64, typ string, p any) Event {
-		return Event{ID: id, TSms: ts, Type: typ, TaskID: t.TaskID, Worker: t.Worker, Labels: cloneLabels(t.Labels), Payload: raw(p)}
+	ev := func(id, ts int64, typ string, p []byte) Event {
+		return Event{ID: id, TSms: ts, Type: typ, TaskID: t.TaskID, Worker: t.Worker, Labels: cloneLabels(t.Labels), Payload: p}
 	}
 	return []Event{
-		ev(s.ReceivedID, s.ReceivedMs, TypeTaskReceived, rp),
-		ev(s.ReceivedID+s.StartedDID, s.ReceivedMs+s.StartedDMs, TypeExecutorStarted, startedPayload{Attempt: 1}),
-		ev(s.ReceivedID+s.FinishedDID, s.ReceivedMs+s.FinishedDMs, TypeExecutorFinished, fp),
+		ev(s.ReceivedID, s.ReceivedMs, TypeTaskReceived, s.appendReceived(nil, t)),
+		ev(s.ReceivedID+s.StartedDID, s.ReceivedMs+s.StartedDMs, TypeExecutorStarted, []byte(startedFirst)),
+		ev(s.ReceivedID+s.FinishedDID, s.ReceivedMs+s.FinishedDMs, TypeExecutorFinished, s.appendFinished(nil, t)),
 	}
+}
+
+// startedFirst is executor_started's payload for a first attempt.
+const startedFirst = `{"attempt":1}`
+
+// appendReceived appends task_received's payload, encoded as the worker's
+// receivedPayload is by encoding/json (field order, omitempty).
+func (s Summary) appendReceived(b []byte, t *TaskRow) []byte {
+	b = append(b, '{')
+	if t.Source != "" {
+		b = appendJSONString(append(b, `"source":`...), t.Source)
+		b = append(b, ',')
+	}
+	if t.Alias != "" {
+		b = appendJSONString(append(b, `"alias":`...), t.Alias)
+		b = append(b, ',')
+	}
+	if t.Source == "kafka" {
+		b = strconv.AppendInt(append(b, `"partition":`...), int64(t.Partition), 10)
+		b = strconv.AppendInt(append(b, `,"offset":`...), t.Offset, 10)
+		b = append(b, ',')
+	}
+	if enc := t.KeyEncoding(); enc != "" && t.Key != "" {
+		b = appendJSONString(append(b, `"key":`...), t.Key)
+		b = appendJSONString(append(b, `,"key_encoding":`...), enc)
+		b = append(b, ',')
+	} else if enc != "" {
+		b = appendJSONString(append(b, `"key_encoding":`...), enc)
+		b = append(b, ',')
+	}
+	b = strconv.AppendInt(append(b, `"input_size_bytes":`...), s.InputSizeBytes, 10)
+	return append(b, '}')
+}
+
+// appendFinished appends a successful first attempt's executor_finished
+// payload without its stdout tail, encoded as the worker's attemptPayload is.
+func (s Summary) appendFinished(b []byte, t *TaskRow) []byte {
+	b = append(b, `{"attempt":1`...)
+	if t.Status != "" {
+		b = appendJSONString(append(b, `,"status":`...), t.Status)
+	}
+	b = append(b, `,"exit_code":0`...)
+	if s.AttemptDuration != 0 {
+		b = strconv.AppendInt(append(b, `,"duration_ms":`...), s.AttemptDuration, 10)
+	}
+	if t.OutputSizeBytes != 0 {
+		b = strconv.AppendInt(append(b, `,"output_size_bytes":`...), t.OutputSizeBytes, 10)
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as encoding/json encodes a string (HTML
+// characters escaped): plain ASCII directly, anything else through
+// encoding/json itself.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// intMember returns the integer value of member key (`"key":`) in a JSON
+// object p, scanning bytes; ok is false when it is absent or not a plain
+// integer. Callers check the whole payload afterwards, so a false match
+// can only make a fold fail, never misstate.
+func intMember(p []byte, key string) (int64, bool) {
+	i := bytes.Index(p, []byte(`"`+key+`":`))
+	if i < 0 {
+		return 0, false
+	}
+	rest := p[i+len(key)+3:]
+	j := 0
+	for j < len(rest) && (rest[j] == '-' || rest[j] >= '0' && rest[j] <= '9') {
+		j++
+	}
+	v, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+	return v, err == nil
 }
 
 // pendingTask is a task whose lifecycle events wait for its row.
@@ -235,33 +282,52 @@ func (s *summarizer) dropOKTail(e *Event) *Event {
 }
 
 func dropOKTail(e *Event) *Event {
-	if e.Type != TypeExecutorFinished || !bytes.Contains(e.Payload, []byte(`"stdout_tail"`)) {
+	p := e.Payload
+	if e.Type != TypeExecutorFinished || len(p) == 0 || p[len(p)-1] != '}' {
 		return e
 	}
-	var fp finishedPayload
-	if json.Unmarshal(e.Payload, &fp) != nil || fp.Attempt != 1 || fp.Status != "ok" || fp.StderrTail != "" || fp.Error != "" {
+	// Cut the tail bytewise: decoding a 2 KiB tail costs more than the rest
+	// of the write. An unescaped `,"stdout_tail":"` can only be the key
+	// itself (quotes inside JSON strings are escaped), and the tail must be
+	// the last member; everything else stays as emitted.
+	i := bytes.Index(p, tailKey)
+	if i < 0 || !oneJSONString(p[i+len(tailKey)-1:len(p)-1]) {
 		return e
 	}
-	fp.StdoutTail = ""
-	b, err := json.Marshal(fp)
-	if err != nil {
+	// The worker's member order: attempt, status, ..., error, stderr_tail,
+	// stdout_tail. Raw key texts cannot occur inside strings.
+	head := p[:i]
+	if !bytes.HasPrefix(head, []byte(`{"attempt":1,"status":"ok",`)) ||
+		bytes.Contains(head, []byte(`"error":`)) || bytes.Contains(head, []byte(`"stderr_tail":`)) {
 		return e
 	}
-	// Keep fields this build does not know: only drop the tail when the
-	// payload is exactly what finishedPayload re-encodes.
-	var check map[string]json.RawMessage
-	if json.Unmarshal(e.Payload, &check) != nil {
-		return e
-	}
-	delete(check, "stdout_tail")
-	var mine map[string]json.RawMessage
-	json.Unmarshal(b, &mine)
-	if !maps.EqualFunc(check, mine, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
-		return e
-	}
+	rest := make(json.RawMessage, 0, i+1)
+	rest = append(append(rest, head...), '}')
 	c := *e
-	c.Payload = b
+	c.Payload = rest
 	return &c
+}
+
+var tailKey = []byte(`,"stdout_tail":"`)
+
+// oneJSONString reports whether b is exactly one JSON string literal: it
+// opens and closes with a quote and holds no other unescaped quote.
+func oneJSONString(b []byte) bool {
+	if len(b) < 2 || b[0] != '"' {
+		return false
+	}
+	j := 1
+	for j < len(b)-1 {
+		switch b[j] {
+		case '\\':
+			j += 2
+			continue
+		case '"':
+			return false
+		}
+		j++
+	}
+	return j == len(b)-1 && b[j] == '"'
 }
 
 // fold returns the summary of events for row t when the events are exactly
@@ -272,35 +338,41 @@ func fold(events []*Event, t *TaskRow) (Summary, bool) {
 	if len(events) != 3 || t.Status != "ok" || t.Attempts != 1 || t.Error != "" {
 		return Summary{}, false
 	}
-	rcv, st, fin := events[0], events[1], events[2]
+	rcv, st, fin := events[0], events[1], dropOKTail(events[2])
 	if rcv.Type != TypeTaskReceived || st.Type != TypeExecutorStarted || fin.Type != TypeExecutorFinished {
 		return Summary{}, false
 	}
-	var rp receivedPayload
-	var fp finishedPayload
-	if json.Unmarshal(rcv.Payload, &rp) != nil || json.Unmarshal(fin.Payload, &fp) != nil {
+	in, ok1 := intMember(rcv.Payload, "input_size_bytes")
+	dur, ok2 := intMember(fin.Payload, "duration_ms")
+	if !ok1 || !ok2 && bytes.Contains(fin.Payload, []byte(`"duration_ms"`)) {
 		return Summary{}, false
 	}
 	s := Summary{
 		ReceivedID: rcv.ID, StartedDID: st.ID - rcv.ID, FinishedDID: fin.ID - rcv.ID,
 		ReceivedMs: rcv.TSms, StartedDMs: st.TSms - rcv.TSms, FinishedDMs: fin.TSms - rcv.TSms,
-		InputSizeBytes: rp.InputSizeBytes, AttemptDuration: fp.DurationMS,
+		InputSizeBytes: in, AttemptDuration: dur,
 	}
 	if s.ReceivedID <= 0 {
 		return Summary{}, false
 	}
-	fin = dropOKTail(fin)
-	for i, e := range s.expand(t) {
-		want := events[i]
-		if i == 2 {
-			want = fin
-		}
-		if e.ID != want.ID || e.TSms != want.TSms || e.Worker != want.Worker || e.Kind != want.Kind ||
-			!maps.Equal(e.Labels, cloneLabels(want.Labels)) || !bytes.Equal(e.Payload, want.Payload) {
+	// Rebuilding must give back exactly what was emitted.
+	var buf [256]byte
+	for _, e := range events {
+		if e.Worker != t.Worker || e.Kind != "" || !sameLabels(e.Labels, t.Labels) {
 			return Summary{}, false
 		}
 	}
+	if !bytes.Equal(s.appendReceived(buf[:0], t), rcv.Payload) ||
+		string(st.Payload) != startedFirst ||
+		!bytes.Equal(s.appendFinished(buf[:0], t), fin.Payload) {
+		return Summary{}, false
+	}
 	return s, true
+}
+
+// sameLabels compares label sets, nil and empty being equal.
+func sameLabels(a, b map[string]string) bool {
+	return len(a) == len(b) && maps.Equal(a, b)
 }
 
 // fileVersion is a database's schema version (PRAGMA user_version).

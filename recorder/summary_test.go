@@ -246,3 +246,27 @@ func TestShutdownWritesWaitingEvents(t *testing.T) {
 		t.Errorf("sealed file holds %d events of the cut task (%v), want 2", n, err)
 	}
 }
+
+func TestDropOKTail(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want string }{
+		{`{"attempt":1,"status":"ok","exit_code":0,"stdout_tail":"a\"b,\"stdout_tail\":\"c"}`, `{"attempt":1,"status":"ok","exit_code":0}`},
+		{`{"attempt":1,"status":"ok","exit_code":0,"future":[1],"stdout_tail":"x\\"}`, `{"attempt":1,"status":"ok","exit_code":0,"future":[1]}`},
+		{`{"attempt":2,"status":"ok","stdout_tail":"x"}`, ``},                   // a retry keeps everything
+		{`{"attempt":1,"status":"failed","stdout_tail":"x"}`, ``},               // a failure too
+		{`{"attempt":1,"status":"ok","stderr_tail":"w","stdout_tail":"x"}`, ``}, // and stderr
+		{`{"attempt":1,"status":"ok","stdout_tail":"x","later":1}`, ``},         // not the last member
+		{`{"attempt":1,"status":"ok","stdout_tail":"x\"}`, ``},                  // not one string
+		{`{"attempt":1,"status":"ok","stdout_tail":"x" ,"y":"z"}`, ``},          // two members
+	} {
+		e := &Event{Type: TypeExecutorFinished, Payload: json.RawMessage(c.in)}
+		got := string(dropOKTail(e).Payload)
+		want := c.want
+		if want == "" {
+			want = c.in
+		}
+		if got != want {
+			t.Errorf("dropOKTail(%s) = %s, want %s", c.in, got, want)
+		}
+	}
+}

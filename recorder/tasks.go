@@ -166,22 +166,20 @@ func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, withSummary b
 }
 
 // insertTask writes t and one task_labels row per label.
-func insertTask(w *txWriter, t *TaskRow) error {
+func insertTask(w *batchWriter, t *TaskRow) error {
 	env, _ := json.Marshal(t.Env)
 	if t.Env == nil {
 		env = []byte("{}")
 	}
 	s := t.summary
-	if err := w.exec(`INSERT INTO tasks(`+taskColumns+`, `+summaryColumns+`) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.TaskID, t.TSms, t.Worker, t.Source, t.Alias, t.Partition, t.Offset, t.Key, encodeLabels(t.Labels),
+	if err := w.tasks.add(t.TaskID, t.TSms, t.Worker, t.Source, t.Alias, t.Partition, t.Offset, t.Key, encodeLabels(t.Labels),
 		t.Status, t.Attempts, t.DurationMs, t.Error, t.OutputSizeBytes, string(env),
 		s.ReceivedID, s.StartedDID, s.FinishedDID, s.ReceivedMs, s.StartedDMs, s.FinishedDMs, s.InputSizeBytes, s.AttemptDuration); err != nil {
-		return fmt.Errorf("insert task: %w", err)
+		return err
 	}
 	for name, value := range t.Labels {
-		if err := w.exec(`INSERT INTO task_labels(name, value, task_id) VALUES(?, ?, ?)`,
-			name, value, t.TaskID); err != nil {
-			return fmt.Errorf("insert task label: %w", err)
+		if err := w.labels.add(name, value, t.TaskID); err != nil {
+			return err
 		}
 	}
 	return nil

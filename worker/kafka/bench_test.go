@@ -193,8 +193,8 @@ func kbPipeline(b *testing.B, binary string, args []string, mode string, payload
 		cfg := ktConfig(b, addrs, binary)
 		cfg.Executor.Args, cfg.Executor.Mode = args, mode
 		cfg.Sources.Kafka.Topic = topic
-		cfg.Executor.PoolSize = runtime.NumCPU()
-		cfg.Pipeline.MaxInFlight = 0 // default: 4 × pool
+		cfg.Executor.PoolSize = kbPool()
+		cfg.Pipeline.MaxInFlight = kbInFlight() // default: 4 × pool
 		cfg.Sources.Kafka.MaxPollRecords = 500
 		w := ktNew(b, cfg)
 		var done atomic.Int64
@@ -220,12 +220,33 @@ func kbPipeline(b *testing.B, binary string, args []string, mode string, payload
 		}
 		b.StartTimer()
 		start := time.Now()
-		for done.Load() < kbPipelineMessages {
+		for i := 0; done.Load() < kbPipelineMessages; i++ {
 			time.Sleep(20 * time.Millisecond)
+			if os.Getenv("SVC_BENCH_DEBUG") != "" && i%25 == 0 {
+				w.Src.mu.Lock()
+				b.Logf("running %d waiting %d done %d", w.Src.running, w.Src.waiting, done.Load())
+				w.Src.mu.Unlock()
+			}
 		}
 		total += time.Since(start)
 		b.StopTimer()
 		w.Stop()
 	}
 	b.ReportMetric(float64(b.N*kbPipelineMessages)/total.Seconds(), "msgs/s")
+}
+
+// kbInFlight is pipeline.max_in_flight for the pipeline benchmarks:
+// SVC_BENCH_INFLIGHT, or 0 (the default, 4 × pool).
+func kbInFlight() int {
+	n, _ := strconv.Atoi(os.Getenv("SVC_BENCH_INFLIGHT"))
+	return n
+}
+
+// kbPool is the executor pool of the pipeline benchmarks: SVC_BENCH_POOL,
+// or the number of CPUs.
+func kbPool() int {
+	if n, _ := strconv.Atoi(os.Getenv("SVC_BENCH_POOL")); n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
 }
