@@ -4,13 +4,14 @@
 // address on stdout (one line) once it listens and runs until killed
 // (SIGINT or SIGTERM).
 //
-//	kbroker -port 0 -partitions 6 -topics in,out,in_dlq
+//	kbroker [-host 127.0.0.1] [-port 0] -partitions 6 -topics in,out,in_dlq
 package main
 
 import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -21,7 +22,8 @@ import (
 )
 
 func main() {
-	port := flag.Int("port", 0, "listen port on 127.0.0.1 (0: a free one)")
+	host := flag.String("host", "127.0.0.1", "listen address (a loopback one)")
+	port := flag.Int("port", 0, "listen port (0: a free one)")
 	partitions := flag.Int("partitions", 6, "partitions of the seeded topics")
 	topics := flag.String("topics", "", "comma-separated topics to create at start (e.g. in,out,in_dlq)")
 	addrFile := flag.String("addr-file", "", "also write the address to this file")
@@ -31,6 +33,13 @@ func main() {
 		kfake.Ports(*port),
 		// Group sessions may be short, so a killed member leaves quickly.
 		kfake.GroupMinSessionTimeout(500 * time.Millisecond),
+	}
+	if *host != "127.0.0.1" {
+		// kfake listens on 127.0.0.1; it advertises what it listens on.
+		opts = append(opts, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			_, p, _ := net.SplitHostPort(addr)
+			return net.Listen(network, net.JoinHostPort(*host, p))
+		}))
 	}
 	if *topics != "" {
 		opts = append(opts, kfake.SeedTopics(int32(*partitions), strings.Split(*topics, ",")...))
