@@ -16,8 +16,9 @@
 // result shows in -out (so a join delay, such as svc's startup alignment,
 // is not counted) and stops when -out holds n results; msgs/s, worker CPU
 // per message (utime+stime of pid, which excludes its children) and the
-// executor children's CPU per message are taken over that window, peak RSS
-// is pid's VmHWM. Then it waits until the group's committed offsets on -in
+// executor children's CPU per message are taken over that window (the
+// worker's helper processes, children running its own binary such as svc's
+// executor guard, count as the worker's), peak RSS is pid's VmHWM. Then it waits until the group's committed offsets on -in
 // reach the end offsets, reads -out back and checks every record arrived
 // once, in order per key, and that the DLQ is empty. It prints one line of
 // key=value figures and exits 1 if a check failed.
@@ -178,7 +179,7 @@ func measure(args []string) {
 
 	var t0 time.Time
 	var cpu0 proc.CPU
-	var tree0 time.Duration
+	var help0, tree0 time.Duration
 	var out0 int64
 	for {
 		if err := alive(); err != nil {
@@ -187,7 +188,7 @@ func measure(args []string) {
 		if c := outEnd(); c > 0 {
 			t0, out0 = time.Now(), c
 			cpu0, _ = proc.ReadCPU(*pid)
-			tree0 = proc.TreeCPU(*pid)
+			help0, tree0 = proc.ChildrenCPU(*pid)
 			break
 		}
 		if ctx.Err() != nil {
@@ -197,13 +198,13 @@ func measure(args []string) {
 	}
 	var t1 time.Time
 	var cpu1 proc.CPU
-	var tree1 time.Duration
+	var help1, tree1 time.Duration
 	for {
 		c := outEnd()
 		if c >= *n {
 			t1 = time.Now()
 			cpu1, _ = proc.ReadCPU(*pid)
-			tree1 = proc.TreeCPU(*pid)
+			help1, tree1 = proc.ChildrenCPU(*pid)
 			break
 		}
 		if err := alive(); err != nil {
@@ -251,8 +252,8 @@ func measure(args []string) {
 		dlqN = sum(o)
 	}
 	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(msgs) }
-	fmt.Printf("%s rate=%.0f cpu_us=%.1f child_cpu_us=%.1f waited_children_cpu_us=%.1f rss_mib=%.1f window_s=%.2f msgs=%d commit_ms=%d out=%d lost=%d dup=%d disorder=%d dlq=%d\n",
-		*label, float64(msgs)/el.Seconds(), us(cpu1.Self-cpu0.Self), us(tree1-tree0), us(cpu1.Children-cpu0.Children),
+	fmt.Printf("%s rate=%.0f cpu_us=%.1f helper_cpu_us=%.1f child_cpu_us=%.1f waited_children_cpu_us=%.1f rss_mib=%.1f window_s=%.2f msgs=%d commit_ms=%d out=%d lost=%d dup=%d disorder=%d dlq=%d\n",
+		*label, float64(msgs)/el.Seconds(), us(cpu1.Self-cpu0.Self+help1-help0), us(help1-help0), us(tree1-tree0), us(cpu1.Children-cpu0.Children),
 		float64(hwm)/1024, el.Seconds(), msgs, commitMS, total, lost, dup, disorder, dlqN)
 	var bad []string
 	if commitMS < 0 {

@@ -4,9 +4,10 @@
 // can be compared request for request.
 //
 // With -pid it also reports the CPU time of that process (the server under
-// test: utime+stime, which excludes its children) per measured request,
-// the CPU of its live children (persistent executors) per request, and its
-// peak RSS (VmHWM). -warmup requests are sent first and not measured.
+// test: utime+stime, which excludes its children, plus its helper
+// processes: children running its own binary, such as svc's executor
+// guard) per measured request, the CPU of its other live children
+// (persistent executors) per request, and its peak RSS (VmHWM). -warmup requests are sent first and not measured.
 // -label prints one machine-readable line (label rate=… p50_ms=… …) after
 // the human one.
 package main
@@ -45,10 +46,10 @@ func main() {
 		send(client, *url, body, *warmup, *c)
 	}
 	var cpu0 proc.CPU
-	var tree0 time.Duration
+	var help0, tree0 time.Duration
 	if *pid > 0 {
 		cpu0, _ = proc.ReadCPU(*pid)
-		tree0 = proc.TreeCPU(*pid)
+		help0, tree0 = proc.ChildrenCPU(*pid)
 	}
 	start := time.Now()
 	lat := send(client, *url, body, *n, *c)
@@ -57,19 +58,21 @@ func main() {
 	rate := float64(*n) / el.Seconds()
 	p50, p99 := lat[*n/2], lat[*n*99/100]
 	fmt.Printf("%d requests c=%d: %.0f req/s p50=%v p99=%v", *n, *c, rate, p50, p99)
-	var cpuUS, childUS, waitedUS, rss float64
+	var cpuUS, helperUS, childUS, waitedUS, rss float64
 	if *pid > 0 {
 		cpu1, _ := proc.ReadCPU(*pid)
-		tree1 := proc.TreeCPU(*pid)
+		help1, tree1 := proc.ChildrenCPU(*pid)
 		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(*n) }
-		cpuUS, childUS, waitedUS = per(cpu1.Self-cpu0.Self), per(tree1-tree0), per(cpu1.Children-cpu0.Children)
+		helperUS = per(help1 - help0)
+		cpuUS, childUS, waitedUS = per(cpu1.Self-cpu0.Self)+helperUS, per(tree1-tree0), per(cpu1.Children-cpu0.Children)
 		rss = float64(proc.StatusKB(*pid, "VmHWM")) / 1024
-		fmt.Printf(" server CPU %.1f µs/req (live children %.1f, waited children %.1f) peak RSS %.1f MiB", cpuUS, childUS, waitedUS, rss)
+		fmt.Printf(" server CPU %.1f µs/req (of which helper processes %.1f; live children %.1f, waited children %.1f) peak RSS %.1f MiB",
+			cpuUS, helperUS, childUS, waitedUS, rss)
 	}
 	fmt.Println()
 	if *label != "" {
-		fmt.Printf("%s rate=%.0f p50_ms=%.3f p99_ms=%.3f cpu_us=%.1f child_cpu_us=%.1f waited_children_cpu_us=%.1f rss_mib=%.1f n=%d c=%d\n",
-			*label, rate, ms(p50), ms(p99), cpuUS, childUS, waitedUS, rss, *n, *c)
+		fmt.Printf("%s rate=%.0f p50_ms=%.3f p99_ms=%.3f cpu_us=%.1f helper_cpu_us=%.1f child_cpu_us=%.1f waited_children_cpu_us=%.1f rss_mib=%.1f n=%d c=%d\n",
+			*label, rate, ms(p50), ms(p99), cpuUS, helperUS, childUS, waitedUS, rss, *n, *c)
 	}
 }
 

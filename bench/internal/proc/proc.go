@@ -61,6 +61,27 @@ func TreeCPU(pid int) time.Duration {
 	return sum
 }
 
+// ChildrenCPU splits the CPU time of pid's live descendants in two:
+// helpers, the children running pid's own binary (svc's executor guard,
+// `svc svc-executor-guard`: part of the worker, not of the executor), with
+// their descendants; and the others (the executors).
+func ChildrenCPU(pid int) (helpers, others time.Duration) {
+	self, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	for _, c := range Children(pid) {
+		var d time.Duration
+		if cpu, err := ReadCPU(c); err == nil {
+			d = cpu.Self
+		}
+		d += TreeCPU(c)
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", c)); self != "" && exe == self {
+			helpers += d
+		} else {
+			others += d
+		}
+	}
+	return helpers, others
+}
+
 // Children lists pid's direct children (from every thread's children file).
 func Children(pid int) []int {
 	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
