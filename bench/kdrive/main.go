@@ -18,9 +18,11 @@
 // per message (utime+stime of pid, which excludes its children) and the
 // executor children's CPU per message are taken over that window (the
 // worker's helper processes, children running its own binary such as svc's
-// executor guard, count as the worker's), peak RSS is pid's VmHWM. Then it waits until the group's committed offsets on -in
-// reach the end offsets, reads -out back and checks every record arrived
-// once, in order per key, and that the DLQ is empty. It prints one line of
+// executor guard, count as the worker's), peak RSS is pid's VmHWM, and
+// first_ms is how long the first result took to show (the system's start,
+// group join and first task). Then it waits until the group's committed
+// offsets on -in reach the end offsets, reads -out back and checks every
+// record arrived once, in order per key, and that the DLQ is empty. It prints one line of
 // key=value figures and exits 1 if a check failed.
 package main
 
@@ -177,6 +179,7 @@ func measure(args []string) {
 		return sum(o)
 	}
 
+	began := time.Now()
 	var t0 time.Time
 	var cpu0 proc.CPU
 	var help0, tree0 time.Duration
@@ -252,9 +255,9 @@ func measure(args []string) {
 		dlqN = sum(o)
 	}
 	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(msgs) }
-	fmt.Printf("%s rate=%.0f cpu_us=%.1f helper_cpu_us=%.1f child_cpu_us=%.1f waited_children_cpu_us=%.1f rss_mib=%.1f window_s=%.2f msgs=%d commit_ms=%d out=%d lost=%d dup=%d disorder=%d dlq=%d\n",
+	fmt.Printf("%s rate=%.0f cpu_us=%.1f helper_cpu_us=%.1f child_cpu_us=%.1f waited_children_cpu_us=%.1f rss_mib=%.1f first_ms=%d window_s=%.2f msgs=%d commit_ms=%d out=%d lost=%d dup=%d disorder=%d dlq=%d\n",
 		*label, float64(msgs)/el.Seconds(), us(cpu1.Self-cpu0.Self+help1-help0), us(help1-help0), us(tree1-tree0), us(cpu1.Children-cpu0.Children),
-		float64(hwm)/1024, el.Seconds(), msgs, commitMS, total, lost, dup, disorder, dlqN)
+		float64(hwm)/1024, t0.Sub(began).Milliseconds(), el.Seconds(), msgs, commitMS, total, lost, dup, disorder, dlqN)
 	var bad []string
 	if commitMS < 0 {
 		bad = append(bad, fmt.Sprintf("commits did not reach the end offsets within %v", *commitWait))
