@@ -4,7 +4,10 @@
 // svc-live, benthos) and rate=, with cpu_us=, rss_mib=, p99_ms= where
 // measured. Each row compares two systems of one path; every figure is
 // the median over the rounds, and the ratio is the median of the
-// per-round ratios (each round's two systems ran back to back).
+// per-round ratios (each round's two systems ran back to back). "CPU
+// ratio" is the floor's (or base's) worker CPU per task over svc's, also a
+// median of per-round ratios: on a shared machine, where throughput
+// follows the neighbours' load, it is the steadier figure.
 //
 //	speedtable results.txt
 package main
@@ -89,10 +92,10 @@ func main() {
 	}
 	sort.Strings(roundList)
 
-	head := []string{"path", "svc", "floor/base", "ratio", "goal", "met", "svc CPU/task", "floor/base CPU/task", "svc peak RSS", "floor/base peak RSS", "svc p99", "floor/base p99"}
+	head := []string{"path", "svc", "floor/base", "ratio", "goal", "met", "svc CPU/task", "floor/base CPU/task", "CPU ratio", "svc peak RSS", "floor/base peak RSS", "svc p99", "floor/base p99"}
 	var table [][]string
 	for _, rw := range rows {
-		var av, bv, ratio, acpu, bcpu, arss, brss, ap99, bp99 []float64
+		var av, bv, ratio, cpuRatio, acpu, bcpu, arss, brss, ap99, bp99 []float64
 		for _, rd := range roundList {
 			a, aok := idx[[3]string{rw.path, rw.a, rd}]
 			b, bok := idx[[3]string{rw.path, rw.b, rd}]
@@ -117,6 +120,11 @@ func main() {
 				if y > 0 {
 					ratio = append(ratio, x/y)
 				}
+				xc, xok := a.f("cpu_us")
+				yc, yok := b.f("cpu_us")
+				if xok && yok && xc > 0 {
+					cpuRatio = append(cpuRatio, yc/xc)
+				}
 			}
 		}
 		if len(av) == 0 && len(bv) == 0 {
@@ -136,7 +144,7 @@ func main() {
 		}
 		table = append(table, []string{rw.name,
 			num(av, "%.0f "+rw.unit), num(bv, "%.0f "+rw.unit), ratioS, rw.goal, met,
-			num(acpu, "%.1f µs"), num(bcpu, "%.1f µs"), num(arss, "%.1f MiB"), num(brss, "%.1f MiB"),
+			num(acpu, "%.1f µs"), num(bcpu, "%.1f µs"), pct(cpuRatio), num(arss, "%.1f MiB"), num(brss, "%.1f MiB"),
 			num(ap99, "%.2f ms"), num(bp99, "%.2f ms")})
 	}
 	// The goals that are not ratios: the Kafka path's worker CPU and RSS.
@@ -152,10 +160,10 @@ func main() {
 		}
 	}
 	if len(cpu) > 0 {
-		table = append(table, []string{"Kafka worker CPU per task (svc)", num(cpu, "%.1f µs"), "", "", "<= 40 µs", yes(median(cpu) <= 40), "", "", "", "", "", ""})
+		table = append(table, []string{"Kafka worker CPU per task (svc)", num(cpu, "%.1f µs"), "", "", "<= 40 µs", yes(median(cpu) <= 40), "", "", "", "", "", "", ""})
 	}
 	if len(rss) > 0 {
-		table = append(table, []string{"Kafka peak RSS through the backlog (svc)", num(rss, "%.1f MiB"), "", "", "<= 64 MiB", yes(median(rss) <= 64), "", "", "", "", "", ""})
+		table = append(table, []string{"Kafka peak RSS through the backlog (svc)", num(rss, "%.1f MiB"), "", "", "<= 64 MiB", yes(median(rss) <= 64), "", "", "", "", "", "", ""})
 	}
 	fmt.Printf("medians over %d round(s)\n", len(roundList))
 	printTable(head, table)
@@ -171,6 +179,14 @@ func median(x []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// pct is the median of ratios as a percentage.
+func pct(x []float64) string {
+	if len(x) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f %%", 100*median(x))
 }
 
 func num(x []float64, format string) string {
