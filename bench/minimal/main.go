@@ -1,55 +1,65 @@
-// Command minimal is the comparison server for the ingress benchmarks: the
+// Command minimal is the bare HTTP floor of the ingress benchmarks: the
 // smallest net/http server that runs the executor per request and answers
-// its output. With -persistent it sends each request to a persistent
-// executor pool (worker/executor) instead of spawning.
+// its output. By default it spawns the executor per request (os/exec);
+// with -persistent it keeps -pool-size persistent children (protocol v2)
+// and sends each request to an idle one through the benchmarks' own frame
+// client (bench/internal/frames), not svc's worker/executor pool, so the
+// floor does not move when svc's pool gets faster.
 package main
 
 import (
 	"bytes"
-	"context"
 	"flag"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"os/exec"
-	"strconv"
 
-	"svc/worker"
-	"svc/worker/executor"
+	"svc/bench/internal/frames"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18099", "listen address")
 	bin := flag.String("bin", "cat", "executor")
-	persistent := flag.Bool("persistent", false, "use a persistent executor pool (protocol v2) instead of spawning")
-	poolSize := flag.Int("pool-size", 2, "persistent pool size")
+	persistent := flag.Bool("persistent", false, "keep persistent children (protocol v2) instead of spawning per request")
+	poolSize := flag.Int("pool-size", 8, "persistent children")
 	flag.Parse()
-	run := func(body []byte) ([]byte, error) {
+	run := func(w http.ResponseWriter, body []byte) error {
 		cmd := exec.Command(*bin)
 		cmd.Stdin = bytes.NewReader(body)
-		return cmd.Output()
+		out, err := cmd.Output()
+		if err != nil {
+			return err
+		}
+		_, _ = w.Write(out)
+		return nil
 	}
 	if *persistent {
-		pool, err := executor.NewPool(executor.Options{Mode: executor.ModePersistent, BinaryPath: *bin, PoolSize: *poolSize, MaxAttempts: 1})
-		if err != nil {
-			log.Fatal(err)
+		idle := make(chan *frames.Child, *poolSize)
+		for i := range *poolSize {
+			c, err := frames.Start(fmt.Sprintf("minimal-%d", i), *bin)
+			if err != nil {
+				log.Fatal(err)
+			}
+			idle <- c
 		}
-		defer pool.Close()
-		var n int64
-		run = func(body []byte) ([]byte, error) {
-			n++
-			res := pool.Run(context.Background(), &worker.Task{ID: strconv.FormatInt(n, 10), Input: body})
-			return res.Output, res.Err
+		run = func(w http.ResponseWriter, body []byte) error {
+			c := <-idle
+			defer func() { idle <- c }()
+			out, err := c.Do(frames.Task{Source: "http"}, body)
+			if err != nil {
+				return err
+			}
+			_, _ = w.Write(out) // out is valid until the child's next task
+			return nil
 		}
 	}
 	http.HandleFunc("POST /v1/process", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		out, err := run(body)
-		if err != nil {
+		if err := run(w, body); err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
 		}
-		_, _ = w.Write(out)
 	})
 	log.Fatal(http.ListenAndServe(*addr, nil))
 }
