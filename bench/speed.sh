@@ -113,7 +113,9 @@ TOML
 
 # start_svc CONFIG LOG: starts svc in the background; sets pid.
 start_svc() {
-  "$bin/svc" run -config "$1" 2>"$2" >&2 &
+  # SVC_FLAGS: extra flags of svc run, e.g. "-cpuprofile /tmp/svc.prof".
+  # shellcheck disable=SC2086
+  "$bin/svc" run -config "$1" ${SVC_FLAGS:-} 2>"$2" >&2 &
   pid=$!
 }
 

@@ -322,15 +322,15 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 	res.Labels, late = limitLabels(res.Labels)
 	if n := dropped + late; n > 0 {
 		a.metrics.LabelsDropped.WithLabelValues(source).Add(float64(n))
-		res.Annotations = append(res.Annotations, Annotation{Kind: LabelsDroppedKind, Payload: map[string]any{
+		res.Annotations = append(res.Annotations, Annotation{Kind: LabelsDroppedKind, Payload: AnnotationPayload(map[string]any{
 			"dropped": n, "max_labels": MaxLabels, "max_name_bytes": MaxLabelName, "max_value_bytes": MaxLabelValue,
-		}})
+		})})
 	}
 	if a.cost != nil && res.Status == StatusOK {
 		if cost, speed, ok := a.cost.Observe(res.Labels, res.Duration); ok {
-			res.Annotations = append(res.Annotations, Annotation{Kind: CostKind, Payload: map[string]any{
+			res.Annotations = append(res.Annotations, Annotation{Kind: CostKind, Payload: AnnotationPayload(map[string]any{
 				"cost": cost, "speed_per_second": speed, "wall_ms": res.Duration.Milliseconds(),
-			}})
+			})})
 		}
 	}
 	a.events.Finished(source, &res)

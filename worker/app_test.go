@@ -187,7 +187,7 @@ func TestLabelsAreBounded(t *testing.T) {
 	if len(seen) != MaxLabels || seen["l0000"] != "x" || seen["big"] != "" {
 		t.Errorf("executor saw %d labels (l0000=%q, big set %v), want the first %d by name within the bounds", len(seen), seen["l0000"], seen["big"] != "", MaxLabels)
 	}
-	if n := len(res.Annotations); n != 1 || res.Annotations[0].Kind != LabelsDroppedKind || res.Annotations[0].Payload["dropped"] != len(labels)-MaxLabels {
+	if n := len(res.Annotations); n != 1 || res.Annotations[0].Kind != LabelsDroppedKind || res.Annotations[0].Fields()["dropped"] != float64(len(labels)-MaxLabels) {
 		t.Errorf("annotations = %+v, want one %s with dropped %d", res.Annotations, LabelsDroppedKind, len(labels)-MaxLabels)
 	}
 	if got := workertest.Metric(t, reg, "svc_task_labels_dropped_total", "source", SourceHTTP); got != float64(len(labels)-MaxLabels) {

@@ -54,7 +54,11 @@ func (r *Events) Event(typ, kind, taskID string, labels map[string]string, paylo
 		return
 	}
 	var raw json.RawMessage
-	if payload != nil {
+	switch p := payload.(type) {
+	case nil:
+	case json.RawMessage: // already JSON (an annotation's payload): no second encoding
+		raw = p
+	default:
 		raw, _ = json.Marshal(payload)
 	}
 	rec.Event(recorder.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw})

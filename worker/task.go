@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -62,8 +63,19 @@ type Task struct {
 // Annotation is a structured note a task attaches to its trace (from the
 // executor's fd 3 or from Go handler code).
 type Annotation struct {
-	Kind    string         `json:"kind"`
-	Payload map[string]any `json:"payload"`
+	Kind string `json:"kind"`
+	// Payload is a JSON object, kept as the executor wrote it: it goes to
+	// the recorder as it is, never decoded and encoded again per task.
+	Payload json.RawMessage `json:"payload"`
+}
+
+// AnnotationPayload encodes v (a map or struct) as an annotation payload.
+func AnnotationPayload(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"encode_error": err.Error()})
+	}
+	return b
 }
 
 // CacheWrite is a handler-cache write requested by an executor over fd 3.
@@ -154,4 +166,14 @@ type MissingHooksError struct {
 
 func (e *MissingHooksError) Error() string {
 	return fmt.Sprintf("configuration error: handler %s lacks %s, required %s", e.Handler, strings.Join(e.Missing, " and "), e.Reason)
+}
+
+// Fields decodes the payload (numbers as float64); nil when it is not a
+// JSON object.
+func (a Annotation) Fields() map[string]any {
+	var m map[string]any
+	if json.Unmarshal(a.Payload, &m) != nil {
+		return nil
+	}
+	return m
 }

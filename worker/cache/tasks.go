@@ -119,9 +119,9 @@ func (c *Tasks) Commit(source string, res *worker.TaskResult) {
 		return
 	}
 	if source == worker.SourceProbe {
-		res.Annotations = append(res.Annotations, worker.Annotation{Kind: ProbeSkippedKind, Payload: map[string]any{
+		res.Annotations = append(res.Annotations, worker.Annotation{Kind: ProbeSkippedKind, Payload: worker.AnnotationPayload(map[string]any{
 			"writes": len(res.CacheWrites),
-		}})
+		})})
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -145,6 +145,6 @@ func (c *Tasks) Commit(source string, res *worker.TaskResult) {
 	if refused > 0 {
 		reasons["refused"] = refused
 		reasons["keys"] = keys
-		res.Annotations = append(res.Annotations, worker.Annotation{Kind: RefusedKind, Payload: reasons})
+		res.Annotations = append(res.Annotations, worker.Annotation{Kind: RefusedKind, Payload: worker.AnnotationPayload(reasons)})
 	}
 }

@@ -48,7 +48,7 @@ func runOne(t *testing.T, a *worker.App, source, body string) worker.TaskResult 
 func annotation(res worker.TaskResult, kind string) map[string]any {
 	for _, a := range res.Annotations {
 		if a.Kind == kind {
-			return a.Payload
+			return a.Fields()
 		}
 	}
 	return nil
@@ -105,10 +105,10 @@ echo done`, nil, func(c *config.Cache) { c.MaxRows = 1 })
 	}
 	p := annotation(res, RefusedKind)
 	js, _ := json.Marshal(p)
-	if p == nil || p["refused"] != 2 || p["refused_key"] != 1 || p["refused_full"] != 1 {
+	if p == nil || p["refused"] != 2.0 || p["refused_key"] != 1.0 || p["refused_full"] != 1.0 {
 		t.Fatalf("annotation = %s, want 2 refused: 1 key, 1 full", js)
 	}
-	if ks := p["keys"].([]string); len(ks) != 2 || len(ks[0]) > 70 || ks[1] != "second" {
+	if ks, _ := p["keys"].([]any); len(ks) != 2 || len(ks[0].(string)) > 70 || ks[1] != "second" {
 		t.Errorf("annotated keys = %q, want both, the long one cut", ks)
 	}
 	if r, ok := get(t, b.Store, ScopeLocal, "ok"); !ok || string(r.Value) != "1" {
@@ -120,7 +120,7 @@ func TestProbeWritesAreNotStored(t *testing.T) {
 	t.Parallel()
 	b := app(t, "", `echo '{"cache":{"key":"probe","value":"1"}}' >&3`, nil)
 	res := runOne(t, b.App, worker.SourceProbe, "x")
-	if p := annotation(res, ProbeSkippedKind); p == nil || p["writes"] != 1 {
+	if p := annotation(res, ProbeSkippedKind); p == nil || p["writes"] != 1.0 {
 		t.Errorf("annotations = %+v, want %s with writes 1", res.Annotations, ProbeSkippedKind)
 	}
 	if _, ok := get(t, b.Store, ScopeLocal, "probe"); ok {

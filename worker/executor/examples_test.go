@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"svc/worker"
+	"svc/worker/workertest"
 )
 
 // The example executors of docs/executor.md run as documented.
@@ -27,8 +28,8 @@ func TestExampleExecutors(t *testing.T) {
 		if res.Status != worker.StatusOK || res.Output == nil || string(res.Output) != "bytes \x00\xff\n kept" {
 			t.Errorf("echo-go Run = %s %q (%v), want the payload back", res.Status, res.Output, res.Err)
 		}
-		want := []worker.Annotation{{Kind: "echo.size", Payload: map[string]any{"bytes": 14.0, "attempt": 1.0}}}
-		if !reflect.DeepEqual(res.Annotations, want) {
+		want := []workertest.Ann{{Kind: "echo.size", Payload: map[string]any{"bytes": 14.0, "attempt": 1.0}}}
+		if !reflect.DeepEqual(anns(res.Annotations), want) {
 			t.Errorf("echo-go annotations = %+v, want %+v", res.Annotations, want)
 		}
 		res = p.Run(t.Context(), execTask("fail please"))

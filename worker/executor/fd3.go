@@ -133,8 +133,18 @@ func (e *execEvents) applyLine(l execEventLine) bool {
 	if l.Annotation == nil && l.Labels == nil && l.Cache == nil {
 		return false
 	}
-	if a := l.Annotation; a != nil && (a.Kind == "" || strings.HasPrefix(a.Kind, "svc.")) {
-		return false
+	if a := l.Annotation; a != nil {
+		if a.Kind == "" || strings.HasPrefix(a.Kind, "svc.") {
+			return false
+		}
+		switch p := bytes.TrimSpace(a.Payload); {
+		case len(p) == 0 || string(p) == "null":
+			a.Payload = json.RawMessage("{}")
+		case p[0] != '{':
+			return false // a payload is a JSON object
+		default:
+			a.Payload = p
+		}
 	}
 	if c := l.Cache; c != nil {
 		if c.Scope == "" {
@@ -148,9 +158,6 @@ func (e *execEvents) applyLine(l execEventLine) bool {
 		return false
 	}
 	if a := l.Annotation; a != nil {
-		if a.Payload == nil {
-			a.Payload = map[string]any{}
-		}
 		e.annotations = append(e.annotations, *a)
 	}
 	for k, v := range l.Labels {
@@ -170,12 +177,12 @@ func (e *execEvents) applyLine(l execEventLine) bool {
 func (e *execEvents) result() ([]worker.Annotation, map[string]string, []worker.CacheWrite, int) {
 	invalid := e.malformed + e.tooLong + e.overLimit
 	if invalid > 0 {
-		e.annotations = append(e.annotations, worker.Annotation{Kind: InvalidEventsKind, Payload: map[string]any{
+		e.annotations = append(e.annotations, worker.Annotation{Kind: InvalidEventsKind, Payload: worker.AnnotationPayload(map[string]any{
 			"ignored_lines": invalid,
 			"malformed":     e.malformed,
 			"too_long":      e.tooLong,
 			"over_limit":    e.overLimit,
-		}})
+		})})
 	}
 	return e.annotations, e.labels, e.cache, invalid
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"svc/worker"
+	"svc/worker/workertest"
 )
 
 // The test binary doubles as an executor speaking both protocols: run as
@@ -318,4 +319,13 @@ func execWorkerMain(mode, dir string) int {
 	}
 	p.Run(context.Background(), &worker.Task{ID: "t", Input: []byte("!hang " + filepath.Join(dir, "grandchild.pid"))})
 	return 0
+}
+
+// anns decodes annotations for comparisons.
+func anns(as []worker.Annotation) []workertest.Ann {
+	var out []workertest.Ann
+	for _, a := range as {
+		out = append(out, workertest.Ann{Kind: a.Kind, Payload: a.Fields()})
+	}
+	return out
 }

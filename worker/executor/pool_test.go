@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"svc/worker"
+	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
 
@@ -172,8 +173,8 @@ func TestPoolTempFailThenSuccess(t *testing.T) {
 		if res.Task != task || string(res.Stderr) != "attempt 3\n" || res.ExitCode != 0 {
 			t.Errorf("Run = task %p, stderr %q, exit %d; want %p, the last attempt's stderr, 0", res.Task, res.Stderr, res.ExitCode, task)
 		}
-		wantAnn := []worker.Annotation{{Kind: "attempt", Payload: map[string]any{"n": 3.0}}}
-		if !reflect.DeepEqual(res.Annotations, wantAnn) {
+		wantAnn := []workertest.Ann{{Kind: "attempt", Payload: map[string]any{"n": 3.0}}}
+		if !reflect.DeepEqual(anns(res.Annotations), wantAnn) {
 			t.Errorf("Run annotations = %+v, want the last attempt's %+v", res.Annotations, wantAnn)
 		}
 		wantLabels := map[string]string{"tenant": "acme", "region": "from-executor", "attempt": "3"}
@@ -414,11 +415,11 @@ func TestPoolExecutorEvents(t *testing.T) {
 		if res.Status != worker.StatusOK || string(res.Output) != "with events" {
 			t.Fatalf("Run = %s %q (%v), want ok", res.Status, res.Output, res.Err)
 		}
-		want := []worker.Annotation{
+		want := []workertest.Ann{
 			{Kind: "progress", Payload: map[string]any{"pct": 50.0}},
-			{Kind: InvalidEventsKind, Payload: map[string]any{"ignored_lines": 2, "malformed": 2, "too_long": 0, "over_limit": 0}},
+			{Kind: InvalidEventsKind, Payload: map[string]any{"ignored_lines": 2.0, "malformed": 2.0, "too_long": 0.0, "over_limit": 0.0}},
 		}
-		if !reflect.DeepEqual(res.Annotations, want) {
+		if !reflect.DeepEqual(anns(res.Annotations), want) {
 			t.Errorf("Run annotations = %+v, want %+v", res.Annotations, want)
 		}
 		if want := map[string]string{"customer": "c1", "tier": "gold"}; !reflect.DeepEqual(res.Labels, want) {

@@ -400,7 +400,7 @@ func TestExecutorEventsLimits(t *testing.T) {
 	}
 	anns, _, _, invalid := e.result()
 	last := anns[len(anns)-1]
-	if invalid != 20-len(anns)+1 || last.Kind != InvalidEventsKind || last.Payload["over_limit"] != invalid {
+	if invalid != 20-len(anns)+1 || last.Kind != InvalidEventsKind || last.Fields()["over_limit"] != float64(invalid) {
 		t.Errorf("result() invalid %d, last annotation %+v; want the %s summary", invalid, last, InvalidEventsKind)
 	}
 }

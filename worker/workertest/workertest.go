@@ -233,3 +233,10 @@ func ShortParallel(n int) {
 		_ = flag.Set("test.parallel", strconv.Itoa(n))
 	}
 }
+
+// Ann is an annotation with its payload decoded, for comparisons:
+// payloads are kept as the executor wrote them (json.RawMessage).
+type Ann struct {
+	Kind    string
+	Payload map[string]any
+}
