@@ -93,7 +93,10 @@ enabled = true
 host = "127.0.0.1"
 port = %d
 `, ui, exe, in))
-	p := start(t, "run", "-config", cfg)
+	// The run is profiled too (-cpuprofile, -memprofile): the profiles are
+	// written when it ends.
+	cpuProf, memProf := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
+	p := start(t, "run", "-config", cfg, "-cpuprofile", cpuProf, "-memprofile", memProf)
 	p.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
 
 	url := fmt.Sprintf("http://127.0.0.1:%d/v1/process", in)
@@ -152,6 +155,11 @@ port = %d
 	}
 	if !strings.Contains(p.Output.String(), "worker_stopped") {
 		t.Errorf("no worker_stopped log:\n%s", p.Output.String())
+	}
+	for _, prof := range []string{cpuProf, memProf} {
+		if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 || fi.Mode().Perm() != 0o600 {
+			t.Errorf("profile %s: %v, %v; want a non-empty 0600 file", filepath.Base(prof), fi, err)
+		}
 	}
 }
 
