@@ -1,6 +1,6 @@
 // Pieces several pages share: message coordinates with "Probe this
 // message", task status badges and metric sums.
-import { el } from "../dom.js";
+import { el, num } from "../dom.js";
 import { get } from "../api.js";
 import { badge } from "../render.js";
 
@@ -37,6 +37,26 @@ export function sum(m, name, filter = {}) {
     if (Object.entries(filter).every(([k, v]) => s.labels?.[k] === v)) total += Number(s.value) || 0;
   }
   return total;
+}
+
+// intakeCaps are the Kafka source's caps on work waiting to run, from the
+// effective config (worker/kafka queue.go): with W = max(pipeline.
+// max_in_flight, sources.kafka.max_poll_records), backpressure pauses the
+// whole topic at 4 × W waiting messages or 64 MiB and resumes once fewer
+// than 2 × W and under 32 MiB wait. Running messages do not count.
+export function intakeCaps(cfg) {
+  const w = Math.max(Number(cfg?.pipeline?.max_in_flight) || 0, Number(cfg?.sources?.kafka?.max_poll_records) || 0, 1);
+  return { w, pause: 4 * w, resume: 2 * w };
+}
+
+// backpressureWords explains backpressure by that rule: waiting is
+// svc_kafka_messages_waiting; caps may be null while the config loads.
+export function backpressureWords(active, waiting, caps) {
+  const cap = caps ? `${num(caps.pause)} messages (4 × ${num(caps.w)}, W = max(pipeline.max_in_flight, sources.kafka.max_poll_records))`
+    : "4 × max(pipeline.max_in_flight, sources.kafka.max_poll_records) messages";
+  const resume = caps ? `fewer than ${num(caps.resume)} messages` : "fewer than half as many messages";
+  if (!active) return `off: ${num(waiting)} messages wait to run; the whole topic pauses at ${cap} or 64 MiB waiting`;
+  return `active: ${num(waiting)} messages wait to run (running ones do not count), at or over the cap of ${cap} or 64 MiB; intake resumes once ${resume} and under 32 MiB wait`;
 }
 
 // fleet lists the fleet's workers (from the registry when this worker has
