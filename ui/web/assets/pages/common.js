@@ -58,39 +58,3 @@ export function backpressureWords(active, waiting, caps) {
   if (!active) return `off: ${num(waiting)} messages wait to run; the whole topic pauses at ${cap} or 64 MiB waiting`;
   return `active: ${num(waiting)} messages wait to run (running ones do not count), at or over the cap of ${cap} or 64 MiB; intake resumes once ${resume} and under 32 MiB wait`;
 }
-
-// fleet lists the fleet's workers (from the registry when this worker has
-// one) as {name, url, base, self, state, trusted}; this worker alone
-// otherwise. This worker is always at location.origin and trusted; any
-// other is trusted only when the registry says "trusted": true (its origin
-// is in fleet.trusted_urls or a static peer's), so a registry without the
-// field trusts none. Only trusted workers may get a request, and with it
-// the token; two trusted entries of one origin are one worker.
-export async function fleet(ctx) {
-  const self = { name: ctx.identity.worker, url: location.origin, base: location.origin, self: true, trusted: true };
-  let data = null;
-  try {
-    data = await get("/api/v1/fleet/workers");
-  } catch (err) {
-    if (err.status === 404) return [self];
-    throw err;
-  }
-  const out = [];
-  const bases = new Set();
-  for (const w of data?.workers || []) {
-    if (!/^https?:\/\//.test(w.url || "") || w.state === "stopped") continue;
-    let base;
-    try { base = new URL(w.url).origin; } catch { continue; }
-    if (w.self || base === location.origin) {
-      if (!bases.has(location.origin)) out.push({ ...self, state: w.state });
-      bases.add(location.origin);
-      continue;
-    }
-    const trusted = w.trusted === true;
-    if (trusted && bases.has(base)) continue;
-    if (trusted) bases.add(base);
-    out.push({ name: String(w.name), url: w.url, base, self: false, state: w.state, trusted });
-  }
-  if (!bases.has(location.origin)) out.unshift(self);
-  return out;
-}
