@@ -299,7 +299,7 @@ func TestFleetPages(t *testing.T) {
 	})
 	dash := open("/")
 	dash.waitFor(`document.querySelector(".bp-words") && document.querySelector(".bp-words").innerText.includes("off:")`, "the Intake tile")
-	if s := dash.str(`document.querySelector(".bp-words").innerText`); !strings.Contains(s, "messages wait to run") || !strings.Contains(s, "4 × max(pipeline.max_in_flight, sources.kafka.max_poll_records)") || !strings.Contains(s, "64 MiB") {
+	if s := dash.str(`document.querySelector(".bp-words").innerText`); !strings.Contains(s, "waiting to run, under the cap of 4 × W messages (W = max(pipeline.max_in_flight, sources.kafka.max_poll_records))") || !strings.Contains(s, "64 MiB") {
 		t.Errorf("Intake tile backpressure words = %q, want the waiting-work rule", s)
 	}
 	href := dash.str(`[...document.querySelectorAll("a")].find((a) => a.textContent === "Backpressure and pause").href`)
@@ -312,7 +312,7 @@ func TestFleetPages(t *testing.T) {
 		t.Errorf("Backpressure and pause link query = %s, want %s", got, wantExpr)
 	}
 	produce(t, cl, 12, "slow")
-	dash.waitFor(`document.querySelector(".bp-words").innerText.includes("cap of 4 messages (4 × 1")`, "the Intake tile explaining active backpressure with alpha's caps")
+	dash.waitFor(`document.querySelector(".bp-words").innerText.includes("cap of 4 messages (4 × W, W = max(pipeline.max_in_flight, sources.kafka.max_poll_records) = 1)")`, "the Intake tile explaining active backpressure with alpha's caps")
 	if s := dash.str(`document.querySelector(".bp-words").innerText`); !strings.Contains(s, "active:") || !strings.Contains(s, "fewer than 2 messages and under 32 MiB") {
 		t.Errorf("Intake tile under backpressure = %q", s)
 	}
@@ -322,7 +322,7 @@ func TestFleetPages(t *testing.T) {
 	checkPage(t, dash, false)
 
 	pause := open("/debug?tab=pause")
-	pause.waitFor(`document.querySelector(".per-worker") && document.querySelector(".precedence") && document.querySelector(".precedence").innerText.includes("4 × 1")`, "the Pause tab with its per-worker note and alpha's caps")
+	pause.waitFor(`document.querySelector(".per-worker") && document.querySelector(".precedence") && document.querySelector(".precedence").innerText.includes("cap of 4 messages (4 × W")`, "the Pause tab with its per-worker note and alpha's caps")
 	if s := pause.str(`document.querySelector(".per-worker").innerText`); !strings.Contains(s, "A pause is per worker") || !strings.Contains(s, "alpha alone") {
 		t.Errorf("per-worker note = %q", s)
 	}

@@ -52,9 +52,9 @@ export function intakeCaps(cfg) {
 // backpressureWords explains backpressure by that rule: waiting is
 // svc_kafka_messages_waiting; caps may be null while the config loads.
 export function backpressureWords(active, waiting, caps) {
-  const cap = caps ? `${num(caps.pause)} messages (4 × ${num(caps.w)}, W = max(pipeline.max_in_flight, sources.kafka.max_poll_records))`
-    : "4 × max(pipeline.max_in_flight, sources.kafka.max_poll_records) messages";
-  const resume = caps ? `fewer than ${num(caps.resume)} messages` : "fewer than half as many messages";
-  if (!active) return `off: ${num(waiting)} messages wait to run; the whole topic pauses at ${cap} or 64 MiB waiting`;
+  const w = "W = max(pipeline.max_in_flight, sources.kafka.max_poll_records)";
+  const cap = caps ? `${num(caps.pause)} messages (4 × W, ${w} = ${num(caps.w)})` : `4 × W messages (${w})`;
+  const resume = caps ? `fewer than ${num(caps.resume)} messages` : "fewer than 2 × W messages";
+  if (!active) return `off: ${num(waiting)} waiting to run, under the cap of ${cap} or 64 MiB`;
   return `active: ${num(waiting)} messages wait to run (running ones do not count), at or over the cap of ${cap} or 64 MiB; intake resumes once ${resume} and under 32 MiB wait`;
 }
