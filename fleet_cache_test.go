@@ -170,6 +170,31 @@ func TestThreeWorkersListEachOther(t *testing.T) {
 		t.Errorf("c exit = %d\n%s", code, c.proc.Output.String())
 	}
 	a.waitWorkers(t, "a=running b=unreachable c=stopped")
+	// Each card carries its worker's load (an HTTP-only worker: no
+	// partitions, no lag); a stopped card none.
+	var l struct {
+		Workers []struct {
+			Name           string
+			HeartbeatAgeMS *int64 `json:"heartbeat_age_ms"`
+			Load           *struct {
+				Partitions *int64 `json:"partitions"`
+				Lag        *int64 `json:"lag"`
+				PoolSize   int64  `json:"pool_size"`
+				Intake     string `json:"intake"`
+			} `json:"load"`
+		} `json:"workers"`
+	}
+	getJSON(t, a.url("/api/v1/fleet/workers"), &l)
+	for _, w := range l.Workers {
+		switch {
+		case w.HeartbeatAgeMS == nil:
+			t.Errorf("%s listed without a heartbeat age", w.Name)
+		case w.Name == "c" && w.Load != nil:
+			t.Errorf("stopped c listed with a load: %+v", *w.Load)
+		case w.Name != "c" && (w.Load == nil || w.Load.Intake != "http_only" || w.Load.PoolSize < 1 || w.Load.Partitions != nil || w.Load.Lag != nil):
+			t.Errorf("%s listed with load %+v, want an HTTP-only worker's", w.Name, w.Load)
+		}
+	}
 	fi, err := os.Stat(filepath.Join(shared, "fleet", "a.json"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("card mode = %v (%v), want 0600", fi, err)

@@ -62,6 +62,7 @@ func TestPagesRoutes(t *testing.T) {
 	}{
 		{"GET", "/", 200, cacheShell, "text/html", assets + "/app.js"},
 		{"GET", "/live", 200, cacheShell, "text/html", assets + "/style.css"},
+		{"GET", "/workers", 200, cacheShell, "text/html", `id="nav"`},
 		{"GET", "/history", 200, cacheShell, "text/html", `id="nav"`},
 		{"GET", "/debug", 200, cacheShell, "text/html", `id="nav"`},
 		{"GET", "/p/orders", 200, cacheShell, "text/html", `id="nav"`},

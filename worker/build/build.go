@@ -248,7 +248,7 @@ func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([
 	cfg, log, reg := w.Config, w.Log, w.Registry
 	// Registered before the other UI parts, the registry stops after them:
 	// its card says "stopped" once they have.
-	w.Fleet = newRegistry(cfg, w.App, w.Cache, func() string { return w.UI.Addr() }, log)
+	w.Fleet = newRegistry(cfg, w.App, w.Cache, reg, func() string { return w.UI.Addr() }, log)
 	services = append(services, service{"fleet", w.Fleet})
 	if w.Kafka != nil {
 		// Group members whose worker's card says stopped or unreachable

@@ -41,8 +41,9 @@ func servesCache(cfg *config.Config, store *cache.Store) bool {
 }
 
 // newRegistry builds the worker registry (UI on only); bind returns the
-// UI server's bound address once it listens.
-func newRegistry(cfg *config.Config, app *worker.App, store *cache.Store, bind func() string, log *slog.Logger) *fleet.Registry {
+// UI server's bound address once it listens. Its card carries the
+// worker's load, read from the metrics registry g at each heartbeat.
+func newRegistry(cfg *config.Config, app *worker.App, store *cache.Store, g prometheus.Gatherer, bind func() string, log *slog.Logger) *fleet.Registry {
 	root := cfg.Shared.Dir
 	if root == "" {
 		root = cfg.Storage.Dir
@@ -52,7 +53,7 @@ func newRegistry(cfg *config.Config, app *worker.App, store *cache.Store, bind f
 		Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster, Release: worker.Version, StartedAt: app.Started(),
 		Provider: cfg.Fleet.Registry.Provider, Root: root, Heartbeat: cfg.Fleet.Registry.Heartbeat.D(),
 		Retention: cfg.Fleet.Registry.CardRetention.D(), Peers: cfg.Fleet.Registry.Peers, Trusted: cfg.Fleet.TrustedURLs,
-		Status: app, Logger: log,
+		Status: app, Logger: log, Load: newLoadReader(g, cfg.Sources.Kafka.Enabled).read,
 		URL: func() string { return fleet.CardURL(cfg.UI.PublicURL, bind(), host) },
 	}
 	if servesCache(cfg, store) {

@@ -127,6 +127,9 @@ type Card struct {
 	Host   string `json:"host,omitempty"`
 	BootID string `json:"boot_id,omitempty"`
 	PID    int    `json:"pid,omitempty"`
+	// Load is the worker's work at its last heartbeat; absent from cards
+	// of earlier releases and of stopped workers.
+	Load *Load `json:"load,omitempty"`
 }
 
 // parseCard decodes and checks a card read from file name (without
@@ -152,6 +155,7 @@ func parseCard(name string, data []byte) (Card, error) {
 		return Card{}, fmt.Errorf("card %s: bad cache marks", name)
 	}
 	c.Release, c.Host, c.BootID = printable(c.Release), printable(c.Host), printable(c.BootID)
+	c.Load = c.Load.clean() // an implausible load is dropped, the card kept
 	c.URL = LinkURL(c.URL)
 	return c, nil
 }

@@ -26,6 +26,13 @@ type Worker struct {
 	// StartedAtMS and HeartbeatMS are 0 for static peers.
 	StartedAtMS int64 `json:"started_at_ms"`
 	HeartbeatMS int64 `json:"heartbeat_ms"`
+	// HeartbeatAgeMS is how long ago the last heartbeat was, by the
+	// listing worker's clock (the clock the unreachable rule uses); null
+	// for static peers.
+	HeartbeatAgeMS *int64 `json:"heartbeat_age_ms"`
+	// Load is the worker's work at its last heartbeat (see Load); null
+	// for static peers, stopped workers and cards of earlier releases.
+	Load *Load `json:"load"`
 	// CacheMarks is null for static peers and workers serving no cache rows.
 	CacheMarks *Marks `json:"cache_marks"`
 }
@@ -61,9 +68,14 @@ func (r *Registry) Workers() []Worker {
 		o := config.Origin(u)
 		return o != "" && (o == own || r.trusted[o])
 	}
+	age := func(hb int64) *int64 {
+		a := max(now.UnixMilli()-hb, 0)
+		return &a
+	}
 	out := []Worker{{
 		Name: self.Name, Cluster: self.Cluster, URL: LinkURL(self.URL), State: self.State, Release: self.Release,
-		Provider: r.cfg.Provider, Self: true, Trusted: true, StartedAtMS: self.StartedAtMS, HeartbeatMS: self.HeartbeatMS, CacheMarks: self.CacheMarks,
+		Provider: r.cfg.Provider, Self: true, Trusted: true, StartedAtMS: self.StartedAtMS, HeartbeatMS: self.HeartbeatMS,
+		HeartbeatAgeMS: age(self.HeartbeatMS), CacheMarks: self.CacheMarks, Load: self.Load,
 	}}
 	cards := r.cards(now)
 	named := map[string]bool{self.Name: true}
@@ -71,7 +83,8 @@ func (r *Registry) Workers() []Worker {
 		named[c.Name] = true
 		out = append(out, Worker{
 			Name: c.Name, Cluster: c.Cluster, URL: c.URL, State: c.state(now, r.cfg.Heartbeat), Release: c.Release,
-			Provider: ProviderFilesystem, Trusted: trusts(c.URL), StartedAtMS: c.StartedAtMS, HeartbeatMS: c.HeartbeatMS, CacheMarks: c.CacheMarks,
+			Provider: ProviderFilesystem, Trusted: trusts(c.URL), StartedAtMS: c.StartedAtMS, HeartbeatMS: c.HeartbeatMS,
+			HeartbeatAgeMS: age(c.HeartbeatMS), CacheMarks: c.CacheMarks, Load: c.Load,
 		})
 	}
 	for _, p := range r.cfg.Peers {

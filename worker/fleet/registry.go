@@ -30,15 +30,18 @@ type Config struct {
 	// Root is the shared root (shared.dir, else storage.dir); "" means no
 	// card folder: the worker lists itself and its static peers.
 	Root      string
-	Heartbeat time.Duration    // fleet.registry.heartbeat
-	Retention time.Duration    // fleet.registry.card_retention
-	Peers     []config.Peer    // fleet.registry.peers
-	Trusted   []string         // fleet.trusted_urls: see Worker.Trusted
-	URL       func() string    // the card URL, called once Run starts
-	Status    Status           // nil: running from the start
-	Marks     func() *Marks    // nil or returning nil: no cache rows served
-	Logger    *slog.Logger     // nil discards
-	Now       func() time.Time // nil: time.Now
+	Heartbeat time.Duration // fleet.registry.heartbeat
+	Retention time.Duration // fleet.registry.card_retention
+	Peers     []config.Peer // fleet.registry.peers
+	Trusted   []string      // fleet.trusted_urls: see Worker.Trusted
+	URL       func() string // the card URL, called once Run starts
+	Status    Status        // nil: running from the start
+	Marks     func() *Marks // nil or returning nil: no cache rows served
+	// Load, when set, is called (from Run's goroutine) at each heartbeat
+	// for the card's load; it must be quick.
+	Load   func() *Load
+	Logger *slog.Logger     // nil discards
+	Now    func() time.Time // nil: time.Now
 
 	// limits bound one listing of the card folder (0: maxCardEntries
 	// cards, maxScanEntries names); tests lower them.
@@ -153,7 +156,7 @@ func (r *Registry) Run(ctx context.Context) error {
 		changed := state != r.self.State || !sameMarks(marks, r.self.CacheMarks)
 		r.mu.Unlock()
 		if changed || now.Sub(lastWrite) >= r.cfg.Heartbeat {
-			r.publish(state, marks, now)
+			r.publish(state, marks, r.ownLoad(), now)
 			lastWrite = now
 		}
 		if now.Sub(lastSweep) >= r.cfg.Heartbeat {
@@ -162,7 +165,7 @@ func (r *Registry) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			r.publish(StateStopped, r.ownMarks(), r.cfg.Now())
+			r.publish(StateStopped, r.ownMarks(), nil, r.cfg.Now()) // a stopped worker has no work
 			return nil
 		case <-t.C:
 		}
@@ -197,16 +200,23 @@ func (r *Registry) ownMarks() *Marks {
 	return r.cfg.Marks()
 }
 
+func (r *Registry) ownLoad() *Load {
+	if r.cfg.Load == nil {
+		return nil
+	}
+	return r.cfg.Load()
+}
+
 func sameMarks(a, b *Marks) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
 // publish updates the card and writes it unless another live process
 // owns the name (see claim).
-func (r *Registry) publish(state string, marks *Marks, now time.Time) {
+func (r *Registry) publish(state string, marks *Marks, load *Load, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.self.State, r.self.CacheMarks, r.self.HeartbeatMS = state, marks, now.UnixMilli()
+	r.self.State, r.self.CacheMarks, r.self.Load, r.self.HeartbeatMS = state, marks, load, now.UnixMilli()
 	if r.folder == nil || !r.claim(now) {
 		return
 	}

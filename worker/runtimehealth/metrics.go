@@ -6,6 +6,9 @@ import (
 
 // collector exports the monitor's last sample, so a scrape sees the same
 // numbers as the API and the runtime_health events and costs no reading.
+// The windowed percentiles are summaries, as Prometheus expects of series
+// with a quantile label: quantiles over the monitor's window, _count and
+// _sum since the start, like client_golang's own summaries.
 type collector struct {
 	m                                        *Monitor
 	lag, gcPause, schedLatency, gcCPU        *prometheus.Desc
@@ -14,17 +17,17 @@ type collector struct {
 }
 
 func newCollector(m *Monitor) *collector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, nil, nil)
 	}
 	return &collector{
 		m: m,
 		lag: d("svc_runtime_scheduler_lag_seconds",
-			"Heartbeat lag (how late the monitor's timer woke) over the window; quantile 1 is the maximum.", "quantile"),
+			"Heartbeat lag (how late the monitor's timer woke): quantiles 0.5, 0.99 and 1 (the maximum) over the monitor's window; count and sum of every heartbeat since the start."),
 		gcPause: d("svc_runtime_gc_pause_seconds",
-			"GC stop-the-world pause over the window (bucket upper bound).", "quantile"),
+			"GC stop-the-world pauses: quantiles 0.5 and 0.99 over the monitor's window (bucket upper bounds); count since the process started, sum at bucket lower bounds."),
 		schedLatency: d("svc_runtime_sched_latency_seconds",
-			"Time goroutines spent runnable before running, over the window (bucket upper bound).", "quantile"),
+			"Time goroutines spent runnable before running: quantiles 0.5 and 0.99 over the monitor's window (bucket upper bounds); count since the process started, sum at bucket lower bounds."),
 		gcCPU: d("svc_runtime_gc_cpu_fraction",
 			"Share of GOMAXPROCS CPU time the GC used over the window."),
 		goroutines: d("svc_runtime_goroutines", "Live goroutines."),
@@ -54,21 +57,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if have {
 		s = *c.m.current
 	}
+	beats, lagTotal := c.m.beatsTotal, c.m.lagTotal
+	pauses, sched := c.m.pausesTotal, c.m.schedTotal
 	c.m.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(c.stalls, prometheus.CounterValue, float64(stalls))
 	if !have {
 		return
 	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
-	gauge(c.lag, s.LagP50MS/1e3, "0.5")
-	gauge(c.lag, s.LagP99MS/1e3, "0.99")
-	gauge(c.lag, s.LagMaxMS/1e3, "1")
-	gauge(c.gcPause, s.GCPauseP50MS/1e3, "0.5")
-	gauge(c.gcPause, s.GCPauseP99MS/1e3, "0.99")
-	gauge(c.schedLatency, s.SchedLatencyP50MS/1e3, "0.5")
-	gauge(c.schedLatency, s.SchedLatencyP99MS/1e3, "0.99")
+	ch <- prometheus.MustNewConstSummary(c.lag, beats, lagTotal.Seconds(),
+		map[float64]float64{0.5: s.LagP50MS / 1e3, 0.99: s.LagP99MS / 1e3, 1: s.LagMaxMS / 1e3})
+	ch <- prometheus.MustNewConstSummary(c.gcPause, pauses.count, pauses.sum,
+		map[float64]float64{0.5: s.GCPauseP50MS / 1e3, 0.99: s.GCPauseP99MS / 1e3})
+	ch <- prometheus.MustNewConstSummary(c.schedLatency, sched.count, sched.sum,
+		map[float64]float64{0.5: s.SchedLatencyP50MS / 1e3, 0.99: s.SchedLatencyP99MS / 1e3})
 	gauge(c.gcCPU, s.GCCPUFraction)
 	gauge(c.goroutines, float64(s.Goroutines))
 	gauge(c.heapLive, float64(s.HeapLiveBytes))

@@ -34,6 +34,13 @@ type Monitor struct {
 	lastLag     time.Duration
 	inStall     bool
 	stallsTotal uint64
+	// Since the start, for the summaries' _count and _sum: heartbeats and
+	// their summed lag (exact); GC pauses and scheduling latencies as the
+	// runtime counted them at the last sample, summed at their buckets'
+	// lower bounds.
+	beatsTotal              uint64
+	lagTotal                time.Duration
+	pausesTotal, schedTotal histTotals
 }
 
 // New validates o and registers the metrics; it starts nothing.
@@ -167,6 +174,8 @@ func (m *Monitor) beat(now time.Time, lag time.Duration) {
 	}
 	m.mu.Lock()
 	m.lastBeat, m.lastLag, m.inStall = now, lag, m.episode.active
+	m.beatsTotal++
+	m.lagTotal += lag
 	m.mu.Unlock()
 }
 
@@ -214,6 +223,8 @@ func (m *Monitor) sample(now time.Time) {
 	}
 	m.mu.Lock()
 	s.StallsTotal = m.stallsTotal
+	m.pausesTotal = totalsOf(c.pauses, m.reader.pauseBuckets)
+	m.schedTotal = totalsOf(c.sched, m.reader.schedBuckets)
 	m.current = &s
 	m.recent = append(m.recent, s)
 	if len(m.recent) > m.o.History {

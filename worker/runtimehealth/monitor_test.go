@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"svc/worker/workertest/wait"
 )
@@ -102,22 +104,38 @@ func TestSampleGaugesAreSane(t *testing.T) {
 		"svc_runtime_resident_memory_bytes": float64(cur.RSSBytes),
 		"svc_runtime_stalls_total":          float64(cur.StallsTotal),
 	} {
-		if got := gatherOne(t, reg, name, ""); got != want {
+		if got := gatherOne(t, reg, name); got != want {
 			t.Errorf("%s = %v, want %v (the snapshot's value)", name, got, want)
 		}
 	}
 	for _, q := range []struct {
-		name, quantile string
-		ms             float64
+		name     string
+		quantile float64
+		ms       float64
 	}{
-		{"svc_runtime_scheduler_lag_seconds", "0.99", cur.LagP99MS},
-		{"svc_runtime_scheduler_lag_seconds", "1", cur.LagMaxMS},
-		{"svc_runtime_gc_pause_seconds", "0.5", cur.GCPauseP50MS},
-		{"svc_runtime_sched_latency_seconds", "0.99", cur.SchedLatencyP99MS},
+		{"svc_runtime_scheduler_lag_seconds", 0.5, cur.LagP50MS},
+		{"svc_runtime_scheduler_lag_seconds", 0.99, cur.LagP99MS},
+		{"svc_runtime_scheduler_lag_seconds", 1, cur.LagMaxMS},
+		{"svc_runtime_gc_pause_seconds", 0.5, cur.GCPauseP50MS},
+		{"svc_runtime_gc_pause_seconds", 0.99, cur.GCPauseP99MS},
+		{"svc_runtime_sched_latency_seconds", 0.5, cur.SchedLatencyP50MS},
+		{"svc_runtime_sched_latency_seconds", 0.99, cur.SchedLatencyP99MS},
 	} {
-		if got := gatherOne(t, reg, q.name, q.quantile); math.Abs(got-q.ms/1e3) > 1e-12 {
-			t.Errorf("%s{quantile=%q} = %v, want %v", q.name, q.quantile, got, q.ms/1e3)
+		sum := gatherSummary(t, reg, q.name)
+		if got, ok := sum.quantiles[q.quantile]; !ok || math.Abs(got-q.ms/1e3) > 1e-12 {
+			t.Errorf("%s{quantile=\"%v\"} = %v (exported %v), want %v", q.name, q.quantile, got, ok, q.ms/1e3)
 		}
+	}
+	// Counts and sums run since the start: at least the window's, and a
+	// mean inside the window's range.
+	if lag := gatherSummary(t, reg, "svc_runtime_scheduler_lag_seconds"); lag.count < uint64(cur.Beats) || lag.sum < 0 || lag.sum > float64(lag.count)*cur.LagMaxMS/1e3+1e-9 {
+		t.Errorf("svc_runtime_scheduler_lag_seconds count %d sum %v, want at least the window's %d beats and a mean up to the max %v ms", lag.count, lag.sum, cur.Beats, cur.LagMaxMS)
+	}
+	if gc := gatherSummary(t, reg, "svc_runtime_gc_pause_seconds"); gc.count < cur.GCPauses || gc.sum <= 0 {
+		t.Errorf("svc_runtime_gc_pause_seconds count %d sum %v, want at least the window's %d pauses and a positive sum", gc.count, gc.sum, cur.GCPauses)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) != 0 {
+		t.Errorf("promlint on the runtime metrics = %v, %v; want no problem", problems, err)
 	}
 
 	b, err := json.Marshal(snap)
@@ -131,36 +149,52 @@ func TestSampleGaugesAreSane(t *testing.T) {
 	}
 }
 
-// gatherOne returns the value of the named series (with that quantile
-// label, when given); it fails the test when the series is missing.
-func gatherOne(t *testing.T, reg *prometheus.Registry, name, quantile string) float64 {
+// gatherOne returns the value of the named unlabelled gauge or counter;
+// it fails the test when the series is missing.
+func gatherOne(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	m := gatherMetric(t, reg, name)
+	if m.GetCounter() != nil {
+		return m.GetCounter().GetValue()
+	}
+	return m.GetGauge().GetValue()
+}
+
+// summary is an exported summary: quantile → value, count, sum.
+type summary struct {
+	quantiles map[float64]float64
+	count     uint64
+	sum       float64
+}
+
+// gatherSummary returns the named summary; it fails the test when the
+// series is missing or not a summary.
+func gatherSummary(t *testing.T, reg *prometheus.Registry, name string) summary {
+	t.Helper()
+	s := gatherMetric(t, reg, name).GetSummary()
+	if s == nil {
+		t.Fatalf("metric %s is not a summary", name)
+	}
+	out := summary{quantiles: map[float64]float64{}, count: s.GetSampleCount(), sum: s.GetSampleSum()}
+	for _, q := range s.GetQuantile() {
+		out.quantiles[q.GetQuantile()] = q.GetValue()
+	}
+	return out
+}
+
+func gatherMetric(t *testing.T, reg *prometheus.Registry, name string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			q := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "quantile" {
-					q = l.GetValue()
-				}
-			}
-			if q != quantile {
-				continue
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0]
 		}
 	}
-	t.Fatalf("metric %s{quantile=%q} not exported", name, quantile)
-	return 0
+	t.Fatalf("metric %s not exported as one series", name)
+	return nil
 }
 
 func TestRunIsExclusiveAndStops(t *testing.T) {

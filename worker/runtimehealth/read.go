@@ -162,6 +162,29 @@ func histQuantile(counts []uint64, buckets []float64, q float64) float64 {
 	return 0
 }
 
+// histTotals are a runtime histogram's count and sum since the process
+// started; the histogram keeps no sum, so each value counts at its
+// bucket's lower bound (0 for the open first bucket): the sum is a lower
+// bound, within the buckets' width (at most 25 %), as in client_golang's
+// go_* histograms.
+type histTotals struct {
+	count uint64
+	sum   float64
+}
+
+func totalsOf(counts []uint64, buckets []float64) histTotals {
+	t := histTotals{count: histTotal(counts)}
+	if len(buckets) != len(counts)+1 {
+		return t
+	}
+	for i, c := range counts {
+		if lo := buckets[i]; c > 0 && !math.IsInf(lo, 0) && lo > 0 {
+			t.sum += lo * float64(c)
+		}
+	}
+	return t
+}
+
 func histTotal(counts []uint64) uint64 {
 	var n uint64
 	for _, c := range counts {

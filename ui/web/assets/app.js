@@ -7,6 +7,7 @@ import { loadRenderers, closePanel } from "./render.js";
 const builtIn = [
   { path: "/", title: "Dashboard", load: () => import("./pages/dashboard.js") },
   { path: "/live", title: "Live", load: () => import("./pages/live.js") },
+  { path: "/workers", title: "Workers", load: () => import("./pages/workers.js") },
   { path: "/history", title: "History", load: () => import("./pages/history.js") },
   { path: "/debug", title: "Debug", load: () => import("./pages/debug.js") },
 ];

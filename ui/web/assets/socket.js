@@ -1,13 +1,19 @@
 // LiveSocket keeps one /ws connection to a worker: it subscribes, hands
 // frames over in batches once per animation frame (so a burst of 200
 // tasks/s costs one DOM update per frame), and reconnects with backoff.
+// A socket to another worker of the fleet may ask first: retry() decides
+// whether that worker is worth a new handshake (it is not when the
+// registry says it stopped or turned unreachable), so the page does not
+// knock on a dead port forever.
 import { wsURL } from "./api.js";
 
 export class LiveSocket {
   // base: the worker's http(s) origin; sub: the subscribe message;
-  // onFrames(frames, base); onStatus(state, base).
-  constructor(base, sub, onFrames, onStatus = () => {}) {
-    Object.assign(this, { base, sub, onFrames, onStatus });
+  // onFrames(frames, base); onStatus(state, base), state one of
+  // connecting, live, reconnecting, gone; retry(), when given, resolves
+  // true to reconnect or false to give up (status gone).
+  constructor(base, sub, onFrames, onStatus = () => {}, retry = null) {
+    Object.assign(this, { base, sub, onFrames, onStatus, retry });
     this.queue = [];
     this.raf = 0;
     this.closed = false;
@@ -32,9 +38,15 @@ export class LiveSocket {
       this.queue.push(f);
       if (!this.raf) this.raf = requestAnimationFrame(() => this.flush());
     };
-    ws.onclose = () => {
+    ws.onclose = async () => {
       if (this.closed) return;
       this.onStatus("reconnecting", this.base);
+      if (this.retry && !(await this.retry())) {
+        if (!this.closed) this.onStatus("gone", this.base);
+        this.closed = true;
+        return;
+      }
+      if (this.closed) return;
       this.timer = setTimeout(() => this.connect(), this.delay);
       this.delay = Math.min(this.delay * 2, 30000);
     };

@@ -1,6 +1,6 @@
 // Pieces several pages share: message coordinates with "Probe this
 // message", task status badges and metric sums.
-import { el } from "../dom.js";
+import { el, num } from "../dom.js";
 import { get } from "../api.js";
 import { badge } from "../render.js";
 
@@ -39,38 +39,22 @@ export function sum(m, name, filter = {}) {
   return total;
 }
 
-// fleet lists the fleet's workers (from the registry when this worker has
-// one) as {name, url, base, self, state, trusted}; this worker alone
-// otherwise. This worker is always at location.origin and trusted; any
-// other is trusted only when the registry says "trusted": true (its origin
-// is in fleet.trusted_urls or a static peer's), so a registry without the
-// field trusts none. Only trusted workers may get a request, and with it
-// the token; two trusted entries of one origin are one worker.
-export async function fleet(ctx) {
-  const self = { name: ctx.identity.worker, url: location.origin, base: location.origin, self: true, trusted: true };
-  let data = null;
-  try {
-    data = await get("/api/v1/fleet/workers");
-  } catch (err) {
-    if (err.status === 404) return [self];
-    throw err;
-  }
-  const out = [];
-  const bases = new Set();
-  for (const w of data?.workers || []) {
-    if (!/^https?:\/\//.test(w.url || "") || w.state === "stopped") continue;
-    let base;
-    try { base = new URL(w.url).origin; } catch { continue; }
-    if (w.self || base === location.origin) {
-      if (!bases.has(location.origin)) out.push({ ...self, state: w.state });
-      bases.add(location.origin);
-      continue;
-    }
-    const trusted = w.trusted === true;
-    if (trusted && bases.has(base)) continue;
-    if (trusted) bases.add(base);
-    out.push({ name: String(w.name), url: w.url, base, self: false, state: w.state, trusted });
-  }
-  if (!bases.has(location.origin)) out.unshift(self);
-  return out;
+// intakeCaps are the Kafka source's caps on work waiting to run, from the
+// effective config (worker/kafka queue.go): with W = max(pipeline.
+// max_in_flight, sources.kafka.max_poll_records), backpressure pauses the
+// whole topic at 4 × W waiting messages or 64 MiB and resumes once fewer
+// than 2 × W and under 32 MiB wait. Running messages do not count.
+export function intakeCaps(cfg) {
+  const w = Math.max(Number(cfg?.pipeline?.max_in_flight) || 0, Number(cfg?.sources?.kafka?.max_poll_records) || 0, 1);
+  return { w, pause: 4 * w, resume: 2 * w };
+}
+
+// backpressureWords explains backpressure by that rule: waiting is
+// svc_kafka_messages_waiting; caps may be null while the config loads.
+export function backpressureWords(active, waiting, caps) {
+  const w = "W = max(pipeline.max_in_flight, sources.kafka.max_poll_records)";
+  const cap = caps ? `${num(caps.pause)} messages (4 × W, ${w} = ${num(caps.w)})` : `4 × W messages (${w})`;
+  const resume = caps ? `fewer than ${num(caps.resume)} messages` : "fewer than 2 × W messages";
+  if (!active) return `off: ${num(waiting)} waiting to run, under the cap of ${cap} or 64 MiB`;
+  return `active: ${num(waiting)} messages wait to run (running ones do not count), at or over the cap of ${cap} or 64 MiB; intake resumes once ${resume} and under 32 MiB wait`;
 }

@@ -5,7 +5,7 @@ import { el, card, num, note, timeEl, banner, throttle } from "../dom.js";
 import { get } from "../api.js";
 import { badge } from "../render.js";
 import { LiveSocket } from "../socket.js";
-import { metrics, sum, statusBadge, coords } from "./common.js";
+import { metrics, sum, statusBadge, coords, intakeCaps, backpressureWords } from "./common.js";
 
 const WINDOW_MS = 5 * 60 * 1000;
 const BUCKET_MS = 10 * 1000;
@@ -31,8 +31,16 @@ export async function mount(root, ctx) {
 
   let latest = m;
   let latestCounts = counts;
+  // The intake caps come from the config, read once the first time
+  // backpressure holds (it rarely does: no cost on a normal load).
+  let caps = null;
+  let capsAsked = false;
   const draw = () => {
-    tiles.replaceChildren(throughputTile(times), outcomesTile(latest), capacityTile(latest, id), flowTile(latest, id));
+    if (!capsAsked && id.features.kafka_source && sum(latest, "svc_backpressure_active") > 0) {
+      capsAsked = true;
+      get("/api/v1/config").then((c) => { caps = intakeCaps(c); draw(); }).catch(() => { capsAsked = false; });
+    }
+    tiles.replaceChildren(throughputTile(times), outcomesTile(latest), capacityTile(latest, id), flowTile(latest, id, caps));
     sections.replaceChildren(...[failuresCard(failures, ctx), sinksCard(latest), countsCard(latestCounts, id), linksCard(id)].filter(Boolean));
   };
   draw();
@@ -114,7 +122,7 @@ function executorDown(m) {
   return (m.get("svc_executor_healthy") || []).length > 0 && sum(m, "svc_executor_healthy") === 0;
 }
 
-function flowTile(m, id) {
+function flowTile(m, id, caps) {
   const down = executorDown(m);
   const execNote = "the executor cannot be started or does not get ready: tasks wait, nothing is dead-lettered; /readyz says why";
   if (!id.features.kafka_source) {
@@ -128,7 +136,7 @@ function flowTile(m, id) {
   return tile("Intake", badge(state, { flowing: "green", paused: "blue", backpressure: "yellow", "executor unavailable": "red" }),
     el("ul", { class: "plain" },
       el("li", {}, "Executor: ", down ? "unavailable, intake held (" + execNote + ")" : "available"),
-      el("li", {}, "Backpressure: ", bp ? "active (work waiting to run is over its cap: 4 × max(max_in_flight, max_poll_records) messages or 64 MiB; resumes below half)" : "off"),
+      el("li", { class: "bp-words" }, "Backpressure: ", backpressureWords(bp, sum(m, "svc_kafka_messages_waiting"), caps)),
       el("li", {}, "Consume pause: ", paused ? el("a", { href: "/debug?tab=pause" }, "active") : "off"),
       el("li", {}, "Stall-paused partitions: ", num(stalled))));
 }
@@ -177,7 +185,9 @@ function linksCard(id) {
       ["Tasks/s by status", `sum by (status) (rate(svc_tasks_total${s}[5m]))`],
       ["Task duration p95", `histogram_quantile(0.95, sum by (le) (rate(svc_task_duration_seconds_bucket${s}[5m])))`],
       ["DLQ records/s", `sum(rate(svc_dlq_records_total${s}[5m]))`],
-      ["Backpressure and pause", `max(svc_backpressure_active${s}) or max(svc_consume_pause_active${s})`],
+      // Two series told apart by a label: "A or B" over equal (empty)
+      // label sets would show A alone, never the pause.
+      ["Backpressure and pause", `label_replace(max(svc_backpressure_active${s}), "holder", "backpressure", "", "") or label_replace(max(svc_consume_pause_active${s}), "holder", "consume_pause", "", "")`],
       ["Executor unavailable", `1 - min(svc_executor_healthy${s})`],
     ]) items.push(el("li", {}, el("a", { href: q(expr), rel: "noreferrer", target: "_blank" }, label)));
   }

@@ -1,8 +1,8 @@
 // Debug: probe, Kafka browser, DLQ, consume pause, config and runtime. A
 // tab whose kill switch is off is not shown; a note names the key.
-import { el, card, note, banner, kvTable, timeEl, text } from "../dom.js";
-import { get, post, optional } from "../api.js";
-import { metrics, sum } from "./common.js";
+import { el, card, note, banner, timeEl, text } from "../dom.js";
+import { get, post } from "../api.js";
+import { metrics, sum, intakeCaps, backpressureWords } from "./common.js";
 
 const tabs = [
   { id: "probe", title: "Probe", key: "ui.probe_enabled", on: (f) => f.probe, load: () => import("./probe.js") },
@@ -10,7 +10,7 @@ const tabs = [
   { id: "dlq", title: "DLQ", key: "ui.kafka_read_enabled", on: (f) => f.kafka_read, load: () => import("./kafka.js") },
   { id: "pause", title: "Consume pause", key: "ui.consume_pause.enabled", on: (f) => f.consume_pause, mount: pauseTab },
   { id: "config", title: "Config", on: () => true, mount: configTab },
-  { id: "runtime", title: "Runtime", on: () => true, mount: runtimeTab },
+  { id: "runtime", title: "Runtime", on: () => true, load: () => import("./runtime.js") },
 ];
 
 export async function mount(root, ctx) {
@@ -97,14 +97,19 @@ async function pauseTab(root, ctx) {
     resume.disabled = false;
     if (left === 0) setTimeout(async () => { st = await get("/api/v1/debug/consume-pause"); draw(); explain(); }, 500);
   };
+  let caps = null;
+  get("/api/v1/config").then((c) => { caps = intakeCaps(c); explain(); }).catch(() => {});
   const explain = async () => {
     try {
       const m = await metrics();
       const bp = sum(m, "svc_backpressure_active") > 0;
+      const hold = sum(m, "svc_executor_hold_active") > 0;
       const stalled = sum(m, "svc_kafka_partitions_stalled");
       const lines = [
         st.active ? "Your pause holds intake: backpressure cannot resume the partitions until the pause ends." : "No pause of yours holds intake.",
-        bp ? (st.active ? "Backpressure is also holding: after you resume, partitions stay paused until the queues drain." : "Backpressure is holding intake until the work waiting to run drops below half of its cap (4 × max(max_in_flight, max_poll_records) messages or 64 MiB).") : "Backpressure is not holding intake.",
+        "Backpressure is " + backpressureWords(bp, sum(m, "svc_kafka_messages_waiting"), caps) + "." +
+          (bp && st.active ? " After you resume, partitions stay paused until that much has drained." : ""),
+        hold ? "The executor is unavailable: intake stays held until it is back, whatever you do here." : "The executor is available.",
         stalled ? `${stalled} partition(s) are stall-paused after a failed DLQ send; neither your pause nor a resume touches them (restart or revoke releases them).` : "No partition is stall-paused.",
         "Partitions assigned by a rebalance during a pause arrive paused.",
       ];
@@ -115,7 +120,10 @@ async function pauseTab(root, ctx) {
   explain();
   const timer = setInterval(draw, 1000);
   root.append(card("Consume pause", stateBox, presets, form, el("div", { class: "toolbar" }, resume), msg,
-    note("While paused, the poll loop and group heartbeats keep running: no rebalance, no commit; tasks in flight finish.")), card("Who holds intake", words));
+    note("While paused, the poll loop and group heartbeats keep running: no rebalance, no commit; tasks in flight finish."),
+    el("p", { class: "per-worker" }, el("strong", {}, "A pause is per worker: "),
+      `it holds the intake of ${ctx.identity.worker} alone. The other workers of the consumer group go on with their own partitions, and this worker's partitions stay with it (no rebalance), so their messages wait. To pause the whole fleet, pause each worker on its own UI.`)),
+  card("Who holds intake", words));
   return () => clearInterval(timer);
 }
 
@@ -126,16 +134,4 @@ async function configTab(root) {
   const kvTree = (obj) => el("dl", { class: "tree" }, Object.entries(obj).map(([k, v]) =>
     v && typeof v === "object" && !Array.isArray(v) ? el("details", { open: true }, el("summary", {}, k), tree(v)) : [el("dt", {}, k), el("dd", {}, tree(v))]));
   root.append(note("The effective configuration with every default filled in; secrets show as ***."), kvTree(cfg));
-}
-
-// runtimeTab: runtime health and throughput when this worker has them.
-async function runtimeTab(root) {
-  const [rt, tp] = await Promise.all([optional("/api/v1/debug/runtime"), optional("/api/v1/debug/throughput")]);
-  if (!rt && !tp) {
-    root.append(banner("info", "Runtime health is not available in this worker."));
-    return;
-  }
-  if (rt) root.append(card("Runtime health", kvTable(rt)));
-  else root.append(note("Runtime health is not available in this worker."));
-  if (tp) root.append(card("Throughput", kvTable(tp)));
 }

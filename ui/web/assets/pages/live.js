@@ -2,14 +2,22 @@
 // fleet. Rows arrive over /ws in batches per animation frame and the DOM
 // keeps at most MAX_ROWS of them, so a busy fleet cannot slow the page
 // down. A worker the registry does not trust gets no socket and no token:
-// it is listed as not trusted, as text.
+// it is listed as not trusted, as text. A worker the registry lists as
+// stopped or unreachable gets no socket either: it is shown as such, and
+// a socket that drops reconnects only once the registry shows its worker
+// alive (a heartbeat newer than the loss), so a dead worker's port is
+// never knocked on.
 import { el, timeEl, note, banner, duration, bytes, kvTable, encoded, text } from "../dom.js";
 import { get } from "../api.js";
 import { panel, badge } from "../render.js";
 import { LiveSocket } from "../socket.js";
-import { fleet, coords, statusBadge } from "./common.js";
+import { coords, statusBadge } from "./common.js";
 
 const MAX_ROWS = 500;
+const FLEET_POLL_MS = 5000; // re-read the registry: workers come back, new ones join
+const LOSS_POLL_MS = 1000; // after a socket dropped, until its worker's fate is known
+
+const connColors = { live: "green", connecting: "blue", reconnecting: "yellow", draining: "yellow", stopped: "gray", unreachable: "red", gone: "gray", "*": "gray" };
 
 export async function mount(root, ctx) {
   const state = { mode: "tasks", paused: false, held: [], status: "", type: "", label: "" };
@@ -19,6 +27,7 @@ export async function mount(root, ctx) {
   const selfWorker = workers.find((w) => w.self);
   const byBase = new Map(workers.map((w) => [w.base, w]));
   const conn = el("span", { class: "muted", "aria-live": "polite" });
+  const fleetList = el("ul", { class: "plain fleet-status" });
   const held = el("span", { class: "muted" });
   const pauseBtn = el("button", { type: "button", "aria-pressed": "false" }, "Pause view");
   const statusSel = el("select", { "aria-label": "Outcome" }, ["", "ok", "failed", "timeout"].map((s) => el("option", { value: s }, s || "any outcome")));
@@ -30,7 +39,7 @@ export async function mount(root, ctx) {
   const thead = el("thead");
   root.append(
     el("div", { class: "toolbar" }, el("div", { role: "tablist", class: "seg" }, modeTasks, modeEvents), statusSel, typeSel, labelIn, pauseBtn, held, conn),
-    note(workers.length > 1 ? `Streaming from ${workers.length} workers: ${workers.map((w) => w.name).join(", ")}.` : `Streaming from ${ctx.identity.worker}.`),
+    el("div", { class: "muted fleet-line" }, "Workers: ", fleetList),
     ...(untrusted.length ? [untrustedNote(untrusted)] : []),
     el("div", { class: "scroll" }, el("table", { class: "grid live" }, thead, tbody)));
 
@@ -94,22 +103,83 @@ export async function mount(root, ctx) {
   rows.events = (ev.events || []).map((e) => ({ ...e, _kind: "events", _base: location.origin }));
   redraw();
 
-  const status = new Map();
+  // One socket per trusted worker the registry lists alive; the others
+  // are shown with their registry state and watched until they return.
+  const status = new Map(); // base → connecting, live, reconnecting, draining, stopped, unreachable, gone
+  const sockets = new Map(); // base → LiveSocket
+  let ended = false;
   const showConn = () => {
-    const vals = [...status.values()];
-    const live = vals.filter((v) => v === "live").length;
-    conn.textContent = `${live}/${workers.length} live`;
+    const live = [...status.values()].filter((v) => v === "live").length;
+    conn.textContent = `${live}/${byBase.size} live`;
+    fleetList.replaceChildren(...[...byBase.values()].map((w) => {
+      const st = status.get(w.base) || "connecting";
+      const title = st === "unreachable" ? "its heartbeat is older than three of its intervals: killed, hung or cut off; no socket is opened"
+        : st === "stopped" ? "it shut down cleanly; no socket is opened" : st === "reconnecting" ? "the socket dropped: waiting for the registry to show the worker alive" : "";
+      return el("li", { "data-worker": w.name, "data-conn": st, title }, el("strong", {}, w.name), " ", badge(st, connColors));
+    }));
   };
-  const sockets = workers.map((w) => new LiveSocket(w.base, { subscribe: ["tasks", "events"] }, (frames, base) => {
-    const items = [];
-    for (const f of frames) {
-      if (f.stream === "tasks") items.push({ ...f.data, worker: f.data.worker || byBase.get(base)?.name, _kind: "tasks", _base: base });
-      else if (f.stream === "events") items.push({ ...f.data, _kind: "events", _base: base });
-      else if (f.stream === "dropped") conn.textContent = `missed ${f.data.count} items (slow connection)`;
+  const readFleet = async () => {
+    try {
+      return (await get("/api/v1/fleet/workers")).workers || [];
+    } catch {
+      return null;
     }
-    if (state.paused) { state.held.push(...items); held.textContent = `${state.held.length} new while paused`; }
-    add(items);
-  }, (s, base) => { status.set(base, s); showConn(); }));
+  };
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  // retry decides, after w's socket dropped, whether to open a new one:
+  // not while the registry shows the worker draining, stopped or
+  // unreachable, nor before its card has a heartbeat newer than the one
+  // it had when the socket dropped (a killed worker's never moves).
+  const retry = (w) => async () => {
+    if (w.self) return true;
+    let at = null;
+    while (!ended) {
+      const list = await readFleet();
+      const card = list && list.find((x) => x.name === w.name);
+      if (list && !card) { status.set(w.base, "gone"); showConn(); return false; }
+      if (card && gone(card.state)) { status.set(w.base, card.state); showConn(); return false; }
+      if (card && card.state === "draining") { status.set(w.base, "draining"); showConn(); }
+      if (card && !card.heartbeat_ms && card.state !== "draining") return true; // a static peer: plain backoff
+      if (card && at === null) at = card.heartbeat_ms;
+      else if (card && card.state !== "draining" && card.heartbeat_ms > at) return true;
+      await sleep(LOSS_POLL_MS);
+    }
+    return false;
+  };
+  const open = (w) => {
+    sockets.set(w.base, new LiveSocket(w.base, { subscribe: ["tasks", "events"] }, (frames, base) => {
+      const items = [];
+      for (const f of frames) {
+        if (f.stream === "tasks") items.push({ ...f.data, worker: f.data.worker || byBase.get(base)?.name, _kind: "tasks", _base: base });
+        else if (f.stream === "events") items.push({ ...f.data, _kind: "events", _base: base });
+        else if (f.stream === "dropped") conn.textContent = `missed ${f.data.count} items (slow connection)`;
+      }
+      if (state.paused) { state.held.push(...items); held.textContent = `${state.held.length} new while paused`; }
+      add(items);
+    }, (s, base) => {
+      if (s === "gone") sockets.delete(base);
+      else status.set(base, s);
+      showConn();
+    }, retry(w)));
+  };
+  for (const w of workers) {
+    if (gone(w.state)) status.set(w.base, w.state);
+    else open(w);
+  }
+  showConn();
+  // Workers that come back (a restart) or join get a socket; a gone one
+  // keeps its registry state on show.
+  const poll = setInterval(async () => {
+    const list = await fleet(ctx).catch(() => null);
+    if (!list || ended) return;
+    for (const w of list.filter((x) => x.trusted)) {
+      if (!byBase.has(w.base)) byBase.set(w.base, w);
+      if (sockets.has(w.base)) continue;
+      if (gone(w.state)) status.set(w.base, w.state);
+      else { byBase.set(w.base, w); open(w); }
+    }
+    showConn();
+  }, FLEET_POLL_MS);
 
   const setMode = (m) => {
     state.mode = m;
@@ -138,7 +208,7 @@ export async function mount(root, ctx) {
     if (t) openTask(ctx, t, selfWorker);
     else root.prepend(banner("info", `Task ${want} is not among the recent tasks; `, el("a", { href: "/history?task_id=" + encodeURIComponent(want) }, "trace it in History"), "."));
   }
-  return () => sockets.forEach((s) => s.close());
+  return () => { ended = true; clearInterval(poll); sockets.forEach((s) => s.close()); };
 }
 
 // untrustedNote lists the workers Live does not stream from: a card in the
@@ -215,4 +285,45 @@ function traceSummary(events) {
     el("h3", {}, "Timeline"),
     el("ol", { class: "timeline" }, events.map((e) => el("li", {}, timeEl(e.ts_ms, true), ` ${e.type}${e.kind ? " " + e.kind : ""}`,
       first ? el("span", { class: "muted" }, ` +${duration(e.ts_ms - first)}`) : null))));
+}
+
+// gone are the registry states of a worker that serves nothing: Live
+// opens no socket to it and says so.
+const gone = (state) => state === "stopped" || state === "unreachable";
+
+// fleet lists the fleet's workers (from the registry when this worker has
+// one) as {name, url, base, self, state, trusted, heartbeat_ms}; this
+// worker alone otherwise. This worker is always at location.origin and
+// trusted; any other is trusted only when the registry says "trusted":
+// true (its origin is in fleet.trusted_urls or a static peer's), so a
+// registry without the field trusts none. Only trusted workers may get a
+// request, and with it the token; two trusted entries of one origin are
+// one worker (a live one before a stopped one).
+async function fleet(ctx) {
+  const self = { name: ctx.identity.worker, url: location.origin, base: location.origin, self: true, trusted: true, state: "running", heartbeat_ms: 0 };
+  let data = null;
+  try {
+    data = await get("/api/v1/fleet/workers");
+  } catch (err) {
+    if (err.status === 404) return [self];
+    throw err;
+  }
+  const out = [];
+  const byBase = new Map();
+  for (const w of data?.workers || []) {
+    if (!/^https?:\/\//.test(w.url || "")) continue;
+    let base;
+    try { base = new URL(w.url).origin; } catch { continue; }
+    const entry = w.self || base === location.origin
+      ? { ...self, state: w.self ? w.state : self.state, heartbeat_ms: w.self ? w.heartbeat_ms : 0 }
+      : { name: String(w.name), url: w.url, base, self: false, state: w.state, trusted: w.trusted === true, heartbeat_ms: w.heartbeat_ms || 0 };
+    if (!entry.trusted) { out.push(entry); continue; }
+    const had = byBase.get(entry.base);
+    if (had && !(gone(had.state) && !gone(entry.state)) && !(entry.self && !had.self)) continue;
+    if (had) out.splice(out.indexOf(had), 1, entry);
+    else out.push(entry);
+    byBase.set(entry.base, entry);
+  }
+  if (!byBase.has(location.origin)) out.unshift(self);
+  return out;
 }

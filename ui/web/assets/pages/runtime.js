@@ -1,0 +1,136 @@
+// Debug › Runtime: the runtime health monitor and task throughput, read.
+// Charts are small inline SVGs over the monitor's recent samples (one
+// every 10 s, at most 60: ten minutes); stalls are a list with their top
+// frames; throughput is a table with its units. The raw JSON of both
+// routes is one toggle away. Re-read every 10 s while the tab is open.
+import { el, card, note, banner, num, bytes, timeEl } from "../dom.js";
+import { optional } from "../api.js";
+
+const REFRESH_MS = 10000;
+const NS = "http://www.w3.org/2000/svg";
+
+export async function mount(root) {
+  const body = el("div");
+  const raw = el("div", { class: "raw-json", hidden: true });
+  const toggle = el("button", { type: "button", class: "raw-toggle", "aria-pressed": "false", "aria-controls": "runtime-raw" }, "Show raw JSON");
+  raw.id = "runtime-raw";
+  toggle.onclick = () => {
+    raw.hidden = !raw.hidden;
+    toggle.setAttribute("aria-pressed", String(!raw.hidden));
+    toggle.textContent = raw.hidden ? "Show raw JSON" : "Hide raw JSON";
+  };
+  root.append(el("div", { class: "toolbar" }, toggle), body, raw);
+  const load = async () => {
+    const [rt, tp] = await Promise.all([optional("/api/v1/debug/runtime"), optional("/api/v1/debug/throughput")]);
+    body.replaceChildren(...runtimeCards(rt), throughputCard(tp));
+    raw.replaceChildren(
+      el("h3", {}, "GET /api/v1/debug/runtime"), el("pre", { class: "preview" }, JSON.stringify(rt, null, 2)),
+      el("h3", {}, "GET /api/v1/debug/throughput"), el("pre", { class: "preview" }, JSON.stringify(tp, null, 2)));
+  };
+  await load();
+  const timer = setInterval(() => load().catch((err) => body.prepend(banner("error", "Refresh failed: " + err.message))), REFRESH_MS);
+  return () => clearInterval(timer);
+}
+
+function runtimeCards(rt) {
+  if (!rt) return [banner("info", "Runtime health is not available in this worker (runtime_health.enabled is false, or an older release).")];
+  const cur = rt.current;
+  if (!cur) return [card("Runtime health", note("The monitor has taken no sample yet."))];
+  const samples = [...(rt.recent || [])].reverse(); // oldest first
+  const span = samples.length > 1 ? `${samples.length} samples, ${timeEl(samples[0].ts_ms, true).textContent} to ${timeEl(samples.at(-1).ts_ms, true).textContent}` : "1 sample";
+  const facts = [
+    ["Scheduler lag p99", ms(cur.lag_p99_ms)], ["Goroutines", num(cur.goroutines)], ["Heap live", bytes(cur.heap_live_bytes)],
+    ["RSS", cur.rss_bytes >= 0 ? bytes(cur.rss_bytes) : "unknown"], ["GC CPU", (cur.gc_cpu_fraction * 100).toFixed(2) + " %"],
+    ["Open files", cur.open_fds >= 0 ? num(cur.open_fds) : "unknown"], ["Stalls", num(rt.stalls_total) + (rt.in_stall ? " (one now)" : "")],
+  ];
+  const charts = el("div", { class: "charts" },
+    chart("lag", "Scheduler lag", samples, [["p50", (s) => s.lag_p50_ms], ["p99", (s) => s.lag_p99_ms], ["max", (s) => s.lag_max_ms]], ms),
+    chart("heap", "Heap", samples, [["live", (s) => s.heap_live_bytes], ["total", (s) => s.heap_total_bytes]], bytes),
+    chart("gc", "GC pauses", samples, [["p50", (s) => s.gc_pause_p50_ms], ["p99", (s) => s.gc_pause_p99_ms]], ms),
+    chart("goroutines", "Goroutines", samples, [["live", (s) => s.goroutines]], num),
+    chart("rss", "RSS", samples.filter((s) => s.rss_bytes >= 0), [["rss", (s) => s.rss_bytes]], bytes));
+  return [
+    card("Runtime health",
+      el("ul", { class: "plain legend runtime-facts" }, facts.map(([k, v]) => el("li", {}, k + " ", el("strong", {}, v)))),
+      note(`Each chart: the monitor's recent samples, one every ${rt.event_every_seconds} s and at most 60 (${span}); each sample's percentiles cover the ${rt.window_seconds} s before it. A healthy worker's lag stays well under a millisecond; see runtime-health.md for what lag, GC and RSS trends mean.`),
+      charts),
+    stallsCard(rt),
+  ];
+}
+
+// chart draws series (name, value of a sample) over the samples as lines
+// in one small SVG, with its y range and the newest values as text.
+function chart(id, title, samples, series, fmt) {
+  const W = 300, H = 90, PAD = 4;
+  const vals = series.map(([, f]) => samples.map(f).map((v) => Math.max(0, Number(v) || 0)));
+  const max = Math.max(...vals.flat(), 0) || 1;
+  const x = (i) => (samples.length < 2 ? W / 2 : PAD + (i * (W - 2 * PAD)) / (samples.length - 1));
+  const y = (v) => H - PAD - (v / max) * (H - 2 * PAD);
+  const svg = document.createElementNS(NS, "svg");
+  for (const [k, v] of Object.entries({ viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "data-chart": id, "data-samples": samples.length,
+    "aria-label": `${title}, ${samples.length} samples, up to ${fmt(max)}` })) svg.setAttribute(k, v);
+  const base = document.createElementNS(NS, "line");
+  for (const [k, v] of Object.entries({ x1: 0, x2: W, y1: H - PAD, y2: H - PAD, class: "axis" })) base.setAttribute(k, v);
+  svg.append(base);
+  vals.forEach((vs, si) => {
+    const pts = vs.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`);
+    const line = document.createElementNS(NS, "polyline");
+    for (const [k, v] of Object.entries({ points: pts.join(" "), class: "s" + si, "data-series": series[si][0], "data-n": vs.length })) line.setAttribute(k, v);
+    svg.append(line);
+    if (vs.length) { // the newest point, so one sample still shows
+      const dot = document.createElementNS(NS, "circle");
+      for (const [k, v] of Object.entries({ cx: x(vs.length - 1), cy: y(vs.at(-1)), r: 2.5, class: "s" + si })) dot.setAttribute(k, v);
+      svg.append(dot);
+    }
+  });
+  const legend = el("ul", { class: "plain legend" }, series.map(([name], si) =>
+    el("li", {}, el("span", { class: "key s" + si }), ` ${name} `, el("strong", {}, vals[si].length ? fmt(vals[si].at(-1)) : "–"))));
+  return el("figure", { class: "chart-box" }, el("figcaption", {}, title, el("span", { class: "muted small" }, ` (top: ${fmt(max)})`)), svg, legend);
+}
+
+function stallsCard(rt) {
+  const stalls = rt.stalls || [];
+  if (!stalls.length) {
+    return card("Stalls", note(`No stall since the worker started: no heartbeat was ${ms(rt.stall_threshold_ms)} or more late.`));
+  }
+  return card("Stalls", note(`The last ${stalls.length} stall(s), newest first (at most 5 kept). A stall is a heartbeat at least ${ms(rt.stall_threshold_ms)} late; its goroutines are sampled at most once a minute, and the top frames are where the other goroutines were, busiest first.`),
+    el("ol", { class: "stalls" }, stalls.map((s) => el("li", { class: "stall" },
+      el("p", {}, timeEl(s.ts_ms), ` · lag ${ms(s.lag_ms)} · ${num(s.goroutines)} goroutines`),
+      s.sampled && (s.top_frames || []).length ? el("div", { class: "scroll" }, el("table", { class: "grid frames" },
+        el("thead", {}, el("tr", {}, ["Goroutines", "State", "Function", "Location"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, s.top_frames.map((f) => el("tr", {}, el("td", { class: "num" }, num(f.goroutines)), el("td", {}, f.state),
+          el("td", {}, el("code", {}, f.function)), el("td", {}, el("code", {}, f.location))))))) : note("Not sampled: a stack sample was taken less than a minute before."),
+      s.dump ? el("details", {}, el("summary", {}, "Goroutine dump" + (s.dump_truncated ? " (cut at 64 KiB)" : "")), el("pre", { class: "preview" }, s.dump)) : null))));
+}
+
+// throughputCard: cost per second by window, in the cost label's unit.
+function throughputCard(tp) {
+  if (!tp) return card("Throughput", note("Task cost and throughput are off: set throughput.cost_label to a numeric task label (see runtime-health.md)."));
+  const u = tp.cost_label;
+  const row = (name, w) => el("tr", {},
+    el("th", { scope: "row" }, name), el("td", { class: "num" }, `${num(w.seconds)} s`), el("td", { class: "num" }, num(w.tasks)),
+    el("td", { class: "num" }, `${num(w.cost)} ${u}`), el("td", { class: "num" }, `${num(w.cost_per_second)} ${u}/s`),
+    el("td", { class: "num" }, `${num(w.executor_seconds)} s`), el("td", { class: "num" }, `${num(w.speed)} ${u}/executor-s`), el("td", { class: "num" }, num(w.skipped)));
+  const label = (w) => `${timeEl(w.start_ms, true).textContent}–${timeEl(w.end_ms, true).textContent}`;
+  const closed = (tp.windows || []).slice(0, 10);
+  const heads = ["Window", "Length", "Tasks", `Cost (${u})`, `Throughput (${u}/s)`, "Executor time", `Speed (${u}/executor-s)`, "Skipped"];
+  return card(`Throughput by cost label "${u}"`,
+    el("div", { class: "scroll" }, el("table", { class: "grid throughput" },
+      el("thead", {}, el("tr", {}, heads.map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, tp.current ? row(`now (${label(tp.current)})`, tp.current) : null, closed.map((w) => row(label(w), w)),
+        tp.totals ? row("since start", tp.totals) : null))),
+    note(`Windows of ${tp.window_seconds} s aligned to the clock: the open one (its rate over the time elapsed so far), ` +
+      (closed.length ? `the ${closed.length} newest closed ones (the API keeps ${tp.history})` : "no closed one yet") +
+      ", and the totals since start. Throughput is cost per second of real time; speed is cost per second of executor time."),
+    el("p", { class: "small" }, "Tasks skipped (no usable cost label), by reason: ",
+      Object.entries(tp.skipped || {}).map(([k, v], i) => [i ? " · " : "", k, " ", el("strong", {}, num(v))])));
+}
+
+// ms renders milliseconds with a precision that suits their size.
+function ms(v) {
+  const n = Number(v) || 0;
+  if (n >= 1000) return (n / 1000).toFixed(2) + " s";
+  if (n >= 10) return n.toFixed(0) + " ms";
+  if (n >= 0.1) return n.toFixed(2) + " ms";
+  return (n * 1000).toFixed(0) + " µs";
+}
