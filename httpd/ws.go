@@ -255,8 +255,13 @@ func wsError(code, detail string) *wsFrame {
 //	{"stream":"events","data":<recorder.Event>}   (only event_types, when given)
 //	{"stream":"state","data":<recorder.Event of type state>}
 //	{"stream":"dropped","data":{"count":n,"total":n}}   items this socket missed
+//	{"stream":"sampled","data":{"tasks":n,"events":n,"per_second":n}}
+//	                                                   routine items not sent in the last second
 //	{"stream":"ping"}                                  every 30 s
 //
+// Routine items (task rows and lifecycle events of successful tasks) are
+// sent at most recorder.LiveRoutinePerSecond a second each; failures,
+// annotations, DLQ records and worker events always.
 // A state event goes to both "events" and "state" when both are subscribed.
 // A message over 64 KiB is discarded unread and answered with an error; the
 // socket stays open. One goroutine reads, this one writes: the recorder
@@ -335,8 +340,12 @@ func (e *wsEndpoint) readLoop(ctx context.Context, cancel context.CancelCauseFun
 func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *recorder.Subscription, ctl <-chan wsControl) error {
 	ping := time.NewTicker(e.lim.pingEvery)
 	defer ping.Stop()
+	sampleTick := time.NewTicker(time.Second)
+	defer sampleTick.Stop()
 	var f wsFilter
 	var reported uint64
+	var sampledTasks, sampledEvents uint64
+	sub.Filter(func(*recorder.Event) bool { return false }, false) // nothing until the first subscribe
 	event := func(ev recorder.Event) error {
 		if f.events && (f.types == nil || f.types[ev.Type]) {
 			if err := e.send(ws, wsFrame{Stream: "events", Data: ev}); err != nil {
@@ -363,6 +372,10 @@ func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *rec
 			if c.filter != nil {
 				err = drainQueued(sub, event, task)
 				f = *c.filter
+				nf := f
+				sub.Filter(func(ev *recorder.Event) bool {
+					return nf.events && (nf.types == nil || nf.types[ev.Type]) || nf.state && ev.Type == recorder.TypeState
+				}, nf.tasks)
 			} else {
 				err = e.send(ws, *c.frame)
 			}
@@ -378,6 +391,13 @@ func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *rec
 			err = task(t)
 		case <-ping.C:
 			err = e.send(ws, wsFrame{Stream: "ping"})
+		case <-sampleTick.C:
+			// Routine items over the subscriber's budget, once a second.
+			if t, ev := sub.Sampled(); f.any() && (t > sampledTasks || ev > sampledEvents) {
+				err = e.send(ws, wsFrame{Stream: "sampled", Data: map[string]uint64{
+					"tasks": t - sampledTasks, "events": ev - sampledEvents, "per_second": recorder.LiveRoutinePerSecond}})
+				sampledTasks, sampledEvents = t, ev
+			}
 		}
 		if d := sub.Dropped(); err == nil && d > reported {
 			if f.any() {

@@ -444,3 +444,53 @@ func TestWSRefusalsAreJSON(t *testing.T) {
 	}
 	_ = s
 }
+
+// Past recorder.LiveRoutinePerSecond a second, successful tasks and
+// routine events are counted in "sampled" frames instead of sent; every
+// failure and annotation still arrives, and what was sent plus what was
+// counted is everything.
+func TestWSSamplesRoutineItems(t *testing.T) {
+	t.Parallel()
+	s, addr := wsTestServer(t, wsLimits{maxConns: 4, subBuffer: 4096, writeTimeout: wsWait, pingEvery: time.Hour})
+	ws := wsDial(t, addr, "/ws", "http://localhost")
+	subscribe(t, ws, `{"subscribe":["tasks","events"]}`)
+	const ok, failed = 1000, 10
+	for i := range ok {
+		s.rec.Event(recorder.Event{Type: recorder.TypeTaskReceived, TaskID: fmt.Sprint("ok-", i), Payload: json.RawMessage(`{"source":"http"}`)})
+		s.rec.Task(recorder.TaskRow{TaskID: fmt.Sprint("ok-", i), Source: "http", Status: "ok", Attempts: 1})
+		if i%(ok/failed) == 0 {
+			s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "note", TaskID: fmt.Sprint("ok-", i), Payload: json.RawMessage(`{}`)})
+			s.rec.Task(recorder.TaskRow{TaskID: fmt.Sprint("bad-", i), Source: "http", Status: "failed", Attempts: 1})
+		}
+	}
+	var gotOK, gotFailed, gotReceived, gotNotes, sampledTasks, sampledEvents int
+	readUntil(t, ws, func(f testFrame) bool {
+		switch f.Stream {
+		case "tasks":
+			var row recorder.TaskRow
+			json.Unmarshal(f.Data, &row)
+			if row.Status == "ok" {
+				gotOK++
+			} else {
+				gotFailed++
+			}
+		case "events":
+			if e := decodeEvent(t, f); e.Type == recorder.TypeAnnotation {
+				gotNotes++
+			} else {
+				gotReceived++
+			}
+		case "sampled":
+			var d struct{ Tasks, Events, PerSecond int }
+			json.Unmarshal(f.Data, &d)
+			sampledTasks, sampledEvents = sampledTasks+d.Tasks, sampledEvents+d.Events
+		case "dropped":
+			t.Fatalf("dropped frame %s: the buffer was meant to hold everything sent", f.Data)
+		}
+		return gotOK+sampledTasks == ok && gotReceived+sampledEvents == ok && gotFailed == failed && gotNotes == failed
+	})
+	if gotOK > 2*recorder.LiveRoutinePerSecond || gotReceived > 2*recorder.LiveRoutinePerSecond {
+		t.Errorf("sent %d ok task rows and %d routine events, want at most %d each (one budget a second)", gotOK, gotReceived, recorder.LiveRoutinePerSecond)
+	}
+	t.Logf("sent %d ok rows, %d routine events; sampled %d and %d", gotOK, gotReceived, sampledTasks, sampledEvents)
+}

@@ -239,8 +239,8 @@ func TestSlowSubscriberNeverBlocks(t *testing.T) {
 	r := mustOpen(t, Config{Worker: "w", Cluster: "c"})
 	slow := r.Subscribe(1)
 	fast := r.Subscribe(2000)
-	for range 1000 {
-		r.Event(Event{Type: TypeTaskReceived})
+	for range 1000 { // annotations: never sampled (routine items are, see TestWSSamplesRoutineItems)
+		r.Event(Event{Type: TypeAnnotation, Kind: "k"})
 	}
 	r.Task(TaskRow{TaskID: "x"})
 	if got := slow.Dropped(); got != 999 {

@@ -1,20 +1,94 @@
 package recorder
 
 import (
+	"bytes"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Subscription is one live consumer of events and task rows (the /ws
 // streams). Delivery never blocks the recorder: when a channel is full the
 // item is skipped for this subscriber and counted in Dropped.
+//
+// Routine items (see routineEvent, routineTask: the task rows and
+// lifecycle events of successful tasks) are sent at most
+// LiveRoutinePerSecond a second per subscriber; the rest of a second's
+// routine items are counted in Sampled, not sent. Failures, annotations,
+// DLQ records and worker events are always sent. So a subscriber costs the
+// pipeline a bounded amount whatever the task rate, and no browser is asked
+// to draw 20,000 rows a second.
 type Subscription struct {
 	events  chan Event
 	tasks   chan TaskRow
 	dropped atomic.Uint64
 	subs    *subscribers
 	once    sync.Once
+
+	filter       atomic.Pointer[subFilter] // nil: everything
+	tasksBudget  budget
+	eventsBudget budget
+	sampled      SampledCounts // routine items not sent over the budget
 }
+
+// subFilter is what a subscriber wants: events for which events returns
+// true (none when nil), task rows when tasks.
+type subFilter struct {
+	events func(*Event) bool
+	tasks  bool
+}
+
+// Filter sets what the subscriber is sent from now on; items it does not
+// want are neither queued nor counted against its routine budget.
+func (s *Subscription) Filter(events func(*Event) bool, tasks bool) {
+	s.filter.Store(&subFilter{events: events, tasks: tasks})
+}
+
+// budget is a per-second allowance of routine items.
+type budget struct {
+	second atomic.Int64 // unix second in use
+	used   atomic.Int64 // items admitted in that second
+}
+
+// LiveRoutinePerSecond is how many routine task rows, and as many routine
+// events, one subscriber is sent a second.
+const LiveRoutinePerSecond = 100
+
+// SampledCounts counts the routine items a subscriber was not sent.
+type SampledCounts struct {
+	Tasks, Events atomic.Uint64
+}
+
+// Sampled returns how many routine task rows and events this subscriber
+// was not sent since it subscribed (over LiveRoutinePerSecond).
+func (s *Subscription) Sampled() (tasks, events uint64) {
+	return s.sampled.Tasks.Load(), s.sampled.Events.Load()
+}
+
+// admit spends one unit of this second's budget; false when it is spent.
+func (b *budget) admit(now int64) bool {
+	if sec := b.second.Load(); sec != now && b.second.CompareAndSwap(sec, now) {
+		b.used.Store(0)
+	}
+	return b.used.Add(1) <= LiveRoutinePerSecond
+}
+
+// routineEvent tells the events of successful work, which a subscriber
+// may be sampled out of.
+func routineEvent(e *Event) bool {
+	switch e.Type {
+	case TypeTaskReceived, TypeExecutorStarted, TypeSinkDelivered, TypeOffsetCommitted:
+		return true
+	case TypeExecutorFinished:
+		return bytes.Contains(e.Payload, []byte(`"status":"ok"`)) && !bytes.Contains(e.Payload, []byte(`"stderr_tail":`))
+	case TypeRuntimeHealth:
+		return e.Kind == "sample"
+	}
+	return false
+}
+
+// routineTask tells a successful task's row (probes are never routine).
+func routineTask(t *TaskRow) bool { return t.Status == "ok" && t.Source != "probe" }
 
 // Events delivers events in roughly ID order; closed by Close.
 func (s *Subscription) Events() <-chan Event { return s.events }
@@ -31,6 +105,7 @@ func (s *Subscription) Close() {
 	s.once.Do(func() {
 		s.subs.mu.Lock()
 		delete(s.subs.set, s)
+		s.subs.n.Store(int32(len(s.subs.set)))
 		close(s.events)
 		close(s.tasks)
 		s.subs.mu.Unlock()
@@ -47,6 +122,7 @@ func (r *Recorder) Subscribe(buf int) *Subscription {
 		r.subs.set = map[*Subscription]struct{}{}
 	}
 	r.subs.set[s] = struct{}{}
+	r.subs.n.Store(int32(len(r.subs.set)))
 	r.subs.mu.Unlock()
 	return s
 }
@@ -56,15 +132,42 @@ func (r *Recorder) Subscribe(buf int) *Subscription {
 type subscribers struct {
 	mu    sync.RWMutex
 	set   map[*Subscription]struct{}
+	n     atomic.Int32 // len(set), read without the lock on every publish
 	drops atomic.Uint64
 }
 
 func (ss *subscribers) publishEvent(e Event) {
-	ss.publish(func(s *Subscription) bool { return offer(s.events, e) })
+	if ss.n.Load() == 0 {
+		return
+	}
+	routine, now := routineEvent(&e), time.Now().Unix()
+	ss.publish(func(s *Subscription) bool {
+		if f := s.filter.Load(); f != nil && (f.events == nil || !f.events(&e)) {
+			return true
+		}
+		if routine && !s.eventsBudget.admit(now) {
+			s.sampled.Events.Add(1)
+			return true
+		}
+		return offer(s.events, e)
+	})
 }
 
 func (ss *subscribers) publishTask(t TaskRow) {
-	ss.publish(func(s *Subscription) bool { return offer(s.tasks, t) })
+	if ss.n.Load() == 0 {
+		return
+	}
+	routine, now := routineTask(&t), time.Now().Unix()
+	ss.publish(func(s *Subscription) bool {
+		if f := s.filter.Load(); f != nil && !f.tasks {
+			return true
+		}
+		if routine && !s.tasksBudget.admit(now) {
+			s.sampled.Tasks.Add(1)
+			return true
+		}
+		return offer(s.tasks, t)
+	})
 }
 
 // publish offers an item to every subscriber, counting the ones too slow

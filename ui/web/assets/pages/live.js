@@ -29,6 +29,9 @@ export async function mount(root, ctx) {
   const conn = el("span", { class: "muted", "aria-live": "polite" });
   const fleetList = el("ul", { class: "plain fleet-status" });
   const held = el("span", { class: "muted" });
+  // Over 100 successful tasks (and 100 routine events) a second per worker,
+  // the rest are counted, not sent: failures and annotations always are.
+  const sampled = el("span", { class: "muted sampled", title: "A worker sends at most 100 successful tasks and 100 routine events a second to each viewer; failures, annotations and DLQ records always come through. Counts and charts elsewhere are exact." });
   const pauseBtn = el("button", { type: "button", "aria-pressed": "false" }, "Pause view");
   const statusSel = el("select", { "aria-label": "Outcome" }, ["", "ok", "failed", "timeout"].map((s) => el("option", { value: s }, s || "any outcome")));
   const typeSel = el("select", { "aria-label": "Event type" }, ["", "task_received", "executor_started", "executor_finished", "annotation", "sink_delivered", "dlq_sent", "offset_committed", "state", "runtime_health"].map((s) => el("option", { value: s }, s || "any event type")));
@@ -38,7 +41,7 @@ export async function mount(root, ctx) {
   const tbody = el("tbody");
   const thead = el("thead");
   root.append(
-    el("div", { class: "toolbar" }, el("div", { role: "tablist", class: "seg" }, modeTasks, modeEvents), statusSel, typeSel, labelIn, pauseBtn, held, conn),
+    el("div", { class: "toolbar" }, el("div", { role: "tablist", class: "seg" }, modeTasks, modeEvents), statusSel, typeSel, labelIn, pauseBtn, held, sampled, conn),
     el("div", { class: "muted fleet-line" }, "Workers: ", fleetList),
     ...(untrusted.length ? [untrustedNote(untrusted)] : []),
     el("div", { class: "scroll" }, el("table", { class: "grid live" }, thead, tbody)));
@@ -153,6 +156,7 @@ export async function mount(root, ctx) {
         if (f.stream === "tasks") items.push({ ...f.data, worker: f.data.worker || byBase.get(base)?.name, _kind: "tasks", _base: base });
         else if (f.stream === "events") items.push({ ...f.data, _kind: "events", _base: base });
         else if (f.stream === "dropped") conn.textContent = `missed ${f.data.count} items (slow connection)`;
+        else if (f.stream === "sampled") sampled.textContent = `${f.data.tasks} successful tasks and ${f.data.events} routine events a second not listed (over ${f.data.per_second}/s)`;
       }
       if (state.paused) { state.held.push(...items); held.textContent = `${state.held.length} new while paused`; }
       add(items);
