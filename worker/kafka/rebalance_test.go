@@ -33,7 +33,13 @@ func TestKafkaRebalanceSurvivor(t *testing.T) {
 	a := ktStart(t, cfgA)
 	a.WaitJoined()
 
-	// A steady stream for the whole test.
+	// A steady stream for the whole test: 500 messages a second, 200 in
+	// -short runs (every message is a spawned process; the rebalances, not
+	// the rate, are what is tested).
+	batch := 10
+	if testing.Short() {
+		batch = 4
+	}
 	prod := ktClient(t, addrs)
 	var sent atomic.Int64
 	stop := make(chan struct{})
@@ -47,7 +53,7 @@ func TestKafkaRebalanceSurvivor(t *testing.T) {
 			}
 			var recs []*kgo.Record
 			from := int(sent.Load())
-			for i := from; i < from+10; i++ {
+			for i := from; i < from+batch; i++ {
 				recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%13), i%40 == 3))
 			}
 			// Not ktProduce: t.Fatal is for the test goroutine only.
