@@ -177,6 +177,7 @@ func (a *App) Started() time.Time { return a.started }
 func (a *App) AttachRecorder(rec EventRecorder) {
 	if a.events == nil {
 		a.events = NewEvents(a.cfg.Worker.Name, a.cfg.Executor.Env)
+		a.events.KeepOKTail = a.cfg.History.TaskDetail == "full"
 	}
 	a.events.Attach(rec)
 	masked, _ := json.Marshal(a.cfg.Masked())

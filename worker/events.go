@@ -19,6 +19,10 @@ type Events struct {
 	rec    atomic.Pointer[EventRecorder]
 	worker string
 	env    map[string]string // executor.env keys, every value masked
+	// KeepOKTail (history.task_detail = "full") keeps the stdout tail of
+	// a successful first attempt without stderr; otherwise it is not
+	// encoded at all, since the recorder would not store it.
+	KeepOKTail bool
 }
 
 // NewEvents returns the event emitter of worker; execEnv is executor.env,
@@ -135,7 +139,7 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 	if len(res.Stderr) > 0 {
 		p.StderrTail = tail(res.Stderr)
 	}
-	if len(res.Output) > 0 {
+	if len(res.Output) > 0 && (r.KeepOKTail || n > 1 || res.Status != StatusOK || len(res.Stderr) > 0 || res.Err != nil) {
 		p.StdoutTail = tail(res.Output)
 	}
 	r.Event(recorder.TypeExecutorFinished, "", t.ID, t.Labels, p)

@@ -49,3 +49,24 @@ func TestAttemptEventKeepsOutputTails(t *testing.T) {
 		t.Errorf("stderr_tail = %q, want the whole short stderr", p.StderrTail)
 	}
 }
+
+// A successful first attempt without stderr carries no stdout tail (the
+// recorder would not store it: history.task_detail = "summary"), unless
+// KeepOKTail; a retry that succeeds keeps it.
+func TestOKAttemptTail(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		keep    bool
+		attempt int
+		want    bool
+	}{{false, 1, false}, {true, 1, true}, {false, 2, true}} {
+		rec := &capture{}
+		ev := NewEvents("w1", nil)
+		ev.KeepOKTail = c.keep
+		ev.Attach(rec)
+		ev.Attempt(&Task{ID: "t1"}, c.attempt, &AttemptResult{Status: StatusOK, Output: []byte("hello")})
+		if got := strings.Contains(string(rec.events[0].Payload), `"stdout_tail":"hello"`); got != c.want {
+			t.Errorf("keep %v, attempt %d: payload %s, want a stdout tail %v", c.keep, c.attempt, rec.events[0].Payload, c.want)
+		}
+	}
+}

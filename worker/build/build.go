@@ -114,6 +114,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 	own.release(w.lns.Close)
 	log, reg := o.Log, w.Registry
 	w.Events = worker.NewEvents(cfg.Worker.Name, cfg.Executor.Env)
+	w.Events.KeepOKTail = cfg.History.TaskDetail == "full"
 
 	runner := o.Runner
 	if runner == nil {
