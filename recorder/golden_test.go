@@ -75,19 +75,9 @@ var goldenFiles = []goldenFile{
 	}},
 }
 
-// docSchema returns the SQL block of docs/storage-format.md section 3.
-func docSchema(t testing.TB) string {
-	t.Helper()
-	doc, err := os.ReadFile("../docs/storage-format.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)## 3\\. Database schema.*?```sql\n(.*?)```").FindSubmatch(doc)
-	if m == nil {
-		t.Fatal("no ```sql block in section 3 of docs/storage-format.md")
-	}
-	return string(m[1])
-}
+// docSchema returns step 1 of docs/storage-format.md section 3: the
+// format-1 schema the fixture is built with.
+func docSchema(t testing.TB) string { return docSchemaSteps(t)[0] }
 
 // docSchemaSteps returns every SQL block of section 3 of
 // docs/storage-format.md (step 1, step 2, ...): the schema a file written
