@@ -93,6 +93,7 @@ func execAwait(t *testing.T, done <-chan worker.TaskResult) worker.TaskResult {
 // the binary is installed. The pool reports the episode once: health,
 // svc_executor_healthy, one log line each way.
 func TestPoolWaitsForUnavailableExecutor(t *testing.T) {
+	t.Parallel()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 3 && os.Args[1] == "exec-worker" {
 		os.Exit(execWorkerMain(os.Args[2], os.Args[3]))
 	}
+	// Most tests wait on children (timeouts, crash loops, readiness):
+	// -short runs run more of them at once.
+	workertest.ShortParallel(6)
 	os.Exit(m.Run())
 }
 

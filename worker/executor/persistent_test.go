@@ -73,6 +73,7 @@ func TestPersistentChildServesManyTasks(t *testing.T) {
 }
 
 func TestPersistentFailuresReplaceTheChild(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, input, reason, errText string
 		restarts                     float64
@@ -120,6 +121,7 @@ func TestPersistentExitAfterEveryTask(t *testing.T) {
 }
 
 func TestPersistentNeverReady(t *testing.T) {
+	t.Parallel()
 	for _, start := range []string{"never-ready", "garbage", "crash"} {
 		t.Run(start, func(t *testing.T) {
 			t.Parallel()

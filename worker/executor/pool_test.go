@@ -195,6 +195,7 @@ func TestPoolTempFailThenSuccess(t *testing.T) {
 }
 
 func TestPoolRetriesUntilMaxAttempts(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, input string
 		status      string
@@ -322,6 +323,7 @@ func TestPoolRecoversOnceBinaryIsFixed(t *testing.T) {
 }
 
 func TestPoolSizeRespected(t *testing.T) {
+	t.Parallel()
 	const size = 3
 	const tasks = 3 * size
 	execEachMode(t, func(t *testing.T, mode string) {
@@ -450,6 +452,7 @@ func TestPoolStderrPerTask(t *testing.T) {
 }
 
 func TestPoolOutputCap(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		n      int
 		status string
@@ -481,6 +484,7 @@ func TestPoolOutputCap(t *testing.T) {
 }
 
 func TestPoolTimeoutKillsProcessGroup(t *testing.T) {
+	t.Parallel()
 	execEachMode(t, func(t *testing.T, mode string) {
 		// A loaded machine can take longer than the timeout to start the
 		// helper (spawn mode counts start-up), and then no grandchild

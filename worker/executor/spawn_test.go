@@ -219,6 +219,7 @@ func TestSpawnStderrKeepsTail(t *testing.T) {
 }
 
 func TestSpawnIgnoresStdin(t *testing.T) {
+	t.Parallel()
 	input := strings.Repeat("x", 1<<20)
 	for _, tc := range []struct{ name, script string }{
 		{"exits at once", "echo ok"},
@@ -268,6 +269,7 @@ func TestSpawnOutputCap(t *testing.T) {
 }
 
 func TestSpawnTimeoutKillsProcessGroup(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
 	script := execScript(t, `sleep 300 & echo $! > "$PIDFILE.tmp" && mv "$PIDFILE.tmp" "$PIDFILE"; sleep 300`)
 	// A loaded machine can take longer than the timeout to start the

@@ -163,6 +163,7 @@ func TestPersistentEveryChildWritesUnasked(t *testing.T) {
 // A debug line on stdout after a result used to fail the next, innocent
 // task with `frame length prefix is text "debu"`.
 func TestPersistentTextLineAfterResult(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, stray, delay string
 		pause              time.Duration

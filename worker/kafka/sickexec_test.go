@@ -112,6 +112,7 @@ func ktExpectRecovered(t *testing.T, w *ktWorker, addrs []string, group string, 
 // that cannot get ready (they exit at once, or never write their ready
 // frame) hold the backlog; a fixed executor processes all of it.
 func TestKafkaPersistentExecutorNeverReadyPausesIntake(t *testing.T) {
+	t.Parallel()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
