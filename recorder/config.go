@@ -15,6 +15,7 @@ const (
 	DefaultMemoryEvents        = 10000
 	DefaultBufferSize          = 8192
 	DefaultWatchdogInterval    = 5 * time.Second
+	DefaultLiveMaxBytes        = 128 << 20
 )
 
 // Upper bounds of the in-memory sizes: both are allocated up front or grow
@@ -40,6 +41,10 @@ type Config struct {
 	StartedAt time.Time
 	// SealInterval is history.seal_interval.
 	SealInterval time.Duration
+	// LiveMaxBytes is history.live_max_bytes: the live file (with its
+	// write-ahead log) is sealed early once it is larger, so a busy worker's
+	// live file stays bounded.
+	LiveMaxBytes int64
 	// ArchiveEnabled, ArchiveAfter and ArchiveWindow are history.archive.*.
 	ArchiveEnabled bool
 	ArchiveAfter   time.Duration
@@ -116,6 +121,12 @@ func (cfg Config) withDefaults() (Config, error) {
 		if *n.v == 0 {
 			*n.v = n.def
 		}
+	}
+	if cfg.LiveMaxBytes < 0 {
+		return cfg, fmt.Errorf("validate config live_max_bytes: negative value %d", cfg.LiveMaxBytes)
+	}
+	if cfg.LiveMaxBytes == 0 {
+		cfg.LiveMaxBytes = DefaultLiveMaxBytes
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

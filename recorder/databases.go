@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -61,14 +60,8 @@ func (r *Recorder) Databases(ctx context.Context) ([]Database, error) {
 	var out []Database
 	r.liveMu.RLock()
 	if lf := r.live; lf != nil {
-		var size int64
-		for _, suffix := range []string{"", "-wal"} {
-			if fi, err := os.Stat(lf.path + suffix); err == nil {
-				size += fi.Size()
-			}
-		}
 		out = append(out, Database{Path: LivePathPrefix + r.cfg.Worker, Kind: "live", Worker: r.cfg.Worker,
-			Cluster: r.cfg.Cluster, FromMs: lf.fromMs, ToMs: r.cfg.Now().UnixMilli(), SizeBytes: size})
+			Cluster: r.cfg.Cluster, FromMs: lf.fromMs, ToMs: r.cfg.Now().UnixMilli(), SizeBytes: fileBytes(lf.path, lf.path+"-wal")})
 	}
 	r.liveMu.RUnlock()
 	files, err := r.listShared(ctx, true, true)

@@ -64,7 +64,8 @@
 //   - Live: the worker appends to its live file. In live and sealed files,
 //     events.id is the worker's event ID (increasing; seeded from the start
 //     time times 1000); in archives and merge results ids are file-local.
-//   - Seal (every seal interval and at shutdown): checkpoint the WAL
+//   - Seal (every seal interval, as soon as the live file and its WAL
+//     outgrow LiveMaxBytes, and at shutdown): checkpoint the WAL
 //     (wal_checkpoint(TRUNCATE)), switch to journal_mode=DELETE, set meta
 //     kind=sealed and to_ms, close; move the file to a hidden temp name in
 //     history/<cluster>/, fsync, write the .meta.json, rename to its final

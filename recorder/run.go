@@ -79,6 +79,8 @@ func (r *Recorder) pruneCache(ctx context.Context) {
 func (r *Recorder) writeLoop(ctx context.Context) {
 	seal := time.NewTicker(r.cfg.SealInterval)
 	defer seal.Stop()
+	size := time.NewTicker(liveSizeCheck)
+	defer size.Stop()
 	// Writes use a background context: a batch taken off the queue is
 	// written even while shutting down.
 	bg := context.Background()
@@ -110,6 +112,11 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 			r.writeBatch(bg, batch)
 		case <-seal.C:
 			r.sealLive(bg, false)
+		case <-size.C:
+			if r.liveOverSize() {
+				r.sealLive(bg, false)
+				seal.Reset(r.cfg.SealInterval)
+			}
 		case reply := <-r.sealReq:
 			r.drain(bg)
 			reply <- r.sealLive(bg, false)

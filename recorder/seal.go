@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // liveFile is the open live database.
@@ -56,6 +57,28 @@ func (r *Recorder) openLive(ctx context.Context, startMs int64) error {
 	r.live = lf
 	r.liveMu.Unlock()
 	return nil
+}
+
+// liveSizeCheck is how often the writer compares the live file's size with
+// LiveMaxBytes: at a few MB/s it overshoots by a few MB at most.
+const liveSizeCheck = time.Second
+
+// liveOverSize reports whether the live file and its write-ahead log take
+// more than LiveMaxBytes on disk. Writer only (it reads r.live unlocked).
+func (r *Recorder) liveOverSize() bool {
+	lf := r.live
+	return lf != nil && fileBytes(lf.path, lf.path+"-wal") > r.cfg.LiveMaxBytes
+}
+
+// fileBytes sums the sizes of the files that exist among paths.
+func fileBytes(paths ...string) int64 {
+	var n int64
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 // closeLive closes the live database without sealing it.

@@ -268,9 +268,12 @@ type Dir struct {
 
 // History tunes sealing and archiving of recorder files.
 type History struct {
-	SealInterval        Duration `toml:"seal_interval" json:"seal_interval"`
-	MergedRetentionDays int      `toml:"merged_retention_days" json:"merged_retention_days"`
-	Archive             Archive  `toml:"archive" json:"archive"`
+	SealInterval Duration `toml:"seal_interval" json:"seal_interval"`
+	// LiveMaxBytes seals the live file early once it (with its write-ahead
+	// log) is larger.
+	LiveMaxBytes        int64   `toml:"live_max_bytes" json:"live_max_bytes"`
+	MergedRetentionDays int     `toml:"merged_retention_days" json:"merged_retention_days"`
+	Archive             Archive `toml:"archive" json:"archive"`
 }
 
 // Archive folds sealed files into window archives.
@@ -375,7 +378,7 @@ func Default() Config {
 		DLQ:     DLQ{OnSendFailure: "stall", SendTimeout: Duration(30 * time.Second), Compression: DefaultCompression},
 		Storage: Dir{Dir: "/tmp/svc"},
 		History: History{
-			SealInterval: Duration(10 * time.Minute), MergedRetentionDays: 7,
+			SealInterval: Duration(10 * time.Minute), LiveMaxBytes: 128 << 20, MergedRetentionDays: 7,
 			Archive: Archive{Enabled: true, After: Duration(time.Hour), Window: Duration(time.Hour)},
 		},
 		Cache: Cache{MaxRows: 10_000, MaxBytes: 64 << 20},

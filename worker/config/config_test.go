@@ -112,6 +112,7 @@ func TestDefaults(t *testing.T) {
 		{"pipeline.max_in_flight", cfg.Pipeline.MaxInFlight, 4 * cfg.Executor.PoolSize},
 		{"storage.dir", cfg.Storage.Dir, "/tmp/svc"},
 		{"history.merged_retention_days", cfg.History.MergedRetentionDays, 7},
+		{"history.live_max_bytes", cfg.History.LiveMaxBytes, int64(128 << 20)},
 		{"ui.consume_pause.enabled", cfg.UI.ConsumePause.Enabled, false},
 		{"ui.probe_enabled", cfg.UI.ProbeEnabled, true},
 		{"dlq.on_send_failure", cfg.DLQ.OnSendFailure, "stall"},
