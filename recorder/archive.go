@@ -42,18 +42,21 @@ func (r *Recorder) archiveLoop(ctx context.Context) {
 	}
 }
 
-// archivePass removes expired merge results, then folds this cluster's
-// sealed files whose to_ms is older than ArchiveAfter into their window
-// archives, holding the cluster's archive lock. It does nothing while
-// another worker holds the lock, and nothing at all while archiving is off:
-// then no file is ever deleted automatically.
+// archivePass removes expired merge results and, holding the cluster's
+// archive lock, applies the history's retention: windows past MaxAge are
+// deleted, the sealed files whose to_ms is older than ArchiveAfter are
+// folded into their window archives, then the oldest windows are deleted
+// while the history is over MaxBytes. It does nothing while another
+// worker holds the lock, and nothing at all while archiving is off: then no
+// file is ever deleted automatically.
 func (r *Recorder) archivePass(ctx context.Context) error {
 	if r.sharedRoot == "" || !r.cfg.ArchiveEnabled {
 		return nil
 	}
 	errs := []error{r.removeExpiredMerged()}
-	files, err := r.listDir(r.histSegs(), true)
-	if err != nil || len(r.archivable(files)) == 0 {
+	defer r.measure()
+	due, err := r.passDue()
+	if err != nil || !due {
 		return errors.Join(append(errs, err)...)
 	}
 	lock, err := r.acquireArchiveLock()
@@ -63,10 +66,11 @@ func (r *Recorder) archivePass(ctx context.Context) error {
 	defer lock.release()
 	r.cleanHistoryTemps(lock.dir)
 	// Listed again under the lock: the last holder may have folded some.
-	files, err = listIn(lock.dir, r.histSegs(), true)
+	files, err := listIn(lock.dir, r.histSegs(), true)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
+	files = r.expireByAge(lock.dir, files)
 	byWindow := map[int64][]histFile{}
 	windowMs := r.cfg.ArchiveWindow.Milliseconds()
 	for _, f := range r.archivable(files) {
@@ -81,13 +85,38 @@ func (r *Recorder) archivePass(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if ctx.Err() == nil && lock.refresh() {
+		if files, err = listIn(lock.dir, r.histSegs(), true); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		r.enforceBudget(lock.dir, files)
+	}
 	return errors.Join(errs...)
 }
 
-// archivable keeps the sealed files older than ArchiveAfter.
+// passDue reports whether the history folder has sealed files to archive
+// or windows to delete; a missing folder has neither.
+func (r *Recorder) passDue() (bool, error) {
+	d, err := r.openShared(false, false, r.histSegs()...)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("list: %w", err)
+	}
+	defer d.close()
+	files, err := listIn(d, r.histSegs(), true)
+	if err != nil {
+		return false, err
+	}
+	return len(r.archivable(files)) > 0 || r.retentionDue(d, files), nil
+}
+
+// archivable returns the sealed files older than ArchiveAfter (files is
+// left as it is).
 func (r *Recorder) archivable(files []histFile) []histFile {
 	cutoff := r.cfg.Now().Add(-r.cfg.ArchiveAfter).UnixMilli()
-	return slices.DeleteFunc(files, func(f histFile) bool {
+	return slices.DeleteFunc(slices.Clone(files), func(f histFile) bool {
 		return f.shape != shapeSealed || f.meta.ToMs <= 0 || f.meta.ToMs >= cutoff || f.meta.FromMs < 0
 	})
 }

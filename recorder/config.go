@@ -16,6 +16,8 @@ const (
 	DefaultBufferSize          = 8192
 	DefaultWatchdogInterval    = 5 * time.Second
 	DefaultLiveMaxBytes        = 128 << 20
+	DefaultMaxBytes            = 4 << 30
+	DefaultMaxAge              = 7 * 24 * time.Hour
 )
 
 // Upper bounds of the in-memory sizes: both are allocated up front or grow
@@ -49,6 +51,13 @@ type Config struct {
 	ArchiveEnabled bool
 	ArchiveAfter   time.Duration
 	ArchiveWindow  time.Duration
+	// MaxBytes and MaxAge are history.max_bytes and history.max_age, the
+	// budget and age limit of the cluster's history (sealed files and
+	// archives). While archiving is enabled the holder of the archive lock
+	// deletes whole windows, oldest first, past either; never a window a
+	// live file may still be sealed into.
+	MaxBytes int64
+	MaxAge   time.Duration
 	// MergedRetentionDays is history.merged_retention_days; merge results
 	// older than this are removed only while archiving is enabled.
 	MergedRetentionDays int
@@ -88,6 +97,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		{"archive_after", &cfg.ArchiveAfter, DefaultArchiveAfter},
 		{"archive_window", &cfg.ArchiveWindow, DefaultArchiveWindow},
 		{"watchdog_interval", &cfg.WatchdogInterval, DefaultWatchdogInterval},
+		{"max_age", &cfg.MaxAge, DefaultMaxAge},
 	}
 	for _, d := range durations {
 		if *d.v < 0 {
@@ -122,11 +132,21 @@ func (cfg Config) withDefaults() (Config, error) {
 			*n.v = n.def
 		}
 	}
-	if cfg.LiveMaxBytes < 0 {
-		return cfg, fmt.Errorf("validate config live_max_bytes: negative value %d", cfg.LiveMaxBytes)
+	sizes := []struct {
+		name string
+		v    *int64
+		def  int64
+	}{
+		{"live_max_bytes", &cfg.LiveMaxBytes, DefaultLiveMaxBytes},
+		{"max_bytes", &cfg.MaxBytes, DefaultMaxBytes},
 	}
-	if cfg.LiveMaxBytes == 0 {
-		cfg.LiveMaxBytes = DefaultLiveMaxBytes
+	for _, n := range sizes {
+		if *n.v < 0 {
+			return cfg, fmt.Errorf("validate config %s: negative value %d", n.name, *n.v)
+		}
+		if *n.v == 0 {
+			*n.v = n.def
+		}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

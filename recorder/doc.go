@@ -85,8 +85,14 @@
 //     taken over only if the renamed content is still the expired one.
 //   - Merge: copies all rows of the given sealed or merged files into a new
 //     merged file. While archiving is enabled, merge results older than
-//     merged_retention_days (by the <ts_ms> in the name) are deleted. With
-//     archiving off nothing is ever deleted automatically.
+//     merged_retention_days (by the <ts_ms> in the name) are deleted.
+//   - Retention (when archiving is enabled, by the lock holder): windows
+//     whose newest to_ms is older than MaxAge are deleted before folding,
+//     and the oldest windows after folding while the folder's sealed files,
+//     archives and metadata take more than MaxBytes; never a window that
+//     ends after now - seal interval - 1 minute (a live file may still be
+//     sealed into it). With archiving off nothing is ever deleted
+//     automatically.
 //
 // Open takes an exclusive flock on <worker>.lock, so a second process of the
 // same worker on the same storage.dir is refused (ErrInUse, naming the PID)

@@ -62,6 +62,8 @@ type Recorder struct {
 	counts counter
 	gz     *gzCache
 
+	usage usageState // see History
+
 	warnMu sync.Mutex
 	warned map[string]time.Time // see warnEvery
 
@@ -112,6 +114,11 @@ type Stats struct {
 	ArchivedFiles   uint64 // sealed files folded into archives by this worker
 	ArchiveErrors   uint64
 	MergedRemoved   uint64 // merge results removed by retention
+	// DeletedAge and DeletedBudget count the sealed files and archives this
+	// worker deleted from the cluster's history: past MaxAge, and to keep
+	// the history within MaxBytes.
+	DeletedAge    uint64
+	DeletedBudget uint64
 	// ArchiveInflations counts archives decompressed (or begun to be) for
 	// Trace and TraceByLabel: one per copy made, refused or not.
 	ArchiveInflations uint64
@@ -125,6 +132,7 @@ type stats struct {
 	eventsWritten, tasksWritten, eventsDropped, tasksDropped atomic.Uint64
 	writeErrors, rowsLost, seals, sealErrors                 atomic.Uint64
 	archivedFiles, archiveErrors, mergedRemoved              atomic.Uint64
+	deletedAge, deletedBudget                                atomic.Uint64
 	archiveInflations, archivesRefused                       atomic.Uint64
 }
 
@@ -146,6 +154,8 @@ func (r *Recorder) Stats() Stats {
 		ArchivedFiles:     r.stats.archivedFiles.Load(),
 		ArchiveErrors:     r.stats.archiveErrors.Load(),
 		MergedRemoved:     r.stats.mergedRemoved.Load(),
+		DeletedAge:        r.stats.deletedAge.Load(),
+		DeletedBudget:     r.stats.deletedBudget.Load(),
 		ArchiveInflations: r.stats.archiveInflations.Load(),
 		ArchivesRefused:   r.stats.archivesRefused.Load(),
 		MemoryOnly:        r.memory,

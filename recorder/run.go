@@ -51,16 +51,19 @@ func (r *Recorder) Run(ctx context.Context) error {
 const cachePruneInterval = time.Minute
 
 // housekeepLoop drops cached archive copies whose archive is gone or
-// changed, so they do not outlive it on disk.
+// changed, so they do not outlive it on disk, and measures the shared
+// folder (see History).
 func (r *Recorder) housekeepLoop(ctx context.Context) {
 	t := time.NewTicker(cachePruneInterval)
 	defer t.Stop()
+	r.measure()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			r.pruneCache(ctx)
+			r.measure()
 		}
 	}
 }

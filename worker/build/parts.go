@@ -141,6 +141,7 @@ func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recor
 		StartedAt: app.Started(), SealInterval: cfg.History.SealInterval.D(), LiveMaxBytes: cfg.History.LiveMaxBytes,
 		ArchiveEnabled: cfg.History.Archive.Enabled, ArchiveAfter: cfg.History.Archive.After.D(),
 		ArchiveWindow: cfg.History.Archive.Window.D(), MergedRetentionDays: cfg.History.MergedRetentionDays,
+		MaxBytes: cfg.History.MaxBytes, MaxAge: cfg.History.MaxAge.D(),
 		MaskEnv: config.MaskEnv, Logger: log,
 	}
 }

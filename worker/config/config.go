@@ -268,6 +268,10 @@ type Dir struct {
 
 // History tunes sealing and archiving of recorder files.
 type History struct {
+	// MaxBytes and MaxAge bound the cluster's history (sealed files and
+	// archives) while archiving is on.
+	MaxBytes     int64    `toml:"max_bytes" json:"max_bytes"`
+	MaxAge       Duration `toml:"max_age" json:"max_age"`
 	SealInterval Duration `toml:"seal_interval" json:"seal_interval"`
 	// LiveMaxBytes seals the live file early once it (with its write-ahead
 	// log) is larger.
@@ -378,6 +382,7 @@ func Default() Config {
 		DLQ:     DLQ{OnSendFailure: "stall", SendTimeout: Duration(30 * time.Second), Compression: DefaultCompression},
 		Storage: Dir{Dir: "/tmp/svc"},
 		History: History{
+			MaxBytes: 4 << 30, MaxAge: Duration(7 * 24 * time.Hour),
 			SealInterval: Duration(10 * time.Minute), LiveMaxBytes: 128 << 20, MergedRetentionDays: 7,
 			Archive: Archive{Enabled: true, After: Duration(time.Hour), Window: Duration(time.Hour)},
 		},

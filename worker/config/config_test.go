@@ -113,6 +113,8 @@ func TestDefaults(t *testing.T) {
 		{"storage.dir", cfg.Storage.Dir, "/tmp/svc"},
 		{"history.merged_retention_days", cfg.History.MergedRetentionDays, 7},
 		{"history.live_max_bytes", cfg.History.LiveMaxBytes, int64(128 << 20)},
+		{"history.max_bytes", cfg.History.MaxBytes, int64(4 << 30)},
+		{"history.max_age", cfg.History.MaxAge.D(), 7 * 24 * time.Hour},
 		{"ui.consume_pause.enabled", cfg.UI.ConsumePause.Enabled, false},
 		{"ui.probe_enabled", cfg.UI.ProbeEnabled, true},
 		{"dlq.on_send_failure", cfg.DLQ.OnSendFailure, "stall"},
