@@ -270,3 +270,40 @@ func TestBudgetEpisodeLoggedOnce(t *testing.T) {
 		t.Errorf("a new episode logged %d warnings in all, want 2", n)
 	}
 }
+
+// TestBudgetNeverDeletesTheLiveFile: with storage.dir as the shared folder
+// and a 1-byte budget, an archive pass deletes the worker's old sealed
+// file but never its live file, which goes on recording.
+func TestBudgetNeverDeletesTheLiveFile(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	dir := t.TempDir()
+	cfg := baseConfig(t, dir, dir, "w", clk)
+	cfg.ArchiveEnabled, cfg.MaxBytes = true, 1
+	r := mustOpen(t, cfg)
+	startRun(t, r)
+	r.Event(Event{Type: TypeTaskReceived, TaskID: "old"})
+	waitWritten(t, r, 1, 0)
+	clk.add(time.Minute)
+	seal(t, r)
+	clk.add(3 * time.Hour) // the sealed file's window is no longer protected
+	r.Event(Event{Type: TypeTaskReceived, TaskID: "new"})
+	waitWritten(t, r, 2, 0)
+	live, _ := filepath.Glob(filepath.Join(dir, "recorder", "w-*.db"))
+	if err := r.archivePass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r.Stats().DeletedBudget != 1 {
+		t.Errorf("DeletedBudget = %d, want the sealed file deleted", r.Stats().DeletedBudget)
+	}
+	if len(live) != 1 || !fileExists(live[0]) {
+		t.Fatalf("live file %v gone after the pass", live)
+	}
+	r.Event(Event{Type: TypeTaskReceived, TaskID: "newer"})
+	waitWritten(t, r, 3, 0)
+	for _, task := range []string{"new", "newer"} {
+		if evs, err := r.Trace(t.Context(), task); err != nil || len(evs) != 1 {
+			t.Errorf("Trace(%s) = %d events, %v; want the live file's event", task, len(evs), err)
+		}
+	}
+}
