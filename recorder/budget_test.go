@@ -240,7 +240,7 @@ func TestBudgetEpisodeLoggedOnce(t *testing.T) {
 	addHours := func(n int) {
 		for range n {
 			size := writeHist(t, shared, "archive", next, next+1, next+2, 32<<10)
-			r.cfg.MaxBytes = 2 * size // two windows fit
+			r.cfg.MaxBytes = size * 5 / 2 // two windows fit, not three
 			next += hour
 		}
 		clk.ms.Store(next + 3*hour)
