@@ -9,8 +9,8 @@ import (
 // Defaults applied by Open to zero Config fields.
 const (
 	DefaultSealInterval        = 10 * time.Minute
-	DefaultArchiveAfter        = time.Hour
-	DefaultArchiveWindow       = time.Hour
+	DefaultArchiveAfter        = 2 * time.Minute
+	DefaultArchiveWindow       = 10 * time.Minute
 	DefaultMergedRetentionDays = 7
 	DefaultMemoryEvents        = 10000
 	DefaultBufferSize          = 8192

@@ -33,6 +33,8 @@ func Open(ctx context.Context, cfg Config) (*Recorder, error) {
 		in:      make(chan item, cfg.BufferSize),
 		sealReq: make(chan chan error),
 		nextID:  cfg.StartedAt.UnixMilli() * 1000,
+
+		partBytes: archivePartBytes,
 	}
 	r.counts.sinceMs = cfg.Now().UnixMilli()
 	if !r.memory {

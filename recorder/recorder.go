@@ -62,7 +62,8 @@ type Recorder struct {
 	counts counter
 	gz     *gzCache
 
-	usage usageState // see History
+	usage     usageState // see History
+	partBytes int64      // archivePartBytes; tests make it smaller
 
 	warnMu sync.Mutex
 	warned map[string]time.Time // see warnEvery

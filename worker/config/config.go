@@ -384,7 +384,7 @@ func Default() Config {
 		History: History{
 			MaxBytes: 4 << 30, MaxAge: Duration(7 * 24 * time.Hour),
 			SealInterval: Duration(10 * time.Minute), LiveMaxBytes: 128 << 20, MergedRetentionDays: 7,
-			Archive: Archive{Enabled: true, After: Duration(time.Hour), Window: Duration(time.Hour)},
+			Archive: Archive{Enabled: true, After: Duration(2 * time.Minute), Window: Duration(10 * time.Minute)},
 		},
 		Cache: Cache{MaxRows: 10_000, MaxBytes: 64 << 20},
 		Fleet: Fleet{
