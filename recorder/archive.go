@@ -256,6 +256,10 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	if err != nil {
 		return err
 	}
+	hashes, err := indexKeys(ctx, db)
+	if err != nil {
+		return fmt.Errorf("index %s: %w", name, err)
+	}
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", filepath.Base(work), err)
 	}
@@ -275,6 +279,10 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	}
 	data, _ := json.MarshalIndent(meta, "", "  ")
 	if err := hist.writeAtomic(name+".meta.json", data); err != nil {
+		hist.remove(gzTmp)
+		return err
+	}
+	if err := writeIndex(hist, gzTmp, name, hashes); err != nil {
 		hist.remove(gzTmp)
 		return err
 	}
@@ -438,11 +446,24 @@ func inflateArchive(ctx context.Context, hist *dir, name, work string, pace *pac
 }
 
 // cleanHistoryTemps removes hidden temp files an interrupted seal or archive
-// pass left in the cluster folder, once they are a lease old.
+// pass left in the cluster folder, and .meta.json and .idx files whose
+// database is gone, once they are two leases old.
 func (r *Recorder) cleanHistoryTemps(hist *dir) {
 	names, _ := hist.names()
+	present := map[string]bool{}
 	for _, name := range names {
-		if !strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".stale")) {
+		present[name] = true
+	}
+	for _, name := range names {
+		temp := strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".stale"))
+		orphan := false
+		for _, s := range []string{".meta.json", ".idx"} {
+			if base, ok := strings.CutSuffix(name, s); ok && !strings.HasPrefix(name, ".") &&
+				(strings.HasSuffix(base, ".db") || strings.HasSuffix(base, ".db.gz")) && !present[base] {
+				orphan = true
+			}
+		}
+		if !temp && !orphan {
 			continue
 		}
 		if fi, err := hist.stat(name); err == nil && r.cfg.Now().Sub(fi.ModTime()) > 2*archiveLease {

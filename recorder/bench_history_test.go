@@ -39,7 +39,7 @@ func recordTasks(tb testing.TB, r *Recorder, prefix string, n int) {
 	before := r.Stats()
 	for i := range n {
 		id := fmt.Sprintf("%s-%d", prefix, i)
-		labels := map[string]string{"customer": words[rng.IntN(6)] + "-" + fmt.Sprint(rng.IntN(50)), "region": words[3+rng.IntN(3)]}
+		labels := map[string]string{"customer": words[rng.IntN(6)] + "-" + fmt.Sprint(rng.IntN(50)), "region": words[3+rng.IntN(3)], "batch": prefix}
 		var out strings.Builder
 		fmt.Fprintf(&out, `{"id":%q,"score":%.4f,"lines":[`, id, rng.Float64())
 		for j := range 12 {
@@ -72,9 +72,18 @@ func recordTasks(tb testing.TB, r *Recorder, prefix string, n int) {
 // folder, by a worker whose clock reads start, and returns the folder.
 func sealedFixture(tb testing.TB, worker string, start time.Time, n int) string {
 	tb.Helper()
+	shared := tb.TempDir()
+	sealedInto(tb, shared, worker, start, n)
+	return shared
+}
+
+// sealedInto writes one sealed file of n tasks (ids and label batch
+// <worker>-...) into history/c1/ of shared, by a worker whose clock reads
+// start.
+func sealedInto(tb testing.TB, shared, worker string, start time.Time, n int) {
+	tb.Helper()
 	clk := &clock{}
 	clk.ms.Store(start.UnixMilli())
-	shared := tb.TempDir()
 	cfg := baseConfig(tb, tb.TempDir(), shared, worker, clk)
 	cfg.BufferSize, cfg.LiveMaxBytes = 65536, 1<<40 // one file, however large
 	r := mustOpen(tb, cfg)
@@ -84,7 +93,6 @@ func sealedFixture(tb testing.TB, worker string, start time.Time, n int) string 
 	if err := stop(); err != nil { // seals
 		tb.Fatal(err)
 	}
-	return shared
 }
 
 // copyFolder copies the regular files of src into dst (created 0700).

@@ -31,6 +31,7 @@
 //	history/<cluster>/<cluster>-<window_start_ms>.db.gz        archive (gzip of a SQLite file), first part
 //	history/<cluster>/<cluster>-<window_start_ms>-<n>.db.gz    next parts of the window (n = 1, 2, ...)
 //	history/<cluster>/<cluster>-<window_start_ms>[-<n>].db.gz.meta.json
+//	history/<cluster>/<cluster>-<window_start_ms>[-<n>].db.gz.idx  task ids and labels it holds (optional)
 //	history/<cluster>/.archive.lock                            archiving lease
 //	merged/merged-<ts_ms>-<token>.db                           merge result (token: 16 hex digits)
 //	merged/merged-<ts_ms>-<token>.db.meta.json
@@ -82,9 +83,11 @@
 //     inflated_bytes and the files fit) to a hidden temp file, or start a
 //     new part (from a copy of the first sealed file when its schema is
 //     exactly ours), copy the rows in (skipping a file already named in
-//     sources), gzip (level 2) to a hidden temp file, fsync, rename over
-//     or in as the part, then delete the sealed files and their
-//     .meta.json. A pass uses at most half a core over time. Only the holder of
+//     sources), gzip (level 2) to a hidden temp file, fsync, write the
+//     .meta.json and the .idx (fingerprints of the task ids and labels,
+//     tied to the archive's size and gzip trailer: traces skip the parts
+//     whose index rules them out), rename over or in as the part, then
+//     delete the sealed files and their .meta.json. A pass uses at most half a core over time. Only the holder of
 //     .archive.lock archives: the lock is created with O_EXCL and holds
 //     {"worker","token","expires_ms"} (lease 10 minutes, refreshed before each
 //     part). An expired lock is renamed aside to a unique hidden name and

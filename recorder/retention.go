@@ -32,8 +32,8 @@ type HistoryUsage struct {
 	// LiveBytes is this worker's live file and its write-ahead log.
 	LiveBytes int64 `json:"live_bytes"`
 	// SealedBytes and ArchiveBytes are the cluster's sealed files and
-	// archives in history/<cluster>/ with their .meta.json files;
-	// MergedBytes the merge results in merged/.
+	// archives in history/<cluster>/ with their .meta.json (and .idx)
+	// files; MergedBytes the merge results in merged/.
 	SealedBytes  int64 `json:"sealed_bytes"`
 	ArchiveBytes int64 `json:"archive_bytes"`
 	MergedBytes  int64 `json:"merged_bytes"`
@@ -138,14 +138,14 @@ func (f histFile) newest() int64 {
 }
 
 // folderBytes sums the regular files of a history folder by kind: sealed
-// files and archives, each with its .meta.json. Hidden (temp and lock) files are not history.
+// files and archives, each with its .meta.json, and archives' .idx. Hidden (temp and lock) files are not history.
 func folderBytes(d *dir) (sealed, archive int64) {
 	names, _ := d.names()
 	for _, name := range names {
 		if strings.HasPrefix(name, ".") {
 			continue
 		}
-		base := strings.TrimSuffix(name, ".meta.json")
+		base := strings.TrimSuffix(strings.TrimSuffix(name, ".meta.json"), ".idx")
 		isArchive := strings.HasSuffix(base, ".db.gz")
 		if !isArchive && !strings.HasSuffix(base, ".db") {
 			continue
@@ -168,7 +168,7 @@ func folderBytes(d *dir) (sealed, archive int64) {
 type histWindow struct {
 	start  int64
 	files  []histFile
-	bytes  int64 // with each file's .meta.json
+	bytes  int64 // with each file's .meta.json and .idx
 	newest int64
 }
 
@@ -197,13 +197,20 @@ func (r *Recorder) windows(d *dir, files []histFile) []*histWindow {
 	return out
 }
 
-// sidecarBytes is the size of f's .meta.json in d.
+// sidecarBytes is the size of f's .meta.json and .idx in d.
 func sidecarBytes(d *dir, f histFile) int64 {
-	if fi, err := d.stat(f.segs[len(f.segs)-1] + ".meta.json"); err == nil && safeRegular(fi) {
-		return fi.Size()
+	var n int64
+	for _, s := range sidecarsOf(f.segs[len(f.segs)-1]) {
+		if fi, err := d.stat(s); err == nil && safeRegular(fi) {
+			n += fi.Size()
+		}
 	}
-	return 0
+	return n
 }
+
+// sidecarsOf names the files that describe the history file base: its
+// .meta.json and (archives) its .idx.
+func sidecarsOf(base string) [2]string { return [2]string{base + ".meta.json", base + ".idx"} }
 
 // protected reports whether retention must leave window w alone: a live
 // file may still be sealed into it. A live file is at most one seal
@@ -302,14 +309,16 @@ func (r *Recorder) enforceBudget(d *dir, files []histFile) []histFile {
 	return files
 }
 
-// deleteHistFile removes a sealed file or archive and then its .meta.json,
-// through d; false when the file itself could not be removed.
+// deleteHistFile removes a sealed file or archive and then its .meta.json
+// and .idx, through d; false when the file itself could not be removed.
 func (r *Recorder) deleteHistFile(d *dir, f histFile) bool {
 	base := f.segs[len(f.segs)-1]
 	if err := d.remove(base); err != nil && !errors.Is(err, os.ErrNotExist) {
 		r.warnEvery("recorder_history_delete_failed", d.rel, "file", f.rel, "error", err)
 		return false
 	}
-	d.remove(base + ".meta.json")
+	for _, s := range sidecarsOf(base) {
+		d.remove(s)
+	}
 	return true
 }
