@@ -63,7 +63,8 @@ type histFile struct {
 
 // Databases lists the live file (unless memory-only), this cluster's sealed
 // files and archives, and every merge result, newest first after the live
-// file. Metadata comes from each .meta.json, else from the file name.
+// file. Metadata comes from each .meta.json, else from the file name. It
+// measures the shared folder again for History.
 func (r *Recorder) Databases(ctx context.Context) ([]Database, error) {
 	var out []Database
 	r.liveMu.RLock()
@@ -80,6 +81,7 @@ func (r *Recorder) Databases(ctx context.Context) ([]Database, error) {
 		out = append(out, Database{Path: f.rel, Kind: f.meta.Kind, Worker: f.meta.Worker, Cluster: f.meta.Cluster,
 			FromMs: f.meta.FromMs, ToMs: f.meta.ToMs, SizeBytes: f.size})
 	}
+	r.measure()
 	return out, nil
 }
 
