@@ -307,3 +307,39 @@ func TestBudgetNeverDeletesTheLiveFile(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveSizeSealRetriesSlowly: a live file that outgrew its size but
+// cannot be sealed (here history/c1 is a symlink) keeps recording and is
+// not tried again every second: one failure, not a flood of them.
+func TestLiveSizeSealRetriesSlowly(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	dir, shared := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(shared, "history"), 0o700)
+	if err := os.Symlink(t.TempDir(), filepath.Join(shared, "history", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logRecords{}
+	cfg := baseConfig(t, dir, shared, "w", clk)
+	cfg.LiveMaxBytes, cfg.Logger = 64<<10, slog.New(logs)
+	r := mustOpen(t, cfg)
+	startRun(t, r)
+	payload := json.RawMessage(`{"stdout_tail":"` + strings.Repeat("x", 1000) + `"}`)
+	for range 200 {
+		r.Event(Event{Type: TypeExecutorFinished, TaskID: "t", Payload: payload})
+	}
+	waitWritten(t, r, 200, 0)
+	waitStats(t, r, "a failed seal for size", func(s Stats) bool { return s.SealErrors >= 1 })
+	time.Sleep(2500 * time.Millisecond) // two more size checks
+	if s := r.Stats(); s.SealErrors != 1 || s.Seals != 0 {
+		t.Errorf("Stats() = %d seal errors and %d seals in 2.5 s, want 1 and 0", s.SealErrors, s.Seals)
+	}
+	if n := len(logs.named("recorder_seal_failed")); n != 1 {
+		t.Errorf("recorder_seal_failed logged %d times, want once", n)
+	}
+	r.Event(Event{Type: TypeTaskReceived, TaskID: "after"})
+	waitWritten(t, r, 201, 0)
+	if evs, err := r.Events(t.Context(), EventQuery{TaskID: "after"}); err != nil || len(evs) != 1 {
+		t.Errorf("Events(after) = %v, %v; want the live file still recording", evs, err)
+	}
+}

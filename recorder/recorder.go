@@ -76,6 +76,10 @@ type Recorder struct {
 
 	loss        lossEpisode // see recordLoss
 	liveRetryAt time.Time   // writer only: last attempt to recreate the live file
+	sizeSeal    struct {    // writer only: the last seal for size (see liveOverSize)
+		path string
+		at   time.Time
+	}
 
 	own      *ownLock // {Dir}/<worker>.lock; nil in memory mode
 	fellBack bool     // storage.dir was set but unusable: memory-only

@@ -63,11 +63,25 @@ func (r *Recorder) openLive(ctx context.Context, startMs int64) error {
 // LiveMaxBytes: at a few MB/s it overshoots by a few MB at most.
 const liveSizeCheck = time.Second
 
+// liveSizeRetry is how long a live file that could not be sealed for its
+// size waits before the next try (the seal interval's own tries go on).
+const liveSizeRetry = 30 * time.Second
+
 // liveOverSize reports whether the live file and its write-ahead log take
-// more than LiveMaxBytes on disk. Writer only (it reads r.live unlocked).
+// more than LiveMaxBytes on disk, so it is to be sealed now. A live file
+// whose seal for its size failed less than liveSizeRetry ago is not tried
+// again yet. Writer only (it reads r.live unlocked).
 func (r *Recorder) liveOverSize() bool {
 	lf := r.live
-	return lf != nil && fileBytes(lf.path, lf.path+"-wal") > r.cfg.LiveMaxBytes
+	if lf == nil || fileBytes(lf.path, lf.path+"-wal") <= r.cfg.LiveMaxBytes {
+		return false
+	}
+	now := time.Now()
+	if lf.path == r.sizeSeal.path && now.Sub(r.sizeSeal.at) < liveSizeRetry {
+		return false
+	}
+	r.sizeSeal.path, r.sizeSeal.at = lf.path, now
+	return true
 }
 
 // fileBytes sums the sizes of the files that exist among paths.
