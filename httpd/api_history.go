@@ -82,8 +82,9 @@ func (s *UIServer) taskResults(w http.ResponseWriter, r *http.Request) {
 }
 
 // counts serves the dashboard tile's request counts, derived from recorded
-// task rows. A memory-only recorder keeps no history, so
-// its counts are zeroed as the spec says, flagged with memory_only.
+// task rows, and how far back history goes and what it takes on disk. A
+// memory-only recorder keeps no history, so its counts are zeroed as the
+// spec says, flagged with memory_only.
 func (s *UIServer) counts(w http.ResponseWriter, r *http.Request) {
 	c, err := s.rec.Counts(r.Context())
 	if err != nil {
@@ -96,12 +97,13 @@ func (s *UIServer) counts(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, struct {
 		recorder.Counts
-		MemoryOnly bool `json:"memory_only"`
-	}{c, memory})
+		MemoryOnly bool                  `json:"memory_only"`
+		History    recorder.HistoryUsage `json:"history"`
+	}{c, memory, s.rec.History()})
 }
 
 // databases lists live, sealed, archived and merged recorder files of the
-// shared folder, paths relative to it.
+// shared folder, paths relative to it, and how far back history goes.
 func (s *UIServer) databases(w http.ResponseWriter, r *http.Request) {
 	dbs, err := s.rec.Databases(r.Context())
 	if err != nil {
@@ -111,7 +113,7 @@ func (s *UIServer) databases(w http.ResponseWriter, r *http.Request) {
 	if dbs == nil {
 		dbs = []recorder.Database{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"databases": dbs})
+	writeJSON(w, http.StatusOK, map[string]any{"databases": dbs, "history": s.rec.History()})
 }
 
 // trace serves every event of one task across the live file, the cluster's

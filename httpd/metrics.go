@@ -50,6 +50,16 @@ func RegisterRecorderMetrics(reg prometheus.Registerer, rec *recorder.Recorder) 
 	counter := func(name, help string, f func(recorder.Stats) uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(rec.Stats())) })
 	}
+	deleted := func(reason string, f func(recorder.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_recorder_deleted_total",
+			Help:        "Recorder files deleted automatically, by reason: age (history.max_age), budget (history.max_bytes), merged_retention (history.merged_retention_days).",
+			ConstLabels: prometheus.Labels{"reason": reason}}, func() float64 { return float64(f(rec.Stats())) })
+	}
+	bytes := func(kind string, f func(recorder.HistoryUsage) int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_bytes",
+			Help:        "Disk taken by recorder files, by kind: this worker's live file, the cluster's sealed files and archives (with their metadata), merge results.",
+			ConstLabels: prometheus.Labels{"kind": kind}}, func() float64 { return float64(f(rec.History())) })
+	}
 	reg.MustRegister(
 		counter("svc_recorder_dropped_total", "Recorder events and task rows not stored: write buffer full or write failed.",
 			func(s recorder.Stats) uint64 { return s.EventsDropped + s.TasksDropped }),
@@ -71,6 +81,13 @@ func RegisterRecorderMetrics(reg prometheus.Registerer, rec *recorder.Recorder) 
 			func(s recorder.Stats) uint64 { return s.ArchivesRefused }),
 		counter("svc_recorder_events_summarized_total", "Lifecycle events of successful first attempts stored folded into their task row (history.task_detail = summary); part of svc_recorder_written_total.",
 			func(s recorder.Stats) uint64 { return s.EventsSummarized }),
+		deleted("age", func(s recorder.Stats) uint64 { return s.DeletedAge }),
+		deleted("budget", func(s recorder.Stats) uint64 { return s.DeletedBudget }),
+		deleted("merged_retention", func(s recorder.Stats) uint64 { return s.MergedRemoved }),
+		bytes("live", func(h recorder.HistoryUsage) int64 { return h.LiveBytes }),
+		bytes("sealed", func(h recorder.HistoryUsage) int64 { return h.SealedBytes }),
+		bytes("archive", func(h recorder.HistoryUsage) int64 { return h.ArchiveBytes }),
+		bytes("merged", func(h recorder.HistoryUsage) int64 { return h.MergedBytes }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_queue_length", Help: "Items waiting in the recorder write buffer."},
 			func() float64 { return float64(rec.Stats().Queued) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_memory_only", Help: "1 while the recorder keeps history in memory only (no storage.dir, or it could not be written at startup)."},

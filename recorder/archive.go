@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -15,19 +16,33 @@ import (
 	"time"
 )
 
-// maxFoldInflateBytes caps what an existing archive may decompress to when
-// new sealed files are folded into it (16 GiB): the archive comes from the
-// shared folder, so its inflated size is bounded here. Beyond it the
-// window's sealed files stay sealed and the pass reports ErrArchiveTooLarge.
-const maxFoldInflateBytes = 16 << 30
+// maxFoldInflateBytes caps what an existing archive part may decompress
+// to when new sealed files are folded into it (1 GiB): the archive comes
+// from the shared folder, so its inflated size is bounded here. Only parts
+// whose .meta.json says they hold less than archivePartBytes are extended;
+// one that inflates beyond the cap, or cannot be read, is left as it is and
+// the sealed files start a new part.
+const maxFoldInflateBytes = MaxInflatedArchiveBytes
+
+// archivePartBytes is how much an archive part holds, inflated, before the
+// window's next sealed files start a new part (<cluster>-<ws>-<n>.db.gz):
+// a trace inflates one part at a time, and a fold never rewrites more than
+// this (or one larger sealed file).
+const archivePartBytes = 128 << 20
+
+// foldShare is the share of one core an archive pass may use over time:
+// the fold sleeps as long as it worked (see pacer).
+const foldShare = 0.5
 
 // maxRetentionDays is the longest merged_retention_days taken literally
 // (100 years); larger values mean the same, so nothing overflows.
 const maxRetentionDays = 36500
 
-// archiveLoop runs an archive pass every quarter window (1s-15m).
+// archiveLoop runs an archive pass every quarter window or half
+// ArchiveAfter, whichever is shorter (1s-15m), so a sealed file waits
+// little more than ArchiveAfter before it is compressed.
 func (r *Recorder) archiveLoop(ctx context.Context) {
-	t := time.NewTicker(min(max(r.cfg.ArchiveWindow/4, time.Second), 15*time.Minute))
+	t := time.NewTicker(min(max(min(r.cfg.ArchiveWindow/4, r.cfg.ArchiveAfter/2), time.Second), 15*time.Minute))
 	defer t.Stop()
 	for {
 		select {
@@ -42,18 +57,21 @@ func (r *Recorder) archiveLoop(ctx context.Context) {
 	}
 }
 
-// archivePass removes expired merge results, then folds this cluster's
-// sealed files whose to_ms is older than ArchiveAfter into their window
-// archives, holding the cluster's archive lock. It does nothing while
-// another worker holds the lock, and nothing at all while archiving is off:
-// then no file is ever deleted automatically.
+// archivePass removes expired merge results and, holding the cluster's
+// archive lock, applies the history's retention: windows past MaxAge are
+// deleted, the sealed files whose to_ms is older than ArchiveAfter are
+// folded into their window archives, then the oldest windows are deleted
+// while the history is over MaxBytes. It does nothing while another
+// worker holds the lock, and nothing at all while archiving is off: then no
+// file is ever deleted automatically.
 func (r *Recorder) archivePass(ctx context.Context) error {
 	if r.sharedRoot == "" || !r.cfg.ArchiveEnabled {
 		return nil
 	}
 	errs := []error{r.removeExpiredMerged()}
-	files, err := r.listDir(r.histSegs(), true)
-	if err != nil || len(r.archivable(files)) == 0 {
+	defer r.measure()
+	due, err := r.passDue()
+	if err != nil || !due {
 		return errors.Join(append(errs, err)...)
 	}
 	lock, err := r.acquireArchiveLock()
@@ -63,51 +81,146 @@ func (r *Recorder) archivePass(ctx context.Context) error {
 	defer lock.release()
 	r.cleanHistoryTemps(lock.dir)
 	// Listed again under the lock: the last holder may have folded some.
-	files, err = listIn(lock.dir, r.histSegs(), true)
+	files, err := listIn(lock.dir, r.histSegs(), true)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
+	files = r.expireByAge(lock.dir, files)
 	byWindow := map[int64][]histFile{}
 	windowMs := r.cfg.ArchiveWindow.Milliseconds()
 	for _, f := range r.archivable(files) {
 		ws := f.meta.FromMs - f.meta.FromMs%windowMs
 		byWindow[ws] = append(byWindow[ws], f)
 	}
+	parts := map[int64][]histFile{}
+	for _, f := range files {
+		if f.shape == shapeArchive && f.part >= 0 {
+			parts[f.window] = append(parts[f.window], f)
+		}
+	}
 	for _, ws := range slices.Sorted(maps.Keys(byWindow)) {
-		if ctx.Err() != nil || !lock.refresh() {
+		if ctx.Err() != nil {
 			break
 		}
-		if err := r.foldWindow(ctx, lock.dir, ws, byWindow[ws]); err != nil {
+		if err := r.foldWindow(ctx, lock, ws, byWindow[ws], parts[ws]); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if ctx.Err() == nil && lock.refresh() {
+		if files, err = listIn(lock.dir, r.histSegs(), true); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		r.enforceBudget(lock.dir, files)
 	}
 	return errors.Join(errs...)
 }
 
-// archivable keeps the sealed files older than ArchiveAfter.
+// passDue reports whether the history folder has sealed files to archive
+// or windows to delete; a missing folder has neither.
+func (r *Recorder) passDue() (bool, error) {
+	d, err := r.openShared(false, false, r.histSegs()...)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("list: %w", err)
+	}
+	defer d.close()
+	files, err := listIn(d, r.histSegs(), true)
+	if err != nil {
+		return false, err
+	}
+	return len(r.archivable(files)) > 0 || r.retentionDue(d, files), nil
+}
+
+// archivable returns the sealed files older than ArchiveAfter (files is
+// left as it is).
 func (r *Recorder) archivable(files []histFile) []histFile {
 	cutoff := r.cfg.Now().Add(-r.cfg.ArchiveAfter).UnixMilli()
-	return slices.DeleteFunc(files, func(f histFile) bool {
+	return slices.DeleteFunc(slices.Clone(files), func(f histFile) bool {
 		return f.shape != shapeSealed || f.meta.ToMs <= 0 || f.meta.ToMs >= cutoff || f.meta.FromMs < 0
 	})
 }
 
-// foldWindow adds files to <cluster>-<ws>.db.gz in hist (the history folder,
-// opened without symlinks): the archive (if any) is decompressed into a
-// private work file, the files are appended, the result is compressed to a
-// temp file in hist and renamed over the archive. Only then are the folded
-// files and their .meta.json removed, through hist.
-func (r *Recorder) foldWindow(ctx context.Context, hist *dir, ws int64, files []histFile) error {
-	name := fmt.Sprintf("%s-%d.db.gz", r.cfg.Cluster, ws)
+// foldWindow folds files, the archivable sealed files of window ws, into
+// the window's archive parts in hist (the history folder, opened without
+// symlinks), oldest first: into the newest part while it holds less than
+// archivePartBytes inflated, then into new parts of at most that size (or
+// one larger file). parts are the window's archives already there. The
+// lock is refreshed before each part and the work is paced (see pacer).
+func (r *Recorder) foldWindow(ctx context.Context, lock *archiveLock, ws int64, files, parts []histFile) error {
+	slices.SortFunc(files, func(a, b histFile) int {
+		return cmp.Or(cmp.Compare(a.meta.FromMs, b.meta.FromMs), strings.Compare(a.rel, b.rel))
+	})
+	next := 0
+	var last *histFile
+	for i := range parts {
+		if p := &parts[i]; last == nil || p.part > last.part {
+			last = p
+		}
+	}
+	if last != nil {
+		next = last.part + 1
+	}
+	extend := last != nil && last.meta.InflatedBytes > 0 && last.meta.InflatedBytes < r.partBytes
+	pace := newPacer(foldShare)
+	for len(files) > 0 {
+		if ctx.Err() != nil || !lock.refresh() {
+			return ctx.Err()
+		}
+		var name string
+		size := int64(0)
+		if extend && last.meta.InflatedBytes+files[0].size <= r.partBytes {
+			name, size = last.segs[len(last.segs)-1], last.meta.InflatedBytes
+		} else {
+			extend = false
+			for name = archiveName(r.cfg.Cluster, ws, next); lock.dir.exists(name); name = archiveName(r.cfg.Cluster, ws, next) {
+				next++
+			}
+			next++
+		}
+		n := 1
+		for size += files[0].size; n < len(files) && size+files[n].size <= r.partBytes; n++ {
+			size += files[n].size
+		}
+		err := r.foldPart(ctx, lock.dir, ws, name, extend, files[:n], pace)
+		if err != nil && extend && ctx.Err() == nil {
+			// The part could not be extended (unreadable, or replaced by
+			// another implementation): the files start a part of their own.
+			r.log.Warn("recorder_archive_part_skipped", "archive", lock.dir.rel+"/"+name, "error", err)
+			extend = false
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		extend = false
+		files = files[n:]
+	}
+	return nil
+}
+
+// foldPart adds files to the archive name of hist: with extend the archive
+// is decompressed into a private work file first, else the work file starts
+// empty. The files are appended, the result is compressed to a temp file in
+// hist and renamed over (or in as) the archive, with its .meta.json. Only
+// then are the folded files and their .meta.json removed, through hist.
+func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name string, extend bool, files []histFile, pace *pacer) error {
 	scratch, err := r.scratch()
 	if err != nil {
 		return err
 	}
 	defer scratch.close()
-	work := filepath.Join(scratch.path, ".fold-"+r.cfg.Worker+"-"+randToken(6)+".db.tmp")
+	workName := ".fold-" + r.cfg.Worker + "-" + randToken(6) + ".db.tmp"
+	work := filepath.Join(scratch.path, workName)
 	defer removeDB(work)
-	if err := inflateArchive(ctx, hist, name, work); err != nil {
-		return err
+	adopted := false
+	if extend {
+		if err := inflateArchive(ctx, hist, name, work, pace); err != nil {
+			return err
+		}
+	} else {
+		adopted = adoptSealed(ctx, hist, scratch, workName, files[0])
 	}
 	db, err := openBuildDB(ctx, work)
 	if err != nil {
@@ -119,12 +232,13 @@ func (r *Recorder) foldWindow(ctx context.Context, hist *dir, ws int64, files []
 		meta.FromMs, _ = strconv.ParseInt(m["from_ms"], 10, 64)
 		meta.ToMs, _ = strconv.ParseInt(m["to_ms"], 10, 64)
 	}
-	var folded []histFile
-	for _, f := range files {
-		if err := r.foldOne(ctx, db, hist, f); err != nil {
-			return fmt.Errorf("fold %s: %w", f.rel, err)
+	for i, f := range files {
+		if i > 0 || !adopted {
+			if err := r.foldOne(ctx, db, hist, f); err != nil {
+				return fmt.Errorf("fold %s: %w", f.rel, err)
+			}
 		}
-		folded = append(folded, f)
+		pace.rest(ctx)
 		if meta.FromMs == 0 || f.meta.FromMs < meta.FromMs {
 			meta.FromMs = f.meta.FromMs
 		}
@@ -133,21 +247,33 @@ func (r *Recorder) foldWindow(ctx context.Context, hist *dir, ws int64, files []
 	if meta.Events, meta.Tasks, err = countRows(ctx, db); err != nil {
 		return fmt.Errorf("count %s: %w", name, err)
 	}
+	if meta.Sources, err = sourceNames(ctx, db); err != nil {
+		return fmt.Errorf("list sources of %s: %w", name, err)
+	}
 	err = setMeta(ctx, db, "format", strconv.Itoa(FormatVersion), "kind", "archive", "cluster", r.cfg.Cluster,
 		"window_start_ms", strconv.FormatInt(ws, 10), "window_ms", strconv.FormatInt(r.cfg.ArchiveWindow.Milliseconds(), 10),
 		"from_ms", strconv.FormatInt(meta.FromMs, 10), "to_ms", strconv.FormatInt(meta.ToMs, 10))
 	if err != nil {
 		return err
 	}
+	hashes, err := indexKeys(ctx, db)
+	if err != nil {
+		return fmt.Errorf("index %s: %w", name, err)
+	}
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", filepath.Base(work), err)
 	}
+	fi, err := os.Stat(work)
+	if err != nil {
+		return err
+	}
+	meta.InflatedBytes = fi.Size()
 	gzTmp := tempBase(name)
 	out, err := hist.create(gzTmp)
 	if err != nil {
 		return fmt.Errorf("compress to %s: %w", name, err)
 	}
-	if err := gzipInto(work, out); err != nil {
+	if err := gzipInto(ctx, work, out, pace); err != nil {
 		hist.remove(gzTmp)
 		return err
 	}
@@ -156,19 +282,128 @@ func (r *Recorder) foldWindow(ctx context.Context, hist *dir, ws int64, files []
 		hist.remove(gzTmp)
 		return err
 	}
+	if err := writeIndex(hist, gzTmp, name, hashes); err != nil {
+		hist.remove(gzTmp)
+		return err
+	}
 	if err := hist.rename(gzTmp, hist, name); err != nil {
 		hist.remove(gzTmp)
 		return fmt.Errorf("replace %s: %w", name, err)
 	}
 	hist.sync()
-	for _, f := range folded {
+	for _, f := range files {
 		base := f.segs[len(f.segs)-1]
 		hist.remove(base)
 		hist.remove(base + ".meta.json")
 		r.stats.archivedFiles.Add(1)
 	}
-	r.log.Info("recorder_archived", "archive", hist.rel+"/"+name, "files", len(folded))
+	r.log.Info("recorder_archived", "archive", hist.rel+"/"+name, "files", len(files), "inflated_bytes", meta.InflatedBytes)
 	return nil
+}
+
+// adoptSealed starts a new archive part at scratch/work from the sealed
+// file f of hist by copying the file itself, which costs a fraction of
+// copying its rows: the copy must have this build's schema version and
+// exactly its tables and indexes (no trigger, no view); it then loses its
+// worker meta key and gets f's name in sources. False, with nothing left at
+// work, when f is not such a file: the caller copies its rows instead.
+func adoptSealed(ctx context.Context, hist *dir, scratch *dir, work string, f histFile) bool {
+	if err := copyAt(hist, f.segs[len(f.segs)-1], scratch, work); err != nil {
+		scratch.remove(work)
+		return false
+	}
+	path := filepath.Join(scratch.path, work)
+	err := adoptDB(ctx, path, f.segs[len(f.segs)-1])
+	if err != nil {
+		removeDB(path)
+		return false
+	}
+	return true
+}
+
+// adoptDB checks and turns the copy of a sealed file at path into an
+// archive's start (see adoptSealed).
+func adoptDB(ctx context.Context, path, source string) error {
+	db, err := sql.Open("sqlite", sqliteURI(path, "_pragma=busy_timeout(5000)&_pragma=trusted_schema(0)"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	var version int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return err
+	}
+	if version != len(schemaSteps()) {
+		return fmt.Errorf("schema version %d", version)
+	}
+	got, err := schemaObjects(ctx, db)
+	if err != nil {
+		return err
+	}
+	ref, err := sql.Open("sqlite", "file::memory:")
+	if err != nil {
+		return err
+	}
+	defer ref.Close()
+	ref.SetMaxOpenConns(1)
+	if err := migrate(ctx, ref); err != nil {
+		return err
+	}
+	want, err := schemaObjects(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("schema objects %v, want %v", got, want)
+	}
+	var mode string
+	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode=DELETE`).Scan(&mode); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM meta WHERE key = 'worker'`); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `INSERT OR IGNORE INTO sources(name) VALUES(?)`, source); err != nil {
+		return err
+	}
+	return db.Close()
+}
+
+// schemaObjects lists the type and name of every schema object of db.
+func schemaObjects(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT type || ' ' || name FROM sqlite_master ORDER BY 1`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// sourceNames lists the sources table of db.
+func sourceNames(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM sources ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		out = append(out, name)
+	}
+	return out, rows.Err()
 }
 
 // foldOne copies one sealed file, opened through hist, into db.
@@ -188,13 +423,10 @@ func (r *Recorder) foldOne(ctx context.Context, db *sql.DB, hist *dir, f histFil
 	return err
 }
 
-// inflateArchive decompresses the archive name of hist, if it exists, into
-// a new 0600 file at work, at most maxFoldInflateBytes.
-func inflateArchive(ctx context.Context, hist *dir, name, work string) error {
+// inflateArchive decompresses the archive name of hist into a new 0600
+// file at work, at most maxFoldInflateBytes.
+func inflateArchive(ctx context.Context, hist *dir, name, work string, pace *pacer) error {
 	src, _, err := hist.openFile(name)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
 	if err != nil {
 		return fmt.Errorf("decompress %s: %w", name, err)
 	}
@@ -203,7 +435,7 @@ func inflateArchive(ctx context.Context, hist *dir, name, work string) error {
 	if err != nil {
 		return fmt.Errorf("decompress to %s: %w", filepath.Base(work), err)
 	}
-	_, err = inflateTo(ctx, out, src, maxFoldInflateBytes)
+	_, err = inflateTo(ctx, out, &pacedReader{r: src, p: pace, ctx: ctx}, maxFoldInflateBytes)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -214,11 +446,24 @@ func inflateArchive(ctx context.Context, hist *dir, name, work string) error {
 }
 
 // cleanHistoryTemps removes hidden temp files an interrupted seal or archive
-// pass left in the cluster folder, once they are a lease old.
+// pass left in the cluster folder, and .meta.json and .idx files whose
+// database is gone, once they are two leases old.
 func (r *Recorder) cleanHistoryTemps(hist *dir) {
 	names, _ := hist.names()
+	present := map[string]bool{}
 	for _, name := range names {
-		if !strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".stale")) {
+		present[name] = true
+	}
+	for _, name := range names {
+		temp := strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".stale"))
+		orphan := false
+		for _, s := range []string{".meta.json", ".idx"} {
+			if base, ok := strings.CutSuffix(name, s); ok && !strings.HasPrefix(name, ".") &&
+				(strings.HasSuffix(base, ".db") || strings.HasSuffix(base, ".db.gz")) && !present[base] {
+				orphan = true
+			}
+		}
+		if !temp && !orphan {
 			continue
 		}
 		if fi, err := hist.stat(name); err == nil && r.cfg.Now().Sub(fi.ModTime()) > 2*archiveLease {

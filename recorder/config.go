@@ -9,12 +9,15 @@ import (
 // Defaults applied by Open to zero Config fields.
 const (
 	DefaultSealInterval        = 10 * time.Minute
-	DefaultArchiveAfter        = time.Hour
-	DefaultArchiveWindow       = time.Hour
+	DefaultArchiveAfter        = 2 * time.Minute
+	DefaultArchiveWindow       = 10 * time.Minute
 	DefaultMergedRetentionDays = 7
 	DefaultMemoryEvents        = 10000
 	DefaultBufferSize          = 8192
 	DefaultWatchdogInterval    = 5 * time.Second
+	DefaultLiveMaxBytes        = 128 << 20
+	DefaultMaxBytes            = 4 << 30
+	DefaultMaxAge              = 7 * 24 * time.Hour
 )
 
 // Upper bounds of the in-memory sizes: both are allocated up front or grow
@@ -40,10 +43,21 @@ type Config struct {
 	StartedAt time.Time
 	// SealInterval is history.seal_interval.
 	SealInterval time.Duration
+	// LiveMaxBytes is history.live_max_bytes: the live file (with its
+	// write-ahead log) is sealed early once it is larger, so a busy worker's
+	// live file stays bounded.
+	LiveMaxBytes int64
 	// ArchiveEnabled, ArchiveAfter and ArchiveWindow are history.archive.*.
 	ArchiveEnabled bool
 	ArchiveAfter   time.Duration
 	ArchiveWindow  time.Duration
+	// MaxBytes and MaxAge are history.max_bytes and history.max_age, the
+	// budget and age limit of the cluster's history (sealed files and
+	// archives). While archiving is enabled the holder of the archive lock
+	// deletes whole windows, oldest first, past either; never a window a
+	// live file may still be sealed into.
+	MaxBytes int64
+	MaxAge   time.Duration
 	// MergedRetentionDays is history.merged_retention_days; merge results
 	// older than this are removed only while archiving is enabled.
 	MergedRetentionDays int
@@ -87,6 +101,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		{"archive_after", &cfg.ArchiveAfter, DefaultArchiveAfter},
 		{"archive_window", &cfg.ArchiveWindow, DefaultArchiveWindow},
 		{"watchdog_interval", &cfg.WatchdogInterval, DefaultWatchdogInterval},
+		{"max_age", &cfg.MaxAge, DefaultMaxAge},
 	}
 	for _, d := range durations {
 		if *d.v < 0 {
@@ -116,6 +131,22 @@ func (cfg Config) withDefaults() (Config, error) {
 		}
 		if n.max > 0 && *n.v > n.max {
 			return cfg, fmt.Errorf("validate config %s: %d is above %d", n.name, *n.v, n.max)
+		}
+		if *n.v == 0 {
+			*n.v = n.def
+		}
+	}
+	sizes := []struct {
+		name string
+		v    *int64
+		def  int64
+	}{
+		{"live_max_bytes", &cfg.LiveMaxBytes, DefaultLiveMaxBytes},
+		{"max_bytes", &cfg.MaxBytes, DefaultMaxBytes},
+	}
+	for _, n := range sizes {
+		if *n.v < 0 {
+			return cfg, fmt.Errorf("validate config %s: negative value %d", n.name, *n.v)
 		}
 		if *n.v == 0 {
 			*n.v = n.def

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -41,6 +40,9 @@ type fileMeta struct {
 	Tasks   int64    `json:"tasks"`
 	Format  int      `json:"format"`
 	Sources []string `json:"sources,omitempty"`
+	// InflatedBytes is an archive's size decompressed (archives written
+	// since archive parts; absent in older ones).
+	InflatedBytes int64 `json:"inflated_bytes,omitempty"`
 }
 
 // histFile is one file found in the shared folder.
@@ -52,23 +54,23 @@ type histFile struct {
 	size    int64
 	modTime time.Time
 	meta    fileMeta
+	// window and part are an archive's window_start_ms and part number
+	// from its name (<cluster>-<window>[-<part>].db.gz); part is -1 for
+	// other files and archives named otherwise.
+	window int64
+	part   int
 }
 
 // Databases lists the live file (unless memory-only), this cluster's sealed
 // files and archives, and every merge result, newest first after the live
-// file. Metadata comes from each .meta.json, else from the file name.
+// file. Metadata comes from each .meta.json, else from the file name. It
+// measures the shared folder again for History.
 func (r *Recorder) Databases(ctx context.Context) ([]Database, error) {
 	var out []Database
 	r.liveMu.RLock()
 	if lf := r.live; lf != nil {
-		var size int64
-		for _, suffix := range []string{"", "-wal"} {
-			if fi, err := os.Stat(lf.path + suffix); err == nil {
-				size += fi.Size()
-			}
-		}
 		out = append(out, Database{Path: LivePathPrefix + r.cfg.Worker, Kind: "live", Worker: r.cfg.Worker,
-			Cluster: r.cfg.Cluster, FromMs: lf.fromMs, ToMs: r.cfg.Now().UnixMilli(), SizeBytes: size})
+			Cluster: r.cfg.Cluster, FromMs: lf.fromMs, ToMs: r.cfg.Now().UnixMilli(), SizeBytes: fileBytes(lf.path, lf.path+"-wal")})
 	}
 	r.liveMu.RUnlock()
 	files, err := r.listShared(ctx, true, true)
@@ -79,6 +81,7 @@ func (r *Recorder) Databases(ctx context.Context) ([]Database, error) {
 		out = append(out, Database{Path: f.rel, Kind: f.meta.Kind, Worker: f.meta.Worker, Cluster: f.meta.Cluster,
 			FromMs: f.meta.FromMs, ToMs: f.meta.ToMs, SizeBytes: f.size})
 	}
+	r.measure()
 	return out, nil
 }
 
@@ -117,9 +120,41 @@ func (r *Recorder) listShared(ctx context.Context, merged, withMeta bool) ([]his
 	return files, ctx.Err()
 }
 
+// archiveName is the name of part n of window ws: <cluster>-<ws>.db.gz for
+// the first, <cluster>-<ws>-<n>.db.gz for the next ones.
+func archiveName(cluster string, ws int64, n int) string {
+	if n == 0 {
+		return cluster + "-" + strconv.FormatInt(ws, 10) + ".db.gz"
+	}
+	return cluster + "-" + strconv.FormatInt(ws, 10) + "-" + strconv.Itoa(n) + ".db.gz"
+}
+
+// parseArchiveName reads the window start and part number of an archive
+// of cluster's folder: <cluster>-<ws>.db.gz (part 0) or
+// <cluster>-<ws>-<n>.db.gz (n >= 1, no leading zero).
+func parseArchiveName(name, cluster string) (ws int64, part int, ok bool) {
+	rest, ok := strings.CutPrefix(name, cluster+"-")
+	if !ok {
+		return 0, 0, false
+	}
+	if rest, ok = strings.CutSuffix(rest, ".db.gz"); !ok {
+		return 0, 0, false
+	}
+	w, p, hasPart := strings.Cut(rest, "-")
+	if !allDigits(w) || hasPart && (!allDigits(p) || p[0] == '0') {
+		return 0, 0, false
+	}
+	ws, err := strconv.ParseInt(w, 10, 64)
+	if err == nil && hasPart {
+		part, err = strconv.Atoi(p)
+	}
+	return ws, part, err == nil
+}
+
 // metaFromName reads what a file name tells: sealed <worker>-<from>-<to>.db,
-// archive <cluster>-<window_start>.db.gz, merged merged-<ts>-<token>.db.
-func metaFromName(name string, sh shape) fileMeta {
+// archive <cluster>-<window_start>[-<part>].db.gz (cluster is the folder's,
+// "" when unknown), merged merged-<ts>-<token>.db.
+func metaFromName(name string, sh shape, cluster string) fileMeta {
 	switch sh {
 	case shapeSealed:
 		m := fileMeta{Kind: "sealed"}
@@ -132,6 +167,10 @@ func metaFromName(name string, sh shape) fileMeta {
 		return m
 	case shapeArchive:
 		m := fileMeta{Kind: "archive"}
+		if ws, _, ok := parseArchiveName(name, cluster); ok && cluster != "" {
+			m.Cluster, m.FromMs = cluster, ws
+			return m
+		}
 		base := strings.TrimSuffix(name, ".db.gz")
 		if i := strings.LastIndexByte(base, '-'); i > 0 && allDigits(base[i+1:]) {
 			m.Cluster = base[:i]

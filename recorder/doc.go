@@ -28,8 +28,10 @@
 //
 //	history/<cluster>/<worker>-<from_ms>-<to_ms>.db            sealed file
 //	history/<cluster>/<worker>-<from_ms>-<to_ms>.db.meta.json  its metadata
-//	history/<cluster>/<cluster>-<window_start_ms>.db.gz        archive (gzip of a SQLite file)
-//	history/<cluster>/<cluster>-<window_start_ms>.db.gz.meta.json
+//	history/<cluster>/<cluster>-<window_start_ms>.db.gz        archive (gzip of a SQLite file), first part
+//	history/<cluster>/<cluster>-<window_start_ms>-<n>.db.gz    next parts of the window (n = 1, 2, ...)
+//	history/<cluster>/<cluster>-<window_start_ms>[-<n>].db.gz.meta.json
+//	history/<cluster>/<cluster>-<window_start_ms>[-<n>].db.gz.idx  task ids and labels it holds (optional)
 //	history/<cluster>/.archive.lock                            archiving lease
 //	merged/merged-<ts_ms>-<token>.db                           merge result (token: 16 hex digits)
 //	merged/merged-<ts_ms>-<token>.db.meta.json
@@ -41,7 +43,7 @@
 // descriptor that was checked, and databases are built in a private folder
 // before they are moved in. What is read from peers' files is bounded
 // (archives inflate to the size their SQLite header declares, at most 1 GiB
-// for a trace, 16 GiB for a fold). An archive a trace cannot read is
+// for a trace or a fold). An archive a trace cannot read is
 // refused once and remembered while its size and mtime stay the same.
 //
 // Every database file has the same schema, built by numbered steps recorded
@@ -57,14 +59,15 @@
 //
 // Each .meta.json is {"kind","worker","cluster","from_ms","to_ms","events",
 // "tasks","format"} plus "sources" for archives (folded file names) and merge
-// results (the merged paths). It is written before its database appears.
+// results (the merged paths), and "inflated_bytes" for archives. It is written before its database appears.
 //
 // Life cycle:
 //
 //   - Live: the worker appends to its live file. In live and sealed files,
 //     events.id is the worker's event ID (increasing; seeded from the start
 //     time times 1000); in archives and merge results ids are file-local.
-//   - Seal (every seal interval and at shutdown): checkpoint the WAL
+//   - Seal (every seal interval, as soon as the live file and its WAL
+//     outgrow LiveMaxBytes, and at shutdown): checkpoint the WAL
 //     (wal_checkpoint(TRUNCATE)), switch to journal_mode=DELETE, set meta
 //     kind=sealed and to_ms, close; move the file to a hidden temp name in
 //     history/<cluster>/, fsync, write the .meta.json, rename to its final
@@ -72,20 +75,33 @@
 //     file without events and task rows is not sealed: it keeps recording,
 //     and at shutdown it is deleted. A live file left by a dead process is
 //     sealed at the next start, its to_ms being its newest row.
-//   - Archive (when enabled): a sealed file whose to_ms is older than
-//     archive.after is folded into the archive of window floor(from_ms /
-//     window) * window: decompress the archive (if any) to a hidden temp
-//     file, copy the rows in (skipping a file already named in sources),
-//     gzip to a hidden temp file, fsync, rename over the archive, then
-//     delete the sealed files and their .meta.json. Only the holder of
+//   - Archive (when enabled, a pass every quarter window or half
+//     archive.after, whichever is shorter): a sealed file whose to_ms is
+//     older than archive.after is folded into an archive part of window
+//     floor(from_ms / window) * window, parts holding up to 128 MiB
+//     inflated: decompress the newest part (when its .meta.json says
+//     inflated_bytes and the files fit) to a hidden temp file, or start a
+//     new part (from a copy of the first sealed file when its schema is
+//     exactly ours), copy the rows in (skipping a file already named in
+//     sources), gzip (level 2) to a hidden temp file, fsync, write the
+//     .meta.json and the .idx (fingerprints of the task ids and labels,
+//     tied to the archive's size and gzip trailer: traces skip the parts
+//     whose index rules them out), rename over or in as the part, then
+//     delete the sealed files and their .meta.json. A pass uses at most half a core over time. Only the holder of
 //     .archive.lock archives: the lock is created with O_EXCL and holds
 //     {"worker","token","expires_ms"} (lease 10 minutes, refreshed before each
-//     window). An expired lock is renamed aside to a unique hidden name and
+//     part). An expired lock is renamed aside to a unique hidden name and
 //     taken over only if the renamed content is still the expired one.
 //   - Merge: copies all rows of the given sealed or merged files into a new
 //     merged file. While archiving is enabled, merge results older than
-//     merged_retention_days (by the <ts_ms> in the name) are deleted. With
-//     archiving off nothing is ever deleted automatically.
+//     merged_retention_days (by the <ts_ms> in the name) are deleted.
+//   - Retention (when archiving is enabled, by the lock holder): windows
+//     whose newest to_ms is older than MaxAge are deleted before folding,
+//     and the oldest windows after folding while the folder's sealed files,
+//     archives and metadata take more than MaxBytes; never a window that
+//     ends after now - seal interval - 1 minute (a live file may still be
+//     sealed into it). With archiving off nothing is ever deleted
+//     automatically.
 //
 // Open takes an exclusive flock on <worker>.lock, so a second process of the
 // same worker on the same storage.dir is refused (ErrInUse, naming the PID)

@@ -34,6 +34,8 @@ func Open(ctx context.Context, cfg Config) (*Recorder, error) {
 		sealReq: make(chan chan error),
 		sum:     newSummarizer(!cfg.FullDetail),
 		nextID:  cfg.StartedAt.UnixMilli() * 1000,
+
+		partBytes: archivePartBytes,
 	}
 	r.counts.sinceMs = cfg.Now().UnixMilli()
 	if !r.memory {

@@ -62,6 +62,9 @@ type Recorder struct {
 	counts counter
 	gz     *gzCache
 
+	usage     usageState // see History
+	partBytes int64      // archivePartBytes; tests make it smaller
+
 	warnMu sync.Mutex
 	warned map[string]time.Time // see warnEvery
 
@@ -74,6 +77,10 @@ type Recorder struct {
 	loss        lossEpisode // see recordLoss
 	liveRetryAt time.Time   // writer only: last attempt to recreate the live file
 	sum         *summarizer // writer only: lifecycle events waiting for their task row
+	sizeSeal    struct {    // writer only: the last seal for size (see liveOverSize)
+		path string
+		at   time.Time
+	}
 
 	own      *ownLock // {Dir}/<worker>.lock; nil in memory mode
 	fellBack bool     // storage.dir was set but unusable: memory-only
@@ -116,6 +123,11 @@ type Stats struct {
 	ArchivedFiles   uint64 // sealed files folded into archives by this worker
 	ArchiveErrors   uint64
 	MergedRemoved   uint64 // merge results removed by retention
+	// DeletedAge and DeletedBudget count the sealed files and archives this
+	// worker deleted from the cluster's history: past MaxAge, and to keep
+	// the history within MaxBytes.
+	DeletedAge    uint64
+	DeletedBudget uint64
 	// ArchiveInflations counts archives decompressed (or begun to be) for
 	// Trace and TraceByLabel: one per copy made, refused or not.
 	ArchiveInflations uint64
@@ -132,6 +144,7 @@ type stats struct {
 	eventsWritten, tasksWritten, eventsDropped, tasksDropped atomic.Uint64
 	writeErrors, rowsLost, seals, sealErrors                 atomic.Uint64
 	archivedFiles, archiveErrors, mergedRemoved              atomic.Uint64
+	deletedAge, deletedBudget                                atomic.Uint64
 	archiveInflations, archivesRefused                       atomic.Uint64
 	eventsSummarized                                         atomic.Uint64
 }
@@ -154,6 +167,8 @@ func (r *Recorder) Stats() Stats {
 		ArchivedFiles:     r.stats.archivedFiles.Load(),
 		ArchiveErrors:     r.stats.archiveErrors.Load(),
 		MergedRemoved:     r.stats.mergedRemoved.Load(),
+		DeletedAge:        r.stats.deletedAge.Load(),
+		DeletedBudget:     r.stats.deletedBudget.Load(),
 		ArchiveInflations: r.stats.archiveInflations.Load(),
 		ArchivesRefused:   r.stats.archivesRefused.Load(),
 		EventsSummarized:  r.stats.eventsSummarized.Load(),

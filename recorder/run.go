@@ -53,16 +53,19 @@ func (r *Recorder) Run(ctx context.Context) error {
 const cachePruneInterval = time.Minute
 
 // housekeepLoop drops cached archive copies whose archive is gone or
-// changed, so they do not outlive it on disk.
+// changed, so they do not outlive it on disk, and measures the shared
+// folder (see History).
 func (r *Recorder) housekeepLoop(ctx context.Context) {
 	t := time.NewTicker(cachePruneInterval)
 	defer t.Stop()
+	r.measure()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			r.pruneCache(ctx)
+			r.measure()
 		}
 	}
 }
@@ -83,6 +86,8 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 	defer seal.Stop()
 	hold := time.NewTicker(summaryHold / 2)
 	defer hold.Stop()
+	size := time.NewTicker(liveSizeCheck)
+	defer size.Stop()
 	// Writes use a background context: a batch taken off the queue is
 	// written even while shutting down.
 	bg := context.Background()
@@ -121,6 +126,11 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 				r.writeBatch(bg, rest)
 			}
 			r.sealLive(bg, false)
+		case <-size.C:
+			if r.liveOverSize() {
+				r.sealLive(bg, false)
+				seal.Reset(r.cfg.SealInterval)
+			}
 		case reply := <-r.sealReq:
 			r.drain(bg)
 			reply <- r.sealLive(bg, false)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // liveFile is the open live database.
@@ -59,6 +60,42 @@ func (r *Recorder) openLive(ctx context.Context, startMs int64) error {
 	r.live = lf
 	r.liveMu.Unlock()
 	return nil
+}
+
+// liveSizeCheck is how often the writer compares the live file's size with
+// LiveMaxBytes: at a few MB/s it overshoots by a few MB at most.
+const liveSizeCheck = time.Second
+
+// liveSizeRetry is how long a live file that could not be sealed for its
+// size waits before the next try (the seal interval's own tries go on).
+const liveSizeRetry = 30 * time.Second
+
+// liveOverSize reports whether the live file and its write-ahead log take
+// more than LiveMaxBytes on disk, so it is to be sealed now. A live file
+// whose seal for its size failed less than liveSizeRetry ago is not tried
+// again yet. Writer only (it reads r.live unlocked).
+func (r *Recorder) liveOverSize() bool {
+	lf := r.live
+	if lf == nil || fileBytes(lf.path, lf.path+"-wal") <= r.cfg.LiveMaxBytes {
+		return false
+	}
+	now := time.Now()
+	if lf.path == r.sizeSeal.path && now.Sub(r.sizeSeal.at) < liveSizeRetry {
+		return false
+	}
+	r.sizeSeal.path, r.sizeSeal.at = lf.path, now
+	return true
+}
+
+// fileBytes sums the sizes of the files that exist among paths.
+func fileBytes(paths ...string) int64 {
+	var n int64
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 // closeLive closes the live database without sealing it.

@@ -74,8 +74,17 @@ func listIn(d *dir, segs []string, withMeta bool) ([]histFile, error) {
 		if err != nil || !safeRegular(fi) {
 			continue
 		}
+		cluster := ""
+		if len(segs) == 2 && segs[0] == "history" {
+			cluster = segs[1]
+		}
 		f := histFile{path: filepath.Join(d.path, name), segs: append(append([]string(nil), segs...), name),
-			rel: rel, shape: sh, size: fi.Size(), modTime: fi.ModTime(), meta: metaFromName(name, sh)}
+			rel: rel, shape: sh, size: fi.Size(), modTime: fi.ModTime(), meta: metaFromName(name, sh, cluster), part: -1}
+		if sh == shapeArchive {
+			if ws, part, ok := parseArchiveName(name, cluster); ok && cluster != "" {
+				f.window, f.part = ws, part
+			}
+		}
 		if withMeta {
 			if data, err := d.readSmall(name+".meta.json", maxMetaBytes); err == nil {
 				var m fileMeta

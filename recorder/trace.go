@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -17,7 +18,9 @@ const maxTraceEvents = 10000
 
 // Trace returns every event of taskID, oldest first, from the live file (or
 // the memory ring), this cluster's sealed files (every worker's) and its
-// archives. Archives are decompressed once into a bounded cache (at most
+// archives. An archive whose .idx says it holds no event or task row of
+// taskID is skipped without being read. Archives are decompressed once
+// into a bounded cache (at most
 // MaxInflatedArchiveBytes each, and no more than their SQLite header
 // declares); one that is larger, not a database or corrupt is refused,
 // logged once (recorder_archive_refused) and skipped by later traces
@@ -56,7 +59,12 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 		return nil, fmt.Errorf("trace %s: %w", taskID, err)
 	}
 	r.gz.prune(files)
+	hist := r.openHist()
+	defer hist.close()
 	for _, f := range files {
+		if !hist.mayHold(f, taskKey(taskID)) {
+			continue
+		}
 		evs, err := queryHist(ctx, r, f, taskEvents)
 		if err != nil {
 			// One unreadable file must not hide the rest of the history.
@@ -83,7 +91,9 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 
 // TraceByLabel returns task rows carrying label name=value, newest first
 // (limit 1-1000, default 100), from the same files as Trace, found through
-// the task_labels index.
+// the task_labels index. Files are read newest first (by their to_ms), and
+// no further once limit rows newer than the next file's to_ms are found;
+// archives whose .idx lacks the label are skipped.
 func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit int) ([]TaskRow, error) {
 	return r.traceByLabel(ctx, name, &value, limit)
 }
@@ -113,24 +123,51 @@ func (r *Recorder) traceByLabel(ctx context.Context, name string, value *string,
 		v, ok := t.Labels[name]
 		return ok && (value == nil || v == *value)
 	}
+	key := labelNameKey(name)
+	if value != nil {
+		key = labelKey(name, *value)
+	}
 	var all []TaskRow
+	seen := map[string]bool{}
+	add := func(rows []TaskRow) {
+		for _, t := range rows {
+			k := t.Worker + "\x00" + t.TaskID + "\x00" + strconv.FormatInt(t.TSms, 10) + "\x00" + t.Status + "\x00" + strconv.Itoa(t.Attempts)
+			if !seen[k] && matches(t) {
+				all = append(all, t)
+			}
+			seen[k] = true
+		}
+		slices.SortStableFunc(all, func(a, b TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
+		if len(all) > limit {
+			all = all[:limit]
+		}
+	}
 	if r.memory {
-		all = r.ring.tasksWhere(matches, limit)
+		add(r.ring.tasksWhere(matches, limit))
 	}
 	err := r.withLive(func(db *sql.DB) error {
-		var err error
-		all, err = r.queryTasks(ctx, db, query, args...)
+		rows, err := r.queryTasks(ctx, db, query, args...)
+		add(rows)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("trace label %s: live: %w", name, err)
 	}
-	files, err := r.listShared(ctx, false, false)
+	files, err := r.listShared(ctx, false, true)
 	if err != nil {
 		return nil, fmt.Errorf("trace label %s: %w", name, err)
 	}
 	r.gz.prune(files)
+	slices.SortStableFunc(files, func(a, b histFile) int { return cmp.Compare(newestRow(b), newestRow(a)) })
+	hist := r.openHist()
+	defer hist.close()
 	for _, f := range files {
+		if len(all) == limit && all[limit-1].TSms > newestRow(f) {
+			break // this file and every later one hold older rows only
+		}
+		if !hist.mayHold(f, key) {
+			continue
+		}
 		rows, err := queryHist(ctx, r, f, func(db *sql.DB) ([]TaskRow, error) {
 			return r.queryTasks(ctx, db, query, args...)
 		})
@@ -138,20 +175,44 @@ func (r *Recorder) traceByLabel(ctx context.Context, name string, value *string,
 			r.log.Warn("recorder_trace_file_failed", "file", f.rel, "error", err)
 			continue
 		}
-		all = append(all, rows...)
-	}
-	seen := map[string]bool{}
-	all = slices.DeleteFunc(all, func(t TaskRow) bool {
-		k := t.Worker + "\x00" + t.TaskID + "\x00" + strconv.FormatInt(t.TSms, 10) + "\x00" + t.Status + "\x00" + strconv.Itoa(t.Attempts)
-		dup := seen[k] || !matches(t)
-		seen[k] = true
-		return dup
-	})
-	slices.SortStableFunc(all, func(a, b TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
-	if len(all) > limit {
-		all = all[:limit]
+		add(rows)
 	}
 	return all, nil
+}
+
+// newestRow is the newest ts_ms file f may hold: its to_ms, or the end of
+// time when unknown.
+func newestRow(f histFile) int64 {
+	if f.meta.ToMs > 0 {
+		return f.meta.ToMs
+	}
+	return math.MaxInt64
+}
+
+// histIndex is the history folder, opened once for a query, through which
+// archive indexes are read; nil when it cannot be opened (nothing is
+// skipped then).
+type histIndex struct{ d *dir }
+
+// openHist opens this cluster's history folder for index lookups.
+func (r *Recorder) openHist() *histIndex {
+	d, err := r.openShared(false, false, r.histSegs()...)
+	if err != nil {
+		return nil
+	}
+	return &histIndex{d}
+}
+
+// mayHold reports whether f may hold one of keys: sealed files always may;
+// an archive may not when its .idx proves it (see mayHold).
+func (h *histIndex) mayHold(f histFile, keys ...[]byte) bool {
+	return h == nil || f.shape != shapeArchive || mayHold(h.d, f, keys...)
+}
+
+func (h *histIndex) close() {
+	if h != nil {
+		h.d.close()
+	}
 }
 
 // queryPath runs fn on a finished database file in a private folder (the

@@ -81,6 +81,11 @@ func TestBrowser(t *testing.T) {
 		if !strings.Contains(p.text(), "Runbook") || !strings.Contains(p.text(), "Tasks/s by status") {
 			t.Errorf("dashboard lacks its links:\n%s", p.text())
 		}
+		// The History tile: the budget (history.max_bytes by default) and
+		// how far back history goes.
+		p.waitFor(`[...document.querySelectorAll(".tile")].some((t) => t.querySelector("h2").textContent === "History" &&
+			/ of 4\.0 GiB$/.test(t.querySelector(".big").textContent) && t.querySelector("meter") &&
+			/history since|no sealed history yet/.test(t.textContent) && t.textContent.includes("kept 7 days at most"))`, "the History tile")
 		shot(p, "dashboard")
 		// Keyboard: the first Tab reaches the skip link, the next ones the nav.
 		p.key("Tab")

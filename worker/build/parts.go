@@ -139,9 +139,10 @@ func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *sl
 func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recorder.Config {
 	return recorder.Config{
 		Dir: cfg.Storage.Dir, SharedDir: cfg.Shared.Dir, Worker: cfg.Worker.Name, Cluster: cfg.Worker.Cluster,
-		StartedAt: app.Started(), SealInterval: cfg.History.SealInterval.D(),
+		StartedAt: app.Started(), SealInterval: cfg.History.SealInterval.D(), LiveMaxBytes: cfg.History.LiveMaxBytes,
 		ArchiveEnabled: cfg.History.Archive.Enabled, ArchiveAfter: cfg.History.Archive.After.D(),
 		ArchiveWindow: cfg.History.Archive.Window.D(), MergedRetentionDays: cfg.History.MergedRetentionDays,
+		MaxBytes: cfg.History.MaxBytes, MaxAge: cfg.History.MaxAge.D(),
 		FullDetail: cfg.History.TaskDetail == "full", MaskEnv: config.MaskEnv, Logger: log,
 	}
 }

@@ -268,9 +268,16 @@ type Dir struct {
 
 // History tunes sealing and archiving of recorder files.
 type History struct {
-	SealInterval        Duration `toml:"seal_interval" json:"seal_interval"`
-	MergedRetentionDays int      `toml:"merged_retention_days" json:"merged_retention_days"`
-	Archive             Archive  `toml:"archive" json:"archive"`
+	// MaxBytes and MaxAge bound the cluster's history (sealed files and
+	// archives) while archiving is on.
+	MaxBytes     int64    `toml:"max_bytes" json:"max_bytes"`
+	MaxAge       Duration `toml:"max_age" json:"max_age"`
+	SealInterval Duration `toml:"seal_interval" json:"seal_interval"`
+	// LiveMaxBytes seals the live file early once it (with its write-ahead
+	// log) is larger.
+	LiveMaxBytes        int64   `toml:"live_max_bytes" json:"live_max_bytes"`
+	MergedRetentionDays int     `toml:"merged_retention_days" json:"merged_retention_days"`
+	Archive             Archive `toml:"archive" json:"archive"`
 	// TaskDetail is what a successful first attempt keeps on disk:
 	// "summary" (its lifecycle events folded into the task row, no stdout
 	// tail) or "full" (every event a row, stdout tail included).
@@ -382,8 +389,9 @@ func Default() Config {
 		DLQ:     DLQ{OnSendFailure: "stall", SendTimeout: Duration(30 * time.Second), Compression: DefaultCompression},
 		Storage: Dir{Dir: "/tmp/svc"},
 		History: History{
-			SealInterval: Duration(10 * time.Minute), MergedRetentionDays: 7, TaskDetail: "summary",
-			Archive: Archive{Enabled: true, After: Duration(time.Hour), Window: Duration(time.Hour)},
+			MaxBytes: 4 << 30, MaxAge: Duration(7 * 24 * time.Hour),
+			SealInterval: Duration(10 * time.Minute), LiveMaxBytes: 128 << 20, MergedRetentionDays: 7, TaskDetail: "summary",
+			Archive: Archive{Enabled: true, After: Duration(2 * time.Minute), Window: Duration(10 * time.Minute)},
 		},
 		Cache: Cache{MaxRows: 10_000, MaxBytes: 64 << 20},
 		Fleet: Fleet{

@@ -20,6 +20,13 @@ const (
 	MaxBodyBytes   = 1 << 30 // sources.http.max_body_bytes
 	MaxOutputBytes = 1 << 30 // executor.max_output_bytes
 	MaxRPM         = 100_000 // sources.http.clients[].rpm: the limiter keeps one timestamp per request of the window
+	// history.live_max_bytes: a sealed file becomes (part of) an archive,
+	// and traces refuse archives that inflate beyond 1 GiB.
+	MinLiveMaxBytes = 1 << 20
+	MaxLiveMaxBytes = 1 << 30
+	// history.max_bytes: at least a few sealed files; at most a pebibyte.
+	MinHistoryBytes = 64 << 20
+	MaxHistoryBytes = 1 << 50
 )
 
 var (
@@ -249,6 +256,12 @@ func (c *Config) validateHistory(p *problems) {
 	h := c.History
 	day := 24 * time.Hour
 	p.within("history.seal_interval", h.SealInterval, time.Second, 7*day)
+	p.between("history.live_max_bytes", h.LiveMaxBytes, MinLiveMaxBytes, MaxLiveMaxBytes)
+	p.between("history.max_bytes", h.MaxBytes, MinHistoryBytes, MaxHistoryBytes)
+	if h.MaxBytes >= MinHistoryBytes && h.MaxBytes < 2*h.LiveMaxBytes {
+		p.add("history.max_bytes", "%d is less than twice history.live_max_bytes (%d): the budget must hold at least two sealed files", h.MaxBytes, h.LiveMaxBytes)
+	}
+	p.within("history.max_age", h.MaxAge, time.Hour, 3650*day)
 	p.between("history.merged_retention_days", int64(h.MergedRetentionDays), 1, 36500)
 	p.within("history.archive.after", h.Archive.After, time.Minute, 3650*day)
 	p.within("history.archive.window", h.Archive.Window, time.Minute, 31*day)

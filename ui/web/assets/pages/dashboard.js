@@ -1,7 +1,7 @@
 // Dashboard: throughput, outcomes, capacity, flow control, sinks, request
 // counts and links. Numbers refresh over /ws (a task or state frame
 // triggers a re-read of the metrics), never by reloading the page.
-import { el, card, num, note, timeEl, banner, throttle } from "../dom.js";
+import { el, card, num, note, timeEl, banner, throttle, bytes } from "../dom.js";
 import { get } from "../api.js";
 import { badge } from "../render.js";
 import { LiveSocket } from "../socket.js";
@@ -40,7 +40,8 @@ export async function mount(root, ctx) {
       capsAsked = true;
       get("/api/v1/config").then((c) => { caps = intakeCaps(c); draw(); }).catch(() => { capsAsked = false; });
     }
-    tiles.replaceChildren(throughputTile(times), outcomesTile(latest), capacityTile(latest, id), flowTile(latest, id, caps));
+    tiles.replaceChildren(...[throughputTile(times), outcomesTile(latest), capacityTile(latest, id), flowTile(latest, id, caps),
+      historyTile(latestCounts, id)].filter(Boolean));
     sections.replaceChildren(...[failuresCard(failures, ctx), sinksCard(latest), countsCard(latestCounts, id), linksCard(id)].filter(Boolean));
   };
   draw();
@@ -143,6 +144,24 @@ function flowTile(m, id, caps) {
       el("li", { class: "bp-words" }, "Backpressure: ", backpressureWords(bp, sum(m, "svc_kafka_messages_waiting"), caps)),
       el("li", {}, "Consume pause: ", paused ? el("a", { href: "/debug?tab=pause" }, "active") : "off"),
       el("li", {}, "Stall-paused partitions: ", num(stalled))));
+}
+
+// historyTile: how far back the cluster's flight-recorder history goes and
+// what it takes against its budget (history.max_bytes, history.max_age).
+function historyTile(c, id) {
+  const h = c && c.history;
+  if (!id.features.recorder || !h) return null;
+  if (!h.updated_ms) return tile("History", "—", note("not measured yet (no shared folder, or the first measurement is under way)"));
+  const since = h.oldest_ms ? el("span", {}, "history since ", timeEl(h.oldest_ms)) : "no sealed history yet";
+  const days = Math.round(h.max_age_ms / 86400000 * 10) / 10;
+  if (!h.retention) {
+    return tile("History", bytes(h.bytes), el("p", { class: "history-since" }, since),
+      note(`no budget: history.archive.enabled is off, nothing is deleted · live file ${bytes(h.live_bytes)}`));
+  }
+  const meter = el("meter", { min: 0, max: h.max_bytes, value: Math.min(h.bytes, h.max_bytes), high: h.max_bytes * 0.9,
+    "aria-label": "history size against history.max_bytes" });
+  return tile("History", `${bytes(h.bytes)} of ${bytes(h.max_bytes)}`, meter, el("p", { class: "history-since" }, since),
+    note(`kept ${days} days at most (history.max_age) · archives ${bytes(h.archive_bytes)}, sealed ${bytes(h.sealed_bytes)}, live file ${bytes(h.live_bytes)}`));
 }
 
 const breakerNames = { 0: "closed", 1: "open", 2: "half-open" };

@@ -1,0 +1,324 @@
+package recorder
+
+import (
+	"cmp"
+	"errors"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// protectSkew widens the windows retention never touches: a peer's clock
+// may run a little behind ours.
+const protectSkew = time.Minute
+
+// HistoryUsage is what the recorder's files take on disk and how far back
+// the cluster's history goes. The shared folder is measured by each archive
+// pass and every minute; LiveBytes is read when asked.
+type HistoryUsage struct {
+	// OldestMs is the from_ms of the oldest sealed file or archive of this
+	// cluster still kept; 0 when there is none.
+	OldestMs int64 `json:"oldest_ms"`
+	// Bytes is what MaxBytes bounds: SealedBytes + ArchiveBytes.
+	Bytes    int64 `json:"bytes"`
+	MaxBytes int64 `json:"max_bytes"`
+	MaxAgeMs int64 `json:"max_age_ms"`
+	// Retention is true while history is deleted by age and budget:
+	// archiving is on and there is a shared folder.
+	Retention bool `json:"retention"`
+	// LiveBytes is this worker's live file and its write-ahead log.
+	LiveBytes int64 `json:"live_bytes"`
+	// SealedBytes and ArchiveBytes are the cluster's sealed files and
+	// archives in history/<cluster>/ with their .meta.json (and .idx)
+	// files; MergedBytes the merge results in merged/.
+	SealedBytes  int64 `json:"sealed_bytes"`
+	ArchiveBytes int64 `json:"archive_bytes"`
+	MergedBytes  int64 `json:"merged_bytes"`
+	// UpdatedMs is when the shared folder was last measured (0: not yet).
+	UpdatedMs int64 `json:"updated_ms"`
+}
+
+// usageState is the last measurement of the shared folder, and the budget
+// episode (see enforceBudget).
+type usageState struct {
+	mu         sync.Mutex
+	last       HistoryUsage
+	overBudget bool // a budget episode is on: its WARN was logged
+}
+
+// History returns the current usage: the shared folder as last measured,
+// the live file as it is now.
+func (r *Recorder) History() HistoryUsage {
+	r.usage.mu.Lock()
+	u := r.usage.last
+	r.usage.mu.Unlock()
+	u.MaxBytes, u.MaxAgeMs = r.cfg.MaxBytes, r.cfg.MaxAge.Milliseconds()
+	u.Retention = r.cfg.ArchiveEnabled && r.sharedRoot != ""
+	r.liveMu.RLock()
+	if lf := r.live; lf != nil {
+		u.LiveBytes = fileBytes(lf.path, lf.path+"-wal")
+	}
+	r.liveMu.RUnlock()
+	return u
+}
+
+// measure lists the shared folder and records its usage.
+func (r *Recorder) measure() {
+	if r.sharedRoot == "" {
+		return
+	}
+	u := HistoryUsage{}
+	if d, err := r.openShared(false, false, r.histSegs()...); err == nil {
+		files, _ := listIn(d, r.histSegs(), true)
+		u.SealedBytes, u.ArchiveBytes = folderBytes(d)
+		u.OldestMs = oldestKept(files)
+		d.close()
+	}
+	if d, err := r.openShared(false, false, "merged"); err == nil {
+		files, _ := listIn(d, []string{"merged"}, false)
+		for _, f := range files {
+			u.MergedBytes += f.size
+		}
+		d.close()
+	}
+	r.setUsage(u)
+}
+
+// setUsage records a measurement of the shared folder. It ends a budget
+// episode once the history is within its budget and reaches back
+// MaxAge again (or is empty): the age limit, not the budget, bounds it.
+func (r *Recorder) setUsage(u HistoryUsage) {
+	now := r.cfg.Now()
+	u.Bytes = u.SealedBytes + u.ArchiveBytes
+	u.UpdatedMs = now.UnixMilli()
+	r.usage.mu.Lock()
+	r.usage.last = u
+	ended := r.usage.overBudget && u.Bytes <= r.cfg.MaxBytes && u.OldestMs <= now.Add(-r.cfg.MaxAge).UnixMilli()
+	if ended {
+		r.usage.overBudget = false
+	}
+	r.usage.mu.Unlock()
+	if ended {
+		r.log.Info("recorder_history_within_budget", "bytes", u.Bytes, "max_bytes", r.cfg.MaxBytes, "oldest_kept_ms", u.OldestMs)
+	}
+}
+
+// oldestKept is the smallest from_ms among files whose time is known.
+func oldestKept(files []histFile) int64 {
+	var oldest int64
+	for _, f := range files {
+		if from := f.meta.FromMs; f.timed() && (oldest == 0 || from < oldest) {
+			oldest = from
+		}
+	}
+	return oldest
+}
+
+// timed reports whether f's place in time is known (from its name or its
+// .meta.json): only such files are ever deleted by retention.
+func (f histFile) timed() bool {
+	switch f.shape {
+	case shapeSealed:
+		return f.meta.FromMs > 0 && f.meta.ToMs > 0
+	case shapeArchive:
+		return f.meta.FromMs > 0
+	}
+	return false
+}
+
+// newest is the latest time f holds: its to_ms, else the file's mtime.
+func (f histFile) newest() int64 {
+	if f.meta.ToMs > 0 {
+		return f.meta.ToMs
+	}
+	return max(f.meta.FromMs, f.modTime.UnixMilli())
+}
+
+// folderBytes sums the regular files of a history folder by kind: sealed
+// files and archives, each with its .meta.json, and archives' .idx. Hidden (temp and lock) files are not history.
+func folderBytes(d *dir) (sealed, archive int64) {
+	names, _ := d.names()
+	for _, name := range names {
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		base := strings.TrimSuffix(strings.TrimSuffix(name, ".meta.json"), ".idx")
+		isArchive := strings.HasSuffix(base, ".db.gz")
+		if !isArchive && !strings.HasSuffix(base, ".db") {
+			continue
+		}
+		fi, err := d.stat(name)
+		if err != nil || !safeRegular(fi) {
+			continue
+		}
+		if isArchive {
+			archive += fi.Size()
+		} else {
+			sealed += fi.Size()
+		}
+	}
+	return sealed, archive
+}
+
+// histWindow is the files of one archive window, the unit retention
+// deletes.
+type histWindow struct {
+	start  int64
+	files  []histFile
+	bytes  int64 // with each file's .meta.json and .idx
+	newest int64
+}
+
+// windows groups the timed files of a history folder by window, oldest
+// first. A file's window is floor(from_ms / window) × window, whatever
+// kind it is.
+func (r *Recorder) windows(d *dir, files []histFile) []*histWindow {
+	windowMs := r.cfg.ArchiveWindow.Milliseconds()
+	byStart := map[int64]*histWindow{}
+	for _, f := range files {
+		if !f.timed() {
+			continue
+		}
+		ws := f.meta.FromMs - f.meta.FromMs%windowMs
+		w := byStart[ws]
+		if w == nil {
+			w = &histWindow{start: ws}
+			byStart[ws] = w
+		}
+		w.files = append(w.files, f)
+		w.bytes += f.size + sidecarBytes(d, f)
+		w.newest = max(w.newest, f.newest())
+	}
+	out := slices.Collect(maps.Values(byStart))
+	slices.SortFunc(out, func(a, b *histWindow) int { return cmp.Compare(a.start, b.start) })
+	return out
+}
+
+// sidecarBytes is the size of f's .meta.json and .idx in d.
+func sidecarBytes(d *dir, f histFile) int64 {
+	var n int64
+	for _, s := range sidecarsOf(f.segs[len(f.segs)-1]) {
+		if fi, err := d.stat(s); err == nil && safeRegular(fi) {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// sidecarsOf names the files that describe the history file base: its
+// .meta.json and (archives) its .idx.
+func sidecarsOf(base string) [2]string { return [2]string{base + ".meta.json", base + ".idx"} }
+
+// protected reports whether retention must leave window w alone: a live
+// file may still be sealed into it. A live file is at most one seal
+// interval old (workers of a cluster share history settings), so every
+// window that ends after now − seal_interval (and a minute for clocks) is
+// kept whatever its size or age.
+func (r *Recorder) protected(w *histWindow) bool {
+	from := r.cfg.Now().Add(-r.cfg.SealInterval - protectSkew).UnixMilli()
+	return w.start+r.cfg.ArchiveWindow.Milliseconds() > from
+}
+
+// retentionDue reports whether a pass has something to delete: a window
+// past MaxAge, or a history folder over MaxBytes.
+func (r *Recorder) retentionDue(d *dir, files []histFile) bool {
+	if sealed, archive := folderBytes(d); sealed+archive > r.cfg.MaxBytes {
+		return true
+	}
+	cutoff := r.cfg.Now().Add(-r.cfg.MaxAge).UnixMilli()
+	for _, w := range r.windows(d, files) {
+		if w.newest < cutoff && !r.protected(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// expireByAge deletes the windows whose newest data is older than MaxAge
+// and returns the files left.
+func (r *Recorder) expireByAge(d *dir, files []histFile) []histFile {
+	cutoff := r.cfg.Now().Add(-r.cfg.MaxAge).UnixMilli()
+	gone := map[string]bool{}
+	var n int
+	var bytes int64
+	for _, w := range r.windows(d, files) {
+		if w.newest >= cutoff || r.protected(w) {
+			continue
+		}
+		for _, f := range w.files {
+			gone[f.rel] = r.deleteHistFile(d, f)
+			if gone[f.rel] {
+				n++
+				r.stats.deletedAge.Add(1)
+			}
+		}
+		bytes += w.bytes
+	}
+	if n > 0 {
+		r.log.Info("recorder_history_deleted", "reason", "age", "files", n, "bytes", bytes,
+			"max_age", r.cfg.MaxAge.String())
+	}
+	return slices.DeleteFunc(files, func(f histFile) bool { return gone[f.rel] })
+}
+
+// enforceBudget deletes whole windows, oldest first, while the history
+// folder holds more than MaxBytes, never a protected window, and returns
+// the files left. The first pass of an episode that deletes for the
+// budget (the history gets shorter than MaxAge), or cannot get below it,
+// logs recorder_history_over_budget; the episode lasts until the history
+// reaches back MaxAge within its budget again (see setUsage).
+func (r *Recorder) enforceBudget(d *dir, files []histFile) []histFile {
+	sealed, archive := folderBytes(d)
+	total := sealed + archive
+	before := total
+	if total <= r.cfg.MaxBytes {
+		return files
+	}
+	gone := map[string]bool{}
+	var n int
+	for _, w := range r.windows(d, files) {
+		if total <= r.cfg.MaxBytes || r.protected(w) {
+			break
+		}
+		for _, f := range w.files {
+			gone[f.rel] = r.deleteHistFile(d, f)
+			if gone[f.rel] {
+				n++
+				r.stats.deletedBudget.Add(1)
+			}
+		}
+		total -= w.bytes
+	}
+	files = slices.DeleteFunc(files, func(f histFile) bool { return gone[f.rel] })
+	if n > 0 {
+		r.log.Info("recorder_history_deleted", "reason", "budget", "files", n, "bytes", before-total,
+			"max_bytes", r.cfg.MaxBytes)
+	}
+	r.usage.mu.Lock()
+	first := !r.usage.overBudget
+	r.usage.overBudget = true
+	r.usage.mu.Unlock()
+	if first {
+		r.log.Warn("recorder_history_over_budget", "bytes", before, "max_bytes", r.cfg.MaxBytes,
+			"deleted_files", n, "bytes_left", total, "oldest_kept_ms", oldestKept(files), "max_age", r.cfg.MaxAge.String(),
+			"detail", "history.max_bytes deletes history younger than history.max_age; raise the budget or shrink what the recorder writes")
+	}
+	return files
+}
+
+// deleteHistFile removes a sealed file or archive and then its .meta.json
+// and .idx, through d; false when the file itself could not be removed.
+func (r *Recorder) deleteHistFile(d *dir, f histFile) bool {
+	base := f.segs[len(f.segs)-1]
+	if err := d.remove(base); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.warnEvery("recorder_history_delete_failed", d.rel, "file", f.rel, "error", err)
+		return false
+	}
+	for _, s := range sidecarsOf(base) {
+		d.remove(s)
+	}
+	return true
+}
