@@ -19,7 +19,12 @@ import (
 
 var svcBin string
 
-func TestMain(m *testing.M) { os.Exit(workertest.MainWithSvc(m, &svcBin)) }
+func TestMain(m *testing.M) {
+	// The tests start svc processes and wait on them: -short runs run
+	// more of them at once.
+	workertest.ShortParallel(8)
+	os.Exit(workertest.MainWithSvc(m, &svcBin))
+}
 
 func freePort(t *testing.T) int { return workertest.FreePort(t) }
 

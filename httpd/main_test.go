@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"svc/worker/demo"
+	"svc/worker/workertest"
 )
 
 // The test binary doubles as the sample executor (`svc exec-demo`, both
@@ -13,5 +14,8 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "exec-demo" {
 		os.Exit(demo.Execute(os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "events")))
 	}
+	// Most tests wait on a worker (startup, ticks, sockets): -short runs
+	// run more of them at once.
+	workertest.ShortParallel(8)
 	os.Exit(m.Run())
 }

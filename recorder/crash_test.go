@@ -19,6 +19,7 @@ import (
 // storage.dir: the leftover watchdog file becomes a crash_detected event and
 // the dead process's live file is sealed into history.
 func TestCrashDetected(t *testing.T) {
+	t.Parallel()
 	dir, shared := t.TempDir(), t.TempDir()
 	cmd := startChild(t, "TestCrashChild", "RECORDER_CRASH_CHILD_DIR="+dir, "RECORDER_CRASH_CHILD_SHARED="+shared)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {

@@ -14,6 +14,7 @@ import (
 // TestFleetSharedHistory runs two workers on one shared folder: each sees
 // the other's sealed files, and a trace spans live, sealed and archived data.
 func TestFleetSharedHistory(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	shared := t.TempDir()
 	cfgA := baseConfig(t, t.TempDir(), shared, "w-a", clk)
@@ -191,6 +192,7 @@ func itoa(i int) string {
 // TestRunLoops drives sealing, archiving and the watchdog with Run's own
 // tickers (tiny intervals, real clock).
 func TestRunLoops(t *testing.T) {
+	t.Parallel()
 	dir, shared := t.TempDir(), t.TempDir()
 	r := mustOpen(t, Config{Dir: dir, SharedDir: shared, Worker: "w", Cluster: "c1", Logger: testLogger(t),
 		SealInterval: 30 * time.Millisecond, WatchdogInterval: 10 * time.Millisecond,
