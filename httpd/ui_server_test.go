@@ -264,3 +264,30 @@ func TestMetricsExistFromStartup(t *testing.T) {
 		}
 	}
 }
+
+// Probes are not traffic: a failing probe counts in svc_probe_tasks_total,
+// never in svc_tasks_total (what failure-rate alerts and the Dashboard read)
+// nor in the task duration; an ingress task still counts there.
+func TestProbesAreNotTraffic(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, testConfig(t, script(t, `cat >/dev/null; echo probed; exit 1`)))
+	if r := do(t, "POST", s.uiURL+"/api/v1/debug/probe", `{"payload":"x"}`); r.status != 200 {
+		t.Fatalf("probe = %d %s", r.status, r.body)
+	}
+	do(t, "POST", s.inURL+"/v1/process", `y`)
+	text := workertest.Gather(t, s.reg)
+	for _, want := range []string{
+		`svc_probe_tasks_total{status="failed"} 1`,
+		`svc_tasks_total{source="http",status="failed"} 1`,
+		`svc_task_duration_seconds_count{source="http"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, `source="probe"`) && (strings.HasPrefix(line, "svc_tasks_total") || strings.HasPrefix(line, "svc_task_duration_seconds")) {
+			t.Errorf("a probe moved a traffic series: %s", line)
+		}
+	}
+}

@@ -335,9 +335,15 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 		}
 	}
 	a.events.Finished(source, &res)
+	a.metrics.Attempts.WithLabelValues(source).Add(float64(res.Attempts))
+	if source == SourceProbe {
+		// An operator debugging a message is not traffic: probes never
+		// move svc_tasks_total (failure-rate alerts) nor the Dashboard.
+		a.metrics.ProbeTasks.WithLabelValues(res.Status).Inc()
+		return res
+	}
 	a.metrics.Tasks.WithLabelValues(source, res.Status).Inc()
 	a.metrics.TaskDuration.WithLabelValues(source).Observe(res.Duration.Seconds())
-	a.metrics.Attempts.WithLabelValues(source).Add(float64(res.Attempts))
 	return res
 }
 

@@ -34,6 +34,7 @@ func NewRegistry() *prometheus.Registry {
 // source (kafka, http, probe) and status (ok, failed, timeout).
 type Metrics struct {
 	Tasks            *prometheus.CounterVec
+	ProbeTasks       *prometheus.CounterVec // probes, apart from svc_tasks_total
 	TaskDuration     *prometheus.HistogramVec
 	Attempts         *prometheus.CounterVec
 	ArrangeErrors    *prometheus.CounterVec
@@ -46,8 +47,11 @@ type Metrics struct {
 func newMetrics(reg prometheus.Registerer, pool PoolStats) *Metrics {
 	m := &Metrics{
 		Tasks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_tasks_total", Help: "Tasks finished, by source and final status.",
+			Name: "svc_tasks_total", Help: "Tasks finished, by source and final status (probes are counted apart, in svc_probe_tasks_total).",
 		}, []string{"source", "status"}),
+		ProbeTasks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_probe_tasks_total", Help: "Probe tasks (the debug probe) finished, by final status; never in svc_tasks_total.",
+		}, []string{"status"}),
 		TaskDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "svc_task_duration_seconds", Help: "Wall time of a task over all its attempts.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
@@ -69,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, pool PoolStats) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8),
 		}),
 	}
-	reg.MustRegister(m.Tasks, m.TaskDuration, m.Attempts, m.ArrangeErrors, m.CompleteErrors, m.LabelsDropped, m.OffloadQueueWait)
+	reg.MustRegister(m.Tasks, m.ProbeTasks, m.TaskDuration, m.Attempts, m.ArrangeErrors, m.CompleteErrors, m.LabelsDropped, m.OffloadQueueWait)
 	// Every series exists from start-up at 0, so dashboards and alerts see
 	// it before the first event.
 	for _, source := range []string{SourceKafka, SourceHTTP, SourceProbe} {

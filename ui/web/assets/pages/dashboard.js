@@ -25,6 +25,7 @@ export async function mount(root, ctx) {
   ]);
   const now = Date.now();
   for (const r of results.results || []) {
+    if (r.source === "probe") continue; // debugging a message is not traffic
     if (r.ts_ms > now - WINDOW_MS) times.push({ t: r.ts_ms, n: 1 });
     if (r.status !== "ok" && failures.length < 8) failures.push(r);
   }
@@ -58,7 +59,7 @@ export async function mount(root, ctx) {
     for (const f of frames) {
       // Past 100 successful tasks a second the worker sends a count instead.
       if (f.stream === "sampled" && f.data.tasks > 0) times.push({ t: Date.now(), n: f.data.tasks });
-      if (f.stream !== "tasks") continue;
+      if (f.stream !== "tasks" || f.data.source === "probe") continue;
       times.push({ t: f.data.ts_ms || Date.now(), n: 1 });
       if (f.data.status !== "ok") {
         failures.unshift(f.data);
