@@ -323,6 +323,14 @@ func TestHistorySummarizesSuccessfulTasks(t *testing.T) {
 			if want := map[string]int{"summary": 0, "full": 3}[detail]; len(listed) != want {
 				t.Errorf("events API lists %d lifecycle events, want %d (task_detail %s)", len(listed), want, detail)
 			}
+			// Identity says whether successful tasks may be sampled.
+			var id struct {
+				Sampling int `json:"task_sampling_above_per_second"`
+			}
+			json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/identity", "").body), &id)
+			if want := map[string]int{"summary": cfg.History.SampleAbovePerSecond, "full": 0}[detail]; id.Sampling != want || cfg.History.SampleAbovePerSecond == 0 {
+				t.Errorf("identity task_sampling_above_per_second = %d, want %d (task_detail %s)", id.Sampling, want, detail)
+			}
 		})
 	}
 	t.Run("kafka/summary", func(t *testing.T) {

@@ -22,6 +22,9 @@ type Identity struct {
 	URL             string          `json:"url"`
 	CustomRenderers bool            `json:"custom_renderers"`
 	Features        map[string]bool `json:"features"`
+	// TaskSamplingAbove is history.sample_above_per_second while the
+	// recorder stores task rows (0: every row is stored).
+	TaskSamplingAbove int `json:"task_sampling_above_per_second"`
 	UILinks
 }
 
@@ -34,12 +37,21 @@ func (s *UIServer) identity(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Identity{
 		Worker: c.Worker.Name, Cluster: c.Worker.Cluster, Release: s.bundleTag(), Version: worker.Version, Contract: ContractVersion,
 		StartedAtMS: s.started.UnixMilli(), URL: s.URL(), CustomRenderers: c.UI.CustomRenderersPath != "",
-		Features: s.features,
-		UILinks:  s.uiLinks(),
+		Features: s.features, TaskSamplingAbove: s.taskSampling(),
+		UILinks: s.uiLinks(),
 	})
 }
 
 // config answers the effective config with secrets masked.
 func (s *UIServer) config(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.cfg.Masked())
+}
+
+// taskSampling is history.sample_above_per_second when a recorder stores
+// task rows in files (memory-only: nothing is sampled), else 0.
+func (s *UIServer) taskSampling() int {
+	if s.rec == nil || s.rec.MemoryOnly() || s.cfg.History.TaskDetail == "full" {
+		return 0
+	}
+	return s.cfg.History.SampleAbovePerSecond
 }

@@ -65,6 +65,10 @@ type Config struct {
 	// successful task as its own row, stdout tail included; otherwise they
 	// are summarized into the task row (summary.go).
 	FullDetail bool
+	// SampleAbove (history.sample_above_per_second) is the rate of plain
+	// successful tasks above which the rest of each second's are not
+	// stored (their counts are); 0 stores every task row.
+	SampleAbove int
 	// MemoryEvents is the ring size (events, and separately task rows) in
 	// memory-only mode.
 	MemoryEvents int

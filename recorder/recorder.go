@@ -93,6 +93,8 @@ type item struct {
 	// folded is how many lifecycle events task's summary stands for
 	// (see summary.go); they count as events written or lost with it.
 	folded int
+	// sampled: the task row is counted but not stored (history.sample_above_per_second).
+	sampled bool
 }
 
 // Close ends the recorder. Call it after Run has returned. When Run never
@@ -137,7 +139,10 @@ type Stats struct {
 	// EventsSummarized counts lifecycle events stored folded into their
 	// task row (summary.go); they are part of EventsWritten.
 	EventsSummarized uint64
-	MemoryOnly       bool // events are kept in memory only (see Recorder.MemoryOnly)
+	// TasksSampled counts plain successful task rows not stored over
+	// history.sample_above_per_second (counted in Counts all the same).
+	TasksSampled uint64
+	MemoryOnly   bool // events are kept in memory only (see Recorder.MemoryOnly)
 }
 
 type stats struct {
@@ -146,7 +151,7 @@ type stats struct {
 	archivedFiles, archiveErrors, mergedRemoved              atomic.Uint64
 	deletedAge, deletedBudget                                atomic.Uint64
 	archiveInflations, archivesRefused                       atomic.Uint64
-	eventsSummarized                                         atomic.Uint64
+	eventsSummarized, tasksSampled                           atomic.Uint64
 }
 
 // Stats returns the current counters.
@@ -172,6 +177,7 @@ func (r *Recorder) Stats() Stats {
 		ArchiveInflations: r.stats.archiveInflations.Load(),
 		ArchivesRefused:   r.stats.archivesRefused.Load(),
 		EventsSummarized:  r.stats.eventsSummarized.Load(),
+		TasksSampled:      r.stats.tasksSampled.Load(),
 		MemoryOnly:        r.memory,
 	}
 }

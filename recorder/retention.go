@@ -39,6 +39,11 @@ type HistoryUsage struct {
 	MergedBytes  int64 `json:"merged_bytes"`
 	// UpdatedMs is when the shared folder was last measured (0: not yet).
 	UpdatedMs int64 `json:"updated_ms"`
+	// SampleAbovePerSecond is history.sample_above_per_second (0: off) and
+	// TasksSampled how many plain successful task rows it left unstored
+	// since this worker started (their counts are kept).
+	SampleAbovePerSecond int    `json:"sample_above_per_second"`
+	TasksSampled         uint64 `json:"tasks_sampled"`
 }
 
 // usageState is the last measurement of the shared folder, and the budget
@@ -57,6 +62,7 @@ func (r *Recorder) History() HistoryUsage {
 	r.usage.mu.Unlock()
 	u.MaxBytes, u.MaxAgeMs = r.cfg.MaxBytes, r.cfg.MaxAge.Milliseconds()
 	u.Retention = r.cfg.ArchiveEnabled && r.sharedRoot != ""
+	u.SampleAbovePerSecond, u.TasksSampled = r.cfg.SampleAbove, r.stats.tasksSampled.Load()
 	r.liveMu.RLock()
 	if lf := r.live; lf != nil {
 		u.LiveBytes = fileBytes(lf.path, lf.path+"-wal")

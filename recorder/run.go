@@ -212,6 +212,9 @@ func (r *Recorder) writeBatch(ctx context.Context, items []item) error {
 	for _, it := range items {
 		if it.ev != nil {
 			r.stats.eventsWritten.Add(1)
+		} else if it.sampled {
+			r.stats.tasksSampled.Add(1)
+			r.counts.add(it.task.Source, it.task.Status)
 		} else {
 			r.stats.tasksWritten.Add(1)
 			r.counts.add(it.task.Source, it.task.Status)
@@ -247,9 +250,12 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 	}
 	w := newBatchWriter(ctx, tx, lf)
 	for _, it := range items {
-		if it.ev != nil {
+		switch {
+		case it.ev != nil:
 			err = insertEvent(w, it.ev)
-		} else {
+		case it.sampled:
+			continue
+		default:
 			err = insertTask(w, it.task)
 		}
 		if err != nil {

@@ -174,13 +174,14 @@ type pendingTask struct {
 // summarizer is the writer's fold of lifecycle events into task rows. Only
 // the writer goroutine uses it.
 type summarizer struct {
-	on      bool
-	pending map[string]*pendingTask
-	order   []string // task IDs in arrival order, for aging; may hold resolved IDs
-}
-
-func newSummarizer(on bool) *summarizer {
-	return &summarizer{on: on, pending: map[string]*pendingTask{}}
+	on bool
+	// sampleAbove, second, used: the per-second allowance of plain
+	// successful task rows (history.sample_above_per_second; 0: all).
+	sampleAbove int
+	second      int64
+	used        int
+	pending     map[string]*pendingTask
+	order       []string // task IDs in arrival order, for aging; may hold resolved IDs
 }
 
 // lifecycle reports whether e is one of the events a summary stands for.
@@ -222,7 +223,7 @@ func (s *summarizer) filter(items []item, now time.Time) []item {
 				if sum, ok := fold(p.events, it.task); ok {
 					t := *it.task
 					t.summary = sum
-					out = append(out, item{task: &t, folded: len(p.events)})
+					out = append(out, item{task: &t, folded: len(p.events), sampled: s.sampleOut(now)})
 					continue
 				}
 				for _, e := range p.events {
@@ -233,6 +234,21 @@ func (s *summarizer) filter(items []item, now time.Time) []item {
 		}
 	}
 	return s.age(out, now, false)
+}
+
+// sampleOut spends one unit of this second's allowance of plain successful
+// task rows; true when it is spent and the row is to be counted, not
+// stored. Only such rows are ever sampled: failures, retries, slow tasks,
+// tasks with stderr, annotations and deliveries are always stored.
+func (s *summarizer) sampleOut(now time.Time) bool {
+	if s.sampleAbove <= 0 {
+		return false
+	}
+	if sec := now.Unix(); sec != s.second {
+		s.second, s.used = sec, 0
+	}
+	s.used++
+	return s.used > s.sampleAbove
 }
 
 // release writes the waiting events of taskID.

@@ -270,3 +270,43 @@ func TestDropOKTail(t *testing.T) {
 		}
 	}
 }
+
+// Above SampleAbove plain successful tasks a second, the rest of that
+// second's rows are counted, not stored; failures and annotations always
+// are, and Counts stay exact.
+func TestSamplingAboveARate(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	cfg := baseConfig(t, t.TempDir(), "", "w1", clk)
+	cfg.SampleAbove = 50
+	r := mustOpen(t, cfg)
+	startRun(t, r)
+	const ok, failed = 300, 10
+	for i := range ok {
+		emitTask(r, clk, fmt.Sprint("ok-", i), "http", `{"source":"http","input_size_bytes":4}`, "ok", false, TaskRow{Partition: -1, Offset: -1})
+		if i%(ok/failed) == 0 {
+			emitTask(r, clk, fmt.Sprint("bad-", i), "http", `{"source":"http","input_size_bytes":4}`, "failed", false, TaskRow{Partition: -1, Offset: -1})
+		}
+	}
+	waitStats(t, r, "every task row stored or sampled", func(s Stats) bool { return s.TasksWritten+s.TasksSampled == ok+failed })
+	s := r.Stats()
+	if s.TasksSampled == 0 || s.TasksWritten > failed+2*50+50 {
+		t.Errorf("stored %d task rows and sampled %d, want at most %d successful rows a second stored", s.TasksWritten, s.TasksSampled, 50)
+	}
+	c, err := r.Counts(t.Context())
+	if err != nil || c.BySource["http"]["ok"] != ok || c.BySource["http"]["failed"] != failed || c.Incomplete {
+		t.Errorf("Counts() = %+v, %v; want exactly %d ok and %d failed", c, err, ok, failed)
+	}
+	var rows, badRows, notes int
+	r.withLive(func(db *sql.DB) error {
+		db.QueryRow(`SELECT count(*) FROM tasks`).Scan(&rows)
+		db.QueryRow(`SELECT count(*) FROM tasks WHERE status = 'failed'`).Scan(&badRows)
+		return db.QueryRow(`SELECT count(*) FROM events WHERE type = 'annotation'`).Scan(&notes)
+	})
+	if uint64(rows) != s.TasksWritten || badRows != failed || notes != ok+failed {
+		t.Errorf("live file: %d task rows (%d failed), %d annotations; want %d rows, every failure and all %d annotations", rows, badRows, notes, s.TasksWritten, ok+failed)
+	}
+	if h := r.History(); h.TasksSampled != s.TasksSampled || h.SampleAbovePerSecond != 50 {
+		t.Errorf("History() sampling = %d above %d/s, want %d above 50/s", h.TasksSampled, h.SampleAbovePerSecond, s.TasksSampled)
+	}
+}

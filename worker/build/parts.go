@@ -143,6 +143,7 @@ func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recor
 		ArchiveEnabled: cfg.History.Archive.Enabled, ArchiveAfter: cfg.History.Archive.After.D(),
 		ArchiveWindow: cfg.History.Archive.Window.D(), MergedRetentionDays: cfg.History.MergedRetentionDays,
 		MaxBytes: cfg.History.MaxBytes, MaxAge: cfg.History.MaxAge.D(),
-		FullDetail: cfg.History.TaskDetail == "full", MaskEnv: config.MaskEnv, Logger: log,
+		FullDetail: cfg.History.TaskDetail == "full", SampleAbove: cfg.History.SampleAbovePerSecond,
+		MaskEnv: config.MaskEnv, Logger: log,
 	}
 }

@@ -282,6 +282,10 @@ type History struct {
 	// "summary" (its lifecycle events folded into the task row, no stdout
 	// tail) or "full" (every event a row, stdout tail included).
 	TaskDetail string `toml:"task_detail" json:"task_detail"`
+	// SampleAbovePerSecond: above this many plain successful tasks a
+	// second, the rest of each second's rows are counted, not stored
+	// (0: store every row).
+	SampleAbovePerSecond int `toml:"sample_above_per_second" json:"sample_above_per_second"`
 }
 
 // TaskDetails are the accepted values of history.task_detail.
@@ -390,7 +394,7 @@ func Default() Config {
 		Storage: Dir{Dir: "/tmp/svc"},
 		History: History{
 			MaxBytes: 4 << 30, MaxAge: Duration(7 * 24 * time.Hour),
-			SealInterval: Duration(10 * time.Minute), LiveMaxBytes: 128 << 20, MergedRetentionDays: 7, TaskDetail: "summary",
+			SealInterval: Duration(10 * time.Minute), LiveMaxBytes: 128 << 20, MergedRetentionDays: 7, TaskDetail: "summary", SampleAbovePerSecond: 2000,
 			Archive: Archive{Enabled: true, After: Duration(2 * time.Minute), Window: Duration(10 * time.Minute)},
 		},
 		Cache: Cache{MaxRows: 10_000, MaxBytes: 64 << 20},

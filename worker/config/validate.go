@@ -265,6 +265,9 @@ func (c *Config) validateHistory(p *problems) {
 	p.between("history.merged_retention_days", int64(h.MergedRetentionDays), 1, 36500)
 	p.within("history.archive.after", h.Archive.After, time.Minute, 3650*day)
 	p.within("history.archive.window", h.Archive.Window, time.Minute, 31*day)
+	if n := h.SampleAbovePerSecond; n != 0 {
+		p.between("history.sample_above_per_second", int64(n), 100, 1_000_000)
+	}
 	if !slices.Contains(TaskDetails, h.TaskDetail) {
 		p.add("history.task_detail", "%q is not one of %s", h.TaskDetail, strings.Join(TaskDetails, ", "))
 	}

@@ -155,13 +155,18 @@ function historyTile(c, id) {
   if (!h.updated_ms) return tile("History", "—", note("not measured yet (no shared folder, or the first measurement is under way)"));
   const since = h.oldest_ms ? el("span", {}, "history since ", timeEl(h.oldest_ms)) : "no sealed history yet";
   const days = Math.round(h.max_age_ms / 86400000 * 10) / 10;
+  // Over history.sample_above_per_second, successful tasks are counted,
+  // not stored: say so while it happens (the counts stay exact).
+  const sampling = h.tasks_sampled > 0
+    ? el("p", { class: "history-sampled" }, `${num(h.tasks_sampled)} successful tasks counted but not stored in detail (over ${num(h.sample_above_per_second)}/s, history.sample_above_per_second)`)
+    : null;
   if (!h.retention) {
-    return tile("History", bytes(h.bytes), el("p", { class: "history-since" }, since),
+    return tile("History", bytes(h.bytes), el("p", { class: "history-since" }, since), sampling,
       note(`no budget: history.archive.enabled is off, nothing is deleted · live file ${bytes(h.live_bytes)}`));
   }
   const meter = el("meter", { min: 0, max: h.max_bytes, value: Math.min(h.bytes, h.max_bytes), high: h.max_bytes * 0.9,
     "aria-label": "history size against history.max_bytes" });
-  return tile("History", `${bytes(h.bytes)} of ${bytes(h.max_bytes)}`, meter, el("p", { class: "history-since" }, since),
+  return tile("History", `${bytes(h.bytes)} of ${bytes(h.max_bytes)}`, meter, el("p", { class: "history-since" }, since), sampling,
     note(`kept ${days} days at most (history.max_age) · archives ${bytes(h.archive_bytes)}, sealed ${bytes(h.sealed_bytes)}, live file ${bytes(h.live_bytes)}`));
 }
 
