@@ -131,8 +131,8 @@ func TestFullDiskAtRuntime(t *testing.T) {
 		t.Fatalf("%d recorder_write_failed lines for %d failed batches within one interval, want 1", len(failed), s.WriteErrors)
 	}
 	c, _ := r.Counts(t.Context())
-	if !c.Incomplete || c.LostRows != int64(s.RowsLost) || c.Total != int64(s.TasksWritten) {
-		t.Errorf("Counts() = %+v, want incomplete with %d lost rows", c, s.RowsLost)
+	if !c.Incomplete || c.LostRows != int64(s.RowsLost) || c.Total != int64(sent) {
+		t.Errorf("Counts() = %+v, want incomplete with %d lost rows and every one of the %d tasks counted", c, s.RowsLost, sent)
 	}
 
 	// After the interval, one summary line carries the rows lost since.

@@ -214,10 +214,8 @@ func (r *Recorder) writeBatch(ctx context.Context, items []item) error {
 			r.stats.eventsWritten.Add(1)
 		} else if it.sampled {
 			r.stats.tasksSampled.Add(1)
-			r.counts.add(it.task.Source, it.task.Status)
 		} else {
 			r.stats.tasksWritten.Add(1)
-			r.counts.add(it.task.Source, it.task.Status)
 			if it.folded > 0 {
 				r.stats.eventsWritten.Add(uint64(it.folded))
 				r.stats.eventsSummarized.Add(uint64(it.folded))

@@ -83,10 +83,12 @@ func (r *Recorder) Task(t TaskRow) {
 	}
 	t.Labels = cloneLabels(t.Labels)
 	t.Env = r.maskEnv(t.Env)
+	// Counted as it finishes, whatever becomes of its row: the counts stay
+	// exact when a row is sampled, dropped or lost (LostRows says so).
+	r.counts.add(t.Source, t.Status)
 	if r.memory {
 		r.ring.addTask(t)
 		r.stats.tasksWritten.Add(1)
-		r.counts.add(t.Source, t.Status)
 	} else if !r.enqueue(item{task: &t}) {
 		r.stats.tasksDropped.Add(1)
 		r.counts.lose(1)
@@ -185,17 +187,18 @@ func insertTask(w *batchWriter, t *TaskRow) error {
 	return nil
 }
 
-// Counts are the dashboard request counts: task rows recorded by this
-// recorder since it opened (SinceMs), by source and status. Task rows that
-// were not stored (write queue full, failed write) are not in them: they
-// are counted in LostRows and Incomplete is set, so a dashboard can say its
-// counts are short. Memory-only mode counts the same way.
+// Counts are the dashboard request counts: tasks finished since this
+// recorder opened (SinceMs), by source and status, counted as their rows
+// are handed to the recorder, so they stay exact whatever becomes of the
+// rows. Rows that did not reach the history (write queue full, failed
+// write) are counted in LostRows and Incomplete is set: the history lacks
+// some tasks the counts include. Memory-only mode counts the same way.
 type Counts struct {
 	SinceMs    int64                       `json:"since_ms"`
 	Total      int64                       `json:"total"`
 	BySource   map[string]map[string]int64 `json:"by_source"`  // source → status → count
-	Incomplete bool                        `json:"incomplete"` // some task rows were lost: the counts are short
-	LostRows   int64                       `json:"lost_rows"`  // task rows missing from the counts
+	Incomplete bool                        `json:"incomplete"` // some task rows never reached the history
+	LostRows   int64                       `json:"lost_rows"`  // task rows missing from the history (still counted)
 }
 
 // Counts returns the dashboard request counts.
@@ -212,7 +215,7 @@ type counter struct {
 	by      map[string]map[string]int64
 }
 
-// lose counts task rows that will never be in the counts.
+// lose counts task rows that will never be in the history.
 func (c *counter) lose(n int64) {
 	if n == 0 {
 		return
