@@ -109,7 +109,10 @@ func checkModePipeline(t *testing.T, cfg *config.Config, failReason string) {
 	// 70 messages on 7 keys; every 5th fails, every 7th other one asks
 	// for a retry first. seq is the message's place within its key. Few:
 	// a race-enabled test binary takes about a second to start.
-	const n, keys = 70, 7
+	n, keys := 70, 7
+	if testing.Short() {
+		n = 35 // spawn mode starts the (large) test binary per attempt
+	}
 	kinds := map[int]string{}
 	var recs []*kgo.Record
 	for i := range n {
