@@ -192,7 +192,8 @@ function failuresCard(rows, ctx) {
 
 function countsCard(c, id) {
   if (!id.features.recorder) return null;
-  const rows = Object.entries(c.by_source || {}).map(([src, st]) =>
+  // Probes are not traffic: the recorder keeps their rows, the card leaves them out.
+  const rows = Object.entries(c.by_source || {}).filter(([src]) => src !== "probe").map(([src, st]) =>
     el("tr", {}, el("th", { scope: "row" }, src), ...["ok", "failed", "timeout"].map((k) => el("td", {}, num(st[k] || 0)))));
   return card("Requests by source",
     c.memory_only ? banner("info", "Memory-only recorder (storage.dir is empty): request counts are not kept and show zero.") : null,
