@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -35,31 +36,57 @@ func TestCheckAcceptsValidAndRejectsInvalid(t *testing.T) {
 	if len(valid) == 0 || len(invalid) == 0 {
 		t.Fatalf("found %d valid and %d invalid configs under testdata/config", len(valid), len(invalid))
 	}
+	// Every config goes through run, the binary's own dispatch, in this
+	// process (a process start costs ~40 ms of CPU here, 143 of them most
+	// of this package's time); the first of each kind also through the
+	// real binary, for its exit code and output.
+	check := func(t *testing.T, f string, viaBinary bool) (int, string) {
+		t.Helper()
+		if viaBinary {
+			cmd := exec.Command(svcBin, "check", "-config", f)
+			out, _ := cmd.CombinedOutput()
+			return cmd.ProcessState.ExitCode(), string(out)
+		}
+		var out strings.Builder
+		code := run(context.Background(), []string{svcBin, "check", "-config", f}, strings.NewReader(""), &out, &out)
+		return code, out.String()
+	}
 	for _, f := range valid {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
-			out, err := exec.Command(svcBin, "check", "-config", f).CombinedOutput()
-			if err != nil {
-				t.Errorf("svc check %s: %v\n%s", f, err, out)
+			modes := []bool{false}
+			if f == valid[0] {
+				modes = append(modes, true)
 			}
-			if strings.Contains(string(out), "s3cret") || strings.Contains(string(out), "token-a") {
-				t.Errorf("svc check %s prints a secret:\n%s", f, out)
+			for _, viaBinary := range modes {
+				code, out := check(t, f, viaBinary)
+				if code != 0 {
+					t.Errorf("svc check %s (binary: %v) exit = %d, want 0\n%s", f, viaBinary, code, out)
+				}
+				if strings.Contains(out, "s3cret") || strings.Contains(out, "token-a") {
+					t.Errorf("svc check %s prints a secret:\n%s", f, out)
+				}
 			}
 		})
 	}
 	for _, f := range invalid {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(svcBin, "check", "-config", f)
-			out, err := cmd.CombinedOutput()
-			if cmd.ProcessState.ExitCode() != 1 {
-				t.Errorf("svc check %s exit = %d (%v), want 1\n%s", f, cmd.ProcessState.ExitCode(), err, out)
-			}
 			data, _ := os.ReadFile(f)
 			first, _, _ := strings.Cut(string(data), "\n")
-			for _, want := range strings.Split(strings.TrimPrefix(first, "# want: "), " | ") {
-				if !strings.Contains(string(out), want) {
-					t.Errorf("svc check %s output lacks %q:\n%s", f, want, out)
+			modes := []bool{false}
+			if f == invalid[0] {
+				modes = append(modes, true)
+			}
+			for _, viaBinary := range modes {
+				code, out := check(t, f, viaBinary)
+				if code != 1 {
+					t.Errorf("svc check %s (binary: %v) exit = %d, want 1\n%s", f, viaBinary, code, out)
+				}
+				for _, want := range strings.Split(strings.TrimPrefix(first, "# want: "), " | ") {
+					if !strings.Contains(out, want) {
+						t.Errorf("svc check %s (binary: %v) output lacks %q:\n%s", f, viaBinary, want, out)
+					}
 				}
 			}
 		})

@@ -27,7 +27,7 @@ func TestKafkaFairAcrossPartitions(t *testing.T) {
 	const parts = 4
 	n := 4000
 	if testing.Short() {
-		n = 400 // the same check on a tenth of the backlog
+		n = 200 // the same check on a twentieth of the backlog
 	}
 	c := ktCluster(t, parts)
 	addrs := c.ListenAddrs()
@@ -85,7 +85,7 @@ func TestKafkaHotKeyDoesNotStallOthers(t *testing.T) {
 	const parts = 4
 	n := 1000
 	if testing.Short() {
-		n = 240 // still 120 hot messages, far over the 16 in flight
+		n = 120 // still 60 hot messages, far over the 16 in flight
 	}
 	c := ktCluster(t, parts)
 	addrs := c.ListenAddrs()

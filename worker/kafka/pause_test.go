@@ -115,6 +115,10 @@ func TestKafkaConsumePause(t *testing.T) {
 	adm := ktAdmin(t, addrs)
 	prod := ktClient(t, addrs)
 	committed := func() map[int32]int64 { return ktCommitted(t, adm, group) }
+	per := 100 // messages per phase
+	if testing.Short() {
+		per = 40
+	}
 	batch := func(from, n int) []*kgo.Record {
 		var out []*kgo.Record
 		for i := from; i < from+n; i++ {
@@ -123,7 +127,7 @@ func TestKafkaConsumePause(t *testing.T) {
 		return out
 	}
 
-	ktProduce(t, prod, batch(0, 100))
+	ktProduce(t, prod, batch(0, per))
 	ktWaitCommitted(t, adm, group)
 	inactive := PauseState{Enabled: true, DurationsSeconds: []int{5, 30}}
 	if got := w.Src.PauseState(); !reflect.DeepEqual(got, inactive) {
@@ -154,7 +158,7 @@ func TestKafkaConsumePause(t *testing.T) {
 
 	w.WaitSettled()
 	sinkBefore := ktSum(ktEnds(t, adm, ktOut))
-	ktProduce(t, prod, batch(100, 100))
+	ktProduce(t, prod, batch(per, per))
 	ktFrozen(t, w, "while paused", committed)
 	if got := ktSum(ktEnds(t, adm, ktOut)); got != sinkBefore {
 		t.Errorf("sink grew from %d to %d records while paused", sinkBefore, got)
@@ -188,7 +192,7 @@ func TestKafkaConsumePause(t *testing.T) {
 	if _, err := w.Src.Pause(2); err != nil {
 		t.Fatalf("ConsumePause(2) = %v", err)
 	}
-	ktProduce(t, prod, batch(200, 100))
+	ktProduce(t, prod, batch(2*per, per))
 	wait.For(t, ktWait, "the deadline ends the pause", func() (bool, string) {
 		st := w.Src.PauseState()
 		return !st.Active, fmt.Sprintf("%+v", st)
@@ -204,7 +208,7 @@ func TestKafkaConsumePause(t *testing.T) {
 	}
 	ktWaitCommitted(t, adm, group)
 	out, dlq := ktCollect(t, addrs, addrs)
-	ktCheckAllOut(t, ktIDs(0, 300), out, dlq)
+	ktCheckAllOut(t, ktIDs(0, 3*per), out, dlq)
 }
 
 // TestKafkaPausePrecedenceBackpressure checks the two precedence rows

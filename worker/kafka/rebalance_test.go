@@ -33,12 +33,12 @@ func TestKafkaRebalanceSurvivor(t *testing.T) {
 	a := ktStart(t, cfgA)
 	a.WaitJoined()
 
-	// A steady stream for the whole test: 500 messages a second, 200 in
+	// A steady stream for the whole test: 500 messages a second, 100 in
 	// -short runs (every message is a spawned process; the rebalances, not
 	// the rate, are what is tested).
-	batch := 10
+	batch, after := 10, int64(200)
 	if testing.Short() {
-		batch = 4
+		batch, after = 2, 100
 	}
 	prod := ktClient(t, addrs)
 	var sent atomic.Int64
@@ -91,7 +91,7 @@ func TestKafkaRebalanceSurvivor(t *testing.T) {
 	})
 	atStop := sent.Load()
 	wait.For(t, ktWait, "the stream goes on after the rebalance", func() (bool, string) {
-		return sent.Load() > atStop+200, fmt.Sprintf("%d sent", sent.Load())
+		return sent.Load() > atStop+after, fmt.Sprintf("%d sent", sent.Load())
 	})
 	close(stop)
 	wg.Wait()

@@ -177,7 +177,8 @@ func (ss *Set) Close() {
 // closeFlushWait bounds the last flush at shutdown. Every send's caller
 // has had its answer (acknowledged or timed out) by then; what is left are
 // records a hung broker still holds, which may land, duplicates at worst.
-const closeFlushWait = 5 * time.Second
+// A variable only so this package's tests can shorten it (TestMain).
+var closeFlushWait = 5 * time.Second
 
 func flushClose(cl *kgo.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlushWait)
