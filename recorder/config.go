@@ -73,7 +73,8 @@ type Config struct {
 	// memory-only mode.
 	MemoryEvents int
 	// BufferSize is the write queue length shared by events and task rows;
-	// when it is full new items are dropped and counted.
+	// when it is full new items wait in the overflow list behind it
+	// (overflow.go, 32 MiB), and past that are dropped and counted.
 	BufferSize int
 	// WatchdogInterval is how often the watchdog file is rewritten.
 	WatchdogInterval time.Duration

@@ -141,18 +141,6 @@ func (r *Recorder) enqueue(it item) bool {
 	return r.enqueueLocked(it)
 }
 
-func (r *Recorder) enqueueLocked(it item) bool {
-	if r.stopped {
-		return false
-	}
-	select {
-	case r.in <- it:
-		return true
-	default:
-		return false
-	}
-}
-
 // normalizeJSON copies raw and turns an empty or invalid value into valid JSON.
 func normalizeJSON(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {

@@ -50,6 +50,8 @@ type Recorder struct {
 	nextID  int64
 	stopped bool
 	in      chan item
+	over    overflow     // behind a full queue (overflow.go); guarded by inMu
+	overN   atomic.Int64 // len(over.items), for the writer's check without the lock
 
 	liveMu sync.RWMutex
 	live   *liveFile // nil in memory mode and after shutdown
@@ -118,13 +120,16 @@ type Stats struct {
 	RowsLost        uint64 // events and task rows lost to failed writes (disk full, I/O error); part of the two above
 	SubscriberDrops uint64 // items not delivered to slow live subscribers
 	Subscribers     int    // current live subscribers
-	Queued          int    // items waiting in the write queue
-	WriteErrors     uint64 // failed write batches (their rows are in RowsLost)
-	Seals           uint64 // live files sealed into history
-	SealErrors      uint64
-	ArchivedFiles   uint64 // sealed files folded into archives by this worker
-	ArchiveErrors   uint64
-	MergedRemoved   uint64 // merge results removed by retention
+	Queued          int    // items waiting in the write queue and its overflow list
+	// Overflowed counts items that found the write queue full and waited
+	// in the overflow list behind it (overflow.go) instead of being dropped.
+	Overflowed    uint64
+	WriteErrors   uint64 // failed write batches (their rows are in RowsLost)
+	Seals         uint64 // live files sealed into history
+	SealErrors    uint64
+	ArchivedFiles uint64 // sealed files folded into archives by this worker
+	ArchiveErrors uint64
+	MergedRemoved uint64 // merge results removed by retention
 	// DeletedAge and DeletedBudget count the sealed files and archives this
 	// worker deleted from the cluster's history: past MaxAge, and to keep
 	// the history within MaxBytes.
@@ -147,6 +152,7 @@ type Stats struct {
 
 type stats struct {
 	eventsWritten, tasksWritten, eventsDropped, tasksDropped atomic.Uint64
+	overflowed                                               atomic.Uint64 // items that waited in the overflow list (overflow.go)
 	writeErrors, rowsLost, seals, sealErrors                 atomic.Uint64
 	archivedFiles, archiveErrors, mergedRemoved              atomic.Uint64
 	deletedAge, deletedBudget                                atomic.Uint64
@@ -164,7 +170,8 @@ func (r *Recorder) Stats() Stats {
 		TasksDropped:      r.stats.tasksDropped.Load(),
 		SubscriberDrops:   drops,
 		Subscribers:       n,
-		Queued:            len(r.in),
+		Queued:            len(r.in) + int(r.overN.Load()),
+		Overflowed:        r.stats.overflowed.Load(),
 		RowsLost:          r.stats.rowsLost.Load(),
 		WriteErrors:       r.stats.writeErrors.Load(),
 		Seals:             r.stats.seals.Load(),

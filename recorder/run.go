@@ -117,7 +117,9 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 				linger.Stop()
 			}
 			r.writeItems(bg, batch)
+			r.writeOverflow(bg)
 		case <-hold.C:
+			r.writeOverflow(bg)
 			if r.sum.waiting() > 0 {
 				r.writeItems(bg, nil)
 			}
@@ -170,6 +172,7 @@ func (r *Recorder) drain(ctx context.Context) {
 		}
 		r.writeItems(ctx, batch)
 	}
+	r.writeOverflow(ctx)
 	if rest := r.sum.flush(time.Now()); len(rest) > 0 {
 		r.writeBatch(ctx, rest)
 	}
