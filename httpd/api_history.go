@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path"
 	"slices"
 	"strconv"
@@ -116,29 +117,59 @@ func (s *UIServer) databases(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"databases": dbs, "history": s.rec.History()})
 }
 
-// trace serves every event of one task across the live file, the cluster's
-// sealed files and its archives.
+// trace serves every event of one task: with scope cluster (the default)
+// across the live file, the cluster's sealed files and its archives, and
+// the live files of the cluster's other workers, asked in parallel
+// (trace_fleet.go); with scope local from this worker's live file only.
 func (s *UIServer) trace(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("task_id")
 	if id == "" {
 		writeError(w, http.StatusBadRequest, "bad_request", "task_id is required")
 		return
 	}
-	evs, err := s.rec.Trace(r.Context(), id)
+	scope, scopeName, err := traceScope(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	out := TraceAnswer{TaskID: id, Scope: scopeName, Sources: []string{s.cfg.Worker.Name}, Missing: []TraceMissing{}}
+	var peers map[string]TraceAnswer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if scope == recorder.ScopeLocal {
+			return
+		}
+		ask, missing := s.tracePeers()
+		var failed []TraceMissing
+		peers, failed = askPeers[TraceAnswer](r.Context(), s, ask, "/api/v1/debug/trace", url.Values{"task_id": {id}})
+		out.Missing = append(append(out.Missing, missing...), failed...)
+	}()
+	evs, err := s.rec.TraceIn(r.Context(), id, scope)
+	<-done
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	if evs == nil {
-		evs = []recorder.Event{}
+	lists := [][]recorder.Event{evs}
+	for _, name := range sortedKeys(peers) {
+		out.Sources = append(out.Sources, name)
+		lists = append(lists, slices.DeleteFunc(peers[name].Events, func(e recorder.Event) bool { return e.TaskID != id }))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"task_id": id, "events": evs})
+	out.Events = recorder.MergeEvents(lists...)
+	if out.Events == nil {
+		out.Events = []recorder.Event{}
+	}
+	sortMissing(out.Missing)
+	writeJSON(w, http.StatusOK, out)
 }
 
-// traceByLabel finds task rows by one label across the same files.
+// traceByLabel finds task rows by one label across the same files as
+// trace, and the live files of the cluster's other workers (scope
+// cluster, the default), or in this worker's live file (scope local).
 func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("name")
-	value, hasValue := r.URL.Query()["value"]
+	values, hasValue := r.URL.Query()["value"]
 	if name == "" {
 		writeError(w, http.StatusBadRequest, "bad_request", "name is required: the label to look for (value is optional; without it any value matches)")
 		return
@@ -148,20 +179,60 @@ func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	var rows []recorder.TaskRow
-	if hasValue {
-		rows, err = s.rec.TraceByLabel(r.Context(), name, value[0], int(limit))
-	} else {
-		rows, err = s.rec.TraceByLabelName(r.Context(), name, int(limit))
+	scope, scopeName, err := traceScope(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
 	}
+	var value *string
+	q := url.Values{"name": {name}, "limit": {strconv.FormatInt(limit, 10)}}
+	if hasValue {
+		value = &values[0]
+		q.Set("value", values[0])
+	}
+	out := LabelAnswer{Scope: scopeName, Sources: []string{s.cfg.Worker.Name}, Missing: []TraceMissing{}}
+	var peers map[string]LabelAnswer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if scope == recorder.ScopeLocal {
+			return
+		}
+		ask, missing := s.tracePeers()
+		var failed []TraceMissing
+		peers, failed = askPeers[LabelAnswer](r.Context(), s, ask, "/api/v1/debug/trace-by-label", q)
+		out.Missing = append(append(out.Missing, missing...), failed...)
+	}()
+	rows, err := s.rec.TraceByLabelIn(r.Context(), name, value, int(limit), scope)
+	<-done
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	if rows == nil {
-		rows = []recorder.TaskRow{}
+	lists := [][]recorder.TaskRow{rows}
+	for _, peer := range sortedKeys(peers) {
+		out.Sources = append(out.Sources, peer)
+		lists = append(lists, peers[peer].Tasks)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": rows})
+	out.Tasks = recorder.MergeTaskRows(name, value, int(limit), lists...)
+	if out.Tasks == nil {
+		out.Tasks = []recorder.TaskRow{}
+	}
+	sortMissing(out.Missing)
+	writeJSON(w, http.StatusOK, out)
+}
+
+func sortedKeys[T any](m map[string]T) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func sortMissing(m []TraceMissing) {
+	slices.SortFunc(m, func(a, b TraceMissing) int { return strings.Compare(a.Worker, b.Worker) })
 }
 
 // download serves a database of the shared folder by relative path: only

@@ -70,6 +70,9 @@ type UIServer struct {
 	fleet   *fleet.Registry
 	cache   *cache.Store
 	ws      *wsEndpoint
+	// peers asks the cluster's other workers for their live files'
+	// events (trace_fleet.go).
+	peers   *http.Client
 	started time.Time
 	// features are what identity advertises (SetFeatures).
 	features map[string]bool
@@ -80,7 +83,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
 		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, redrive: d.Redrive, pause: d.Pause, runtime: d.Runtime, costs: d.Throughput, started: time.Now(),
 		streams: newStreamSlots(), features: map[string]bool{},
-		fleet: d.Fleet, cache: d.Cache,
+		fleet: d.Fleet, cache: d.Cache, peers: newPeerClient(),
 	}
 	if s.kafka == nil {
 		return nil, errors.New("ui server: the Kafka read API is required (NewKafkaReader)")
@@ -100,6 +103,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 		},
 	}
 	s.srv.RegisterOnShutdown(s.ws.closeAll)
+	s.srv.RegisterOnShutdown(s.peers.CloseIdleConnections)
 	if d.Config.UI.AuthToken == "" {
 		d.Log.Warn("ui_unauthenticated", "bind", addr,
 			"opt_in_config", "set ui.auth_token in the config file",

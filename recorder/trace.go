@@ -1,9 +1,11 @@
 package recorder
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -29,6 +31,23 @@ const maxTraceEvents = 10000
 // Files removed by a concurrent archive pass are skipped. It stops when ctx
 // ends.
 func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
+	return r.TraceIn(ctx, taskID, ScopeCluster)
+}
+
+// Scope says which files a trace reads.
+type Scope int
+
+const (
+	// ScopeCluster reads the live file (or the memory ring), the
+	// cluster's sealed files and its archives.
+	ScopeCluster Scope = iota
+	// ScopeLocal reads this worker's live file (or memory ring) only: what
+	// a peer answers when another worker asks it for its unsealed events.
+	ScopeLocal
+)
+
+// TraceIn is Trace over the files of scope.
+func (r *Recorder) TraceIn(ctx context.Context, taskID string, scope Scope) ([]Event, error) {
 	if taskID == "" {
 		return nil, nil
 	}
@@ -54,6 +73,9 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace %s: live: %w", taskID, err)
 	}
+	if scope == ScopeLocal {
+		return MergeEvents(all), nil
+	}
 	files, err := r.listShared(ctx, false, false)
 	if err != nil {
 		return nil, fmt.Errorf("trace %s: %w", taskID, err)
@@ -73,9 +95,29 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 		}
 		all = append(all, evs...)
 	}
+	return MergeEvents(all), nil
+}
+
+// MergeEvents joins lists of one task's events (from files, or from the
+// answers of peers asked for their live files) into one trace: an event
+// found more than once (an archive pass in progress, a live file sealed
+// while it was asked for) appears once, identified by (worker, ts_ms,
+// type, kind, payload) with the payload compacted, as in storage-format.md;
+// oldest first (then by worker and id), at most maxTraceEvents.
+func MergeEvents(lists ...[]Event) []Event {
+	var all []Event
+	for _, l := range lists {
+		all = append(all, l...)
+	}
 	seen := map[string]bool{}
+	var buf bytes.Buffer
 	all = slices.DeleteFunc(all, func(e Event) bool {
-		k := e.Worker + "\x00" + strconv.FormatInt(e.TSms, 10) + "\x00" + e.Type + "\x00" + e.Kind + "\x00" + string(e.Payload)
+		buf.Reset()
+		payload := string(e.Payload)
+		if json.Compact(&buf, e.Payload) == nil {
+			payload = buf.String()
+		}
+		k := e.Worker + "\x00" + strconv.FormatInt(e.TSms, 10) + "\x00" + e.Type + "\x00" + e.Kind + "\x00" + payload
 		dup := seen[k]
 		seen[k] = true
 		return dup
@@ -86,7 +128,7 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 	if len(all) > maxTraceEvents {
 		all = all[:maxTraceEvents]
 	}
-	return all, nil
+	return all
 }
 
 // TraceByLabel returns task rows carrying label name=value, newest first
@@ -95,17 +137,17 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
 // no further once limit rows newer than the next file's to_ms are found;
 // archives whose .idx lacks the label are skipped.
 func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit int) ([]TaskRow, error) {
-	return r.traceByLabel(ctx, name, &value, limit)
+	return r.TraceByLabelIn(ctx, name, &value, limit, ScopeCluster)
 }
 
 // TraceByLabelName is TraceByLabel matching any value of label name.
 func (r *Recorder) TraceByLabelName(ctx context.Context, name string, limit int) ([]TaskRow, error) {
-	return r.traceByLabel(ctx, name, nil, limit)
+	return r.TraceByLabelIn(ctx, name, nil, limit, ScopeCluster)
 }
 
-// traceByLabel matches tasks whose label name has value, or any value when
-// value is nil.
-func (r *Recorder) traceByLabel(ctx context.Context, name string, value *string, limit int) ([]TaskRow, error) {
+// TraceByLabelIn matches tasks whose label name has value, or any value
+// when value is nil, in the files of scope.
+func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *string, limit int, scope Scope) ([]TaskRow, error) {
 	limit = clampLimit(limit, 100, 1000)
 	query := `SELECT ` + taskColumns + ` FROM tasks
 		WHERE task_id IN (SELECT task_id FROM task_labels WHERE name = ? AND value = ?)
@@ -131,7 +173,7 @@ func (r *Recorder) traceByLabel(ctx context.Context, name string, value *string,
 	seen := map[string]bool{}
 	add := func(rows []TaskRow) {
 		for _, t := range rows {
-			k := t.Worker + "\x00" + t.TaskID + "\x00" + strconv.FormatInt(t.TSms, 10) + "\x00" + t.Status + "\x00" + strconv.Itoa(t.Attempts)
+			k := taskRowKey(t)
 			if !seen[k] && matches(t) {
 				all = append(all, t)
 			}
@@ -152,6 +194,9 @@ func (r *Recorder) traceByLabel(ctx context.Context, name string, value *string,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("trace label %s: live: %w", name, err)
+	}
+	if scope == ScopeLocal {
+		return all, nil
 	}
 	files, err := r.listShared(ctx, false, true)
 	if err != nil {
@@ -178,6 +223,35 @@ func (r *Recorder) traceByLabel(ctx context.Context, name string, value *string,
 		add(rows)
 	}
 	return all, nil
+}
+
+// taskRowKey identifies a task row found in more than one file.
+func taskRowKey(t TaskRow) string {
+	return t.Worker + "\x00" + t.TaskID + "\x00" + strconv.FormatInt(t.TSms, 10) + "\x00" + t.Status + "\x00" + strconv.Itoa(t.Attempts)
+}
+
+// MergeTaskRows joins lists of task rows found by one label (from files,
+// or from the answers of peers asked for their live files): rows carrying
+// label name (with value, when not nil) only, each once, newest first, at
+// most limit (1-1000, default 100).
+func MergeTaskRows(name string, value *string, limit int, lists ...[]TaskRow) []TaskRow {
+	limit = clampLimit(limit, 100, 1000)
+	var all []TaskRow
+	seen := map[string]bool{}
+	for _, l := range lists {
+		for _, t := range l {
+			v, ok := t.Labels[name]
+			if k := taskRowKey(t); !seen[k] && ok && (value == nil || v == *value) {
+				seen[k] = true
+				all = append(all, t)
+			}
+		}
+	}
+	slices.SortStableFunc(all, func(a, b TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all
 }
 
 // newestRow is the newest ts_ms file f may hold: its to_ms, or the end of

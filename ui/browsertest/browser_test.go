@@ -74,8 +74,8 @@ func TestBrowser(t *testing.T) {
 		p.waitFor(`document.querySelector("[data-outcome=failed]").textContent.match(/[1-9]/)`, "a failed count")
 		var size float64
 		jsonOf(t, p, `performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource")).reduce((a, e) => a + (e.decodedBodySize || 0), 0)`, &size)
-		if size == 0 || size > 200*1024 {
-			t.Errorf("first load = %.0f bytes, want under 200 KiB", size)
+		if size == 0 || size > 100*1024 {
+			t.Errorf("first load = %.0f bytes, want under 100 KiB", size)
 		}
 		t.Logf("first load of the dashboard: %.1f KiB", size/1024)
 		if !strings.Contains(p.text(), "Runbook") || !strings.Contains(p.text(), "Tasks/s by status") {

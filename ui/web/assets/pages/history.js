@@ -17,7 +17,7 @@ export async function mount(root, ctx) {
     traceOut.replaceChildren(note("Tracing…"));
     try {
       const tr = await get("/api/v1/debug/trace?task_id=" + encodeURIComponent(id));
-      traceOut.replaceChildren(traceTable(tr.events || [], ctx));
+      traceOut.replaceChildren(traceTable(tr.events || [], ctx), ...searched(tr));
     } catch (err) {
       traceOut.replaceChildren(banner("error", err.message));
     }
@@ -27,7 +27,7 @@ export async function mount(root, ctx) {
     try {
       const q = `name=${encodeURIComponent(nameIn.value)}&value=${encodeURIComponent(valueIn.value)}&limit=200`;
       const res = await get("/api/v1/debug/trace-by-label?" + q);
-      labelOut.replaceChildren(tasksTable(res.tasks || [], ctx, (id) => { taskIn.value = id; trace(id); taskIn.scrollIntoView(); }));
+      labelOut.replaceChildren(tasksTable(res.tasks || [], ctx, (id) => { taskIn.value = id; trace(id); taskIn.scrollIntoView(); }), ...searched(res));
     } catch (err) {
       labelOut.replaceChildren(banner("error", err.message));
     }
@@ -37,7 +37,7 @@ export async function mount(root, ctx) {
     card("Trace a task",
       el("form", { class: "inline", onsubmit: (ev) => { ev.preventDefault(); history.replaceState(null, "", "/history?task_id=" + encodeURIComponent(taskIn.value)); trace(taskIn.value); } },
         el("label", { for: "trace-task" }, "Task id"), taskIn, el("button", { type: "submit" }, "Trace")),
-      note("Searches this worker's live file and the cluster's sealed files and archives."), traceOut),
+      note("Searches the cluster's sealed files and archives, this worker's live file and those of the cluster's other running workers (asked now)."), traceOut),
     card("Find tasks by label",
       el("form", { class: "inline", onsubmit: (ev) => { ev.preventDefault(); byLabel(); } },
         el("label", { for: "label-name" }, "Label"), nameIn, el("label", { for: "label-value" }, "="), valueIn, el("button", { type: "submit" }, "Find")),
@@ -85,6 +85,23 @@ async function loadDatabases(box, f) {
     el("div", { class: "toolbar" }, mergeBtn, reason ? el("span", { class: "muted", id: "merge-off" }, reason) : null),
     mergeOut);
   update();
+}
+
+// searched says whose live files a trace or label search read (this
+// worker's and those of the workers that answered) and which workers it
+// could not ask or got no answer from, with why: their unsealed events
+// may be missing.
+function searched(res) {
+  const sources = Array.isArray(res.sources) ? res.sources : [];
+  const missing = Array.isArray(res.missing) ? res.missing : [];
+  const out = [];
+  if (sources.length) out.push(note("Live files searched: ", el("span", { class: "trace-sources" }, sources.join(", ")), ", with the cluster's sealed files and archives."));
+  if (missing.length) {
+    out.push(banner("warn",
+      el("p", {}, `Not searched: the live ${missing.length === 1 ? "file of 1 worker" : "files of " + missing.length + " workers"}: events not sealed yet may be missing from this answer.`),
+      el("ul", { class: "plain trace-missing" }, missing.map((m) => el("li", { "data-worker": String(m.worker) }, el("strong", {}, String(m.worker)), " ", String(m.reason || ""))))));
+  }
+  return out;
 }
 
 function traceTable(events, ctx) {

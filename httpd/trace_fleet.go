@@ -1,0 +1,228 @@
+package httpd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"svc/recorder"
+	"svc/worker/config"
+	"svc/worker/fleet"
+)
+
+// A trace answered from the files of this worker alone misses what the
+// cluster's other workers have not sealed yet (their live files are in
+// their own storage.dir, up to history.seal_interval old). So a trace of
+// scope "cluster" (the default) also asks each live, trusted worker of
+// this cluster for its own live file, in parallel, each within
+// peerTraceTimeout, with scope=local: a worker asked that way answers
+// from its live file only and asks nobody, so a trace never recurses
+// (an earlier release that knows no scope answers from its files and
+// asks nobody either). Reading another worker's live SQLite file instead
+// is not an option: it lies in that worker's private storage.dir, and a
+// WAL database is safely read only by processes sharing its -shm memory
+// on one host.
+const (
+	peerTraceTimeout  = 3 * time.Second
+	peerTraceMaxBytes = 64 << 20
+	peerTraceParallel = 8
+)
+
+// Trace scopes on the wire (query scope).
+const (
+	scopeCluster = "cluster"
+	scopeLocal   = "local"
+)
+
+// TraceMissing is a worker of the cluster whose live file a trace could
+// not search, and why.
+type TraceMissing struct {
+	Worker string `json:"worker"`
+	URL    string `json:"url"`
+	Reason string `json:"reason"`
+}
+
+// TraceAnswer is GET /api/v1/debug/trace.
+type TraceAnswer struct {
+	TaskID string           `json:"task_id"`
+	Scope  string           `json:"scope"`
+	Events []recorder.Event `json:"events"`
+	// Sources are the workers whose live files were searched: this one
+	// and each peer that answered.
+	Sources []string       `json:"sources"`
+	Missing []TraceMissing `json:"missing"`
+}
+
+// LabelAnswer is GET /api/v1/debug/trace-by-label.
+type LabelAnswer struct {
+	Tasks   []recorder.TaskRow `json:"tasks"`
+	Scope   string             `json:"scope"`
+	Sources []string           `json:"sources"`
+	Missing []TraceMissing     `json:"missing"`
+}
+
+// traceScope reads query scope: cluster (default) or local.
+func traceScope(r *http.Request) (recorder.Scope, string, error) {
+	switch v := r.URL.Query().Get("scope"); v {
+	case "", scopeCluster:
+		return recorder.ScopeCluster, scopeCluster, nil
+	case scopeLocal:
+		return recorder.ScopeLocal, scopeLocal, nil
+	default:
+		return 0, "", fmt.Errorf("scope must be cluster (this worker's files, the cluster's sealed files and archives, and the live files of its other workers) or local (this worker's live file only), got %q", cut(v, 100))
+	}
+}
+
+// peerClient reaches other workers directly (no proxy), follows no
+// redirect and gives up after peerTraceTimeout.
+func newPeerClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: peerTraceTimeout}).DialContext,
+			ResponseHeaderTimeout: peerTraceTimeout,
+			MaxIdleConnsPerHost:   1,
+			IdleConnTimeout:       30 * time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Timeout:       peerTraceTimeout,
+	}
+}
+
+// tracePeers splits the other workers of this cluster into those a trace
+// asks for their live file and those it cannot: listed as missing when
+// their live file may hold events (not trusted, no URL, unreachable). A
+// stopped worker sealed its live file as it stopped: it is neither. Only
+// trusted workers are asked, because the request carries this worker's
+// UI token; one origin is asked once, and never this worker's own.
+func (s *UIServer) tracePeers() (ask []fleet.Worker, missing []TraceMissing) {
+	if s.fleet == nil {
+		return nil, nil
+	}
+	list := s.fleet.Workers()
+	asked := map[string]bool{}
+	for _, w := range list {
+		if w.Self {
+			asked[config.Origin(w.URL)] = true
+		}
+	}
+	for _, w := range list {
+		if w.Self || w.Cluster != s.cfg.Worker.Cluster || w.State == fleet.StateStopped {
+			continue
+		}
+		origin := config.Origin(w.URL)
+		switch {
+		case w.State == fleet.StateUnreachable && w.Provider != fleet.ProviderStatic:
+			missing = append(missing, TraceMissing{w.Name, w.URL, "unreachable: its card has no recent heartbeat; what its live file holds is traced once it restarts and seals it"})
+		case origin == "":
+			missing = append(missing, TraceMissing{w.Name, w.URL, "its card names no usable http(s) URL"})
+		case !w.Trusted:
+			missing = append(missing, TraceMissing{w.Name, w.URL, "not trusted: its origin is not in fleet.trusted_urls, so it is not sent the UI token nor asked"})
+		case asked[origin]:
+		default:
+			asked[origin] = true
+			ask = append(ask, w)
+		}
+	}
+	return ask, missing
+}
+
+// askPeers sends GET path?query&scope=local to each worker of ask in
+// parallel (at most peerTraceParallel at once), and decodes each 200
+// answer into a T. Workers that did not answer usefully are returned as
+// missing, with the reason.
+func askPeers[T any](ctx context.Context, s *UIServer, ask []fleet.Worker, path string, query url.Values) (got map[string]T, missing []TraceMissing) {
+	q := url.Values{}
+	for k, v := range query {
+		q[k] = v
+	}
+	q.Set("scope", scopeLocal)
+	got = map[string]T{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, peerTraceParallel)
+	for _, w := range ask {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			v, err := askPeer[T](ctx, s, strings.TrimSuffix(w.URL, "/")+path+"?"+q.Encode())
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				missing = append(missing, TraceMissing{w.Name, w.URL, err.Error()})
+				return
+			}
+			got[w.Name] = v
+		}()
+	}
+	wg.Wait()
+	return got, missing
+}
+
+// askPeer GETs one peer's answer.
+func askPeer[T any](ctx context.Context, s *UIServer, u string) (T, error) {
+	var v T
+	ctx, cancel := context.WithTimeout(ctx, peerTraceTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return v, fmt.Errorf("bad URL: %v", err)
+	}
+	if tok := s.cfg.UI.AuthToken; tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := s.peers.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+			return v, fmt.Errorf("did not answer within %s", peerTraceTimeout)
+		}
+		return v, fmt.Errorf("did not answer: %s", unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return v, errors.New("refused this worker's UI token (401): the workers of a fleet need the same ui.auth_token")
+	case resp.StatusCode != http.StatusOK:
+		var e ErrorBody
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&e)
+		return v, fmt.Errorf("answered %d %s", resp.StatusCode, cut(e.Error, 64))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, peerTraceMaxBytes+1))
+	switch {
+	case err != nil && (errors.Is(err, context.DeadlineExceeded) || isTimeout(err)):
+		return v, fmt.Errorf("did not answer within %s", peerTraceTimeout)
+	case err != nil:
+		return v, fmt.Errorf("answer cut short: %s", unwrapURLError(err))
+	case len(body) > peerTraceMaxBytes:
+		return v, fmt.Errorf("answer over %d MiB", peerTraceMaxBytes>>20)
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return v, errors.New("answer is not the expected JSON")
+	}
+	return v, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// unwrapURLError drops url.Error's "Get <url>:" prefix (the URL is in
+// the answer beside it).
+func unwrapURLError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return cut(ue.Err.Error(), 200)
+	}
+	return cut(err.Error(), 200)
+}
