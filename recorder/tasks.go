@@ -180,7 +180,7 @@ func insertTask(w *batchWriter, t *TaskRow) error {
 		return err
 	}
 	for name, value := range t.Labels {
-		if err := w.labels.add(name, value, t.TaskID); err != nil {
+		if err := w.labels.add(name, value, t.TaskID, t.TSms); err != nil {
 			return err
 		}
 	}

@@ -149,17 +149,15 @@ func (r *Recorder) TraceByLabelName(ctx context.Context, name string, limit int)
 // when value is nil, in the files of scope.
 func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *string, limit int, scope Scope) ([]TaskRow, error) {
 	limit = clampLimit(limit, 100, 1000)
-	query := `SELECT ` + taskColumns + ` FROM tasks
-		WHERE task_id IN (SELECT task_id FROM task_labels WHERE name = ? AND value = ?)
-		ORDER BY ts_ms DESC LIMIT ?`
-	args := []any{name, "", limit}
-	if value == nil {
-		query = `SELECT ` + taskColumns + ` FROM tasks
-		WHERE task_id IN (SELECT task_id FROM task_labels WHERE name = ?)
-		ORDER BY ts_ms DESC LIMIT ?`
-		args = []any{name, limit}
-	} else {
-		args[1] = *value
+	query, args := labelQuery(labelTsVersion, name, value, limit)
+	// A file older than step 3 has no ts_ms in task_labels.
+	queryFile := func(db *sql.DB) ([]TaskRow, error) {
+		v, err := fileVersion(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		q, a := labelQuery(v, name, value, limit)
+		return r.queryTasks(ctx, db, q, a...)
 	}
 	matches := func(t TaskRow) bool {
 		v, ok := t.Labels[name]
@@ -213,9 +211,7 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 		if !hist.mayHold(f, key) {
 			continue
 		}
-		rows, err := queryHist(ctx, r, f, func(db *sql.DB) ([]TaskRow, error) {
-			return r.queryTasks(ctx, db, query, args...)
-		})
+		rows, err := queryHist(ctx, r, f, queryFile)
 		if err != nil {
 			r.log.Warn("recorder_trace_file_failed", "file", f.rel, "error", err)
 			continue
@@ -252,6 +248,25 @@ func MergeTaskRows(name string, value *string, limit int, lists ...[]TaskRow) []
 		all = all[:limit]
 	}
 	return all
+}
+
+// labelQuery selects the newest limit task rows carrying label name with
+// value (any value when value is nil) in a file of schema version v. From
+// step 3 the newest label rows come straight off the (name, value, ts_ms)
+// index; before it every matching task is read and sorted.
+func labelQuery(v int, name string, value *string, limit int) (string, []any) {
+	match, args := `name = ?`, []any{name}
+	if value != nil {
+		match, args = `name = ? AND value = ?`, append(args, *value)
+	}
+	if v >= labelTsVersion {
+		return `SELECT ` + taskColumns + ` FROM tasks
+		WHERE task_id IN (SELECT task_id FROM task_labels WHERE ` + match + ` ORDER BY ts_ms DESC LIMIT ?)
+		ORDER BY ts_ms DESC LIMIT ?`, append(args, limit, limit)
+	}
+	return `SELECT ` + taskColumns + ` FROM tasks
+		WHERE task_id IN (SELECT task_id FROM task_labels WHERE ` + match + `)
+		ORDER BY ts_ms DESC LIMIT ?`, append(args, limit)
 }
 
 // newestRow is the newest ts_ms file f may hold: its to_ms, or the end of
