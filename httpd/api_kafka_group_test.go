@@ -113,6 +113,10 @@ func TestKafkaGroupRoute(t *testing.T) {
 	if p1 := g.Partitions[1]; p1.Partition != 1 || p1.HighWatermark == nil || *p1.HighWatermark != 0 || p1.Lag == nil || *p1.Lag != 0 || p1.CommittedOffset != nil {
 		t.Errorf("empty partition 1 = %+v, want high watermark 0, lag 0, no committed offset", p1)
 	}
+	if len(g.GroupPartitions) != 2 || g.TotalLag == nil || *g.TotalLag != 0 || !g.GroupPartitions[0].Mine || g.GroupPartitions[0].Owner == nil ||
+		g.GroupPartitions[0].Owner.Worker != cfg.Worker.Name || g.GroupPartitions[0].Paused == nil {
+		t.Errorf("group_partitions = %+v, total_lag %v; want both partitions, this worker's, total lag 0", g.GroupPartitions, g.TotalLag)
+	}
 	r := do(t, "GET", url, "", auth...)
 	noLeak(r.body)
 	if r := do(t, "GET", url, ""); r.status != 401 {

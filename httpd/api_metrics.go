@@ -33,14 +33,36 @@ func (s *UIServer) debugMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]MetricFamily, 0, len(fams))
+	aliases := s.topicAliases()
 	for _, f := range fams {
 		mf := MetricFamily{Name: f.GetName(), Type: typeName(f.GetType()), Help: f.GetHelp(), Samples: make([]MetricSample, 0, len(f.Metric))}
 		for _, m := range f.Metric {
-			mf.Samples = append(mf.Samples, sampleOf(f.GetType(), m))
+			sm := sampleOf(f.GetType(), m)
+			if t, ok := sm.Labels["topic"]; ok {
+				sm.Labels["topic"] = aliases[t]
+			}
+			mf.Samples = append(mf.Samples, sm)
 		}
 		out = append(out, mf)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"families": out})
+}
+
+// topicAliases maps the worker's topics to their aliases: a `topic`
+// label (svc_consumer_lag) carries the raw name on the Prometheus
+// exporter, but API answers name topics by alias only.
+func (s *UIServer) topicAliases() map[string]string {
+	m := map[string]string{}
+	for _, k := range s.cfg.Sinks.Kafka {
+		m[k.Topic] = k.Name
+	}
+	if t := s.cfg.DLQTopic(); t != "" {
+		m[t] = "dlq"
+	}
+	if s.cfg.Sources.Kafka.Enabled {
+		m[s.cfg.Sources.Kafka.Topic] = "source"
+	}
+	return m
 }
 
 func typeName(t dto.MetricType) string {

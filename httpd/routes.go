@@ -33,6 +33,7 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("GET /api/v1/events", s.events)
 	mux.HandleFunc("GET /api/v1/live/task-results", s.taskResults)
 	mux.HandleFunc("GET /api/v1/dashboard/counts", s.counts)
+	mux.HandleFunc("GET /api/v1/dashboard/trends", s.dashboardTrends)
 	mux.HandleFunc("GET /api/v1/debug/databases", s.withCORS(s.databases))
 	mux.HandleFunc("GET /api/v1/debug/trace", s.withCORS(s.trace))
 	mux.HandleFunc("GET /api/v1/debug/trace-by-label", s.withCORS(s.traceByLabel))

@@ -19,6 +19,7 @@ import (
 	"svc/worker/redrive"
 	"svc/worker/runtimehealth"
 	"svc/worker/throughput"
+	"svc/worker/trends"
 )
 
 // UIDeps are the parts the UI server reads from. Nil optional parts switch
@@ -50,6 +51,9 @@ type UIDeps struct {
 	// Cache is the handler cache (debug listing, peer route); nil when
 	// cache.enabled is false.
 	Cache *cache.Store
+	// Trends samples throughput, failures and lag for the Dashboard's
+	// trend charts; nil answers 404.
+	Trends *trends.Sampler
 }
 
 // UIServer is the operator UI server: UI pages, /api/v1, /ws and probes.
@@ -69,10 +73,11 @@ type UIServer struct {
 	streams *streamSlots
 	fleet   *fleet.Registry
 	cache   *cache.Store
-	ws      *wsEndpoint
+	trends  *trends.Sampler
 	// peers asks the cluster's other workers for their live files'
-	// events (trace_fleet.go).
+	// events (trace_fleet.go) and their trends (api_trends.go).
 	peers   *http.Client
+	ws      *wsEndpoint
 	started time.Time
 	// features are what identity advertises (SetFeatures).
 	features map[string]bool
@@ -83,7 +88,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
 		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, redrive: d.Redrive, pause: d.Pause, runtime: d.Runtime, costs: d.Throughput, started: time.Now(),
 		streams: newStreamSlots(), features: map[string]bool{},
-		fleet: d.Fleet, cache: d.Cache, peers: newPeerClient(),
+		fleet: d.Fleet, cache: d.Cache, peers: newPeerClient(), trends: d.Trends,
 	}
 	if s.kafka == nil {
 		return nil, errors.New("ui server: the Kafka read API is required (NewKafkaReader)")

@@ -27,7 +27,7 @@
 //	worker/kafka/        the consumer-group source: poll loop, intake queues
 //	                     and fair dispatch, per-key lanes, offsets, rebalance
 //	                     callbacks, consume pause, backpressure, lag and the
-//	                     group view
+//	                     whole group's view, the clean leave at shutdown
 //	worker/sink/         Kafka sinks behind circuit breakers, the DLQ
 //	worker/redrive/      DLQ redrive: dry runs through the live handler, real
 //	                     runs re-produced to the source topic, once per record
@@ -41,6 +41,8 @@
 //	worker/runtimehealth/ the runtime monitor: scheduler lag heartbeats, GC,
 //	                     memory, goroutines, stalls with sampled stacks
 //	worker/throughput/   task costs by throughput.cost_label over a window
+//	worker/trends/       throughput, failures and lag sampled every 10 s into
+//	                     bounded rings (1 h of 10 s steps, 24 h of 5 min)
 //	worker/demo/         `svc demo`: embedded Kafka, demo executor and config
 //	worker/workertest/   helpers shared by the test suites; workertest/wait
 //	                     holds wait.For, the one wait-until helper

@@ -10,7 +10,7 @@
 // registry and events, executor pool, monitors, handler cache, sinks and
 // DLQ, App, Kafka source, the executor's health wired into both and the
 // pool started (persistent children start here), then with the UI on:
-// fleet registry, flight recorder, Kafka read API, DLQ redrive, UI
+// fleet registry, flight recorder, Kafka read API, DLQ redrive, trends, UI
 // release, UI server, cache exchange; then the metrics exporter and the
 // HTTP ingress. Shutdown is the lifecycle's (worker.Lifecycle): intake,
 // drain, sinks, services in reverse, then the released parts in reverse
@@ -38,6 +38,7 @@ import (
 	"svc/worker/runtimehealth"
 	"svc/worker/sink"
 	"svc/worker/throughput"
+	"svc/worker/trends"
 )
 
 // Options swap parts of the worker. The zero value builds what `svc run`
@@ -79,8 +80,11 @@ type Worker struct {
 	Site       *release.Site
 	UI         *httpd.UIServer
 	Exchange   *cache.Exchange
-	Metrics    *httpd.MetricsServer
-	Ingress    *httpd.Ingress
+	// Trends samples throughput, failures and lag for the Dashboard (with
+	// the UI on).
+	Trends  *trends.Sampler
+	Metrics *httpd.MetricsServer
+	Ingress *httpd.Ingress
 	// Features are the switches that were built, as GET /api/v1/identity
 	// advertises them.
 	Features map[string]bool
@@ -267,6 +271,18 @@ func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([
 			}
 			return live
 		})
+		// The whole group's view shows other workers' paused and stalled
+		// partitions as their cards last said.
+		w.Kafka.SetPeerFlow(func() map[string]kafka.PartitionFlow {
+			flows := map[string]kafka.PartitionFlow{}
+			for _, wk := range w.Fleet.Workers() {
+				if !wk.Self && wk.Load != nil && wk.Load.PartitionsPaused != nil &&
+					(wk.State == fleet.StateRunning || wk.State == fleet.StateDraining || wk.State == fleet.StateStarting) {
+					flows[wk.Name] = kafka.PartitionFlow{Paused: wk.Load.PartitionsPaused, Stalled: wk.Load.PartitionsStalled}
+				}
+			}
+			return flows
+		})
 	}
 	rec, err := recorder.Open(ctx, recorderConfig(cfg, w.App, log))
 	if err != nil {
@@ -287,8 +303,10 @@ func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([
 		}
 		own.release(w.Redrive.Close)
 	}
+	w.Trends = trends.New(reg)
+	services = append(services, service{"trends", w.Trends})
 	deps := httpd.UIDeps{Config: cfg, App: w.App, Gatherer: reg, Log: uiLog, Recorder: rec, Kafka: w.Reader,
-		Redrive: w.Redrive, Fleet: w.Fleet, Cache: w.Cache, Runtime: w.Monitor, Throughput: w.Throughput}
+		Redrive: w.Redrive, Fleet: w.Fleet, Cache: w.Cache, Runtime: w.Monitor, Throughput: w.Throughput, Trends: w.Trends}
 	if w.Kafka != nil {
 		deps.Pause = w.Kafka
 	}

@@ -2,6 +2,7 @@ package build
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +75,7 @@ func (r *loadReader) read() *fleet.Load {
 	if r.kafka {
 		parts, inflight := int64(len(fam["svc_partition_paused"])), int64(sum("svc_kafka_messages_in_flight"))
 		l.Partitions, l.MessagesInFlight = &parts, &inflight
+		l.PartitionsPaused, l.PartitionsStalled = flagged(fam["svc_partition_paused"]), flagged(fam["svc_partition_stalled"])
 		if lags := fam["svc_consumer_lag"]; len(lags) > 0 {
 			lag := int64(sum("svc_consumer_lag"))
 			l.Lag = &lag
@@ -85,6 +87,21 @@ func (r *loadReader) read() *fleet.Load {
 		l.Breakers[label(m, "sink")] = fleet.BreakerState(m.GetGauge().GetValue())
 	}
 	return l
+}
+
+// flagged lists the partitions whose series of a 0/1 gauge is 1, in
+// order, at most fleet.MaxLoadPartitions.
+func flagged(ms []*dto.Metric) []int32 {
+	out := []int32{}
+	for _, m := range ms {
+		if m.GetGauge().GetValue() == 1 && len(out) < fleet.MaxLoadPartitions {
+			if p, err := strconv.Atoi(label(m, "partition")); err == nil {
+				out = append(out, int32(p))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func label(m *dto.Metric, name string) string {

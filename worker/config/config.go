@@ -158,6 +158,10 @@ type KafkaSource struct {
 	CommitInterval      Duration          `toml:"commit_interval" json:"commit_interval"`
 	MaxPollRecords      int               `toml:"max_poll_records" json:"max_poll_records"`
 	RevokeTimeout       Duration          `toml:"revoke_timeout" json:"revoke_timeout"`
+	// LeaveGroupOnShutdown makes a clean shutdown leave the group even as
+	// a static member, so its partitions move at once instead of waiting
+	// for the session timeout.
+	LeaveGroupOnShutdown bool `toml:"leave_group_on_shutdown" json:"leave_group_on_shutdown"`
 }
 
 // Security is a Kafka connection's security block.
@@ -383,7 +387,7 @@ func Default() Config {
 		Sources: Sources{
 			Kafka: KafkaSource{
 				StartupAlignEnabled: true, StartupAlignSeconds: 10, CommitInterval: Duration(5 * time.Second),
-				MaxPollRecords: 500, RevokeTimeout: Duration(30 * time.Second),
+				MaxPollRecords: 500, RevokeTimeout: Duration(30 * time.Second), LeaveGroupOnShutdown: true,
 			},
 			HTTP: HTTPSource{
 				Host: "0.0.0.0", Port: 8090, MaxConcurrent: 64, MaxBodyBytes: 1 << 20,

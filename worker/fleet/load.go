@@ -30,6 +30,9 @@ const (
 // folder may have written.
 const (
 	maxLoadCount = 1 << 40
+	// MaxLoadPartitions is how many partitions a Load lists as paused or
+	// stalled at most (a reader drops a load listing more).
+	MaxLoadPartitions = 4096
 )
 
 // Load is what a worker reports of its work on its card at every
@@ -56,6 +59,12 @@ type Load struct {
 	// stall-paused after a failed DLQ send.
 	Intake            string `json:"intake"`
 	StalledPartitions int64  `json:"stalled_partitions"`
+	// PartitionsPaused and PartitionsStalled list the source partitions
+	// whose fetching is paused (for any reason) and those stall-paused (at
+	// most MaxLoadPartitions each; null without a Kafka source), so any
+	// worker can show the whole group's pauses.
+	PartitionsPaused  []int32 `json:"partitions_paused"`
+	PartitionsStalled []int32 `json:"partitions_stalled"`
 	// Breakers maps each sink to its circuit breaker's state (at most 32
 	// sinks, by name).
 	Breakers map[string]string `json:"breakers"`
@@ -74,7 +83,7 @@ func (l *Load) clean() *Load {
 		!count(&l.TasksRunning) || !count(&l.PoolSize) || !count(&l.StalledPartitions),
 		math.IsNaN(l.TasksPerSecond) || math.IsInf(l.TasksPerSecond, 0) || l.TasksPerSecond < 0 || l.TasksPerSecond > maxLoadCount,
 		!slices.Contains([]string{IntakeFlowing, IntakePaused, IntakeBackpressure, IntakeExecutorDown, IntakeHTTPOnly}, l.Intake),
-		len(l.Breakers) > MaxBreakers:
+		len(l.Breakers) > MaxBreakers, !partitionList(l.PartitionsPaused), !partitionList(l.PartitionsStalled):
 		return nil
 	}
 	for name, st := range l.Breakers {
@@ -84,7 +93,21 @@ func (l *Load) clean() *Load {
 	}
 	c := *l
 	c.Breakers = maps.Clone(l.Breakers)
+	c.PartitionsPaused, c.PartitionsStalled = slices.Clone(l.PartitionsPaused), slices.Clone(l.PartitionsStalled)
 	return &c
+}
+
+// partitionList tells whether ps is a plausible list of partitions.
+func partitionList(ps []int32) bool {
+	if len(ps) > MaxLoadPartitions {
+		return false
+	}
+	for _, p := range ps {
+		if p < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // BreakerState names a svc_sink_breaker_state value (0, 1, 2).

@@ -65,10 +65,11 @@ type PartitionState struct {
 }
 
 // GroupState is the consumer group as this worker sees it: its membership,
-// every partition assigned to it, and the partitions no live member
-// consumes (Orphaned: held by a dead member until its session times out,
-// or by nobody during a rebalance). The topic is the alias "source"; its
-// raw name is not shown.
+// every partition assigned to it, the partitions no live member consumes
+// (Orphaned: held by a dead member until its session times out, or by
+// nobody during a rebalance), and every partition of the topic whoever
+// owns it (GroupPartitions, with TotalLag their lag together). The topic
+// is the alias "source"; its raw name is not shown.
 type GroupState struct {
 	Group           string              `json:"group"`
 	Alias           string              `json:"alias"`
@@ -79,6 +80,8 @@ type GroupState struct {
 	Partitions      []PartitionState    `json:"partitions"`
 	Members         []Member            `json:"members"`
 	Orphaned        []OrphanedPartition `json:"orphaned"`
+	GroupPartitions []GroupPartition    `json:"group_partitions"`
+	TotalLag        *int64              `json:"total_lag"`
 }
 
 // ErrGroupRead is a failed or timed-out read of the group's offsets from
@@ -128,9 +131,12 @@ func (s *Source) GroupState(ctx context.Context) (GroupState, error) {
 	if orphaned == nil {
 		orphaned = []OrphanedPartition{}
 	}
+	rows := s.partitionRows()
+	all, total := s.groupPartitions(rows, orphaned)
 	return GroupState{
 		Group: s.cfg.Group, Alias: "source", Protocol: Protocol, Generation: gen, Owner: owner,
-		OffsetsReadAtMS: at.UnixMilli(), Partitions: s.partitionRows(), Members: members, Orphaned: orphaned,
+		OffsetsReadAtMS: at.UnixMilli(), Partitions: rows, Members: members, Orphaned: orphaned,
+		GroupPartitions: all, TotalLag: total,
 	}, nil
 }
 

@@ -45,12 +45,14 @@ func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
 
 // partitionCollector exports one series per assigned partition and label
 // value, read at scrape time, so a revoked partition's series disappear
-// with it.
+// with it. The lag series carry the topic and the group (bounded: one of
+// each per worker), so a sum over a fleet can be taken per group.
 type partitionCollector struct {
 	s                                     *Source
 	lag, committed, hwm, running, waiting *prometheus.Desc
 	paused, stalled                       *prometheus.Desc
 	orphaned                              *prometheus.Desc
+	topic, group                          string
 }
 
 func newPartitionCollector(s *Source) *partitionCollector {
@@ -58,8 +60,10 @@ func newPartitionCollector(s *Source) *partitionCollector {
 		return prometheus.NewDesc(name, help, []string{"partition"}, nil)
 	}
 	return &partitionCollector{
-		s:         s,
-		lag:       d("svc_consumer_lag", "Messages of an assigned partition not yet committed by the group: high watermark - committed offset (the log start offset when nothing is committed)."),
+		s: s, topic: s.topic, group: s.cfg.Group,
+		lag: prometheus.NewDesc("svc_consumer_lag",
+			"Messages of an assigned partition not yet committed by the group: high watermark - committed offset (the log start offset when nothing is committed).",
+			[]string{"topic", "group", "partition"}, nil),
 		committed: d("svc_partition_committed_offset", "The group's committed offset of an assigned partition (the next offset to process); absent until one exists."),
 		hwm:       d("svc_partition_high_watermark", "High watermark of an assigned partition (the offset the next produced message gets)."),
 		running:   d("svc_partition_messages_in_flight", "Messages of an assigned partition running now."),
@@ -68,7 +72,7 @@ func newPartitionCollector(s *Source) *partitionCollector {
 		stalled:   d("svc_partition_stalled", "1 while an assigned partition is stall-paused after a failed DLQ send."),
 		orphaned: prometheus.NewDesc("svc_consumer_lag_orphaned",
 			"Lag of a source partition no live member consumes: held by a dead member until its session times out, or by nobody during a rebalance (held_by). Exported by one worker of the group only (the live member with the smallest member id).",
-			[]string{"partition", "held_by"}, nil),
+			[]string{"topic", "group", "partition", "held_by"}, nil),
 	}
 }
 
@@ -102,13 +106,13 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.committed, float64(*r.CommittedOffset), r.Partition)
 		}
 		if r.Lag != nil {
-			gauge(c.lag, float64(*r.Lag), r.Partition)
+			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(*r.Lag), c.topic, c.group, strconv.Itoa(int(r.Partition)))
 		}
 	}
 	if orphaned, reporter := c.s.orphans(); reporter {
 		for _, o := range orphaned {
 			if o.Lag != nil {
-				ch <- prometheus.MustNewConstMetric(c.orphaned, prometheus.GaugeValue, float64(*o.Lag), strconv.Itoa(int(o.Partition)), o.HeldBy)
+				ch <- prometheus.MustNewConstMetric(c.orphaned, prometheus.GaugeValue, float64(*o.Lag), c.topic, c.group, strconv.Itoa(int(o.Partition)), o.HeldBy)
 			}
 		}
 	}

@@ -57,6 +57,7 @@ type Source struct {
 	lagEvery  time.Duration         // how often the lag gauges' offsets are read
 	onCommit  func(map[int32]int64) // test hook: every successful commit
 	liveness  Liveness              // the fleet's view of live workers (SetLiveness); nil: none
+	peerFlow  PeerFlow              // the fleet cards' paused and stalled partitions (SetPeerFlow); nil: none
 }
 
 // msgWork is one polled message and its arranged tasks.
@@ -177,6 +178,7 @@ func (s *Source) Run(ctx context.Context) error {
 	s.commit(cctx, nil)
 	cancel()
 	cl.CloseAllowingRebalance()
+	s.leaveStatic()
 	s.app.SetReady("kafka", "consumer stopped")
 	return nil
 }

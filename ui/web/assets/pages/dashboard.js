@@ -32,6 +32,14 @@ export async function mount(root, ctx) {
 
   let latest = m;
   let latestCounts = counts;
+  // Consumer lag of the whole group (a tile) and the trends (a card), both
+  // loaded after the first paint: their modules and the chart helper are
+  // not part of the first load.
+  const kafka = id.features.kafka_source;
+  const lagBox = kafka ? el("section", { class: "tile lag-tile" }, el("h2", {}, "Consumer lag"), el("div", { class: "big" }, "…")) : null;
+  const trendsBox = el("div", { class: "trends-box" });
+  root.append(trendsBox);
+  let group = null, lagOff = "", trend = null, lagMod = null, trendsMod = null;
   // The intake caps come from the config, read once the first time
   // backpressure holds (it rarely does: no cost on a normal load).
   let caps = null;
@@ -42,10 +50,42 @@ export async function mount(root, ctx) {
       get("/api/v1/config").then((c) => { caps = intakeCaps(c); draw(); }).catch(() => { capsAsked = false; });
     }
     tiles.replaceChildren(...[throughputTile(times), outcomesTile(latest), capacityTile(latest, id), flowTile(latest, id, caps),
-      historyTile(latestCounts, id)].filter(Boolean));
-    sections.replaceChildren(...[failuresCard(failures, ctx), sinksCard(latest), countsCard(latestCounts, id), linksCard(id)].filter(Boolean));
+      lagBox, historyTile(latestCounts, id)].filter(Boolean));
+    sections.replaceChildren(...[failuresCard(failures, ctx), sinksCard(latest), countsCard(latestCounts, id), linksCard(id, group && group.group)].filter(Boolean));
   };
   draw();
+
+  const drawLag = () => {
+    if (!lagBox || !lagMod) return;
+    const own = sum(latest, "svc_consumer_lag");
+    const spark = trend && trendsMod ? trendsMod.lagTrend(trend) : null;
+    if (!group) {
+      lagBox.replaceChildren(...[el("h2", {}, "Consumer lag"), el("div", { class: "big", "data-lag": own }, `${num(own)} msgs`), spark,
+        note(`this worker's partitions only: ${lagOff}`)].filter(Boolean));
+      return;
+    }
+    const total = group.total_lag;
+    lagBox.replaceChildren(...[el("h2", {}, "Consumer lag"),
+      el("div", { class: "big", "data-lag": total ?? "" }, total === null ? "–" : `${num(total)} msgs`), spark,
+      note(lagMod.summary(group), " · ", el("a", { href: "/debug?tab=pause" }, "per partition"))].filter(Boolean));
+  };
+  const readLag = async () => {
+    if (!lagMod) lagMod = await import("./lag.js");
+    const r = await lagMod.readGroup();
+    group = r.g || null;
+    lagOff = r.off || "";
+    drawLag();
+    draw();
+  };
+  let lagTimer = null, trendsCleanup = null;
+  if (kafka) {
+    readLag().catch(() => {});
+    lagTimer = setInterval(() => readLag().catch(() => {}), 5000);
+  }
+  import("./trends.js").then(async (mod) => {
+    trendsMod = mod;
+    trendsCleanup = await mod.mountTrends(trendsBox, ctx, (d) => { trend = d; drawLag(); });
+  }).catch((err) => trendsBox.replaceChildren(banner("error", "Trends failed to load: " + err.message)));
 
   const refresh = throttle(async () => {
     try {
@@ -69,7 +109,7 @@ export async function mount(root, ctx) {
     refresh();
   });
   const timer = setInterval(refresh, 10000); // gauges move without tasks too
-  return () => { sock.close(); clearInterval(timer); };
+  return () => { sock.close(); clearInterval(timer); clearInterval(lagTimer); if (trendsCleanup) trendsCleanup(); };
 }
 
 function tile(title, big, ...rest) {
@@ -202,7 +242,9 @@ function countsCard(c, id) {
     note("Total ", num(c.total), " since ", timeEl(c.since_ms)));
 }
 
-function linksCard(id) {
+// linksCard: Prometheus graphs of this worker (and of its consumer group:
+// group is the group's name once the group view has been read).
+function linksCard(id, group) {
   const items = [];
   const p = id.prometheus;
   if (p && p.url) {
@@ -210,6 +252,12 @@ function linksCard(id) {
     if (p.worker_label) sel.push(`${p.worker_label}="${id.worker}"`);
     if (p.cluster_label) sel.push(`${p.cluster_label}="${id.cluster}"`);
     const s = sel.length ? `{${sel.join(",")}}` : "";
+    // Lag is the group's, not this worker's: every worker exports its own
+    // partitions and one of them the unowned ones, so the group's lag by
+    // partition adds both families over the whole fleet.
+    const gsel = [...(group ? [`group="${group}"`] : []), ...(p.cluster_label ? [`${p.cluster_label}="${id.cluster}"`] : [])];
+    const g = gsel.length ? `{${gsel.join(",")}}` : "";
+    const lagExpr = `sum by (group, partition) (svc_consumer_lag${g} or svc_consumer_lag_orphaned${g})`;
     const q = (expr) => p.url.replace(/\/+$/, "") + "/graph?g0.expr=" + encodeURIComponent(expr) + "&g0.tab=0&g0.range_input=1h";
     for (const [label, expr] of [
       ["Tasks/s by status", `sum by (status) (rate(svc_tasks_total${s}[5m]))`],
@@ -219,6 +267,7 @@ function linksCard(id) {
       // label sets would show A alone, never the pause.
       ["Backpressure and pause", `label_replace(max(svc_backpressure_active${s}), "holder", "backpressure", "", "") or label_replace(max(svc_consume_pause_active${s}), "holder", "consume_pause", "", "")`],
       ["Executor unavailable", `1 - min(svc_executor_healthy${s})`],
+      ...(id.features.kafka_source ? [["Consumer lag", lagExpr]] : []),
     ]) items.push(el("li", {}, el("a", { href: q(expr), rel: "noreferrer", target: "_blank" }, label)));
   }
   for (const l of id.custom_links || []) items.push(el("li", {}, el("a", { href: l.url, rel: "noreferrer", target: "_blank" }, l.label)));

@@ -124,7 +124,17 @@ async function pauseTab(root, ctx) {
     el("p", { class: "per-worker" }, el("strong", {}, "A pause is per worker: "),
       `it holds the intake of ${ctx.identity.worker} alone. The other workers of the consumer group go on with their own partitions, and this worker's partitions stay with it (no rebalance), so their messages wait. To pause the whole fleet, pause each worker on its own UI.`)),
   card("Who holds intake", words));
-  return () => clearInterval(timer);
+  // The whole group's lag per partition (pages/lag.js, loaded on demand).
+  const lagBox = el("div");
+  root.append(lagBox);
+  let lagCleanup = null, closed = false;
+  if (ctx.identity.features.kafka_source) {
+    import("./lag.js").then(async (m) => {
+      const c = await m.lagPanel(lagBox);
+      if (closed) c(); else lagCleanup = c;
+    }).catch((err) => lagBox.replaceChildren(banner("error", "Lag failed to load: " + err.message)));
+  }
+  return () => { closed = true; clearInterval(timer); if (lagCleanup) lagCleanup(); };
 }
 
 // configTab: the effective config, secrets masked by the worker.

@@ -5,9 +5,9 @@
 // routes is one toggle away. Re-read every 10 s while the tab is open.
 import { el, card, note, banner, num, bytes, timeEl } from "../dom.js";
 import { optional } from "../api.js";
+import { chart } from "../chart.js";
 
 const REFRESH_MS = 10000;
-const NS = "http://www.w3.org/2000/svg";
 
 export async function mount(root) {
   const body = el("div");
@@ -56,36 +56,6 @@ function runtimeCards(rt) {
       charts),
     stallsCard(rt),
   ];
-}
-
-// chart draws series (name, value of a sample) over the samples as lines
-// in one small SVG, with its y range and the newest values as text.
-function chart(id, title, samples, series, fmt) {
-  const W = 300, H = 90, PAD = 4;
-  const vals = series.map(([, f]) => samples.map(f).map((v) => Math.max(0, Number(v) || 0)));
-  const max = Math.max(...vals.flat(), 0) || 1;
-  const x = (i) => (samples.length < 2 ? W / 2 : PAD + (i * (W - 2 * PAD)) / (samples.length - 1));
-  const y = (v) => H - PAD - (v / max) * (H - 2 * PAD);
-  const svg = document.createElementNS(NS, "svg");
-  for (const [k, v] of Object.entries({ viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "data-chart": id, "data-samples": samples.length,
-    "aria-label": `${title}, ${samples.length} samples, up to ${fmt(max)}` })) svg.setAttribute(k, v);
-  const base = document.createElementNS(NS, "line");
-  for (const [k, v] of Object.entries({ x1: 0, x2: W, y1: H - PAD, y2: H - PAD, class: "axis" })) base.setAttribute(k, v);
-  svg.append(base);
-  vals.forEach((vs, si) => {
-    const pts = vs.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`);
-    const line = document.createElementNS(NS, "polyline");
-    for (const [k, v] of Object.entries({ points: pts.join(" "), class: "s" + si, "data-series": series[si][0], "data-n": vs.length })) line.setAttribute(k, v);
-    svg.append(line);
-    if (vs.length) { // the newest point, so one sample still shows
-      const dot = document.createElementNS(NS, "circle");
-      for (const [k, v] of Object.entries({ cx: x(vs.length - 1), cy: y(vs.at(-1)), r: 2.5, class: "s" + si })) dot.setAttribute(k, v);
-      svg.append(dot);
-    }
-  });
-  const legend = el("ul", { class: "plain legend" }, series.map(([name], si) =>
-    el("li", {}, el("span", { class: "key s" + si }), ` ${name} `, el("strong", {}, vals[si].length ? fmt(vals[si].at(-1)) : "–"))));
-  return el("figure", { class: "chart-box" }, el("figcaption", {}, title, el("span", { class: "muted small" }, ` (top: ${fmt(max)})`)), svg, legend);
 }
 
 function stallsCard(rt) {

@@ -1,0 +1,216 @@
+package httpd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"sync"
+	"time"
+
+	"svc/worker/fleet"
+	"svc/worker/trends"
+)
+
+// Bounds of a fleet trends answer: peers are asked together, each answer
+// within trendsPeerTimeout and at most trendsPeerBytes; past trendsMaxPeers
+// workers the rest are named missing.
+const (
+	trendsPeerTimeout = 3 * time.Second
+	trendsPeerBytes   = 1 << 20
+	trendsMaxPeers    = 64
+)
+
+// TrendsWorker is one worker's trend in GET /api/v1/dashboard/trends.
+type TrendsWorker struct {
+	Worker string `json:"worker"`
+	Self   bool   `json:"self"`
+	trends.Series
+}
+
+// TrendsMissing is a worker of the list whose trend is not in the answer,
+// and why.
+type TrendsMissing struct {
+	Worker string `json:"worker"`
+	Reason string `json:"reason"`
+}
+
+// Trends is GET /api/v1/dashboard/trends.
+type Trends struct {
+	WindowSeconds int64  `json:"window_seconds"`
+	StepSeconds   int64  `json:"step_seconds"`
+	Scope         string `json:"scope"`
+	FromMS        int64  `json:"from_ms"`
+	ToMS          int64  `json:"to_ms"`
+	// Workers are the trends asked for: this worker's, and with scope
+	// fleet every other worker's that answered.
+	Workers []TrendsWorker `json:"workers"`
+	// Fleet is the workers' points added up by step.
+	Fleet   []trends.Point  `json:"fleet"`
+	Missing []TrendsMissing `json:"missing"`
+}
+
+// dashboardTrends answers the throughput, failures and lag trends of this
+// worker (scope=self) or of every worker of the list (scope=fleet, the
+// default), over window (1m-24h, default 1h).
+func (s *UIServer) dashboardTrends(w http.ResponseWriter, r *http.Request) {
+	if s.trends == nil {
+		writeError(w, http.StatusNotFound, "not_found", "this worker keeps no trends")
+		return
+	}
+	q := r.URL.Query()
+	window := time.Hour
+	if v := q.Get("window"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < trends.MinWindow || d > trends.MaxWindow {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("window must be a duration from %s to %s, such as 1h or 30m", trends.MinWindow, "24h"))
+			return
+		}
+		window = d
+	}
+	scope := q.Get("scope")
+	switch scope {
+	case "":
+		scope = "fleet"
+	case "fleet", "self":
+	default:
+		writeError(w, http.StatusBadRequest, "bad_request", "scope must be fleet or self")
+		return
+	}
+	own := s.trends.Snapshot(window)
+	now := time.Now()
+	out := Trends{WindowSeconds: int64(window / time.Second), StepSeconds: own.StepSeconds, Scope: scope,
+		FromMS: now.Add(-window).UnixMilli(), ToMS: now.UnixMilli(),
+		Workers: []TrendsWorker{{Worker: s.cfg.Worker.Name, Self: true, Series: own}}, Missing: []TrendsMissing{}}
+	if scope == "fleet" && s.fleet != nil {
+		peers, missing := s.askPeers(r.Context(), q.Get("window"), own.StepSeconds)
+		out.Workers = append(out.Workers, peers...)
+		out.Missing = append(out.Missing, missing...)
+	}
+	out.Fleet = addUp(out.Workers)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// askPeers asks every other worker of the list for its own trend at once,
+// within trendsPeerTimeout. A worker that is not running, not trusted
+// with the token, or fails to answer is named missing, never dropped.
+func (s *UIServer) askPeers(ctx context.Context, window string, step int64) ([]TrendsWorker, []TrendsMissing) {
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		got     []TrendsWorker
+		missing []TrendsMissing
+	)
+	miss := func(name, why string) {
+		mu.Lock()
+		missing = append(missing, TrendsMissing{Worker: name, Reason: why})
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(ctx, trendsPeerTimeout)
+	defer cancel()
+	asked := 0
+	for _, wk := range s.fleet.Workers() {
+		switch {
+		case wk.Self:
+			continue
+		case wk.State == fleet.StateStopped || wk.State == fleet.StateUnreachable:
+			miss(wk.Name, wk.State)
+			continue
+		case wk.URL == "":
+			miss(wk.Name, "no usable URL on its card")
+			continue
+		case !wk.Trusted:
+			miss(wk.Name, "not trusted: its URL's origin is not in fleet.trusted_urls, so it is not sent the token")
+			continue
+		case asked >= trendsMaxPeers:
+			miss(wk.Name, fmt.Sprintf("not asked: at most %d workers are asked", trendsMaxPeers))
+			continue
+		}
+		asked++
+		wg.Go(func() {
+			series, err := s.peerTrends(ctx, wk.URL, window)
+			switch {
+			case err != nil:
+				miss(wk.Name, err.Error())
+			case series.StepSeconds != step:
+				miss(wk.Name, fmt.Sprintf("answered in %d-second steps, not %d (an earlier release?)", series.StepSeconds, step))
+			default:
+				mu.Lock()
+				got = append(got, TrendsWorker{Worker: wk.Name, Series: series})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	sort.Slice(got, func(i, j int) bool { return got[i].Worker < got[j].Worker })
+	sort.Slice(missing, func(i, j int) bool { return missing[i].Worker < missing[j].Worker })
+	return got, missing
+}
+
+// peerTrends asks one peer for its own trend (scope=self), with this
+// worker's UI token: the fleet shares one.
+func (s *UIServer) peerTrends(ctx context.Context, base, window string) (trends.Series, error) {
+	u := base + "/api/v1/dashboard/trends?scope=self"
+	if window != "" {
+		u += "&window=" + url.QueryEscape(window)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return trends.Series{}, fmt.Errorf("bad URL")
+	}
+	if t := s.cfg.UI.AuthToken; t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	resp, err := s.peers.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return trends.Series{}, fmt.Errorf("no answer within %s", trendsPeerTimeout)
+		}
+		return trends.Series{}, fmt.Errorf("unreachable")
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return trends.Series{}, fmt.Errorf("answered %d (an earlier release, or another token?)", resp.StatusCode)
+	}
+	var body Trends
+	if err := json.NewDecoder(io.LimitReader(resp.Body, trendsPeerBytes)).Decode(&body); err != nil {
+		return trends.Series{}, fmt.Errorf("unreadable answer")
+	}
+	if len(body.Workers) != 1 || len(body.Workers[0].Points) > body.Workers[0].MaxPoints || body.Workers[0].MaxPoints > trends.FinePoints+1 {
+		return trends.Series{}, fmt.Errorf("implausible answer")
+	}
+	return body.Workers[0].Series, nil
+}
+
+// addUp adds the workers' points step by step; a step's lag is the sum of
+// the lags known at it (null when none is).
+func addUp(ws []TrendsWorker) []trends.Point {
+	by := map[int64]*trends.Point{}
+	for _, w := range ws {
+		for _, p := range w.Points {
+			f := by[p.TS]
+			if f == nil {
+				f = &trends.Point{TS: p.TS, Open: p.Open}
+				by[p.TS] = f
+			}
+			f.OK += p.OK
+			f.Failed += p.Failed
+			if p.Lag != nil {
+				v := *p.Lag
+				if f.Lag != nil {
+					v += *f.Lag
+				}
+				f.Lag = &v
+			}
+		}
+	}
+	out := make([]trends.Point, 0, len(by))
+	for _, p := range by {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TS < out[j].TS })
+	return out
+}
