@@ -1,23 +1,32 @@
 package httpd
 
 import (
+	"fmt"
 	"net/http"
 
 	"svc/worker/redrive"
 )
 
 // redriveRequest is the body of POST /api/v1/debug/dlq/redrive: an offset
-// range of one DLQ partition, or a time window like GET .../messages.
-// dry_run defaults to true: only "dry_run": false writes to the source.
+// range of one DLQ partition, a time window like GET .../messages, or DLQ
+// records named one by one. dry_run defaults to true: only "dry_run":
+// false writes to the source.
 type redriveRequest struct {
-	Partition  *int32 `json:"partition"`
-	FromOffset *int64 `json:"from_offset"`
-	ToOffset   *int64 `json:"to_offset"`
-	FromTS     *int64 `json:"from_ts"`
-	ToTS       *int64 `json:"to_ts"`
-	Limit      *int   `json:"limit"`
-	DryRun     *bool  `json:"dry_run"`
-	Again      bool   `json:"again"`
+	Records    []redriveAt `json:"records"`
+	Partition  *int32      `json:"partition"`
+	FromOffset *int64      `json:"from_offset"`
+	ToOffset   *int64      `json:"to_offset"`
+	FromTS     *int64      `json:"from_ts"`
+	ToTS       *int64      `json:"to_ts"`
+	Limit      *int        `json:"limit"`
+	DryRun     *bool       `json:"dry_run"`
+	Again      bool        `json:"again"`
+}
+
+// redriveAt names one DLQ record; both fields are required.
+type redriveAt struct {
+	Partition *int32 `json:"partition"`
+	Offset    *int64 `json:"offset"`
 }
 
 // dlqRedrive streams one NDJSON line per DLQ record (its outcome), then a
@@ -35,8 +44,22 @@ func (s *UIServer) dlqRedrive(w http.ResponseWriter, r *http.Request) {
 	}
 	rr := redrive.Request{Partition: req.Partition, FromOffset: req.FromOffset, ToOffset: req.ToOffset, ToTS: req.ToTS, DryRun: true}
 	switch {
+	case req.Records != nil && (req.Partition != nil || req.FromOffset != nil || req.ToOffset != nil || req.FromTS != nil || req.ToTS != nil || req.Limit != nil):
+		writeError(w, http.StatusBadRequest, "bad_request", "records name their own partitions and offsets: give records alone, or a range")
+		return
+	case req.Records != nil && (len(req.Records) == 0 || len(req.Records) > redrive.MaxSelected):
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("records must name 1-%d DLQ records (got %d)", redrive.MaxSelected, len(req.Records)))
+		return
+	case req.Records != nil:
+		for i, at := range req.Records {
+			if at.Partition == nil || at.Offset == nil || *at.Partition < 0 || *at.Offset < 0 {
+				writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("records[%d] needs a partition and an offset, neither negative", i))
+				return
+			}
+			rr.Records = append(rr.Records, redrive.At{Partition: *at.Partition, Offset: *at.Offset})
+		}
 	case req.FromOffset == nil && req.FromTS == nil:
-		writeError(w, http.StatusBadRequest, "bad_request", "give from_offset (with partition, optional to_offset) or from_ts (optional to_ts, partition)")
+		writeError(w, http.StatusBadRequest, "bad_request", "give records, from_offset (with partition, optional to_offset) or from_ts (optional to_ts, partition)")
 		return
 	case req.FromOffset != nil && req.FromTS != nil:
 		writeError(w, http.StatusBadRequest, "bad_request", "give an offset range or a time window, not both")

@@ -120,6 +120,7 @@ func TestKillSwitchBeforeToken(t *testing.T) {
 		{"POST", "/api/v1/debug/merge", "ui.merge_enabled"},
 		{"GET", "/api/v1/debug/kafka/topics", "ui.kafka_read_enabled"},
 		{"GET", "/api/v1/debug/kafka/dlq/messages?from_ts=0", "ui.kafka_read_enabled"},
+		{"GET", "/api/v1/debug/dlq/records", "ui.kafka_read_enabled"},
 		{"POST", "/api/v1/debug/consume-pause", "ui.consume_pause.enabled"},
 		{"POST", "/api/v1/debug/consume-resume", "ui.consume_pause.enabled"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"svc/kafkaread"
+	"svc/kafkaread/triage"
 )
 
 // parseMessageQuery reads the required `partition` and `offset` parameters
@@ -92,3 +93,65 @@ func (e queryError) Is(target error) bool { return target == kafkaread.ErrBadQue
 
 // badQuery formats a queryError.
 func badQuery(format string, args ...any) error { return queryError(fmt.Sprintf(format, args...)) }
+
+// parseTriageQuery reads the query of GET /api/v1/debug/dlq/records:
+// `limit`, `scan`, `partition`, `before` or `after` (a cursor of an
+// earlier page), `key`, `task_id` and `reason`. Errors match
+// kafkaread.ErrBadQuery.
+func parseTriageQuery(v url.Values) (triage.Query, error) {
+	var q triage.Query
+	for name := range v {
+		switch name {
+		case "limit", "scan", "partition", "before", "after", "key", "task_id", "reason":
+			if len(v[name]) > 1 {
+				return q, badQuery("%s is given %d times", name, len(v[name]))
+			}
+		case "token":
+		default:
+			return q, badQuery("unknown parameter %s (known: limit, scan, partition, before, after, key, task_id, reason)", name)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		dst  *int
+		max  int
+	}{{"limit", &q.Limit, triage.MaxLimit}, {"scan", &q.Scan, triage.MaxScan}} {
+		x, err := intParam(v, n.name, false, 64)
+		if err != nil {
+			return q, err
+		}
+		if x != nil {
+			if *x < 1 || *x > int64(n.max) {
+				return q, badQuery("%s must be 1-%d (got %d)", n.name, n.max, *x)
+			}
+			*n.dst = int(*x)
+		}
+	}
+	part, err := intParam(v, "partition", false, 32)
+	if err != nil {
+		return q, err
+	}
+	if part != nil {
+		if *part < 0 {
+			return q, badQuery("partition must not be negative")
+		}
+		p := int32(*part)
+		q.Partition = &p
+	}
+	if v.Has("before") && v.Has("after") {
+		return q, badQuery("give before or after, not both")
+	}
+	for name, dst := range map[string]*triage.Cursor{"before": &q.Before, "after": &q.After} {
+		if s := v.Get(name); v.Has(name) {
+			if *dst, err = triage.ParseCursor(s); err != nil {
+				return q, err
+			}
+		}
+	}
+	if v.Has("key") {
+		k := v.Get("key")
+		q.Key = &k
+	}
+	q.TaskID, q.Reason = v.Get("task_id"), v.Get("reason")
+	return q, nil
+}

@@ -25,6 +25,7 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("POST /api/v1/debug/probe", s.probe)
 
 	mux.HandleFunc("POST /api/v1/debug/dlq/redrive", s.streams.guard(s.dlqRedrive))
+	mux.HandleFunc("GET /api/v1/debug/dlq/records", s.streams.guard(s.dlqRecords))
 	mux.HandleFunc("GET /api/v1/debug/kafka/topics", s.kafkaTopics)
 	mux.HandleFunc("GET /api/v1/debug/kafka/group", s.kafkaGroup)
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", s.kafkaMessage)
@@ -62,8 +63,9 @@ type killSwitch struct {
 	match   func(r *http.Request) bool
 }
 
-// killSwitches lists the switched routes: probe, merge, Kafka read and the
-// consume pause's POSTs (its GET always answers).
+// killSwitches lists the switched routes: probe, merge, Kafka read (the
+// DLQ triage page included), redrive and the consume pause's POSTs (its
+// GET always answers).
 func (s *UIServer) killSwitches() []killSwitch {
 	ui := s.cfg.UI
 	post := func(path string) func(*http.Request) bool {
@@ -73,7 +75,7 @@ func (s *UIServer) killSwitches() []killSwitch {
 		{"ui.probe_enabled", ui.ProbeEnabled, post("/api/v1/debug/probe")},
 		{"ui.merge_enabled", ui.MergeEnabled, post("/api/v1/debug/merge")},
 		{"ui.kafka_read_enabled", ui.KafkaReadEnabled, func(r *http.Request) bool {
-			return strings.HasPrefix(r.URL.Path, "/api/v1/debug/kafka/")
+			return strings.HasPrefix(r.URL.Path, "/api/v1/debug/kafka/") || r.URL.Path == "/api/v1/debug/dlq/records"
 		}},
 		{"ui.redrive_enabled", ui.RedriveEnabled, post("/api/v1/debug/dlq/redrive")},
 		{"ui.consume_pause.enabled", ui.ConsumePause.Enabled, func(r *http.Request) bool {

@@ -19,7 +19,9 @@ import (
 //   - executor_started / executor_finished: one executor run of a task;
 //     finished carries {status, exit_code, duration_ms, output_size_bytes}.
 //   - sink_delivered: a result reached a sink; payload {sink, topic, partition, offset}.
-//   - dlq_sent: a payload went to the dead-letter queue; payload {topic, reason}.
+//   - dlq_sent: a failed task reached the dead-letter queue (or was
+//     dropped); payload {outcome, reason, attempts}, plus {dlq_partition,
+//     dlq_offset} where the DLQ record landed when outcome is sent.
 //   - offset_committed: Kafka offsets committed; payload {partitions}.
 //   - annotation: emitted by handler code; Kind is the annotation kind and
 //     Payload its JSON body (read by AnnotationsSource).

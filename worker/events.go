@@ -201,9 +201,23 @@ func (r *Events) Delivered(res *TaskResult, sink string) {
 	r.Event(recorder.TypeSinkDelivered, "", res.Task.ID, res.Labels, map[string]any{"sink": sink, "output_size_bytes": len(res.Output)})
 }
 
-// DeadLettered records a failed task written to the DLQ (or dropped).
-func (r *Events) DeadLettered(res *TaskResult, outcome, reason string) {
-	r.Event(recorder.TypeDLQSent, "", res.Task.ID, res.Labels, map[string]any{"outcome": outcome, "reason": reason, "attempts": res.Attempts})
+// DLQRecordAt is where a DLQ record landed: its partition and offset in
+// the DLQ topic.
+type DLQRecordAt struct {
+	Partition int32
+	Offset    int64
+}
+
+// DeadLettered records a failed task written to the DLQ (or dropped). at
+// is where the DLQ acknowledged the record (nil unless outcome is sent):
+// the event carries it as dlq_partition and dlq_offset, so a trace leads
+// to the record.
+func (r *Events) DeadLettered(res *TaskResult, outcome, reason string, at *DLQRecordAt) {
+	p := map[string]any{"outcome": outcome, "reason": reason, "attempts": res.Attempts}
+	if at != nil {
+		p["dlq_partition"], p["dlq_offset"] = at.Partition, at.Offset
+	}
+	r.Event(recorder.TypeDLQSent, "", res.Task.ID, res.Labels, p)
 }
 
 // State records a worker state change (lifecycle, breakers, pauses, stalls)

@@ -130,7 +130,7 @@ func TestBrowser(t *testing.T) {
 		if s := p.str(`document.querySelector("table.records").innerText`); !strings.Contains(s, "exit status 1") && !strings.Contains(s, "exit") {
 			t.Logf("DLQ reason column: %s", s)
 		}
-		shot(p, "dlq")
+		// dlq.png comes from TestDLQTriageAndRedrive (150 records, filters, reasons).
 		p.click("table.records a.probe-link", "Probe")
 		p.waitFor(`document.body.innerText.includes("Prefilled from dlq")`, "the probe tab prefilled from the DLQ record")
 		if s := p.str(`document.querySelector("#probe-payload").value`); !strings.Contains(s, "please fail") {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,10 @@ import (
 
 // MaxRecords caps the records of one redrive call.
 const MaxRecords = 10000
+
+// MaxSelected caps the records one call may name one by one
+// (Request.Records).
+const MaxSelected = 1000
 
 // Headers a redriven record carries. Count is how many times the message
 // was redriven, this time included; Source is the DLQ record it came from.
@@ -49,8 +54,10 @@ const (
 const headerTruncated = "svc-dlq-truncated"
 
 // Request is one redrive call: an offset range of one DLQ partition
-// (FromOffset set) or a time window like GET .../messages.
+// (FromOffset set), a time window like GET .../messages, or DLQ records
+// named one by one (Records set: the other selectors are unused).
 type Request struct {
+	Records              []At
 	Partition            *int32
 	FromOffset, ToOffset *int64
 	FromTS               int64
@@ -60,6 +67,12 @@ type Request struct {
 	// Again redrives records this worker redrove before (without it they
 	// are skipped as Duplicate).
 	Again bool
+}
+
+// At names one DLQ record.
+type At struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
 }
 
 // Line is the outcome of one DLQ record.
@@ -158,19 +171,21 @@ func (r *Redriver) Close() {
 // ErrBusy. A real run skips, as Duplicate, the records this worker redrove
 // before unless req.Again; a dry run probes them all (it writes nothing).
 func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) (Summary, error) {
-	if !r.locks.acquire(req.Partition) {
+	lock := req.Partition
+	if len(req.Records) > 0 {
+		lock = onePartition(req.Records)
+	}
+	if !r.locks.acquire(lock) {
 		return Summary{}, ErrBusy
 	}
-	defer r.locks.release(req.Partition)
+	defer r.locks.release(lock)
 	sum := Summary{DryRun: req.DryRun}
 	limit := req.Limit
 	if limit <= 0 || limit > MaxRecords {
 		limit = MaxRecords
 	}
-	q := kafkaread.StreamQuery{FromTS: req.FromTS, ToTS: req.ToTS, Partition: req.Partition,
-		FromOffset: req.FromOffset, ToOffset: req.ToOffset, Limit: limit}
 	seen := map[[2]int64]bool{}
-	err := r.reader.StreamRaw(ctx, kafkaread.AliasDLQ, q, func(rec *kgo.Record) error {
+	one := func(rec *kgo.Record) error {
 		sum.Records++
 		line := Line{Partition: rec.Partition, Offset: rec.Offset}
 		at := [2]int64{int64(rec.Partition), rec.Offset}
@@ -196,11 +211,94 @@ func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) 
 		}
 		seen[at] = true
 		return emit(line)
-	})
+	}
+	var err error
+	if len(req.Records) > 0 {
+		err = r.selected(ctx, req.Records, one, func(l Line) error {
+			sum.Records++
+			sum.Failed++
+			return emit(l)
+		})
+	} else {
+		q := kafkaread.StreamQuery{FromTS: req.FromTS, ToTS: req.ToTS, Partition: req.Partition,
+			FromOffset: req.FromOffset, ToOffset: req.ToOffset, Limit: limit}
+		err = r.reader.StreamRaw(ctx, kafkaread.AliasDLQ, q, one)
+	}
 	if err == nil && !req.DryRun && sum.Redriven > 0 {
 		r.log.Info("dlq_redriven", "records", sum.Records, "redriven", sum.Redriven, "failed", sum.Failed)
 	}
 	return sum, err
+}
+
+// selected reads the named DLQ records, in partition and offset order,
+// calling one for each; a record the DLQ does not hold (deleted by
+// retention, compacted, beyond its end) gets a Failed line through
+// missing. Each partition's records are read in runs of at most
+// MaxRecords offsets, so a call reads at most MaxRecords records per
+// named record however far apart they are.
+func (r *Redriver) selected(ctx context.Context, at []At, one func(*kgo.Record) error, missing func(Line) error) error {
+	byPart := map[int32][]int64{}
+	for _, a := range at {
+		byPart[a.Partition] = append(byPart[a.Partition], a.Offset)
+	}
+	parts := make([]int32, 0, len(byPart))
+	for p := range byPart {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	for _, p := range parts {
+		offs := byPart[p]
+		slices.Sort(offs)
+		offs = slices.Compact(offs)
+		for len(offs) > 0 {
+			n := 1
+			for n < len(offs) && offs[n]-offs[0] < MaxRecords {
+				n++
+			}
+			run := offs[:n]
+			offs = offs[n:]
+			want := map[int64]bool{}
+			for _, o := range run {
+				want[o] = true
+			}
+			from, to := run[0], run[len(run)-1]
+			q := kafkaread.StreamQuery{Partition: &p, FromOffset: &from, ToOffset: &to, Limit: int(to-from) + 1}
+			err := r.reader.StreamRaw(ctx, kafkaread.AliasDLQ, q, func(rec *kgo.Record) error {
+				if !want[rec.Offset] {
+					return nil
+				}
+				delete(want, rec.Offset)
+				return one(rec)
+			})
+			if err != nil {
+				return err
+			}
+			rest := make([]int64, 0, len(want))
+			for o := range want {
+				rest = append(rest, o)
+			}
+			slices.Sort(rest)
+			for _, o := range rest {
+				if err := missing(Line{Partition: p, Offset: o, Outcome: Failed,
+					Error: "the DLQ does not hold this record (deleted, compacted or beyond its end)"}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// onePartition is the partition all records name, nil when they name
+// several (the call then locks every partition).
+func onePartition(at []At) *int32 {
+	p := at[0].Partition
+	for _, a := range at[1:] {
+		if a.Partition != p {
+			return nil
+		}
+	}
+	return &p
 }
 
 // probe runs the record's original message through the live handler.

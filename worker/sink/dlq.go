@@ -71,7 +71,7 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	if res.Err != nil {
 		reason = res.Err.Error()
 	}
-	note := func(outcome string) { d.events.DeadLettered(res, outcome, reason) }
+	note := func(outcome string) { d.events.DeadLettered(res, outcome, reason, nil) }
 	if d.cl == nil {
 		note("dropped_unconfigured")
 		d.m.dropped.Inc()
@@ -82,14 +82,14 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	cut, err := d.write(sctx, res)
+	at, cut, err := d.write(sctx, res)
 	var attrs []any
 	if m := res.Task.Msg; m != nil {
 		attrs = append(attrs, "partition", m.Partition, "offset", m.Offset)
 	}
 	if err == nil {
 		d.m.dlq.WithLabelValues("sent").Inc()
-		note("sent")
+		d.events.DeadLettered(res, "sent", reason, &at)
 		if cut != nil {
 			d.m.truncated.Inc()
 			cattrs := append([]any{"task_id", res.Task.ID, "value_bytes", cut.orig, "kept_bytes", cut.kept, "limit", d.limit.get()}, attrs...)
@@ -125,10 +125,11 @@ type dlqCut struct {
 // write produces res's DLQ record, cut to the DLQ topic's limit; a record
 // the producer or the broker still refuses for its size (the topic takes
 // less than the worker knows) goes once more with its value, key and
-// original headers dropped. cut is nil when nothing was cut.
-func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (cut *dlqCut, err error) {
+// original headers dropped. at is where the acknowledged record landed;
+// cut is nil when nothing was cut.
+func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQRecordAt, cut *dlqCut, err error) {
 	if err := d.limit.wait(ctx); err != nil {
-		return nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
+		return at, nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
 	}
 	rec := d.record(res)
 	if orig := fit(rec, originalHeaders(res), d.limit.get()); orig >= 0 {
@@ -141,7 +142,11 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (cut *dlqCut, e
 		cut = &dlqCut{orig: orig, kept: len(rec.Value), refused: err}
 		err = d.produce(ctx, rec)
 	}
-	return cut, err
+	if err == nil {
+		// The producer set them when the broker acknowledged the record.
+		at = worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}
+	}
+	return at, cut, err
 }
 
 // produce sends rec and waits for its acknowledgement or ctx.

@@ -92,9 +92,12 @@ export function wsURL(base) {
 }
 
 // ndjson streams the lines of an NDJSON answer to onLine; it resolves with
-// the error line's text when the stream ended with one, else null.
-export async function ndjson(path, onLine, signal) {
-  const res = await fetch(path, { headers: headers({ Accept: "application/x-ndjson" }), signal });
+// the error line's text when the stream ended with one, else null. With a
+// body it POSTs it as JSON.
+export async function ndjson(path, onLine, signal, body) {
+  const init = { headers: headers({ Accept: "application/x-ndjson" }), signal };
+  if (body !== undefined) Object.assign(init, { method: "POST", body: JSON.stringify(body), headers: headers({ Accept: "application/x-ndjson", "Content-Type": "application/json" }) });
+  const res = await fetch(path, init);
   if (res.status === 401) {
     signOut();
     throw new APIError(401, "unauthorized", "signed out");

@@ -7,7 +7,7 @@ import { metrics, sum, intakeCaps, backpressureWords } from "./common.js";
 const tabs = [
   { id: "probe", title: "Probe", key: "ui.probe_enabled", on: (f) => f.probe, load: () => import("./probe.js") },
   { id: "kafka", title: "Kafka", key: "ui.kafka_read_enabled", on: (f) => f.kafka_read, load: () => import("./kafka.js") },
-  { id: "dlq", title: "DLQ", key: "ui.kafka_read_enabled", on: (f) => f.kafka_read, load: () => import("./kafka.js") },
+  { id: "dlq", title: "DLQ", key: "ui.kafka_read_enabled", on: (f) => f.kafka_read, load: () => import("./dlq.js") },
   { id: "pause", title: "Consume pause", key: "ui.consume_pause.enabled", on: (f) => f.consume_pause, mount: pauseTab },
   { id: "config", title: "Config", on: () => true, mount: configTab },
   { id: "runtime", title: "Runtime", on: () => true, load: () => import("./runtime.js") },

@@ -116,8 +116,17 @@ function eventDetail(e, ctx) {
   const p = e.payload && typeof e.payload === "object" ? e.payload : {};
   if (e.type === "task_received" && p.source === "kafka") return el("span", {}, `${p.alias} `, coords(ctx, p.alias, p.partition, p.offset), ` · ${bytes(p.input_size_bytes || 0)}`);
   if (e.type === "executor_finished") return el("span", {}, statusBadge(p.status), ` exit ${p.exit_code ?? "?"}`, p.error ? " · " + p.error : "", p.stderr_tail ? el("pre", { class: "preview" }, p.stderr_tail) : null);
-  if (e.type === "dlq_sent") return el("span", {}, statusBadge("dlq"), ` ${p.outcome || ""} · ${p.reason || ""}`);
+  if (e.type === "dlq_sent") return el("span", {}, statusBadge("dlq"), ` ${p.outcome || ""} · ${p.reason || ""}`, dlqLink(p, ctx));
   return text(e.payload);
+}
+
+// dlqLink leads from a dlq_sent event to its DLQ record on the DLQ tab
+// (events of releases before dlq_partition have none).
+function dlqLink(p, ctx) {
+  if (!Number.isInteger(p.dlq_partition) || !Number.isInteger(p.dlq_offset)) return null;
+  const at = `${p.dlq_partition}:${p.dlq_offset}`;
+  if (!ctx.identity.features.kafka_read) return [" · DLQ record ", el("code", {}, at)];
+  return [" · ", el("a", { href: `/debug?tab=dlq&partition=${p.dlq_partition}&offset=${p.dlq_offset}`, class: "dlq-link" }, "DLQ record " + at)];
 }
 
 function tasksTable(tasks, ctx, onTrace) {

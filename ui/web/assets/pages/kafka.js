@@ -1,7 +1,7 @@
-// Kafka browser and DLQ tab: read an alias by time window (paged with
-// "next window") or by partition:offset. Records show key, value and
-// headers as the API encodes them; a stream that ends with an error line
-// says so instead of looking short.
+// Kafka browser: read an alias by time window (paged with "next window")
+// or by partition:offset. Records show key, value and headers as the API
+// encodes them; a stream that ends with an error line says so instead of
+// looking short. The DLQ tab is dlq.js.
 import { el, card, note, banner, timeEl, bytes, encoded } from "../dom.js";
 import { get, ndjson } from "../api.js";
 import { coords } from "./common.js";
@@ -13,19 +13,14 @@ const toLocalInput = (ms) => {
 };
 
 export async function mount(root, ctx) {
-  const dlq = ctx.tab === "dlq";
   const topics = (await get("/api/v1/debug/kafka/topics")).topics || [];
-  if (dlq && !topics.some((t) => t.alias === "dlq")) {
-    root.append(banner("info", "This worker has no DLQ (no Kafka source and no dlq.topic)."));
-    return;
-  }
   if (!topics.length) {
     root.append(banner("info", "This worker has no readable Kafka alias."));
     return;
   }
   const alias = el("select", { id: "kafka-alias" }, topics.map((t) => el("option", { value: t.alias }, `${t.alias} (${t.kind})`)));
   const now = Date.now();
-  const fromIn = el("input", { type: "datetime-local", id: "kafka-from", value: toLocalInput(now - (dlq ? 24 * 3600e3 : 15 * 60e3)) });
+  const fromIn = el("input", { type: "datetime-local", id: "kafka-from", value: toLocalInput(now - 15 * 60e3) });
   const toIn = el("input", { type: "datetime-local", id: "kafka-to", value: "" });
   const limit = el("input", { type: "number", id: "kafka-limit", min: 1, max: 10000, value: 100 });
   const part = el("input", { type: "number", id: "kafka-partition", min: 0, placeholder: "all" });
@@ -36,7 +31,7 @@ export async function mount(root, ctx) {
   let lastTS = null;
   let abort = null;
 
-  const current = () => (dlq ? "dlq" : alias.value);
+  const current = () => alias.value;
   const read = async (fromMs) => {
     if (abort) abort.abort();
     abort = new AbortController();
@@ -46,12 +41,12 @@ export async function mount(root, ctx) {
     const recs = [];
     const body = el("tbody");
     const status = note("Reading…");
-    out.replaceChildren(status, records(body, dlq));
+    out.replaceChildren(status, records(body));
     let err;
     try {
       err = await ndjson(`/api/v1/debug/kafka/${encodeURIComponent(current())}/messages?${q}`, (r) => {
         recs.push(r);
-        body.append(recordRow(r, ctx, dlq));
+        body.append(recordRow(r, ctx));
       }, abort.signal);
     } catch (e) {
       if (e.name === "AbortError") return;
@@ -67,40 +62,31 @@ export async function mount(root, ctx) {
     ev.preventDefault();
     try {
       const r = await get(`/api/v1/debug/kafka/${encodeURIComponent(current())}/message?partition=${pIn.value}&offset=${oIn.value}`);
-      const body = el("tbody", {}, recordRow(r, ctx, dlq));
-      out.replaceChildren(records(body, dlq));
+      const body = el("tbody", {}, recordRow(r, ctx));
+      out.replaceChildren(records(body));
     } catch (e) {
       out.replaceChildren(banner("error", e.message));
     }
   };
   nextBtn.onclick = () => { if (lastTS !== null) read(lastTS + 1); };
-  root.append(card(dlq ? "Dead-letter queue" : "Kafka browser",
+  root.append(card("Kafka browser",
     el("form", { class: "inline", onsubmit: (ev) => { ev.preventDefault(); read(new Date(fromIn.value).getTime()); } },
-      dlq ? null : [el("label", { for: "kafka-alias" }, "Alias"), alias],
+      el("label", { for: "kafka-alias" }, "Alias"), alias,
       el("label", { for: "kafka-from" }, "From"), fromIn, el("label", { for: "kafka-to" }, "To"), toIn,
       el("label", { for: "kafka-limit" }, "Limit"), limit, el("label", { for: "kafka-partition" }, "Partition"), part,
       el("button", { type: "submit", id: "kafka-read" }, "Read"), nextBtn),
     el("form", { class: "inline", onsubmit: lookup }, el("span", {}, "Or one record at "), pIn, el("span", {}, ":"), oIn, el("button", { type: "submit" }, "Fetch")),
     note("Reads are invisible to the pipeline: no group is joined and no offset is committed.")), out);
-  if (dlq) await read(new Date(fromIn.value).getTime());
   return () => { if (abort) abort.abort(); };
 }
 
-function records(body, dlq) {
-  const heads = dlq ? ["Partition:offset", "Time", "Key", "Reason", "Attempts", "Source", "Worker", "Payload"]
-    : ["Partition:offset", "Time", "Key", "Value", "Headers", "Size"];
+function records(body) {
+  const heads = ["Partition:offset", "Time", "Key", "Value", "Headers", "Size"];
   return el("div", { class: "scroll" }, el("table", { class: "grid records" }, el("thead", {}, el("tr", {}, heads.map((h) => el("th", { scope: "col" }, h)))), body));
 }
 
-function recordRow(r, ctx, dlq) {
-  const h = Object.fromEntries((r.headers || []).map((x) => [x.key, x.value_encoding === "base64" ? null : x.value]));
+function recordRow(r, ctx) {
   const base = [el("td", {}, coords(ctx, r.alias, r.partition, r.offset)), el("td", {}, timeEl(r.timestamp_ms)), el("td", {}, encoded(r.key, r.key_encoding, 80))];
-  if (dlq) {
-    const sp = h["svc-dlq-source-partition"];
-    const src = sp !== undefined && sp !== null ? coords(ctx, "source", sp, h["svc-dlq-source-offset"]) : "—";
-    return el("tr", { "data-offset": `${r.partition}:${r.offset}` }, base, el("td", { class: "error" }, h["svc-dlq-reason"] || ""), el("td", {}, h["svc-dlq-attempts"] || ""),
-      el("td", { class: "source" }, src), el("td", {}, h["svc-dlq-worker"] || ""), el("td", { class: "summary" }, encoded(r.payload, r.payload_encoding, 160)));
-  }
   const hs = (r.headers || []).map((x) => el("div", {}, el("code", {}, x.key), "=", encoded(x.value, x.value_encoding, 80)));
   return el("tr", { "data-offset": `${r.partition}:${r.offset}` }, base, el("td", { class: "summary" }, encoded(r.payload, r.payload_encoding, 300)), el("td", {}, hs), el("td", { class: "num" }, bytes(r.payload_size_bytes || 0)));
 }

@@ -1,0 +1,135 @@
+package kafkaread
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Marks are one partition's watermarks when a scan starts: its records
+// are at offsets [Low, High).
+type Marks struct{ Low, High int64 }
+
+// Range is offsets [From, To) of one partition.
+type Range struct{ From, To int64 }
+
+// ScanRanges reads chosen offset ranges of alias's partitions. It lists
+// the watermarks of every partition (of *partition alone when it is not
+// nil), asks plan which range of each to read (a partition plan leaves
+// out, or gives an empty range, is not read; ranges are clipped to the
+// watermarks), then calls visit with every record of those ranges, in
+// offset order within a partition while partitions interleave. Records
+// are not ordered across partitions and not queued: visit gets them as
+// fetched and must copy what it keeps (their bytes belong to the fetch).
+// A scan holds one fetch at a time, sized like a stream's.
+//
+// It reads up to the watermarks listed at its start and never chases
+// later records. Errors are Stream's; an error returned by visit ends the
+// scan and is returned wrapped.
+func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32, plan func(map[int32]Marks) map[int32]Range, visit func(*kgo.Record) error) error {
+	a, err := r.resolve(alias)
+	if err != nil {
+		return err
+	}
+	sizer := newFetchSizer(fetchMax(a))
+	cl, adm, err := r.newClient(a, sizer.opts()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	opCtx, cancel := context.WithTimeout(ctx, r.deadline)
+	lows, err := listAll(opCtx, adm.ListStartOffsets, a)
+	var highs map[int32]int64
+	if err == nil {
+		highs, err = listAll(opCtx, adm.ListEndOffsets, a)
+	}
+	if err != nil {
+		err = classify(ctx, opCtx, "scan", alias, err)
+		cancel()
+		return err
+	}
+	cancel()
+	marks := make(map[int32]Marks, len(highs))
+	for p, high := range highs {
+		if partition != nil && p != *partition {
+			continue
+		}
+		marks[p] = Marks{Low: min(lows[p], high), High: high}
+	}
+	if partition != nil && len(marks) == 0 {
+		return fmt.Errorf("alias '%s' partition %d: %w", alias, *partition, ErrUnknownPartition)
+	}
+	open := map[int32]Range{}
+	assign := map[int32]kgo.Offset{}
+	for p, rg := range plan(marks) {
+		m, ok := marks[p]
+		if !ok {
+			continue
+		}
+		rg.From, rg.To = max(rg.From, m.Low), min(rg.To, m.High)
+		if rg.From >= rg.To {
+			continue
+		}
+		open[p] = rg
+		assign[p] = kgo.NewOffset().At(rg.From)
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: assign})
+	for len(open) > 0 {
+		pollCtx, cancel := context.WithTimeout(ctx, r.deadline)
+		fetches := cl.PollFetches(pollCtx)
+		if ctx.Err() != nil {
+			cancel()
+			return fmt.Errorf("scan alias '%s': %w", alias, ctx.Err())
+		}
+		var done []int32
+		var visitErr error
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			rg, ok := open[fp.Partition]
+			if !ok || visitErr != nil {
+				return
+			}
+			for _, rec := range fp.Records {
+				if rec.Offset < rg.From {
+					continue
+				}
+				if rec.Offset >= rg.To {
+					break
+				}
+				if !rec.Attrs.IsControl() { // a transaction marker is no readable record
+					if visitErr = visit(rec); visitErr != nil {
+						return
+					}
+				}
+				if rec.Offset+1 >= rg.To {
+					break
+				}
+			}
+			// Done once the range's end was reached or passed: the last
+			// record seen decides (a compacted tail skips past To).
+			if n := len(fp.Records); n > 0 && fp.Records[n-1].Offset+1 >= rg.To {
+				delete(open, fp.Partition)
+				done = append(done, fp.Partition)
+			}
+		})
+		if visitErr != nil {
+			cancel()
+			return fmt.Errorf("scan alias '%s': %w", alias, visitErr)
+		}
+		if len(done) > 0 {
+			cl.RemoveConsumePartitions(map[string][]int32{a.Topic: done})
+		}
+		if err := fetchErr(fetches); err != nil && len(open) > 0 {
+			err = classify(ctx, pollCtx, "scan", alias, err)
+			cancel()
+			return err
+		}
+		cancel()
+		sizer.resize(cl, fetchBudget)
+	}
+	return nil
+}

@@ -1,0 +1,539 @@
+// Package triage pages through the dead-letter topic for an operator:
+// newest first, filtered by key, task id and reason, with the reasons
+// counted, and cursors that page both ways. Every request reads a bounded
+// number of records (Query.Scan, at most MaxScan) through the read API's
+// assign-only reader (kafkaread.Reader.ScanRanges): it joins no group,
+// commits nothing and holds one fetch at a time.
+//
+// It knows the DLQ headers by name (worker/sink writes them); like the
+// rest of kafkaread it imports nothing of the worker.
+package triage
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/kafkaread"
+	"svc/kafkaread/payload"
+)
+
+// Bounds of one request.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 200
+	DefaultScan  = 1000
+	MaxScan      = kafkaread.MaxStreamRecords // 10000
+	// MaxReasons is how many distinct reasons are counted one by one; the
+	// rest are counted together (Page.OtherReasons).
+	MaxReasons = 100
+	// PreviewBytes is how much of a value (and of a key) a page shows.
+	PreviewBytes = 512
+	// maxReasonBytes is how much of a reason is kept (a DLQ record cut to
+	// fit keeps 1 KiB of it).
+	maxReasonBytes = 1024
+)
+
+// The headers worker/sink puts on a DLQ record (after the message's own),
+// and the count a redrive adds.
+const (
+	HeaderTaskID          = "svc-task-id"
+	HeaderReason          = "svc-dlq-reason"
+	HeaderAttempts        = "svc-dlq-attempts"
+	HeaderSourcePartition = "svc-dlq-source-partition"
+	HeaderSourceOffset    = "svc-dlq-source-offset"
+	HeaderWorker          = "svc-dlq-worker"
+	HeaderTruncated       = "svc-dlq-truncated"
+	HeaderRedriveCount    = "svc-redrive-count"
+)
+
+// Query selects a page. Before and After are cursors of an earlier page
+// (Page.Older, Page.Newer); at most one is set, none means the newest.
+type Query struct {
+	Limit     int    // records on the page, 1-MaxLimit (0: DefaultLimit)
+	Scan      int    // records read at most, 1-MaxScan (0: DefaultScan)
+	Partition *int32 // only this DLQ partition
+	Before    Cursor // records older than the cursor, newest first
+	After     Cursor // records newer than the cursor (the page just above it)
+	Key       *string
+	TaskID    string // exact svc-task-id
+	Reason    string // case-insensitive substring of svc-dlq-reason
+}
+
+// Cursor is a position in each DLQ partition: partition → offset. Before
+// a cursor means offsets below it, after it offsets at or above it. Its
+// text form is "p:o,p:o" in partition order.
+type Cursor map[int32]int64
+
+// String is the cursor's text form.
+func (c Cursor) String() string {
+	ps := make([]int32, 0, len(c))
+	for p := range c {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d:%d", p, c[p])
+	}
+	return b.String()
+}
+
+// ParseCursor reads a cursor's text form. Errors match kafkaread.ErrBadQuery.
+func ParseCursor(s string) (Cursor, error) {
+	c := Cursor{}
+	for _, part := range strings.Split(s, ",") {
+		ps, os, ok := strings.Cut(part, ":")
+		p, err1 := strconv.ParseInt(ps, 10, 32)
+		o, err2 := strconv.ParseInt(os, 10, 64)
+		if !ok || err1 != nil || err2 != nil || p < 0 || o < 0 {
+			return nil, fmt.Errorf("cursor %q: want partition:offset pairs separated by commas (as a page's older or newer): %w", s, kafkaread.ErrBadQuery)
+		}
+		if _, dup := c[int32(p)]; dup {
+			return nil, fmt.Errorf("cursor %q names partition %d twice: %w", s, p, kafkaread.ErrBadQuery)
+		}
+		c[int32(p)] = o
+	}
+	return c, nil
+}
+
+// Entry is one DLQ record as a page shows it: where it is, the failed
+// task's id, the reason and the other svc-dlq-* headers, and the start of
+// its key and value.
+type Entry struct {
+	Partition       int32   `json:"partition"`
+	Offset          int64   `json:"offset"`
+	TimestampMs     *int64  `json:"timestamp_ms"`
+	Key             *string `json:"key"`
+	KeyEncoding     string  `json:"key_encoding"`
+	KeyTruncated    bool    `json:"key_truncated,omitempty"`
+	TaskID          string  `json:"task_id"`
+	Reason          string  `json:"reason"`
+	Attempts        *int    `json:"attempts"`
+	SourcePartition *int32  `json:"source_partition"`
+	SourceOffset    *int64  `json:"source_offset"`
+	Worker          string  `json:"worker"`
+	// TruncatedFrom is the original value's size of a record the DLQ
+	// holds cut to fit (svc-dlq-truncated): never redriven.
+	TruncatedFrom *int64 `json:"truncated_from"`
+	// RedriveCount is how often the message was redriven before it failed
+	// again (svc-redrive-count), 0 for a first failure.
+	RedriveCount     int    `json:"redrive_count"`
+	Payload          string `json:"payload"` // the first PreviewBytes of the value
+	PayloadEncoding  string `json:"payload_encoding"`
+	PayloadSizeBytes int    `json:"payload_size_bytes"`
+	PayloadTruncated bool   `json:"payload_truncated"`
+}
+
+// ReasonCount is how many matching records of the scanned ones carry a reason.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
+}
+
+// PartitionMarks are a partition's watermarks when the page was read.
+type PartitionMarks struct {
+	Partition int32 `json:"partition"`
+	Low       int64 `json:"low"`
+	High      int64 `json:"high"`
+}
+
+// Page is one answer.
+type Page struct {
+	Records []Entry `json:"records"` // newest first
+	// Scanned counts the records read, Matched those that passed the
+	// filters; Reasons counts the matched ones by reason, most frequent
+	// first (MaxReasons at most, the rest in OtherReasons).
+	Scanned      int           `json:"scanned"`
+	ScanLimit    int           `json:"scan_limit"`
+	Matched      int           `json:"matched"`
+	Reasons      []ReasonCount `json:"reasons"`
+	OtherReasons int           `json:"other_reasons"`
+	// Older and Newer are the cursors of the next page each way (for
+	// before= and after=); nil when nothing is left that way.
+	Older *string `json:"older"`
+	Newer *string `json:"newer"`
+	// Partitions are the watermarks read; Total the records they hold
+	// (offsets, so transaction markers and compacted gaps count).
+	Partitions []PartitionMarks `json:"partitions"`
+	Total      int64            `json:"total"`
+}
+
+// Scanner is what a page is read with; kafkaread.Reader implements it.
+type Scanner interface {
+	ScanRanges(ctx context.Context, alias string, partition *int32, plan func(map[int32]kafkaread.Marks) map[int32]kafkaread.Range, visit func(*kgo.Record) error) error
+}
+
+// Read reads one page of the "dlq" alias. Errors are the read API's
+// (kafkaread.ErrNotFound for a disabled DLQ or an unknown partition,
+// kafkaread.ErrBadQuery, broker errors).
+func Read(ctx context.Context, sc Scanner, q Query) (Page, error) {
+	if err := q.check(); err != nil {
+		return Page{}, err
+	}
+	older := q.After == nil // the direction of the scan: newest first from the end or Before
+	var marks map[int32]kafkaread.Marks
+	ranges := map[int32]kafkaread.Range{}
+	plan := func(m map[int32]kafkaread.Marks) map[int32]kafkaread.Range {
+		marks = m
+		avail := map[int32]int64{}
+		for p, mk := range m {
+			switch {
+			case q.Before != nil:
+				if at, ok := q.Before[p]; ok {
+					avail[p] = min(at, mk.High) - mk.Low
+				}
+			case q.After != nil:
+				if at, ok := q.After[p]; ok {
+					avail[p] = mk.High - max(at, mk.Low)
+				}
+			default:
+				avail[p] = mk.High - mk.Low
+			}
+		}
+		for p, n := range share(avail, int64(q.Scan)) {
+			mk := m[p]
+			if older {
+				end := mk.High
+				if q.Before != nil {
+					end = min(q.Before[p], mk.High)
+				}
+				ranges[p] = kafkaread.Range{From: end - n, To: end}
+			} else {
+				from := max(q.After[p], mk.Low)
+				ranges[p] = kafkaread.Range{From: from, To: from + n}
+			}
+		}
+		return ranges
+	}
+	parts := map[int32]*partScan{}
+	reasons := map[string]int{}
+	page := Page{ScanLimit: q.Scan, Records: []Entry{}, Reasons: []ReasonCount{}, Partitions: []PartitionMarks{}}
+	err := sc.ScanRanges(ctx, kafkaread.AliasDLQ, q.Partition, plan, func(rec *kgo.Record) error {
+		page.Scanned++
+		if !q.matches(rec) {
+			return nil
+		}
+		page.Matched++
+		reason := header(rec, HeaderReason)
+		if len(reason) > maxReasonBytes {
+			reason = reason[:maxReasonBytes]
+		}
+		if _, ok := reasons[reason]; ok || len(reasons) < MaxReasons {
+			reasons[reason]++
+		} else {
+			page.OtherReasons++
+		}
+		ps := parts[rec.Partition]
+		if ps == nil {
+			ps = &partScan{}
+			parts[rec.Partition] = ps
+		}
+		ps.matched++
+		e := entry(rec)
+		switch {
+		case !older && len(ps.kept) < q.Limit:
+			ps.kept = append(ps.kept, e) // the oldest Limit after the cursor
+		case older && len(ps.kept) < q.Limit:
+			ps.kept = append(ps.kept, e)
+		case older: // the newest Limit before the cursor: drop the oldest kept
+			copy(ps.kept, ps.kept[1:])
+			ps.kept[len(ps.kept)-1] = e
+		}
+		return nil
+	})
+	if err != nil {
+		return Page{}, err
+	}
+	page.Records, page.Older, page.Newer = merge(q, older, marks, ranges, parts)
+	for p, mk := range marks {
+		page.Partitions = append(page.Partitions, PartitionMarks{Partition: p, Low: mk.Low, High: mk.High})
+		page.Total += mk.High - mk.Low
+	}
+	sort.Slice(page.Partitions, func(i, j int) bool { return page.Partitions[i].Partition < page.Partitions[j].Partition })
+	for r, n := range reasons {
+		page.Reasons = append(page.Reasons, ReasonCount{Reason: r, Count: n})
+	}
+	sort.Slice(page.Reasons, func(i, j int) bool {
+		a, b := page.Reasons[i], page.Reasons[j]
+		return a.Count > b.Count || a.Count == b.Count && a.Reason < b.Reason
+	})
+	return page, nil
+}
+
+// partScan is what a scan kept of one partition: the matching entries in
+// offset order (at most Limit) and how many matched in all.
+type partScan struct {
+	kept    []Entry
+	matched int
+}
+
+// merge builds the page from each partition's kept entries: newest first
+// by timestamp across partitions, offset order within each, Limit records;
+// and the cursors of the next pages. A cursor never skips a matching
+// record: a partition whose kept entries did not all make the page
+// continues from the last one shown, one whose did continues past what
+// was scanned.
+func merge(q Query, older bool, marks map[int32]kafkaread.Marks, ranges map[int32]kafkaread.Range, parts map[int32]*partScan) (out []Entry, olderCur, newerCur *string) {
+	lists := map[int32][]Entry{}
+	for p, ps := range parts {
+		l := slices.Clone(ps.kept)
+		if older {
+			slices.Reverse(l) // newest first
+		}
+		lists[p] = l
+	}
+	taken := map[int32][]Entry{}
+	for len(out) < q.Limit {
+		best := int32(-1)
+		for p, l := range lists {
+			if len(l) == 0 {
+				continue
+			}
+			if best < 0 || later(l[0], lists[best][0]) == older {
+				best = p
+			}
+		}
+		if best < 0 {
+			break
+		}
+		out = append(out, lists[best][0])
+		taken[best] = append(taken[best], lists[best][0])
+		lists[best] = lists[best][1:]
+	}
+	if !older {
+		slices.Reverse(out) // shown newest first
+	}
+	oc, nc := Cursor{}, Cursor{}
+	for p, mk := range marks {
+		start, ok := mk.High, true // where this page started in p
+		switch {
+		case q.Before != nil:
+			start, ok = q.Before[p]
+		case q.After != nil:
+			start, ok = q.After[p]
+		}
+		if !ok {
+			continue
+		}
+		rg, scanned := ranges[p]
+		t := taken[p]
+		matched := 0
+		if ps := parts[p]; ps != nil {
+			matched = ps.matched
+		}
+		lo, hi := start, start // offsets shown, or the page's start
+		if len(t) > 0 {
+			lo, hi = t[0].Offset, t[0].Offset+1
+			for _, e := range t {
+				lo, hi = min(lo, e.Offset), max(hi, e.Offset+1)
+			}
+		}
+		if older {
+			oc[p], nc[p] = lo, hi
+			if scanned && len(t) == matched { // nothing left unshown in the scanned range
+				oc[p] = rg.From
+			}
+			if len(t) == 0 {
+				nc[p] = min(start, mk.High)
+			}
+		} else {
+			oc[p], nc[p] = lo, hi
+			if scanned && len(t) == matched {
+				nc[p] = rg.To
+			}
+			if len(t) == 0 {
+				oc[p] = max(start, mk.Low)
+			}
+		}
+	}
+	olderLeft, newerLeft := false, false
+	for p, mk := range marks {
+		if o, ok := oc[p]; ok && o > mk.Low {
+			olderLeft = true
+		}
+		if n, ok := nc[p]; ok && n < mk.High {
+			newerLeft = true
+		}
+	}
+	if olderLeft {
+		s := oc.String()
+		olderCur = &s
+	}
+	if newerLeft {
+		s := nc.String()
+		newerCur = &s
+	}
+	return out, olderCur, newerCur
+}
+
+// later orders entries by timestamp, then partition, then offset.
+func later(a, b Entry) bool {
+	ta, tb := int64(0), int64(0)
+	if a.TimestampMs != nil {
+		ta = *a.TimestampMs
+	}
+	if b.TimestampMs != nil {
+		tb = *b.TimestampMs
+	}
+	if ta != tb {
+		return ta > tb
+	}
+	if a.Partition != b.Partition {
+		return a.Partition > b.Partition
+	}
+	return a.Offset > b.Offset
+}
+
+// share gives each partition its part of n records to read: an even
+// share, what a partition cannot use going to the others.
+func share(avail map[int32]int64, n int64) map[int32]int64 {
+	out := map[int32]int64{}
+	left := map[int32]int64{}
+	for p, a := range avail {
+		if a > 0 {
+			left[p] = a
+		}
+	}
+	for n > 0 && len(left) > 0 {
+		each := max(n/int64(len(left)), 1)
+		ps := make([]int32, 0, len(left))
+		for p := range left {
+			ps = append(ps, p)
+		}
+		slices.Sort(ps)
+		for _, p := range ps {
+			if n == 0 {
+				break
+			}
+			give := min(each, left[p], n)
+			out[p] += give
+			left[p] -= give
+			n -= give
+			if left[p] == 0 {
+				delete(left, p)
+			}
+		}
+	}
+	return out
+}
+
+// check validates q and fills in its defaults.
+func (q *Query) check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf(format+": %w", append(args, kafkaread.ErrBadQuery)...)
+	}
+	switch {
+	case q.Limit == 0:
+		q.Limit = DefaultLimit
+	case q.Limit < 1 || q.Limit > MaxLimit:
+		return bad("limit must be 1-%d (got %d)", MaxLimit, q.Limit)
+	}
+	switch {
+	case q.Scan == 0:
+		q.Scan = DefaultScan
+	case q.Scan < 1 || q.Scan > MaxScan:
+		return bad("scan must be 1-%d (got %d)", MaxScan, q.Scan)
+	}
+	if q.Before != nil && q.After != nil {
+		return bad("give before or after, not both")
+	}
+	if q.Partition != nil && *q.Partition < 0 {
+		return bad("partition must not be negative")
+	}
+	return nil
+}
+
+// matches applies the filters.
+func (q *Query) matches(rec *kgo.Record) bool {
+	if q.Key != nil {
+		if rec.Key == nil {
+			return false
+		}
+		if k, _ := payload.Encode(rec.Key); k != *q.Key {
+			return false
+		}
+	}
+	if q.TaskID != "" && header(rec, HeaderTaskID) != q.TaskID {
+		return false
+	}
+	if q.Reason != "" && !strings.Contains(strings.ToLower(header(rec, HeaderReason)), strings.ToLower(q.Reason)) {
+		return false
+	}
+	return true
+}
+
+// header is the last value of a header (the DLQ's own come after the
+// message's), "" when absent.
+func header(rec *kgo.Record, key string) string {
+	v := ""
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			v = string(h.Value)
+		}
+	}
+	return v
+}
+
+// entry copies what a page shows of rec (never a view into the fetch).
+func entry(rec *kgo.Record) Entry {
+	e := Entry{Partition: rec.Partition, Offset: rec.Offset, PayloadSizeBytes: len(rec.Value),
+		TaskID: header(rec, HeaderTaskID), Reason: header(rec, HeaderReason), Worker: header(rec, HeaderWorker)}
+	if len(e.Reason) > maxReasonBytes {
+		e.Reason = e.Reason[:maxReasonBytes]
+	}
+	if ms := rec.Timestamp.UnixMilli(); ms > 0 {
+		e.TimestampMs = &ms
+	}
+	if rec.Key != nil {
+		k, cut := preview(rec.Key)
+		s, enc := payload.Encode(k)
+		e.Key, e.KeyEncoding, e.KeyTruncated = &s, enc, cut
+	} else {
+		e.KeyEncoding = payload.UTF8
+	}
+	v, cut := preview(rec.Value)
+	e.Payload, e.PayloadEncoding = payload.Encode(v)
+	e.PayloadTruncated = cut
+	if n, err := strconv.Atoi(header(rec, HeaderAttempts)); err == nil {
+		e.Attempts = &n
+	}
+	if p, err := strconv.ParseInt(header(rec, HeaderSourcePartition), 10, 32); err == nil {
+		p32 := int32(p)
+		e.SourcePartition = &p32
+	}
+	if o, err := strconv.ParseInt(header(rec, HeaderSourceOffset), 10, 64); err == nil {
+		e.SourceOffset = &o
+	}
+	if n, err := strconv.ParseInt(header(rec, HeaderTruncated), 10, 64); err == nil {
+		e.TruncatedFrom = &n
+	}
+	if n, err := strconv.Atoi(header(rec, HeaderRedriveCount)); err == nil {
+		e.RedriveCount = n
+	}
+	return e
+}
+
+// preview is the first PreviewBytes of b, cut at a character boundary
+// when b is UTF-8 text (so that it still shows as text).
+func preview(b []byte) ([]byte, bool) {
+	if len(b) <= PreviewBytes {
+		return b, false
+	}
+	n := PreviewBytes
+	if utf8.Valid(b) {
+		for n > 0 && !utf8.RuneStart(b[n]) {
+			n--
+		}
+	}
+	return b[:n], true
+}
