@@ -25,7 +25,9 @@ func TestKafkaDLQUnconfigured(t *testing.T) {
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
 	cfg.Sources.Kafka = config.Default().Sources.Kafka
-	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host = true, "127.0.0.1"
+	// Port 0: the default 8090 is taken when another package's test runs
+	// a demo worker at the same time.
+	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host, cfg.Sources.HTTP.Port = true, "127.0.0.1", 0
 	cfg.Sources.HTTP.SinksEnabled = true
 	cfg.Sinks.Kafka[0].Brokers = addrs
 	cfg.Sinks.Kafka[0].ClientConfig = map[string]string{"metadata.max.age.ms": "500"}
