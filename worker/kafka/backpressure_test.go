@@ -21,12 +21,13 @@ import (
 // queue processed.
 func TestKafkaBackpressureKeepsFetchedData(t *testing.T) {
 	t.Parallel()
-	// -short: half the backlog behind half the poll size, so a partition
-	// still holds 1.5 times its waiting cap (every message is a spawn).
+	// -short: a third of the backlog behind a third of the poll size, so a
+	// partition still holds 1.5 times its waiting cap (every message is a
+	// spawn).
 	const parts = 2
 	n, poll := 600, 200
 	if testing.Short() {
-		n, poll = 300, 100
+		n, poll = 200, 64
 	}
 	c := ktCluster(t, parts)
 	addrs := c.ListenAddrs()

@@ -111,7 +111,7 @@ func checkModePipeline(t *testing.T, cfg *config.Config, failReason string) {
 	// a race-enabled test binary takes about a second to start.
 	n, keys := 70, 7
 	if testing.Short() {
-		n = 21 // spawn mode starts the (large) test binary per attempt
+		n = 14 // spawn mode starts the (large) test binary per attempt
 	}
 	kinds := map[int]string{}
 	var recs []*kgo.Record

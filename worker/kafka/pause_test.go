@@ -239,17 +239,19 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 			return bp == 1 && in == maxIn && w.IntakePaused(), fmt.Sprintf("backpressure %v, %d in flight, %d waiting, intake paused %v %s", bp, in, w.Waiting(), w.IntakePaused(), w.QueueDetail())
 		})
 	}
-	// Each phase puts 20 messages on every partition: more than the
-	// partition's waiting cap, so together they reach the overall one.
+	// Each phase puts 12 messages on every partition: more than the
+	// partition's waiting cap (8), so together (48) they reach the overall
+	// one (32).
+	const phase = 12 * parts
 	var recs []*kgo.Record
-	for i := range 160 {
+	for i := range 2 * phase {
 		r := ktMsg(i, "", false)
 		r.Partition = int32(i % parts)
 		recs = append(recs, r)
 	}
 
 	// Row: debug resume while backpressure still holds.
-	ktProduce(t, prod, recs[:80])
+	ktProduce(t, prod, recs[:phase])
 	full()
 	if _, err := w.Src.Pause(60); err != nil {
 		t.Fatal(err)
@@ -269,7 +271,7 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 
 	// Row: backpressure wants to resume during a debug pause.
 	gate.Close(t)
-	ktProduce(t, prod, recs[80:])
+	ktProduce(t, prod, recs[phase:])
 	full()
 	if _, err := w.Src.Pause(60); err != nil {
 		t.Fatal(err)
@@ -288,7 +290,7 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 	}
 	ktWaitCommitted(t, adm, group)
 	out, dlq := ktCollect(t, addrs, addrs)
-	ktCheckAllOut(t, ktIDs(0, 160), out, dlq)
+	ktCheckAllOut(t, ktIDs(0, 2*phase), out, dlq)
 }
 
 // TestKafkaPauseNewPartitionsArrivePaused: while a worker is paused, the

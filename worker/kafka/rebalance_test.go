@@ -33,12 +33,12 @@ func TestKafkaRebalanceSurvivor(t *testing.T) {
 	a := ktStart(t, cfgA)
 	a.WaitJoined()
 
-	// A steady stream for the whole test: 500 messages a second, 100 in
+	// A steady stream for the whole test: 500 messages a second, 50 in
 	// -short runs (every message is a spawned process; the rebalances, not
 	// the rate, are what is tested).
 	batch, after := 10, int64(200)
 	if testing.Short() {
-		batch, after = 2, 100
+		batch, after = 1, 50
 	}
 	prod := ktClient(t, addrs)
 	var sent atomic.Int64

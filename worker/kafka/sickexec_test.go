@@ -23,18 +23,25 @@ import (
 // worker reports itself not ready naming the executor, and once the
 // executor works again every message is processed.
 
-// ktSickMessages is the backlog the sick-executor tests produce.
-const ktSickMessages = 200
+// ktSickMessages is the backlog the sick-executor tests produce (60 in
+// -short runs: every message is a spawn once the executor is back).
+func ktSickMessages() int {
+	if testing.Short() {
+		return 60
+	}
+	return 200
+}
 
 // ktSickBacklog produces the backlog on the source topic's partitions.
 func ktSickBacklog(t *testing.T, addrs []string) []int {
 	t.Helper()
 	var recs []*kgo.Record
-	for i := range ktSickMessages {
+	n := ktSickMessages()
+	for i := range n {
 		recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%7), false))
 	}
 	ktProduce(t, ktClient(t, addrs), recs)
-	return ktIDs(0, ktSickMessages)
+	return ktIDs(0, n)
 }
 
 // ktExpectHeld checks, a few seconds into the executor's outage, that
