@@ -133,20 +133,10 @@ func (s *UIServer) trace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := TraceAnswer{TaskID: id, Scope: scopeName, Sources: []string{s.cfg.Worker.Name}, Missing: []TraceMissing{}}
-	var peers map[string]TraceAnswer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if scope == recorder.ScopeLocal {
-			return
-		}
-		ask, missing := s.tracePeers()
-		var failed []TraceMissing
-		peers, failed = askPeers[TraceAnswer](r.Context(), s, ask, "/api/v1/debug/trace", url.Values{"task_id": {id}})
-		out.Missing = append(append(out.Missing, missing...), failed...)
-	}()
+	collect := askPeersMeanwhile[TraceAnswer](r, s, scope, "/api/v1/debug/trace", url.Values{"task_id": {id}})
 	evs, err := s.rec.TraceIn(r.Context(), id, scope)
-	<-done
+	peers, missing := collect()
+	out.Missing = append(out.Missing, missing...)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
@@ -191,20 +181,10 @@ func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 		q.Set("value", values[0])
 	}
 	out := LabelAnswer{Scope: scopeName, Sources: []string{s.cfg.Worker.Name}, Missing: []TraceMissing{}}
-	var peers map[string]LabelAnswer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if scope == recorder.ScopeLocal {
-			return
-		}
-		ask, missing := s.tracePeers()
-		var failed []TraceMissing
-		peers, failed = askPeers[LabelAnswer](r.Context(), s, ask, "/api/v1/debug/trace-by-label", q)
-		out.Missing = append(append(out.Missing, missing...), failed...)
-	}()
+	collect := askPeersMeanwhile[LabelAnswer](r, s, scope, "/api/v1/debug/trace-by-label", q)
 	rows, err := s.rec.TraceByLabelIn(r.Context(), name, value, int(limit), scope)
-	<-done
+	peers, missing := collect()
+	out.Missing = append(out.Missing, missing...)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return

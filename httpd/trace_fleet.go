@@ -226,3 +226,27 @@ func unwrapURLError(err error) string {
 	}
 	return cut(err.Error(), 200)
 }
+
+// askPeersMeanwhile asks the cluster's other workers for path with q in
+// the background (nobody when scope is local) while the caller reads its
+// own files; collect waits for their answers, by worker name, and the
+// workers not asked or not answering.
+func askPeersMeanwhile[T any](r *http.Request, s *UIServer, scope recorder.Scope, path string, q url.Values) (collect func() (map[string]T, []TraceMissing)) {
+	var peers map[string]T
+	var missing []TraceMissing
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if scope == recorder.ScopeLocal {
+			return
+		}
+		ask, skipped := s.tracePeers()
+		var failed []TraceMissing
+		peers, failed = askPeers[T](r.Context(), s, ask, path, q)
+		missing = append(skipped, failed...)
+	}()
+	return func() (map[string]T, []TraceMissing) {
+		<-done
+		return peers, missing
+	}
+}

@@ -12,16 +12,7 @@ import (
 // TestBrowser drives the UI of two real workers through the scenarios an
 // operator meets. One Chromium serves every subtest, one tab each.
 func TestBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser tests are end-to-end: skipped with -short")
-	}
-	bin := findChromium()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but no Chromium was found (.ci/run installs Debian's chromium; or set SVC_CHROMIUM)")
-		}
-		t.Skip("no Chromium found: install it (apt-get install chromium) or set SVC_CHROMIUM to run the browser tests")
-	}
+	bin := chromiumOrSkip(t)
 	dir := shots(t)
 	t.Logf("screenshots: %s", dir)
 	fmt.Printf("browser test screenshots: %s\n", dir)

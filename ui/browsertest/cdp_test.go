@@ -171,3 +171,33 @@ func (b *browser) call(session, method string, params, out any) error {
 		return fmt.Errorf("%s: no answer within %s", method, cdpWait)
 	}
 }
+
+// chromiumOrSkip is the start of every browser test: skipped in -short
+// runs and, without Chromium, skipped (a failure when CI is set); it
+// returns the Chromium binary.
+func chromiumOrSkip(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser tests are end-to-end: skipped with -short")
+	}
+	bin := findChromium()
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI is set but no Chromium was found (.ci/run installs Debian's chromium; or set SVC_CHROMIUM)")
+		}
+		t.Skip("no Chromium found: install it (apt-get install chromium) or set SVC_CHROMIUM to run the browser tests")
+	}
+	return bin
+}
+
+// openWithToken opens url (a worker's UI address and path) in a new page
+// of b, signed in with browserToken as a query parameter.
+func openWithToken(t *testing.T, b *browser, url string) *page {
+	p := b.newPage(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	p.navigate(url + sep + "token=" + browserToken)
+	return p
+}

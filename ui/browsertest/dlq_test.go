@@ -136,25 +136,12 @@ func headerOf(r *kgo.Record, key string) string {
 // reach the sink, the third fails again into the DLQ marked as redriven.
 // No console error; the DLQ code is not part of the first load.
 func TestDLQTriageAndRedrive(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser tests are end-to-end: skipped with -short")
-	}
-	bin := findChromium()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but no Chromium was found (.ci/run installs Debian's chromium; or set SVC_CHROMIUM)")
-		}
-		t.Skip("no Chromium found: install it (apt-get install chromium) or set SVC_CHROMIUM to run the browser tests")
-	}
+	bin := chromiumOrSkip(t)
 	dir := shots(t)
 	b := startBrowser(t, bin)
 	brokers, ws, fixed := startDLQFleet(t)
 	alpha := ws[0]
-	open := func(path string) *page {
-		p := b.newPage(t)
-		p.navigate(alpha.base + path + map[bool]string{true: "&", false: "?"}[strings.Contains(path, "?")] + "token=" + browserToken)
-		return p
-	}
+	open := func(path string) *page { return openWithToken(t, b, alpha.base+path) }
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("jobs"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {

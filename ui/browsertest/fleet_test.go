@@ -172,25 +172,12 @@ func produce(t *testing.T, cl *kgo.Client, n int, body string) {
 // and the Pause tab state the backpressure rule with the worker's own
 // caps, and the Prometheus link shows backpressure and pause apart.
 func TestFleetPages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser tests are end-to-end: skipped with -short")
-	}
-	bin := findChromium()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but no Chromium was found (.ci/run installs Debian's chromium; or set SVC_CHROMIUM)")
-		}
-		t.Skip("no Chromium found: install it (apt-get install chromium) or set SVC_CHROMIUM to run the browser tests")
-	}
+	bin := chromiumOrSkip(t)
 	dir := shots(t)
 	b := startBrowser(t, bin)
 	cl, ws := startFleet(t)
 	alpha, beta, gamma := ws[0], ws[1], ws[2]
-	open := func(path string) *page {
-		p := b.newPage(t)
-		p.navigate(alpha.base + path + map[bool]string{true: "&", false: "?"}[strings.Contains(path, "?")] + "token=" + browserToken)
-		return p
-	}
+	open := func(path string) *page { return openWithToken(t, b, alpha.base+path) }
 
 	wait.For(t, wait.Long, "alpha lists the three workers running, their cards carrying all 4 partitions", func() (bool, string) {
 		l, parts := workersOf(t, alpha), 0

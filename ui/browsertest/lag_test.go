@@ -43,25 +43,12 @@ func produceTo(t *testing.T, cl *kgo.Client, parts []int32, n int) {
 // data points, lets the operator show one worker alone, and links the
 // group's lag in Prometheus; no console error on either page.
 func TestLagAndTrends(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser tests are end-to-end: skipped with -short")
-	}
-	bin := findChromium()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but no Chromium was found (.ci/run installs Debian's chromium; or set SVC_CHROMIUM)")
-		}
-		t.Skip("no Chromium found: install it (apt-get install chromium) or set SVC_CHROMIUM to run the browser tests")
-	}
+	bin := chromiumOrSkip(t)
 	dir := shots(t)
 	b := startBrowser(t, bin)
 	cl, ws := startFleet(t)
 	alpha := ws[0]
-	open := func(path string) *page {
-		p := b.newPage(t)
-		p.navigate(alpha.base + path + map[bool]string{true: "&", false: "?"}[strings.Contains(path, "?")] + "token=" + browserToken)
-		return p
-	}
+	open := func(path string) *page { return openWithToken(t, b, alpha.base+path) }
 
 	// alpha's own partitions, as its group view says once the group
 	// settled on the three workers.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -54,23 +53,10 @@ func metricSum(t *testing.T, w *uiWorker, name string, want map[string]string) f
 // it shows as paused: the pause's state frame came after the probe's
 // task frame on its socket, so the probe's frame has been handled.
 func TestProbesAreNotTrafficInTheBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser tests are end-to-end: skipped with -short")
-	}
-	bin := findChromium()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but no Chromium was found (.ci/run installs Debian's chromium; or set SVC_CHROMIUM)")
-		}
-		t.Skip("no Chromium found: install it (apt-get install chromium) or set SVC_CHROMIUM to run the browser tests")
-	}
+	bin := chromiumOrSkip(t)
 	b := startBrowser(t, bin)
 	w := startKafkaWorker(t)
-	open := func(path string) *page {
-		p := b.newPage(t)
-		p.navigate(w.base + path + map[bool]string{true: "&", false: "?"}[strings.Contains(path, "?")] + "token=" + browserToken)
-		return p
-	}
+	open := func(path string) *page { return openWithToken(t, b, w.base+path) }
 	post := func(path, body string) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", w.base+path, strings.NewReader(body))

@@ -21,25 +21,12 @@ import (
 // trace on alpha still shows beta's events and says gamma's live file
 // was not searched, and why. No console errors.
 func TestFleetTrace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser tests are end-to-end: skipped with -short")
-	}
-	bin := findChromium()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but no Chromium was found (.ci/run installs Debian's chromium; or set SVC_CHROMIUM)")
-		}
-		t.Skip("no Chromium found: install it (apt-get install chromium) or set SVC_CHROMIUM to run the browser tests")
-	}
+	bin := chromiumOrSkip(t)
 	dir := shots(t)
 	b := startBrowser(t, bin)
 	cl, ws := startFleet(t)
 	alpha, beta, gamma := ws[0], ws[1], ws[2]
-	open := func(path string) *page {
-		p := b.newPage(t)
-		p.navigate(alpha.base + path + map[bool]string{true: "&", false: "?"}[strings.Contains(path, "?")] + "token=" + browserToken)
-		return p
-	}
+	open := func(path string) *page { return openWithToken(t, b, alpha.base+path) }
 	wait.For(t, wait.Long, "alpha lists the three workers running, each owning a partition", func() (bool, string) {
 		l, owners := workersOf(t, alpha), 0
 		for _, w := range l.Workers {

@@ -89,19 +89,7 @@ func (s *Source) groupPartitions(mine []PartitionState, orphaned []OrphanedParti
 			row.CommittedOffset, row.HighWatermark, row.Lag = r.CommittedOffset, r.HighWatermark, r.Lag
 			row.Paused, row.Stalled = flag(r.Paused), flag(r.Stalled)
 		default:
-			h := h
-			row.HighWatermark = &h
-			base, ok := committed[p]
-			if ok {
-				c := base
-				row.CommittedOffset = &c
-			} else {
-				base, ok = start[p]
-			}
-			if ok {
-				lag := max(0, h-base)
-				row.Lag = &lag
-			}
+			row.HighWatermark, row.CommittedOffset, row.Lag = offsetsOf(p, h, committed, start)
 			if o, isUnowned := unowned[p]; isUnowned {
 				row.Owner, row.Unowned, row.UnownedSinceMS = o.Holder, true, o.SinceMS
 			} else if m, held := g.holder[p]; held {

@@ -159,19 +159,7 @@ func (s *Source) orphans() ([]OrphanedPartition, bool) {
 			}
 			o.HeldBy, o.Holder = HeldByDeadMember, &m
 		}
-		h := h
-		o.HighWatermark = &h
-		base, ok := committed[p]
-		if ok {
-			c := base
-			o.CommittedOffset = &c
-		} else {
-			base, ok = start[p]
-		}
-		if ok {
-			lag := max(0, h-base)
-			o.Lag = &lag
-		}
+		o.HighWatermark, o.CommittedOffset, o.Lag = offsetsOf(p, h, committed, start)
 		if t, ok := since[p]; ok {
 			o.SinceMS = t.UnixMilli()
 		}
@@ -206,4 +194,23 @@ func (s *Source) noteOrphans(now time.Time) {
 		}
 	}
 	s.offsets.orphanSince = since
+}
+
+// offsetsOf is partition p's high watermark h, its committed offset (nil
+// when the group has none) and its lag: from the committed offset, else
+// from where a new member would start (nil when neither is known).
+func offsetsOf(p int32, h int64, committed, start map[int32]int64) (hw, committedOffset, lag *int64) {
+	hw = &h
+	base, ok := committed[p]
+	if ok {
+		c := base
+		committedOffset = &c
+	} else {
+		base, ok = start[p]
+	}
+	if ok {
+		l := max(0, h-base)
+		lag = &l
+	}
+	return hw, committedOffset, lag
 }
