@@ -109,6 +109,9 @@ name = "out"
 topic = "$8"
 TOML
   fi
+  # SVC_TOML: extra config appended to svc's file (whole tables, e.g.
+  # $'[pipeline]\nmax_in_flight = 128').
+  if [ -n "${SVC_TOML:-}" ]; then printf '%s\n' "$SVC_TOML" >>"$file"; fi
 }
 
 # start_svc CONFIG LOG: starts svc in the background; sets pid.
