@@ -319,6 +319,11 @@ func TestFleetPages(t *testing.T) {
 	charts := []string{"lag", "heap", "gc", "goroutines", "rss"}
 	rt.waitFor(`[...document.querySelectorAll("svg.chart")].length === 5 && [...document.querySelectorAll("svg.chart polyline")].every((l) => Number(l.dataset.n) >= 2)`,
 		"five runtime charts of two samples or more (one every 10 s)")
+	var axes []string
+	jsonOf(t, rt, `[...document.querySelectorAll(".chart-axis")].map((a) => a.innerText.replace(/\s+/g, " ").trim())`, &axes)
+	if len(axes) != 5 || !regexp.MustCompile(`^\d\d:\d\d:\d\d \d\d:\d\d:\d\d$`).MatchString(axes[0]) {
+		t.Errorf("runtime time axes = %q, want 5, each the first and last sample's time (hh:mm:ss over the 10-minute window)", axes)
+	}
 	for _, c := range charts {
 		var got struct {
 			Lines, Points, Dots int

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,6 +149,17 @@ func TestLagAndTrends(t *testing.T) {
 	// risen on the lag chart; one worker alone on demand.
 	dash.waitFor(`(() => { const l = document.querySelector("svg.chart[data-chart=trend-lag] polyline"); const t = document.querySelector("svg.chart[data-chart=trend-throughput] polyline");
 		return l && t && Number(l.dataset.n) >= 2 && Number(t.dataset.n) >= 2 && document.querySelector("svg.chart[data-chart=trend-failures] circle"); })()`, "trend charts of two points or more")
+	// Each trend chart labels its time axis: the window's start and end.
+	var axes []string
+	jsonOf(t, dash, `[...document.querySelectorAll(".charts.trends .chart-axis")].map((a) => a.innerText.replace(/\s+/g, " ").trim())`, &axes)
+	if len(axes) != 3 {
+		t.Errorf("trend time axes = %q, want one under each of the 3 charts", axes)
+	}
+	for _, a := range axes {
+		if !regexp.MustCompile(`^\d\d:\d\d.* \d\d:\d\d`).MatchString(a) {
+			t.Errorf("trend time axis %q, want its start and end times (hh:mm)", a)
+		}
+	}
 	var views []string
 	jsonOf(t, dash, `[...document.querySelectorAll("#trends-view option")].map((o) => o.value)`, &views)
 	if strings.Join(views, ",") != "fleet,alpha,beta,gamma" {

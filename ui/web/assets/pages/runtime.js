@@ -43,12 +43,13 @@ function runtimeCards(rt) {
     ["RSS", cur.rss_bytes >= 0 ? bytes(cur.rss_bytes) : "unknown"], ["GC CPU", (cur.gc_cpu_fraction * 100).toFixed(2) + " %"],
     ["Open files", cur.open_fds >= 0 ? num(cur.open_fds) : "unknown"], ["Stalls", num(rt.stalls_total) + (rt.in_stall ? " (one now)" : "")],
   ];
+  const byTime = { at: (s) => s.ts_ms };
   const charts = el("div", { class: "charts" },
-    chart("lag", "Scheduler lag", samples, [["p50", (s) => s.lag_p50_ms], ["p99", (s) => s.lag_p99_ms], ["max", (s) => s.lag_max_ms]], ms),
-    chart("heap", "Heap", samples, [["live", (s) => s.heap_live_bytes], ["total", (s) => s.heap_total_bytes]], bytes),
-    chart("gc", "GC pauses", samples, [["p50", (s) => s.gc_pause_p50_ms], ["p99", (s) => s.gc_pause_p99_ms]], ms),
-    chart("goroutines", "Goroutines", samples, [["live", (s) => s.goroutines]], num),
-    chart("rss", "RSS", samples.filter((s) => s.rss_bytes >= 0), [["rss", (s) => s.rss_bytes]], bytes));
+    chart("lag", "Scheduler lag", samples, [["p50", (s) => s.lag_p50_ms], ["p99", (s) => s.lag_p99_ms], ["max", (s) => s.lag_max_ms]], ms, byTime),
+    chart("heap", "Heap", samples, [["live", (s) => s.heap_live_bytes], ["total", (s) => s.heap_total_bytes]], bytes, byTime),
+    chart("gc", "GC pauses", samples, [["p50", (s) => s.gc_pause_p50_ms], ["p99", (s) => s.gc_pause_p99_ms]], ms, byTime),
+    chart("goroutines", "Goroutines", samples, [["live", (s) => s.goroutines]], num, byTime),
+    chart("rss", "RSS", samples.filter((s) => s.rss_bytes >= 0), [["rss", (s) => s.rss_bytes]], bytes, byTime));
   return [
     card("Runtime health",
       el("ul", { class: "plain legend runtime-facts" }, facts.map(([k, v]) => el("li", {}, k + " ", el("strong", {}, v)))),
