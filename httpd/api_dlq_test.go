@@ -21,11 +21,7 @@ import (
 // with code <i%3+1>" and timestamp base+i, so record 149 is the newest.
 func produceDLQ(t *testing.T, brokers []string, n int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := manualProducer(t, brokers)
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	var recs []*kgo.Record
 	for i := range n {

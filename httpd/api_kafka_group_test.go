@@ -87,11 +87,7 @@ func TestKafkaGroupRoute(t *testing.T) {
 		}
 	})
 
-	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	prod := manualProducer(t, brokers)
 	for i := range 5 {
 		if err := prod.ProduceSync(t.Context(), &kgo.Record{Topic: "orders-raw", Partition: 0, Value: fmt.Appendf(nil, "m%d", i)}).FirstErr(); err != nil {
 			t.Fatal(err)

@@ -33,11 +33,7 @@ func kafkaConfig(t *testing.T, tune func(*config.Config)) (*config.Config, []str
 	}
 	t.Cleanup(c.Close)
 	brokers := c.ListenAddrs()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := manualProducer(t, brokers)
 	for i := range 30 {
 		rec := &kgo.Record{Topic: "orders-raw", Partition: int32(i % 3), Key: []byte("k"), Value: []byte(`{"n":` + string(rune('0'+i%10)) + `}`),
 			Timestamp: time.UnixMilli(int64(1000 + i)), Headers: []kgo.RecordHeader{{Key: "bin", Value: []byte{0xff}}}}

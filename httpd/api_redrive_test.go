@@ -44,11 +44,7 @@ func TestDLQRedrive(t *testing.T) {
 		c.Executor.BinaryPath = exe
 		c.Handler.MaxAttempts = 1
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := manualProducer(t, brokers)
 	recs := []*kgo.Record{dlqRecord("a", "fixed now"), dlqRecord("b", "please fail"), dlqRecord("c", "again", kgo.RecordHeader{Key: redrive.HeaderCount, Value: []byte("1")})}
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -158,11 +154,7 @@ func TestDLQRedriveOnce(t *testing.T) {
 	}
 	cfg, brokers := kafkaConfig(t, tune)
 	s := startStack(t, cfg)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := manualProducer(t, brokers)
 	const n = 50
 	var recs []*kgo.Record
 	for i := range n {
@@ -232,11 +224,7 @@ func lastSummary(t *testing.T, body string) map[string]any {
 func TestDLQRedriveSkipsTruncatedRecords(t *testing.T) {
 	t.Parallel()
 	s, brokers := kafkaStack(t, func(c *config.Config) { c.UI.RedriveEnabled = true })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := manualProducer(t, brokers)
 	rec := dlqRecord("big", "cut", kgo.RecordHeader{Key: "svc-dlq-truncated", Value: []byte("2097152")})
 	if err := cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -266,11 +254,7 @@ func TestDLQRedriveSelected(t *testing.T) {
 		c.Executor.BinaryPath = exe
 		c.Handler.MaxAttempts = 1
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := manualProducer(t, brokers)
 	var recs []*kgo.Record
 	for i := range 6 {
 		v := "fixed now"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/recorder"
 	"svc/worker"
@@ -154,4 +155,16 @@ func lines(t *testing.T, path string) int {
 		return 0
 	}
 	return strings.Count(string(b), "\n")
+}
+
+// manualProducer is a client producing to the partition each record
+// names, closed when the test ends.
+func manualProducer(t *testing.T, brokers []string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
