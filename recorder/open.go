@@ -139,7 +139,7 @@ func (r *Recorder) openLiveAtStart(ctx context.Context, crash json.RawMessage) e
 func (r *Recorder) fallBack(cause error, crash json.RawMessage) {
 	r.liveMu.Lock()
 	if r.live != nil {
-		r.live.db.Close()
+		r.live.close()
 		removeDB(r.live.path)
 		r.live = nil
 	}

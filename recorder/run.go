@@ -245,11 +245,18 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 			return errors.New("write batch: no live file")
 		}
 	}
-	tx, err := lf.db.BeginTx(ctx, nil)
+	conn, err := lf.writeConn(ctx)
 	if err != nil {
 		return fmt.Errorf("begin batch: %w", err)
 	}
-	w := newBatchWriter(ctx, tx, lf)
+	w := newBatchWriter(ctx, conn, lf)
+	if err := w.exec(`BEGIN`); err != nil {
+		lf.dropConn()
+		return fmt.Errorf("begin batch: %w", err)
+	}
+	// After a failed batch the next one starts on a fresh connection, so a
+	// connection the failure left unusable is not used again.
+	rollback := func() { w.exec(`ROLLBACK`); lf.dropConn() }
 	for _, it := range items {
 		switch {
 		case it.ev != nil:
@@ -260,26 +267,29 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 			err = insertTask(w, it.task)
 		}
 		if err != nil {
-			tx.Rollback()
+			rollback()
 			return err
 		}
 	}
 	if err := w.flush(); err != nil {
-		tx.Rollback()
+		rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := w.exec(`COMMIT`); err != nil {
+		rollback()
 		return fmt.Errorf("commit batch: %w", err)
 	}
 	return nil
 }
 
-// txWriter runs the writer's statements in a transaction, each prepared
-// once per live file.
+// txWriter runs the writer's statements on its own connection, each
+// prepared once per live file. The transaction is plain BEGIN and COMMIT
+// on that connection: database/sql's Tx.Stmt prepares a statement anew
+// every time when the statement belongs to a Conn.
 type txWriter struct {
-	ctx context.Context
-	tx  *sql.Tx
-	lf  *liveFile
+	ctx  context.Context
+	conn *sql.Conn
+	lf   *liveFile
 }
 
 // batchWriter is a txWriter that inserts events, task rows and task labels
@@ -290,8 +300,8 @@ type batchWriter struct {
 	events, tasks, labels multiInsert
 }
 
-func newBatchWriter(ctx context.Context, tx *sql.Tx, lf *liveFile) *batchWriter {
-	w := &batchWriter{txWriter: &txWriter{ctx: ctx, tx: tx, lf: lf}}
+func newBatchWriter(ctx context.Context, conn *sql.Conn, lf *liveFile) *batchWriter {
+	w := &batchWriter{txWriter: &txWriter{ctx: ctx, conn: conn, lf: lf}}
 	w.events = multiInsert{w: w.txWriter, what: "event", ncols: 8,
 		prefix: `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES `}
 	w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 23,
@@ -362,7 +372,7 @@ func (w *txWriter) exec(query string, args ...any) error {
 	st, ok := w.lf.stmts[query]
 	if !ok {
 		var err error
-		if st, err = w.lf.db.PrepareContext(w.ctx, query); err != nil {
+		if st, err = w.conn.PrepareContext(w.ctx, query); err != nil {
 			return err
 		}
 		if w.lf.stmts == nil {
@@ -370,7 +380,7 @@ func (w *txWriter) exec(query string, args ...any) error {
 		}
 		w.lf.stmts[query] = st
 	}
-	_, err := w.tx.StmtContext(w.ctx, st).ExecContext(w.ctx, args...)
+	_, err := st.ExecContext(w.ctx, args...)
 	return err
 }
 

@@ -109,7 +109,7 @@ func openLiveDB(ctx context.Context, path string) (*sql.DB, error) {
 		return nil, err
 	}
 	db, err := sql.Open("sqlite", sqliteURI(path,
-		"_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"))
+		"_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)"))
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}

@@ -8,24 +8,44 @@ import (
 	"svc/worker"
 )
 
-// Message workers: each started message runs in its own goroutine, delivers
+// Message workers: each started message runs in a goroutine, delivers
 // every result and then finishes its offset, which frees its slot for the
 // next waiting message (the next of its key, or of the next partition in
-// turn).
+// turn). The goroutine that frees a slot runs the first message it lets in
+// itself: a fresh goroutine per message grew its stack anew for every task
+// (runtime.copystack was 7.7 % of svc's CPU in the Kafka bench).
 
 func (s *Source) start(ws []*msgWork) {
 	for _, w := range ws {
 		done := s.app.Hold()
-		go func() {
-			defer done()
-			s.process(w)
-		}()
+		go s.run(w, done)
+	}
+}
+
+// run processes w, then the first message its end admits, and so on; the
+// others admitted on the way get goroutines of their own.
+func (s *Source) run(w *msgWork, done func()) {
+	for {
+		next := s.process(w)
+		if len(next) == 0 {
+			done()
+			return
+		}
+		s.start(next[1:])
+		w = next[0]
+		// Held before the finished message lets go, so a drain never sees
+		// a gap between the two.
+		nextDone := s.app.Hold()
+		done()
+		done = nextDone
 	}
 }
 
 // process runs a message's tasks and delivers every result; then the
 // message's offset is finished (or abandoned when its partition stalled).
-func (s *Source) process(w *msgWork) {
+// It returns the messages that finishing w admitted, for the caller to
+// start.
+func (s *Source) process(w *msgWork) []*msgWork {
 	stalled, unfinished := false, false
 	var results []worker.TaskResult
 	var runnable []worker.Task
@@ -61,7 +81,7 @@ func (s *Source) process(w *msgWork) {
 	case s.room <- struct{}{}:
 	default:
 	}
-	s.start(next)
+	return next
 }
 
 // stallLocked stall-pauses the message's partition: its offsets freeze, its
