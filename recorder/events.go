@@ -74,6 +74,10 @@ type Event struct {
 	Worker  string            `json:"worker"`
 	Labels  map[string]string `json:"labels"`
 	Payload json.RawMessage   `json:"payload"`
+	// PayloadValid, set by an emitter, says Payload is valid JSON that the
+	// emitter hands over and never changes (json.Marshal output): the
+	// recorder then neither checks nor copies it. The recorder clears it.
+	PayloadValid bool `json:"-"`
 }
 
 // Event records e without blocking: TSms defaults to now, Worker to this
@@ -118,7 +122,10 @@ func (r *Recorder) fillEvent(e Event) Event {
 		e.Worker = r.cfg.Worker
 	}
 	e.Labels = cloneLabels(e.Labels)
-	e.Payload = normalizeJSON(e.Payload)
+	if !e.PayloadValid || len(e.Payload) == 0 {
+		e.Payload = normalizeJSON(e.Payload)
+	}
+	e.PayloadValid = false
 	return e
 }
 

@@ -58,14 +58,16 @@ func (r *Events) Event(typ, kind, taskID string, labels map[string]string, paylo
 		return
 	}
 	var raw json.RawMessage
+	valid := false
 	switch p := payload.(type) {
 	case nil:
 	case json.RawMessage: // already JSON (an annotation's payload): no second encoding
 		raw = p
 	default:
 		raw, _ = json.Marshal(payload)
+		valid = true // fresh and valid: the recorder need not check or copy it
 	}
-	rec.Event(recorder.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw})
+	rec.Event(recorder.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw, PayloadValid: valid})
 }
 
 // receivedPayload is the payload of task_received.
@@ -196,9 +198,19 @@ func (r *Events) taskEnv(t *Task) map[string]string {
 	return out
 }
 
+// deliveredPayload is the payload of sink_delivered, its keys in the order
+// a map gave them before (sorted), so stored bytes do not change.
+type deliveredPayload struct {
+	OutputSizeBytes int    `json:"output_size_bytes"`
+	Sink            string `json:"sink"`
+}
+
 // Delivered records a result acknowledged by a sink.
 func (r *Events) Delivered(res *TaskResult, sink string) {
-	r.Event(recorder.TypeSinkDelivered, "", res.Task.ID, res.Labels, map[string]any{"sink": sink, "output_size_bytes": len(res.Output)})
+	if r.get() == nil {
+		return
+	}
+	r.Event(recorder.TypeSinkDelivered, "", res.Task.ID, res.Labels, deliveredPayload{OutputSizeBytes: len(res.Output), Sink: sink})
 }
 
 // DLQRecordAt is where a DLQ record landed: its partition and offset in

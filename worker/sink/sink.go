@@ -175,7 +175,8 @@ func (s *kafkaSink) produce(ctx context.Context, rec *kgo.Record) error {
 func resultRecord(topic, workerName string, forward bool, res *worker.TaskResult) *kgo.Record {
 	rec := &kgo.Record{Topic: topic, Value: res.Output}
 	t := res.Task
-	var hdr []kgo.RecordHeader
+	// Room for the svc- headers and the labels: one allocation, not five.
+	hdr := make([]kgo.RecordHeader, 0, 5+len(res.Labels))
 	if m := t.Msg; m != nil && forward {
 		for _, h := range m.Headers {
 			if !strings.HasPrefix(h.Key, "svc-") {
