@@ -46,10 +46,13 @@ func TestForgedCardNeverEvictsARunningWorker(t *testing.T) {
 			if got := readCard(t, root, "a"); got.Instance != mine {
 				t.Fatalf("a lost its card again: %+v", got)
 			}
-			ws := b.Workers()
-			if states(ws) != "a=running b=running*" || ws[0].URL != "http://a:8080" {
-				t.Errorf("b lists %+v, want a at its own URL", ws)
-			}
+			// Heartbeats are 100 ms apart here: on a loaded machine one can
+			// come late enough for b to call a unreachable for a moment, so
+			// b's listing is awaited rather than read once.
+			wait.For(t, wait.Long, "b to list a running at its own URL", func() (bool, string) {
+				ws := b.Workers()
+				return states(ws) == "a=running b=running*" && ws[0].URL == "http://a:8080", fmt.Sprintf("b lists %+v", ws)
+			})
 			logs := a.logs.Named("fleet_name_conflict")
 			if len(logs) != 1 || logs[0]["other_instance"] != "forged" || logs[0]["action"] != "overwritten" || logs[0]["level"] != "ERROR" {
 				t.Errorf("conflict logs = %v, want one naming the forged instance", logs)
