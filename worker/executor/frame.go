@@ -57,14 +57,28 @@ type execTaskHeader struct {
 // worker). Entries are decoded one by one so that a bad one is ignored
 // and counted rather than failing the task.
 type execResultHeader struct {
-	Type        string            `json:"type"`
-	TaskID      string            `json:"task_id"` // optional echo of the task frame's task_id
-	Attempt     int               `json:"attempt"` // optional echo of the task frame's attempt
-	Status      string            `json:"status"`
-	Error       string            `json:"error"`
+	execResultTop
 	Annotations []json.RawMessage `json:"annotations"`
 	Labels      map[string]any    `json:"labels"`
 	Cache       []json.RawMessage `json:"cache"`
+}
+
+// execResultTop is the part of a result header that is not entries.
+type execResultTop struct {
+	Type    string `json:"type"`
+	TaskID  string `json:"task_id"` // optional echo of the task frame's task_id
+	Attempt int    `json:"attempt"` // optional echo of the task frame's attempt
+	Status  string `json:"status"`
+	Error   string `json:"error"`
+}
+
+// execResultFast is a result header whose entries all have the right
+// shape, decoded in one pass.
+type execResultFast struct {
+	execResultTop
+	Annotations []worker.Annotation `json:"annotations"`
+	Labels      map[string]*string  `json:"labels"` // nil: null, not a string
+	Cache       []worker.CacheWrite `json:"cache"`
 }
 
 var execEmptyMap = map[string]string{}
@@ -164,10 +178,57 @@ func (e execEcho) namesOther(id string, n int) bool {
 // counted as in fd 3), and returns the task it names. It fails on a header
 // that is not a result frame.
 func execParseResult(header []byte, res *worker.AttemptResult) (execEcho, error) {
+	// Most headers decode whole into typed entries: one pass, no second
+	// decoding per entry. A header with an entry of the wrong shape is
+	// decoded again entry by entry, so only that entry is lost.
+	var f execResultFast
+	if json.Unmarshal(header, &f) == nil {
+		return execApplyResult(f.execResultTop, res, func(e *execEvents) {
+			for i := range f.Annotations {
+				e.entry(func() bool { return e.applyLine(execEventLine{Annotation: &f.Annotations[i]}) })
+			}
+			for k, v := range f.Labels {
+				e.entry(func() bool { return v != nil && e.applyLine(execEventLine{Labels: map[string]string{k: *v}}) })
+			}
+			for i := range f.Cache {
+				e.entry(func() bool { return e.applyLine(execEventLine{Cache: &f.Cache[i]}) })
+			}
+		})
+	}
+	return execParseResultByEntry(header, res)
+}
+
+// execParseResultByEntry decodes a result header entry by entry.
+func execParseResultByEntry(header []byte, res *worker.AttemptResult) (execEcho, error) {
 	var h execResultHeader
 	if err := json.Unmarshal(header, &h); err != nil {
 		return execEcho{}, fmt.Errorf("%w: result header is not JSON: %v", errFrameProtocol, err)
 	}
+	return execApplyResult(h.execResultTop, res, func(e *execEvents) {
+		for _, raw := range h.Annotations {
+			e.entry(func() bool {
+				var a worker.Annotation
+				return json.Unmarshal(raw, &a) == nil && e.applyLine(execEventLine{Annotation: &a})
+			})
+		}
+		for k, v := range h.Labels {
+			e.entry(func() bool {
+				s, ok := v.(string)
+				return ok && e.applyLine(execEventLine{Labels: map[string]string{k: s}})
+			})
+		}
+		for _, raw := range h.Cache {
+			e.entry(func() bool {
+				var c worker.CacheWrite
+				return json.Unmarshal(raw, &c) == nil && e.applyLine(execEventLine{Cache: &c})
+			})
+		}
+	})
+}
+
+// execApplyResult applies a decoded header's status and error text to res,
+// then its entries through apply.
+func execApplyResult(h execResultTop, res *worker.AttemptResult, apply func(*execEvents)) (execEcho, error) {
 	if h.Type != execFrameTypeResult {
 		return execEcho{}, fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, h.Type, execFrameTypeResult)
 	}
@@ -191,24 +252,7 @@ func execParseResult(header []byte, res *worker.AttemptResult) (execEcho, error)
 		res.Err = fmt.Errorf("%w: %s", res.Err, text)
 	}
 	var e execEvents
-	for _, raw := range h.Annotations {
-		e.entry(func() bool {
-			var a worker.Annotation
-			return json.Unmarshal(raw, &a) == nil && e.applyLine(execEventLine{Annotation: &a})
-		})
-	}
-	for k, v := range h.Labels {
-		e.entry(func() bool {
-			s, ok := v.(string)
-			return ok && e.applyLine(execEventLine{Labels: map[string]string{k: s}})
-		})
-	}
-	for _, raw := range h.Cache {
-		e.entry(func() bool {
-			var c worker.CacheWrite
-			return json.Unmarshal(raw, &c) == nil && e.applyLine(execEventLine{Cache: &c})
-		})
-	}
+	apply(&e)
 	res.Annotations, res.Labels, res.CacheWrites, res.InvalidEvents = e.result()
 	return execEcho{taskID: h.TaskID, attempt: h.Attempt}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -352,4 +353,31 @@ func execHelperChildren(t *testing.T, mark string) []int {
 		}
 	}
 	return pids
+}
+
+// FuzzParseResult: the one-pass decoding of a result header gives exactly
+// what decoding it entry by entry gives (status, echo, annotations,
+// labels, cache writes, invalid entries), for any header.
+func FuzzParseResult(f *testing.F) {
+	f.Add([]byte(`{"type":"result","task_id":"t-1","attempt":1,"status":"ok","annotations":[{"kind":"echo.size","payload":{"attempt":1,"bytes":1024}}]}`))
+	f.Add([]byte(`{"type":"result","status":"failed","error":"no","labels":{"a":"b","c":null,"d":5},"cache":[{"key":"k","value":"v","scope":"cluster"},null,7]}`))
+	f.Add([]byte(`{"type":"result","status":"retry","annotations":[null,{"kind":"svc.x","payload":1},{"kind":5},"s"],"labels":{"":"x"}}`))
+	f.Add([]byte(`{"type":"result","status":"ok","Labels":{"a":"1","a":"2"},"ANNOTATIONS":[{"Kind":"k","payload":null}]}`))
+	f.Fuzz(func(t *testing.T, header []byte) {
+		var fast, slow worker.AttemptResult
+		fe, ferr := execParseResult(header, &fast)
+		se, serr := execParseResultByEntry(header, &slow)
+		if (ferr == nil) != (serr == nil) || fe != se {
+			t.Fatalf("one pass: %v %+v; entry by entry: %v %+v", ferr, fe, serr, se)
+		}
+		if ferr != nil {
+			return
+		}
+		if fast.Err != nil && slow.Err != nil && fast.Err.Error() == slow.Err.Error() {
+			fast.Err, slow.Err = nil, nil
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("one pass:\n%+v\nentry by entry:\n%+v", fast, slow)
+		}
+	})
 }
