@@ -90,11 +90,11 @@ const startedFirst = `{"attempt":1}`
 func (s Summary) appendReceived(b []byte, t *TaskRow) []byte {
 	b = append(b, '{')
 	if t.Source != "" {
-		b = appendJSONString(append(b, `"source":`...), t.Source)
+		b = AppendJSONString(append(b, `"source":`...), t.Source)
 		b = append(b, ',')
 	}
 	if t.Alias != "" {
-		b = appendJSONString(append(b, `"alias":`...), t.Alias)
+		b = AppendJSONString(append(b, `"alias":`...), t.Alias)
 		b = append(b, ',')
 	}
 	if t.Source == "kafka" {
@@ -103,11 +103,11 @@ func (s Summary) appendReceived(b []byte, t *TaskRow) []byte {
 		b = append(b, ',')
 	}
 	if enc := t.KeyEncoding(); enc != "" && t.Key != "" {
-		b = appendJSONString(append(b, `"key":`...), t.Key)
-		b = appendJSONString(append(b, `,"key_encoding":`...), enc)
+		b = AppendJSONString(append(b, `"key":`...), t.Key)
+		b = AppendJSONString(append(b, `,"key_encoding":`...), enc)
 		b = append(b, ',')
 	} else if enc != "" {
-		b = appendJSONString(append(b, `"key_encoding":`...), enc)
+		b = AppendJSONString(append(b, `"key_encoding":`...), enc)
 		b = append(b, ',')
 	}
 	b = strconv.AppendInt(append(b, `"input_size_bytes":`...), s.InputSizeBytes, 10)
@@ -119,7 +119,7 @@ func (s Summary) appendReceived(b []byte, t *TaskRow) []byte {
 func (s Summary) appendFinished(b []byte, t *TaskRow) []byte {
 	b = append(b, `{"attempt":1`...)
 	if t.Status != "" {
-		b = appendJSONString(append(b, `,"status":`...), t.Status)
+		b = AppendJSONString(append(b, `,"status":`...), t.Status)
 	}
 	b = append(b, `,"exit_code":0`...)
 	if s.AttemptDuration != 0 {
@@ -131,10 +131,10 @@ func (s Summary) appendFinished(b []byte, t *TaskRow) []byte {
 	return append(b, '}')
 }
 
-// appendJSONString appends s as encoding/json encodes a string (HTML
+// AppendJSONString appends s as encoding/json encodes a string (HTML
 // characters escaped): plain ASCII directly, anything else through
 // encoding/json itself.
-func appendJSONString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -63,11 +64,19 @@ func (r *Events) Event(typ, kind, taskID string, labels map[string]string, paylo
 	case nil:
 	case json.RawMessage: // already JSON (an annotation's payload): no second encoding
 		raw = p
+	case jsonAppender: // the per-task payloads: encoded by hand, no reflection
+		raw, valid = p.appendJSON(make([]byte, 0, 128)), true
 	default:
 		raw, _ = json.Marshal(payload)
 		valid = true // fresh and valid: the recorder need not check or copy it
 	}
 	rec.Event(recorder.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw, PayloadValid: valid})
+}
+
+// jsonAppender is a payload that appends its JSON encoding, byte for byte
+// what json.Marshal gives (TestPayloadAppendersMatchMarshal).
+type jsonAppender interface {
+	appendJSON(b []byte) []byte
 }
 
 // receivedPayload is the payload of task_received.
@@ -81,6 +90,30 @@ type receivedPayload struct {
 	InputSizeBytes int    `json:"input_size_bytes"`
 }
 
+func (p receivedPayload) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	if p.Source != "" {
+		b = append(recorder.AppendJSONString(append(b, `"source":`...), p.Source), ',')
+	}
+	if p.Alias != "" {
+		b = append(recorder.AppendJSONString(append(b, `"alias":`...), p.Alias), ',')
+	}
+	if p.Partition != nil {
+		b = append(strconv.AppendInt(append(b, `"partition":`...), int64(*p.Partition), 10), ',')
+	}
+	if p.Offset != nil {
+		b = append(strconv.AppendInt(append(b, `"offset":`...), *p.Offset, 10), ',')
+	}
+	if p.Key != "" {
+		b = append(recorder.AppendJSONString(append(b, `"key":`...), p.Key), ',')
+	}
+	if p.KeyEncoding != "" {
+		b = append(recorder.AppendJSONString(append(b, `"key_encoding":`...), p.KeyEncoding), ',')
+	}
+	b = strconv.AppendInt(append(b, `"input_size_bytes":`...), int64(p.InputSizeBytes), 10)
+	return append(b, '}')
+}
+
 // attemptPayload is the payload of executor_started and executor_finished.
 type attemptPayload struct {
 	Attempt         int    `json:"attempt"`
@@ -92,6 +125,32 @@ type attemptPayload struct {
 	StderrTail      string `json:"stderr_tail,omitempty"`
 	// StdoutTail is the end of stdout, for the Live page's task panel.
 	StdoutTail string `json:"stdout_tail,omitempty"`
+}
+
+func (p attemptPayload) appendJSON(b []byte) []byte {
+	b = strconv.AppendInt(append(b, `{"attempt":`...), int64(p.Attempt), 10)
+	if p.Status != "" {
+		b = recorder.AppendJSONString(append(b, `,"status":`...), p.Status)
+	}
+	if p.ExitCode != nil {
+		b = strconv.AppendInt(append(b, `,"exit_code":`...), int64(*p.ExitCode), 10)
+	}
+	if p.DurationMS != 0 {
+		b = strconv.AppendInt(append(b, `,"duration_ms":`...), p.DurationMS, 10)
+	}
+	if p.OutputSizeBytes != 0 {
+		b = strconv.AppendInt(append(b, `,"output_size_bytes":`...), int64(p.OutputSizeBytes), 10)
+	}
+	if p.Error != "" {
+		b = recorder.AppendJSONString(append(b, `,"error":`...), p.Error)
+	}
+	if p.StderrTail != "" {
+		b = recorder.AppendJSONString(append(b, `,"stderr_tail":`...), p.StderrTail)
+	}
+	if p.StdoutTail != "" {
+		b = recorder.AppendJSONString(append(b, `,"stdout_tail":`...), p.StdoutTail)
+	}
+	return append(b, '}')
 }
 
 // eventTail bounds the stdout and stderr kept in an executor_finished event.
@@ -203,6 +262,11 @@ func (r *Events) taskEnv(t *Task) map[string]string {
 type deliveredPayload struct {
 	OutputSizeBytes int    `json:"output_size_bytes"`
 	Sink            string `json:"sink"`
+}
+
+func (p deliveredPayload) appendJSON(b []byte) []byte {
+	b = strconv.AppendInt(append(b, `{"output_size_bytes":`...), int64(p.OutputSizeBytes), 10)
+	return append(recorder.AppendJSONString(append(b, `,"sink":`...), p.Sink), '}')
 }
 
 // Delivered records a result acknowledged by a sink.
