@@ -92,10 +92,13 @@ func (r *Recorder) takeOverflow() []item {
 // batches of at most maxBatch items.
 func (r *Recorder) writeOverflow(ctx context.Context) {
 	for items := r.takeOverflow(); len(items) > 0; items = r.takeOverflow() {
+		// Taken items still count as queued until written (Stats.Queued).
+		r.overWriting.Store(int64(len(items)))
 		for len(items) > 0 {
 			n := min(len(items), maxBatch)
 			r.writeItems(ctx, items[:n])
 			items = items[n:]
+			r.overWriting.Store(int64(len(items)))
 		}
 	}
 }

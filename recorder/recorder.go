@@ -52,6 +52,9 @@ type Recorder struct {
 	in      chan item
 	over    overflow     // behind a full queue (overflow.go); guarded by inMu
 	overN   atomic.Int64 // len(over.items), for the writer's check without the lock
+	// overWriting is how many items taken off the overflow list the writer
+	// has not written yet (part of Stats.Queued).
+	overWriting atomic.Int64
 
 	liveMu sync.RWMutex
 	live   *liveFile // nil in memory mode and after shutdown
@@ -170,7 +173,7 @@ func (r *Recorder) Stats() Stats {
 		TasksDropped:      r.stats.tasksDropped.Load(),
 		SubscriberDrops:   drops,
 		Subscribers:       n,
-		Queued:            len(r.in) + int(r.overN.Load()),
+		Queued:            len(r.in) + int(r.overN.Load()) + int(r.overWriting.Load()),
 		Overflowed:        r.stats.overflowed.Load(),
 		RowsLost:          r.stats.rowsLost.Load(),
 		WriteErrors:       r.stats.writeErrors.Load(),
