@@ -8,27 +8,37 @@ import (
 )
 
 // Subscription is one live consumer of events and task rows (the /ws
-// streams). Delivery never blocks the recorder: when a channel is full the
-// item is skipped for this subscriber and counted in Dropped.
+// streams). Items are queued for the consumer, which takes them all at
+// once (Take) whenever it is ready to send: one /ws frame carries
+// everything queued since the last, so the consumer wakes and writes at
+// its own pace rather than once per item. Delivery never blocks the
+// recorder: when the queue of a kind already holds its bound the item is
+// skipped for this subscriber and counted in Dropped.
 //
 // Routine items (see routineEvent, routineTask: the task rows and
-// lifecycle events of successful tasks) are sent at most
+// lifecycle events of successful tasks) are queued at most
 // LiveRoutinePerSecond a second per subscriber; the rest of a second's
-// routine items are counted in Sampled, not sent. Failures, annotations,
-// DLQ records and worker events are always sent. So a subscriber costs the
-// pipeline a bounded amount whatever the task rate, and no browser is asked
-// to draw 20,000 rows a second.
+// routine items are counted in Sampled, not queued. Failures, annotations,
+// DLQ records and worker events are always queued. So a subscriber costs
+// the pipeline a bounded amount whatever the task rate, and no browser is
+// asked to draw 20,000 rows a second.
 type Subscription struct {
-	events  chan Event
-	tasks   chan TaskRow
-	dropped atomic.Uint64
 	subs    *subscribers
 	once    sync.Once
+	ready   chan struct{} // one signal when the queue turns non-empty; closed by Close
+	dropped atomic.Uint64
+
+	mu     sync.Mutex // guards the queue below
+	max    int        // bound of each queue
+	events []Event
+	tasks  []TaskRow
+	closed bool
 
 	filter       atomic.Pointer[subFilter] // nil: everything
 	tasksBudget  budget
 	eventsBudget budget
-	sampled      SampledCounts // routine items not sent over the budget
+	sampled      RoutineCounts // routine items not queued over the budget
+	sent         RoutineCounts // routine items queued within the budget
 }
 
 // subFilter is what a subscriber wants: events for which events returns
@@ -54,8 +64,8 @@ type budget struct {
 // events, one subscriber is sent a second.
 const LiveRoutinePerSecond = 100
 
-// SampledCounts counts the routine items a subscriber was not sent.
-type SampledCounts struct {
+// RoutineCounts counts a subscriber's routine items, task rows and events.
+type RoutineCounts struct {
 	Tasks, Events atomic.Uint64
 }
 
@@ -63,6 +73,13 @@ type SampledCounts struct {
 // was not sent since it subscribed (over LiveRoutinePerSecond).
 func (s *Subscription) Sampled() (tasks, events uint64) {
 	return s.sampled.Tasks.Load(), s.sampled.Events.Load()
+}
+
+// SentRoutine returns how many routine task rows and events were queued
+// for this subscriber since it subscribed (within LiveRoutinePerSecond):
+// with Sampled, what fraction of the routine items it is shown.
+func (s *Subscription) SentRoutine() (tasks, events uint64) {
+	return s.sent.Tasks.Load(), s.sent.Events.Load()
 }
 
 // admit spends one unit of this second's budget; false when it is spent.
@@ -90,33 +107,50 @@ func routineEvent(e *Event) bool {
 // routineTask tells a successful task's row (probes are never routine).
 func routineTask(t *TaskRow) bool { return t.Status == "ok" && t.Source != "probe" }
 
-// Events delivers events in roughly ID order; closed by Close.
-func (s *Subscription) Events() <-chan Event { return s.events }
+// Ready receives a signal when items were queued after the queue was
+// empty (at most one pending signal: after it, Take everything queued);
+// it is closed by Close.
+func (s *Subscription) Ready() <-chan struct{} { return s.ready }
 
-// Tasks delivers task rows; closed by Close.
-func (s *Subscription) Tasks() <-chan TaskRow { return s.tasks }
+// Take hands over everything queued, events in ID order and task rows in
+// the order they finished, and empties the queue. The slices passed in
+// (length 0; nil is fine) become the next queue, so a consumer that passes
+// back what it got last time, cleared, allocates nothing. ok is false once
+// the subscription is closed.
+func (s *Subscription) Take(events []Event, tasks []TaskRow) (queuedEvents []Event, queuedTasks []TaskRow, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	queuedEvents, queuedTasks = s.events, s.tasks
+	s.events, s.tasks = events[:0], tasks[:0]
+	return queuedEvents, queuedTasks, !s.closed
+}
 
-// Dropped counts items this subscriber missed because it was slow. A caller
-// can compare it between reads to tell the client it skipped items.
+// Dropped counts items this subscriber missed because its queue was full
+// (it took too long). A caller can compare it between reads to tell the
+// client it skipped items.
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 
-// Close ends the subscription and closes both channels. Safe to call twice.
+// Close ends the subscription: Ready is closed and the queue released.
+// Safe to call twice.
 func (s *Subscription) Close() {
 	s.once.Do(func() {
 		s.subs.mu.Lock()
 		delete(s.subs.set, s)
 		s.subs.n.Store(int32(len(s.subs.set)))
-		close(s.events)
-		close(s.tasks)
 		s.subs.mu.Unlock()
+		s.mu.Lock()
+		s.closed = true
+		s.events, s.tasks = nil, nil
+		close(s.ready)
+		s.mu.Unlock()
 	})
 }
 
-// Subscribe starts a live subscription whose channels each buffer buf items
-// (minimum 1). Items recorded before the call are not replayed.
-func (r *Recorder) Subscribe(buf int) *Subscription {
-	buf = max(buf, 1)
-	s := &Subscription{events: make(chan Event, buf), tasks: make(chan TaskRow, buf), subs: &r.subs}
+// Subscribe starts a live subscription whose queue holds at most limit
+// events and limit task rows (minimum 1 each) between two Takes. Items
+// recorded before the call are not replayed.
+func (r *Recorder) Subscribe(limit int) *Subscription {
+	s := &Subscription{ready: make(chan struct{}, 1), max: max(limit, 1), subs: &r.subs}
 	r.subs.mu.Lock()
 	if r.subs.set == nil {
 		r.subs.set = map[*Subscription]struct{}{}
@@ -128,7 +162,7 @@ func (r *Recorder) Subscribe(buf int) *Subscription {
 }
 
 // subscribers is the set of live subscriptions. Publishing holds the read
-// lock while sending so Close (write lock) never closes a channel mid-send.
+// lock while queueing.
 type subscribers struct {
 	mu    sync.RWMutex
 	set   map[*Subscription]struct{}
@@ -145,11 +179,14 @@ func (ss *subscribers) publishEvent(e Event) {
 		if f := s.filter.Load(); f != nil && (f.events == nil || !f.events(&e)) {
 			return true
 		}
-		if routine && !s.eventsBudget.admit(now) {
-			s.sampled.Events.Add(1)
-			return true
+		if routine {
+			if !s.eventsBudget.admit(now) {
+				s.sampled.Events.Add(1)
+				return true
+			}
+			s.sent.Events.Add(1)
 		}
-		return offer(s.events, e)
+		return s.queueEvent(&e)
 	})
 }
 
@@ -162,16 +199,61 @@ func (ss *subscribers) publishTask(t TaskRow) {
 		if f := s.filter.Load(); f != nil && !f.tasks {
 			return true
 		}
-		if routine && !s.tasksBudget.admit(now) {
-			s.sampled.Tasks.Add(1)
-			return true
+		if routine {
+			if !s.tasksBudget.admit(now) {
+				s.sampled.Tasks.Add(1)
+				return true
+			}
+			s.sent.Tasks.Add(1)
 		}
-		return offer(s.tasks, t)
+		return s.queueTask(&t)
 	})
 }
 
-// publish offers an item to every subscriber, counting the ones too slow
-// to take it.
+// queueEvent and queueTask queue one item and signal Ready when the
+// queue was empty; false when that kind's queue is full. A closed
+// subscription takes nothing and misses nothing.
+func (s *Subscription) queueEvent(e *Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return true
+	}
+	if len(s.events) >= s.max {
+		return false
+	}
+	s.signal()
+	s.events = append(s.events, *e)
+	return true
+}
+
+func (s *Subscription) queueTask(t *TaskRow) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return true
+	}
+	if len(s.tasks) >= s.max {
+		return false
+	}
+	s.signal()
+	s.tasks = append(s.tasks, *t)
+	return true
+}
+
+// signal, called under mu before an item is queued, wakes the consumer
+// when the queue is empty: one wake-up per Take however many items follow.
+func (s *Subscription) signal() {
+	if len(s.events) == 0 && len(s.tasks) == 0 {
+		select {
+		case s.ready <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// publish offers an item to every subscriber, counting the ones whose
+// queue is full.
 func (ss *subscribers) publish(send func(*Subscription) bool) {
 	ss.mu.RLock()
 	defer ss.mu.RUnlock()
@@ -180,16 +262,6 @@ func (ss *subscribers) publish(send func(*Subscription) bool) {
 			s.dropped.Add(1)
 			ss.drops.Add(1)
 		}
-	}
-}
-
-// offer sends v unless ch is full.
-func offer[T any](ch chan T, v T) bool {
-	select {
-	case ch <- v:
-		return true
-	default:
-		return false
 	}
 }
 
