@@ -266,8 +266,9 @@ func wsError(code, detail string) *wsFrame {
 // since the previous one, so the socket costs a wake-up, an encoding pass
 // and a write per 100 ms at most, whatever the event rate. Routine items
 // (task rows and lifecycle events of successful tasks) are sent at most
-// recorder.LiveRoutinePerSecond a second each; failures, annotations, DLQ
-// records and worker events always.
+// recorder.LiveRoutinePerSecond a second each; failures (with their
+// lifecycle events, see recorder.Subscription), annotations, DLQ records
+// and worker events always.
 // A state event goes to both "events" and "state" when both are subscribed.
 // A message over 64 KiB is discarded unread and answered with an error; the
 // socket stays open. One goroutine reads, this one writes: the recorder

@@ -19,7 +19,11 @@ import (
 // lifecycle events of successful tasks) are queued at most
 // LiveRoutinePerSecond a second per subscriber; the rest of a second's
 // routine items are counted in Sampled, not queued. Failures, annotations,
-// DLQ records and worker events are always queued. So a subscriber costs
+// DLQ records and worker events are always queued, and so are the routine
+// events of a task that then fails, retries or times out: over the budget
+// a task's routine events are held until its outcome is known (see
+// heldEvents) and queued just before the event or row that tells the
+// failure. So a subscriber costs
 // the pipeline a bounded amount whatever the task rate, and no browser is
 // asked to draw 20,000 rows a second.
 type Subscription struct {
@@ -28,11 +32,12 @@ type Subscription struct {
 	ready   chan struct{} // one signal when the queue turns non-empty; closed by Close
 	dropped atomic.Uint64
 
-	mu     sync.Mutex // guards the queue below
+	mu     sync.Mutex // guards the queue and the held events below
 	max    int        // bound of each queue
 	events []Event
 	tasks  []TaskRow
 	closed bool
+	held   heldEvents
 
 	filter       atomic.Pointer[subFilter] // nil: everything
 	tasksBudget  budget
@@ -104,8 +109,9 @@ func routineEvent(e *Event) bool {
 	return false
 }
 
-// routineTask tells a successful task's row (probes are never routine).
-func routineTask(t *TaskRow) bool { return t.Status == "ok" && t.Source != "probe" }
+// routineTask tells the row of a task that succeeded at its first attempt
+// (probes are never routine).
+func routineTask(t *TaskRow) bool { return t.Status == "ok" && t.Attempts <= 1 && t.Source != "probe" }
 
 // Ready receives a signal when items were queued after the queue was
 // empty (at most one pending signal: after it, Take everything queued);
@@ -140,7 +146,7 @@ func (s *Subscription) Close() {
 		s.subs.mu.Unlock()
 		s.mu.Lock()
 		s.closed = true
-		s.events, s.tasks = nil, nil
+		s.events, s.tasks, s.held = nil, nil, heldEvents{}
 		close(s.ready)
 		s.mu.Unlock()
 	})
@@ -175,16 +181,24 @@ func (ss *subscribers) publishEvent(e Event) {
 		return
 	}
 	routine, now := routineEvent(&e), time.Now().Unix()
+	release := !routine && e.TaskID != "" && failureEvent(&e)
 	ss.publish(func(s *Subscription) bool {
 		if f := s.filter.Load(); f != nil && (f.events == nil || !f.events(&e)) {
 			return true
 		}
 		if routine {
 			if !s.eventsBudget.admit(now) {
-				s.sampled.Events.Add(1)
+				if e.TaskID == "" {
+					s.sampled.Events.Add(1)
+				} else {
+					s.hold(&e) // sent after all if the task fails
+				}
 				return true
 			}
 			s.sent.Events.Add(1)
+		}
+		if release {
+			s.release(e.TaskID)
 		}
 		return s.queueEvent(&e)
 	})
@@ -196,6 +210,11 @@ func (ss *subscribers) publishTask(t TaskRow) {
 	}
 	routine, now := routineTask(&t), time.Now().Unix()
 	ss.publish(func(s *Subscription) bool {
+		if routine {
+			s.forget(t.TaskID) // its held events stay unsent: counted as sampled
+		} else {
+			s.release(t.TaskID) // a failed, retried or timed-out task: all its events
+		}
 		if f := s.filter.Load(); f != nil && !f.tasks {
 			return true
 		}
