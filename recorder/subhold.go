@@ -49,7 +49,10 @@ func (s *Subscription) hold(e *Event) {
 		h.old, h.cur = h.cur, nil
 	}
 	if h.cur == nil {
-		h.cur = make(map[string][]Event)
+		h.cur = make(map[string][]Event, heldPerGeneration)
+	}
+	if evs == nil {
+		evs = make([]Event, 0, 3) // received, started, finished: one allocation for a task's usual events
 	}
 	h.cur[e.TaskID] = append(evs, *e)
 }
