@@ -98,7 +98,6 @@ func (s *Subscription) release(id string) {
 		s.events = append(s.events, evs[i])
 	}
 	if dropped > 0 {
-		s.dropped.Add(dropped)
-		s.subs.drops.Add(dropped)
+		s.subs.dropped(s, dropped)
 	}
 }

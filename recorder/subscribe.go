@@ -23,9 +23,8 @@ import (
 // events of a task that then fails, retries or times out: over the budget
 // a task's routine events are held until its outcome is known (see
 // heldEvents) and queued just before the event or row that tells the
-// failure. So a subscriber costs
-// the pipeline a bounded amount whatever the task rate, and no browser is
-// asked to draw 20,000 rows a second.
+// failure. So a subscriber costs the pipeline a bounded amount whatever
+// the task rate, and no browser is asked to draw 20,000 rows a second.
 type Subscription struct {
 	subs    *subscribers
 	once    sync.Once
@@ -140,10 +139,7 @@ func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 // Safe to call twice.
 func (s *Subscription) Close() {
 	s.once.Do(func() {
-		s.subs.mu.Lock()
-		delete(s.subs.set, s)
-		s.subs.n.Store(int32(len(s.subs.set)))
-		s.subs.mu.Unlock()
+		s.subs.remove(s)
 		s.mu.Lock()
 		s.closed = true
 		s.events, s.tasks, s.held = nil, nil, heldEvents{}
@@ -157,76 +153,121 @@ func (s *Subscription) Close() {
 // recorded before the call are not replayed.
 func (r *Recorder) Subscribe(limit int) *Subscription {
 	s := &Subscription{ready: make(chan struct{}, 1), max: max(limit, 1), subs: &r.subs}
-	r.subs.mu.Lock()
-	if r.subs.set == nil {
-		r.subs.set = map[*Subscription]struct{}{}
-	}
-	r.subs.set[s] = struct{}{}
-	r.subs.n.Store(int32(len(r.subs.set)))
-	r.subs.mu.Unlock()
+	r.subs.add(s)
 	return s
 }
 
-// subscribers is the set of live subscriptions. Publishing holds the read
-// lock while queueing.
+// subscribers is the set of live subscriptions: a list replaced whole on
+// every Subscribe and Close, so publishing reads it without a lock (a
+// subscription closed meanwhile takes nothing, see queueEvent).
 type subscribers struct {
-	mu    sync.RWMutex
-	set   map[*Subscription]struct{}
-	n     atomic.Int32 // len(set), read without the lock on every publish
+	mu    sync.Mutex // serialises add and remove
+	list  atomic.Pointer[[]*Subscription]
 	drops atomic.Uint64
 }
 
+func (ss *subscribers) add(s *Subscription) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var list []*Subscription
+	if old := ss.list.Load(); old != nil {
+		list = append(list, *old...)
+	}
+	list = append(list, s)
+	ss.list.Store(&list)
+}
+
+func (ss *subscribers) remove(s *Subscription) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var list []*Subscription
+	if old := ss.list.Load(); old != nil {
+		for _, o := range *old {
+			if o != s {
+				list = append(list, o)
+			}
+		}
+	}
+	ss.list.Store(&list)
+}
+
+// current returns the live subscriptions (nil when none).
+func (ss *subscribers) current() []*Subscription {
+	if l := ss.list.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
 func (ss *subscribers) publishEvent(e Event) {
-	if ss.n.Load() == 0 {
+	list := ss.current()
+	if len(list) == 0 {
 		return
 	}
 	routine, now := routineEvent(&e), time.Now().Unix()
 	release := !routine && e.TaskID != "" && failureEvent(&e)
-	ss.publish(func(s *Subscription) bool {
-		if f := s.filter.Load(); f != nil && (f.events == nil || !f.events(&e)) {
+	for _, s := range list {
+		if !s.offerEvent(&e, routine, release, now) {
+			ss.dropped(s, 1)
+		}
+	}
+}
+
+// offerEvent queues e for s, holds it or counts it sampled; false when
+// the queue was full.
+func (s *Subscription) offerEvent(e *Event, routine, release bool, now int64) bool {
+	if f := s.filter.Load(); f != nil && (f.events == nil || !f.events(e)) {
+		return true
+	}
+	if routine {
+		if !s.eventsBudget.admit(now) {
+			if e.TaskID == "" {
+				s.sampled.Events.Add(1)
+			} else {
+				s.hold(e) // sent after all if the task fails
+			}
 			return true
 		}
-		if routine {
-			if !s.eventsBudget.admit(now) {
-				if e.TaskID == "" {
-					s.sampled.Events.Add(1)
-				} else {
-					s.hold(&e) // sent after all if the task fails
-				}
-				return true
-			}
-			s.sent.Events.Add(1)
-		}
-		if release {
-			s.release(e.TaskID)
-		}
-		return s.queueEvent(&e)
-	})
+		s.sent.Events.Add(1)
+	}
+	if release {
+		s.release(e.TaskID)
+	}
+	return s.queueEvent(e)
 }
 
 func (ss *subscribers) publishTask(t TaskRow) {
-	if ss.n.Load() == 0 {
+	list := ss.current()
+	if len(list) == 0 {
 		return
 	}
 	routine, now := routineTask(&t), time.Now().Unix()
-	ss.publish(func(s *Subscription) bool {
-		if routine {
-			s.forget(t.TaskID) // its held events stay unsent: counted as sampled
-		} else {
-			s.release(t.TaskID) // a failed, retried or timed-out task: all its events
+	for _, s := range list {
+		if !s.offerTask(&t, routine, now) {
+			ss.dropped(s, 1)
 		}
-		if f := s.filter.Load(); f != nil && !f.tasks {
+	}
+}
+
+// offerTask queues t for s or counts it sampled, after settling the
+// events held for its task; false when the queue was full.
+func (s *Subscription) offerTask(t *TaskRow, routine bool, now int64) bool {
+	if routine {
+		s.forget(t.TaskID) // its held events stay unsent: counted as sampled
+	} else {
+		s.release(t.TaskID) // a failed, retried or timed-out task: all its events
+	}
+	if f := s.filter.Load(); f != nil && !f.tasks {
+		return true
+	}
+	if routine {
+		if !s.tasksBudget.admit(now) {
+			s.sampled.Tasks.Add(1)
 			return true
 		}
-		if routine {
-			if !s.tasksBudget.admit(now) {
-				s.sampled.Tasks.Add(1)
-				return true
-			}
-			s.sent.Tasks.Add(1)
-		}
-		return s.queueTask(&t)
-	})
+		s.sent.Tasks.Add(1)
+	}
+	return s.queueTask(t)
 }
 
 // queueEvent and queueTask queue one item and signal Ready when the
@@ -271,22 +312,13 @@ func (s *Subscription) signal() {
 	}
 }
 
-// publish offers an item to every subscriber, counting the ones whose
-// queue is full.
-func (ss *subscribers) publish(send func(*Subscription) bool) {
-	ss.mu.RLock()
-	defer ss.mu.RUnlock()
-	for s := range ss.set {
-		if !send(s) {
-			s.dropped.Add(1)
-			ss.drops.Add(1)
-		}
-	}
+// dropped counts n items s missed.
+func (ss *subscribers) dropped(s *Subscription, n uint64) {
+	s.dropped.Add(n)
+	ss.drops.Add(n)
 }
 
 // stats returns the subscriber count and total drops.
 func (ss *subscribers) stats() (int, uint64) {
-	ss.mu.RLock()
-	defer ss.mu.RUnlock()
-	return len(ss.set), ss.drops.Load()
+	return len(ss.current()), ss.drops.Load()
 }
