@@ -363,7 +363,7 @@ func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *rec
 		last     time.Time // last batch flush
 		armed    bool      // flushAt runs
 	)
-	sub.Filter(func(*recorder.Event) bool { return false }, false) // nothing until the first subscribe
+	sub.Filter(recorder.LiveFilter{}) // nothing until the first subscribe
 	flush := func() error {
 		armed = false
 		last = time.Now()
@@ -384,10 +384,7 @@ func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *rec
 			if c.filter != nil {
 				err = b.take(sub, f) // queued under the old filter: sent with the ack
 				f = *c.filter
-				nf := f
-				sub.Filter(func(ev *recorder.Event) bool {
-					return nf.events && (nf.types == nil || nf.types[ev.Type]) || nf.state && ev.Type == recorder.TypeState
-				}, nf.tasks)
+				sub.Filter(recorder.LiveFilter{Events: f.events, EventTypes: f.types, State: f.state, Tasks: f.tasks})
 			} else if err = flush(); err == nil {
 				err = e.send(ws, *c.frame)
 			}

@@ -5,16 +5,24 @@ package recorder
 // ID. A task that fails, retries or times out releases them into the queue
 // (the subscriber gets every event of a failure); a task that succeeds at
 // once forgets them, and they count as sampled then. Tasks whose outcome
-// never comes (a shutdown, an event after the row) age out: entries live
-// for two generations of heldPerGeneration tasks and count as sampled when
-// dropped. So holding costs a map entry per task in flight, bounded.
+// never comes (a shutdown, an event after the row) age out: a ring
+// remembers the order tasks were first held in, and the task heldTasks
+// places back is dropped, its events counted as sampled. So holding costs
+// a map entry per task in flight, bounded, and (entries being reused) no
+// allocation once the flood runs.
 type heldEvents struct {
-	cur, old map[string][]Event
+	tasks map[string]*heldTask
+	order []string // ring of task IDs in the order first held
+	next  int      // ring slot written next
+	free  []*heldTask
 }
 
+// heldTask is one task's held events; entries are reused.
+type heldTask struct{ evs []Event }
+
 const (
-	heldPerGeneration = 1024 // tasks per generation: far more than run at once (pipeline.max_in_flight)
-	heldPerTask       = 16   // routine events held per task; more count as sampled at once
+	heldTasks   = 2048 // tasks held at most: far more than run at once (pipeline.max_in_flight)
+	heldPerTask = 16   // routine events held per task; more count as sampled at once
 )
 
 // failureEvent tells an event that makes its task a failure as far as live
@@ -28,55 +36,65 @@ func failureEvent(e *Event) bool {
 func (s *Subscription) hold(e *Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := &s.held
 	if s.closed {
 		return
 	}
-	evs, ok := h.cur[e.TaskID]
-	if !ok {
-		if evs, ok = h.old[e.TaskID]; ok {
-			delete(h.old, e.TaskID)
+	h := &s.held
+	ht := h.tasks[e.TaskID]
+	if ht == nil {
+		if h.tasks == nil {
+			h.tasks, h.order = make(map[string]*heldTask, heldTasks), make([]string, heldTasks)
 		}
+		if old := h.order[h.next]; old != "" { // the oldest task held: its outcome is not coming
+			if evs := h.take(old); len(evs) > 0 {
+				s.sampled.Events.Add(uint64(len(evs)))
+				h.recycle(old, evs)
+			}
+		}
+		h.order[h.next] = e.TaskID
+		h.next = (h.next + 1) % heldTasks
+		if n := len(h.free); n > 0 {
+			ht, h.free = h.free[n-1], h.free[:n-1]
+		} else {
+			ht = &heldTask{evs: make([]Event, 0, 3)} // received, started, finished
+		}
+		h.tasks[e.TaskID] = ht
 	}
-	if len(evs) >= heldPerTask {
+	if len(ht.evs) >= heldPerTask {
 		s.sampled.Events.Add(1)
 		return
 	}
-	if !ok && len(h.cur) >= heldPerGeneration {
-		for _, old := range h.old {
-			s.sampled.Events.Add(uint64(len(old)))
-		}
-		h.old, h.cur = h.cur, nil
-	}
-	if h.cur == nil {
-		h.cur = make(map[string][]Event, heldPerGeneration)
-	}
-	if evs == nil {
-		evs = make([]Event, 0, 3) // received, started, finished: one allocation for a task's usual events
-	}
-	h.cur[e.TaskID] = append(evs, *e)
+	ht.evs = append(ht.evs, *e)
 }
 
-// take removes and returns the events held for task id (caller holds mu).
+// take returns the events held for task id, or nil; the caller hands them
+// back with recycle once it copied them (caller holds mu).
 func (h *heldEvents) take(id string) []Event {
-	evs, ok := h.cur[id]
-	if ok {
-		delete(h.cur, id)
+	if ht := h.tasks[id]; ht != nil {
+		return ht.evs
 	}
-	if old, ok := h.old[id]; ok {
-		delete(h.old, id)
-		evs = append(old, evs...)
-	}
-	return evs
+	return nil
+}
+
+// recycle removes task id, whose events evs are, and keeps its entry for
+// the next task.
+func (h *heldEvents) recycle(id string, evs []Event) {
+	ht := h.tasks[id]
+	delete(h.tasks, id)
+	clear(evs) // drop the payloads' references
+	ht.evs = evs[:0]
+	h.free = append(h.free, ht)
 }
 
 // forget drops the events held for a task that succeeded: they count as
 // sampled.
 func (s *Subscription) forget(id string) {
 	s.mu.Lock()
-	n := len(s.held.take(id))
-	s.mu.Unlock()
-	s.sampled.Events.Add(uint64(n))
+	defer s.mu.Unlock()
+	if evs := s.held.take(id); evs != nil {
+		s.sampled.Events.Add(uint64(len(evs)))
+		s.held.recycle(id, evs)
+	}
 }
 
 // release queues the events held for a task that failed, oldest first;
@@ -85,7 +103,7 @@ func (s *Subscription) release(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	evs := s.held.take(id)
-	if len(evs) == 0 || s.closed {
+	if evs == nil || s.closed {
 		return
 	}
 	var dropped uint64
@@ -97,6 +115,7 @@ func (s *Subscription) release(id string) {
 		s.signal()
 		s.events = append(s.events, evs[i])
 	}
+	s.held.recycle(id, evs)
 	if dropped > 0 {
 		s.subs.dropped(s, dropped)
 	}

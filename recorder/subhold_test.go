@@ -78,15 +78,15 @@ func TestSubscriptionHeldEventsAreBounded(t *testing.T) {
 	r := mustOpen(t, Config{Worker: "w", Cluster: "c"})
 	sub := r.Subscribe(10000)
 	defer sub.Close()
-	const n = 5 * heldPerGeneration
+	const n = 5 * heldTasks
 	for i := range n {
 		r.Event(Event{Type: TypeTaskReceived, TaskID: fmt.Sprint("lost-", i), Payload: json.RawMessage(`{}`)})
 	}
 	sub.mu.Lock()
-	held := len(sub.held.cur) + len(sub.held.old)
+	held := len(sub.held.tasks)
 	sub.mu.Unlock()
-	if held > 2*heldPerGeneration {
-		t.Errorf("%d tasks held, want at most %d", held, 2*heldPerGeneration)
+	if held > heldTasks {
+		t.Errorf("%d tasks held, want at most %d", held, heldTasks)
 	}
 	queued, _, _ := sub.Take(nil, nil)
 	if _, sampled := sub.Sampled(); len(queued)+held+int(sampled) != n {

@@ -38,24 +38,32 @@ type Subscription struct {
 	closed bool
 	held   heldEvents
 
-	filter       atomic.Pointer[subFilter] // nil: everything
+	filter       atomic.Pointer[LiveFilter] // nil: everything
 	tasksBudget  budget
 	eventsBudget budget
 	sampled      RoutineCounts // routine items not queued over the budget
 	sent         RoutineCounts // routine items queued within the budget
 }
 
-// subFilter is what a subscriber wants: events for which events returns
-// true (none when nil), task rows when tasks.
-type subFilter struct {
-	events func(*Event) bool
-	tasks  bool
+// LiveFilter is what a subscriber wants: every event (Events) or those
+// of EventTypes (when not nil), state events (State), task rows (Tasks).
+// The zero value wants nothing.
+type LiveFilter struct {
+	Events     bool
+	EventTypes map[string]bool
+	State      bool
+	Tasks      bool
+}
+
+func (f *LiveFilter) wantsEvent(e *Event) bool {
+	return f.Events && (f.EventTypes == nil || f.EventTypes[e.Type]) || f.State && e.Type == TypeState
 }
 
 // Filter sets what the subscriber is sent from now on; items it does not
-// want are neither queued nor counted against its routine budget.
-func (s *Subscription) Filter(events func(*Event) bool, tasks bool) {
-	s.filter.Store(&subFilter{events: events, tasks: tasks})
+// want are neither queued nor counted against its routine budget. f must
+// not change afterwards.
+func (s *Subscription) Filter(f LiveFilter) {
+	s.filter.Store(&f)
 }
 
 // budget is a per-second allowance of routine items.
@@ -216,7 +224,7 @@ func (ss *subscribers) publishEvent(e Event) {
 // offerEvent queues e for s, holds it or counts it sampled; false when
 // the queue was full.
 func (s *Subscription) offerEvent(e *Event, routine, release bool, now int64) bool {
-	if f := s.filter.Load(); f != nil && (f.events == nil || !f.events(e)) {
+	if f := s.filter.Load(); f != nil && !f.wantsEvent(e) {
 		return true
 	}
 	if routine {
@@ -257,7 +265,7 @@ func (s *Subscription) offerTask(t *TaskRow, routine bool, now int64) bool {
 	} else {
 		s.release(t.TaskID) // a failed, retried or timed-out task: all its events
 	}
-	if f := s.filter.Load(); f != nil && !f.tasks {
+	if f := s.filter.Load(); f != nil && !f.Tasks {
 		return true
 	}
 	if routine {
