@@ -85,10 +85,9 @@ export async function mount(root, ctx) {
     tbody.replaceChildren(...rows[state.mode].filter(matches).slice(0, MAX_ROWS).map(state.mode === "tasks" ? taskRow : eventRow));
   };
   const add = (items) => {
-    for (const it of items) {
-      const list = rows[it._kind];
-      list.unshift(it);
-      if (list.length > MAX_ROWS * 2) list.length = MAX_ROWS * 2;
+    for (const kind of ["tasks", "events"]) { // newest first, at most MAX_ROWS * 2 kept
+      const mine = items.filter((it) => it._kind === kind);
+      if (mine.length) rows[kind] = mine.slice(-MAX_ROWS * 2).reverse().concat(rows[kind]).slice(0, MAX_ROWS * 2);
     }
     if (state.paused) return;
     let fresh = items.filter((it) => it._kind === state.mode && matches(it));
