@@ -1,6 +1,7 @@
 package httpd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,22 +21,23 @@ import (
 
 // Limits of /ws.
 const (
-	wsMaxConns      = 256              // concurrent sockets; more answer 503 before the upgrade
-	wsMaxFrameBytes = 64 << 10         // largest client message; larger ones are discarded unread
-	wsSubBuffer     = 256              // recorder subscription buffer per stream
-	wsWriteTimeout  = 10 * time.Second // a frame the client does not take within this closes the socket
-	wsPingInterval  = 30 * time.Second // {"stream":"ping"}: keeps proxies from reaping idle sockets; a vanished peer fails a write once TCP gives up
-	wsCloseTimeout  = time.Second      // budget for the close frame
+	wsMaxConns      = 256                    // concurrent sockets; more answer 503 before the upgrade
+	wsMaxFrameBytes = 64 << 10               // largest client message; larger ones are discarded unread
+	wsSubBuffer     = 4096                   // items of each kind (events, task rows) queued for one socket between two batches; more are dropped and reported
+	wsFlushInterval = 100 * time.Millisecond // at most one batch frame per interval: 10 a second
+	wsWriteTimeout  = 10 * time.Second       // a frame the client does not take within this closes the socket
+	wsPingInterval  = 30 * time.Second       // {"stream":"ping"}: keeps proxies from reaping idle sockets; a vanished peer fails a write once TCP gives up
+	wsCloseTimeout  = time.Second            // budget for the close frame
 )
 
 // wsLimits are the per-endpoint knobs; tests shorten them.
 type wsLimits struct {
-	maxConns, subBuffer     int
-	writeTimeout, pingEvery time.Duration
+	maxConns, subBuffer                 int
+	writeTimeout, pingEvery, flushEvery time.Duration
 }
 
 func defaultWSLimits() wsLimits {
-	return wsLimits{maxConns: wsMaxConns, subBuffer: wsSubBuffer, writeTimeout: wsWriteTimeout, pingEvery: wsPingInterval}
+	return wsLimits{maxConns: wsMaxConns, subBuffer: wsSubBuffer, writeTimeout: wsWriteTimeout, pingEvery: wsPingInterval, flushEvery: wsFlushInterval}
 }
 
 // websocket serves GET /ws, the live task, event and state streams (frames
@@ -251,23 +253,28 @@ func wsError(code, detail string) *wsFrame {
 // answers each with {"stream":"subscribed","data":<the message>} or
 // {"stream":"error","data":{"error","detail"}} and then sends
 //
-//	{"stream":"tasks","data":<recorder.TaskRow>}
-//	{"stream":"events","data":<recorder.Event>}   (only event_types, when given)
-//	{"stream":"state","data":<recorder.Event of type state>}
+//	{"stream":"batch","data":[item...]}   at most one every 100 ms, each item one of
+//	    {"stream":"tasks","data":<recorder.TaskRow>}
+//	    {"stream":"events","data":<recorder.Event>}   (only event_types, when given)
+//	    {"stream":"state","data":<recorder.Event of type state>}
 //	{"stream":"dropped","data":{"count":n,"total":n}}   items this socket missed
-//	{"stream":"sampled","data":{"tasks":n,"events":n,"per_second":n}}
-//	                                                   routine items not sent in the last second
-//	{"stream":"ping"}                                  every 30 s
+//	{"stream":"sampled","data":{"tasks":n,"events":n,"per_second":n,"sent":{"tasks":n,"events":n}}}
+//	                                   routine items not sent in the last second, and those sent
+//	{"stream":"ping"}                  every 30 s
 //
-// Routine items (task rows and lifecycle events of successful tasks) are
-// sent at most recorder.LiveRoutinePerSecond a second each; failures,
-// annotations, DLQ records and worker events always.
+// Items are coalesced: a batch carries everything recorded (and wanted)
+// since the previous one, so the socket costs a wake-up, an encoding pass
+// and a write per 100 ms at most, whatever the event rate. Routine items
+// (task rows and lifecycle events of successful tasks) are sent at most
+// recorder.LiveRoutinePerSecond a second each; failures (with their
+// lifecycle events, see recorder.Subscription), annotations, DLQ records
+// and worker events always.
 // A state event goes to both "events" and "state" when both are subscribed.
 // A message over 64 KiB is discarded unread and answered with an error; the
 // socket stays open. One goroutine reads, this one writes: the recorder
-// never waits for a socket (its subscription drops and counts), and a
-// client that does not take a frame within the write timeout is
-// disconnected rather than buffered for.
+// never waits for a socket (its subscription queue drops and counts past
+// subBuffer items), and a client that does not take a frame within the
+// write timeout is disconnected rather than buffered for.
 func (e *wsEndpoint) serve(ws *websocket.Conn) {
 	ws.MaxPayloadBytes = wsMaxFrameBytes
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -334,34 +341,39 @@ func (e *wsEndpoint) readLoop(ctx context.Context, cancel context.CancelCauseFun
 }
 
 // writeLoop sends frames until ctx ends (nil) or a write fails (its error).
+// Items go out coalesced: whatever the subscription queued is taken and
+// sent as one batch frame at most every flushEvery, so a flood costs a
+// wake-up, an encoding pass and a write per interval, not per item.
 // A new filter applies to what is published after the client sent it:
 // items already queued are sent, or not, under the filter they were
-// published under.
+// published under, before the acknowledgement.
 func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *recorder.Subscription, ctl <-chan wsControl) error {
 	ping := time.NewTicker(e.lim.pingEvery)
 	defer ping.Stop()
 	sampleTick := time.NewTicker(time.Second)
 	defer sampleTick.Stop()
-	var f wsFilter
-	var reported uint64
-	var sampledTasks, sampledEvents uint64
-	sub.Filter(func(*recorder.Event) bool { return false }, false) // nothing until the first subscribe
-	event := func(ev recorder.Event) error {
-		if f.events && (f.types == nil || f.types[ev.Type]) {
-			if err := e.send(ws, wsFrame{Stream: "events", Data: ev}); err != nil {
-				return err
-			}
+	flushAt := time.NewTimer(time.Hour)
+	flushAt.Stop()
+	var (
+		f        wsFilter
+		b        wsBatch
+		reported uint64
+		sampled  [2]uint64 // tasks, events reported in sampled frames so far
+		sent     [2]uint64 // routine tasks, events sent as of the last sampled frame
+		last     time.Time // last batch flush
+		armed    bool      // flushAt runs
+	)
+	sub.Filter(recorder.LiveFilter{}) // nothing until the first subscribe
+	flush := func() error {
+		armed = false
+		last = time.Now()
+		if err := b.take(sub, f); err != nil {
+			return err
 		}
-		if f.state && ev.Type == recorder.TypeState {
-			return e.send(ws, wsFrame{Stream: "state", Data: ev})
+		if b.n == 0 {
+			return nil
 		}
-		return nil
-	}
-	task := func(t recorder.TaskRow) error {
-		if f.tasks {
-			return e.send(ws, wsFrame{Stream: "tasks", Data: t})
-		}
-		return nil
+		return e.write(ws, b.frame())
 	}
 	for {
 		var err error
@@ -370,34 +382,38 @@ func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *rec
 			return nil
 		case c := <-ctl:
 			if c.filter != nil {
-				err = drainQueued(sub, event, task)
+				err = b.take(sub, f) // queued under the old filter: sent with the ack
 				f = *c.filter
-				nf := f
-				sub.Filter(func(ev *recorder.Event) bool {
-					return nf.events && (nf.types == nil || nf.types[ev.Type]) || nf.state && ev.Type == recorder.TypeState
-				}, nf.tasks)
-			} else {
+				sub.Filter(recorder.LiveFilter{Events: f.events, EventTypes: f.types, State: f.state, Tasks: f.tasks})
+			} else if err = flush(); err == nil {
 				err = e.send(ws, *c.frame)
 			}
-		case ev, ok := <-sub.Events():
+		case _, ok := <-sub.Ready():
 			if !ok {
 				return errors.New("subscription closed")
 			}
-			err = event(ev)
-		case t, ok := <-sub.Tasks():
-			if !ok {
-				return errors.New("subscription closed")
+			if wait := e.lim.flushEvery - time.Since(last); wait > 0 {
+				if !armed {
+					flushAt.Reset(wait)
+					armed = true
+				}
+			} else {
+				err = flush()
 			}
-			err = task(t)
+		case <-flushAt.C:
+			err = flush()
 		case <-ping.C:
 			err = e.send(ws, wsFrame{Stream: "ping"})
 		case <-sampleTick.C:
 			// Routine items over the subscriber's budget, once a second.
-			if t, ev := sub.Sampled(); f.any() && (t > sampledTasks || ev > sampledEvents) {
-				err = e.send(ws, wsFrame{Stream: "sampled", Data: map[string]uint64{
-					"tasks": t - sampledTasks, "events": ev - sampledEvents, "per_second": recorder.LiveRoutinePerSecond}})
-				sampledTasks, sampledEvents = t, ev
+			t, ev := sub.Sampled()
+			st, sev := sub.SentRoutine()
+			if f.any() && (t > sampled[0] || ev > sampled[1]) {
+				err = e.send(ws, wsFrame{Stream: "sampled", Data: wsSampled{
+					Tasks: t - sampled[0], Events: ev - sampled[1], PerSecond: recorder.LiveRoutinePerSecond,
+					Sent: wsRoutineSent{Tasks: st - sent[0], Events: sev - sent[1]}}})
 			}
+			sampled, sent = [2]uint64{t, ev}, [2]uint64{st, sev}
 		}
 		if d := sub.Dropped(); err == nil && d > reported {
 			if f.any() {
@@ -411,24 +427,92 @@ func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *rec
 	}
 }
 
-// drainQueued hands over the items queued on sub right now, no more (the
-// recorder keeps publishing meanwhile).
-func drainQueued(sub *recorder.Subscription, event func(recorder.Event) error, task func(recorder.TaskRow) error) error {
-	for n := len(sub.Events()); n > 0; n-- {
-		if ev, ok := <-sub.Events(); !ok {
-			return nil
-		} else if err := event(ev); err != nil {
-			return err
+// wsSampled is the data of a "sampled" frame: the routine items of the
+// last second not sent, and those sent.
+type wsSampled struct {
+	Tasks     uint64        `json:"tasks"`
+	Events    uint64        `json:"events"`
+	PerSecond int           `json:"per_second"`
+	Sent      wsRoutineSent `json:"sent"`
+}
+
+type wsRoutineSent struct {
+	Tasks  uint64 `json:"tasks"`
+	Events uint64 `json:"events"`
+}
+
+// wsBatch builds one batch frame, {"stream":"batch","data":[frame...]},
+// from the items a subscription queued; its buffers are reused from batch
+// to batch.
+type wsBatch struct {
+	buf    bytes.Buffer
+	enc    *json.Encoder
+	n      int // frames in buf
+	events []recorder.Event
+	tasks  []recorder.TaskRow
+}
+
+// take adds everything sub queued that f wants: events first (a state
+// event on "events" and "state" when both are subscribed), then task rows.
+func (b *wsBatch) take(sub *recorder.Subscription, f wsFilter) error {
+	events, tasks, _ := sub.Take(b.events, b.tasks)
+	defer func() {
+		clear(events) // drop the payloads' references until the slots are reused
+		clear(tasks)
+		b.events, b.tasks = events[:0], tasks[:0]
+	}()
+	for i := range events {
+		ev := &events[i]
+		if f.events && (f.types == nil || f.types[ev.Type]) {
+			if err := b.add("events", ev); err != nil {
+				return err
+			}
+		}
+		if f.state && ev.Type == recorder.TypeState {
+			if err := b.add("state", ev); err != nil {
+				return err
+			}
 		}
 	}
-	for n := len(sub.Tasks()); n > 0; n-- {
-		if t, ok := <-sub.Tasks(); !ok {
-			return nil
-		} else if err := task(t); err != nil {
+	for i := range tasks {
+		if !f.tasks {
+			break
+		}
+		if err := b.add("tasks", &tasks[i]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// add appends {"stream":stream,"data":v} to the batch.
+func (b *wsBatch) add(stream string, v any) error {
+	if b.n == 0 {
+		b.buf.Reset()
+		b.buf.WriteString(`{"stream":"batch","data":[`)
+		if b.enc == nil {
+			b.enc = json.NewEncoder(&b.buf)
+		}
+	} else {
+		b.buf.WriteByte(',')
+	}
+	b.buf.WriteString(`{"stream":"`)
+	b.buf.WriteString(stream)
+	b.buf.WriteString(`","data":`)
+	if err := b.enc.Encode(v); err != nil { // Encode writes nothing on error; its newline is JSON whitespace
+		return fmt.Errorf("encode %s frame: %w", stream, err)
+	}
+	b.buf.WriteByte('}')
+	b.n++
+	return nil
+}
+
+// frame closes the batch and returns it; the bytes are valid until the
+// next add.
+func (b *wsBatch) frame() []byte {
+	b.buf.WriteString("]}")
+	b.n = 0
+	return b.buf.Bytes()
 }
 
 // send writes one text frame under the write deadline.
@@ -437,8 +521,15 @@ func (e *wsEndpoint) send(ws *websocket.Conn, f wsFrame) error {
 	if err != nil {
 		return fmt.Errorf("encode %s frame: %w", f.Stream, err)
 	}
+	return e.write(ws, b)
+}
+
+// write sends b, one JSON text, as one text frame under the write deadline.
+func (e *wsEndpoint) write(ws *websocket.Conn, b []byte) error {
 	if err := ws.SetWriteDeadline(time.Now().Add(e.lim.writeTimeout)); err != nil {
 		return err
 	}
-	return websocket.Message.Send(ws, string(b))
+	ws.PayloadType = websocket.TextFrame
+	_, err := ws.Write(b) // a server socket's PayloadType is TextFrame
+	return err
 }

@@ -254,18 +254,34 @@ func TestSlowSubscriberNeverBlocks(t *testing.T) {
 	if s := r.Stats(); s.Subscribers != 2 || s.SubscriberDrops != 999 {
 		t.Errorf("Stats() subscribers %d drops %d, want 2 and 999", s.Subscribers, s.SubscriberDrops)
 	}
-	first := <-slow.Events()
-	if (<-fast.Events()).ID != first.ID {
-		t.Errorf("subscribers disagree on the first event")
+	for _, sub := range []*Subscription{slow, fast} {
+		select {
+		case <-sub.Ready():
+		default:
+			t.Errorf("Ready() not signalled with items queued")
+		}
 	}
-	if task := <-fast.Tasks(); task.TaskID != "x" {
-		t.Errorf("fast.Tasks() = %+v, want task x", task)
+	slowEvents, slowTasks, ok := slow.Take(nil, nil)
+	if !ok || len(slowEvents) != 1 || len(slowTasks) != 1 {
+		t.Fatalf("slow.Take() = %d events, %d tasks, %v; want 1, 1, true", len(slowEvents), len(slowTasks), ok)
+	}
+	fastEvents, fastTasks, _ := fast.Take(nil, nil)
+	if len(fastEvents) != 1000 || fastEvents[0].ID != slowEvents[0].ID || fastEvents[999].ID <= fastEvents[0].ID {
+		t.Errorf("fast.Take() = %d events, want 1000 in ID order starting where slow's one is", len(fastEvents))
+	}
+	if len(fastTasks) != 1 || fastTasks[0].TaskID != "x" {
+		t.Errorf("fast.Take() tasks = %+v, want task x", fastTasks)
+	}
+	if ev, ts, _ := fast.Take(fastEvents[:0], fastTasks[:0]); len(ev)+len(ts) != 0 {
+		t.Errorf("second Take() = %d events, %d tasks, want an empty queue", len(ev), len(ts))
 	}
 	slow.Close()
 	slow.Close()
-	<-slow.Tasks() // the one buffered row
-	if _, ok := <-slow.Tasks(); ok {
-		t.Errorf("Tasks() open after Close")
+	if _, open := <-slow.Ready(); open {
+		t.Errorf("Ready() open after Close")
+	}
+	if _, _, ok := slow.Take(nil, nil); ok {
+		t.Errorf("Take() ok after Close")
 	}
 	r.Event(Event{Type: TypeTaskReceived}) // no panic on a closed subscriber
 	if s := r.Stats(); s.Subscribers != 1 {

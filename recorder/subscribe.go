@@ -8,40 +8,62 @@ import (
 )
 
 // Subscription is one live consumer of events and task rows (the /ws
-// streams). Delivery never blocks the recorder: when a channel is full the
-// item is skipped for this subscriber and counted in Dropped.
+// streams). Items are queued for the consumer, which takes them all at
+// once (Take) whenever it is ready to send: one /ws frame carries
+// everything queued since the last, so the consumer wakes and writes at
+// its own pace rather than once per item. Delivery never blocks the
+// recorder: when the queue of a kind already holds its bound the item is
+// skipped for this subscriber and counted in Dropped.
 //
 // Routine items (see routineEvent, routineTask: the task rows and
-// lifecycle events of successful tasks) are sent at most
+// lifecycle events of successful tasks) are queued at most
 // LiveRoutinePerSecond a second per subscriber; the rest of a second's
-// routine items are counted in Sampled, not sent. Failures, annotations,
-// DLQ records and worker events are always sent. So a subscriber costs the
-// pipeline a bounded amount whatever the task rate, and no browser is asked
-// to draw 20,000 rows a second.
+// routine items are counted in Sampled, not queued. Failures, annotations,
+// DLQ records and worker events are always queued, and so are the routine
+// events of a task that then fails, retries or times out: over the budget
+// a task's routine events are held until its outcome is known (see
+// heldEvents) and queued just before the event or row that tells the
+// failure. So a subscriber costs the pipeline a bounded amount whatever
+// the task rate, and no browser is asked to draw 20,000 rows a second.
 type Subscription struct {
-	events  chan Event
-	tasks   chan TaskRow
-	dropped atomic.Uint64
 	subs    *subscribers
 	once    sync.Once
+	ready   chan struct{} // one signal when the queue turns non-empty; closed by Close
+	dropped atomic.Uint64
 
-	filter       atomic.Pointer[subFilter] // nil: everything
+	mu     sync.Mutex // guards the queue and the held events below
+	max    int        // bound of each queue
+	events []Event
+	tasks  []TaskRow
+	closed bool
+	held   heldEvents
+
+	filter       atomic.Pointer[LiveFilter] // nil: everything
 	tasksBudget  budget
 	eventsBudget budget
-	sampled      SampledCounts // routine items not sent over the budget
+	sampled      RoutineCounts // routine items not queued over the budget
+	sent         RoutineCounts // routine items queued within the budget
 }
 
-// subFilter is what a subscriber wants: events for which events returns
-// true (none when nil), task rows when tasks.
-type subFilter struct {
-	events func(*Event) bool
-	tasks  bool
+// LiveFilter is what a subscriber wants: every event (Events) or those
+// of EventTypes (when not nil), state events (State), task rows (Tasks).
+// The zero value wants nothing.
+type LiveFilter struct {
+	Events     bool
+	EventTypes map[string]bool
+	State      bool
+	Tasks      bool
+}
+
+func (f *LiveFilter) wantsEvent(e *Event) bool {
+	return f.Events && (f.EventTypes == nil || f.EventTypes[e.Type]) || f.State && e.Type == TypeState
 }
 
 // Filter sets what the subscriber is sent from now on; items it does not
-// want are neither queued nor counted against its routine budget.
-func (s *Subscription) Filter(events func(*Event) bool, tasks bool) {
-	s.filter.Store(&subFilter{events: events, tasks: tasks})
+// want are neither queued nor counted against its routine budget. f must
+// not change afterwards.
+func (s *Subscription) Filter(f LiveFilter) {
+	s.filter.Store(&f)
 }
 
 // budget is a per-second allowance of routine items.
@@ -54,8 +76,8 @@ type budget struct {
 // events, one subscriber is sent a second.
 const LiveRoutinePerSecond = 100
 
-// SampledCounts counts the routine items a subscriber was not sent.
-type SampledCounts struct {
+// RoutineCounts counts a subscriber's routine items, task rows and events.
+type RoutineCounts struct {
 	Tasks, Events atomic.Uint64
 }
 
@@ -63,6 +85,13 @@ type SampledCounts struct {
 // was not sent since it subscribed (over LiveRoutinePerSecond).
 func (s *Subscription) Sampled() (tasks, events uint64) {
 	return s.sampled.Tasks.Load(), s.sampled.Events.Load()
+}
+
+// SentRoutine returns how many routine task rows and events were queued
+// for this subscriber since it subscribed (within LiveRoutinePerSecond):
+// with Sampled, what fraction of the routine items it is shown.
+func (s *Subscription) SentRoutine() (tasks, events uint64) {
+	return s.sent.Tasks.Load(), s.sent.Events.Load()
 }
 
 // admit spends one unit of this second's budget; false when it is spent.
@@ -87,115 +116,217 @@ func routineEvent(e *Event) bool {
 	return false
 }
 
-// routineTask tells a successful task's row (probes are never routine).
-func routineTask(t *TaskRow) bool { return t.Status == "ok" && t.Source != "probe" }
+// routineTask tells the row of a task that succeeded at its first attempt
+// (probes are never routine).
+func routineTask(t *TaskRow) bool { return t.Status == "ok" && t.Attempts <= 1 && t.Source != "probe" }
 
-// Events delivers events in roughly ID order; closed by Close.
-func (s *Subscription) Events() <-chan Event { return s.events }
+// Ready receives a signal when items were queued after the queue was
+// empty (at most one pending signal: after it, Take everything queued);
+// it is closed by Close.
+func (s *Subscription) Ready() <-chan struct{} { return s.ready }
 
-// Tasks delivers task rows; closed by Close.
-func (s *Subscription) Tasks() <-chan TaskRow { return s.tasks }
+// Take hands over everything queued, events in ID order and task rows in
+// the order they finished, and empties the queue. The slices passed in
+// (length 0; nil is fine) become the next queue, so a consumer that passes
+// back what it got last time, cleared, allocates nothing. ok is false once
+// the subscription is closed.
+func (s *Subscription) Take(events []Event, tasks []TaskRow) (queuedEvents []Event, queuedTasks []TaskRow, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	queuedEvents, queuedTasks = s.events, s.tasks
+	s.events, s.tasks = events[:0], tasks[:0]
+	return queuedEvents, queuedTasks, !s.closed
+}
 
-// Dropped counts items this subscriber missed because it was slow. A caller
-// can compare it between reads to tell the client it skipped items.
+// Dropped counts items this subscriber missed because its queue was full
+// (it took too long). A caller can compare it between reads to tell the
+// client it skipped items.
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 
-// Close ends the subscription and closes both channels. Safe to call twice.
+// Close ends the subscription: Ready is closed and the queue released.
+// Safe to call twice.
 func (s *Subscription) Close() {
 	s.once.Do(func() {
-		s.subs.mu.Lock()
-		delete(s.subs.set, s)
-		s.subs.n.Store(int32(len(s.subs.set)))
-		close(s.events)
-		close(s.tasks)
-		s.subs.mu.Unlock()
+		s.subs.remove(s)
+		s.mu.Lock()
+		s.closed = true
+		s.events, s.tasks, s.held = nil, nil, heldEvents{}
+		close(s.ready)
+		s.mu.Unlock()
 	})
 }
 
-// Subscribe starts a live subscription whose channels each buffer buf items
-// (minimum 1). Items recorded before the call are not replayed.
-func (r *Recorder) Subscribe(buf int) *Subscription {
-	buf = max(buf, 1)
-	s := &Subscription{events: make(chan Event, buf), tasks: make(chan TaskRow, buf), subs: &r.subs}
-	r.subs.mu.Lock()
-	if r.subs.set == nil {
-		r.subs.set = map[*Subscription]struct{}{}
-	}
-	r.subs.set[s] = struct{}{}
-	r.subs.n.Store(int32(len(r.subs.set)))
-	r.subs.mu.Unlock()
+// Subscribe starts a live subscription whose queue holds at most limit
+// events and limit task rows (minimum 1 each) between two Takes. Items
+// recorded before the call are not replayed.
+func (r *Recorder) Subscribe(limit int) *Subscription {
+	s := &Subscription{ready: make(chan struct{}, 1), max: max(limit, 1), subs: &r.subs}
+	r.subs.add(s)
 	return s
 }
 
-// subscribers is the set of live subscriptions. Publishing holds the read
-// lock while sending so Close (write lock) never closes a channel mid-send.
+// subscribers is the set of live subscriptions: a list replaced whole on
+// every Subscribe and Close, so publishing reads it without a lock (a
+// subscription closed meanwhile takes nothing, see queueEvent).
 type subscribers struct {
-	mu    sync.RWMutex
-	set   map[*Subscription]struct{}
-	n     atomic.Int32 // len(set), read without the lock on every publish
+	mu    sync.Mutex // serialises add and remove
+	list  atomic.Pointer[[]*Subscription]
 	drops atomic.Uint64
 }
 
+func (ss *subscribers) add(s *Subscription) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var list []*Subscription
+	if old := ss.list.Load(); old != nil {
+		list = append(list, *old...)
+	}
+	list = append(list, s)
+	ss.list.Store(&list)
+}
+
+func (ss *subscribers) remove(s *Subscription) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var list []*Subscription
+	if old := ss.list.Load(); old != nil {
+		for _, o := range *old {
+			if o != s {
+				list = append(list, o)
+			}
+		}
+	}
+	ss.list.Store(&list)
+}
+
+// current returns the live subscriptions (nil when none).
+func (ss *subscribers) current() []*Subscription {
+	if l := ss.list.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
 func (ss *subscribers) publishEvent(e Event) {
-	if ss.n.Load() == 0 {
+	list := ss.current()
+	if len(list) == 0 {
 		return
 	}
 	routine, now := routineEvent(&e), time.Now().Unix()
-	ss.publish(func(s *Subscription) bool {
-		if f := s.filter.Load(); f != nil && (f.events == nil || !f.events(&e)) {
+	release := !routine && e.TaskID != "" && failureEvent(&e)
+	for _, s := range list {
+		if !s.offerEvent(&e, routine, release, now) {
+			ss.dropped(s, 1)
+		}
+	}
+}
+
+// offerEvent queues e for s, holds it or counts it sampled; false when
+// the queue was full.
+func (s *Subscription) offerEvent(e *Event, routine, release bool, now int64) bool {
+	if f := s.filter.Load(); f != nil && !f.wantsEvent(e) {
+		return true
+	}
+	if routine {
+		if !s.eventsBudget.admit(now) {
+			if e.TaskID == "" {
+				s.sampled.Events.Add(1)
+			} else {
+				s.hold(e) // sent after all if the task fails
+			}
 			return true
 		}
-		if routine && !s.eventsBudget.admit(now) {
-			s.sampled.Events.Add(1)
-			return true
-		}
-		return offer(s.events, e)
-	})
+		s.sent.Events.Add(1)
+	}
+	if release {
+		s.release(e.TaskID)
+	}
+	return s.queueEvent(e)
 }
 
 func (ss *subscribers) publishTask(t TaskRow) {
-	if ss.n.Load() == 0 {
+	list := ss.current()
+	if len(list) == 0 {
 		return
 	}
 	routine, now := routineTask(&t), time.Now().Unix()
-	ss.publish(func(s *Subscription) bool {
-		if f := s.filter.Load(); f != nil && !f.tasks {
-			return true
+	for _, s := range list {
+		if !s.offerTask(&t, routine, now) {
+			ss.dropped(s, 1)
 		}
-		if routine && !s.tasksBudget.admit(now) {
+	}
+}
+
+// offerTask queues t for s or counts it sampled, after settling the
+// events held for its task; false when the queue was full.
+func (s *Subscription) offerTask(t *TaskRow, routine bool, now int64) bool {
+	if routine {
+		s.forget(t.TaskID) // its held events stay unsent: counted as sampled
+	} else {
+		s.release(t.TaskID) // a failed, retried or timed-out task: all its events
+	}
+	if f := s.filter.Load(); f != nil && !f.Tasks {
+		return true
+	}
+	if routine {
+		if !s.tasksBudget.admit(now) {
 			s.sampled.Tasks.Add(1)
 			return true
 		}
-		return offer(s.tasks, t)
-	})
+		s.sent.Tasks.Add(1)
+	}
+	return s.queueTask(t)
 }
 
-// publish offers an item to every subscriber, counting the ones too slow
-// to take it.
-func (ss *subscribers) publish(send func(*Subscription) bool) {
-	ss.mu.RLock()
-	defer ss.mu.RUnlock()
-	for s := range ss.set {
-		if !send(s) {
-			s.dropped.Add(1)
-			ss.drops.Add(1)
+// queueEvent and queueTask queue one item and signal Ready when the
+// queue was empty; false when that kind's queue is full. A closed
+// subscription takes nothing and misses nothing.
+func (s *Subscription) queueEvent(e *Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return true
+	}
+	if len(s.events) >= s.max {
+		return false
+	}
+	s.signal()
+	s.events = append(s.events, *e)
+	return true
+}
+
+func (s *Subscription) queueTask(t *TaskRow) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return true
+	}
+	if len(s.tasks) >= s.max {
+		return false
+	}
+	s.signal()
+	s.tasks = append(s.tasks, *t)
+	return true
+}
+
+// signal, called under mu before an item is queued, wakes the consumer
+// when the queue is empty: one wake-up per Take however many items follow.
+func (s *Subscription) signal() {
+	if len(s.events) == 0 && len(s.tasks) == 0 {
+		select {
+		case s.ready <- struct{}{}:
+		default:
 		}
 	}
 }
 
-// offer sends v unless ch is full.
-func offer[T any](ch chan T, v T) bool {
-	select {
-	case ch <- v:
-		return true
-	default:
-		return false
-	}
+// dropped counts n items s missed.
+func (ss *subscribers) dropped(s *Subscription, n uint64) {
+	s.dropped.Add(n)
+	ss.drops.Add(n)
 }
 
 // stats returns the subscriber count and total drops.
 func (ss *subscribers) stats() (int, uint64) {
-	ss.mu.RLock()
-	defer ss.mu.RUnlock()
-	return len(ss.set), ss.drops.Load()
+	return len(ss.current()), ss.drops.Load()
 }

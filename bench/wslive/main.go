@@ -3,8 +3,8 @@
 // streams (docs/api.md, "Live stream"), reading every frame as fast as it
 // comes, as a browser would. It prints "subscribed" once the server
 // acknowledged the subscription and, when stopped (SIGINT/SIGTERM), the
-// frames and bytes it read per stream and the items the server reported
-// dropped.
+// frames and bytes it read per stream, the items the batch frames carried
+// per stream, and the items the server reported dropped.
 //
 //	wslive -url ws://127.0.0.1:8080/ws [-token T]
 package main
@@ -51,7 +51,7 @@ func main() {
 		log.Fatal(err)
 	}
 	var mu sync.Mutex
-	frames, byteCount := map[string]int{}, map[string]int{}
+	frames, byteCount, items := map[string]int{}, map[string]int{}, map[string]int{}
 	var dropped int64
 	report := func() {
 		mu.Lock()
@@ -64,6 +64,14 @@ func main() {
 		fmt.Print("wslive:")
 		for _, k := range names {
 			fmt.Printf(" %s=%d frames/%d bytes", k, frames[k], byteCount[k])
+		}
+		names = names[:0]
+		for k := range items {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			fmt.Printf(" %s_items=%d", k, items[k])
 		}
 		fmt.Printf(" dropped_items=%d\n", dropped)
 	}
@@ -111,6 +119,21 @@ func main() {
 		mu.Lock()
 		frames[stream]++
 		byteCount[stream] += len(data)
+		if stream == "batch" {
+			// Items are {"stream":"tasks|events|state","data":...}. A
+			// payload object starting with its own "stream" key would
+			// count too; the bench's executors write none.
+			for rest := data[1:]; ; {
+				i := bytes.Index(rest, []byte(`{"stream":"`))
+				if i < 0 {
+					break
+				}
+				rest = rest[i+11:]
+				if j := bytes.IndexByte(rest, '"'); j >= 0 {
+					items[string(rest[:j])]++
+				}
+			}
+		}
 		mu.Unlock()
 	}
 }

@@ -282,6 +282,35 @@ func TestBrowser(t *testing.T) {
 		nf.waitFor(`document.body.innerText.includes("Not found")`, "the not-found page")
 	})
 
+	t.Run("live lists a batch frame's rows and says what a busy worker samples", func(t *testing.T) {
+		// Frames as a worker at 5,000 tasks a second sends them, handed to
+		// the page's own sockets (the worker in this test runs a shell
+		// executor: it never gets that busy).
+		p := b.newPage(t)
+		p.must("Page.addScriptToEvaluateOnNewDocument", map[string]any{"source": `{
+			const Native = window.WebSocket;
+			window.__sockets = [];
+			window.WebSocket = class extends Native { constructor(...a) { super(...a); window.__sockets.push(this); } };
+		}`}, nil)
+		p.navigate(w.base + "/live?token=" + browserToken)
+		p.waitFor(`document.querySelector(".fleet-status [data-conn=live]")`, "a live socket")
+		batch := `{"stream":"batch","data":[` + strings.Repeat(`{"stream":"events","data":{"id":1,"ts_ms":1,"type":"annotation","kind":"flood","task_id":"t-flood","worker":"orders-1","labels":{},"payload":{}}},`, 999) +
+			`{"stream":"tasks","data":{"task_id":"t-batch-1","ts_ms":1,"worker":"orders-1","source":"http","alias":"","partition":-1,"offset":-1,"key":null,"labels":{},"status":"ok","attempts":1,"duration_ms":1,"error":"","output_size_bytes":1,"env":{}}}]}`
+		sampled := `{"stream":"sampled","data":{"tasks":4900,"events":14900,"per_second":100,"sent":{"tasks":100,"events":100}}}`
+		if err := p.eval(fmt.Sprintf(`for (const f of [%q, %q]) window.__sockets[0].onmessage({ data: f })`, batch, sampled), nil); err != nil {
+			t.Fatal(err)
+		}
+		p.waitFor(`document.querySelector("table.live tbody").innerText.includes("t-batch-1")`, "the task row of the batch")
+		p.waitFor(`document.querySelector(".sampled").textContent.includes("successful tasks: showing 1 in 50 at this rate")`, "the sampling note")
+		if s := p.str(`document.querySelector(".sampled").textContent`); !strings.Contains(s, "routine events: showing 1 in 150") || !strings.Contains(s, "4,900 not listed") {
+			t.Errorf("sampling note = %q, want the tasks' and routine events' shares and counts", s)
+		}
+		p.click(`.toolbar button`, "Events")
+		if n := p.str(`String(document.querySelectorAll("table.live tbody tr").length)`); n != "500" {
+			t.Errorf("events table has %s rows after a batch of 999 annotations, want 500 (the newest)", n)
+		}
+		checkPage(t, p, false)
+	})
 	t.Run("kill switches hide their sections", func(t *testing.T) { testKillSwitches(t, b, dir) })
 	t.Run("untrusted card: no request, no token, listed as not trusted", func(t *testing.T) { testUntrustedCard(t, b, dir) })
 	t.Run("link templates encode like the Go side", func(t *testing.T) { testTemplatesMatchGo(t, open(t, "/debug?tab=config")) })

@@ -1,6 +1,9 @@
 // LiveSocket keeps one /ws connection to a worker: it subscribes, hands
 // frames over in batches once per animation frame (so a burst of 200
 // tasks/s costs one DOM update per frame), and reconnects with backoff.
+// The worker coalesces its items into "batch" frames (at most 10 a
+// second, each a list of tasks, events and state frames); they are
+// unpacked here, so pages see one frame per item.
 // A socket to another worker of the fleet may ask first: retry() decides
 // whether that worker is worth a new handshake (it is not when the
 // registry says it stopped or turned unreachable), so the page does not
@@ -35,7 +38,10 @@ export class LiveSocket {
       let f;
       try { f = JSON.parse(ev.data); } catch { return; }
       if (f.stream === "ping" || f.stream === "subscribed") return;
-      this.queue.push(f);
+      if (f.stream === "batch") {
+        if (!Array.isArray(f.data)) return;
+        for (const item of f.data) this.queue.push(item);
+      } else this.queue.push(f);
       if (!this.raf) this.raf = requestAnimationFrame(() => this.flush());
     };
     ws.onclose = async () => {

@@ -85,14 +85,14 @@ export async function mount(root, ctx) {
     tbody.replaceChildren(...rows[state.mode].filter(matches).slice(0, MAX_ROWS).map(state.mode === "tasks" ? taskRow : eventRow));
   };
   const add = (items) => {
-    for (const it of items) {
-      const list = rows[it._kind];
-      list.unshift(it);
-      if (list.length > MAX_ROWS * 2) list.length = MAX_ROWS * 2;
+    for (const kind of ["tasks", "events"]) { // newest first, at most MAX_ROWS * 2 kept
+      const mine = items.filter((it) => it._kind === kind);
+      if (mine.length) rows[kind] = mine.slice(-MAX_ROWS * 2).reverse().concat(rows[kind]).slice(0, MAX_ROWS * 2);
     }
     if (state.paused) return;
-    const fresh = items.filter((it) => it._kind === state.mode && matches(it));
+    let fresh = items.filter((it) => it._kind === state.mode && matches(it));
     if (!fresh.length) return;
+    if (fresh.length > MAX_ROWS) fresh = fresh.slice(fresh.length - MAX_ROWS); // only the newest can stay on screen
     const make = state.mode === "tasks" ? taskRow : eventRow;
     const frag = document.createDocumentFragment();
     for (let i = fresh.length - 1; i >= 0; i--) frag.append(make(fresh[i]));
@@ -111,6 +111,7 @@ export async function mount(root, ctx) {
   const status = new Map(); // base → connecting, live, reconnecting, draining, stopped, unreachable, gone
   const sockets = new Map(); // base → LiveSocket
   let ended = false;
+  let sampledClear = 0;
   const showConn = () => {
     const live = [...status.values()].filter((v) => v === "live").length;
     conn.textContent = `${live}/${byBase.size} live`;
@@ -156,7 +157,11 @@ export async function mount(root, ctx) {
         if (f.stream === "tasks") items.push({ ...f.data, worker: f.data.worker || byBase.get(base)?.name, _kind: "tasks", _base: base });
         else if (f.stream === "events") items.push({ ...f.data, _kind: "events", _base: base });
         else if (f.stream === "dropped") conn.textContent = `missed ${f.data.count} items (slow connection)`;
-        else if (f.stream === "sampled") sampled.textContent = `${f.data.tasks} successful tasks and ${f.data.events} routine events a second not listed (over ${f.data.per_second}/s)`;
+        else if (f.stream === "sampled") {
+          sampled.textContent = sampledText(f.data, byBase.get(base)?.name);
+          clearTimeout(sampledClear); // a worker sends one a second while it samples: gone when the rate drops
+          sampledClear = setTimeout(() => { sampled.textContent = ""; }, 3000);
+        }
       }
       if (state.paused) { state.held.push(...items); held.textContent = `${state.held.length} new while paused`; }
       add(items);
@@ -212,7 +217,7 @@ export async function mount(root, ctx) {
     if (t) openTask(ctx, t, selfWorker);
     else root.prepend(banner("info", `Task ${want} is not among the recent tasks; `, el("a", { href: "/history?task_id=" + encodeURIComponent(want) }, "trace it in History"), "."));
   }
-  return () => { ended = true; clearInterval(poll); sockets.forEach((s) => s.close()); };
+  return () => { ended = true; clearInterval(poll); clearTimeout(sampledClear); sockets.forEach((s) => s.close()); };
 }
 
 // untrustedNote lists the workers Live does not stream from: a card in the
@@ -223,6 +228,20 @@ function untrustedNote(list) {
     el("p", {}, `Not streamed from ${list.length === 1 ? "1 worker" : list.length + " workers"}: not trusted, so this page sends ${list.length === 1 ? "it" : "them"} no request and never the UI token. A card in the shared folder can name any URL; to stream from a worker, list its origin in `, el("code", {}, "fleet.trusted_urls"), "."),
     el("ul", { class: "plain untrusted" }, list.map((w) => el("li", { "data-untrusted": w.name },
       el("strong", {}, w.name), " ", el("code", {}, w.url), " ", badge("not trusted", { "*": "yellow" })))));
+}
+
+// sampledText says what a worker's last "sampled" frame means: of its
+// successful tasks (and routine events) this second, 1 in N is listed.
+function sampledText(d, worker) {
+  const part = (notSent, sent, what) => {
+    if (!notSent) return "";
+    const all = notSent + (sent || 0);
+    const ratio = sent ? `1 in ${Math.round(all / sent).toLocaleString()}` : "none";
+    return `${what}: showing ${ratio} at this rate (${all.toLocaleString()} in the last second, ${notSent.toLocaleString()} not listed)`;
+  };
+  const sent = d.sent || {};
+  const parts = [part(d.tasks, sent.tasks, "successful tasks"), part(d.events, sent.events, "routine events")].filter(Boolean);
+  return parts.length ? `${worker ? worker + ": " : ""}${parts.join("; ")}; over ${d.per_second}/s the rest are counted, not listed` : "";
 }
 
 function labelText(labels) {
