@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,7 +33,7 @@ import (
 // svc_kafka_fetch_buffered_bytes, and the peak the tests check.
 type fetchSizer struct {
 	budget  int64 // inflated bytes one fetch may hold
-	ceiling int32 // the wire size never asked above (client_config fetch.max.bytes, else budget)
+	ceiling int32 // the wire size never asked above (client_config fetch.max.bytes, else budget up to 100 MiB)
 
 	mu    sync.Mutex
 	cl    *kgo.Client
@@ -54,8 +53,13 @@ const recordOverhead = 256
 // fetch of small records costs more in round trips than it saves.
 const minFetchAsk = 16 << 10
 
+// maxDefaultRead is the client library's default BrokerMaxReadBytes.
+const maxDefaultRead = 100 << 20
+
 func newFetchSizer(budget int64, clientConfig map[string]string, reg prometheus.Registerer) *fetchSizer {
-	ceiling := int32(min(budget, math.MaxInt32))
+	// The client reads at most 100 MiB a response unless fetch.max.bytes
+	// raised that (kconn), so the ask stays below it.
+	ceiling := int32(min(budget, maxDefaultRead))
 	if v, err := strconv.ParseInt(strings.TrimSpace(clientConfig["fetch.max.bytes"]), 10, 32); err == nil && v > 0 {
 		ceiling = int32(v)
 	}
@@ -109,9 +113,11 @@ func (f *fetchSizer) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m
 	ask, cur := f.askFor(f.ratio), f.ask.Load()
 	// The client reads the size at each fetch; a store is needed only
 	// for a smaller size or a clearly larger one.
-	if f.cl != nil && (ask < cur || ask > cur+cur/8) {
+	if ask < cur || ask > cur+cur/8 {
 		f.ask.Store(ask)
-		f.cl.UpdateFetchMaxBytes(ask, ask)
+		if f.cl != nil {
+			f.cl.UpdateFetchMaxBytes(ask, ask)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -77,4 +78,52 @@ func TestKafkaFetchBufferBounded(t *testing.T) {
 		t.Errorf("the fetch asks for %d bytes on the wire, want less than a quarter of the budget %d for batches that inflate over 10×", ask, budget)
 	}
 	t.Logf("backlog %d bytes inflated, peak held %d, fetch ask %d", inflated, peak, ask)
+}
+
+// TestFetchSizerAsks checks the sizes the sizer asks for: 16 KiB first,
+// then the budget over the inflation of the batches read (a rise followed
+// at once, a fall gradually), never above client_config fetch.max.bytes
+// nor, without it, above the 100 MiB the client reads a response.
+func TestFetchSizerAsks(t *testing.T) {
+	t.Parallel()
+	batch := func(f *fetchSizer, records, uncompressed, compressed int) int32 {
+		f.OnFetchBatchRead(kgo.BrokerMetadata{}, ktIn, 0, kgo.FetchBatchMetrics{NumRecords: records, UncompressedBytes: uncompressed, CompressedBytes: compressed})
+		ask, _ := f.askNow()
+		return ask
+	}
+	budget := float64(2 << 20)
+	f := newFetchSizer(2<<20, nil, prometheus.NewRegistry())
+	if ask, _ := f.askNow(); ask != minFetchAsk {
+		t.Fatalf("first ask %d, want %d", ask, minFetchAsk)
+	}
+	// 100 records of 1 KiB in 10 KiB on the wire: (100 KiB + 100 × 256) / 10 KiB = 12.5×.
+	if got, want := batch(f, 100, 100<<10, 10<<10), int32(budget/12.5); got != want {
+		t.Errorf("ask after a 12.5× batch = %d, want %d", got, want)
+	}
+	// Uncompressed batches: the ask grows back gradually, never past the
+	// budget (it is updated in steps of an eighth).
+	prev := int32(0)
+	for range 200 {
+		got := batch(f, 100, 100<<10, 100<<10+100*recordOverhead)
+		if got < prev {
+			t.Fatalf("ask fell from %d to %d on batches that inflate less", prev, got)
+		}
+		prev = got
+	}
+	if prev > 2<<20 || prev < 2<<20-(2<<20)/8 {
+		t.Errorf("ask after uncompressed batches = %d, want within an eighth below the budget %d", prev, 2<<20)
+	}
+	// A jump in the inflation is followed at once.
+	if got, want := batch(f, 1000, 1000<<10, 20<<10), int32(budget/(float64(1000<<10+1000*recordOverhead)/float64(20<<10))); got != want {
+		t.Errorf("ask after a 62.5× batch = %d, want %d", got, want)
+	}
+
+	capped := newFetchSizer(64<<20, map[string]string{"fetch.max.bytes": "1048576"}, prometheus.NewRegistry())
+	if got := batch(capped, 10, 10<<20, 10<<20); got != 1<<20 {
+		t.Errorf("ask with fetch.max.bytes 1 MiB = %d, want 1048576", got)
+	}
+	big := newFetchSizer(1<<30, nil, prometheus.NewRegistry())
+	if got := batch(big, 10, 10<<20, 10<<20); got != maxDefaultRead {
+		t.Errorf("ask with a 1 GiB budget = %d, want the client's read limit %d", got, maxDefaultRead)
+	}
 }
