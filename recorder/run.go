@@ -340,11 +340,29 @@ func (m *multiInsert) add(vals ...any) error {
 	return nil
 }
 
+// flush inserts the collected rows: a full chunk at once, fewer in
+// pieces of a power of two rows (32, 16, ..., 1). Each row count is a
+// statement of its own, prepared once per live file on every connection
+// that runs it, and SQLite keeps a prepared statement outside the Go heap:
+// with any count from 1 to 64, the statements of a busy file (3 tables ×
+// 64 counts × up to 4 connections) made the worker's memory creep up with
+// the number of tasks; with powers of two there are 7 counts a table.
 func (m *multiInsert) flush() error {
 	if m.rows == 0 {
 		return nil
 	}
-	err := m.w.exec(valuesSQL(m.prefix, m.ncols, m.rows), m.args...)
+	var err error
+	if m.rows == insertChunk {
+		err = m.w.exec(valuesSQL(m.prefix, m.ncols, m.rows), m.args...)
+	} else {
+		args, rows := m.args, m.rows
+		for size := insertChunk / 2; size >= 1 && err == nil; size /= 2 {
+			if rows >= size {
+				err = m.w.exec(valuesSQL(m.prefix, m.ncols, size), args[:size*m.ncols]...)
+				args, rows = args[size*m.ncols:], rows-size
+			}
+		}
+	}
 	clear(m.args)
 	m.args, m.rows = m.args[:0], 0
 	if err != nil {

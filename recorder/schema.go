@@ -104,12 +104,21 @@ func sqliteURI(path, query string) string {
 
 // openLiveDB opens (creating if needed) a live file in WAL mode with a busy
 // timeout, and applies the schema steps.
+//
+// Each connection's page cache is 256 KiB instead of SQLite's 2 MB: the
+// writer appends (rowids and task ids grow, so the B-tree paths it walks
+// are few) and readers are occasional UI queries, while the cache lives
+// outside the Go heap (modernc's allocator rounds each 4 KiB page up to
+// its 8 KiB size class): at the peak of a 20,000-message Kafka backlog
+// SQLite's memory went from 13 to 8 MiB of the worker's RSS with it. The
+// recorder's write cost did not change (BenchmarkSuccessfulTask, 100,000
+// tasks: 28.6-31.0 µs of CPU a task with 2 MB, 28.7 µs with 256 KiB).
 func openLiveDB(ctx context.Context, path string) (*sql.DB, error) {
 	if err := createPrivateFile(path); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
 	db, err := sql.Open("sqlite", sqliteURI(path,
-		"_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)"))
+		"_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-256)&_pragma=temp_store(MEMORY)"))
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}

@@ -15,7 +15,8 @@ import (
 // at config load rather than at client creation) and how it maps to kgo.
 type clientKey struct {
 	name     string
-	isString bool // client.id; every other key is an integer
+	isString bool // client.id
+	isBool   bool // enable.metrics.push: "true" or "false", parsed as 1 or 0; every other key is an integer
 	min, max int64
 	group    bool // applied only by GroupOpts
 	apply    func(v int64) []kgo.Opt
@@ -31,6 +32,8 @@ func clientKeys() []clientKey {
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	return []clientKey{
 		{name: "client.id", isString: true},
+		// KIP-714 client metrics: off unless "true" (see Opts).
+		{name: "enable.metrics.push", isBool: true, min: 0, max: 1, apply: func(int64) []kgo.Opt { return nil }},
 		{name: "request.timeout.ms", min: 100, max: 15 * 60 * 1000, apply: func(v int64) []kgo.Opt {
 			return []kgo.Opt{kgo.RequestTimeoutOverhead(ms(v))}
 		}},
@@ -136,6 +139,15 @@ func parseClientKey(name, raw string) (clientKey, int64, error) {
 			return k, 0, fmt.Errorf("client_config.%s: must be 1-256 characters", name)
 		}
 		return k, 0, nil
+	}
+	if k.isBool {
+		switch strings.TrimSpace(raw) {
+		case "true":
+			return k, 1, nil
+		case "false":
+			return k, 0, nil
+		}
+		return k, 0, fmt.Errorf("client_config.%s: %q is not true or false", name, raw)
 	}
 	v, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
 	if err != nil {

@@ -159,6 +159,15 @@ func Opts(c Conn) ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
+	// KIP-714 client metrics are pushed only when asked for: a broker
+	// that subscribes a client makes the client library build a
+	// compressor per subscription whose lz4 writer reserves 4 MiB blocks
+	// (zstd's encoder as much), re-made after garbage collections: up to
+	// 8 MiB of a worker's heap for a few kilobytes of metrics a push. The
+	// worker exports its own metrics.
+	if v, ok := Int(c.ClientConfig, "enable.metrics.push"); !ok || v == 0 {
+		opts = append(opts, kgo.DisableClientMetrics())
+	}
 	return append(opts, cc...), nil
 }
 

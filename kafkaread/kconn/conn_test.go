@@ -61,14 +61,14 @@ func TestValidate(t *testing.T) {
 
 func TestClientConfig(t *testing.T) {
 	t.Parallel()
-	if got := ClientConfigKeys(); len(got) != 10 || !slices.IsSorted(got) || !slices.Contains(got, "session.timeout.ms") {
-		t.Errorf("ClientConfigKeys() = %v, want the 10 documented keys, sorted", got)
+	if got := ClientConfigKeys(); len(got) != 11 || !slices.IsSorted(got) || !slices.Contains(got, "session.timeout.ms") {
+		t.Errorf("ClientConfigKeys() = %v, want the 11 documented keys, sorted", got)
 	}
 	all := map[string]string{
 		"client.id": "svc-test", "request.timeout.ms": "5000", "metadata.max.age.ms": "1000",
 		"fetch.max.bytes": "1048576", "fetch.max.wait.ms": "200", "linger.ms": "5",
 		"max.buffered.records": "1000", "session.timeout.ms": "30000", "heartbeat.interval.ms": "3000",
-		"rebalance.timeout.ms": "60000",
+		"rebalance.timeout.ms": "60000", "enable.metrics.push": "true",
 	}
 	conn := Conn{Brokers: []string{"127.0.0.1:9"}, ClientConfig: all}
 	connOpts, err := Opts(conn)
@@ -102,6 +102,7 @@ func TestClientConfig(t *testing.T) {
 		{"client.id", "", "client_config.client.id: must be"},
 		{"heartbeat.interval.ms", "50000", "larger than the session timeout"},
 		{"enable.auto.commit", "true", "client_config.enable.auto.commit: unknown key"},
+		{"enable.metrics.push", "yes", "client_config.enable.metrics.push: \"yes\" is not true or false"},
 	}
 	for _, tt := range bad {
 		t.Run(tt.key, func(t *testing.T) {
@@ -113,5 +114,32 @@ func TestClientConfig(t *testing.T) {
 				t.Errorf("GroupOpts(%s=%q) = nil error", tt.key, tt.value)
 			}
 		})
+	}
+}
+
+// TestClientMetricsOffUnlessAsked: KIP-714 client metrics are pushed only
+// with client_config enable.metrics.push = "true".
+func TestClientMetricsOffUnlessAsked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cc       map[string]string
+		disabled bool
+	}{
+		{nil, true},
+		{map[string]string{"enable.metrics.push": "false"}, true},
+		{map[string]string{"enable.metrics.push": "true"}, false},
+	} {
+		opts, err := Opts(Conn{Brokers: []string{"127.0.0.1:9"}, ClientConfig: tc.cc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cl.OptValue(kgo.DisableClientMetrics); got != tc.disabled {
+			t.Errorf("client_config %v: client metrics disabled = %v, want %v", tc.cc, got, tc.disabled)
+		}
+		cl.Close()
 	}
 }

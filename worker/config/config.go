@@ -162,7 +162,14 @@ type KafkaSource struct {
 	// a static member, so its partitions move at once instead of waiting
 	// for the session timeout.
 	LeaveGroupOnShutdown bool `toml:"leave_group_on_shutdown" json:"leave_group_on_shutdown"`
+	// FetchBufferBytes bounds what one fetch response holds once its
+	// batches are decompressed into records: the consumer asks each fetch
+	// for this divided by how much recent batches inflated.
+	FetchBufferBytes int64 `toml:"fetch_buffer_bytes" json:"fetch_buffer_bytes"`
 }
+
+// DefaultFetchBufferBytes is sources.kafka.fetch_buffer_bytes' default.
+const DefaultFetchBufferBytes = 2 << 20
 
 // Security is a Kafka connection's security block.
 type Security struct {
@@ -388,6 +395,7 @@ func Default() Config {
 			Kafka: KafkaSource{
 				StartupAlignEnabled: true, StartupAlignSeconds: 10, CommitInterval: Duration(5 * time.Second),
 				MaxPollRecords: 500, RevokeTimeout: Duration(30 * time.Second), LeaveGroupOnShutdown: true,
+				FetchBufferBytes: DefaultFetchBufferBytes,
 			},
 			HTTP: HTTPSource{
 				Host: "0.0.0.0", Port: 8090, MaxConcurrent: 64, MaxBodyBytes: 1 << 20,

@@ -118,6 +118,7 @@ func TestDefaults(t *testing.T) {
 		{"ui.consume_pause.enabled", cfg.UI.ConsumePause.Enabled, false},
 		{"ui.probe_enabled", cfg.UI.ProbeEnabled, true},
 		{"dlq.on_send_failure", cfg.DLQ.OnSendFailure, "stall"},
+		{"sources.kafka.fetch_buffer_bytes", cfg.Sources.Kafka.FetchBufferBytes, int64(2 << 20)},
 		{"cache exchange follows cache", cfg.CacheExchangeOn(), false},
 		{"dlq topic without kafka", cfg.DLQTopic(), ""},
 	}

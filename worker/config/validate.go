@@ -156,6 +156,7 @@ func (c *Config) validateSources(p *problems) {
 		p.within("sources.kafka.revoke_timeout", k.RevokeTimeout, 100*time.Millisecond, time.Hour)
 		p.between("sources.kafka.max_poll_records", int64(k.MaxPollRecords), 1, 100_000)
 		p.between("sources.kafka.startup_align_seconds", int64(k.StartupAlignSeconds), 1, 3600)
+		p.between("sources.kafka.fetch_buffer_bytes", k.FetchBufferBytes, 64<<10, 1<<30)
 		checkConn(p, "sources.kafka", k.Brokers, k.Security, k.ClientConfig)
 	}
 	if h.Enabled {

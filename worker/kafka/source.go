@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,7 @@ type Source struct {
 	flow  *flowControl
 	m     *sourceMetrics
 	lim   limits
+	sizer *fetchSizer
 
 	cl        *kgo.Client
 	live      atomic.Bool
@@ -80,6 +82,7 @@ func New(app *worker.App, reg prometheus.Registerer, log *slog.Logger) *Source {
 		app: app, wcfg: cfg, cfg: cfg.Sources.Kafka, topic: cfg.Sources.Kafka.Topic,
 		flow: newFlowControl(cfg, reg, log.With("component", "flow"), app.Events()),
 		log:  log.With("component", "kafka_source"), m: newSourceMetrics(reg), lim: newLimits(cfg),
+		sizer: newFetchSizer(cfg.Sources.Kafka.FetchBufferBytes, cfg.Sources.Kafka.ClientConfig, reg),
 		parts: map[int32]*partState{}, commitNow: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		lagEvery: lagInterval,
 	}
@@ -106,6 +109,9 @@ func (s *Source) client() (*kgo.Client, error) {
 	// fetch, so the long-poll wait is the pause a resume can cost.
 	opts := append([]kgo.Opt{kgo.ClientID("svc-" + s.wcfg.Worker.Name), kgo.FetchMaxWait(fetchMaxWait)}, copts...)
 	opts = append(opts, gopts...)
+	// After client_config: the first fetch's size is the sizer's, and
+	// fetch.max.bytes, when set, is its ceiling.
+	opts = append(opts, s.sizer.opts()...)
 	opts = append(opts,
 		kgo.ConsumerGroup(s.cfg.Group),
 		kgo.ConsumeTopics(s.topic),
@@ -152,6 +158,7 @@ func (s *Source) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka source: %w", err)
 	}
+	s.sizer.attach(cl)
 	s.mu.Lock()
 	s.cl = cl
 	s.mu.Unlock()
@@ -237,12 +244,7 @@ func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 	batch := make([]worker.Message, 0, n)
 	epochs := make([]int32, 0, n)
 	fetches.EachRecord(func(r *kgo.Record) {
-		m := worker.Message{Source: worker.SourceKafka, Alias: "source", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-		for _, h := range r.Headers {
-			m.Headers = append(m.Headers, worker.Header{Key: h.Key, Value: h.Value})
-		}
-		batch = append(batch, m)
+		batch = append(batch, copyRecord(r))
 		epochs = append(epochs, r.LeaderEpoch)
 	})
 	tasks, arrangeErr := s.app.Arrange(context.WithoutCancel(ctx), batch)
@@ -310,3 +312,34 @@ func (s *Source) Pause(seconds int64) (PauseState, error) { return s.flow.Pause(
 // Resume ends a consume pause; idempotent. Partitions stay paused while
 // backpressure still holds them.
 func (s *Source) Resume() (PauseState, error) { return s.flow.Resume() }
+
+// copyRecord makes the message of r with its own copy of the key, value
+// and headers (one allocation). A record's bytes point into its whole
+// decompressed batch (or, uncompressed, the whole fetch response): kept,
+// one waiting message would pin the batch, and the waiting messages of a
+// few partitions, polled from a dozen batches, would keep megabytes alive
+// for kilobytes of records. Nil keys, values and header values stay nil.
+func copyRecord(r *kgo.Record) worker.Message {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Value)
+	}
+	buf := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		at := len(buf)
+		buf = append(buf, b...)
+		return buf[at:len(buf):len(buf)]
+	}
+	m := worker.Message{Source: worker.SourceKafka, Alias: "source", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Key: take(r.Key), Value: take(r.Value), Timestamp: r.Timestamp}
+	if len(r.Headers) > 0 {
+		m.Headers = make([]worker.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			m.Headers[i] = worker.Header{Key: strings.Clone(h.Key), Value: take(h.Value)}
+		}
+	}
+	return m
+}

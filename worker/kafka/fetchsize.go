@@ -1,0 +1,154 @@
+package kafka
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The consumer's memory is mostly what a fetch response becomes once its
+// batches are decompressed into records. Kafka bounds a fetch by its bytes
+// on the wire (the client library asks for up to 50 MiB, 1 MiB per
+// partition, by default), and compressed batches inflate: 1 KiB records
+// that compress 15× made one default fetch of a 20,000-record backlog hold
+// the whole backlog, 20 MiB of records, while the source itself lets only
+// a few thousand messages wait. The client keeps one such response per
+// broker buffered until it is polled.
+//
+// fetchSizer bounds the inflated size instead: it watches every batch the
+// client decompresses (HookFetchBatchRead) and asks the next fetches for
+// sources.kafka.fetch_buffer_bytes divided by how much the batches read so
+// far inflated, the records' in-memory overhead included. The first fetch
+// asks for little (minFetchAsk), so even a topic of highly compressed
+// batches starts within the budget; a rise in the inflation is followed at
+// once, a fall gradually. A fetch still returns at least one batch (Kafka's
+// rule), so a producer batch larger than the budget is fetched whole.
+//
+// It also counts what the client holds fetched and not yet polled
+// (HookFetchRecordBuffered / Unbuffered): the gauge
+// svc_kafka_fetch_buffered_bytes, and the peak the tests check.
+type fetchSizer struct {
+	budget  int64 // inflated bytes one fetch may hold
+	ceiling int32 // the wire size never asked above (client_config fetch.max.bytes, else budget up to 100 MiB)
+
+	mu    sync.Mutex
+	cl    *kgo.Client
+	ratio float64 // inflated bytes per wire byte, smoothed; 0 before the first batch
+	ask   atomic.Int32
+
+	buffered atomic.Int64 // inflated bytes of records fetched and not yet polled or dropped
+	peak     atomic.Int64 // the most buffered ever
+}
+
+// recordOverhead is what a record costs in memory beyond its key, value
+// and header bytes: the client's kgo.Record, the source's message and its
+// queue entry.
+const recordOverhead = 256
+
+// minFetchAsk is the smallest wire size asked, and the first: below it a
+// fetch of small records costs more in round trips than it saves.
+const minFetchAsk = 16 << 10
+
+// maxDefaultRead is the client library's default BrokerMaxReadBytes.
+const maxDefaultRead = 100 << 20
+
+func newFetchSizer(budget int64, clientConfig map[string]string, reg prometheus.Registerer) *fetchSizer {
+	// The client reads at most 100 MiB a response unless fetch.max.bytes
+	// raised that (kconn), so the ask stays below it.
+	ceiling := int32(min(budget, maxDefaultRead))
+	if v, err := strconv.ParseInt(strings.TrimSpace(clientConfig["fetch.max.bytes"]), 10, 32); err == nil && v > 0 {
+		ceiling = int32(v)
+	}
+	f := &fetchSizer{budget: budget, ceiling: ceiling}
+	f.ask.Store(min(minFetchAsk, ceiling))
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "svc_kafka_fetch_buffered_bytes",
+			Help: "Bytes of records the consumer fetched and has not polled yet (decompressed, with their in-memory overhead); about sources.kafka.fetch_buffer_bytes per broker at most.",
+		}, func() float64 { return float64(f.buffered.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "svc_kafka_fetch_request_bytes",
+			Help: "Bytes on the wire the consumer's next fetch asks for: sources.kafka.fetch_buffer_bytes over the inflation of the batches read.",
+		}, func() float64 { return float64(f.ask.Load()) }),
+	)
+	return f
+}
+
+// askFor is the wire size that inflates to the budget at ratio.
+func (f *fetchSizer) askFor(ratio float64) int32 {
+	a := float64(f.budget) / ratio
+	return int32(max(float64(min(minFetchAsk, f.ceiling)), min(a, float64(f.ceiling))))
+}
+
+// opts are the client options: the first fetch size and the hooks.
+func (f *fetchSizer) opts() []kgo.Opt {
+	a := f.ask.Load()
+	return []kgo.Opt{kgo.FetchMaxBytes(a), kgo.FetchMaxPartitionBytes(a), kgo.WithHooks(f)}
+}
+
+// attach sets the client whose fetch size the sizer updates.
+func (f *fetchSizer) attach(cl *kgo.Client) {
+	f.mu.Lock()
+	f.cl = cl
+	f.mu.Unlock()
+}
+
+// OnFetchBatchRead implements kgo.HookFetchBatchRead.
+func (f *fetchSizer) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	if m.CompressedBytes <= 0 {
+		return
+	}
+	r := max(1, float64(m.UncompressedBytes+m.NumRecords*recordOverhead)/float64(m.CompressedBytes))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r >= f.ratio {
+		f.ratio = r
+	} else {
+		f.ratio = 0.9*f.ratio + 0.1*r
+	}
+	ask, cur := f.askFor(f.ratio), f.ask.Load()
+	// The client reads the size at each fetch; a store is needed only
+	// for a smaller size or a clearly larger one.
+	if ask < cur || ask > cur+cur/8 {
+		f.ask.Store(ask)
+		if f.cl != nil {
+			f.cl.UpdateFetchMaxBytes(ask, ask)
+		}
+	}
+}
+
+// recordSize is what a fetched record holds in memory.
+func recordSize(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value) + recordOverhead
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// OnFetchRecordBuffered implements kgo.HookFetchRecordBuffered.
+func (f *fetchSizer) OnFetchRecordBuffered(r *kgo.Record) {
+	n := f.buffered.Add(recordSize(r))
+	for {
+		p := f.peak.Load()
+		if n <= p || f.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+// OnFetchRecordUnbuffered implements kgo.HookFetchRecordUnbuffered.
+func (f *fetchSizer) OnFetchRecordUnbuffered(r *kgo.Record, _ bool) {
+	f.buffered.Add(-recordSize(r))
+}
+
+// askNow returns the wire size asked now and the smoothed inflation.
+func (f *fetchSizer) askNow() (int32, float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ask.Load(), f.ratio
+}
