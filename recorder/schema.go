@@ -113,6 +113,8 @@ func sqliteURI(path, query string) string {
 // SQLite's memory went from 13 to 8 MiB of the worker's RSS with it. The
 // recorder's write cost did not change (BenchmarkSuccessfulTask, 100,000
 // tasks: 28.6-31.0 µs of CPU a task with 2 MB, 28.7 µs with 256 KiB).
+// temp_store=MEMORY keeps the statement journal of the writer's multi-row
+// INSERTs in memory: on disk its writes were 3.6 % of the worker's CPU.
 func openLiveDB(ctx context.Context, path string) (*sql.DB, error) {
 	if err := createPrivateFile(path); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
