@@ -34,7 +34,9 @@
 # PARTITIONS (default 6), ONLY (comma list of kafka,http,spawn,benthos;
 # default all), BENTHOS, RESULTS (file keeping the raw per-run lines;
 # default /tmp/svc-speed-<time>.txt), KEEP=1 keeps the work folder (logs,
-# configs).
+# configs), SVC_FLAGS (flags of svc run, e.g. "-cpuprofile F"), SVC_KAFKA
+# (keys added to svc's [sources.kafka]), SVC_TOML (tables added to svc's
+# config).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -104,12 +106,15 @@ enabled = true
 brokers = ["$6"]
 topic = "$7"
 group = "$9"
+${SVC_KAFKA:-}
 [[sinks.kafka]]
 name = "out"
 topic = "$8"
 TOML
   fi
-  # SVC_TOML: extra config appended to svc's file (whole tables, e.g.
+  # SVC_KAFKA: extra keys of the [sources.kafka] table (Kafka runs), e.g.
+  # "fetch_buffer_bytes = 8388608". SVC_TOML: extra config appended to
+  # svc's file (whole tables, e.g.
   # $'[pipeline]\nmax_in_flight = 128').
   if [ -n "${SVC_TOML:-}" ]; then printf '%s\n' "$SVC_TOML" >>"$file"; fi
 }
