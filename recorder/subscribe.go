@@ -281,31 +281,22 @@ func (s *Subscription) offerTask(t *TaskRow, routine bool, now int64) bool {
 // queueEvent and queueTask queue one item and signal Ready when the
 // queue was empty; false when that kind's queue is full. A closed
 // subscription takes nothing and misses nothing.
-func (s *Subscription) queueEvent(e *Event) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return true
-	}
-	if len(s.events) >= s.max {
-		return false
-	}
-	s.signal()
-	s.events = append(s.events, *e)
-	return true
-}
+func (s *Subscription) queueEvent(e *Event) bool { return queueItem(s, &s.events, e) }
 
-func (s *Subscription) queueTask(t *TaskRow) bool {
+func (s *Subscription) queueTask(t *TaskRow) bool { return queueItem(s, &s.tasks, t) }
+
+// queueItem appends *v to q, one of s's queues, under s.mu.
+func queueItem[T any](s *Subscription, q *[]T, v *T) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return true
 	}
-	if len(s.tasks) >= s.max {
+	if len(*q) >= s.max {
 		return false
 	}
 	s.signal()
-	s.tasks = append(s.tasks, *t)
+	*q = append(*q, *v)
 	return true
 }
 
