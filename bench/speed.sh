@@ -35,7 +35,8 @@
 # default all), BENTHOS, RESULTS (file keeping the raw per-run lines;
 # default /tmp/svc-speed-<time>.txt), KEEP=1 keeps the work folder (logs,
 # configs), SVC_FLAGS (flags of svc run, e.g. "-cpuprofile F"), SVC_KAFKA
-# (keys added to svc's [sources.kafka]), SVC_TOML (tables added to svc's
+# (keys added to svc's [sources.kafka]), SVC_SINK (lines added to its sink's
+# [[sinks.kafka]] table), SVC_TOML (tables added to svc's
 # config).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -110,6 +111,7 @@ ${SVC_KAFKA:-}
 [[sinks.kafka]]
 name = "out"
 topic = "$8"
+${SVC_SINK:-}
 TOML
   fi
   # SVC_KAFKA: extra keys of the [sources.kafka] table (Kafka runs), e.g.
@@ -268,17 +270,22 @@ kafka_run() {
     p=$!
   fi
   echo -n "  kafka $sut: "
-  if ! "$bin/kdrive" measure -brokers "$broker" -in "$in" -out "$outt" -dlq "$dlq" -group "$group" -pid "$p" -n "$records" \
+  if ! "$bin/kdrive" measure -brokers "$broker" -in "$in" -out "$outt" -dlq "$dlq" -group "$group" -pid "$p" -broker-pid "$broker_pid" -n "$records" \
     -label "round=$round path=kafka sut=$sut" | tee -a "$results"; then
     echo "kafka $sut run failed; its log:"; tail -20 "$out/svc-kafka.log" "$out/kfloor.log" 2>/dev/null || true
     exit 1
   fi
   stop "$p"
+  # The broker's request counts of the run (bench/kbroker on SIGUSR1).
+  kill -USR1 "$broker_pid"
+  sleep 0.2
+  echo "  broker: $(tail -1 "$out/kbroker.log")"
   "$bin/kdrive" topics -brokers "$broker" -delete "$in,$outt,$dlq"
 }
 
 if has kafka; then
   "$bin/kbroker" -addr-file "$out/broker.addr" >/dev/null 2>"$out/kbroker.log" &
+  broker_pid=$!
   for _ in $(seq 100); do [ -s "$out/broker.addr" ] && break; sleep 0.05; done
   broker=$(cat "$out/broker.addr")
 fi

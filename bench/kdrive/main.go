@@ -16,7 +16,8 @@
 // result shows in -out (so a join delay, such as svc's startup alignment,
 // is not counted) and stops when -out holds n results; msgs/s, worker CPU
 // per message (utime+stime of pid, which excludes its children) and the
-// executor children's CPU per message are taken over that window (the
+// executor children's CPU per message (and with -broker-pid the broker's)
+// are taken over that window (the
 // worker's helper processes, children running its own binary such as svc's
 // executor guard, count as the worker's), peak RSS is pid's VmHWM, and
 // first_ms is how long the first result took to show (the system's start,
@@ -155,6 +156,7 @@ func measure(args []string) {
 	dlq := fs.String("dlq", "", "DLQ topic, checked empty (empty: no check)")
 	group := fs.String("group", "", "consumer group of the system under test")
 	pid := fs.Int("pid", 0, "pid of the system under test")
+	brokerPid := fs.Int("broker-pid", 0, "pid of the broker process (bench/kbroker), for its CPU per message (0: not reported)")
 	n := fs.Int64("n", 20000, "records in the backlog")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after")
 	commitWait := fs.Duration("commit-timeout", 30*time.Second, "how long commits may take to reach the end after the last result")
@@ -179,6 +181,17 @@ func measure(args []string) {
 		return sum(o)
 	}
 
+	// brokerCPU is the broker's own CPU: a system under test that makes
+	// the broker work harder per message (smaller produce batches, more
+	// commits) costs the machine that too.
+	brokerCPU := func() time.Duration {
+		if *brokerPid == 0 {
+			return 0
+		}
+		c, _ := proc.ReadCPU(*brokerPid)
+		return c.Self
+	}
+	var broker0, broker1 time.Duration
 	began := time.Now()
 	var t0 time.Time
 	var cpu0 proc.CPU
@@ -192,6 +205,7 @@ func measure(args []string) {
 			t0, out0 = time.Now(), c
 			cpu0, _ = proc.ReadCPU(*pid)
 			help0, tree0 = proc.ChildrenCPU(*pid)
+			broker0 = brokerCPU()
 			break
 		}
 		if ctx.Err() != nil {
@@ -208,6 +222,7 @@ func measure(args []string) {
 			t1 = time.Now()
 			cpu1, _ = proc.ReadCPU(*pid)
 			help1, tree1 = proc.ChildrenCPU(*pid)
+			broker1 = brokerCPU()
 			break
 		}
 		if err := alive(); err != nil {
@@ -255,8 +270,8 @@ func measure(args []string) {
 		dlqN = sum(o)
 	}
 	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(msgs) }
-	fmt.Printf("%s rate=%.0f cpu_us=%.1f helper_cpu_us=%.1f child_cpu_us=%.1f waited_children_cpu_us=%.1f rss_mib=%.1f first_ms=%d window_s=%.2f msgs=%d commit_ms=%d out=%d lost=%d dup=%d disorder=%d dlq=%d\n",
-		*label, float64(msgs)/el.Seconds(), us(cpu1.Self-cpu0.Self+help1-help0), us(help1-help0), us(tree1-tree0), us(cpu1.Children-cpu0.Children),
+	fmt.Printf("%s rate=%.0f cpu_us=%.1f helper_cpu_us=%.1f child_cpu_us=%.1f waited_children_cpu_us=%.1f broker_cpu_us=%.1f rss_mib=%.1f first_ms=%d window_s=%.2f msgs=%d commit_ms=%d out=%d lost=%d dup=%d disorder=%d dlq=%d\n",
+		*label, float64(msgs)/el.Seconds(), us(cpu1.Self-cpu0.Self+help1-help0), us(help1-help0), us(tree1-tree0), us(cpu1.Children-cpu0.Children), us(broker1-broker0),
 		float64(hwm)/1024, t0.Sub(began).Milliseconds(), el.Seconds(), msgs, commitMS, total, lost, dup, disorder, dlqN)
 	var bad []string
 	if commitMS < 0 {
