@@ -65,7 +65,9 @@
 //	  ─▶ App.Deliver ─▶ sink.Set: ok → named sinks (breaker), failed → DLQ
 //	  ─▶ partition offsets: commit = highest contiguous finished offset + 1
 //
-// At most pipeline.max_in_flight messages run at once. Backpressure is
+// At most pipeline.max_in_flight messages run their tasks at once, and
+// 4 × that many deliver their results (the next message of a key starts
+// once the previous one is delivered). Backpressure is
 // polled work waiting to run over its cap (4 × max(max_in_flight,
 // max_poll_records) messages or 64 MiB): it pauses every partition's
 // fetching until the waiting work is below half; a partition with too much

@@ -494,15 +494,20 @@ func (c *Config) Resolve() {
 }
 
 // inherit returns a sink's or the DLQ's own connection, or a copy of the
-// consumer's whole connection when it names no broker.
+// consumer's whole connection when it names no broker; its own
+// client_config keys (linger.ms, say) then override the consumer's.
 func (c *Config) inherit(brokers []string, sec Security, cc map[string]string) ([]string, Security, map[string]string) {
 	if len(brokers) > 0 {
 		return brokers, sec, cc
 	}
 	k := c.Sources.Kafka
 	var own map[string]string
-	if k.ClientConfig != nil {
+	if k.ClientConfig != nil || cc != nil {
 		own = maps.Clone(k.ClientConfig)
+		if own == nil {
+			own = map[string]string{}
+		}
+		maps.Copy(own, cc)
 	}
 	return slices.Clone(k.Brokers), k.Security, own
 }

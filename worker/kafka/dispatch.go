@@ -4,47 +4,83 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"svc/worker"
 )
 
-// Message workers: each started message runs in a goroutine, delivers
-// every result and then finishes its offset, which frees its slot for the
-// next waiting message (the next of its key, or of the next partition in
-// turn). The goroutine that frees a slot runs the first message it lets in
-// itself: a fresh goroutine per message grew its stack anew for every task
-// (runtime.copystack was 7.7 % of svc's CPU in the Kafka bench).
+// Message workers: each started message runs in a goroutine, runs its
+// tasks, hands its task slot on, delivers every result and then finishes
+// its offset, which lets the next message of its key in. The goroutine
+// that frees a slot runs the first message it lets in itself, and a
+// goroutine left without work waits idle for a while for the next message
+// to start: a fresh goroutine per message grew its stack anew for every
+// task (runtime.copystack was 7.7 % of svc's CPU in the Kafka bench, 8.3 %
+// again once a message's task slot was handed on before its deliveries).
 
+// idleFor is how long a message goroutine without work waits for one
+// before it exits.
+const idleFor = 2 * time.Second
+
+// job is a message to run and its hold on the worker's drain.
+type job struct {
+	w    *msgWork
+	done func()
+}
+
+// start runs ws: each on an idle message goroutine if one waits, else on a
+// new one.
 func (s *Source) start(ws []*msgWork) {
 	for _, w := range ws {
-		done := s.app.Hold()
-		go s.run(w, done)
+		j := job{w, s.app.Hold()}
+		select {
+		case s.idle <- j:
+		default:
+			go s.run(j)
+		}
 	}
 }
 
-// run processes w, then the first message its end admits, and so on; the
-// others admitted on the way get goroutines of their own.
-func (s *Source) run(w *msgWork, done func()) {
+// run processes j's message, then the first message its end admits, and
+// so on; the others admitted on the way go to other goroutines. Out of
+// work, it waits up to idleFor for more, or until the source stops.
+func (s *Source) run(j job) {
+	var idle *time.Timer
+	w, done := j.w, j.done
 	for {
 		next := s.process(w)
-		if len(next) == 0 {
+		if len(next) > 0 {
+			s.start(next[1:])
+			w = next[0]
+			// Held before the finished message lets go, so a drain never
+			// sees a gap between the two.
+			nextDone := s.app.Hold()
 			done()
+			done = nextDone
+			continue
+		}
+		done()
+		if idle == nil {
+			idle = time.NewTimer(idleFor)
+		} else {
+			idle.Reset(idleFor)
+		}
+		select {
+		case j := <-s.idle:
+			w, done = j.w, j.done
+		case <-idle.C:
+			return
+		case <-s.stopped:
+			idle.Stop()
 			return
 		}
-		s.start(next[1:])
-		w = next[0]
-		// Held before the finished message lets go, so a drain never sees
-		// a gap between the two.
-		nextDone := s.app.Hold()
-		done()
-		done = nextDone
 	}
 }
 
 // process runs a message's tasks and delivers every result; then the
 // message's offset is finished (or abandoned when its partition stalled).
-// It returns the messages that finishing w admitted, for the caller to
-// start.
+// The messages admitted when its tasks end start at once; it returns those
+// that finishing w admitted, for the caller to start.
 func (s *Source) process(w *msgWork) []*msgWork {
 	stalled, unfinished := false, false
 	var results []worker.TaskResult
@@ -58,6 +94,18 @@ func (s *Source) process(w *msgWork) []*msgWork {
 		runnable = append(runnable, t)
 	}
 	results = append(results, s.app.RunTasks(taskCtx, worker.SourceKafka, runnable)...)
+	// The tasks ended: the message gives its task slot to the next one
+	// and delivers its results (the next message of its key still waits
+	// until it is finished).
+	var resultBytes int64
+	for i := range results {
+		resultBytes += int64(len(results[i].Output))
+	}
+	s.mu.Lock()
+	s.executedLocked(w, resultBytes)
+	admitted := s.settleLocked()
+	s.mu.Unlock()
+	s.start(admitted)
 	for i := range results {
 		if (taskCtx.Err() != nil && errors.Is(results[i].Err, context.Canceled)) || errors.Is(results[i].Err, worker.ErrExecutorUnavailable) {
 			// Cancelled past the drain deadline, or still waiting for an
@@ -104,7 +152,8 @@ func (s *Source) stallLocked(w *msgWork, quiet bool) {
 	}
 }
 
-// runningCount is the number of messages started and not finished.
+// runningCount is the number of messages started and not finished
+// (running their tasks or delivering their results).
 func (s *Source) runningCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

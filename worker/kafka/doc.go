@@ -5,9 +5,10 @@
 //
 // # Intake
 //
-// A polled message is running (at most pipeline.max_in_flight: its tasks
-// run or its results are delivered) or waiting (behind an earlier message
-// of its key in its partition, or for a free slot). Free slots go to the
+// A polled message is running (its tasks run, at most
+// pipeline.max_in_flight at once; then its results are delivered, at most
+// 4 × that many at once) or waiting (behind an earlier message of its key
+// in its partition, or for a free slot). Free slots go to the
 // partitions in turn. Too much waiting work pauses fetching: of one
 // partition (its own queue) or of the whole topic (all queues together,
 // backpressure). The operator's consume pause pauses the topic; a failed

@@ -180,8 +180,22 @@ func (w *ktWorker) Owned() []int32 {
 	return w.Src.assignedPartitions()
 }
 
-// InFlight is the number of messages running (at most max_in_flight).
+// InFlight is the number of messages started and not finished.
 func (w *ktWorker) InFlight() int { return w.Src.runningCount() }
+
+// Executing and Delivering split InFlight: messages running their tasks
+// (at most max_in_flight) and messages delivering their results.
+func (w *ktWorker) Executing() int {
+	w.Src.mu.Lock()
+	defer w.Src.mu.Unlock()
+	return w.Src.executing
+}
+
+func (w *ktWorker) Delivering() int {
+	w.Src.mu.Lock()
+	defer w.Src.mu.Unlock()
+	return w.Src.running - w.Src.executing
+}
 
 // Waiting is the number of polled messages not started yet.
 func (w *ktWorker) Waiting() int {

@@ -7,12 +7,13 @@ import (
 )
 
 type sourceMetrics struct {
-	polled    prometheus.Counter
-	commits   *prometheus.CounterVec
-	stalled   prometheus.Gauge
-	inflight  prometheus.Gauge
-	waiting   prometheus.Gauge
-	rebalance *prometheus.CounterVec
+	polled     prometheus.Counter
+	commits    *prometheus.CounterVec
+	stalled    prometheus.Gauge
+	inflight   prometheus.Gauge
+	delivering prometheus.Gauge
+	waiting    prometheus.Gauge
+	rebalance  *prometheus.CounterVec
 }
 
 func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
@@ -25,7 +26,10 @@ func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
 			Name: "svc_kafka_partitions_stalled", Help: "Partitions stall-paused after a failed DLQ send (until restart or revoke).",
 		}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "svc_kafka_messages_in_flight", Help: "Polled messages running (tasks or deliveries under way); at most pipeline.max_in_flight.",
+			Name: "svc_kafka_messages_in_flight", Help: "Polled messages started and not finished: running their tasks (at most pipeline.max_in_flight) or delivering their results.",
+		}),
+		delivering: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_kafka_messages_delivering", Help: "Polled messages whose tasks ended and whose results are being delivered to sinks or the DLQ; at most 4 × pipeline.max_in_flight (or 64 MiB of results) before no further message starts.",
 		}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "svc_kafka_messages_waiting", Help: "Polled messages waiting for an earlier message of their key or for a free slot.",
@@ -39,7 +43,7 @@ func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
 	for _, k := range []string{"assigned", "revoked", "lost"} {
 		m.rebalance.WithLabelValues(k)
 	}
-	reg.MustRegister(m.polled, m.commits, m.stalled, m.inflight, m.waiting, m.rebalance)
+	reg.MustRegister(m.polled, m.commits, m.stalled, m.inflight, m.delivering, m.waiting, m.rebalance)
 	return m
 }
 

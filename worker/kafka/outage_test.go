@@ -15,8 +15,9 @@ import (
 )
 
 // TestKafkaSinkOutage stops the sink's cluster mid-stream: the breaker
-// opens, running messages stay capped at pipeline.max_in_flight, waiting
-// ones at their cap, backpressure holds intake, the commit stays where the
+// opens, the executors carry on until 4 × pipeline.max_in_flight messages
+// wait for their deliveries and no further message starts, waiting ones
+// stay at their cap, backpressure holds intake, the commit stays where the
 // last delivered message left it; once the cluster is back (same port,
 // same data) the breaker closes and every message reaches the sink.
 func TestKafkaSinkOutage(t *testing.T) {
@@ -78,15 +79,27 @@ func TestKafkaSinkOutage(t *testing.T) {
 		bp := w.Metric("svc_backpressure_active")
 		return bp == 1 && w.IntakePaused(), fmt.Sprintf("svc_backpressure_active %v, %d in flight, %d waiting", bp, w.InFlight(), w.Waiting())
 	})
+	// The executors run until the deliveries reach their cap: a message
+	// whose tasks ended no longer holds a task slot. The messages running
+	// when the cap is reached still end and deliver.
+	const maxDelivering = 4 * maxIn
+	wait.For(t, ktWait, "deliveries fill their cap", func() (bool, string) {
+		return w.Delivering() >= maxDelivering && w.Executing() == 0,
+			fmt.Sprintf("%d delivering, %d running their tasks", w.Delivering(), w.Executing())
+	})
 	// Observed over a while: intake stays capped and the commit frozen.
 	totalWait := w.Src.lim.totalWait
 	polledHeld := w.Metric("svc_kafka_records_polled_total")
 	for range 10 {
-		if in, waiting := w.InFlight(), w.Waiting(); in > maxIn || waiting > totalWait {
-			t.Errorf("%d running and %d waiting during the outage, want at most pipeline.max_in_flight %d and %d", in, waiting, maxIn, totalWait)
+		if ex, dl, waiting := w.Executing(), w.Delivering(), w.Waiting(); ex > 0 || dl > maxDelivering+maxIn || waiting > totalWait {
+			t.Errorf("%d running their tasks, %d delivering and %d waiting during the outage, want none running (no start past %d deliveries), at most %d delivering and %d waiting",
+				ex, dl, waiting, maxDelivering, maxDelivering+maxIn, totalWait)
 		}
 		if got, want := w.Metric("svc_kafka_messages_in_flight"), float64(w.InFlight()); got != want {
 			t.Errorf("svc_kafka_messages_in_flight = %v while %v messages run, want them equal", got, want)
+		}
+		if got, want := w.Metric("svc_kafka_messages_delivering"), float64(w.Delivering()); got != want {
+			t.Errorf("svc_kafka_messages_delivering = %v while %v messages deliver, want them equal", got, want)
 		}
 		if got := ktCommitted(t, adm, group); fmt.Sprint(got) != fmt.Sprint(before) {
 			t.Fatalf("committed offsets moved to %v during the sink outage (before it: %v): undelivered messages were committed", got, before)
@@ -96,8 +109,8 @@ func TestKafkaSinkOutage(t *testing.T) {
 	if got := w.Metric("svc_kafka_records_polled_total"); got != polledHeld {
 		t.Errorf("%v records polled while backpressure held intake, want none", got-polledHeld)
 	}
-	if got := w.Metric("svc_kafka_records_polled_total") - polledBefore; got > float64(maxIn+totalWait) {
-		t.Errorf("%v records polled during the outage, want at most max_in_flight + the waiting cap = %d", got, maxIn+totalWait)
+	if got := w.Metric("svc_kafka_records_polled_total") - polledBefore; got > float64(maxIn+maxDelivering+totalWait) {
+		t.Errorf("%v records polled during the outage, want at most max_in_flight + the delivering and waiting caps = %d", got, maxIn+maxDelivering+totalWait)
 	}
 
 	sc2, err := kfake.NewCluster(sinkOpts...)

@@ -7,25 +7,34 @@ import (
 )
 
 // Intake model. A polled message is either running (handed to a message
-// goroutine: its tasks run or its results are being delivered) or waiting
-// (behind an earlier message of its key, or for a free slot). Running
-// messages are bounded by pipeline.max_in_flight; waiting ones by
-// per-partition and overall caps. Free slots go to the partitions in turn,
-// so a partition with a backlog cannot starve the others, and a key with a
-// long queue holds one slot, not the whole budget.
+// goroutine: its tasks run, then its results are delivered) or waiting
+// (behind an earlier message of its key, or for a free slot). Messages
+// running their tasks are bounded by pipeline.max_in_flight; messages
+// whose results are being delivered by 4 × that and 64 MiB of results
+// (delivering holds no executor, and a sink that lingers to batch its
+// records needs many deliveries under way); waiting ones by per-partition
+// and overall caps. A message leaves its task slot when its tasks end, and
+// the next message of its key starts only once it is finished (delivered),
+// so per-key order holds at the sinks. Free slots go to the partitions in
+// turn, so a partition with a backlog cannot starve the others, and a key
+// with a long queue holds one slot, not the whole budget.
 
 // Byte caps of waiting work: a few large records pause intake long before
 // the record caps would.
 const (
 	partWaitBytes  = 32 << 20
 	totalWaitBytes = 64 << 20
+	// deliverBytes caps the results of messages being delivered: past it
+	// no further message starts until deliveries finish.
+	deliverBytes = 64 << 20
 )
 
 // limits are the intake bounds derived from the config.
 type limits struct {
-	maxRunning int // pipeline.max_in_flight
-	partWait   int // waiting messages of one partition before its fetching pauses
-	totalWait  int // waiting messages overall before all fetching pauses
+	maxRunning    int // pipeline.max_in_flight: messages running their tasks
+	maxDelivering int // messages whose results are being delivered: 4 × maxRunning
+	partWait      int // waiting messages of one partition before its fetching pauses
+	totalWait     int // waiting messages overall before all fetching pauses
 }
 
 // newLimits sizes the waiting caps. A poll (at most max_poll_records ≤
@@ -34,7 +43,8 @@ type limits struct {
 // resumes. One busy key can therefore never hold intake of the others.
 func newLimits(cfg *config.Config) limits {
 	part := max(cfg.Pipeline.MaxInFlight, cfg.Sources.Kafka.MaxPollRecords, 1)
-	return limits{maxRunning: max(cfg.Pipeline.MaxInFlight, 1), partWait: part, totalWait: 4 * part}
+	run := max(cfg.Pipeline.MaxInFlight, 1)
+	return limits{maxRunning: run, maxDelivering: 4 * run, partWait: part, totalWait: 4 * part}
 }
 
 // queues are a partition's waiting work: per-key lanes (a lane's head is
@@ -80,10 +90,12 @@ func (s *Source) readyLocked(w *msgWork) {
 }
 
 // admitLocked starts waiting messages while slots are free, one partition
-// at a time in turn; it returns the messages to start.
+// at a time in turn; it returns the messages to start. Deliveries over
+// their caps hold every start: their sink is slower than the executors.
 func (s *Source) admitLocked() []*msgWork {
 	var start []*msgWork
-	for s.running < s.lim.maxRunning && len(s.ring) > 0 {
+	for s.executing < s.lim.maxRunning && s.running-s.executing < s.lim.maxDelivering &&
+		s.deliverBytes < deliverBytes && len(s.ring) > 0 {
 		p := s.ring[0]
 		s.ring[0] = nil
 		s.ring = s.ring[1:]
@@ -97,6 +109,7 @@ func (s *Source) admitLocked() []*msgWork {
 		w.started = true
 		p.running++
 		s.running++
+		s.executing++
 		start = append(start, w)
 	}
 	return start
@@ -110,6 +123,14 @@ func (s *Source) unwaitLocked(w *msgWork) {
 	s.waitBytes -= w.size
 }
 
+// executedLocked moves a started message whose tasks ended from its task
+// slot to the deliveries, with its results' bytes.
+func (s *Source) executedLocked(w *msgWork, resultBytes int64) {
+	s.executing--
+	w.resultBytes = resultBytes
+	s.deliverBytes += resultBytes
+}
+
 // doneLocked accounts for a finished message (stalled: its partition
 // stalled instead, quietly for a message the shutdown left unfinished) and
 // readies the next message of its key.
@@ -117,6 +138,7 @@ func (s *Source) doneLocked(w *msgWork, stalled, quiet bool) {
 	p := w.part
 	p.running--
 	s.running--
+	s.deliverBytes -= w.resultBytes
 	if stalled {
 		s.stallLocked(w, quiet)
 	} else {
@@ -223,6 +245,7 @@ func (s *Source) updateFlowLocked() {
 	}
 	s.flow.setBackpressure(s.held)
 	s.m.inflight.Set(float64(s.running))
+	s.m.delivering.Set(float64(s.running - s.executing))
 	s.m.waiting.Set(float64(s.waiting))
 }
 

@@ -47,14 +47,20 @@ type Source struct {
 	parts     map[int32]*partState
 	ring      []*partState // partitions with ready messages, served in turn
 	running   int          // messages started and not finished
-	waiting   int          // messages polled and not started
-	waitBytes int64
-	held      bool // backpressure: waiting work over its cap until below half
+	executing int          // of them, those whose tasks have not ended
+	// deliverBytes is the results' bytes of the running messages whose
+	// tasks ended (their deliveries are under way).
+	deliverBytes int64
+	waiting      int // messages polled and not started
+	waitBytes    int64
+	held         bool // backpressure: waiting work over its cap until below half
 	// commitMu serialises commits (interval, resume, revoke, shutdown) so a
 	// slower one can never move a partition's committed offset backwards.
 	commitMu  sync.Mutex
 	commitNow chan struct{} // asks the commit loop for a commit now
 	room      chan struct{} // signalled when a running message finishes
+	idle      chan job      // message goroutines waiting for a message to run
+	stopped   chan struct{} // closed when Run returns: idle goroutines exit
 	offsets   offsetCache
 	lagEvery  time.Duration         // how often the lag gauges' offsets are read
 	onCommit  func(map[int32]int64) // test hook: every successful commit
@@ -64,14 +70,16 @@ type Source struct {
 
 // msgWork is one polled message and its arranged tasks.
 type msgWork struct {
-	msg        *worker.Message
-	epoch      int32
-	size       int64 // key + value bytes, for the waiting-bytes caps
-	tasks      []worker.Task
-	part       *partState
-	arrangeErr error // Arrange failed: the tasks go to the DLQ unrun
-	started    bool
-	dropped    bool
+	msg   *worker.Message
+	epoch int32
+	size  int64 // key + value bytes, for the waiting-bytes caps
+	// resultBytes is the bytes of its results, for the delivering cap.
+	resultBytes int64
+	tasks       []worker.Task
+	part        *partState
+	arrangeErr  error // Arrange failed: the tasks go to the DLQ unrun
+	started     bool
+	dropped     bool
 }
 
 // New builds the Kafka source of app (sources.kafka); it connects nothing
@@ -84,6 +92,7 @@ func New(app *worker.App, reg prometheus.Registerer, log *slog.Logger) *Source {
 		log:  log.With("component", "kafka_source"), m: newSourceMetrics(reg), lim: newLimits(cfg),
 		sizer: newFetchSizer(cfg.Sources.Kafka.FetchBufferBytes, cfg.Sources.Kafka.ClientConfig, reg),
 		parts: map[int32]*partState{}, commitNow: make(chan struct{}, 1), room: make(chan struct{}, 1),
+		idle: make(chan job), stopped: make(chan struct{}),
 		lagEvery: lagInterval,
 	}
 	s.flow.onRelease = s.commitSoon
@@ -179,6 +188,7 @@ func (s *Source) Run(ctx context.Context) error {
 	s.dropAllWaitingLocked()
 	s.mu.Unlock()
 	s.drainAll(s.wcfg.Worker.ShutdownTimeout.D())
+	close(s.stopped)
 	stopBG()
 	bg.Wait()
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -20,11 +20,11 @@ import (
 )
 
 // TestClientConfigWins: the documented client_config keys of a connection
-// block (client.id, linger.ms) take effect on the sinks and the DLQ;
-// without them a sink sends at once (no linger: each delivery waits for
-// its acknowledgement, so lingering only adds latency and caps throughput
-// at max_in_flight records per linger). The compression key picks the
-// codec, snappy by default.
+// block (client.id, linger.ms) take effect on the sinks and the DLQ, also
+// on a sink that inherits the consumer's brokers (its own keys override
+// the consumer's); without them a producer lingers 5 ms (Kafka 4's
+// default), so results go in batches, not three records a request. The
+// compression key picks the codec, snappy by default.
 func TestClientConfigWins(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
@@ -32,10 +32,13 @@ func TestClientConfigWins(t *testing.T) {
 	cfg.Sources.Kafka.Enabled = true
 	cfg.Sources.Kafka.Brokers = []string{"127.0.0.1:1"}
 	cfg.Sources.Kafka.Topic, cfg.Sources.Kafka.Group = "in", "g"
+	cfg.Sources.Kafka.ClientConfig = map[string]string{"linger.ms": "7", "client.id": "ops-consumer"}
 	own := []string{"127.0.0.1:2"} // own brokers: the sink's own client_config applies
 	cfg.Sinks.Kafka = []config.KafkaSink{
 		{Name: "tuned", Topic: "out", Brokers: own, ClientConfig: map[string]string{"client.id": "ops-sink", "linger.ms": "3"}, Compression: "zstd"},
 		{Name: "plain", Topic: "out", Brokers: own},
+		{Name: "inherits", Topic: "out", ClientConfig: map[string]string{"linger.ms": "2"}},
+		{Name: "inherits-plain", Topic: "out"},
 	}
 	cfg.DLQ.Compression = "none"
 	cfg.DLQ.Brokers = own
@@ -50,8 +53,10 @@ func TestClientConfigWins(t *testing.T) {
 		codec  []kgo.CompressionCodec
 	}{
 		{"sink with client_config", ss.byName["tuned"].cl, "ops-sink", 3 * time.Millisecond, []kgo.CompressionCodec{kgo.ZstdCompression(), kgo.NoCompression()}},
-		{"sink without client_config", ss.byName["plain"].cl, "svc-sink", 0, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
-		{"dlq", ss.dlq.cl, "ops-dlq", 0, []kgo.CompressionCodec{kgo.NoCompression()}},
+		{"sink without client_config", ss.byName["plain"].cl, "svc-sink", 5 * time.Millisecond, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
+		{"sink inheriting the consumer's connection, own linger.ms", ss.byName["inherits"].cl, "ops-consumer", 2 * time.Millisecond, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
+		{"sink inheriting the consumer's connection", ss.byName["inherits-plain"].cl, "ops-consumer", 7 * time.Millisecond, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
+		{"dlq", ss.dlq.cl, "ops-dlq", 5 * time.Millisecond, []kgo.CompressionCodec{kgo.NoCompression()}},
 	} {
 		if got := tc.cl.OptValue(kgo.ClientID); got != tc.id {
 			t.Errorf("%s: client id = %v, want %s", tc.name, got, tc.id)
