@@ -208,6 +208,12 @@ func (p *persistent) trustLocked(c *child) bool {
 	return true
 }
 
+// execFrames holds task frame buffers between attempts; one larger than
+// execKeptFrameBytes (a large input) is left to the collector.
+var execFrames = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const execKeptFrameBytes = 256 << 10
+
 // attempt runs attempt n of t on an idle child. A child found dead before
 // it read the task frame costs no attempt: the task moves to another. Nor
 // does a child's stray output from before the task: the child is replaced
@@ -218,7 +224,14 @@ func (p *persistent) trustLocked(c *child) bool {
 // never costs the attempt (however many do): a crash-looping executor is
 // unavailable, not the task's failure.
 func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started func(), pol execWaitPolicy) (worker.AttemptResult, error) {
-	frame, err := execEncodeTask(t, n)
+	fb := execFrames.Get().(*[]byte)
+	defer func() {
+		if cap(*fb) <= execKeptFrameBytes {
+			execFrames.Put(fb)
+		}
+	}()
+	frame, err := execEncodeTask((*fb)[:0], t, n)
+	*fb = frame[:0]
 	if err != nil {
 		started()
 		return execFailed(err), nil

@@ -2,6 +2,8 @@ package executor
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"svc/kafkaread/payload"
 	"svc/worker"
 )
 
@@ -378,6 +381,73 @@ func FuzzParseResult(f *testing.F) {
 		}
 		if !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("one pass:\n%+v\nentry by entry:\n%+v", fast, slow)
+		}
+	})
+}
+
+// taskFrameByMarshal is the task frame as json.Marshal of execTaskHeader
+// writes it: the reference the hand-written encoder must match.
+func taskFrameByMarshal(t *worker.Task, n int) []byte {
+	h := execTaskHeader{Type: execFrameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
+	if h.Labels == nil {
+		h.Labels = map[string]string{}
+	}
+	if h.Env == nil {
+		h.Env = map[string]string{}
+	}
+	if m := t.Msg; m != nil {
+		h.Source, h.TopicAlias, h.Partition, h.Offset = m.Source, m.Alias, m.Partition, m.Offset
+		if m.Key != nil {
+			key, enc := payload.EncodeEnv(m.Key)
+			h.Key, h.KeyEncoding = &key, &enc
+		}
+	}
+	hb, err := json.Marshal(h)
+	if err != nil {
+		panic(err)
+	}
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(hb)+1+len(t.Input)))
+	frame = append(append(append(frame, hb...), '\n'), t.Input...)
+	return frame
+}
+
+// TestTaskFrameHeaderMatchesMarshal: the task frame is byte for byte what
+// json.Marshal of its header writes (keys in order, maps sorted, HTML
+// characters and invalid UTF-8 escaped as Marshal does), appended after
+// whatever the buffer held.
+func TestTaskFrameHeaderMatchesMarshal(t *testing.T) {
+	msg := &worker.Message{Source: worker.SourceKafka, Alias: "source", Partition: 3, Offset: 1 << 40, Key: []byte("k<1>&\"\\")}
+	for _, task := range []*worker.Task{
+		{ID: "t-1", Input: []byte("hello")},
+		{ID: "t-2", Msg: msg, Input: []byte("x\ny"), Labels: map[string]string{"b": "2", "a": "1 <&>"}, Env: map[string]string{"Z": "z", "A": "\u2028\x01"}},
+		{ID: "t-\xff", Msg: &worker.Message{Source: worker.SourceHTTP, Partition: -1, Offset: -1, Key: []byte{0xff, 0}}},
+		{ID: "", Msg: &worker.Message{Key: []byte{}}},
+	} {
+		want := taskFrameByMarshal(task, 2)
+		got, err := execEncodeTask([]byte("prefix"), task, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got[:6]) != "prefix" || !bytes.Equal(got[6:], want) {
+			t.Errorf("task %q:\n got %q\nwant %q", task.ID, got[6:], want)
+		}
+	}
+}
+
+// FuzzTaskFrame: the hand-written task frame equals json.Marshal's for any
+// task id, key, label and env.
+func FuzzTaskFrame(f *testing.F) {
+	f.Add("t-1", []byte("key"), "label", "v<>", "ENV", "\x00\u2029", 7, int64(-1), []byte("in"))
+	f.Fuzz(func(t *testing.T, id string, key []byte, lk, lv, ek string, ev string, attempt int, offset int64, input []byte) {
+		task := &worker.Task{ID: id, Input: input, Labels: map[string]string{lk: lv, "z" + lk: ev}, Env: map[string]string{ek: ev},
+			Msg: &worker.Message{Source: worker.SourceKafka, Alias: lv, Partition: int32(attempt), Offset: offset, Key: key}}
+		want := taskFrameByMarshal(task, attempt)
+		got, err := execEncodeTask(nil, task, attempt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("\n got %q\nwant %q", got, want)
 		}
 	})
 }

@@ -40,6 +40,8 @@ type Source struct {
 	m     *sourceMetrics
 	lim   limits
 	sizer *fetchSizer
+	// decomp lends the client its decompression buffers.
+	decomp decompressPool
 
 	cl        *kgo.Client
 	live      atomic.Bool
@@ -130,6 +132,7 @@ func (s *Source) client() (*kgo.Client, error) {
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
+		kgo.WithPools(&s.decomp),
 	)
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.wcfg.Worker.Name))
@@ -256,6 +259,9 @@ func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 	fetches.EachRecord(func(r *kgo.Record) {
 		batch = append(batch, copyRecord(r))
 		epochs = append(epochs, r.LeaderEpoch)
+		// Copied out: the record's share of its batch's decompression
+		// buffer goes back (decompressPool).
+		r.Recycle()
 	})
 	tasks, arrangeErr := s.app.Arrange(context.WithoutCancel(ctx), batch)
 	if arrangeErr != nil {
