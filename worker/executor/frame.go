@@ -222,10 +222,10 @@ func (e execEcho) namesOther(id string, n int) bool {
 // that is not a result frame.
 func execParseResult(header []byte, res *worker.AttemptResult) (execEcho, error) {
 	// Most headers decode whole into typed entries: one pass, no second
-	// decoding per entry. A header with an entry of the wrong shape is
+	// decoding per entry, by hand for the common shape (execScanResult). A header with an entry of the wrong shape is
 	// decoded again entry by entry, so only that entry is lost.
-	var f execResultFast
-	if json.Unmarshal(header, &f) == nil {
+	f, ok := execScanResult(header)
+	if ok || json.Unmarshal(header, &f) == nil {
 		return execApplyResult(f.execResultTop, res, func(e *execEvents) {
 			for i := range f.Annotations {
 				e.entry(func() bool { return e.applyLine(execEventLine{Annotation: &f.Annotations[i]}) })
