@@ -51,7 +51,7 @@ func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *wo
 		return d, nil
 	}
 	d.limit = newTopicLimit(stop, "dlq", d.topic, cfg.DLQ.MaxMessageBytes, 0, log)
-	cl, err := newProducer(cfg.DLQConn(), d.timeout, cfg.DLQ.Compression, kgo.ClientID("svc-dlq"), kgo.ProducerBatchMaxBytesFn(d.limit.batchMax))
+	cl, err := newProducer(cfg.DLQConn(), defaultLinger(cfg), d.timeout, cfg.DLQ.Compression, kgo.ClientID("svc-dlq"), kgo.ProducerBatchMaxBytesFn(d.limit.batchMax))
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
 	}

@@ -44,7 +44,7 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 	for i, sc := range cfg.Sinks.Kafka {
 		timeout := sc.DeliveryTimeout.D()
 		limit := newTopicLimit(stop, "sink "+sc.Name, sc.Topic, sc.MaxMessageBytes, int(cfg.Executor.MaxOutputBytes), log)
-		cl, err := newProducer(cfg.SinkConn(i), 2*timeout, sc.Compression, kgo.ProducerBatchMaxBytesFn(limit.batchMax))
+		cl, err := newProducer(cfg.SinkConn(i), defaultLinger(cfg), 2*timeout, sc.Compression, kgo.ProducerBatchMaxBytesFn(limit.batchMax))
 		if err != nil {
 			ss.Close()
 			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)

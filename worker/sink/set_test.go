@@ -23,7 +23,8 @@ import (
 // block (client.id, linger.ms) take effect on the sinks and the DLQ, also
 // on a sink that inherits the consumer's brokers (its own keys override
 // the consumer's); without them a producer lingers 5 ms (Kafka 4's
-// default), so results go in batches, not three records a request. The
+// default) when the Kafka source is on, so results go in batches, not
+// three records a request, and not at all on an HTTP-only worker. The
 // compression key picks the codec, snappy by default.
 func TestClientConfigWins(t *testing.T) {
 	t.Parallel()
@@ -67,6 +68,24 @@ func TestClientConfigWins(t *testing.T) {
 		if got := tc.cl.OptValue(kgo.ProducerBatchCompression); !reflect.DeepEqual(got, tc.codec) {
 			t.Errorf("%s: compression = %v, want %v", tc.name, got, tc.codec)
 		}
+	}
+
+	// An HTTP-only worker's sinks do not linger: each request waits for
+	// its own delivery, and a linger would be added to every response.
+	hc := config.Default()
+	hc.Executor.BinaryPath = "/bin/cat"
+	hc.Sources.HTTP.Enabled, hc.Sources.HTTP.SinksEnabled, hc.Sources.HTTP.Host = true, true, "127.0.0.1"
+	hc.Sinks.Kafka = []config.KafkaSink{
+		{Name: "plain", Topic: "out", Brokers: own},
+		{Name: "tuned", Topic: "out", Brokers: own, ClientConfig: map[string]string{"linger.ms": "2"}},
+	}
+	hs := newTestSet(t, &hc)
+	defer hs.Close()
+	if got := hs.byName["plain"].cl.OptValue(kgo.ProducerLinger); got != time.Duration(0) {
+		t.Errorf("HTTP-only worker's sink: linger = %v, want 0", got)
+	}
+	if got := hs.byName["tuned"].cl.OptValue(kgo.ProducerLinger); got != 2*time.Millisecond {
+		t.Errorf("HTTP-only worker's sink with linger.ms 2: linger = %v, want 2ms", got)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"svc/kafkaread/kconn"
 	"svc/worker"
+	"svc/worker/config"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -65,7 +66,7 @@ type kafkaSink struct {
 // batches use codec (a config.Compressions name). Defaults (client id,
 // then the caller's) come first so that conn's client_config (client.id,
 // linger.ms) overrides them. Linger defaults to 5 ms (Kafka 4's producer
-// default): without it every record is sent as soon as fewer than five
+// default) with the Kafka source (defaultLinger): without it every record is sent as soon as fewer than five
 // produce requests are under way, about three records a request at a few
 // thousand a second, and the requests cost the worker and the brokers
 // more than the records (bench/speed.sh: 7,800 produce requests for
@@ -73,15 +74,23 @@ type kafkaSink struct {
 // result 44-74 µs against 19). The Kafka source keeps enough deliveries
 // under way (4 × pipeline.max_in_flight) that lingering costs latency, not
 // throughput.
-// defaultLinger is a producer's linger unless client_config sets linger.ms.
-const defaultLinger = 5 * time.Millisecond
+// defaultLinger is a producer's linger unless client_config sets linger.ms:
+// 5 ms on a worker with the Kafka source, whose deliveries overlap by the
+// hundred; none on an HTTP-only worker, where each request waits for its
+// own delivery and a linger would be added to every response.
+func defaultLinger(cfg *config.Config) time.Duration {
+	if cfg.Sources.Kafka.Enabled {
+		return 5 * time.Millisecond
+	}
+	return 0
+}
 
-func newProducer(conn kconn.Conn, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) (*kgo.Client, error) {
+func newProducer(conn kconn.Conn, linger, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) (*kgo.Client, error) {
 	connOpts, err := kconn.Opts(conn)
 	if err != nil {
 		return nil, err
 	}
-	opts := append([]kgo.Opt{kgo.ClientID("svc-sink"), kgo.ProducerLinger(defaultLinger)}, defaults...)
+	opts := append([]kgo.Opt{kgo.ClientID("svc-sink"), kgo.ProducerLinger(linger)}, defaults...)
 	opts = append(opts, connOpts...)
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
