@@ -77,6 +77,9 @@ func TestBrowser(t *testing.T) {
 		p.waitFor(`[...document.querySelectorAll(".tile")].some((t) => t.querySelector("h2").textContent === "History" &&
 			/ of 4\.0 GiB$/.test(t.querySelector(".big").textContent) && t.querySelector("meter") &&
 			/history since|no sealed history yet/.test(t.textContent) && t.textContent.includes("kept 7 days at most"))`, "the History tile")
+		// The In flight tile: Kafka messages in flight and how many deliver.
+		p.waitFor(`[...document.querySelectorAll(".tile")].some((t) => t.querySelector("h2").textContent === "In flight" &&
+			/Kafka messages in flight \(\d+ delivering\)/.test(t.textContent))`, "the In flight tile's deliveries")
 		shot(p, "dashboard")
 		// Keyboard: the first Tab reaches the skip link, the next ones the nav.
 		p.key("Tab")

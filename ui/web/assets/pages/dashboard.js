@@ -157,9 +157,10 @@ function capacityTile(m, id) {
   const size = sum(m, "svc_executor_pool_size");
   const waiting = sum(m, "svc_executor_pool_waiting");
   const inflight = sum(m, "svc_kafka_messages_in_flight");
+  const delivering = sum(m, "svc_kafka_messages_delivering");
   const meter = el("meter", { min: 0, max: Math.max(size, 1), value: busy, "aria-label": "executor pool busy" });
   return tile("In flight", `${num(busy)} / ${num(size)}`, meter,
-    note(`executors busy / pool size · ${num(waiting)} waiting` + (id.features.kafka_source ? ` · ${num(inflight)} Kafka messages in flight` : "")));
+    note(`executors busy / pool size · ${num(waiting)} waiting` + (id.features.kafka_source ? ` · ${num(inflight)} Kafka messages in flight (${num(delivering)} delivering)` : "")));
 }
 
 // executorDown: the executor cannot run anything (svc_executor_healthy 0;
