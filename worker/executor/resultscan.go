@@ -23,33 +23,30 @@ func execScanResult(header []byte) (f execResultFast, ok bool) {
 	}
 	var seen uint8
 	for first := true; ; first = false {
-		if s.byte('}') {
+		key, more, ok := s.member(first)
+		if !ok {
+			return f, false
+		}
+		if !more {
 			break
 		}
-		if !first && !s.byte(',') {
-			return f, false
-		}
-		key, ok := s.str()
-		if !ok || !s.byte(':') {
-			return f, false
-		}
 		var bit uint8
-		switch key {
+		switch string(key) {
 		case "type":
 			bit = 1
-			f.Type, ok = s.strValue()
+			f.Type, ok = s.str()
 		case "task_id":
 			bit = 2
-			f.TaskID, ok = s.strValue()
+			f.TaskID, ok = s.str()
 		case "attempt":
 			bit = 4
 			f.Attempt, ok = s.int()
 		case "status":
 			bit = 8
-			f.Status, ok = s.strValue()
+			f.Status, ok = s.str()
 		case "error":
 			bit = 16
-			f.Error, ok = s.strValue()
+			f.Error, ok = s.str()
 		case "annotations":
 			bit = 32
 			f.Annotations, ok = s.annotations()
@@ -95,6 +92,21 @@ func (s *execScanner) byte(c byte) bool {
 	return false
 }
 
+// member reads, inside an object whose '{' was read, up to the next
+// member's value: its key's bytes (compared as string(key), which does
+// not allocate), with more true; more is false at the closing
+// '}'. ok is false when the object is malformed there.
+func (s *execScanner) member(first bool) (key []byte, more, ok bool) {
+	if s.byte('}') {
+		return nil, false, true
+	}
+	if !first && !s.byte(',') {
+		return nil, false, false
+	}
+	key, ok = s.raw()
+	return key, true, ok && s.byte(':')
+}
+
 // raw returns the bytes of a string without escapes or control
 // characters, in valid UTF-8.
 func (s *execScanner) raw() ([]byte, bool) {
@@ -121,9 +133,6 @@ func (s *execScanner) str() (string, bool) {
 	r, ok := s.raw()
 	return string(r), ok
 }
-
-// strValue is a string value (null is not taken).
-func (s *execScanner) strValue() (string, bool) { return s.str() }
 
 // int is an integer without fraction or exponent that fits an int.
 func (s *execScanner) int() (int, bool) {
@@ -165,21 +174,18 @@ func (s *execScanner) annotations() ([]worker.Annotation, bool) {
 		}
 		var seen uint8
 		for first := true; ; first = false {
-			if s.byte('}') {
+			key, more, ok := s.member(first)
+			if !ok {
+				return nil, false
+			}
+			if !more {
 				break
 			}
-			if !first && !s.byte(',') {
-				return nil, false
-			}
-			key, ok := s.str()
-			if !ok || !s.byte(':') {
-				return nil, false
-			}
 			switch {
-			case key == "kind" && seen&1 == 0:
+			case string(key) == "kind" && seen&1 == 0:
 				seen |= 1
 				a.Kind, ok = s.str()
-			case key == "payload" && seen&2 == 0:
+			case string(key) == "payload" && seen&2 == 0:
 				seen |= 2
 				a.Payload, ok = s.object()
 			default:
@@ -241,20 +247,17 @@ func (s *execScanner) labels() (map[string]*string, bool) {
 	}
 	out := map[string]*string{}
 	for first := true; ; first = false {
-		if s.byte('}') {
+		k, more, ok := s.member(first)
+		if !ok {
+			return nil, false
+		}
+		if !more {
 			return out, true
 		}
-		if !first && !s.byte(',') {
-			return nil, false
-		}
-		k, ok := s.str()
-		if !ok || !s.byte(':') {
-			return nil, false
-		}
 		v, ok := s.str()
-		if _, dup := out[k]; !ok || dup {
+		if _, dup := out[string(k)]; !ok || dup {
 			return nil, false
 		}
-		out[k] = &v
+		out[string(k)] = &v
 	}
 }
