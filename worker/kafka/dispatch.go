@@ -106,6 +106,9 @@ func (s *Source) process(w *msgWork) []*msgWork {
 	admitted := s.settleLocked()
 	s.mu.Unlock()
 	s.start(admitted)
+	if len(admitted) > 0 {
+		s.signalRoom() // fewer wait: a poll held by the waiting caps may go on
+	}
 	for i := range results {
 		if (taskCtx.Err() != nil && errors.Is(results[i].Err, context.Canceled)) || errors.Is(results[i].Err, worker.ErrExecutorUnavailable) {
 			// Cancelled past the drain deadline, or still waiting for an
@@ -125,11 +128,16 @@ func (s *Source) process(w *msgWork) []*msgWork {
 	s.doneLocked(w, stalled || unfinished, !stalled)
 	next := s.settleLocked(w.part)
 	s.mu.Unlock()
+	s.signalRoom()
+	return next
+}
+
+// signalRoom wakes a poll loop waiting for room, if one waits.
+func (s *Source) signalRoom() {
 	select {
 	case s.room <- struct{}{}:
 	default:
 	}
-	return next
 }
 
 // stallLocked stall-pauses the message's partition: its offsets freeze, its
