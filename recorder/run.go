@@ -181,9 +181,11 @@ func (r *Recorder) drain(ctx context.Context) {
 // writeItems passes a batch taken off the queue through the summarizer and
 // writes what it releases.
 func (r *Recorder) writeItems(ctx context.Context, batch []item) {
-	if items := r.sum.filter(batch, time.Now()); len(items) > 0 {
+	items := r.sum.filter(batch, time.Now())
+	if len(items) > 0 {
 		r.writeBatch(ctx, items)
 	}
+	r.sum.recycle(items)
 }
 
 // sealNow asks the running writer to seal the live file and waits.

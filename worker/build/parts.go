@@ -144,6 +144,19 @@ func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recor
 		ArchiveWindow: cfg.History.Archive.Window.D(), MergedRetentionDays: cfg.History.MergedRetentionDays,
 		MaxBytes: cfg.History.MaxBytes, MaxAge: cfg.History.MaxAge.D(),
 		FullDetail: cfg.History.TaskDetail == "full", SampleAbove: cfg.History.SampleAbovePerSecond,
-		MaskEnv: config.MaskEnv, Logger: log,
+		MaskEnv: maskEnvOnce, Logger: log,
 	}
+}
+
+// maskEnvOnce is the recorder's redaction of a task row's environment:
+// config.MaskEnv, but the map itself when no name is secret. The worker's
+// rows carry a fresh map that it redacted already (Events.taskEnv), so a
+// second copy per task only fed the collector.
+func maskEnvOnce(env map[string]string) map[string]string {
+	for k := range env {
+		if config.IsSecretName(k) {
+			return config.MaskEnv(env)
+		}
+	}
+	return env
 }
