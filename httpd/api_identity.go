@@ -25,6 +25,9 @@ type Identity struct {
 	// TaskSamplingAbove is history.sample_above_per_second while the
 	// recorder stores task rows (0: every row is stored).
 	TaskSamplingAbove int `json:"task_sampling_above_per_second"`
+	// KafkaDelivery is sources.kafka.delivery ("at_least_once",
+	// "exactly_once"); "" without the Kafka source.
+	KafkaDelivery string `json:"kafka_delivery"`
 	UILinks
 }
 
@@ -38,7 +41,8 @@ func (s *UIServer) identity(w http.ResponseWriter, r *http.Request) {
 		Worker: c.Worker.Name, Cluster: c.Worker.Cluster, Release: s.bundleTag(), Version: worker.Version, Contract: ContractVersion,
 		StartedAtMS: s.started.UnixMilli(), URL: s.URL(), CustomRenderers: c.UI.CustomRenderersPath != "",
 		Features: s.features, TaskSamplingAbove: s.taskSampling(),
-		UILinks: s.uiLinks(),
+		KafkaDelivery: c.KafkaDelivery(),
+		UILinks:       s.uiLinks(),
 	})
 }
 

@@ -80,6 +80,10 @@ func TestBrowser(t *testing.T) {
 		// The In flight tile: Kafka messages in flight and how many deliver.
 		p.waitFor(`[...document.querySelectorAll(".tile")].some((t) => t.querySelector("h2").textContent === "In flight" &&
 			/Kafka messages in flight \(\d+ delivering\)/.test(t.textContent))`, "the In flight tile's deliveries")
+		// The Intake tile: this worker delivers exactly-once, and its
+		// transactions commit.
+		p.waitFor(`document.querySelector(".delivery-words[data-delivery=exactly_once]") &&
+			/exactly-once · [1-9][\d,]* transactions committed, \d+ aborted/.test(document.querySelector(".delivery-words").textContent)`, "the Intake tile's delivery mode")
 		shot(p, "dashboard")
 		// Keyboard: the first Tab reaches the skip link, the next ones the nav.
 		p.key("Tab")

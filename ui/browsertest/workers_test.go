@@ -249,6 +249,7 @@ topic = "orders"
 group = "svc-browser"
 startup_align_enabled = false
 commit_interval = "1s"
+delivery = "exactly_once"
 [[sinks.kafka]]
 name = "results"
 topic = "orders-out"

@@ -159,6 +159,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 	}
 	if cfg.Sources.Kafka.Enabled {
 		w.Kafka = kafka.New(w.App, reg, log)
+		if cfg.ExactlyOnce() {
+			w.Kafka.SetStager(w.Sinks)
+		}
 	}
 	w.watchExecutor(runner)
 	var services []service

@@ -166,7 +166,41 @@ type KafkaSource struct {
 	// batches are decompressed into records: the consumer asks each fetch
 	// for this divided by how much recent batches inflated.
 	FetchBufferBytes int64 `toml:"fetch_buffer_bytes" json:"fetch_buffer_bytes"`
+	// Delivery is the source's guarantee: DeliveryAtLeastOnce, or
+	// DeliveryExactlyOnce (results, DLQ records and offsets in one Kafka
+	// transaction each commit_interval).
+	Delivery string `toml:"delivery" json:"delivery"`
 }
+
+// Delivery guarantees of sources.kafka.delivery.
+const (
+	DeliveryAtLeastOnce = "at_least_once"
+	DeliveryExactlyOnce = "exactly_once"
+)
+
+// ExactlyOnceCommitInterval is sources.kafka.commit_interval's default in
+// exactly-once mode, where it is the transaction interval and so the
+// latency before a read_committed consumer sees a result (Kafka Streams'
+// default for exactly_once_v2).
+const ExactlyOnceCommitInterval = 100 * time.Millisecond
+
+// ExactlyOnce reports whether the Kafka source is on in exactly-once mode.
+func (c *Config) ExactlyOnce() bool {
+	return c.Sources.Kafka.Enabled && c.Sources.Kafka.Delivery == DeliveryExactlyOnce
+}
+
+// KafkaDelivery is sources.kafka.delivery when the Kafka source is on,
+// else "".
+func (c *Config) KafkaDelivery() string {
+	if !c.Sources.Kafka.Enabled {
+		return ""
+	}
+	return c.Sources.Kafka.Delivery
+}
+
+// TransactionalID is the exactly-once producer's transactional.id: stable
+// per worker name, so a restarted worker fences its predecessor.
+func (c *Config) TransactionalID() string { return "svc-" + c.Worker.Name }
 
 // DefaultFetchBufferBytes is sources.kafka.fetch_buffer_bytes' default.
 const DefaultFetchBufferBytes = 2 << 20
@@ -437,6 +471,9 @@ func (c *Config) Resolve() {
 	k := &c.Sources.Kafka
 	if k.Security.Protocol == "" {
 		k.Security.Protocol = kconn.ProtocolPlaintext
+	}
+	if k.Delivery == "" {
+		k.Delivery = DeliveryAtLeastOnce
 	}
 	if c.DLQ.Topic == "" && k.Enabled && k.Topic != "" {
 		c.DLQ.Topic = k.Topic + "_dlq"

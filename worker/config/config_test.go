@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -334,5 +335,28 @@ func TestTrustedURLsValidation(t *testing.T) {
 	_, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\nhost = \"127.0.0.1\"\n[fleet]\ntrusted_urls = ["+many+"]\n"), noEnv)
 	if err == nil || !strings.Contains(err.Error(), "fleet.trusted_urls") || !strings.Contains(err.Error(), "at most 256") {
 		t.Errorf("Parse with %d trusted URLs = %v, want the bound named", MaxTrustedURLs+1, err)
+	}
+}
+
+// TestExactlyOnceCommitInterval: in exactly-once mode commit_interval is
+// the transaction interval, 100ms unless the file sets it.
+func TestExactlyOnceCommitInterval(t *testing.T) {
+	t.Parallel()
+	base := "[executor]\nbinary_path = \"/bin/cat\"\n[sources.kafka]\nenabled = true\nbrokers = [\"b:9092\"]\ntopic = \"in\"\ngroup = \"g\"\n%s\n[[sinks.kafka]]\nname = \"out\"\ntopic = \"out\"\n"
+	for _, c := range []struct {
+		lines string
+		want  time.Duration
+	}{
+		{`delivery = "exactly_once"`, 100 * time.Millisecond},
+		{"delivery = \"exactly_once\"\ncommit_interval = \"2s\"", 2 * time.Second},
+		{``, 5 * time.Second},
+	} {
+		cfg, err := Parse([]byte(fmt.Sprintf(base, c.lines)), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatalf("%q: %v", c.lines, err)
+		}
+		if got := cfg.Sources.Kafka.CommitInterval.D(); got != c.want {
+			t.Errorf("%q: commit_interval = %s, want %s", c.lines, got, c.want)
+		}
 	}
 }

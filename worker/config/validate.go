@@ -227,6 +227,52 @@ func (c *Config) validateSinks(p *problems) {
 	}
 	checkProduce(p, "dlq", c.DLQ.Compression, c.DLQ.MaxMessageBytes)
 	checkConn(p, "dlq", c.DLQ.Brokers, c.DLQ.Security, c.DLQ.ClientConfig)
+	c.validateExactlyOnce(p)
+}
+
+// validateExactlyOnce checks what sources.kafka.delivery = "exactly_once"
+// needs: every result and DLQ record is produced by the consumer's own
+// transactional client, so on the consumer's cluster with its settings,
+// and a failed DLQ send can never be dropped past.
+func (c *Config) validateExactlyOnce(p *problems) {
+	k := c.Sources.Kafka
+	switch k.Delivery {
+	case DeliveryAtLeastOnce, DeliveryExactlyOnce:
+	default:
+		p.add("sources.kafka.delivery", "%q is not one of %s, %s", k.Delivery, DeliveryAtLeastOnce, DeliveryExactlyOnce)
+		return
+	}
+	if !c.ExactlyOnce() {
+		return
+	}
+	const why = "with sources.kafka.delivery = \"exactly_once\" results are produced by the consumer's transactional client"
+	compression := ""
+	for i, s := range c.Sinks.Kafka {
+		key := fmt.Sprintf("sinks.kafka[%d]", i)
+		if len(s.Brokers) > 0 {
+			p.add(key+".brokers", "must be empty (the source's cluster): %s", why)
+		}
+		if len(s.ClientConfig) > 0 {
+			p.add(key+".client_config", "must be empty (set producer keys in sources.kafka.client_config): %s", why)
+		}
+		if compression == "" {
+			compression = s.Compression
+		} else if s.Compression != compression {
+			p.add(key+".compression", "%q differs from sinks.kafka[0].compression %q: %s, whose codec is one for all topics", s.Compression, compression, why)
+		}
+	}
+	if len(c.DLQ.Brokers) > 0 {
+		p.add("dlq.brokers", "must be empty (the source's cluster): %s", why)
+	}
+	if len(c.DLQ.ClientConfig) > 0 {
+		p.add("dlq.client_config", "must be empty (set producer keys in sources.kafka.client_config): %s", why)
+	}
+	if compression != "" && c.DLQ.Compression != compression {
+		p.add("dlq.compression", "%q differs from sinks.kafka[0].compression %q: %s, whose codec is one for all topics", c.DLQ.Compression, compression, why)
+	}
+	if c.DLQ.OnSendFailure == "drop" {
+		p.add("dlq.on_send_failure", "\"drop\" would commit a failed message's offset without its DLQ record; exactly-once retries the transaction instead (use \"stall\")")
+	}
 }
 
 // checkProduce checks the producer keys of a sink or the DLQ under prefix.

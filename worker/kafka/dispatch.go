@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"svc/worker"
+	"svc/worker/sink"
 )
 
 // Message workers: each started message runs in a goroutine, runs its
@@ -109,6 +110,9 @@ func (s *Source) process(w *msgWork) []*msgWork {
 	if len(admitted) > 0 {
 		s.signalRoom() // fewer wait: a poll held by the waiting caps may go on
 	}
+	if s.stager != nil {
+		return s.finishStaged(w, taskCtx, results)
+	}
 	for i := range results {
 		if (taskCtx.Err() != nil && errors.Is(results[i].Err, context.Canceled)) || errors.Is(results[i].Err, worker.ErrExecutorUnavailable) {
 			// Cancelled past the drain deadline, or still waiting for an
@@ -126,6 +130,33 @@ func (s *Source) process(w *msgWork) []*msgWork {
 	}
 	s.mu.Lock()
 	s.doneLocked(w, stalled || unfinished, !stalled)
+	next := s.settleLocked(w.part)
+	s.mu.Unlock()
+	s.signalRoom()
+	return next
+}
+
+// finishStaged finishes an exactly-once message: its results are staged
+// for the next transaction and its offset finished, which lets the next
+// message of its key in. A message cancelled by the shutdown or left
+// waiting for an unavailable executor stays unfinished (read again).
+func (s *Source) finishStaged(w *msgWork, taskCtx context.Context, results []worker.TaskResult) []*msgWork {
+	unfinished := false
+	for i := range results {
+		if (taskCtx.Err() != nil && errors.Is(results[i].Err, context.Canceled)) || errors.Is(results[i].Err, worker.ErrExecutorUnavailable) {
+			unfinished = true
+		}
+	}
+	var staged []*sink.Staged
+	if !unfinished {
+		staged, unfinished = s.stageAll(taskCtx, results)
+		unfinished = !unfinished
+	}
+	s.mu.Lock()
+	if !unfinished {
+		s.stageLocked(w, staged)
+	}
+	s.doneLocked(w, unfinished, true)
 	next := s.settleLocked(w.part)
 	s.mu.Unlock()
 	s.signalRoom()

@@ -38,6 +38,15 @@ func (s *Source) revoked(ctx context.Context, _ *kgo.Client, m map[string][]int3
 		return
 	}
 	s.m.rebalance.WithLabelValues("revoked").Inc()
+	if s.stager != nil {
+		// Exactly-once: the session aborts the open work of every
+		// partition; the poll loop rewinds and starts over (txn.go).
+		s.forget(ps)
+		s.txnReset.Store(true)
+		s.signalRoom()
+		s.log.Info("partitions_revoked", "partitions", ps)
+		return
+	}
 	s.mu.Lock()
 	for _, p := range ps {
 		if st := s.parts[p]; st != nil {
@@ -86,6 +95,10 @@ func (s *Source) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	}
 	s.m.rebalance.WithLabelValues("lost").Inc()
 	s.forget(ps)
+	if s.stager != nil {
+		s.txnReset.Store(true)
+		s.signalRoom()
+	}
 	s.log.Warn("partitions_lost", "partitions", ps)
 }
 
@@ -102,6 +115,11 @@ func (s *Source) forget(ps []int32) {
 		}
 		s.dropWaitingLocked(st)
 		st.gone = true
+		for _, m := range st.outbox {
+			s.staged--
+			s.stagedBytes -= m.bytes
+		}
+		st.outbox = nil
 		if st.stallPaused {
 			s.m.stalled.Dec()
 		}

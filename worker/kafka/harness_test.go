@@ -454,7 +454,7 @@ func ktHeader(r *kgo.Record, key string) (string, bool) {
 
 // ktCheckAllOut checks that every id in want is in the sink or the DLQ:
 // a missing one is an error, duplicates are counted and logged.
-func ktCheckAllOut(t testing.TB, want []int, sink, dlq map[int]int) {
+func ktCheckAllOut(t testing.TB, want []int, sink, dlq map[int]int) (duplicates int) {
 	t.Helper()
 	var missing []int
 	dups := 0
@@ -472,6 +472,7 @@ func ktCheckAllOut(t testing.TB, want []int, sink, dlq map[int]int) {
 		t.Errorf("%d of %d messages lost (neither in the sink nor in the DLQ), first ones: %v", len(missing), len(want), missing[:min(20, len(missing))])
 	}
 	t.Logf("%d messages checked: %d duplicate deliveries (at-least-once allows them)", len(want), dups)
+	return dups
 }
 
 // ktCollect reads the sink topic (on sinkAddrs) and the DLQ (on addrs)

@@ -14,6 +14,9 @@ type sourceMetrics struct {
 	delivering prometheus.Gauge
 	waiting    prometheus.Gauge
 	rebalance  *prometheus.CounterVec
+	// Exactly-once transactions (txn.go).
+	txns        *prometheus.CounterVec
+	txnDuration prometheus.Histogram
 }
 
 func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
@@ -38,12 +41,22 @@ func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
 			Name: "svc_kafka_rebalance_events_total", Help: "Partition assignment changes, by kind.",
 		}, []string{"kind"}),
 	}
+	m.txns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svc_kafka_transactions_total", Help: "Exactly-once transactions of the Kafka source (results, DLQ records and offsets), by result: committed, aborted (read again from the committed offsets), fenced (another worker took this worker's transactional id).",
+	}, []string{"result"})
+	m.txnDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "svc_kafka_transaction_duration_seconds", Help: "Time to produce a transaction's records, commit its offsets and end it (exactly-once).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	})
+	for _, r := range []string{"committed", "aborted", "fenced"} {
+		m.txns.WithLabelValues(r)
+	}
 	m.commits.WithLabelValues("ok")
 	m.commits.WithLabelValues("error")
 	for _, k := range []string{"assigned", "revoked", "lost"} {
 		m.rebalance.WithLabelValues(k)
 	}
-	reg.MustRegister(m.polled, m.commits, m.stalled, m.inflight, m.delivering, m.waiting, m.rebalance)
+	reg.MustRegister(m.polled, m.commits, m.stalled, m.inflight, m.delivering, m.waiting, m.rebalance, m.txns, m.txnDuration)
 	return m
 }
 

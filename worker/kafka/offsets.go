@@ -21,6 +21,7 @@ type partState struct {
 	stalled     bool            // DLQ send failed under "stall": offsets frozen
 	stallPaused bool            // the stall paused fetching and is counted in the gauge
 	drained     chan struct{}   // closed when inflight reaches 0 while someone waits
+	outbox      []stagedMsg     // exactly-once: finished messages' staged results, in finishing order
 	queues
 }
 

@@ -33,6 +33,7 @@ const (
 type limits struct {
 	maxRunning    int // pipeline.max_in_flight: messages running their tasks
 	maxDelivering int // messages whose results are being delivered: 4 × maxRunning
+	maxStaged     int // exactly-once: finished messages waiting for their transaction, 16 × maxRunning
 	partWait      int // waiting messages of one partition before its fetching pauses
 	totalWait     int // waiting messages overall before all fetching pauses
 }
@@ -44,7 +45,7 @@ type limits struct {
 func newLimits(cfg *config.Config) limits {
 	part := max(cfg.Pipeline.MaxInFlight, cfg.Sources.Kafka.MaxPollRecords, 1)
 	run := max(cfg.Pipeline.MaxInFlight, 1)
-	return limits{maxRunning: run, maxDelivering: 4 * run, partWait: part, totalWait: 4 * part}
+	return limits{maxRunning: run, maxDelivering: 4 * run, maxStaged: 16 * run, partWait: part, totalWait: 4 * part}
 }
 
 // queues are a partition's waiting work: per-key lanes (a lane's head is
@@ -95,7 +96,7 @@ func (s *Source) readyLocked(w *msgWork) {
 func (s *Source) admitLocked() []*msgWork {
 	var start []*msgWork
 	for s.executing < s.lim.maxRunning && s.running-s.executing < s.lim.maxDelivering &&
-		s.deliverBytes < deliverBytes && len(s.ring) > 0 {
+		s.deliverBytes < deliverBytes && s.staged < s.lim.maxStaged && s.stagedBytes < deliverBytes && len(s.ring) > 0 {
 		p := s.ring[0]
 		s.ring[0] = nil
 		s.ring = s.ring[1:]

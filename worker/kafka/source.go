@@ -43,13 +43,25 @@ type Source struct {
 	// decomp lends the client its decompression buffers.
 	decomp decompressPool
 
-	cl        *kgo.Client
-	live      atomic.Bool
-	mu        sync.Mutex
-	parts     map[int32]*partState
-	ring      []*partState // partitions with ready messages, served in turn
-	running   int          // messages started and not finished
-	executing int          // of them, those whose tasks have not ended
+	cl   *kgo.Client
+	live atomic.Bool
+	// Exactly-once (txn.go): stager is set, sess wraps cl. staged and
+	// stagedBytes count the finished messages whose results wait in the
+	// outboxes for their transaction; txnAt is when the last one closed.
+	stager      Stager
+	sess        *kgo.GroupTransactSession
+	staged      int
+	stagedBytes int64
+	txnAt       time.Time
+	txnRetryAt  time.Time
+	txnBackoff  time.Duration
+	txnReset    atomic.Bool           // a rebalance: abort and start over
+	fenced      atomic.Pointer[error] // set once: consuming stopped for good
+	mu          sync.Mutex
+	parts       map[int32]*partState
+	ring        []*partState // partitions with ready messages, served in turn
+	running     int          // messages started and not finished
+	executing   int          // of them, those whose tasks have not ended
 	// deliverBytes is the results' bytes of the running messages whose
 	// tasks ended (their deliveries are under way).
 	deliverBytes int64
@@ -126,7 +138,6 @@ func (s *Source) client() (*kgo.Client, error) {
 	opts = append(opts,
 		kgo.ConsumerGroup(s.cfg.Group),
 		kgo.ConsumeTopics(s.topic),
-		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.OnPartitionsAssigned(s.assigned),
@@ -137,7 +148,24 @@ func (s *Source) client() (*kgo.Client, error) {
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.wcfg.Worker.Name))
 	}
-	return kgo.NewClient(opts...)
+	if s.stager == nil {
+		return kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
+	}
+	// Exactly-once: one transactional client consumes, produces every
+	// result and commits the offsets it marks inside the transaction. It
+	// reads committed records only, so an upstream transaction's aborted
+	// records are never processed.
+	opts = append(opts, s.stager.TransactionOpts()...)
+	opts = append(opts,
+		kgo.TransactionalID(s.wcfg.TransactionalID()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.sess = sess
+	return sess.Client(), nil
 }
 
 // fetchMaxWait is the consumer's default long-poll wait.
@@ -178,8 +206,11 @@ func (s *Source) Run(ctx context.Context) error {
 	s.flow.attach(s)
 	var bg sync.WaitGroup
 	bgCtx, stopBG := context.WithCancel(context.Background())
-	bg.Go(func() { s.commitLoop(bgCtx) })
+	if s.stager == nil {
+		bg.Go(func() { s.commitLoop(bgCtx) })
+	}
 	bg.Go(func() { s.lagLoop(bgCtx) })
+	s.txnAt = time.Now()
 
 	s.pollLoop(ctx)
 
@@ -195,9 +226,19 @@ func (s *Source) Run(ctx context.Context) error {
 	stopBG()
 	bg.Wait()
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	s.commit(cctx, nil)
+	switch {
+	case s.stager == nil:
+		s.commit(cctx, nil)
+	case s.fenced.Load() == nil:
+		s.transact(cctx) // what finished commits in a last transaction
+	}
 	cancel()
 	cl.CloseAllowingRebalance()
+	if s.fenced.Load() != nil {
+		// Fenced or failed: not ready, saying why, until the worker stops.
+		<-ctx.Done()
+		return nil
+	}
 	s.leaveStatic()
 	s.app.SetReady("kafka", "consumer stopped")
 	return nil
@@ -205,11 +246,17 @@ func (s *Source) Run(ctx context.Context) error {
 
 func (s *Source) pollLoop(ctx context.Context) {
 	for ctx.Err() == nil {
+		if s.stager != nil {
+			s.maybeTransact(ctx)
+			if s.fenced.Load() != nil {
+				return
+			}
+		}
 		room := s.waitRoom(ctx)
 		if room == 0 {
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		pctx, cancel := context.WithTimeout(ctx, s.pollWait())
 		fetches := s.cl.PollRecords(pctx, room)
 		cancel()
 		if fetches.IsClientClosed() {
@@ -242,12 +289,24 @@ func (s *Source) waitRoom(ctx context.Context) int {
 		}
 		select {
 		case <-s.room:
+			if s.stager != nil {
+				return 0 // a message was staged: a transaction may be due
+			}
 		case <-ctx.Done():
 			return 0
-		case <-time.After(time.Second):
+		case <-time.After(s.pollWait()):
 			return 0
 		}
 	}
+}
+
+// pollWait bounds one wait of the poll loop: a second, or until the next
+// transaction is due.
+func (s *Source) pollWait() time.Duration {
+	if s.stager == nil {
+		return time.Second
+	}
+	return s.txnWait()
 }
 
 // dispatch arranges a polled batch and starts its messages.

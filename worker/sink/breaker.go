@@ -102,6 +102,32 @@ func (b *Breaker) Acquire(ctx context.Context) error {
 	}
 }
 
+// TryAcquire is Acquire without waiting: false while the breaker is open
+// (or its half-open trial is taken).
+func (b *Breaker) TryAcquire() bool {
+	b.mu.Lock()
+	switch b.state {
+	case Closed:
+		b.mu.Unlock()
+		return true
+	case Open:
+		if b.now().Sub(b.openedAt) < b.openTimeout {
+			b.mu.Unlock()
+			return false
+		}
+		from := b.transition(HalfOpen)
+		b.trial = true
+		b.mu.Unlock()
+		b.notify(from, HalfOpen)
+		return true
+	default: // HalfOpen
+		ok := !b.trial
+		b.trial = true
+		b.mu.Unlock()
+		return ok
+	}
+}
+
 // Success records a call that worked: the breaker closes.
 func (b *Breaker) Success() {
 	b.mu.Lock()

@@ -33,6 +33,7 @@ type DLQ struct {
 	cl      *kgo.Client // nil: no DLQ configured
 	limit   *topicLimit
 	topic   string
+	codec   string // dlq.compression
 	worker  string
 	stall   bool
 	timeout time.Duration
@@ -44,7 +45,7 @@ type DLQ struct {
 
 func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *worker.Events, log *slog.Logger) (*DLQ, error) {
 	d := &DLQ{
-		topic: cfg.DLQTopic(), worker: cfg.Worker.Name, stall: cfg.DLQ.OnSendFailure == "stall",
+		topic: cfg.DLQTopic(), codec: cfg.DLQ.Compression, worker: cfg.Worker.Name, stall: cfg.DLQ.OnSendFailure == "stall",
 		timeout: cfg.DLQ.SendTimeout.D(), log: log, m: m, events: events,
 	}
 	if d.topic == "" {

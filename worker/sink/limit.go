@@ -106,6 +106,17 @@ func newTopicLimit(stop context.Context, target, topic string, fixed, warnBelow 
 // get is the limit; DefaultMaxMessageBytes until resolved.
 func (l *topicLimit) get() int { return int(l.v.Load()) }
 
+// lower lowers the limit to n when the brokers refused a record the
+// limit let through (the topic takes less than the worker was told).
+func (l *topicLimit) lower(n int) {
+	for {
+		cur := l.v.Load()
+		if int64(n) >= cur || n < 1 || l.v.CompareAndSwap(cur, int64(n)) {
+			return
+		}
+	}
+}
+
 // batchMax is the producer's kgo.ProducerBatchMaxBytesFn.
 func (l *topicLimit) batchMax(string) int32 { return int32(l.get()) }
 

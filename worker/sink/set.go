@@ -51,7 +51,7 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 		}
 		limit.cl = cl
 		name := sc.Name
-		s := &kafkaSink{name: name, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, limit: limit, timeout: timeout, log: log, m: ss.m}
+		s := &kafkaSink{name: name, codec: sc.Compression, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, limit: limit, timeout: timeout, log: log, m: ss.m}
 		s.breaker = NewBreaker(sc.Breaker.FailureThreshold, sc.Breaker.OpenTimeout.D(), func(from, to State) {
 			ss.m.state.WithLabelValues(name).Set(float64(to))
 			ss.m.transitions.WithLabelValues(name, to.String()).Inc()
@@ -88,17 +88,7 @@ func (ss *Set) Deliver(ctx context.Context, res *worker.TaskResult) error {
 	if res.Status != worker.StatusOK {
 		return ss.dlq.Send(ctx, res)
 	}
-	targets := ss.sinks
-	if names := res.Task.Sinks; names != nil {
-		targets = targets[:0:0]
-		for _, n := range names {
-			if s, ok := ss.byName[n]; ok {
-				targets = append(targets, s)
-			} else {
-				ss.log.Error("sink_unknown", "sink", n, "task_id", res.Task.ID)
-			}
-		}
-	}
+	targets := ss.targets(res)
 	one := func(s *kafkaSink) error {
 		err := s.deliver(ctx, func() *kgo.Record { return resultRecord(s.topic, ss.name, s.forward, res) })
 		if err == nil {

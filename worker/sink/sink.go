@@ -52,7 +52,8 @@ func (e *TooLargeError) Unwrap() error { return e.Err }
 // own circuit breaker.
 type kafkaSink struct {
 	name    string
-	forward bool // sinks.kafka[].forward_headers
+	codec   string // sinks.kafka[].compression
+	forward bool   // sinks.kafka[].forward_headers
 	topic   string
 	cl      *kgo.Client
 	limit   *topicLimit

@@ -179,13 +179,24 @@ function flowTile(m, id, caps) {
   const bp = sum(m, "svc_backpressure_active") > 0;
   const paused = sum(m, "svc_consume_pause_active") > 0;
   const stalled = sum(m, "svc_kafka_partitions_stalled");
-  const state = down ? "executor unavailable" : paused ? "paused" : bp ? "backpressure" : "flowing";
-  return tile("Intake", badge(state, { flowing: "green", paused: "blue", backpressure: "yellow", "executor unavailable": "red" }),
+  const fenced = sum(m, "svc_kafka_transactions_total", { result: "fenced" }) > 0;
+  const state = fenced ? "stopped: fenced" : down ? "executor unavailable" : paused ? "paused" : bp ? "backpressure" : "flowing";
+  return tile("Intake", badge(state, { flowing: "green", paused: "blue", backpressure: "yellow", "executor unavailable": "red", "stopped: fenced": "red" }),
     el("ul", { class: "plain" },
+      el("li", { class: "delivery-words", "data-delivery": id.kafka_delivery || "" }, "Delivery: ", deliveryWords(m, id, fenced)),
       el("li", {}, "Executor: ", down ? "unavailable, intake held (" + execNote + ")" : "available"),
       el("li", { class: "bp-words" }, "Backpressure: ", backpressureWords(bp, sum(m, "svc_kafka_messages_waiting"), caps)),
       el("li", {}, "Consume pause: ", paused ? el("a", { href: "/debug?tab=pause" }, "active") : "off"),
       el("li", {}, "Stall-paused partitions: ", num(stalled))));
+}
+
+// deliveryWords: the Kafka source's guarantee (sources.kafka.delivery)
+// and, exactly-once, its transactions since the worker started.
+function deliveryWords(m, id, fenced) {
+  if (id.kafka_delivery !== "exactly_once") return "at-least-once (a crash re-delivers what was in flight)";
+  const n = (r) => num(sum(m, "svc_kafka_transactions_total", { result: r }));
+  if (fenced) return "exactly-once; fenced: another worker took this worker's transactional id, consuming stopped (/readyz says why)";
+  return `exactly-once · ${n("committed")} transactions committed, ${n("aborted")} aborted (read again)`;
 }
 
 // historyTile: how far back the cluster's flight-recorder history goes and

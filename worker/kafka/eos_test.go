@@ -1,0 +1,211 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/worker/config"
+	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
+)
+
+// eosConfig is ktConfig in exactly-once mode.
+func eosConfig(t testing.TB, addrs []string, executor string) *config.Config {
+	cfg := ktConfig(t, addrs, executor)
+	cfg.Sources.Kafka.Delivery = config.DeliveryExactlyOnce
+	cfg.Sources.Kafka.CommitInterval = config.Duration(100 * time.Millisecond)
+	return cfg
+}
+
+// TestExactlyOnceDelivers runs 3,000 keyed messages, one in 50 failing,
+// through a worker in exactly-once mode and reads the sink and the DLQ as
+// a read_committed consumer does: every message is there exactly once, in
+// the right topic, each key's results in source order, and the offsets
+// are committed to the end.
+func TestExactlyOnceDelivers(t *testing.T) {
+	t.Parallel()
+	c := ktCluster(t, 4)
+	addrs := c.ListenAddrs()
+	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
+	w := ktStart(t, cfg)
+	const n = 3000
+	fails := func(id int) bool { return id%50 == 7 }
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%17), fails(i)))
+	}
+	ktProduce(t, ktClient(t, addrs), recs)
+	adm := ktAdmin(t, addrs)
+	ktWaitCommitted(t, adm, cfg.Sources.Kafka.Group)
+	w.Stop()
+
+	out, dlq := ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ)
+	eosCheckExactlyOnce(t, n, fails, out, dlq)
+	// Per key, the sink holds the results in source order.
+	last := map[string]int{}
+	for _, r := range out {
+		id, key := ktID(r.Value), string(r.Key)
+		if prev, ok := last[key]; ok && id < prev {
+			t.Errorf("key %s: result of message %d after message %d", key, id, prev)
+		}
+		last[key] = id
+	}
+	if got := w.Metric("svc_kafka_transactions_total", "result", "committed"); got < 1 {
+		t.Errorf("svc_kafka_transactions_total{result=committed} = %v, want at least 1", got)
+	}
+	if got := w.Metric("svc_kafka_transactions_total", "result", "aborted"); got != 0 {
+		t.Errorf("svc_kafka_transactions_total{result=aborted} = %v on a quiet run, want 0", got)
+	}
+}
+
+// eosCheckExactlyOnce checks that every message 0..n-1 is in the sink
+// (ok) or the DLQ (failing) exactly once and nowhere else.
+func eosCheckExactlyOnce(t testing.TB, n int, fails func(int) bool, out, dlq []*kgo.Record) {
+	t.Helper()
+	sink, dl := eosIDs(out), eosIDs(dlq)
+	var lost, dup, wrong []int
+	for id := range n {
+		s, d := sink[id], dl[id]
+		switch {
+		case s+d == 0:
+			lost = append(lost, id)
+		case s+d > 1:
+			dup = append(dup, id)
+		case fails(id) && s > 0 || !fails(id) && d > 0:
+			wrong = append(wrong, id)
+		}
+	}
+	if len(lost)+len(dup)+len(wrong) > 0 {
+		t.Errorf("of %d messages: %d lost %v, %d duplicated %v, %d in the wrong topic %v",
+			n, len(lost), head(lost), len(dup), head(dup), len(wrong), head(wrong))
+	}
+	t.Logf("%d messages: %d sink and %d DLQ records read committed; %d lost, %d duplicated", n, len(out), len(dlq), len(lost), len(dup))
+}
+
+func head(ids []int) []int { return ids[:min(len(ids), 10)] }
+
+// eosIDs counts records per message id: the h-id header the DLQ keeps and
+// a sink forwarding headers carries, else the id in the value.
+func eosIDs(recs []*kgo.Record) map[int]int {
+	out := map[int]int{}
+	for _, r := range recs {
+		id := ktID(r.Value)
+		if v, ok := ktHeader(r, "h-id"); ok {
+			id, _ = strconv.Atoi(v)
+		}
+		out[id]++
+	}
+	return out
+}
+
+// ktReadCommitted reads topic from the start as a read_committed consumer
+// does, up to the end of what is committed now.
+func ktReadCommitted(t testing.TB, addrs []string, topic string) []*kgo.Record {
+	t.Helper()
+	adm := kadm.NewClient(ktClient(t, addrs))
+	ends := ktEnds(t, adm, topic)
+	parts := map[int32]kgo.Offset{}
+	for p, end := range ends {
+		if end > 0 {
+			parts[p] = kgo.NewOffset().AtStart()
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), ktWait)
+	defer cancel()
+	// Control records (transaction markers) are never returned, so the
+	// read ends once every partition's last stable offset has reached its
+	// end and a second passed without records.
+	stable := map[int32]bool{}
+	var out []*kgo.Record
+	idle := time.Now()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		f := cl.PollFetches(pctx)
+		pcancel()
+		if ctx.Err() != nil {
+			t.Fatalf("read %s committed: stable %v of %v before the deadline", topic, stable, ends)
+		}
+		f.EachPartition(func(p kgo.FetchTopicPartition) {
+			if _, ok := parts[p.Partition]; ok && p.LastStableOffset >= ends[p.Partition] {
+				stable[p.Partition] = true
+			}
+			for _, r := range p.Records {
+				if r.Offset < ends[r.Partition] {
+					out = append(out, r)
+					idle = time.Now()
+				}
+			}
+		})
+		if len(stable) == len(parts) && time.Since(idle) > time.Second {
+			return out
+		}
+	}
+}
+
+// TestExactlyOnceFencing starts a second worker under the same name (so
+// the same transactional id) while the first runs: the first is fenced,
+// stops consuming and reports not ready, saying why, and every message is
+// still in the sink or the DLQ exactly once for a read_committed reader.
+func TestExactlyOnceFencing(t *testing.T) {
+	t.Parallel()
+	c := ktCluster(t, 4)
+	addrs := c.ListenAddrs()
+	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
+	older := ktStart(t, cfg)
+	older.WaitJoined()
+	fails := func(id int) bool { return id%40 == 3 }
+	prod := ktClient(t, addrs)
+	batch := func(from, n int) {
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%23), fails(i)))
+		}
+		ktProduce(t, prod, recs)
+	}
+	batch(0, 1000)
+	adm := ktAdmin(t, addrs)
+	ktWaitCommitted(t, adm, cfg.Sources.Kafka.Group)
+
+	same := *cfg // the same worker.name, group and so transactional id
+	newer := ktStart(t, &same)
+	// The older worker keeps some partitions after the rebalance; the
+	// next transaction it tries is refused.
+	for i := 1000; ; i += 200 {
+		batch(i, 200)
+		if older.Metric("svc_kafka_transactions_total", "result", "fenced") == 1 || i >= 5000 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	wait.For(t, ktWait, "the older worker fenced and not ready", func() (bool, string) {
+		ready, reasons := older.App.Ready()
+		return older.Metric("svc_kafka_transactions_total", "result", "fenced") == 1 && !ready && strings.Contains(fmt.Sprint(reasons), "fenced"),
+			fmt.Sprintf("fenced %v, ready %v %v", older.Metric("svc_kafka_transactions_total", "result", "fenced"), ready, reasons)
+	})
+	if got := len(older.Logs.Named("kafka_producer_fenced")); got != 1 {
+		t.Errorf("kafka_producer_fenced logged %d times, want once", got)
+	}
+	// The newer worker takes every partition and finishes the stream.
+	total := int(ktSum(ktEnds(t, adm, ktIn)))
+	ktWaitCommitted(t, adm, cfg.Sources.Kafka.Group)
+	newer.Stop()
+	older.Stop()
+	eosCheckExactlyOnce(t, total, fails, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
+}

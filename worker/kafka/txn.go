@@ -1,0 +1,445 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"svc/worker"
+	"svc/worker/sink"
+)
+
+// Exactly-once (sources.kafka.delivery = "exactly_once").
+//
+// The consumer is franz-go's GroupTransactSession: one client that
+// consumes, produces every sink and DLQ record, and commits offsets inside
+// transactions, with transactional.id svc-<worker.name>. A message runs as
+// in at-least-once mode, but its results are not delivered: the sinks
+// stage them (sink.Set.Stage builds the records) and the message is
+// finished at once, so the next message of its key may run. The poll loop
+// closes a transaction every commit_interval, or sooner when txnMessages
+// messages or txnBytes of results are staged: for each partition it takes
+// the staged results below the commit point (the highest contiguous
+// finished offset + 1), produces them in the order their messages finished
+// (per key, offset order), marks the commit points and ends the
+// transaction. A read_committed consumer of the sinks and the DLQ then
+// sees each input message's results exactly once.
+//
+// Anything else aborts: a record the producer refuses, a rebalance (the
+// session aborts on any revoke or loss), a broker that cannot be reached.
+// The session then rewinds the consumer to the committed offsets, and the
+// source forgets every partition's polled, running and staged work
+// (resetAll): all of it is read and run again, and its earlier results
+// were never visible to read_committed consumers. A fenced producer (a
+// newer worker with the same name took the transactional id) stops
+// consuming and reports not ready, committing nothing more.
+
+// Stager builds and accounts for the records of results in a transaction;
+// *sink.Set is the worker's.
+type Stager interface {
+	Stage(ctx context.Context, res *worker.TaskResult) (*sink.Staged, error)
+	Committed(st *sink.Staged)
+	Failed(st *sink.Staged, i int, err error)
+	Acquire(sts []*sink.Staged) bool
+	Settle(sts []*sink.Staged, committed bool)
+	TransactionOpts() []kgo.Opt
+}
+
+// SetStager switches the source to exactly-once delivery through st;
+// called by the builder before Run when sources.kafka.delivery is
+// "exactly_once".
+func (s *Source) SetStager(st Stager) { s.stager = st }
+
+// stagedMsg is a finished message's staged results, waiting in its
+// partition's outbox for the transaction that commits its offset.
+type stagedMsg struct {
+	offset  int64
+	results []*sink.Staged
+	bytes   int64
+}
+
+// Transaction sizes: a transaction closes once half the staging cap is
+// reached, so messages keep finishing into the next one while it commits.
+func (l limits) txnMessages() int { return l.maxStaged / 2 }
+
+const txnBytes = deliverBytes / 2
+
+// txnRetryMax bounds the wait between failed transactions.
+const txnRetryMax = 5 * time.Second
+
+// stageLocked puts w's staged results in its partition's outbox; the
+// results of a message whose partition left (revoked, lost, or reset by an
+// abort) are dropped: the message is read again.
+func (s *Source) stageLocked(w *msgWork, results []*sink.Staged) {
+	p := w.part
+	if p.gone {
+		return
+	}
+	m := stagedMsg{offset: w.msg.Offset, results: results}
+	for _, st := range results {
+		m.bytes += st.Bytes
+	}
+	p.outbox = append(p.outbox, m)
+	s.staged++
+	s.stagedBytes += m.bytes
+}
+
+// stageAll stages the results of a message; false when ctx ended first
+// (the message stays unfinished).
+func (s *Source) stageAll(ctx context.Context, results []worker.TaskResult) ([]*sink.Staged, bool) {
+	out := make([]*sink.Staged, 0, len(results))
+	for i := range results {
+		st, err := s.stager.Stage(ctx, &results[i])
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("kafka_stage_failed", "task_id", results[i].Task.ID, "error", err.Error())
+			}
+			return nil, false
+		}
+		out = append(out, st)
+	}
+	return out, true
+}
+
+// txnDue reports whether a transaction should close now.
+func (s *Source) txnDue() bool {
+	select {
+	case <-s.commitNow: // a consume pause ended
+		return true
+	default:
+	}
+	s.mu.Lock()
+	full := s.staged >= s.lim.txnMessages() || s.stagedBytes >= txnBytes
+	s.mu.Unlock()
+	return full || time.Since(s.txnAt) >= s.cfg.CommitInterval.D()
+}
+
+// txnWait is how long the poll loop may block before the next transaction
+// is due.
+func (s *Source) txnWait() time.Duration {
+	return max(time.Millisecond, min(time.Second, s.cfg.CommitInterval.D()-time.Since(s.txnAt), time.Until(s.txnRetryAt)+time.Millisecond))
+}
+
+// maybeTransact runs the transactional side of a poll loop turn: the
+// reset a rebalance asked for, then a transaction when one is due. Only
+// the poll loop calls it (the session must not poll, begin or end
+// concurrently).
+func (s *Source) maybeTransact(ctx context.Context) {
+	if s.txnReset.Swap(false) {
+		s.abortReset(ctx, "rebalance")
+	}
+	if s.fenced.Load() != nil || !s.txnDue() || time.Now().Before(s.txnRetryAt) {
+		return
+	}
+	if s.flow.commitsHeld() { // consume pause: nothing commits; staged work waits
+		s.txnAt = time.Now()
+		return
+	}
+	s.transact(ctx)
+}
+
+// transact closes one transaction: the staged results below each
+// partition's commit point and the commit points themselves.
+func (s *Source) transact(ctx context.Context) {
+	s.txnAt = time.Now()
+	offsets := map[int32]kgo.EpochOffset{}
+	parts := map[int32]*partState{}
+	var batch []*sink.Staged
+	s.mu.Lock()
+	for id, p := range s.parts {
+		eo, ok := p.committable()
+		if !ok || p.stalled {
+			continue
+		}
+		offsets[id], parts[id] = eo, p
+		for _, m := range p.outbox {
+			if m.offset < eo.Offset {
+				batch = append(batch, m.results...)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if len(offsets) == 0 {
+		return
+	}
+	if !s.stager.Acquire(batch) {
+		// A sink's breaker is open: nothing commits past its results.
+		s.txnRetryAt = time.Now().Add(100 * time.Millisecond)
+		return
+	}
+	start := time.Now()
+	committed, err := s.commitTxn(ctx, batch, offsets)
+	s.stager.Settle(batch, committed)
+	s.m.txnDuration.Observe(time.Since(start).Seconds())
+	switch {
+	case committed:
+		s.txnBackoff = 0
+		s.m.txns.WithLabelValues("committed").Inc()
+		s.committedTxn(parts, offsets)
+		for _, st := range batch {
+			s.stager.Committed(st)
+		}
+	case isFenced(err):
+		s.fence(err)
+	default:
+		s.m.txns.WithLabelValues("aborted").Inc()
+		reason := "aborted by the group session (rebalance) or the broker"
+		if err != nil {
+			reason = err.Error()
+		}
+		s.txnBackoff = min(max(2*s.txnBackoff, 100*time.Millisecond), txnRetryMax)
+		s.txnRetryAt = time.Now().Add(s.txnBackoff)
+		s.log.Warn("kafka_transaction_aborted", "records", countRecords(batch), "partitions", len(offsets), "reason", reason, "retry_in", s.txnBackoff.String(),
+			"detail", "the staged results are discarded and their messages read again from the committed offsets")
+		s.app.Events().State("kafka_transaction_aborted", map[string]any{"records": countRecords(batch), "partitions": len(offsets), "reason": reason})
+		s.resetAll()
+		if errors.Is(err, errBrokenSession) || (err != nil && !isAbortable(err)) {
+			s.fence(err)
+		}
+	}
+}
+
+// errBrokenSession marks a transaction that could not begin.
+var errBrokenSession = errors.New("transaction could not begin")
+
+// commitTxn produces batch and commits offsets in one transaction.
+func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets map[int32]kgo.EpochOffset) (bool, error) {
+	if err := s.sess.Begin(); err != nil {
+		return false, fmt.Errorf("%w: %w", errBrokenSession, err)
+	}
+	type failure struct {
+		st  *sink.Staged
+		i   int
+		err error
+	}
+	fails := make(chan failure, countRecords(batch))
+	for _, st := range batch {
+		for i, rec := range st.Records {
+			s.sess.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+				if err != nil {
+					fails <- failure{st, i, err}
+				}
+			})
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, txnTimeout)
+	defer cancel()
+	end := kgo.TryCommit
+	if err := s.cl.Flush(tctx); err != nil {
+		end = kgo.TryAbort
+	}
+	var firstErr error
+	for len(fails) > 0 {
+		f := <-fails
+		s.stager.Failed(f.st, f.i, f.err)
+		if firstErr == nil {
+			firstErr = f.err
+		}
+		end = kgo.TryAbort
+	}
+	// The session would commit every polled offset; the request is
+	// rewritten to the commit points (see commitPoints).
+	committed, err := s.sess.End(kgo.PreTxnCommitFnContext(tctx, s.commitPoints(offsets)), end)
+	if err == nil && !committed && firstErr != nil {
+		err = firstErr
+	}
+	if !committed {
+		s.rewind(ctx)
+	}
+	return committed, err
+}
+
+// commitPoints rewrites the transaction's offset commit to offsets.
+// franz-go's session commits what was polled (its "dirty" offsets), which
+// suits a consumer that finishes each poll before the next; this source
+// polls ahead of what is finished, so the request carries the commit
+// points instead: per partition the highest contiguous finished offset + 1,
+// whose results are in this transaction.
+func (s *Source) commitPoints(offsets map[int32]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRequest) error {
+	return func(req *kmsg.TxnOffsetCommitRequest) error {
+		t := kmsg.NewTxnOffsetCommitRequestTopic()
+		t.Topic = s.topic
+		for _, rt := range req.Topics {
+			if rt.Topic == s.topic {
+				t.TopicID = rt.TopicID
+			}
+		}
+		for p, eo := range offsets {
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch = p, eo.Offset, eo.Epoch
+			rp.Metadata = &req.MemberID
+			t.Partitions = append(t.Partitions, rp)
+		}
+		req.Topics = []kmsg.TxnOffsetCommitRequestTopic{t}
+		return nil
+	}
+}
+
+// rewind moves the consumer back to the group's committed offsets after
+// an abort. The session rewinds to what it believes committed, which is
+// what was polled at the last commit, not the commit points (commitPoints):
+// the brokers' committed offsets are asked for instead (the log start for
+// a partition without one, the consumer's reset policy).
+func (s *Source) rewind(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, txnTimeout)
+	defer cancel()
+	adm := kadm.NewClient(s.cl)
+	committed, err := adm.FetchOffsets(rctx, s.cfg.Group)
+	if err == nil {
+		err = committed.Error()
+	}
+	starts, serr := adm.ListStartOffsets(rctx, s.topic)
+	if err == nil && serr != nil {
+		err = serr
+	}
+	if err != nil {
+		s.fence(fmt.Errorf("after an aborted transaction the committed offsets could not be read back: %w", err))
+		return
+	}
+	to := map[int32]kgo.EpochOffset{}
+	starts.Each(func(o kadm.ListedOffset) {
+		if o.Topic == s.topic {
+			to[o.Partition] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
+		}
+	})
+	committed.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == s.topic && o.At >= 0 {
+			to[o.Partition] = kgo.EpochOffset{Epoch: -1, Offset: o.At}
+		}
+	})
+	s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{s.topic: to})
+}
+
+// txnTimeout bounds producing and ending one transaction.
+const txnTimeout = 30 * time.Second
+
+func countRecords(batch []*sink.Staged) int {
+	n := 0
+	for _, st := range batch {
+		n += len(st.Records)
+	}
+	return n
+}
+
+// committedTxn moves the committed partitions' sent offsets and drops the
+// committed messages from their outboxes.
+func (s *Source) committedTxn(parts map[int32]*partState, offsets map[int32]kgo.EpochOffset) {
+	committed := make(map[int32]int64, len(offsets))
+	s.mu.Lock()
+	for id, eo := range offsets {
+		committed[id] = eo.Offset
+		p := parts[id]
+		if !p.gone {
+			p.sent = eo.Offset
+		}
+		keep := p.outbox[:0]
+		for _, m := range p.outbox {
+			if m.offset < eo.Offset {
+				if !p.gone {
+					s.staged--
+					s.stagedBytes -= m.bytes
+				}
+				continue
+			}
+			keep = append(keep, m)
+		}
+		clear(p.outbox[len(keep):])
+		p.outbox = keep
+	}
+	start := s.settleLocked()
+	s.mu.Unlock()
+	s.start(start)
+	s.m.commits.WithLabelValues("ok").Inc()
+	s.app.Events().Committed(committed)
+	if s.onCommit != nil {
+		s.onCommit(committed)
+	}
+}
+
+// abortReset ends the session's transaction state after a rebalance: an
+// empty transaction is aborted, which rewinds every partition to its
+// committed offset, and all polled work is forgotten.
+func (s *Source) abortReset(ctx context.Context, why string) {
+	err := s.sess.Begin()
+	if err == nil {
+		tctx, cancel := context.WithTimeout(ctx, txnTimeout)
+		_, err = s.sess.End(tctx, kgo.TryAbort)
+		cancel()
+	}
+	if err != nil && !isAbortable(err) {
+		s.fence(err)
+		return
+	}
+	s.rewind(ctx)
+	s.log.Info("kafka_transaction_reset", "reason", why, "detail", "partitions rewound to their committed offsets; work polled since is read again")
+	s.resetAll()
+}
+
+// resetAll forgets every partition's polled, running and staged work and
+// starts each owned partition afresh: the consumer reads it again from
+// the committed offset. Messages still running finish against the old
+// state and their results are dropped.
+func (s *Source) resetAll() {
+	s.mu.Lock()
+	ids := make([]int32, 0, len(s.parts))
+	for id, p := range s.parts {
+		s.dropWaitingLocked(p)
+		for _, m := range p.outbox {
+			s.staged--
+			s.stagedBytes -= m.bytes
+		}
+		p.outbox = nil
+		p.gone = true
+		if p.stallPaused {
+			s.m.stalled.Dec()
+		}
+		s.parts[id] = newPartState(id)
+		ids = append(ids, id)
+	}
+	s.flow.forget(ids)
+	s.updateFlowLocked()
+	s.mu.Unlock()
+}
+
+// fence stops consuming for good, committing nothing more: a newer
+// producer holds this worker's transactional id (fenced), or the
+// transactional producer failed in a way franz-go does not recover from.
+// The work in flight is read again by whoever owns the partitions next.
+func (s *Source) fence(err error) {
+	if !s.fenced.CompareAndSwap(nil, &err) {
+		return
+	}
+	id := s.wcfg.TransactionalID()
+	name, detail, why := "kafka_producer_fenced", fmt.Sprintf("fenced: another worker took transactional id %s (same worker.name); consuming stopped: %v", id, err),
+		"another worker with this worker.name started: this one stops consuming and commits nothing more; give each worker its own name"
+	if isFenced(err) {
+		s.m.txns.WithLabelValues("fenced").Inc()
+	} else {
+		name, detail, why = "kafka_transactions_failed", fmt.Sprintf("the transactional producer %s failed: consuming stopped, restart the worker: %v", id, err),
+			"the transactional producer cannot go on: this worker stops consuming and commits nothing more; restart it"
+	}
+	s.log.Error(name, "transactional_id", id, "error", err.Error(), "detail", why)
+	s.app.Events().State(name, map[string]any{"transactional_id": id, "error": err.Error()})
+	s.app.SetReady("kafka", detail)
+	s.resetAll()
+}
+
+// isFenced reports an error that means another producer holds the
+// transactional id, or another member the static group instance id.
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.FencedInstanceID) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+}
+
+// isAbortable reports an End error after which the session still works.
+func isAbortable(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kerr.TransactionAbortable) ||
+		errors.Is(err, kerr.ConcurrentTransactions) || errors.Is(err, kerr.CoordinatorNotAvailable) ||
+		errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.RequestTimedOut)
+}

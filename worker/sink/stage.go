@@ -1,0 +1,235 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/worker"
+)
+
+// Exactly-once staging (sources.kafka.delivery = "exactly_once").
+//
+// The Kafka source runs a message's tasks, then stages each result here:
+// Stage builds the records the result becomes (one per sink it routes to,
+// or its DLQ record) with the same routing, size checks and DLQ cuts as
+// Deliver, but produces nothing. The source produces the staged records of
+// its finished messages through its own transactional client, together
+// with their offsets, and reports the outcome: Committed once the
+// transaction committed (metrics, breaker successes and the recorder's
+// sink_delivered and dlq_sent events happen then, so the recorder records
+// what was committed), Failed for a record the producer refused (the
+// transaction aborts and the message is processed again).
+
+// Staged is one task result's records for a Kafka transaction.
+type Staged struct {
+	// Records are produced in order; Bytes is their values' size.
+	Records []*kgo.Record
+	Bytes   int64
+	to      []*kafkaSink // the sink of each record; nil for the DLQ record
+	res     *worker.TaskResult
+	dlq     *worker.TaskResult // the result the DLQ record stands for, if any
+	reason  string             // its svc-dlq-reason
+	cut     *dlqCut
+	large   []*TooLargeError // sinks the result was too large for
+}
+
+// Stage builds res's records for a transaction. It waits only for the
+// first lookup of a topic's max.message.bytes; it returns ctx.Err() when
+// ctx ends first, and an error when no DLQ exists for a failed result
+// (exactly-once always has one: the source's <topic>_dlq by default).
+func (ss *Set) Stage(ctx context.Context, res *worker.TaskResult) (*Staged, error) {
+	st := &Staged{res: res}
+	if res.Status != worker.StatusOK {
+		return st, ss.stageDLQ(ctx, st, res)
+	}
+	for _, s := range ss.targets(res) {
+		if err := s.limit.wait(ctx); err != nil {
+			return nil, err
+		}
+		rec := resultRecord(s.topic, ss.name, s.forward, res)
+		if size, limit := RecordSize(rec), s.limit.get(); size > limit {
+			st.large = append(st.large, &TooLargeError{Sink: s.name, Size: size, Limit: limit})
+			continue
+		}
+		st.add(rec, s)
+	}
+	if len(st.large) == 0 {
+		return st, nil
+	}
+	reasons := make([]string, len(st.large))
+	for i, tl := range st.large {
+		reasons[i] = tl.Error()
+	}
+	slices.Sort(reasons)
+	failed := *res
+	failed.Status, failed.Err = worker.StatusFailed, errors.New(strings.Join(reasons, "; "))
+	return st, ss.stageDLQ(ctx, st, &failed)
+}
+
+func (st *Staged) add(rec *kgo.Record, s *kafkaSink) {
+	st.Records = append(st.Records, rec)
+	st.to = append(st.to, s)
+	st.Bytes += int64(len(rec.Value))
+}
+
+// stageDLQ adds res's DLQ record, cut to the DLQ topic's limit.
+func (ss *Set) stageDLQ(ctx context.Context, st *Staged, res *worker.TaskResult) error {
+	d := ss.dlq
+	if d.cl == nil {
+		return errors.New("no DLQ: exactly-once needs one (dlq.topic or the source's <topic>_dlq)")
+	}
+	if err := d.limit.wait(ctx); err != nil {
+		return err
+	}
+	rec := d.record(res)
+	if orig := fit(rec, originalHeaders(res), d.limit.get()); orig >= 0 {
+		st.cut = &dlqCut{orig: orig, kept: len(rec.Value)}
+	}
+	st.dlq, st.reason = res, res.Status
+	if res.Err != nil {
+		st.reason = res.Err.Error()
+	}
+	st.add(rec, nil)
+	return nil
+}
+
+// targets are the sinks an ok result goes to: every sink, or the task's
+// named ones (unknown names are logged and skipped).
+func (ss *Set) targets(res *worker.TaskResult) []*kafkaSink {
+	names := res.Task.Sinks
+	if names == nil {
+		return ss.sinks
+	}
+	out := make([]*kafkaSink, 0, len(names))
+	for _, n := range names {
+		if s, ok := ss.byName[n]; ok {
+			out = append(out, s)
+		} else {
+			ss.log.Error("sink_unknown", "sink", n, "task_id", res.Task.ID)
+		}
+	}
+	return out
+}
+
+// Committed accounts for records that committed in a transaction: sink
+// deliveries and DLQ sends are counted and recorded as Deliver does.
+func (ss *Set) Committed(st *Staged) {
+	for i, rec := range st.Records {
+		s := st.to[i]
+		if s == nil {
+			d := ss.dlq
+			d.m.dlq.WithLabelValues("sent").Inc()
+			d.events.DeadLettered(st.dlq, "sent", st.reason, &worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset})
+			if st.cut != nil {
+				d.m.truncated.Inc()
+				d.log.Warn("dlq_record_truncated", "task_id", st.res.Task.ID, "value_bytes", st.cut.orig, "kept_bytes", st.cut.kept, "limit", d.limit.get())
+			}
+			continue
+		}
+		s.m.delivered.WithLabelValues(s.name).Inc()
+		ss.events.Delivered(st.res, s.name)
+	}
+	for _, tl := range st.large {
+		ss.m.tooLarge.WithLabelValues(tl.Sink).Inc()
+		ss.log.Warn("sink_record_too_large", "sink", tl.Sink, "task_id", st.res.Task.ID, "bytes", tl.Size, "limit", tl.Limit)
+	}
+}
+
+// Failed accounts for record i of st, which the transaction's producer
+// could not deliver: a sink's breaker counts the failure; a record refused
+// for its size lowers the limit its target knows, so the message, staged
+// again after the abort, goes to the DLQ (or is cut) instead.
+func (ss *Set) Failed(st *Staged, i int, err error) {
+	s := st.to[i]
+	if isTooLarge(err) {
+		size := RecordSize(st.Records[i])
+		if s == nil {
+			ss.dlq.limit.lower(size - 1)
+		} else {
+			s.limit.lower(size - 1)
+		}
+		return
+	}
+	if s == nil {
+		ss.dlq.m.dlq.WithLabelValues("failed").Inc()
+		ss.log.Error("dlq_send_failed_retry", "task_id", st.res.Task.ID, "error", err.Error(),
+			"detail", "exactly-once: the transaction aborts and the message is processed again")
+		return
+	}
+	s.m.failures.WithLabelValues(s.name).Inc()
+	s.breaker.Failure()
+	s.log.Warn("sink_delivery_failed", "sink", s.name, "error", err.Error(), "detail", "exactly-once: the transaction aborts and the message is processed again")
+}
+
+// Acquire asks the breakers of the sinks in sts for one transaction
+// without waiting: it returns false (and takes nothing) while one of them
+// is open, so the transaction waits instead of committing offsets past
+// undelivered results. A true answer is followed by Settle.
+func (ss *Set) Acquire(sts []*Staged) bool {
+	var got []*kafkaSink
+	for _, st := range sts {
+		for _, s := range st.to {
+			if s == nil || slices.Contains(got, s) {
+				continue
+			}
+			if !s.breaker.TryAcquire() {
+				for _, g := range got {
+					g.breaker.Release()
+				}
+				return false
+			}
+			got = append(got, s)
+		}
+	}
+	return true
+}
+
+// Settle ends what Acquire took: committed records a success on each sink
+// of sts; otherwise the sinks whose records failed have counted it
+// (Failed), and the others are released.
+func (ss *Set) Settle(sts []*Staged, committed bool) {
+	var seen []*kafkaSink
+	for _, st := range sts {
+		for _, s := range st.to {
+			if s == nil || slices.Contains(seen, s) {
+				continue
+			}
+			seen = append(seen, s)
+			if committed {
+				s.breaker.Success()
+			} else {
+				s.breaker.Release()
+			}
+		}
+	}
+}
+
+// TransactionOpts are the producer options of the exactly-once source's
+// client: acks=all (transactions imply it), the sinks' one codec, each
+// topic's batches capped at its limit.
+func (ss *Set) TransactionOpts() []kgo.Opt {
+	codec := ""
+	if len(ss.sinks) > 0 {
+		codec = ss.sinks[0].codec
+	} else if ss.dlq != nil {
+		codec = ss.dlq.codec
+	}
+	return []kgo.Opt{
+		kgo.ProducerBatchCompression(compression(codec)...),
+		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 {
+			for _, s := range ss.sinks {
+				if s.topic == topic {
+					return int32(s.limit.get())
+				}
+			}
+			if ss.dlq != nil && ss.dlq.limit != nil && ss.dlq.topic == topic {
+				return int32(ss.dlq.limit.get())
+			}
+			return DefaultMaxMessageBytes
+		}),
+	}
+}
