@@ -17,12 +17,12 @@ func (s *UIServer) kafkaTopics(w http.ResponseWriter, r *http.Request) {
 
 // kafkaMessage reads one record by partition and offset.
 func (s *UIServer) kafkaMessage(w http.ResponseWriter, r *http.Request) {
-	partition, offset, err := parseMessageQuery(r.URL.Query())
+	partition, offset, iso, err := parseMessageQuery(r.URL.Query())
 	if err != nil {
 		kafkaError(w, err)
 		return
 	}
-	rec, err := s.kafka.Message(r.Context(), r.PathValue("alias"), partition, offset)
+	rec, err := s.kafka.Message(r.Context(), r.PathValue("alias"), partition, offset, iso)
 	if err != nil {
 		kafkaError(w, err)
 		return

@@ -10,25 +10,30 @@ import (
 )
 
 // parseMessageQuery reads the required `partition` and `offset` parameters
-// of GET /api/v1/debug/kafka/{alias}/message. Errors match kafkaread.ErrBadQuery.
-func parseMessageQuery(v url.Values) (partition int32, offset int64, err error) {
+// and the optional `isolation` of GET /api/v1/debug/kafka/{alias}/message.
+// Errors match kafkaread.ErrBadQuery.
+func parseMessageQuery(v url.Values) (partition int32, offset int64, iso kafkaread.Isolation, err error) {
 	p, err := intParam(v, "partition", true, 32)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	o, err := intParam(v, "offset", true, 64)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if p == nil || o == nil {
-		return 0, 0, badQuery("partition and offset are required")
+		return 0, 0, 0, badQuery("partition and offset are required")
 	}
-	return int32(*p), *o, nil
+	if iso, err = isolationParam(v); err != nil {
+		return 0, 0, 0, err
+	}
+	return int32(*p), *o, iso, nil
 }
 
-// parseStreamQuery reads `from_ts` (required), `to_ts`, `limit` and
-// `partition` of GET /api/v1/debug/kafka/{alias}/messages. Negative from_ts
-// or limit and to_ts before from_ts are rejected; Errors match kafkaread.ErrBadQuery.
+// parseStreamQuery reads `from_ts` (required), `to_ts`, `limit`,
+// `partition` and `isolation` of GET /api/v1/debug/kafka/{alias}/messages.
+// Negative from_ts or limit and to_ts before from_ts are rejected; Errors
+// match kafkaread.ErrBadQuery.
 func parseStreamQuery(v url.Values) (kafkaread.StreamQuery, error) {
 	var q kafkaread.StreamQuery
 	from, err := intParam(v, "from_ts", true, 64)
@@ -36,6 +41,9 @@ func parseStreamQuery(v url.Values) (kafkaread.StreamQuery, error) {
 		return q, err
 	}
 	q.FromTS = *from
+	if q.Isolation, err = isolationParam(v); err != nil {
+		return q, err
+	}
 	if q.ToTS, err = intParam(v, "to_ts", false, 64); err != nil {
 		return q, err
 	}
@@ -85,6 +93,24 @@ func intParam(v url.Values, name string, required bool, bits int) (*int64, error
 	return &n, nil
 }
 
+// isolationParam reads the optional `isolation` parameter of the Kafka
+// read routes: read_uncommitted (the default, also when empty, as for the
+// integer parameters) or read_committed.
+func isolationParam(v url.Values) (kafkaread.Isolation, error) {
+	raw, ok := v["isolation"]
+	if !ok || len(raw) == 0 || raw[0] == "" {
+		return kafkaread.ReadUncommitted, nil
+	}
+	if len(raw) > 1 {
+		return 0, badQuery("isolation is given %d times", len(raw))
+	}
+	iso, ok := kafkaread.ParseIsolation(raw[0])
+	if !ok {
+		return 0, badQuery("isolation must be read_uncommitted (the default) or read_committed, not %q", raw[0])
+	}
+	return iso, nil
+}
+
 // queryError is a bad query parameter; its text is the whole detail.
 type queryError string
 
@@ -96,20 +122,24 @@ func badQuery(format string, args ...any) error { return queryError(fmt.Sprintf(
 
 // parseTriageQuery reads the query of GET /api/v1/debug/dlq/records:
 // `limit`, `scan`, `partition`, `before` or `after` (a cursor of an
-// earlier page), `key`, `task_id` and `reason`. Errors match
+// earlier page), `key`, `task_id`, `reason` and `isolation`. Errors match
 // kafkaread.ErrBadQuery.
 func parseTriageQuery(v url.Values) (triage.Query, error) {
 	var q triage.Query
 	for name := range v {
 		switch name {
-		case "limit", "scan", "partition", "before", "after", "key", "task_id", "reason":
+		case "limit", "scan", "partition", "before", "after", "key", "task_id", "reason", "isolation":
 			if len(v[name]) > 1 {
 				return q, badQuery("%s is given %d times", name, len(v[name]))
 			}
 		case "token":
 		default:
-			return q, badQuery("unknown parameter %s (known: limit, scan, partition, before, after, key, task_id, reason)", name)
+			return q, badQuery("unknown parameter %s (known: limit, scan, partition, before, after, key, task_id, reason, isolation)", name)
 		}
+	}
+	var err error
+	if q.Isolation, err = isolationParam(v); err != nil {
+		return q, err
 	}
 	for _, n := range []struct {
 		name string

@@ -26,6 +26,11 @@ func TestParseStreamQuery(t *testing.T) {
 		{"from_ts=5&limit=-3", kafkaread.StreamQuery{}, true},
 		{"from_ts=5&partition=99999999999", kafkaread.StreamQuery{}, true},
 		{"from_ts=5&from_ts=6", kafkaread.StreamQuery{}, true},
+		{"from_ts=5&isolation=read_committed", kafkaread.StreamQuery{FromTS: 5, Isolation: kafkaread.ReadCommitted}, false},
+		{"from_ts=5&isolation=read_uncommitted", kafkaread.StreamQuery{FromTS: 5}, false},
+		{"from_ts=5&isolation=", kafkaread.StreamQuery{FromTS: 5}, false},
+		{"from_ts=5&isolation=READ_COMMITTED", kafkaread.StreamQuery{}, true},
+		{"from_ts=5&isolation=read_committed&isolation=read_committed", kafkaread.StreamQuery{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -50,18 +55,22 @@ func TestParseMessageQuery(t *testing.T) {
 		query     string
 		partition int32
 		offset    int64
+		iso       kafkaread.Isolation
 		wantErr   bool
 	}{
-		{"partition=1&offset=42", 1, 42, false},
-		{"partition=1", 0, 0, true},
-		{"offset=1", 0, 0, true},
-		{"partition=x&offset=1", 0, 0, true},
+		{"partition=1&offset=42", 1, 42, kafkaread.ReadUncommitted, false},
+		{"partition=1&offset=42&isolation=read_committed", 1, 42, kafkaread.ReadCommitted, false},
+		{"partition=1&offset=42&isolation=read_uncommitted", 1, 42, kafkaread.ReadUncommitted, false},
+		{"partition=1", 0, 0, kafkaread.ReadUncommitted, true},
+		{"offset=1", 0, 0, kafkaread.ReadUncommitted, true},
+		{"partition=x&offset=1", 0, 0, kafkaread.ReadUncommitted, true},
+		{"partition=1&offset=42&isolation=committed", 0, 0, kafkaread.ReadUncommitted, true},
 	}
 	for _, tt := range tests {
 		v, _ := url.ParseQuery(tt.query)
-		p, o, err := parseMessageQuery(v)
-		if tt.wantErr != (err != nil) || p != tt.partition || o != tt.offset || (err != nil && !errors.Is(err, kafkaread.ErrBadQuery)) {
-			t.Errorf("parseMessageQuery(%q) = %d, %d, %v, want %d, %d, error %v", tt.query, p, o, err, tt.partition, tt.offset, tt.wantErr)
+		p, o, iso, err := parseMessageQuery(v)
+		if tt.wantErr != (err != nil) || p != tt.partition || o != tt.offset || iso != tt.iso || (err != nil && !errors.Is(err, kafkaread.ErrBadQuery)) {
+			t.Errorf("parseMessageQuery(%q) = %d, %d, %v, %v, want %d, %d, %v, error %v", tt.query, p, o, iso, err, tt.partition, tt.offset, tt.iso, tt.wantErr)
 		}
 	}
 }

@@ -122,7 +122,7 @@ func TestReaderTopics(t *testing.T) {
 	if want := `{"topics":[{"alias":"out","kind":"sink"},{"alias":"audit","kind":"sink"}]}`; string(b) != want {
 		t.Errorf("Topics() JSON = %s, want %s", b, want)
 	}
-	_, err = r.Message(t.Context(), "source", 0, 0)
+	_, err = r.Message(t.Context(), "source", 0, 0, ReadUncommitted)
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || err.Error() != DetailSourceDisabled {
 		t.Errorf("Message(disabled source) = %v, want %q", err, DetailSourceDisabled)

@@ -125,7 +125,7 @@ func TestConnOptsAgainstKfake(t *testing.T) {
 				t.Fatalf("New: %v", err)
 			}
 			if !tt.wantOK {
-				_, err := r.Message(t.Context(), "source", 0, 0)
+				_, err := r.Message(t.Context(), "source", 0, 0, ReadUncommitted)
 				t.Logf("Message() = %v", err)
 				if !isBrokerError(err) {
 					t.Errorf("Message() = %v, want a broker error", err)
@@ -139,7 +139,7 @@ func TestConnOptsAgainstKfake(t *testing.T) {
 			}
 			pr := newProducer(t, nil, opts...)
 			produce(t, pr, topicIn, rec(0, time.Now().UnixMilli(), "k", tt.name))
-			got, err := r.Message(t.Context(), "source", 0, 0)
+			got, err := r.Message(t.Context(), "source", 0, 0, ReadUncommitted)
 			if err != nil || got.Key == nil || *got.Key != "k" {
 				t.Errorf("Message() = %+v, %v, want the produced record", got, err)
 			}

@@ -55,34 +55,47 @@ func (e *UnavailableError) Error() string { return e.Detail }
 func (e *UnavailableError) Is(target error) bool { return target == ErrNotFound }
 
 // OutOfRangeError is an offset outside the partition's current
-// [Low, High) watermarks.
+// [Low, High) watermarks; under ReadCommitted High is the last stable
+// offset.
 type OutOfRangeError struct {
 	Alias     string
 	Partition int32
 	Offset    int64
 	Low, High int64
+	Isolation Isolation
 }
 
 // Error names the offset and the partition's current range.
 func (e *OutOfRangeError) Error() string {
-	return fmt.Sprintf("offset %d is outside partition %d's range [%d, %d)", e.Offset, e.Partition, e.Low, e.High)
+	msg := fmt.Sprintf("offset %d is outside partition %d's range [%d, %d)", e.Offset, e.Partition, e.Low, e.High)
+	if e.Isolation == ReadCommitted && e.Offset >= e.High {
+		msg += " (read_committed reads end at the last stable offset, before any open transaction)"
+	}
+	return msg
 }
 
 // Is matches ErrNotFound.
 func (e *OutOfRangeError) Is(target error) bool { return target == ErrNotFound }
 
 // GoneError is an offset inside the watermarks whose record was deleted or
-// compacted away. Next is the next surviving offset; when no record
-// survives after Offset, Next is the high watermark.
+// compacted away (or is a transaction marker) or, under ReadCommitted,
+// belongs to an aborted transaction (the client drops those records
+// unseen, so the causes cannot be told apart). Next is the next offset a
+// read shows; when there is none after Offset, Next is the high watermark
+// (the last stable offset under ReadCommitted).
 type GoneError struct {
 	Alias     string
 	Partition int32
 	Offset    int64
 	Next      int64
+	Isolation Isolation
 }
 
 // Error names the offset and the next surviving one.
 func (e *GoneError) Error() string {
+	if e.Isolation == ReadCommitted {
+		return fmt.Sprintf("offset %d in partition %d is not shown under read_committed (a record of an aborted transaction, a transaction marker, or deleted or compacted); the next offset shown is %d", e.Offset, e.Partition, e.Next)
+	}
 	return fmt.Sprintf("offset %d in partition %d was deleted or compacted; the next surviving offset is %d", e.Offset, e.Partition, e.Next)
 }
 

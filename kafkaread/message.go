@@ -10,20 +10,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Message reads the record at partition/offset of alias. Errors:
-// ErrUnknownAlias, *UnavailableError, ErrUnknownPartition, *OutOfRangeError
-// (offset outside the current [low, high) watermarks), *GoneError (deleted
-// or compacted; names the next surviving offset), ErrBrokerTimeout when the
-// brokers do not answer within the Reader's deadline (10s by default, for
-// all broker calls together) and ErrBrokerFailure.
-func (r *Reader) Message(ctx context.Context, alias string, partition int32, offset int64) (Record, error) {
+// Message reads the record at partition/offset of alias as a consumer at
+// iso sees it. Errors: ErrUnknownAlias, *UnavailableError,
+// ErrUnknownPartition, *OutOfRangeError (offset outside the current [low,
+// high) watermarks; under ReadCommitted high is the last stable offset),
+// *GoneError (deleted or compacted, or under ReadCommitted of an aborted
+// transaction; names the next offset a read shows), ErrBrokerTimeout when
+// the brokers do not answer within the Reader's deadline (10s by default,
+// for all broker calls together) and ErrBrokerFailure.
+func (r *Reader) Message(ctx context.Context, alias string, partition int32, offset int64, iso Isolation) (Record, error) {
 	a, err := r.resolve(alias)
 	if err != nil {
 		return Record{}, err
 	}
 	opCtx, cancel := context.WithTimeout(ctx, r.deadline)
 	defer cancel()
-	cl, adm, err := r.newClient(a)
+	cl, adm, err := r.newClient(a, iso)
 	if err != nil {
 		return Record{}, err
 	}
@@ -34,12 +36,12 @@ func (r *Reader) Message(ctx context.Context, alias string, partition int32, off
 	if err != nil {
 		return Record{}, fail(err)
 	}
-	high, err := listOffsets(opCtx, adm.ListEndOffsets, a, partition)
+	high, err := listOffsets(opCtx, iso.endOffsets(adm), a, partition)
 	if err != nil {
 		return Record{}, fail(err)
 	}
 	if offset < low || offset >= high {
-		return Record{}, &OutOfRangeError{Alias: alias, Partition: partition, Offset: offset, Low: low, High: high}
+		return Record{}, &OutOfRangeError{Alias: alias, Partition: partition, Offset: offset, Low: low, High: high, Isolation: iso}
 	}
 
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: {partition: kgo.NewOffset().At(offset)}})
@@ -55,12 +57,12 @@ func (r *Reader) Message(ctx context.Context, alias string, partition int32, off
 			}
 			if rec.Attrs.IsControl() { // a transaction marker is no readable record
 				if rec.Offset+1 >= high {
-					return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: high}
+					return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: high, Isolation: iso}
 				}
 				continue
 			}
 			if rec.Offset > offset {
-				return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: rec.Offset}
+				return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: rec.Offset, Isolation: iso}
 			}
 			return newRecord(alias, rec), nil
 		}

@@ -41,7 +41,7 @@ func TestMessage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := r.Message(t.Context(), "source", tt.partition, tt.offset)
+			got, err := r.Message(t.Context(), "source", tt.partition, tt.offset, ReadUncommitted)
 			if err != nil {
 				t.Fatalf("Message(%d, %d) error = %v", tt.partition, tt.offset, err)
 			}
@@ -93,7 +93,7 @@ func TestMessageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := r.Message(t.Context(), tt.alias, tt.partition, tt.offset)
+			_, err := r.Message(t.Context(), tt.alias, tt.partition, tt.offset, ReadUncommitted)
 			if err == nil || !errors.Is(err, tt.want) || err.Error() != tt.detail {
 				t.Fatalf("Message(%s, %d, %d) = %v, want %q (%v)", tt.alias, tt.partition, tt.offset, err, tt.detail, tt.want)
 			}
@@ -101,13 +101,13 @@ func TestMessageErrors(t *testing.T) {
 		})
 	}
 	t.Run("low watermark itself is readable", func(t *testing.T) {
-		got, err := r.Message(t.Context(), "source", 0, 4)
+		got, err := r.Message(t.Context(), "source", 0, 4, ReadUncommitted)
 		if err != nil || got.Offset != 4 {
 			t.Fatalf("Message(source, 0, 4) = %+v, %v, want offset 4", got, err)
 		}
 	})
 	var oor *OutOfRangeError
-	if _, err := r.Message(t.Context(), "source", 0, 0); !errors.As(err, &oor) || oor.Low != 4 || oor.High != 10 {
+	if _, err := r.Message(t.Context(), "source", 0, 0, ReadUncommitted); !errors.As(err, &oor) || oor.Low != 4 || oor.High != 10 {
 		t.Errorf("Message(source, 0, 0) = %v, want *OutOfRangeError [4, 10)", err)
 	}
 }
@@ -129,7 +129,7 @@ func TestMessageCompacted(t *testing.T) {
 	c.Compact()
 	r := sourceReader(t, c, topicComp)
 
-	_, err := r.Message(t.Context(), "source", 0, 2)
+	_, err := r.Message(t.Context(), "source", 0, 2, ReadUncommitted)
 	var gone *GoneError
 	if !errors.As(err, &gone) || gone.Next != 3 || !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Message(compacted offset 2) = %v, want *GoneError naming offset 3", err)
@@ -138,7 +138,7 @@ func TestMessageCompacted(t *testing.T) {
 		t.Errorf("Message(compacted offset 2) detail = %q, want %q", err.Error(), want)
 	}
 	assertNoLeak(t, err, c.ListenAddrs())
-	if got, err := r.Message(t.Context(), "source", 0, 3); err != nil || got.Payload != "c" {
+	if got, err := r.Message(t.Context(), "source", 0, 3, ReadUncommitted); err != nil || got.Payload != "c" {
 		t.Errorf("Message(surviving offset 3) = %+v, %v, want payload c", got, err)
 	}
 }
@@ -188,7 +188,7 @@ func TestMessageBrokerDown(t *testing.T) {
 				t.Fatalf("New: %v", err)
 			}
 			start := time.Now()
-			_, err = r.Message(t.Context(), "source", 0, 0)
+			_, err = r.Message(t.Context(), "source", 0, 0, ReadUncommitted)
 			elapsed := time.Since(start)
 			if !isBrokerError(err) {
 				t.Fatalf("Message() = %v, want a broker error", err)

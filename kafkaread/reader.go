@@ -9,6 +9,8 @@
 // consumes assigned partitions directly (kgo.ConsumePartitions semantics,
 // never kgo.ConsumerGroup), so it joins no group and commits no offsets, and
 // closes the client before returning, including when ctx is canceled.
+// Each read also chooses its Isolation (read_uncommitted by default), so
+// what one read asked for never reaches another.
 //
 // Connections are built by the kconn subpackage, shared with the worker's
 // consumer and sinks; keys, payloads and header values are shown by the
@@ -132,10 +134,10 @@ func (r *Reader) resolve(alias string) (AliasSpec, error) {
 	return a, nil
 }
 
-// newClient builds a direct (group-less) read client for a. Consumption
-// starts only when partitions are added with AddConsumePartitions. extra
-// options go last.
-func (r *Reader) newClient(a AliasSpec, extra ...kgo.Opt) (*kgo.Client, *kadm.Client, error) {
+// newClient builds a direct (group-less) read client for a that fetches
+// at iso. Consumption starts only when partitions are added with
+// AddConsumePartitions. extra options go last.
+func (r *Reader) newClient(a AliasSpec, iso Isolation, extra ...kgo.Opt) (*kgo.Client, *kadm.Client, error) {
 	// kgo does not apply a request's ctx while it sets up a connection
 	// (dial, ApiVersions, SASL): only the dial timeout and the request
 	// timeout overhead bound that, so both are capped by the deadline.
@@ -143,7 +145,7 @@ func (r *Reader) newClient(a AliasSpec, extra ...kgo.Opt) (*kgo.Client, *kadm.Cl
 	if d, ok := kconn.RequestTimeout(a.Conn.ClientConfig); ok && d < bound {
 		bound = d
 	}
-	opts := make([]kgo.Opt, 0, len(r.opts[a.Name])+8+len(extra))
+	opts := make([]kgo.Opt, 0, len(r.opts[a.Name])+9+len(extra))
 	opts = append(opts,
 		kgo.FetchMaxWait(500*time.Millisecond), // overridable by fetch.max.wait.ms
 		kgo.KeepControlRecords(),               // so a partition ending in a txn marker is seen to end
@@ -163,6 +165,7 @@ func (r *Reader) newClient(a AliasSpec, extra ...kgo.Opt) (*kgo.Client, *kadm.Cl
 		kgo.ClientID(ReaderClientID),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
+	opts = append(opts, iso.fetchOpts()...)
 	opts = append(opts, extra...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

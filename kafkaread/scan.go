@@ -14,26 +14,28 @@ type Marks struct{ Low, High int64 }
 // Range is offsets [From, To) of one partition.
 type Range struct{ From, To int64 }
 
-// ScanRanges reads chosen offset ranges of alias's partitions. It lists
-// the watermarks of every partition (of *partition alone when it is not
-// nil), asks plan which range of each to read (a partition plan leaves
-// out, or gives an empty range, is not read; ranges are clipped to the
-// watermarks), then calls visit with every record of those ranges, in
-// offset order within a partition while partitions interleave. Records
-// are not ordered across partitions and not queued: visit gets them as
-// fetched and must copy what it keeps (their bytes belong to the fetch).
-// A scan holds one fetch at a time, sized like a stream's.
+// ScanRanges reads chosen offset ranges of alias's partitions as a
+// consumer at iso sees them. It lists the watermarks of every partition
+// (of *partition alone when it is not nil; under ReadCommitted High is
+// the last stable offset), asks plan which range of each to read (a
+// partition plan leaves out, or gives an empty range, is not read; ranges
+// are clipped to the watermarks), then calls visit with every record of
+// those ranges, in offset order within a partition while partitions
+// interleave. Records are not ordered across partitions and not queued:
+// visit gets them as fetched and must copy what it keeps (their bytes
+// belong to the fetch). A scan holds one fetch at a time, sized like a
+// stream's.
 //
 // It reads up to the watermarks listed at its start and never chases
 // later records. Errors are Stream's; an error returned by visit ends the
 // scan and is returned wrapped.
-func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32, plan func(map[int32]Marks) map[int32]Range, visit func(*kgo.Record) error) error {
+func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32, iso Isolation, plan func(map[int32]Marks) map[int32]Range, visit func(*kgo.Record) error) error {
 	a, err := r.resolve(alias)
 	if err != nil {
 		return err
 	}
 	sizer := newFetchSizer(fetchMax(a))
-	cl, adm, err := r.newClient(a, sizer.opts()...)
+	cl, adm, err := r.newClient(a, iso, sizer.opts()...)
 	if err != nil {
 		return err
 	}
@@ -43,7 +45,7 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 	lows, err := listAll(opCtx, adm.ListStartOffsets, a)
 	var highs map[int32]int64
 	if err == nil {
-		highs, err = listAll(opCtx, adm.ListEndOffsets, a)
+		highs, err = listAll(opCtx, iso.endOffsets(adm), a)
 	}
 	if err != nil {
 		err = classify(ctx, opCtx, "scan", alias, err)

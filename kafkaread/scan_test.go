@@ -26,7 +26,7 @@ func TestScanRanges(t *testing.T) {
 	scan := func(part *int32, plan map[int32]Range) (map[int32]Marks, map[int32][]int64, error) {
 		var marks map[int32]Marks
 		got := map[int32][]int64{}
-		err := r.ScanRanges(t.Context(), AliasSource, part, func(m map[int32]Marks) map[int32]Range {
+		err := r.ScanRanges(t.Context(), AliasSource, part, ReadUncommitted, func(m map[int32]Marks) map[int32]Range {
 			marks = m
 			return plan
 		}, func(rec *kgo.Record) error {
@@ -55,12 +55,12 @@ func TestScanRanges(t *testing.T) {
 		t.Errorf("unknown partition = %v, want ErrUnknownPartition", err)
 	}
 	stop := errors.New("enough")
-	err = r.ScanRanges(t.Context(), AliasSource, nil, func(map[int32]Marks) map[int32]Range { return map[int32]Range{0: {0, 10}} },
+	err = r.ScanRanges(t.Context(), AliasSource, nil, ReadUncommitted, func(map[int32]Marks) map[int32]Range { return map[int32]Range{0: {0, 10}} },
 		func(*kgo.Record) error { return stop })
 	if !errors.Is(err, stop) {
 		t.Errorf("visit error = %v, want it returned", err)
 	}
-	if err := r.ScanRanges(t.Context(), AliasDLQ, nil, nil, nil); !errors.Is(err, ErrNotFound) {
+	if err := r.ScanRanges(t.Context(), AliasDLQ, nil, ReadUncommitted, nil, nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("scan of a DLQ without a topic = %v, want not found", err)
 	}
 }

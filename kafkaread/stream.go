@@ -23,6 +23,10 @@ type StreamQuery struct {
 	// FromOffset and ToOffset select offsets FromOffset..ToOffset
 	// (inclusive; ToOffset nil: up to the end) of Partition.
 	FromOffset, ToOffset *int64
+	// Isolation is the consumer view to read with; under ReadCommitted
+	// the end-of-topic snapshot is the last stable offset of each
+	// partition.
+	Isolation Isolation
 }
 
 // Stream calls emit for each record of alias in the window q selects, in
@@ -57,7 +61,7 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 		limit = MaxStreamRecords
 	}
 	sizer := newFetchSizer(fetchMax(a))
-	cl, adm, err := r.newClient(a, sizer.opts()...)
+	cl, adm, err := r.newClient(a, q.Isolation, sizer.opts()...)
 	if err != nil {
 		return err
 	}
@@ -111,9 +115,10 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 	}
 }
 
-// streamStart takes the end-of-topic snapshot, applies the partition filter
-// and resolves each partition's start from FromTS broker-side. Partitions
-// with nothing before their snapshot end are left out.
+// streamStart takes the end-of-topic snapshot (the last stable offsets
+// under ReadCommitted), applies the partition filter and resolves each
+// partition's start from FromTS broker-side. Partitions with nothing
+// before their snapshot end are left out.
 func (r *Reader) streamStart(ctx context.Context, adm *kadm.Client, a AliasSpec, q StreamQuery) (map[int32]*partState, error) {
 	opCtx, cancel := context.WithTimeout(ctx, r.deadline)
 	defer cancel()
@@ -129,7 +134,11 @@ func (r *Reader) streamStart(ctx context.Context, adm *kadm.Client, a AliasSpec,
 		}
 		starts, startsErr = listAll(opCtx, afterMilli, a)
 	})
-	ends, err := listAll(opCtx, adm.ListEndOffsets, a)
+	// The starts are listed read_uncommitted whatever q.Isolation: a
+	// start at or past a read_committed end leaves the partition out
+	// either way, and a start on an aborted record is skipped by the
+	// client.
+	ends, err := listAll(opCtx, q.Isolation.endOffsets(adm), a)
 	wg.Wait()
 	if err == nil {
 		err = startsErr

@@ -64,6 +64,8 @@ type Query struct {
 	Key       *string
 	TaskID    string // exact svc-task-id
 	Reason    string // case-insensitive substring of svc-dlq-reason
+	// Isolation is the consumer view the page is read with.
+	Isolation kafkaread.Isolation
 }
 
 // Cursor is a position in each DLQ partition: partition → offset. Before
@@ -162,15 +164,19 @@ type Page struct {
 	// before= and after=); nil when nothing is left that way.
 	Older *string `json:"older"`
 	Newer *string `json:"newer"`
-	// Partitions are the watermarks read; Total the records they hold
-	// (offsets, so transaction markers and compacted gaps count).
+	// Partitions are the watermarks read (under read_committed High is
+	// the last stable offset); Total the records they hold (offsets, so
+	// transaction markers, compacted gaps and, under read_committed,
+	// aborted records count).
 	Partitions []PartitionMarks `json:"partitions"`
 	Total      int64            `json:"total"`
+	// Isolation is the consumer view the page was read with.
+	Isolation kafkaread.Isolation `json:"isolation"`
 }
 
 // Scanner is what a page is read with; kafkaread.Reader implements it.
 type Scanner interface {
-	ScanRanges(ctx context.Context, alias string, partition *int32, plan func(map[int32]kafkaread.Marks) map[int32]kafkaread.Range, visit func(*kgo.Record) error) error
+	ScanRanges(ctx context.Context, alias string, partition *int32, iso kafkaread.Isolation, plan func(map[int32]kafkaread.Marks) map[int32]kafkaread.Range, visit func(*kgo.Record) error) error
 }
 
 // Read reads one page of the "dlq" alias. Errors are the read API's
@@ -217,8 +223,8 @@ func Read(ctx context.Context, sc Scanner, q Query) (Page, error) {
 	}
 	parts := map[int32]*partScan{}
 	reasons := map[string]int{}
-	page := Page{ScanLimit: q.Scan, Records: []Entry{}, Reasons: []ReasonCount{}, Partitions: []PartitionMarks{}}
-	err := sc.ScanRanges(ctx, kafkaread.AliasDLQ, q.Partition, plan, func(rec *kgo.Record) error {
+	page := Page{ScanLimit: q.Scan, Records: []Entry{}, Reasons: []ReasonCount{}, Partitions: []PartitionMarks{}, Isolation: q.Isolation}
+	err := sc.ScanRanges(ctx, kafkaread.AliasDLQ, q.Partition, q.Isolation, plan, func(rec *kgo.Record) error {
 		page.Scanned++
 		if !q.matches(rec) {
 			return nil
@@ -449,6 +455,9 @@ func (q *Query) check() error {
 	}
 	if q.Partition != nil && *q.Partition < 0 {
 		return bad("partition must not be negative")
+	}
+	if q.Isolation != kafkaread.ReadUncommitted && q.Isolation != kafkaread.ReadCommitted {
+		return bad("isolation %d is unknown", q.Isolation)
 	}
 	return nil
 }
