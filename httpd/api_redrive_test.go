@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -301,5 +302,39 @@ func TestDLQRedriveSelected(t *testing.T) {
 	}
 	if len(got) != 3 || !got["0:1"] || !got["0:3"] || !got["1:0"] {
 		t.Errorf("redriven DLQ records = %v, want exactly 0:1, 0:3 and 1:0", got)
+	}
+}
+
+// TestDLQRedriveSkipsAbortedRecords: an exactly-once worker's aborted
+// transactions leave DLQ records no read_committed consumer sees (their
+// messages were dead-lettered again in a committed transaction); redrive
+// reads the DLQ read_committed and never re-sends them.
+func TestDLQRedriveSkipsAbortedRecords(t *testing.T) {
+	t.Parallel()
+	exe := script(t, `IFS= read -r in; printf 'ok:%s' "$in"`)
+	s, brokers := kafkaStack(t, func(c *config.Config) {
+		c.UI.RedriveEnabled = true
+		c.Executor.BinaryPath = exe
+	})
+	cl := txnProducer(t, brokers)
+	commit, abort := kgo.TryCommit, kgo.TryAbort
+	txn(t, cl, &commit, "c1")
+	txn(t, cl, &abort, "a1", "a2")
+	txn(t, cl, &commit, "c2")
+	r := do(t, "POST", s.uiURL+"/api/v1/debug/dlq/redrive", `{"partition":0,"from_offset":0,"dry_run":false}`)
+	if sum := lastSummary(t, r.body); r.status != 200 || sum["records"] != 2.0 || sum["redriven"] != 2.0 {
+		t.Fatalf("redrive = %d %s, want the 2 committed records redriven", r.status, r.body)
+	}
+	var got []string
+	for _, rec := range readSource(t, brokers) {
+		for _, h := range rec.Headers {
+			if h.Key == redrive.HeaderSource {
+				got = append(got, string(rec.Key))
+			}
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"c1", "c2"}) {
+		t.Errorf("redriven keys = %v, want [c1 c2] (never the aborted a1, a2)", got)
 	}
 }

@@ -15,7 +15,7 @@ type Isolation int8
 const (
 	// ReadUncommitted shows every record up to the high watermark, those
 	// of aborted and of still open transactions included (a read_uncommitted
-	// consumer's view, and the pipeline's own).
+	// consumer's view, and an at-least-once pipeline's own).
 	ReadUncommitted Isolation = iota
 	// ReadCommitted shows what a read_committed consumer sees: records of
 	// aborted transactions are left out, and a read ends at the last

@@ -221,7 +221,7 @@ func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) 
 		})
 	} else {
 		q := kafkaread.StreamQuery{FromTS: req.FromTS, ToTS: req.ToTS, Partition: req.Partition,
-			FromOffset: req.FromOffset, ToOffset: req.ToOffset, Limit: limit}
+			FromOffset: req.FromOffset, ToOffset: req.ToOffset, Limit: limit, Isolation: dlqIsolation}
 		err = r.reader.StreamRaw(ctx, kafkaread.AliasDLQ, q, one)
 	}
 	if err == nil && !req.DryRun && sum.Redriven > 0 {
@@ -229,6 +229,12 @@ func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) 
 	}
 	return sum, err
 }
+
+// dlqIsolation is how redrive reads the DLQ: read_committed, so the DLQ
+// records of an exactly-once worker's aborted transactions (whose messages
+// were processed again and dead-lettered in a committed one) are never
+// redriven. Records written outside transactions are all committed.
+const dlqIsolation = kafkaread.ReadCommitted
 
 // selected reads the named DLQ records, in partition and offset order,
 // calling one for each; a record the DLQ does not hold (deleted by
@@ -262,7 +268,7 @@ func (r *Redriver) selected(ctx context.Context, at []At, one func(*kgo.Record) 
 				want[o] = true
 			}
 			from, to := run[0], run[len(run)-1]
-			q := kafkaread.StreamQuery{Partition: &p, FromOffset: &from, ToOffset: &to, Limit: int(to-from) + 1}
+			q := kafkaread.StreamQuery{Partition: &p, FromOffset: &from, ToOffset: &to, Limit: int(to-from) + 1, Isolation: dlqIsolation}
 			err := r.reader.StreamRaw(ctx, kafkaread.AliasDLQ, q, func(rec *kgo.Record) error {
 				if !want[rec.Offset] {
 					return nil
