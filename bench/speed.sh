@@ -12,7 +12,10 @@
 #           -> 8 persistent children -> produce -> commit marks); measured by
 #           bench/kdrive (msgs/s, worker CPU per message, peak RSS; commits
 #           reach the end, nothing lost or duplicated, per-key order kept,
-#           DLQ empty); fresh topics and group per run
+#           DLQ empty); fresh topics and group per run. svc-eos is svc
+#           with sources.kafka.delivery = "exactly_once", measured until
+#           its commits reach the end (its results are then visible to
+#           read_committed consumers) and verified read_committed
 #   http8   POST /v1/process at 8 and 32 connections (bench/load): svc vs
 #   http32  bench/minimal -persistent (bare net/http + 8 children), plus svc
 #           with storage.dir = "" (memory-only: the recorder cost) and svc
@@ -259,10 +262,16 @@ kafka_run() {
   in=in-$id outt=out-$id dlq=in-${id}_dlq group=g-$id
   "$bin/kdrive" topics -brokers "$broker" -partitions "$partitions" -create "$in,$outt,$dlq"
   "$bin/kdrive" produce -brokers "$broker" -topic "$in" -n "$records" -keys "$keys"
-  if [ "$sut" = svc ]; then
+  local measure_flags=()
+  if [ "$sut" = svc ] || [ "$sut" = svc-eos ]; then
     ui_port=$(freeport)
     rm -rf "$out/storage" && mkdir -p "$out/storage"
-    svc_config "$out/svc-kafka.toml" "$out/storage" persistent "$echo_go" kafka "$broker" "$in" "$outt" "$group"
+    if [ "$sut" = svc-eos ]; then
+      SVC_KAFKA="${SVC_KAFKA:-}"$'\ndelivery = "exactly_once"' svc_config "$out/svc-kafka.toml" "$out/storage" persistent "$echo_go" kafka "$broker" "$in" "$outt" "$group"
+      measure_flags=(-read-committed)
+    else
+      svc_config "$out/svc-kafka.toml" "$out/storage" persistent "$echo_go" kafka "$broker" "$in" "$outt" "$group"
+    fi
     start_svc "$out/svc-kafka.toml" "$out/svc-kafka.log"
     p=$pid
   else
@@ -270,7 +279,7 @@ kafka_run() {
     p=$!
   fi
   echo -n "  kafka $sut: "
-  if ! "$bin/kdrive" measure -brokers "$broker" -in "$in" -out "$outt" -dlq "$dlq" -group "$group" -pid "$p" -broker-pid "$broker_pid" -n "$records" \
+  if ! "$bin/kdrive" measure -brokers "$broker" -in "$in" -out "$outt" -dlq "$dlq" -group "$group" -pid "$p" -broker-pid "$broker_pid" -n "$records" "${measure_flags[@]}" \
     -label "round=$round path=kafka sut=$sut" | tee -a "$results"; then
     echo "kafka $sut run failed; its log:"; tail -20 "$out/svc-kafka.log" "$out/kfloor.log" 2>/dev/null || true
     exit 1
@@ -297,6 +306,7 @@ run_one() {
   case $2 in
   kafka-floor) kafka_run "$round" floor ;;
   kafka-svc) kafka_run "$round" svc ;;
+  kafka-svc-eos) kafka_run "$round" svc-eos ;;
   http-floor) http_floor "$round" "http8 http32" -persistent -pool-size "$pool" -bin "$echo_go" ;;
   http-svc) http_svc "$round" svc "$out/storage" persistent "$echo_go" "http8 http32" ;;
   http-svc-mem) http_svc "$round" svc-mem "" persistent "$echo_go" "http8 http32" ;;
@@ -312,7 +322,7 @@ run_one() {
 # round, so that neither side always runs first on a machine whose load
 # drifts.
 groups=()
-has kafka && groups+=("kafka-floor kafka-svc")
+has kafka && groups+=("kafka-floor kafka-svc kafka-svc-eos")
 has http && groups+=("http-floor http-svc http-svc-mem http-svc-live")
 has benthos && groups+=("benthos benthos1")
 has spawn && groups+=("spawn-floor spawn-svc")

@@ -161,6 +161,7 @@ func measure(args []string) {
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after")
 	commitWait := fs.Duration("commit-timeout", 30*time.Second, "how long commits may take to reach the end after the last result")
 	label := fs.String("label", "", "prefix of the result line (e.g. path=kafka sut=svc)")
+	committed := fs.Bool("read-committed", false, "the system under test writes transactions (exactly-once): the run ends when the group's commits reach the input's end (a read_committed consumer then sees every result), and the output is verified read_committed")
 	fs.Parse(args)
 	cl := client(*brokers)
 	defer cl.Close()
@@ -216,8 +217,30 @@ func measure(args []string) {
 	var t1 time.Time
 	var cpu1 proc.CPU
 	var help1, tree1 time.Duration
+	inEnds, err := adm.ListEndOffsets(ctx, *in)
+	if err != nil {
+		log.Fatal(err)
+	}
+	progress := outEnd
+	if *committed {
+		// Transaction markers take offsets of the output: its end says
+		// nothing about how many results there are.
+		progress = func() int64 {
+			got, err := adm.FetchOffsetsForTopics(ctx, *group, *in)
+			if err != nil {
+				return 0
+			}
+			var done int64
+			inEnds.Each(func(l kadm.ListedOffset) {
+				if r, found := got.Lookup(l.Topic, l.Partition); found && r.At > 0 {
+					done += min(r.At, l.Offset)
+				}
+			})
+			return done
+		}
+	}
 	for {
-		c := outEnd()
+		c := progress()
 		if c >= *n {
 			t1 = time.Now()
 			cpu1, _ = proc.ReadCPU(*pid)
@@ -260,7 +283,7 @@ func measure(args []string) {
 		}
 	}
 
-	lost, dup, disorder, total := verify(ctx, cl, adm, *out, *n)
+	lost, dup, disorder, total := verify(ctx, cl, adm, *out, *n, *committed)
 	var dlqN int64
 	if *dlq != "" {
 		o, err := adm.ListEndOffsets(ctx, *dlq)
@@ -287,7 +310,10 @@ func measure(args []string) {
 
 // verify reads topic from the start to its end offsets and checks that
 // every record of the backlog of n is there once, in order per key.
-func verify(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string, n int64) (lost, dup, disorder, total int64) {
+// With committed it reads as a read_committed consumer does, until every
+// partition's last stable offset is at its end and a second passes
+// without records (transaction markers are never returned).
+func verify(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string, n int64, committed bool) (lost, dup, disorder, total int64) {
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		log.Fatal(err)
@@ -299,8 +325,12 @@ func verify(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string,
 		}
 		total += l.Offset
 	})
-	rd, err := kgo.NewClient(kgo.SeedBrokers(cl.OptValue(kgo.SeedBrokers).([]string)...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}), kgo.ClientID("kdrive-verify"))
+	opts := []kgo.Opt{kgo.SeedBrokers(cl.OptValue(kgo.SeedBrokers).([]string)...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}), kgo.ClientID("kdrive-verify")}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	}
+	rd, err := kgo.NewClient(opts...)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -308,13 +338,30 @@ func verify(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string,
 	last := map[string]int64{}
 	seen := map[string]map[int64]bool{}
 	var read int64
-	for read < total {
-		fetches := rd.PollFetches(ctx)
+	stable, idle := map[int32]bool{}, time.Now()
+	more := func() bool {
+		if !committed {
+			return read < total
+		}
+		return len(stable) < len(want) || time.Since(idle) < time.Second
+	}
+	for more() {
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		fetches := rd.PollFetches(pctx)
+		pcancel()
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if end, ok := ends.Lookup(topic, p.Partition); ok && end.Offset > 0 && p.LastStableOffset >= end.Offset {
+				stable[p.Partition] = true
+			}
+			if len(p.Records) > 0 {
+				idle = time.Now()
+			}
+		})
 		if ctx.Err() != nil {
 			log.Fatalf("verify: %d of %d records read", read, total)
 		}
 		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				log.Printf("verify: fetch %s/%d: %v", t, p, err)
 			}
 		})

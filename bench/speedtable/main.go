@@ -1,6 +1,6 @@
 // Command speedtable prints the table of bench/speed.sh from its results
 // file: one line per measured run, key=value tokens, at least round=,
-// path= (kafka, http8, http32, spawn8, spawn32), sut= (svc, floor, svc-mem,
+// path= (kafka, http8, http32, spawn8, spawn32), sut= (svc, svc-eos, floor, svc-mem,
 // svc-live, benthos) and rate=, with cpu_us=, rss_mib=, p99_ms= where
 // measured. Each row compares two systems of one path; every figure is
 // the median over the rounds, and the ratio is the median of the
@@ -44,6 +44,8 @@ type row struct {
 
 var rows = []row{
 	{"Kafka persistent pool 8 (svc vs floor)", "kafka", "svc", "floor", "msgs/s", ">= 50 %", 0.50, false},
+	{"Kafka exactly-once (svc-eos vs svc at-least-once)", "kafka", "svc-eos", "svc", "msgs/s", ">= 70 %", 0.70, false},
+	{"Kafka exactly-once (svc-eos vs floor)", "kafka", "svc-eos", "floor", "msgs/s", "", 0, false},
 	{"HTTP c=8 (svc vs floor)", "http8", "svc", "floor", "req/s", ">= 70 %", 0.70, false},
 	{"HTTP c=32 (svc vs floor)", "http32", "svc", "floor", "req/s", ">= 70 %", 0.70, false},
 	{"recorder cost c=8 (svc vs memory-only)", "http8", "svc", "svc-mem", "req/s", "cost <= 10 %", 0.90, true},

@@ -3,13 +3,17 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"svc/worker/config"
 	"svc/worker/workertest"
@@ -208,4 +212,116 @@ func TestExactlyOnceFencing(t *testing.T) {
 	newer.Stop()
 	older.Stop()
 	eosCheckExactlyOnce(t, total, fails, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
+}
+
+// TestExactlyOnceSinkOutage: while the brokers refuse every produce, each
+// transaction aborts and the sink's breaker opens; nothing is committed
+// past the undelivered results (the group's offsets stay put, a
+// read_committed reader sees nothing new). Once produces work again the
+// breaker's trial transaction commits, and every message is in the sink
+// exactly once.
+func TestExactlyOnceSinkOutage(t *testing.T) {
+	t.Parallel()
+	c := ktCluster(t, 2)
+	addrs := c.ListenAddrs()
+	var failing atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		if !failing.Load() || req.TransactionID == nil { // only the worker's transactions fail
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.PolicyViolation.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
+	w := ktStart(t, cfg)
+	w.WaitJoined()
+	adm := ktAdmin(t, addrs)
+	group := cfg.Sources.Kafka.Group
+	prod := ktClient(t, addrs)
+	batch := func(from, n int) {
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%7), false))
+		}
+		ktProduce(t, prod, recs)
+	}
+	batch(0, 200)
+	ktWaitCommitted(t, adm, group)
+	before := ktCommitted(t, adm, group)
+
+	failing.Store(true)
+	batch(200, 200) // the test's own producer is not transactional: its records pass
+	wait.For(t, ktWait, "the sink's breaker opens", func() (bool, string) {
+		n := w.Metric("svc_sink_breaker_transitions_total", "sink", "out", "to", "open")
+		return n >= 1, fmt.Sprintf("%v openings, %v transactions aborted", n, w.Metric("svc_kafka_transactions_total", "result", "aborted"))
+	})
+	for range 4 {
+		time.Sleep(250 * time.Millisecond)
+		if got := ktCommitted(t, adm, group); !reflect.DeepEqual(got, before) {
+			t.Fatalf("committed offsets moved from %v to %v while no result could be delivered", before, got)
+		}
+	}
+	if n := len(ktReadCommitted(t, addrs, ktOut)); n != 200 {
+		t.Fatalf("a read_committed reader sees %d results during the outage, want the 200 from before", n)
+	}
+	failing.Store(false)
+	ktWaitCommitted(t, adm, group)
+	w.Stop()
+	eosCheckExactlyOnce(t, 400, func(int) bool { return false }, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
+	if got := w.Metric("svc_sink_breaker_state", "sink", "out"); got != 0 {
+		t.Errorf("svc_sink_breaker_state{sink=out} = %v after the outage, want 0 (closed)", got)
+	}
+}
+
+// TestExactlyOnceRebalance: a second worker (another name) joins the group
+// mid-stream and leaves again. The first worker's session aborts its open
+// work on the revoke and rewinds (kafka_transaction_reset); the partitions
+// move both ways, and a read_committed reader finds every message once.
+func TestExactlyOnceRebalance(t *testing.T) {
+	t.Parallel()
+	c := ktCluster(t, 4)
+	addrs := c.ListenAddrs()
+	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
+	first := ktStart(t, cfg)
+	first.WaitJoined()
+	fails := func(id int) bool { return id%60 == 11 }
+	prod := ktClient(t, addrs)
+	batch := func(from, n int) {
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%29), fails(i)))
+		}
+		ktProduce(t, prod, recs)
+	}
+	batch(0, 1000)
+	other := *cfg
+	other.Worker.Name = workertest.UniqueName("kt")
+	second := ktStart(t, &other)
+	for i := 1000; i < 2000; i += 100 {
+		batch(i, 100)
+		time.Sleep(50 * time.Millisecond)
+	}
+	second.WaitJoined()
+	wait.For(t, ktWait, "the first worker reset after the revoke", func() (bool, string) {
+		n := len(first.Logs.Named("kafka_transaction_reset"))
+		return n >= 1, fmt.Sprintf("%d resets; first owns %v, second %v", n, first.Owned(), second.Owned())
+	})
+	second.Stop()
+	batch(2000, 1000)
+	adm := ktAdmin(t, addrs)
+	ktWaitCommitted(t, adm, cfg.Sources.Kafka.Group)
+	first.Stop()
+	eosCheckExactlyOnce(t, 3000, fails, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
 }

@@ -54,15 +54,28 @@ func ktFinishDuringPause(t *testing.T, w *ktWorker, gate *workertest.Gate, adm *
 // TestKafkaNoCommitWhilePaused: work that was running when a consume
 // pause began finishes during it, and nothing is committed until the
 // pause ends: the commit follows at once on resume and on the deadline,
-// and a shutdown during a pause commits too.
+// and a shutdown during a pause commits too. In exactly-once mode the
+// finished work's results wait with their offsets: a read_committed
+// reader of the sink sees none of them during the pause and all of them,
+// once each, after it.
 func TestKafkaNoCommitWhilePaused(t *testing.T) {
 	t.Parallel()
+	for _, delivery := range []string{config.DeliveryAtLeastOnce, config.DeliveryExactlyOnce} {
+		t.Run(delivery, func(t *testing.T) {
+			t.Parallel()
+			ktNoCommitWhilePaused(t, delivery)
+		})
+	}
+}
 
+func ktNoCommitWhilePaused(t *testing.T, delivery string) {
+	eos := delivery == config.DeliveryExactlyOnce
 	t.Run("commit interval passes, resume commits", func(t *testing.T) {
 		t.Parallel()
 		c := ktCluster(t, 2)
 		gate := workertest.NewGate(t)
 		cfg := ktPauseConfig(t, c.ListenAddrs(), gate.Path)
+		cfg.Sources.Kafka.Delivery = delivery
 		cfg.Sources.Kafka.CommitInterval = config.Duration(50 * time.Millisecond)
 		group := cfg.Sources.Kafka.Group
 		adm := ktAdmin(t, c.ListenAddrs())
@@ -75,6 +88,9 @@ func TestKafkaNoCommitWhilePaused(t *testing.T) {
 				t.Fatalf("committed offsets moved from %v to %v during the consume pause", before, got)
 			}
 		}
+		if n := len(ktReadCommitted(t, c.ListenAddrs(), ktOut)); eos && n != 0 {
+			t.Fatalf("a read_committed reader sees %d results during the consume pause, want 0: they wait with their offsets", n)
+		}
 		want := w.LocalCommit()
 		if _, err := w.Src.Resume(); err != nil {
 			t.Fatal(err)
@@ -83,6 +99,9 @@ func TestKafkaNoCommitWhilePaused(t *testing.T) {
 			got := ktCommitted(t, adm, group)
 			return reflect.DeepEqual(got, want), fmt.Sprintf("committed %v, want %v", got, want)
 		})
+		if eos {
+			eosCheckExactlyOnce(t, 6, func(int) bool { return false }, ktReadCommitted(t, c.ListenAddrs(), ktOut), ktReadCommitted(t, c.ListenAddrs(), ktDLQ))
+		}
 	})
 
 	t.Run("deadline commits, shutdown during a pause commits", func(t *testing.T) {
@@ -90,6 +109,7 @@ func TestKafkaNoCommitWhilePaused(t *testing.T) {
 		c := ktCluster(t, 2)
 		gate := workertest.NewGate(t)
 		cfg := ktPauseConfig(t, c.ListenAddrs(), gate.Path)
+		cfg.Sources.Kafka.Delivery = delivery
 		// No interval commit during the test: only the pause's end and
 		// the shutdown commit.
 		cfg.Sources.Kafka.CommitInterval = config.Duration(time.Hour)

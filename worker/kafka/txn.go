@@ -45,7 +45,7 @@ import (
 type Stager interface {
 	Stage(ctx context.Context, res *worker.TaskResult) (*sink.Staged, error)
 	Committed(st *sink.Staged)
-	Failed(st *sink.Staged, i int, err error)
+	Failed(fails []sink.Failure)
 	Acquire(sts []*sink.Staged) bool
 	Settle(sts []*sink.Staged, committed bool)
 	TransactionOpts() []kgo.Opt
@@ -174,7 +174,7 @@ func (s *Source) transact(ctx context.Context) {
 		return
 	}
 	start := time.Now()
-	committed, err := s.commitTxn(ctx, batch, offsets)
+	committed, err, produceErr := s.commitTxn(ctx, batch, offsets)
 	s.stager.Settle(batch, committed)
 	s.m.txnDuration.Observe(time.Since(start).Seconds())
 	switch {
@@ -192,6 +192,8 @@ func (s *Source) transact(ctx context.Context) {
 		reason := "aborted by the group session (rebalance) or the broker"
 		if err != nil {
 			reason = err.Error()
+		} else if produceErr != nil {
+			reason = "a record was refused: " + produceErr.Error()
 		}
 		s.txnBackoff = min(max(2*s.txnBackoff, 100*time.Millisecond), txnRetryMax)
 		s.txnRetryAt = time.Now().Add(s.txnBackoff)
@@ -208,22 +210,19 @@ func (s *Source) transact(ctx context.Context) {
 // errBrokenSession marks a transaction that could not begin.
 var errBrokenSession = errors.New("transaction could not begin")
 
-// commitTxn produces batch and commits offsets in one transaction.
-func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets map[int32]kgo.EpochOffset) (bool, error) {
+// commitTxn produces batch and commits offsets in one transaction. err
+// is the session's (Begin, End); produceErr the first record refused,
+// which aborts the transaction but leaves the session working.
+func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets map[int32]kgo.EpochOffset) (committed bool, err, produceErr error) {
 	if err := s.sess.Begin(); err != nil {
-		return false, fmt.Errorf("%w: %w", errBrokenSession, err)
+		return false, fmt.Errorf("%w: %w", errBrokenSession, err), nil
 	}
-	type failure struct {
-		st  *sink.Staged
-		i   int
-		err error
-	}
-	fails := make(chan failure, countRecords(batch))
+	fails := make(chan sink.Failure, countRecords(batch))
 	for _, st := range batch {
 		for i, rec := range st.Records {
 			s.sess.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 				if err != nil {
-					fails <- failure{st, i, err}
+					fails <- sink.Failure{St: st, I: i, Err: err}
 				}
 			})
 		}
@@ -234,25 +233,22 @@ func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets ma
 	if err := s.cl.Flush(tctx); err != nil {
 		end = kgo.TryAbort
 	}
-	var firstErr error
+	var failed []sink.Failure
 	for len(fails) > 0 {
-		f := <-fails
-		s.stager.Failed(f.st, f.i, f.err)
-		if firstErr == nil {
-			firstErr = f.err
-		}
+		failed = append(failed, <-fails)
+	}
+	if len(failed) > 0 {
+		s.stager.Failed(failed)
+		produceErr = failed[0].Err
 		end = kgo.TryAbort
 	}
 	// The session would commit every polled offset; the request is
 	// rewritten to the commit points (see commitPoints).
-	committed, err := s.sess.End(kgo.PreTxnCommitFnContext(tctx, s.commitPoints(offsets)), end)
-	if err == nil && !committed && firstErr != nil {
-		err = firstErr
-	}
+	committed, err = s.sess.End(kgo.PreTxnCommitFnContext(tctx, s.commitPoints(offsets)), end)
 	if !committed {
 		s.rewind(ctx)
 	}
-	return committed, err
+	return committed, err, produceErr
 }
 
 // commitPoints rewrites the transaction's offset commit to offsets.

@@ -139,30 +139,52 @@ func (ss *Set) Committed(st *Staged) {
 	}
 }
 
-// Failed accounts for record i of st, which the transaction's producer
-// could not deliver: a sink's breaker counts the failure; a record refused
-// for its size lowers the limit its target knows, so the message, staged
-// again after the abort, goes to the DLQ (or is cut) instead.
-func (ss *Set) Failed(st *Staged, i int, err error) {
-	s := st.to[i]
-	if isTooLarge(err) {
-		size := RecordSize(st.Records[i])
-		if s == nil {
-			ss.dlq.limit.lower(size - 1)
-		} else {
-			s.limit.lower(size - 1)
+// Failure is record I of St, which a transaction's producer could not
+// deliver.
+type Failure struct {
+	St  *Staged
+	I   int
+	Err error
+}
+
+// Failed accounts for the records one transaction could not deliver. A
+// transaction is one delivery attempt per sink: each sink with a failed
+// record counts one breaker failure and logs once, the DLQ once. A record
+// refused for its size lowers the limit its target knows, so the
+// message, staged again after the abort, goes to the DLQ (or is cut)
+// instead.
+func (ss *Set) Failed(fails []Failure) {
+	var seen []*kafkaSink
+	dlq := false
+	for _, f := range fails {
+		s := f.St.to[f.I]
+		if isTooLarge(f.Err) {
+			size := RecordSize(f.St.Records[f.I])
+			if s == nil {
+				ss.dlq.limit.lower(size - 1)
+			} else {
+				s.limit.lower(size - 1)
+			}
+			continue
 		}
-		return
+		if s == nil {
+			if !dlq {
+				dlq = true
+				ss.dlq.m.dlq.WithLabelValues("failed").Inc()
+				ss.log.Error("dlq_send_failed_retry", "task_id", f.St.res.Task.ID, "records", len(fails), "error", f.Err.Error(),
+					"detail", "exactly-once: the transaction aborts and its messages are processed again")
+			}
+			continue
+		}
+		if slices.Contains(seen, s) {
+			continue
+		}
+		seen = append(seen, s)
+		s.m.failures.WithLabelValues(s.name).Inc()
+		s.breaker.Failure()
+		s.log.Warn("sink_delivery_failed", "sink", s.name, "records", len(fails), "error", f.Err.Error(),
+			"detail", "exactly-once: the transaction aborts and its messages are processed again")
 	}
-	if s == nil {
-		ss.dlq.m.dlq.WithLabelValues("failed").Inc()
-		ss.log.Error("dlq_send_failed_retry", "task_id", st.res.Task.ID, "error", err.Error(),
-			"detail", "exactly-once: the transaction aborts and the message is processed again")
-		return
-	}
-	s.m.failures.WithLabelValues(s.name).Inc()
-	s.breaker.Failure()
-	s.log.Warn("sink_delivery_failed", "sink", s.name, "error", err.Error(), "detail", "exactly-once: the transaction aborts and the message is processed again")
 }
 
 // Acquire asks the breakers of the sinks in sts for one transaction
