@@ -269,9 +269,18 @@ func TestBrowser(t *testing.T) {
 		p.waitFor(`document.querySelectorAll("table.grid tbody tr").length >= 1 && document.body.innerText.includes("live/orders-1")`, "the databases")
 		p.click("#nav a", "Debug")
 		p.click(`button[data-tab="kafka"]`, "Kafka")
+		// An exactly-once worker's browser shows what read_committed
+		// consumers see by default.
+		p.waitFor(`document.querySelector("#kafka-isolation") && document.querySelector("#kafka-isolation").value === "read_committed"`, "the committed-only view by default")
 		p.click("#kafka-read", "Read")
 		p.waitFor(`document.querySelectorAll("table.records tbody tr").length >= 8`, "Kafka records")
 		shot(p, "kafka")
+		// The sink topic, written in transactions, reads committed too.
+		if err := p.eval(`(() => { const s = document.querySelector("#kafka-alias"); s.value = "results"; s.dispatchEvent(new Event("change")); })()`, nil); err != nil {
+			t.Fatal(err)
+		}
+		p.click("#kafka-read", "Read")
+		p.waitFor(`[...document.querySelectorAll("table.records tbody tr")].length >= 1 && [...document.querySelectorAll("table.records tbody tr")].every((r) => r.textContent.includes("svc-worker"))`, "committed sink records")
 		p.click(`button[data-tab="config"]`, "Config")
 		p.waitFor(`document.body.innerText.includes("auth_token")`, "the config")
 		if strings.Contains(p.text(), browserToken) {

@@ -26,6 +26,12 @@ export async function mount(root, ctx) {
   const part = el("input", { type: "number", id: "kafka-partition", min: 0, placeholder: "all" });
   const pIn = el("input", { type: "number", id: "kafka-p", min: 0, placeholder: "partition", "aria-label": "partition" });
   const oIn = el("input", { type: "number", id: "kafka-o", min: 0, placeholder: "offset", "aria-label": "offset" });
+  // The transaction view: an exactly-once worker's operators see what its
+  // read_committed consumers see unless they ask for every record.
+  const iso = el("select", { id: "kafka-isolation" },
+    el("option", { value: "read_committed" }, "committed only"),
+    el("option", { value: "read_uncommitted" }, "all records"));
+  iso.value = ctx.identity && ctx.identity.kafka_delivery === "exactly_once" ? "read_committed" : "read_uncommitted";
   const nextBtn = el("button", { type: "button", disabled: true }, "Next window");
   const out = el("div", { "aria-live": "polite" });
   let lastTS = null;
@@ -38,6 +44,7 @@ export async function mount(root, ctx) {
     const q = new URLSearchParams({ from_ts: String(fromMs), limit: String(Math.min(10000, Math.max(1, Number(limit.value) || 100))) });
     if (toIn.value) q.set("to_ts", String(new Date(toIn.value).getTime()));
     if (part.value !== "") q.set("partition", part.value);
+    q.set("isolation", iso.value);
     const recs = [];
     const body = el("tbody");
     const status = note("Reading…");
@@ -61,7 +68,7 @@ export async function mount(root, ctx) {
   const lookup = async (ev) => {
     ev.preventDefault();
     try {
-      const r = await get(`/api/v1/debug/kafka/${encodeURIComponent(current())}/message?partition=${pIn.value}&offset=${oIn.value}`);
+      const r = await get(`/api/v1/debug/kafka/${encodeURIComponent(current())}/message?partition=${pIn.value}&offset=${oIn.value}&isolation=${iso.value}`);
       const body = el("tbody", {}, recordRow(r, ctx));
       out.replaceChildren(records(body));
     } catch (e) {
@@ -74,9 +81,11 @@ export async function mount(root, ctx) {
       el("label", { for: "kafka-alias" }, "Alias"), alias,
       el("label", { for: "kafka-from" }, "From"), fromIn, el("label", { for: "kafka-to" }, "To"), toIn,
       el("label", { for: "kafka-limit" }, "Limit"), limit, el("label", { for: "kafka-partition" }, "Partition"), part,
+      el("label", { for: "kafka-isolation" }, "View"), iso,
       el("button", { type: "submit", id: "kafka-read" }, "Read"), nextBtn),
     el("form", { class: "inline", onsubmit: lookup }, el("span", {}, "Or one record at "), pIn, el("span", {}, ":"), oIn, el("button", { type: "submit" }, "Fetch")),
-    note("Reads are invisible to the pipeline: no group is joined and no offset is committed.")), out);
+    note("Reads are invisible to the pipeline: no group is joined and no offset is committed. ",
+      "View \u201ccommitted only\u201d shows what a read_committed consumer sees: no records of aborted transactions, nothing past an open one; \u201call records\u201d shows those too.")), out);
   return () => { if (abort) abort.abort(); };
 }
 
