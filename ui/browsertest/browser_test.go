@@ -79,7 +79,7 @@ func TestBrowser(t *testing.T) {
 			/history since|no sealed history yet/.test(t.textContent) && t.textContent.includes("kept 7 days at most"))`, "the History tile")
 		// The In flight tile: Kafka messages in flight and how many deliver.
 		p.waitFor(`[...document.querySelectorAll(".tile")].some((t) => t.querySelector("h2").textContent === "In flight" &&
-			/Kafka messages in flight \(\d+ delivering\)/.test(t.textContent))`, "the In flight tile's deliveries")
+			/Kafka messages in flight \(\d+ delivering\) · \d+ finished, waiting for their transaction/.test(t.textContent))`, "the In flight tile's deliveries and staged messages")
 		// The Intake tile: this worker delivers exactly-once, and its
 		// transactions commit.
 		p.waitFor(`document.querySelector(".delivery-words[data-delivery=exactly_once]") &&

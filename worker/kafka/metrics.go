@@ -15,6 +15,7 @@ type sourceMetrics struct {
 	waiting    prometheus.Gauge
 	rebalance  *prometheus.CounterVec
 	// Exactly-once transactions (txn.go).
+	staged      prometheus.Gauge
 	txns        *prometheus.CounterVec
 	txnDuration prometheus.Histogram
 }
@@ -41,6 +42,9 @@ func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
 			Name: "svc_kafka_rebalance_events_total", Help: "Partition assignment changes, by kind.",
 		}, []string{"kind"}),
 	}
+	m.staged = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "svc_kafka_messages_staged", Help: "Exactly-once: finished messages whose results wait for the transaction that commits them with their offsets; at most 16 × pipeline.max_in_flight (or 64 MiB of results) before no further message starts.",
+	})
 	m.txns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "svc_kafka_transactions_total", Help: "Exactly-once transactions of the Kafka source (results, DLQ records and offsets), by result: committed, aborted (read again from the committed offsets), fenced (another worker took this worker's transactional id).",
 	}, []string{"result"})
@@ -56,7 +60,7 @@ func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
 	for _, k := range []string{"assigned", "revoked", "lost"} {
 		m.rebalance.WithLabelValues(k)
 	}
-	reg.MustRegister(m.polled, m.commits, m.stalled, m.inflight, m.delivering, m.waiting, m.rebalance, m.txns, m.txnDuration)
+	reg.MustRegister(m.polled, m.commits, m.stalled, m.inflight, m.delivering, m.waiting, m.rebalance, m.staged, m.txns, m.txnDuration)
 	return m
 }
 

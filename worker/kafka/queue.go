@@ -247,6 +247,7 @@ func (s *Source) updateFlowLocked() {
 	s.flow.setBackpressure(s.held)
 	s.m.inflight.Set(float64(s.running))
 	s.m.delivering.Set(float64(s.running - s.executing))
+	s.m.staged.Set(float64(s.staged))
 	s.m.waiting.Set(float64(s.waiting))
 }
 

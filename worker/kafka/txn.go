@@ -430,7 +430,7 @@ func (s *Source) fence(err error) {
 // transactional id, or another member the static group instance id.
 func isFenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.FencedInstanceID) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+		errors.Is(err, kerr.FencedInstanceID)
 }
 
 // isAbortable reports an End error after which the session still works.

@@ -158,9 +158,10 @@ function capacityTile(m, id) {
   const waiting = sum(m, "svc_executor_pool_waiting");
   const inflight = sum(m, "svc_kafka_messages_in_flight");
   const delivering = sum(m, "svc_kafka_messages_delivering");
+  const staged = id.kafka_delivery === "exactly_once" ? ` · ${num(sum(m, "svc_kafka_messages_staged"))} finished, waiting for their transaction` : "";
   const meter = el("meter", { min: 0, max: Math.max(size, 1), value: busy, "aria-label": "executor pool busy" });
   return tile("In flight", `${num(busy)} / ${num(size)}`, meter,
-    note(`executors busy / pool size · ${num(waiting)} waiting` + (id.features.kafka_source ? ` · ${num(inflight)} Kafka messages in flight (${num(delivering)} delivering)` : "")));
+    note(`executors busy / pool size · ${num(waiting)} waiting` + (id.features.kafka_source ? ` · ${num(inflight)} Kafka messages in flight (${num(delivering)} delivering)${staged}` : "")));
 }
 
 // executorDown: the executor cannot run anything (svc_executor_healthy 0;
