@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
+	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,6 +38,9 @@ func TestKafkaChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test: 5 SIGKILLs of a child worker and a broker restart under 10,000 messages (a minute or two per mode); skipped with -short, runs in the full suite")
 	}
+	// The workers are the svc binary as it ships (`svc run`): the real
+	// process, and not slowed down by the race detector of this test.
+	svc := workertest.BuildSvc(t)
 	for _, c := range []struct{ delivery, mode string }{
 		{config.DeliveryAtLeastOnce, "spawn"},
 		{config.DeliveryExactlyOnce, "spawn"},
@@ -45,12 +48,12 @@ func TestKafkaChaos(t *testing.T) {
 	} {
 		t.Run(c.delivery+"/"+c.mode, func(t *testing.T) {
 			t.Parallel()
-			kcRun(t, c.delivery, c.mode)
+			kcRun(t, svc, c.delivery, c.mode)
 		})
 	}
 }
 
-func kcRun(t *testing.T, delivery, mode string) {
+func kcRun(t *testing.T, svc, delivery, mode string) {
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	t.Logf("seed %d", seed)
@@ -62,11 +65,7 @@ func kcRun(t *testing.T, delivery, mode string) {
 
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
 	if mode == "persistent" {
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Executor.BinaryPath, cfg.Executor.Args, cfg.Executor.Mode = self, []string{"exec-demo"}, "persistent"
+		cfg.Executor.BinaryPath, cfg.Executor.Args, cfg.Executor.Mode = svc, []string{"exec-demo"}, "persistent"
 	}
 	// The sink keeps the input's h-id header: the sample executor's output
 	// does not carry the message id.
@@ -131,7 +130,7 @@ func kcRun(t *testing.T, delivery, mode string) {
 	t.Logf("kills after %v sink records, broker restart after %d", at, restartAt)
 
 	adm := ktAdmin(t, addrs)
-	child := ktChild(t, cfgPath, logPath)
+	child := ktStartChild(t, exec.Command(svc, "run", "-config", cfgPath), logPath)
 	restarted := false
 	for i, n := range at {
 		for {
@@ -156,7 +155,7 @@ func kcRun(t *testing.T, delivery, mode string) {
 		}
 		_ = child.Wait()
 		t.Logf("kill %d at %d sink records", i+1, kcSinkCount(adm))
-		child = ktChild(t, cfgPath, logPath)
+		child = ktStartChild(t, exec.Command(svc, "run", "-config", cfgPath), logPath)
 	}
 	wg.Wait()
 	if produced.Load() != kcMessages {

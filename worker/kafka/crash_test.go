@@ -80,13 +80,20 @@ func ktChildLog(t testing.TB) string {
 // logPath (appended), shown when the test fails.
 func ktChild(t testing.TB, cfgPath, logPath string) *exec.Cmd {
 	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaChildWorker$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), ktChildEnv+"="+cfgPath)
+	return ktStartChild(t, cmd, logPath)
+}
+
+// ktStartChild starts cmd with its output appended to logPath, killed
+// when the test ends.
+func ktStartChild(t testing.TB, cmd *exec.Cmd, logPath string) *exec.Cmd {
+	t.Helper()
 	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { out.Close() })
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaChildWorker$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), ktChildEnv+"="+cfgPath)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,18 @@ func MainWithSvc(m *testing.M, bin *string) int {
 	return m.Run()
 }
 
+// BuildSvc builds the svc binary as it ships into a new temporary
+// directory, removed when t ends.
+func BuildSvc(t testing.TB) string {
+	t.Helper()
+	bin, remove, err := buildSvc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+	return bin
+}
+
 // buildSvc builds the svc binary as it ships (CGO_ENABLED=0) into a new
 // temporary directory; remove deletes the directory. The package path
 // "svc" resolves from any folder of the module, so any package's tests
