@@ -25,6 +25,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&ports.Metrics, "metrics-port", 9090, "metrics exporter port (127.0.0.1)")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
 	persistent := fs.Bool("persistent", false, "run the demo executor in mode persistent (long-lived processes, protocol v2)")
+	exactlyOnce := fs.Bool("exactly-once", false, `consume with sources.kafka.delivery = "exactly_once": results, DLQ records and offsets commit in Kafka transactions`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,6 +50,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg := demo.Config(self, dir, ports, cluster.Brokers())
 	if *persistent {
 		cfg.Executor.Mode = "persistent"
+	}
+	if *exactlyOnce {
+		cfg.Sources.Kafka.Delivery = config.DeliveryExactlyOnce
+		cfg.Sources.Kafka.CommitInterval = config.Duration(config.ExactlyOnceCommitInterval)
 	}
 	// The embedded UI release, staged under the demo's own folder: the UI
 	// works with no network and leaves nothing behind.

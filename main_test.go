@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -290,6 +292,38 @@ func TestDemoServesIngress(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		return r.StatusCode == 200 && len(lines) >= 2 && strings.Contains(lines[0], `"outcome":"would_fail"`) &&
 			strings.HasPrefix(lines[len(lines)-1], `{"summary":{"dry_run":true`), fmt.Sprintf("%d %s", r.StatusCode, b)
+	})
+	_ = p.Cmd.Process.Signal(syscall.SIGINT)
+	if code := p.Wait(t); code != 0 {
+		t.Errorf("demo exit = %d\n%s", code, p.Output.String())
+	}
+}
+
+// TestDemoExactlyOnce: `svc demo -exactly-once` consumes in exactly-once
+// mode: identity says so and its transactions commit.
+func TestDemoExactlyOnce(t *testing.T) {
+	t.Parallel()
+	ui, in, mt := freePort(t), freePort(t), freePort(t)
+	p := start(t, "demo", "-exactly-once", "-ui-port", fmt.Sprint(ui), "-ingress-port", fmt.Sprint(in), "-metrics-port", fmt.Sprint(mt))
+	p.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	wait.For(t, wait.Long, "exactly-once identity and a committed transaction", func() (bool, string) {
+		var id struct {
+			Delivery string `json:"kafka_delivery"`
+		}
+		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/identity", ui))
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = json.NewDecoder(r.Body).Decode(&id)
+		r.Body.Close()
+		m, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", mt))
+		if err != nil {
+			return false, err.Error()
+		}
+		b, _ := io.ReadAll(m.Body)
+		m.Body.Close()
+		committed := regexp.MustCompile(`svc_kafka_transactions_total\{result="committed"\} [1-9]`).Match(b)
+		return id.Delivery == "exactly_once" && committed, fmt.Sprintf("identity kafka_delivery %q, committed transactions seen %v", id.Delivery, committed)
 	})
 	_ = p.Cmd.Process.Signal(syscall.SIGINT)
 	if code := p.Wait(t); code != 0 {
