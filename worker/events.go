@@ -277,6 +277,21 @@ func (r *Events) Delivered(res *TaskResult, sink string) {
 	r.Event(recorder.TypeSinkDelivered, "", res.Task.ID, res.Labels, deliveredPayload{OutputSizeBytes: len(res.Output), Sink: sink})
 }
 
+// TransactionAbortedKind is the annotation kind that marks a task whose
+// results were discarded by exactly-once delivery: their transaction
+// aborted (or their partition was reset or revoked before it), so no
+// read_committed consumer ever sees them, and the task's message runs
+// again as a new task.
+const TransactionAbortedKind = "svc.transaction_aborted"
+
+// TransactionAborted marks res as an aborted attempt (TransactionAbortedKind).
+func (r *Events) TransactionAborted(res *TaskResult, reason string) {
+	if r.get() == nil {
+		return
+	}
+	r.Event(recorder.TypeAnnotation, TransactionAbortedKind, res.Task.ID, res.Labels, map[string]any{"reason": reason})
+}
+
 // DLQRecordAt is where a DLQ record landed: its partition and offset in
 // the DLQ topic.
 type DLQRecordAt struct {

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"svc/recorder"
+	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
@@ -245,7 +247,10 @@ func TestExactlyOnceSinkOutage(t *testing.T) {
 		return resp, nil, true
 	})
 	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
-	w := ktStart(t, cfg)
+	w := ktNew(t, cfg)
+	rec := &modeRecorder{tasks: map[string]recorder.TaskRow{}}
+	w.Events.Attach(rec)
+	w.Start()
 	w.WaitJoined()
 	adm := ktAdmin(t, addrs)
 	group := cfg.Sources.Kafka.Group
@@ -282,6 +287,20 @@ func TestExactlyOnceSinkOutage(t *testing.T) {
 	eosCheckExactlyOnce(t, 400, func(int) bool { return false }, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
 	if got := w.Metric("svc_sink_breaker_state", "sink", "out"); got != 0 {
 		t.Errorf("svc_sink_breaker_state{sink=out} = %v after the outage, want 0 (closed)", got)
+	}
+	// The flight recorder: every task got sink_delivered only once its
+	// transaction committed (one per message), and the attempts the
+	// outage aborted carry svc.transaction_aborted.
+	aborted, delivered := 0, rec.count(recorder.TypeSinkDelivered)
+	rec.mu.Lock()
+	for _, e := range rec.events {
+		if e.Type == recorder.TypeAnnotation && e.Kind == worker.TransactionAbortedKind && strings.Contains(string(e.Payload), "POLICY_VIOLATION") {
+			aborted++
+		}
+	}
+	rec.mu.Unlock()
+	if delivered != 400 || aborted == 0 {
+		t.Errorf("recorder: %d sink_delivered events (want 400, one per committed result) and %d svc.transaction_aborted annotations naming the refusal (want some)", delivered, aborted)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/worker/sink"
 )
 
 // assigned creates state for new partitions. Consume pause and backpressure
@@ -107,6 +109,7 @@ func (s *Source) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 // own (stall, too much waiting work) are lifted, so the partitions do not
 // arrive paused if they come back.
 func (s *Source) forget(ps []int32) {
+	var dropped []*sink.Staged // exactly-once: results that will never commit
 	s.mu.Lock()
 	for _, p := range ps {
 		st := s.parts[p]
@@ -118,6 +121,7 @@ func (s *Source) forget(ps []int32) {
 		for _, m := range st.outbox {
 			s.staged--
 			s.stagedBytes -= m.bytes
+			dropped = append(dropped, m.results...)
 		}
 		st.outbox = nil
 		if st.stallPaused {
@@ -128,6 +132,9 @@ func (s *Source) forget(ps []int32) {
 	s.updateFlowLocked()
 	s.flow.forget(ps)
 	s.mu.Unlock()
+	if len(dropped) > 0 {
+		s.stager.Aborted(dropped, "partition revoked or lost before its transaction")
+	}
 }
 
 // drainAll waits until no message runs or timeout passes.

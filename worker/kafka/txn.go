@@ -48,6 +48,7 @@ type Stager interface {
 	Failed(fails []sink.Failure)
 	Acquire(sts []*sink.Staged) bool
 	Settle(sts []*sink.Staged, committed bool)
+	Aborted(sts []*sink.Staged, reason string)
 	TransactionOpts() []kgo.Opt
 }
 
@@ -200,7 +201,7 @@ func (s *Source) transact(ctx context.Context) {
 		s.log.Warn("kafka_transaction_aborted", "records", countRecords(batch), "partitions", len(offsets), "reason", reason, "retry_in", s.txnBackoff.String(),
 			"detail", "the staged results are discarded and their messages read again from the committed offsets")
 		s.app.Events().State("kafka_transaction_aborted", map[string]any{"records": countRecords(batch), "partitions": len(offsets), "reason": reason})
-		s.resetAll()
+		s.resetAll(reason)
 		if errors.Is(err, errBrokenSession) || (err != nil && !isAbortable(err)) {
 			s.fence(err)
 		}
@@ -374,14 +375,16 @@ func (s *Source) abortReset(ctx context.Context, why string) {
 	}
 	s.rewind(ctx)
 	s.log.Info("kafka_transaction_reset", "reason", why, "detail", "partitions rewound to their committed offsets; work polled since is read again")
-	s.resetAll()
+	s.resetAll(why)
 }
 
 // resetAll forgets every partition's polled, running and staged work and
 // starts each owned partition afresh: the consumer reads it again from
 // the committed offset. Messages still running finish against the old
-// state and their results are dropped.
-func (s *Source) resetAll() {
+// state and their results are dropped. The staged tasks are marked in the
+// flight recorder with why.
+func (s *Source) resetAll(why string) {
+	var dropped []*sink.Staged
 	s.mu.Lock()
 	ids := make([]int32, 0, len(s.parts))
 	for id, p := range s.parts {
@@ -389,6 +392,7 @@ func (s *Source) resetAll() {
 		for _, m := range p.outbox {
 			s.staged--
 			s.stagedBytes -= m.bytes
+			dropped = append(dropped, m.results...)
 		}
 		p.outbox = nil
 		p.gone = true
@@ -401,6 +405,7 @@ func (s *Source) resetAll() {
 	s.flow.forget(ids)
 	s.updateFlowLocked()
 	s.mu.Unlock()
+	s.stager.Aborted(dropped, why)
 }
 
 // fence stops consuming for good, committing nothing more: a newer
@@ -423,7 +428,7 @@ func (s *Source) fence(err error) {
 	s.log.Error(name, "transactional_id", id, "error", err.Error(), "detail", why)
 	s.app.Events().State(name, map[string]any{"transactional_id": id, "error": err.Error()})
 	s.app.SetReady("kafka", detail)
-	s.resetAll()
+	s.resetAll(detail)
 }
 
 // isFenced reports an error that means another producer holds the

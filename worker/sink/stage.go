@@ -187,6 +187,14 @@ func (ss *Set) Failed(fails []Failure) {
 	}
 }
 
+// Aborted marks the tasks of sts, whose records will never commit, in
+// the flight recorder (worker.TransactionAbortedKind).
+func (ss *Set) Aborted(sts []*Staged, reason string) {
+	for _, st := range sts {
+		ss.events.TransactionAborted(st.res, reason)
+	}
+}
+
 // Acquire asks the breakers of the sinks in sts for one transaction
 // without waiting: it returns false (and takes nothing) while one of them
 // is open, so the transaction waits instead of committing offsets past
