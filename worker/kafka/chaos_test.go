@@ -133,8 +133,15 @@ func kcRun(t *testing.T, svc, delivery, mode string) {
 	child := ktStartChild(t, exec.Command(svc, "run", "-config", cfgPath), logPath)
 	restarted := false
 	for i, n := range at {
+		last, moved := int64(-1), time.Now()
 		for {
 			out := kcSinkCount(adm)
+			if out != last {
+				last, moved = out, time.Now()
+			}
+			if time.Since(moved) > 90*time.Second {
+				t.Fatalf("no sink progress for 90 s at %d records, waiting for %d (kill %d)", out, n, i+1)
+			}
 			if !restarted && out >= restartAt {
 				c.Close()
 				time.Sleep(time.Second) // a real outage, however short

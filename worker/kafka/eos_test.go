@@ -344,3 +344,50 @@ func TestExactlyOnceRebalance(t *testing.T) {
 	first.Stop()
 	eosCheckExactlyOnce(t, 3000, fails, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
 }
+
+// TestExactlyOnceSessionRestart: the brokers answer one transaction's end
+// with an error franz-go's session cannot go on from (INVALID_TXN_STATE,
+// as a broker that lost the producer's state would). The worker does not
+// stop: it logs kafka_transaction_session_restart once, builds a new
+// session, stays ready, and every message is in the sink exactly once.
+func TestExactlyOnceSessionRestart(t *testing.T) {
+	t.Parallel()
+	c := ktCluster(t, 2)
+	addrs := c.ListenAddrs()
+	var ends, broken atomic.Int32
+	c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.EndTxnRequest)
+		if !req.Commit || ends.Add(1) != 5 {
+			return nil, nil, false
+		}
+		broken.Add(1)
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
+	w := ktStart(t, cfg)
+	w.WaitJoined()
+	prod := ktClient(t, addrs)
+	for from := 0; from < 2000; from += 100 {
+		var recs []*kgo.Record
+		for i := from; i < from+100; i++ {
+			recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%11), false))
+		}
+		ktProduce(t, prod, recs)
+		time.Sleep(20 * time.Millisecond)
+	}
+	ktWaitCommitted(t, ktAdmin(t, addrs), cfg.Sources.Kafka.Group)
+	if broken.Load() != 1 {
+		t.Fatalf("the broker broke %d transaction ends, want 1: the test proves nothing", broken.Load())
+	}
+	if ready, reasons := w.App.Ready(); !ready {
+		t.Errorf("not ready after the session restart: %v", reasons)
+	}
+	if n, m := len(w.Logs.Named("kafka_transaction_session_restart")), len(w.Logs.Named("kafka_transaction_session_restarted")); n != 1 || m != 1 {
+		t.Errorf("kafka_transaction_session_restart logged %d times and _restarted %d, want once each", n, m)
+	}
+	w.Stop()
+	eosCheckExactlyOnce(t, 2000, func(int) bool { return false }, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
+}

@@ -48,20 +48,23 @@ type Source struct {
 	// Exactly-once (txn.go): stager is set, sess wraps cl. staged and
 	// stagedBytes count the finished messages whose results wait in the
 	// outboxes for their transaction; txnAt is when the last one closed.
-	stager      Stager
-	sess        *kgo.GroupTransactSession
-	staged      int
-	stagedBytes int64
-	txnAt       time.Time
-	txnRetryAt  time.Time
-	txnBackoff  time.Duration
-	txnReset    atomic.Bool           // a rebalance: abort and start over
-	fenced      atomic.Pointer[error] // set once: consuming stopped for good
-	mu          sync.Mutex
-	parts       map[int32]*partState
-	ring        []*partState // partitions with ready messages, served in turn
-	running     int          // messages started and not finished
-	executing   int          // of them, those whose tasks have not ended
+	stager         Stager
+	sess           *kgo.GroupTransactSession
+	staged         int
+	stagedBytes    int64
+	txnAt          time.Time
+	txnRetryAt     time.Time
+	txnBackoff     time.Duration
+	txnReset       atomic.Bool // a rebalance: abort and start over
+	restart        atomic.Bool // the session failed: Run starts a new one
+	restartedAt    time.Time
+	restartBackoff time.Duration
+	fenced         atomic.Pointer[error] // set once: consuming stopped for good
+	mu             sync.Mutex
+	parts          map[int32]*partState
+	ring           []*partState // partitions with ready messages, served in turn
+	running        int          // messages started and not finished
+	executing      int          // of them, those whose tasks have not ended
 	// deliverBytes is the results' bytes of the running messages whose
 	// tasks ended (their deliveries are under way).
 	deliverBytes int64
@@ -213,6 +216,12 @@ func (s *Source) Run(ctx context.Context) error {
 	s.txnAt = time.Now()
 
 	s.pollLoop(ctx)
+	for s.restart.Load() && ctx.Err() == nil && s.restartSession(ctx) {
+		s.pollLoop(ctx)
+	}
+	s.mu.Lock()
+	cl = s.cl // a restarted session's
+	s.mu.Unlock()
 
 	// Intake stopped: what has not started is dropped (it is read again
 	// next time), what runs finishes, then it is committed.
@@ -229,11 +238,13 @@ func (s *Source) Run(ctx context.Context) error {
 	switch {
 	case s.stager == nil:
 		s.commit(cctx, nil)
-	case s.fenced.Load() == nil:
+	case s.fenced.Load() == nil && cl != nil:
 		s.transact(cctx) // what finished commits in a last transaction
 	}
 	cancel()
-	cl.CloseAllowingRebalance()
+	if cl != nil { // nil: a session restart ended with the shutdown
+		cl.CloseAllowingRebalance()
+	}
 	if s.fenced.Load() != nil {
 		// Fenced or failed: not ready, saying why, until the worker stops.
 		<-ctx.Done()
@@ -248,7 +259,7 @@ func (s *Source) pollLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		if s.stager != nil {
 			s.maybeTransact(ctx)
-			if s.fenced.Load() != nil {
+			if s.fenced.Load() != nil || s.restart.Load() {
 				return
 			}
 		}

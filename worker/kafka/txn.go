@@ -203,7 +203,7 @@ func (s *Source) transact(ctx context.Context) {
 		s.app.Events().State("kafka_transaction_aborted", map[string]any{"records": countRecords(batch), "partitions": len(offsets), "reason": reason})
 		s.resetAll(reason)
 		if errors.Is(err, errBrokenSession) || (err != nil && !isAbortable(err)) {
-			s.fence(err)
+			s.failSession(err)
 		}
 	}
 }
@@ -296,7 +296,7 @@ func (s *Source) rewind(ctx context.Context) {
 		err = serr
 	}
 	if err != nil {
-		s.fence(fmt.Errorf("after an aborted transaction the committed offsets could not be read back: %w", err))
+		s.failSession(fmt.Errorf("after an aborted transaction the committed offsets could not be read back: %w", err))
 		return
 	}
 	to := map[int32]kgo.EpochOffset{}
@@ -370,7 +370,7 @@ func (s *Source) abortReset(ctx context.Context, why string) {
 		cancel()
 	}
 	if err != nil && !isAbortable(err) {
-		s.fence(err)
+		s.failSession(err)
 		return
 	}
 	s.rewind(ctx)
@@ -431,11 +431,70 @@ func (s *Source) fence(err error) {
 	s.resetAll(detail)
 }
 
+// failSession handles an error after which the transactional session
+// cannot go on: fenced, consuming stops for good (fence); otherwise (a
+// broker restarted and forgot the producer, say) the poll loop ends and
+// Run starts a new session (restartSession).
+func (s *Source) failSession(err error) {
+	if isFenced(err) {
+		s.fence(err)
+		return
+	}
+	if s.restart.Swap(true) {
+		return
+	}
+	s.log.Warn("kafka_transaction_session_restart", "transactional_id", s.wcfg.TransactionalID(), "error", err.Error(),
+		"detail", "the transactional producer cannot go on: a new consumer and producer session starts; work since the last commit is read again")
+	s.app.Events().State("kafka_transaction_session_restart", map[string]any{"transactional_id": s.wcfg.TransactionalID(), "error": err.Error()})
+}
+
+// restartSession replaces a failed session: the work in flight is
+// forgotten, the old client closed (leaving its partitions), and after a
+// backoff (1 s doubling to 30 s while restarts follow each other) a new
+// one joins the group and rewinds to the committed offsets. It reports
+// false when ctx ended or the new client could not be built (then
+// consuming stops: fence).
+func (s *Source) restartSession(ctx context.Context) bool {
+	s.restart.Store(false)
+	s.flow.detach()
+	s.resetAll("the transactional session restarts")
+	s.mu.Lock()
+	old := s.cl
+	s.mu.Unlock()
+	old.CloseAllowingRebalance() // its revoke callbacks forget the partitions
+	s.mu.Lock()
+	s.cl = nil // none until the new one exists
+	s.mu.Unlock()
+	s.txnReset.Store(false)
+	if time.Since(s.restartedAt) > time.Minute {
+		s.restartBackoff = 0
+	}
+	s.restartBackoff = min(max(2*s.restartBackoff, time.Second), 30*time.Second)
+	select {
+	case <-time.After(s.restartBackoff):
+	case <-ctx.Done():
+		return false
+	}
+	cl, err := s.client()
+	if err != nil {
+		s.fence(fmt.Errorf("a new transactional session could not be built: %w", err))
+		return false
+	}
+	s.restartedAt = time.Now()
+	s.sizer.attach(cl)
+	s.mu.Lock()
+	s.cl = cl
+	s.mu.Unlock()
+	s.flow.attach(s)
+	s.txnAt, s.txnRetryAt, s.txnBackoff = time.Now(), time.Time{}, 0
+	s.log.Info("kafka_transaction_session_restarted", "transactional_id", s.wcfg.TransactionalID())
+	return true
+}
+
 // isFenced reports an error that means another producer holds the
 // transactional id, or another member the static group instance id.
 func isFenced(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.FencedInstanceID)
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.FencedInstanceID)
 }
 
 // isAbortable reports an End error after which the session still works.
