@@ -178,13 +178,7 @@ func TestExactlyOnceFencing(t *testing.T) {
 	older.WaitJoined()
 	fails := func(id int) bool { return id%40 == 3 }
 	prod := ktClient(t, addrs)
-	batch := func(from, n int) {
-		var recs []*kgo.Record
-		for i := from; i < from+n; i++ {
-			recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%23), fails(i)))
-		}
-		ktProduce(t, prod, recs)
-	}
+	batch := eosBatches(t, prod, 23, fails)
 	batch(0, 1000)
 	adm := ktAdmin(t, addrs)
 	ktWaitCommitted(t, adm, cfg.Sources.Kafka.Group)
@@ -255,13 +249,7 @@ func TestExactlyOnceSinkOutage(t *testing.T) {
 	adm := ktAdmin(t, addrs)
 	group := cfg.Sources.Kafka.Group
 	prod := ktClient(t, addrs)
-	batch := func(from, n int) {
-		var recs []*kgo.Record
-		for i := from; i < from+n; i++ {
-			recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%7), false))
-		}
-		ktProduce(t, prod, recs)
-	}
+	batch := eosBatches(t, prod, 7, nil)
 	batch(0, 200)
 	ktWaitCommitted(t, adm, group)
 	before := ktCommitted(t, adm, group)
@@ -317,13 +305,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 	first.WaitJoined()
 	fails := func(id int) bool { return id%60 == 11 }
 	prod := ktClient(t, addrs)
-	batch := func(from, n int) {
-		var recs []*kgo.Record
-		for i := from; i < from+n; i++ {
-			recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%29), fails(i)))
-		}
-		ktProduce(t, prod, recs)
-	}
+	batch := eosBatches(t, prod, 29, fails)
 	batch(0, 1000)
 	other := *cfg
 	other.Worker.Name = workertest.UniqueName("kt")
@@ -390,4 +372,16 @@ func TestExactlyOnceSessionRestart(t *testing.T) {
 	}
 	w.Stop()
 	eosCheckExactlyOnce(t, 2000, func(int) bool { return false }, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
+}
+
+// eosBatches returns a function producing messages from..from+n-1 with
+// prod, keyed over keys keys, failing where fails says (nil: none).
+func eosBatches(t *testing.T, prod *kgo.Client, keys int, fails func(int) bool) func(from, n int) {
+	return func(from, n int) {
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%keys), fails != nil && fails(i)))
+		}
+		ktProduce(t, prod, recs)
+	}
 }
