@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -109,60 +107,6 @@ func eosIDs(recs []*kgo.Record) map[int]int {
 		out[id]++
 	}
 	return out
-}
-
-// ktReadCommitted reads topic from the start as a read_committed consumer
-// does, up to the end of what is committed now.
-func ktReadCommitted(t testing.TB, addrs []string, topic string) []*kgo.Record {
-	t.Helper()
-	adm := kadm.NewClient(ktClient(t, addrs))
-	ends := ktEnds(t, adm, topic)
-	parts := map[int32]kgo.Offset{}
-	for p, end := range ends {
-		if end > 0 {
-			parts[p] = kgo.NewOffset().AtStart()
-		}
-	}
-	if len(parts) == 0 {
-		return nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), ktWait)
-	defer cancel()
-	// Control records (transaction markers) are never returned, so the
-	// read ends once every partition's last stable offset has reached its
-	// end and a second passed without records.
-	stable := map[int32]bool{}
-	var out []*kgo.Record
-	idle := time.Now()
-	for {
-		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		f := cl.PollFetches(pctx)
-		pcancel()
-		if ctx.Err() != nil {
-			t.Fatalf("read %s committed: stable %v of %v before the deadline", topic, stable, ends)
-		}
-		f.EachPartition(func(p kgo.FetchTopicPartition) {
-			if _, ok := parts[p.Partition]; ok && p.LastStableOffset >= ends[p.Partition] {
-				stable[p.Partition] = true
-			}
-			for _, r := range p.Records {
-				if r.Offset < ends[r.Partition] {
-					out = append(out, r)
-					idle = time.Now()
-				}
-			}
-		})
-		if len(stable) == len(parts) && time.Since(idle) > time.Second {
-			return out
-		}
-	}
 }
 
 // TestExactlyOnceFencing starts a second worker under the same name (so

@@ -387,6 +387,23 @@ func ktWaitProgress(t testing.TB, stuck time.Duration, what string, cond func() 
 // when it starts, with a plain assign-only consumer.
 func ktReadAll(t testing.TB, addrs []string, topic string) []*kgo.Record {
 	t.Helper()
+	return ktRead(t, addrs, topic, false)
+}
+
+// ktReadCommitted reads topic from the start as a read_committed consumer
+// does, up to the end of what is committed now.
+func ktReadCommitted(t testing.TB, addrs []string, topic string) []*kgo.Record {
+	t.Helper()
+	return ktRead(t, addrs, topic, true)
+}
+
+// ktRead reads topic from the start to the high watermarks taken when it
+// starts. Read committed, transaction markers (never returned) and
+// aborted records take offsets, so the read ends once every partition's
+// last stable offset has reached its end and a second passed without
+// records; otherwise once every offset below the ends was read.
+func ktRead(t testing.TB, addrs []string, topic string, committed bool) []*kgo.Record {
+	t.Helper()
 	adm := kadm.NewClient(ktClient(t, addrs))
 	ends := ktEnds(t, adm, topic)
 	parts := map[int32]kgo.Offset{}
@@ -398,38 +415,58 @@ func ktReadAll(t testing.TB, addrs []string, topic string) []*kgo.Record {
 	if len(parts) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+	opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), ktWait)
 	defer cancel()
-	next := map[int32]int64{}
-	var out []*kgo.Record
-	for {
-		done := true
+	next, stable := map[int32]int64{}, map[int32]bool{}
+	idle := time.Now()
+	done := func() bool {
+		if committed {
+			return len(stable) == len(parts) && time.Since(idle) > time.Second
+		}
 		for p, end := range ends {
 			if next[p] < end {
-				done = false
+				return false
 			}
 		}
-		if done {
-			return out
-		}
-		f := cl.PollFetches(ctx)
+		return true
+	}
+	var out []*kgo.Record
+	for !done() {
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		f := cl.PollFetches(pctx)
+		pcancel()
 		if ctx.Err() != nil {
-			t.Fatalf("read %s: reached %v of %v before the deadline", topic, next, ends)
+			t.Fatalf("read %s (committed %v): reached %v, stable %v of %v before the deadline", topic, committed, next, stable, ends)
 		}
-		f.EachError(func(_ string, p int32, err error) { t.Logf("read %s[%d]: %v", topic, p, err) })
-		f.EachRecord(func(r *kgo.Record) {
-			if r.Offset < ends[r.Partition] {
-				out = append(out, r)
+		f.EachError(func(_ string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Logf("read %s[%d]: %v", topic, p, err)
 			}
-			next[r.Partition] = r.Offset + 1
+		})
+		f.EachPartition(func(p kgo.FetchTopicPartition) {
+			if _, ok := parts[p.Partition]; ok && p.LastStableOffset >= ends[p.Partition] {
+				stable[p.Partition] = true
+			}
+			for _, r := range p.Records {
+				if r.Offset < ends[r.Partition] {
+					out = append(out, r)
+					idle = time.Now()
+				}
+				next[r.Partition] = r.Offset + 1
+			}
 		})
 	}
+	return out
 }
 
 // ktCountIDs counts the records of each message id.
