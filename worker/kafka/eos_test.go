@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -316,6 +317,73 @@ func TestExactlyOnceSessionRestart(t *testing.T) {
 	}
 	w.Stop()
 	eosCheckExactlyOnce(t, 2000, func(int) bool { return false }, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
+}
+
+// TestExactlyOnceSupplantedMidCommit: another producer takes the
+// worker's transactional id between the worker's offset commit and its
+// EndTxn, so the broker answers the EndTxn INVALID_TXN_STATE rather than
+// PRODUCER_FENCED. The worker must see it was supplanted and stop as
+// fenced: restarting its session would fence the newer producer in turn.
+// A newer worker under the same name then finishes the stream, each
+// message once.
+func TestExactlyOnceSupplantedMidCommit(t *testing.T) {
+	t.Parallel()
+	c := ktCluster(t, 2)
+	addrs := c.ListenAddrs()
+	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
+	var ends, took atomic.Int32
+	c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.EndTxnRequest)
+		if !req.Commit || req.TransactionalID != cfg.TransactionalID() || ends.Add(1) != 5 {
+			return nil, nil, false
+		}
+		c.SleepControl(func() { // the broker serves others meanwhile
+			other, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.TransactionalID(cfg.TransactionalID()))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer other.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, _, err := other.ProducerID(ctx); err != nil { // InitProducerID: the epoch moves on
+				t.Errorf("the other producer could not take the transactional id: %v", err)
+				return
+			}
+			took.Add(1)
+		})
+		return nil, nil, false // the broker answers the stale EndTxn itself
+	})
+	older := ktStart(t, cfg)
+	older.WaitJoined()
+	prod := ktClient(t, addrs)
+	batch := eosBatches(t, prod, 11, nil)
+	for from := 0; from < 1000 && took.Load() == 0; from += 100 {
+		batch(from, 100)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if took.Load() != 1 {
+		t.Fatal("no fifth transaction end to take the transactional id at: the test proves nothing")
+	}
+	wait.For(t, ktWait, "the supplanted worker fenced and not ready", func() (bool, string) {
+		ready, reasons := older.App.Ready()
+		fenced := older.Metric("svc_kafka_transactions_total", "result", "fenced")
+		return fenced == 1 && !ready && strings.Contains(fmt.Sprint(reasons), "fenced"), fmt.Sprintf("fenced %v, ready %v %v", fenced, ready, reasons)
+	})
+	if got := older.Logs.Named("kafka_producer_fenced"); len(got) != 1 || !strings.Contains(fmt.Sprint(got), "transaction coordinator holds") {
+		t.Errorf("kafka_producer_fenced logged %d times (%v), want once saying the coordinator holds the id", len(got), got)
+	}
+	if got := len(older.Logs.Named("kafka_transaction_session_restarted")); got != 0 {
+		t.Errorf("the supplanted worker restarted its session %d times: it would fence the newer producer", got)
+	}
+	same := *cfg
+	newer := ktStart(t, &same)
+	total := int(ktSum(ktEnds(t, ktAdmin(t, addrs), ktIn)))
+	ktWaitCommitted(t, ktAdmin(t, addrs), cfg.Sources.Kafka.Group)
+	newer.Stop()
+	older.Stop()
+	eosCheckExactlyOnce(t, total, func(int) bool { return false }, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
 }
 
 // eosBatches returns a function producing messages from..from+n-1 with

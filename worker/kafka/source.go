@@ -59,7 +59,8 @@ type Source struct {
 	restart        atomic.Bool // the session failed: Run starts a new one
 	restartedAt    time.Time
 	restartBackoff time.Duration
-	fenced         atomic.Pointer[error] // set once: consuming stopped for good
+	fenced         atomic.Pointer[error]         // set once: consuming stopped for good
+	producer       atomic.Pointer[producerEpoch] // the last transaction's (supplanted)
 	mu             sync.Mutex
 	parts          map[int32]*partState
 	ring           []*partState // partitions with ready messages, served in turn

@@ -203,7 +203,7 @@ func (s *Source) transact(ctx context.Context) {
 		s.app.Events().State("kafka_transaction_aborted", map[string]any{"records": countRecords(batch), "partitions": len(offsets), "reason": reason})
 		s.resetAll(reason)
 		if errors.Is(err, errBrokenSession) || (err != nil && !isAbortable(err)) {
-			s.failSession(err)
+			s.failSession(ctx, err)
 		}
 	}
 }
@@ -246,6 +246,9 @@ func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets ma
 	// The session would commit every polled offset; the request is
 	// rewritten to the commit points (see commitPoints).
 	committed, err = s.sess.End(kgo.PreTxnCommitFnContext(tctx, s.commitPoints(offsets)), end)
+	if err == nil {
+		s.noteProducer(tctx)
+	}
 	if !committed {
 		s.rewind(ctx)
 	}
@@ -260,6 +263,7 @@ func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets ma
 // whose results are in this transaction.
 func (s *Source) commitPoints(offsets map[int32]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRequest) error {
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
+		s.producer.Store(&producerEpoch{req.ProducerID, req.ProducerEpoch})
 		t := kmsg.NewTxnOffsetCommitRequestTopic()
 		t.Topic = s.topic
 		for _, rt := range req.Topics {
@@ -296,7 +300,7 @@ func (s *Source) rewind(ctx context.Context) {
 		err = serr
 	}
 	if err != nil {
-		s.failSession(fmt.Errorf("after an aborted transaction the committed offsets could not be read back: %w", err))
+		s.failSession(ctx, fmt.Errorf("after an aborted transaction the committed offsets could not be read back: %w", err))
 		return
 	}
 	to := map[int32]kgo.EpochOffset{}
@@ -370,7 +374,7 @@ func (s *Source) abortReset(ctx context.Context, why string) {
 		cancel()
 	}
 	if err != nil && !isAbortable(err) {
-		s.failSession(err)
+		s.failSession(ctx, err)
 		return
 	}
 	s.rewind(ctx)
@@ -435,7 +439,12 @@ func (s *Source) fence(err error) {
 // cannot go on: fenced, consuming stops for good (fence); otherwise (a
 // broker restarted and forgot the producer, say) the poll loop ends and
 // Run starts a new session (restartSession).
-func (s *Source) failSession(err error) {
+func (s *Source) failSession(ctx context.Context, err error) {
+	if !isFenced(err) {
+		if ferr := s.supplanted(ctx); ferr != nil {
+			err = ferr
+		}
+	}
 	if isFenced(err) {
 		s.fence(err)
 		return
@@ -448,6 +457,53 @@ func (s *Source) failSession(err error) {
 	s.app.Events().State("kafka_transaction_session_restart", map[string]any{"transactional_id": s.wcfg.TransactionalID(), "error": err.Error()})
 }
 
+// producerEpoch is the producer id and epoch the session's transactions
+// last ran under.
+type producerEpoch struct {
+	id    int64
+	epoch int16
+}
+
+// noteProducer remembers the producer id and epoch after a transaction
+// ended (an ended transaction bumps the epoch from KIP-890 on). After a
+// successful End franz-go holds them loaded, so this sends nothing.
+func (s *Source) noteProducer(ctx context.Context) {
+	if id, epoch, err := s.cl.ProducerID(ctx); err == nil && id >= 0 {
+		s.producer.Store(&producerEpoch{id, epoch})
+	}
+}
+
+// supplanted tells, before a failed session restarts, whether another
+// producer took this worker's transactional id: the coordinator holds it
+// under another producer id or a higher epoch than this worker's last
+// transaction. A newer worker's InitProducerID bumps the epoch and aborts
+// what this one had open, and the refusal can reach this one as
+// INVALID_TXN_STATE or INVALID_PRODUCER_EPOCH rather than PRODUCER_FENCED;
+// restarting then would fence the newer worker in turn. (A transaction the
+// coordinator aborted on its timeout bumps the epoch too; Kafka's own
+// producers treat that as fenced as well.) It answers nil when it cannot
+// tell: no transaction ended in this session yet, or the coordinator is
+// out of reach.
+func (s *Source) supplanted(ctx context.Context) error {
+	known := s.producer.Load()
+	if known == nil || s.cl == nil {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	txid := s.wcfg.TransactionalID()
+	ds, err := kadm.NewClient(s.cl).DescribeTransactions(dctx, txid)
+	if err != nil {
+		return nil
+	}
+	d, ok := ds[txid]
+	if !ok || d.Err != nil || (d.ProducerID == known.id && d.ProducerEpoch <= known.epoch) {
+		return nil
+	}
+	return fmt.Errorf("%w: the transaction coordinator holds %s under producer %d epoch %d, this worker's last transaction ran under producer %d epoch %d",
+		kerr.ProducerFenced, txid, d.ProducerID, d.ProducerEpoch, known.id, known.epoch)
+}
+
 // restartSession replaces a failed session: the work in flight is
 // forgotten, the old client closed (leaving its partitions), and after a
 // backoff (1 s doubling to 30 s while restarts follow each other) a new
@@ -456,6 +512,7 @@ func (s *Source) failSession(err error) {
 // consuming stops: fence).
 func (s *Source) restartSession(ctx context.Context) bool {
 	s.restart.Store(false)
+	s.producer.Store(nil) // the new session's producer is learnt anew
 	s.flow.detach()
 	s.resetAll("the transactional session restarts")
 	s.mu.Lock()
