@@ -359,9 +359,11 @@ func TestExactlyOnceSupplantedMidCommit(t *testing.T) {
 	older.WaitJoined()
 	prod := ktClient(t, addrs)
 	batch := eosBatches(t, prod, 11, nil)
-	for from := 0; from < 1000 && took.Load() == 0; from += 100 {
-		batch(from, 100)
-		time.Sleep(50 * time.Millisecond)
+	// Until the fifth committing EndTxn (transactions close every 100 ms
+	// while there is work), within the usual bound.
+	for from, deadline := 0, time.Now().Add(ktWait); took.Load() == 0 && time.Now().Before(deadline); from += 50 {
+		batch(from, 50)
+		time.Sleep(100 * time.Millisecond)
 	}
 	if took.Load() != 1 {
 		t.Fatal("no fifth transaction end to take the transactional id at: the test proves nothing")
