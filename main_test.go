@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	_ "modernc.org/sqlite"
 
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
@@ -293,6 +296,65 @@ func TestDemoServesIngress(t *testing.T) {
 		return r.StatusCode == 200 && len(lines) >= 2 && strings.Contains(lines[0], `"outcome":"would_fail"`) &&
 			strings.HasPrefix(lines[len(lines)-1], `{"summary":{"dry_run":true`), fmt.Sprintf("%d %s", r.StatusCode, b)
 	})
+	_ = p.Cmd.Process.Signal(syscall.SIGINT)
+	if code := p.Wait(t); code != 0 {
+		t.Errorf("demo exit = %d\n%s", code, p.Output.String())
+	}
+}
+
+// TestDemoFoldsDeliveries: the real worker announces its sink deliveries
+// to the flight recorder, which folds them (and the executor's
+// annotations) into the task rows of plain successes: the live file holds
+// fewer sink_delivered rows than the events API lists, and a task's trace
+// still shows its delivery.
+func TestDemoFoldsDeliveries(t *testing.T) {
+	t.Parallel()
+	ui, in, mt := freePort(t), freePort(t), freePort(t)
+	p := start(t, "demo", "-ui-port", fmt.Sprint(ui), "-ingress-port", fmt.Sprint(in), "-metrics-port", fmt.Sprint(mt))
+	base := fmt.Sprintf("http://127.0.0.1:%d", ui)
+	p.WaitHTTP(t, base+"/healthz")
+	type events struct {
+		Events []struct {
+			ID     int64  `json:"id"`
+			TaskID string `json:"task_id"`
+			Type   string `json:"type"`
+		} `json:"events"`
+	}
+	var listed events
+	var stored int
+	wait.For(t, wait.Long, "deliveries listed by the API but not stored as event rows", func() (bool, string) {
+		listed = events{}
+		getJSON(t, base+"/api/v1/events?types=sink_delivered&limit=1000", &listed)
+		r, err := http.Get(base + "/api/v1/debug/download-live")
+		if err != nil {
+			return false, err.Error()
+		}
+		path := filepath.Join(t.TempDir(), "live.db")
+		f, _ := os.Create(path)
+		io.Copy(f, r.Body)
+		r.Body.Close()
+		f.Close()
+		db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer db.Close()
+		if err := db.QueryRow(`SELECT count(*) FROM events WHERE type = 'sink_delivered'`).Scan(&stored); err != nil {
+			return false, err.Error()
+		}
+		return len(listed.Events) >= 2 && stored < len(listed.Events),
+			fmt.Sprintf("%d sink_delivered listed, %d stored as event rows", len(listed.Events), stored)
+	})
+	var trace events
+	id := listed.Events[0].TaskID
+	getJSON(t, base+"/api/v1/debug/trace?scope=local&task_id="+id, &trace)
+	var types []string
+	for _, e := range trace.Events {
+		types = append(types, e.Type)
+	}
+	if !strings.Contains(strings.Join(types, ","), "sink_delivered") || !strings.Contains(strings.Join(types, ","), "task_received") {
+		t.Errorf("trace of %s has %v, want its lifecycle and its delivery", id, types)
+	}
 	_ = p.Cmd.Process.Signal(syscall.SIGINT)
 	if code := p.Wait(t); code != 0 {
 		t.Errorf("demo exit = %d\n%s", code, p.Output.String())

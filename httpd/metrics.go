@@ -81,7 +81,7 @@ func RegisterRecorderMetrics(reg prometheus.Registerer, rec *recorder.Recorder) 
 			func(s recorder.Stats) uint64 { return s.ArchivesRefused }),
 		counter("svc_recorder_tasks_sampled_total", "Successful task rows counted but not stored over history.sample_above_per_second.",
 			func(s recorder.Stats) uint64 { return s.TasksSampled }),
-		counter("svc_recorder_events_summarized_total", "Lifecycle events of successful first attempts stored folded into their task row (history.task_detail = summary); part of svc_recorder_written_total.",
+		counter("svc_recorder_events_summarized_total", "Events of successful first attempts (lifecycle, annotations, sink deliveries) stored folded into their task row (history.task_detail = summary); part of svc_recorder_written_total.",
 			func(s recorder.Stats) uint64 { return s.EventsSummarized }),
 		deleted("age", func(s recorder.Stats) uint64 { return s.DeletedAge }),
 		deleted("budget", func(s recorder.Stats) uint64 { return s.DeletedBudget }),

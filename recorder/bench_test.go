@@ -102,7 +102,8 @@ func buildTraceFixture(b *testing.B, shared string, files, perFile, tasks int) {
 
 // BenchmarkSuccessfulTask stores what the worker emits for one successful
 // 1 KiB task (received, started, finished with a 1 KiB stdout tail, an
-// annotation, the task row), with history.task_detail summary and full. It
+// annotation, the task row announcing one delivery, the sink_delivered
+// event), with history.task_detail summary and full. It
 // guards the summary's cost (a task's writer CPU, ns/task) and reports the
 // live file's bytes per task after a checkpoint.
 func BenchmarkSuccessfulTask(b *testing.B) {
@@ -127,10 +128,11 @@ func BenchmarkSuccessfulTask(b *testing.B) {
 				r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`)})
 				r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Payload: fin})
 				r.Event(Event{Type: TypeAnnotation, Kind: "echo.size", TaskID: id, Payload: json.RawMessage(`{"attempt":1,"bytes":1024}`)})
-				r.Task(TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, DurationMs: 3, OutputSizeBytes: 1024, Partition: -1, Offset: -1})
+				r.Task(TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, DurationMs: 3, OutputSizeBytes: 1024, Partition: -1, Offset: -1, AwaitDeliveries: 1})
+				r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Payload: json.RawMessage(`{"output_size_bytes":1024,"sink":"out"}`)})
 				n++
 			}
-			waitWritten(b, r, 4*n, n)
+			waitWritten(b, r, 5*n, n)
 			b.StopTimer()
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(n), "cpu-ns/task")
 			if s := r.Stats(); s.EventsDropped+s.TasksDropped != 0 {

@@ -53,6 +53,9 @@ func copyFrom(ctx context.Context, db *sql.DB, srcURI, sourceName string) (copie
 	if srcVersion >= 2 {
 		cols += `, ` + summaryColumns
 	}
+	if srcVersion >= extrasVersion {
+		cols += `, ` + extraColumns
+	}
 	// Before step 3 a label has no ts_ms: it takes its task row's.
 	labelsCopy := `INSERT INTO task_labels(name, value, task_id, ts_ms) SELECT name, value, task_id, ts_ms FROM src.task_labels`
 	if srcVersion < labelTsVersion {

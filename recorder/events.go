@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -178,11 +180,10 @@ func (r *Recorder) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 	if r.memory {
 		return r.ring.events(q), nil
 	}
-	query, args := eventsSQL(q)
 	var out []Event
 	err := r.withLive(func(db *sql.DB) error {
 		var err error
-		out, err = queryEvents(ctx, db, query, args...)
+		out, err = r.listEvents(ctx, db, q)
 		return err
 	})
 	if err != nil {
@@ -195,11 +196,10 @@ func (r *Recorder) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 		if len(out) > 0 {
 			q.BeforeID = out[len(out)-1].ID
 		}
-		q.Limit -= len(out)
-		query, args := eventsSQL(q)
-		q.Limit += len(out)
+		sub := q
+		sub.Limit -= len(out)
 		more, err := queryShared(ctx, r, segs, func(db *sql.DB) ([]Event, error) {
-			return queryEvents(ctx, db, query, args...)
+			return r.listEvents(ctx, db, sub)
 		})
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) { // archived meanwhile: expected
@@ -210,6 +210,138 @@ func (r *Recorder) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 		out = append(out, more...)
 	}
 	return out, nil
+}
+
+// listEvents is Events over one file: its event rows and, from format 3,
+// the annotations and deliveries folded into its task rows, newest first,
+// at most q.Limit.
+func (r *Recorder) listEvents(ctx context.Context, db *sql.DB, q EventQuery) ([]Event, error) {
+	query, args := eventsSQL(q)
+	out, err := queryEvents(ctx, db, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var types []string
+	for _, typ := range []string{TypeAnnotation, TypeSinkDelivered} {
+		if len(q.Types) == 0 || slices.Contains(q.Types, typ) {
+			types = append(types, typ)
+		}
+	}
+	if len(types) == 0 {
+		return out, nil
+	}
+	v, err := fileVersion(ctx, db)
+	if err != nil || v < extrasVersion {
+		return out, err
+	}
+	best := newIDFloor(q.Limit)
+	for _, e := range out {
+		best.offer(e.ID)
+	}
+	n := len(out)
+	for _, typ := range types {
+		more, err := r.foldedEvents(ctx, db, v, typ, q, best)
+		if err != nil {
+			return nil, fmt.Errorf("folded %s events: %w", typ, err)
+		}
+		out = append(out, more...)
+	}
+	if len(out) == n {
+		return out, nil
+	}
+	slices.SortFunc(out, func(a, b Event) int { return cmp.Compare(b.ID, a.ID) })
+	return out[:min(len(out), q.Limit)], nil
+}
+
+// foldedEvents returns the events of type typ folded into db's task rows
+// that may be among q's answer: rows are read by their highest folded ID
+// of typ, newest first, until no further row can beat the q.Limit best IDs
+// found so far (best, which it updates). A folded event lies at most
+// foldSpan above its row's task_received, so paging below q.BeforeID only
+// reads rows whose highest ID is below q.BeforeID + foldSpan.
+func (r *Recorder) foldedEvents(ctx context.Context, db *sql.DB, version int, typ string, q EventQuery, best *idFloor) ([]Event, error) {
+	col := extraTopColumns[typ]
+	query := `SELECT ` + taskColumns + `, ` + summaryColumns + `, ` + extraColumns + ` FROM tasks WHERE ` + col + ` != 0`
+	var args []any
+	if q.BeforeID > 0 {
+		query += ` AND ` + col + ` < ?`
+		args = append(args, q.BeforeID+foldSpan)
+	}
+	if q.TaskID != "" {
+		query += ` AND task_id = ?`
+		args = append(args, q.TaskID)
+	}
+	rows, err := db.QueryContext(ctx, query+` ORDER BY `+col+` DESC`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		t, err := r.scanTaskRow(rows, version)
+		if err != nil {
+			return nil, err
+		}
+		if top := t.summary.topID(typ); !best.beats(top) {
+			break
+		}
+		for _, e := range t.summary.expandExtras(&t) {
+			if e.Type == typ && (q.BeforeID <= 0 || e.ID < q.BeforeID) && best.offer(e.ID) {
+				out = append(out, e)
+			}
+		}
+	}
+	return out, rows.Err()
+}
+
+// idFloor keeps the n highest event IDs offered (a min-heap).
+type idFloor struct {
+	n   int
+	ids []int64
+}
+
+func newIDFloor(n int) *idFloor { return &idFloor{n: n} }
+
+// beats reports whether id would be among the n highest.
+func (f *idFloor) beats(id int64) bool { return len(f.ids) < f.n || id > f.ids[0] }
+
+// offer adds id when it beats the lowest kept; it reports whether it did.
+func (f *idFloor) offer(id int64) bool {
+	if !f.beats(id) {
+		return false
+	}
+	if len(f.ids) == f.n {
+		f.ids[0] = id
+		f.down(0)
+		return true
+	}
+	f.ids = append(f.ids, id)
+	for i := len(f.ids) - 1; i > 0; {
+		p := (i - 1) / 2
+		if f.ids[p] <= f.ids[i] {
+			break
+		}
+		f.ids[p], f.ids[i] = f.ids[i], f.ids[p]
+		i = p
+	}
+	return true
+}
+
+func (f *idFloor) down(i int) {
+	for {
+		l, m := 2*i+1, i
+		if l < len(f.ids) && f.ids[l] < f.ids[m] {
+			m = l
+		}
+		if r := l + 1; r < len(f.ids) && f.ids[r] < f.ids[m] {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		f.ids[i], f.ids[m] = f.ids[m], f.ids[i]
+		i = m
+	}
 }
 
 // eventsSQL builds the Events query for one file.

@@ -32,7 +32,7 @@ func Open(ctx context.Context, cfg Config) (*Recorder, error) {
 		memory:  cfg.Dir == "",
 		in:      make(chan item, cfg.BufferSize),
 		sealReq: make(chan chan error),
-		sum:     &summarizer{on: !cfg.FullDetail, sampleAbove: cfg.SampleAbove, pending: map[string]*pendingTask{}},
+		sum:     &summarizer{on: !cfg.FullDetail, sampleAbove: cfg.SampleAbove, pending: map[string]*pendingTask{}, held: map[string]*heldRow{}},
 		nextID:  cfg.StartedAt.UnixMilli() * 1000,
 
 		partBytes: archivePartBytes,

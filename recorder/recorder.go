@@ -144,8 +144,9 @@ type Stats struct {
 	// ArchivesRefused counts archives refused by traces (too large, not a
 	// database, corrupt): each once while it stays unchanged.
 	ArchivesRefused uint64
-	// EventsSummarized counts lifecycle events stored folded into their
-	// task row (summary.go); they are part of EventsWritten.
+	// EventsSummarized counts events stored folded into their task row
+	// (summary.go: lifecycle events, annotations, deliveries); they are
+	// part of EventsWritten.
 	EventsSummarized uint64
 	// TasksSampled counts plain successful task rows not stored over
 	// history.sample_above_per_second (counted in Counts all the same).

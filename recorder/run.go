@@ -306,8 +306,8 @@ func newBatchWriter(ctx context.Context, conn *sql.Conn, lf *liveFile) *batchWri
 	w := &batchWriter{txWriter: &txWriter{ctx: ctx, conn: conn, lf: lf}}
 	w.events = multiInsert{w: w.txWriter, what: "event", ncols: 8,
 		prefix: `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES `}
-	w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 23,
-		prefix: `INSERT INTO tasks(` + taskColumns + `, ` + summaryColumns + `) VALUES `}
+	w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 26,
+		prefix: `INSERT INTO tasks(` + taskColumns + `, ` + summaryColumns + `, ` + extraColumns + `) VALUES `}
 	w.labels = multiInsert{w: w.txWriter, what: "task label", ncols: 4,
 		prefix: `INSERT INTO task_labels(name, value, task_id, ts_ms) VALUES `}
 	return w
@@ -318,7 +318,7 @@ func (w *batchWriter) flush() error {
 	return errors.Join(w.events.flush(), w.tasks.flush(), w.labels.flush())
 }
 
-// insertChunk is how many rows one multi-row INSERT carries (23 columns ×
+// insertChunk is how many rows one multi-row INSERT carries (26 columns ×
 // 64 rows stays far below SQLite's 32766 bound parameters).
 const insertChunk = 64
 

@@ -15,11 +15,11 @@ import (
 // FormatVersion is the on-disk layout version written to every file's meta
 // table and .meta.json (see docs/storage-format.md). It changes only when a reader of the
 // old layout would misread the new one.
-const FormatVersion = 2
+const FormatVersion = 3
 
 // schemaSteps returns the schema steps in order; PRAGMA user_version holds
 // how many have run. Append new steps, never edit old ones.
-func schemaSteps() []string { return []string{schemaStep1, schemaStep2, schemaStep3} }
+func schemaSteps() []string { return []string{schemaStep1, schemaStep2, schemaStep3, schemaStep4} }
 
 // schemaStep3 gives each task label its task row's ts_ms and indexes the
 // labels by (name, value, ts_ms), so a label search reads the newest rows

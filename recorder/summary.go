@@ -51,6 +51,132 @@ type Summary struct {
 	FinishedDMs     int64 // executor_finished ts_ms − ReceivedMs
 	InputSizeBytes  int64 // task_received's input_size_bytes
 	AttemptDuration int64 // executor_finished's duration_ms
+	// Extras are the task's annotations and sink_delivered events folded
+	// into the row (format 3, columns sum_events and sum_top_id).
+	Extras []Extra
+}
+
+// Extra is an annotation or a sink_delivered event folded into a
+// summarized task row (format 3). The event has the row's task_id, worker
+// and labels.
+type Extra struct {
+	DID     int64  // event ID − ReceivedID (> 0)
+	DMs     int64  // ts_ms − ReceivedMs
+	Type    string // TypeAnnotation or TypeSinkDelivered
+	Kind    string
+	Payload json.RawMessage
+}
+
+// extraColumns are the tasks columns of a Summary's Extras (format 3):
+// the encoded extras, then the highest folded annotation and delivery IDs.
+const extraColumns = `sum_events, sum_ann_top, sum_del_top`
+
+// schemaStep4 adds the folded annotations and deliveries (format 3). The
+// partial indexes let Events list folded events of a type newest first.
+const schemaStep4 = `ALTER TABLE tasks ADD COLUMN sum_events TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN sum_ann_top INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN sum_del_top INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX tasks_sum_ann_top ON tasks(sum_ann_top) WHERE sum_ann_top != 0;
+	CREATE INDEX tasks_sum_del_top ON tasks(sum_del_top) WHERE sum_del_top != 0;`
+
+// extraTopColumns names, per folded type, the column holding a row's
+// highest folded ID of that type.
+var extraTopColumns = map[string]string{TypeAnnotation: "sum_ann_top", TypeSinkDelivered: "sum_del_top"}
+
+// extrasVersion is the first schema version with extraColumns.
+const extrasVersion = 4
+
+// foldSpan bounds how far past its task's task_received an event may be
+// folded (in event IDs), so that Events, paging below an ID, knows which
+// rows can hold folded events below it (see foldedEvents).
+const foldSpan = 1 << 16
+
+// deliveryHold (wall time) is how long the writer keeps a summarized row
+// waiting for the sink_delivered events its worker announced
+// (TaskRow.AwaitDeliveries); deliveries later than that are written as
+// event rows.
+const deliveryHold = 500 * time.Millisecond
+
+// extraCodes are the stored type codes of folded events.
+var extraCodes = map[string]string{TypeAnnotation: "a", TypeSinkDelivered: "d"}
+
+// topID is the highest event ID of type typ folded into the row's Extras
+// (0: none).
+func (s Summary) topID(typ string) int64 {
+	var top int64
+	for _, x := range s.Extras {
+		if x.Type == typ {
+			top = max(top, s.ReceivedID+x.DID)
+		}
+	}
+	return top
+}
+
+// encodeExtras encodes extras as sum_events: a JSON array of
+// [did, dms, code, kind, payload] arrays ("" when none).
+func encodeExtras(extras []Extra) string {
+	if len(extras) == 0 {
+		return ""
+	}
+	b := make([]byte, 0, 64*len(extras))
+	b = append(b, '[')
+	for i, x := range extras {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(append(b, '['), x.DID, 10)
+		b = strconv.AppendInt(append(b, ','), x.DMs, 10)
+		b = AppendJSONString(append(b, ','), extraCodes[x.Type])
+		b = AppendJSONString(append(b, ','), x.Kind)
+		b = append(append(append(b, ','), x.Payload...), ']')
+	}
+	return string(append(b, ']'))
+}
+
+// decodeExtras reads sum_events; what it cannot read is skipped.
+func decodeExtras(s string) []Extra {
+	if s == "" {
+		return nil
+	}
+	var raw [][]json.RawMessage
+	if json.Unmarshal([]byte(s), &raw) != nil {
+		return nil
+	}
+	out := make([]Extra, 0, len(raw))
+	for _, r := range raw {
+		var x Extra
+		var code string
+		if len(r) != 5 || json.Unmarshal(r[0], &x.DID) != nil || json.Unmarshal(r[1], &x.DMs) != nil ||
+			json.Unmarshal(r[2], &code) != nil || json.Unmarshal(r[3], &x.Kind) != nil {
+			continue
+		}
+		for typ, c := range extraCodes {
+			if c == code {
+				x.Type = typ
+			}
+		}
+		if x.Type == "" {
+			continue
+		}
+		x.Payload = r[4]
+		out = append(out, x)
+	}
+	return out
+}
+
+// foldable reports whether e can be folded into the summarized row t:
+// an annotation or sink_delivered event of the same worker and labels,
+// after its task_received and within foldSpan of it.
+func foldable(t *TaskRow, e *Event) bool {
+	d := e.ID - t.summary.ReceivedID
+	return extraCodes[e.Type] != "" && t.summary.ReceivedID > 0 && d > 0 && d <= foldSpan &&
+		e.Worker == t.Worker && e.TaskID == t.TaskID && sameLabels(e.Labels, t.Labels)
+}
+
+// addExtra folds e into t's summary.
+func addExtra(t *TaskRow, e *Event) {
+	s := &t.summary
+	s.Extras = append(s.Extras, Extra{DID: e.ID - s.ReceivedID, DMs: e.TSms - s.ReceivedMs, Type: e.Type, Kind: e.Kind, Payload: e.Payload})
 }
 
 // summaryColumns are the tasks columns of a Summary, in field order.
@@ -75,11 +201,22 @@ func (s Summary) expand(t *TaskRow) []Event {
 	ev := func(id, ts int64, typ string, p []byte) Event {
 		return Event{ID: id, TSms: ts, Type: typ, TaskID: t.TaskID, Worker: t.Worker, Labels: cloneLabels(t.Labels), Payload: p}
 	}
-	return []Event{
+	out := []Event{
 		ev(s.ReceivedID, s.ReceivedMs, TypeTaskReceived, s.appendReceived(nil, t)),
 		ev(s.ReceivedID+s.StartedDID, s.ReceivedMs+s.StartedDMs, TypeExecutorStarted, []byte(startedFirst)),
 		ev(s.ReceivedID+s.FinishedDID, s.ReceivedMs+s.FinishedDMs, TypeExecutorFinished, s.appendFinished(nil, t)),
 	}
+	return append(out, s.expandExtras(t)...)
+}
+
+// expandExtras rebuilds the folded annotations and deliveries of row t.
+func (s Summary) expandExtras(t *TaskRow) []Event {
+	out := make([]Event, 0, len(s.Extras))
+	for _, x := range s.Extras {
+		out = append(out, Event{ID: s.ReceivedID + x.DID, TSms: s.ReceivedMs + x.DMs, Type: x.Type, Kind: x.Kind,
+			TaskID: t.TaskID, Worker: t.Worker, Labels: cloneLabels(t.Labels), Payload: x.Payload})
+	}
+	return out
 }
 
 // startedFirst is executor_started's payload for a first attempt.
@@ -167,8 +304,16 @@ func intMember(p []byte, key string) (int64, bool) {
 
 // pendingTask is a task whose lifecycle events wait for its row.
 type pendingTask struct {
-	events []*Event
+	events []*Event // lifecycle events
+	extras []*Event // annotations, folded with them when the row folds
 	since  time.Time
+}
+
+// heldRow is a summarized task row waiting for its deliveries.
+type heldRow struct {
+	it    item
+	want  int // sink_delivered events still expected
+	since time.Time
 }
 
 // summarizer is the writer's fold of lifecycle events into task rows. Only
@@ -182,6 +327,8 @@ type summarizer struct {
 	used        int
 	pending     map[string]*pendingTask
 	order       []string // task IDs in arrival order, for aging; may hold resolved IDs
+	held        map[string]*heldRow
+	heldOrder   []string // likewise for held
 	spare       []item   // the last written batch's slice, for the next filter
 }
 
@@ -218,27 +365,71 @@ func (s *summarizer) filter(items []item, now time.Time) []item {
 				s.order = append(s.order, it.ev.TaskID)
 			}
 			p.events = append(p.events, it.ev)
+		case it.ev != nil && it.ev.Type == TypeAnnotation && s.pending[it.ev.TaskID] != nil:
+			// An annotation comes just before its task row: it waits with the
+			// lifecycle events and is folded with them.
+			p := s.pending[it.ev.TaskID]
+			p.extras = append(p.extras, it.ev)
+		case it.ev != nil && it.ev.Type == TypeSinkDelivered && s.held[it.ev.TaskID] != nil:
+			h := s.held[it.ev.TaskID]
+			if !foldable(h.it.task, it.ev) {
+				out = append(out, it)
+				continue
+			}
+			addExtra(h.it.task, it.ev)
+			h.it.folded++
+			if h.want--; h.want <= 0 {
+				delete(s.held, it.ev.TaskID)
+				out = append(out, h.it)
+			}
 		case it.ev != nil:
-			// Annotations, deliveries and the like are written at once, also
-			// for a waiting task: events are ordered by id, not by insertion.
+			// Other events are written at once, also for a waiting task:
+			// events are ordered by id, not by insertion.
 			out = append(out, item{ev: s.dropOKTail(it.ev)})
 		default:
-			if p := s.pending[it.task.TaskID]; p != nil {
-				delete(s.pending, it.task.TaskID)
-				if sum, ok := fold(p.events, it.task); ok {
-					t := *it.task
-					t.summary = sum
-					out = append(out, item{task: &t, folded: len(p.events), sampled: s.sampleOut(now)})
-					continue
-				}
-				for _, e := range p.events {
-					out = append(out, item{ev: s.dropOKTail(e)})
-				}
-			}
-			out = append(out, it)
+			out = s.row(out, it, now)
 		}
 	}
 	return s.age(out, now, false)
+}
+
+// row handles a task row in filter: folded with its waiting lifecycle
+// events and annotations when it can be, then held for the deliveries its
+// worker announced, or written at once.
+func (s *summarizer) row(out []item, it item, now time.Time) []item {
+	p := s.pending[it.task.TaskID]
+	if p == nil {
+		return append(out, it)
+	}
+	delete(s.pending, it.task.TaskID)
+	sum, ok := fold(p.events, it.task)
+	if !ok {
+		for _, e := range p.events {
+			out = append(out, item{ev: s.dropOKTail(e)})
+		}
+		for _, e := range p.extras {
+			out = append(out, item{ev: e})
+		}
+		return append(out, it)
+	}
+	t := *it.task
+	t.summary = sum
+	row := item{task: &t, folded: len(p.events), sampled: s.sampleOut(now)}
+	for _, e := range p.extras {
+		// A sampled row is not stored: its annotations are.
+		if row.sampled || !foldable(&t, e) {
+			out = append(out, item{ev: e})
+			continue
+		}
+		addExtra(&t, e)
+		row.folded++
+	}
+	if row.sampled || t.AwaitDeliveries <= 0 || len(s.held) >= maxSummaryPending {
+		return append(out, row)
+	}
+	s.held[t.TaskID] = &heldRow{it: row, want: t.AwaitDeliveries, since: now}
+	s.heldOrder = append(s.heldOrder, t.TaskID)
+	return out
 }
 
 // recycle takes back what filter returned, once written, for the next
@@ -269,6 +460,9 @@ func (s *summarizer) release(out []item, taskID string, p *pendingTask) []item {
 	for _, e := range p.events {
 		out = append(out, item{ev: s.dropOKTail(e)})
 	}
+	for _, e := range p.extras {
+		out = append(out, item{ev: e})
+	}
 	return out
 }
 
@@ -290,6 +484,23 @@ func (s *summarizer) age(out []item, now time.Time, flush bool) []item {
 	if len(s.order) == 0 && cap(s.order) > 4*maxSummaryPending {
 		s.order = nil
 	}
+	i = 0
+	for ; i < len(s.heldOrder); i++ {
+		id := s.heldOrder[i]
+		h := s.held[id]
+		if h == nil {
+			continue
+		}
+		if !flush && now.Sub(h.since) < deliveryHold {
+			break
+		}
+		delete(s.held, id)
+		out = append(out, h.it)
+	}
+	s.heldOrder = s.heldOrder[i:]
+	if len(s.heldOrder) == 0 && cap(s.heldOrder) > 4*maxSummaryPending {
+		s.heldOrder = nil
+	}
 	return out
 }
 
@@ -297,7 +508,7 @@ func (s *summarizer) age(out []item, now time.Time, flush bool) []item {
 func (s *summarizer) flush(now time.Time) []item { return s.age(nil, now, true) }
 
 // waiting is the number of tasks whose events wait.
-func (s *summarizer) waiting() int { return len(s.pending) }
+func (s *summarizer) waiting() int { return len(s.pending) + len(s.held) }
 
 // dropOKTail returns e without the stdout tail when summaries are on and it
 // is the executor_finished of a successful first attempt without stderr;
@@ -417,7 +628,11 @@ func summarizedEvents(ctx context.Context, r *Recorder, db *sql.DB, taskID strin
 	if err != nil || v < 2 {
 		return nil, err
 	}
-	rows, err := r.queryTasksWith(ctx, db, true, `SELECT `+taskColumns+`, `+summaryColumns+
+	cols := summaryColumns
+	if v >= extrasVersion {
+		cols += `, ` + extraColumns
+	}
+	rows, err := r.queryTasksWith(ctx, db, v, `SELECT `+taskColumns+`, `+cols+
 		` FROM tasks WHERE task_id = ? AND sum_received_id != 0 ORDER BY id LIMIT ?`, taskID, maxTraceEvents)
 	if err != nil {
 		return nil, fmt.Errorf("summarized rows: %w", err)

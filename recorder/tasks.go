@@ -36,6 +36,12 @@ type TaskRow struct {
 	// summary, when set, stands for the task's lifecycle events (format 2,
 	// summary.go); only the writer sets it and only Trace reads it.
 	summary Summary
+
+	// AwaitDeliveries, set by the worker and never stored, is how many
+	// sink_delivered events will follow for this task (the sinks its ok
+	// result goes to): the writer may hold a summarized row up to
+	// deliveryHold to fold them into it.
+	AwaitDeliveries int `json:"-"`
 }
 
 // KeyEncoding is how Key is written: "utf-8", "base64", or "" when the
@@ -133,12 +139,13 @@ const taskColumns = `task_id, ts_ms, worker, source, alias, partition, "offset",
 
 // queryTasks runs a query selecting taskColumns.
 func (r *Recorder) queryTasks(ctx context.Context, db *sql.DB, query string, args ...any) ([]TaskRow, error) {
-	return r.queryTasksWith(ctx, db, false, query, args...)
+	return r.queryTasksWith(ctx, db, 0, query, args...)
 }
 
 // queryTasksWith runs a query selecting taskColumns, followed by
-// summaryColumns when withSummary.
-func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, withSummary bool, query string, args ...any) ([]TaskRow, error) {
+// summaryColumns when version (the file's schema version; 0: none) is 2 or
+// more, then extraColumns from extrasVersion on.
+func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, version int, query string, args ...any) ([]TaskRow, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -146,25 +153,40 @@ func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, withSummary b
 	defer rows.Close()
 	var out []TaskRow
 	for rows.Next() {
-		var t TaskRow
-		var labels, env string
-		dest := []any{&t.TaskID, &t.TSms, &t.Worker, &t.Source, &t.Alias, &t.Partition, &t.Offset,
-			&t.Key, &labels, &t.Status, &t.Attempts, &t.DurationMs, &t.Error, &t.OutputSizeBytes, &env}
-		if withSummary {
-			s := &t.summary
-			dest = append(dest, &s.ReceivedID, &s.StartedDID, &s.FinishedDID, &s.ReceivedMs, &s.StartedDMs,
-				&s.FinishedDMs, &s.InputSizeBytes, &s.AttemptDuration)
-		}
-		if err := rows.Scan(dest...); err != nil {
+		t, err := r.scanTaskRow(rows, version)
+		if err != nil {
 			return nil, err
-		}
-		t.Labels = decodeLabels(labels)
-		if m := decodeLabels(env); len(m) > 0 {
-			t.Env = r.maskEnv(m)
 		}
 		out = append(out, t)
 	}
 	return out, rows.Err()
+}
+
+// scanTaskRow reads one row of a queryTasksWith query.
+func (r *Recorder) scanTaskRow(rows *sql.Rows, version int) (TaskRow, error) {
+	var t TaskRow
+	var labels, env string
+	dest := []any{&t.TaskID, &t.TSms, &t.Worker, &t.Source, &t.Alias, &t.Partition, &t.Offset,
+		&t.Key, &labels, &t.Status, &t.Attempts, &t.DurationMs, &t.Error, &t.OutputSizeBytes, &env}
+	var extras string
+	var annTop, delTop int64
+	if version >= 2 {
+		s := &t.summary
+		dest = append(dest, &s.ReceivedID, &s.StartedDID, &s.FinishedDID, &s.ReceivedMs, &s.StartedDMs,
+			&s.FinishedDMs, &s.InputSizeBytes, &s.AttemptDuration)
+	}
+	if version >= extrasVersion {
+		dest = append(dest, &extras, &annTop, &delTop)
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return t, err
+	}
+	t.summary.Extras = decodeExtras(extras)
+	t.Labels = decodeLabels(labels)
+	if m := decodeLabels(env); len(m) > 0 {
+		t.Env = r.maskEnv(m)
+	}
+	return t, nil
 }
 
 // insertTask writes t and one task_labels row per label.
@@ -176,7 +198,8 @@ func insertTask(w *batchWriter, t *TaskRow) error {
 	s := t.summary
 	if err := w.tasks.add(t.TaskID, t.TSms, t.Worker, t.Source, t.Alias, t.Partition, t.Offset, t.Key, encodeLabels(t.Labels),
 		t.Status, t.Attempts, t.DurationMs, t.Error, t.OutputSizeBytes, string(env),
-		s.ReceivedID, s.StartedDID, s.FinishedDID, s.ReceivedMs, s.StartedDMs, s.FinishedDMs, s.InputSizeBytes, s.AttemptDuration); err != nil {
+		s.ReceivedID, s.StartedDID, s.FinishedDID, s.ReceivedMs, s.StartedDMs, s.FinishedDMs, s.InputSizeBytes, s.AttemptDuration,
+		encodeExtras(s.Extras), s.topID(TypeAnnotation), s.topID(TypeSinkDelivered)); err != nil {
 		return err
 	}
 	for name, value := range t.Labels {

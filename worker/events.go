@@ -24,6 +24,10 @@ type Events struct {
 	// a successful first attempt without stderr; otherwise it is not
 	// encoded at all, since the recorder would not store it.
 	KeepOKTail bool
+	// Deliveries, when set, tells how many sinks an ok result of source
+	// goes to: the task row announces that many sink_delivered events, so
+	// the recorder can fold them into the row (recorder.TaskRow.AwaitDeliveries).
+	Deliveries func(source string, res *TaskResult) int
 }
 
 // NewEvents returns the event emitter of worker; execEnv is executor.env,
@@ -223,6 +227,9 @@ func (r *Events) Finished(source string, res *TaskResult) {
 	}
 	if res.Err != nil {
 		row.Error = res.Err.Error()
+	}
+	if r.Deliveries != nil && res.Status == StatusOK {
+		row.AwaitDeliveries = r.Deliveries(source, res)
 	}
 	if m := t.Msg; m != nil {
 		row.Alias = m.Alias

@@ -153,6 +153,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 		// Closed once, after the drain: results of drained work go out.
 		own.drained = append(own.drained, w.Sinks.Close)
 		deps.Sinks = w.Sinks
+		w.Events.Deliveries = deliveries(cfg, w.Sinks)
 	}
 	if w.App, err = worker.New(cfg, deps); err != nil {
 		return nil, err
@@ -363,4 +364,18 @@ func (w *Worker) IngressAddr() string {
 		return ""
 	}
 	return w.Ingress.Addr()
+}
+
+// deliveries tells the flight recorder how many sink_delivered events
+// follow an ok task of a source: the sinks its result goes to, for the
+// Kafka source and an ingress with sinks_enabled; none otherwise.
+func deliveries(cfg *config.Config, sinks *sink.Set) func(string, *worker.TaskResult) int {
+	kafkaOut := cfg.Sources.Kafka.Enabled
+	httpOut := cfg.Sources.HTTP.Enabled && cfg.Sources.HTTP.SinksEnabled
+	return func(source string, res *worker.TaskResult) int {
+		if source == worker.SourceKafka && kafkaOut || source == worker.SourceHTTP && httpOut {
+			return sinks.TargetCount(res)
+		}
+		return 0
+	}
 }

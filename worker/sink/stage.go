@@ -97,6 +97,22 @@ func (ss *Set) stageDLQ(ctx context.Context, st *Staged, res *worker.TaskResult)
 	return nil
 }
 
+// TargetCount is how many sinks an ok result goes to (unknown names not
+// counted, and not logged: Deliver logs them).
+func (ss *Set) TargetCount(res *worker.TaskResult) int {
+	names := res.Task.Sinks
+	if names == nil {
+		return len(ss.sinks)
+	}
+	n := 0
+	for _, name := range names {
+		if ss.byName[name] != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // targets are the sinks an ok result goes to: every sink, or the task's
 // named ones (unknown names are logged and skipped).
 func (ss *Set) targets(res *worker.TaskResult) []*kafkaSink {

@@ -1,0 +1,178 @@
+package recorder
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// emitTraffic emits, into r, what a worker with two sinks emits for n
+// tasks: lifecycle events, 0-2 annotations, the task row announcing its
+// deliveries, and the deliveries one task later (as acknowledgements
+// arrive). Every tenth task fails (no deliveries, its events stay rows),
+// every seventh loses one announced delivery (the row waits out
+// deliveryHold), and a state event comes now and then. Two recorders fed
+// the same calls from clocks started alike assign the same IDs.
+func emitTraffic(r *Recorder, clk *clock, n int) {
+	var late []func()
+	for i := range n {
+		id := fmt.Sprint("t-", i)
+		labels := map[string]string{"n": fmt.Sprint(i % 3)}
+		status := "ok"
+		if i%10 == 5 {
+			status = "failed"
+		}
+		clk.tick()
+		r.Event(Event{Type: TypeTaskReceived, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"source":"http","input_size_bytes":4}`)})
+		r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1}`)})
+		clk.add(3 * time.Millisecond)
+		r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Labels: labels,
+			Payload: json.RawMessage(`{"attempt":1,"status":"` + status + `","exit_code":0,"duration_ms":3,"output_size_bytes":5}`)})
+		for a := range i % 3 {
+			r.Event(Event{Type: TypeAnnotation, Kind: fmt.Sprint("echo.k", a), TaskID: id, Labels: labels,
+				Payload: json.RawMessage(fmt.Sprintf(`{"i":%d,"a":%d}`, i, a))})
+		}
+		row := TaskRow{TaskID: id, Source: "http", Status: status, Attempts: 1, OutputSizeBytes: 5, Labels: labels, Partition: -1, Offset: -1}
+		if status != "ok" {
+			row.Error = "exit status 1"
+		} else {
+			row.AwaitDeliveries = 1 + i%2
+		}
+		r.Task(row)
+		for _, f := range late {
+			f()
+		}
+		late = late[:0]
+		if status == "ok" {
+			for s := range row.AwaitDeliveries {
+				if i%7 == 0 && s == 0 {
+					continue // never acknowledged
+				}
+				late = append(late, func() {
+					clk.tick()
+					r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Labels: labels,
+						Payload: json.RawMessage(fmt.Sprintf(`{"output_size_bytes":5,"sink":"s%d"}`, s))})
+				})
+			}
+		}
+		if i%25 == 0 {
+			r.State("running", map[string]any{"i": i})
+		}
+	}
+	for _, f := range late {
+		f()
+	}
+}
+
+// eventLines renders events as comparable lines, IDs included.
+func eventLines(evs []Event) []string {
+	out := make([]string, 0, len(evs))
+	for _, e := range evs {
+		labels, _ := json.Marshal(e.Labels)
+		out = append(out, fmt.Sprintf("%d %d %s %s %s %s %s %s", e.ID, e.TSms, e.Type, e.Kind, e.TaskID, e.Worker, labels, e.Payload))
+	}
+	return out
+}
+
+// The annotations and deliveries folded into summarized task rows are
+// listed by Events exactly as a recorder storing every event as a row
+// lists them: same IDs, times, labels and payloads, in the same order,
+// whatever the type filter, task, limit or page, from the live file and
+// from a sealed one; and the trace of a folded task has them too.
+func TestFoldedEventsListLikeRows(t *testing.T) {
+	t.Parallel()
+	const n = 150
+	open := func(full bool) (*Recorder, *clock) {
+		clk := newClock()
+		cfg := baseConfig(t, t.TempDir(), "", "w1", clk)
+		cfg.FullDetail = full
+		r := mustOpen(t, cfg)
+		startRun(t, r)
+		emitTraffic(r, clk, n)
+		return r, clk
+	}
+	folded, _ := open(false)
+	rows, _ := open(true)
+	waitStats(t, folded, "every task row stored", func(s Stats) bool { return s.TasksWritten == n })
+	waitStats(t, rows, "every task row stored", func(s Stats) bool { return s.TasksWritten == n })
+	seal(t, folded) // flushes what still waits; then the sealed file is read
+	seal(t, rows)
+	if s := folded.Stats(); s.EventsSummarized <= 3*(n-n/10) {
+		t.Fatalf("%d events folded, not more than the plain successes' lifecycle events: no annotation or delivery was folded", s.EventsSummarized)
+	}
+
+	lifecycleOfOK := func(e Event) bool {
+		if !lifecycle(&e) {
+			return false
+		}
+		var i int
+		fmt.Sscanf(e.TaskID, "t-%d", &i)
+		return i%10 != 5
+	}
+	list := func(r *Recorder, q EventQuery) []Event {
+		t.Helper()
+		evs, err := r.Events(t.Context(), q)
+		if err != nil {
+			t.Fatalf("Events(%+v) error = %v", q, err)
+		}
+		return evs
+	}
+	// page lists every event q selects, limit at a time, following before_id.
+	page := func(r *Recorder, q EventQuery, dropLifecycle bool) []string {
+		var all []Event
+		for {
+			evs := list(r, q)
+			all = append(all, evs...)
+			if len(evs) < q.Limit {
+				break
+			}
+			q.BeforeID = evs[len(evs)-1].ID
+		}
+		if dropLifecycle {
+			all = slices.DeleteFunc(all, lifecycleOfOK)
+		}
+		return eventLines(all)
+	}
+	for _, q := range []EventQuery{
+		{Types: []string{TypeAnnotation}, Limit: 1000},
+		{Types: []string{TypeAnnotation}, Limit: 7},
+		{Types: []string{TypeSinkDelivered}, Limit: 13},
+		{Types: []string{TypeAnnotation, TypeSinkDelivered, TypeState}, Limit: 11},
+		{Types: []string{TypeState}, Limit: 3},
+		{TaskID: "t-4", Limit: 2},
+		{TaskID: "t-15", Limit: 1000},
+		{Limit: 1000},
+		{Limit: 17},
+	} {
+		// The folded recorder does not list the lifecycle events of its
+		// summarized tasks (as before): the oracle leaves them out after
+		// paging, so compare unlimited queries for those.
+		lifecycleToo := len(q.Types) == 0
+		if lifecycleToo && q.Limit < 1000 {
+			want := page(rows, EventQuery{TaskID: q.TaskID, Limit: 1000}, true)
+			got := page(folded, q, false)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("Events(%+v), paged:\n%s\nwant\n%s", q, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			continue
+		}
+		want := page(rows, q, lifecycleToo)
+		got := page(folded, q, false)
+		if len(want) == 0 {
+			t.Fatalf("Events(%+v) lists nothing: the test proves nothing", q)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("Events(%+v), paged:\n%s\nwant\n%s", q, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	// A folded task's trace holds its annotations and deliveries.
+	for _, id := range []string{"t-4", "t-7", "t-14"} {
+		want, got := traceLines(t, rows, id), traceLines(t, folded, id)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("trace %s:\n%s\nwant\n%s", id, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
