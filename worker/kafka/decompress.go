@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"sync"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -41,9 +42,19 @@ func classOf(n int) int {
 	return bits.Len(uint(n - 1))
 }
 
-// GetDecompressBytes implements kgo.PoolDecompressBytes.
-func (p *decompressPool) GetDecompressBytes(compressed []byte, _ kgo.CompressionCodecType) []byte {
-	c := classOf(len(compressed) * guessInflation)
+// GetDecompressBytes implements kgo.PoolDecompressBytes. A snappy block
+// states its decoded length up front: the buffer is sized by it (a guess
+// too small made s2 allocate and zero a fresh buffer for every batch
+// that compressed better than guessInflation, as 1 KiB JSON-like
+// records do).
+func (p *decompressPool) GetDecompressBytes(compressed []byte, codec kgo.CompressionCodecType) []byte {
+	n := len(compressed) * guessInflation
+	if codec == kgo.CodecSnappy {
+		if l, err := s2.DecodedLen(compressed); err == nil && l > 0 {
+			n = l
+		}
+	}
+	c := classOf(n)
 	if c > maxClass {
 		return nil // the codec allocates what it needs
 	}

@@ -1,8 +1,11 @@
 package kafka
 
 import (
+	"bytes"
+	"fmt"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -38,4 +41,52 @@ func TestDecompressPoolServesWhatItKeeps(t *testing.T) {
 	}
 	p.PutDecompressBytes(make([]byte, 100)) // too small to keep: no panic, nothing kept
 	p.PutDecompressBytes(make([]byte, 1<<27))
+}
+
+// snappyBatch is a snappy block of n 1 KiB JSON-like records, as a
+// producer's batch of them compresses (far better than guessInflation).
+func snappyBatch(n int) (compressed []byte, size int) {
+	var raw bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&raw, `{"id":%d,"key":"k%d","pad":"%s"}`, i, i%11, bytes.Repeat([]byte("x"), 990))
+	}
+	return s2.EncodeSnappy(nil, raw.Bytes()), raw.Len()
+}
+
+// A snappy batch gets a buffer it decodes into whole: no allocation by
+// the codec, whatever its compression ratio.
+func TestDecompressPoolSizesSnappyExactly(t *testing.T) {
+	var p decompressPool
+	src, size := snappyBatch(200)
+	if size/len(src) <= guessInflation {
+		t.Fatalf("the batch compresses %dx, not more than the guess: the test proves nothing", size/len(src))
+	}
+	for range 20 {
+		b := p.GetDecompressBytes(src, kgo.CodecSnappy)
+		if cap(b) < size {
+			t.Fatalf("a %d-byte buffer for a %d-byte batch", cap(b), size)
+		}
+		out, err := s2.Decode(b, src)
+		if err != nil || len(out) != size || &out[0] != &b[:1][0] {
+			t.Fatalf("decode: %d bytes, %v, into the pooled buffer %v", len(out), err, err == nil && &out[0] == &b[:1][0])
+		}
+		p.PutDecompressBytes(out)
+	}
+}
+
+// BenchmarkDecompressSnappyBatch guards the pooled, exactly sized
+// buffers: a 200-record snappy batch decoded as the consumer does.
+func BenchmarkDecompressSnappyBatch(b *testing.B) {
+	var p decompressPool
+	src, size := snappyBatch(200)
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf := p.GetDecompressBytes(src, kgo.CodecSnappy)
+		out, err := s2.Decode(buf, src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.PutDecompressBytes(out)
+	}
 }
