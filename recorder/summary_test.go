@@ -38,6 +38,16 @@ func emitTask(r *Recorder, clk *clock, id, source, received, status string, stde
 	r.Task(row)
 }
 
+// emitPlainTask emits a successful task without annotations.
+func emitPlainTask(r *Recorder, clk *clock, id string) {
+	clk.tick()
+	r.Event(Event{Type: TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http","input_size_bytes":4}`)})
+	r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`)})
+	r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Payload: json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":7,"output_size_bytes":5}`)})
+	clk.tick()
+	r.Task(TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, DurationMs: 7, OutputSizeBytes: 5, Partition: -1, Offset: -1})
+}
+
 // storedEventRows counts taskID's rows in the events table of the live file.
 func storedEventRows(t *testing.T, r *Recorder, taskID string) map[string]string {
 	t.Helper()
@@ -281,17 +291,23 @@ func TestSamplingAboveARate(t *testing.T) {
 	cfg.SampleAbove = 50
 	r := mustOpen(t, cfg)
 	startRun(t, r)
-	const ok, failed = 300, 10
+	const ok, failed, annotated = 300, 10, 30
 	for i := range ok {
-		emitTask(r, clk, fmt.Sprint("ok-", i), "http", `{"source":"http","input_size_bytes":4}`, "ok", false, TaskRow{Partition: -1, Offset: -1})
+		id := fmt.Sprint("ok-", i)
+		if i%(ok/annotated) == 1 {
+			// An annotated task folds its annotation into its row: stored.
+			emitTask(r, clk, id, "http", `{"source":"http","input_size_bytes":4}`, "ok", false, TaskRow{Partition: -1, Offset: -1})
+		} else {
+			emitPlainTask(r, clk, id)
+		}
 		if i%(ok/failed) == 0 {
 			emitTask(r, clk, fmt.Sprint("bad-", i), "http", `{"source":"http","input_size_bytes":4}`, "failed", false, TaskRow{Partition: -1, Offset: -1})
 		}
 	}
 	waitStats(t, r, "every task row stored or sampled", func(s Stats) bool { return s.TasksWritten+s.TasksSampled == ok+failed })
 	s := r.Stats()
-	if s.TasksSampled == 0 || s.TasksWritten > failed+2*50+50 {
-		t.Errorf("stored %d task rows and sampled %d, want at most %d successful rows a second stored", s.TasksWritten, s.TasksSampled, 50)
+	if s.TasksSampled == 0 || s.TasksWritten > failed+annotated+2*50+50 {
+		t.Errorf("stored %d task rows and sampled %d, want at most %d plain successful rows a second stored", s.TasksWritten, s.TasksSampled, 50)
 	}
 	c, err := r.Counts(t.Context())
 	if err != nil || c.BySource["http"]["ok"] != ok || c.BySource["http"]["failed"] != failed || c.Incomplete {
@@ -309,8 +325,13 @@ func TestSamplingAboveARate(t *testing.T) {
 		t.Fatal(err)
 	}
 	notes := len(evs)
-	if uint64(rows) != s.TasksWritten || badRows != failed || notes != ok+failed {
-		t.Errorf("live file: %d task rows (%d failed), %d annotations; want %d rows, every failure and all %d annotations", rows, badRows, notes, s.TasksWritten, ok+failed)
+	var annotatedRows int
+	r.withLive(func(db *sql.DB) error {
+		return db.QueryRow(`SELECT count(*) FROM tasks WHERE sum_ann_top != 0`).Scan(&annotatedRows)
+	})
+	if uint64(rows) != s.TasksWritten || badRows != failed || notes != annotated+failed || annotatedRows != annotated {
+		t.Errorf("live file: %d task rows (%d failed, %d holding annotations), %d annotations; want %d rows, every failure, every annotated task and all %d annotations",
+			rows, badRows, annotatedRows, notes, s.TasksWritten, annotated+failed)
 	}
 	if h := r.History(); h.TasksSampled != s.TasksSampled || h.SampleAbovePerSecond != 50 {
 		t.Errorf("History() sampling = %d above %d/s, want %d above 50/s", h.TasksSampled, h.SampleAbovePerSecond, s.TasksSampled)
