@@ -63,7 +63,7 @@ func TestRecordSize(t *testing.T) {
 
 // limitTestSet is a sink set on c: HTTP source with sinks, sink "out" and
 // the DLQ "dlq", both on c.
-func limitTestSet(t *testing.T, c *kfake.Cluster, logs *workertest.Logs, adjust func(*config.Config)) *Set {
+func limitTestSet(t testing.TB, c *kfake.Cluster, logs *workertest.Logs, adjust func(*config.Config)) *Set {
 	t.Helper()
 	addrs := c.ListenAddrs()
 	cfg := config.Default()

@@ -51,7 +51,8 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 		}
 		limit.cl = cl
 		name := sc.Name
-		s := &kafkaSink{name: name, codec: sc.Compression, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, limit: limit, timeout: timeout, log: log, m: ss.m}
+		s := &kafkaSink{name: name, codec: sc.Compression, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, limit: limit, timeout: timeout, log: log, m: ss.m,
+			delivered: ss.m.delivered.WithLabelValues(name)}
 		s.breaker = NewBreaker(sc.Breaker.FailureThreshold, sc.Breaker.OpenTimeout.D(), func(from, to State) {
 			ss.m.state.WithLabelValues(name).Set(float64(to))
 			ss.m.transitions.WithLabelValues(name, to.String()).Inc()
@@ -62,7 +63,6 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 		for _, to := range []State{Closed, Open, HalfOpen} {
 			ss.m.transitions.WithLabelValues(name, to.String())
 		}
-		ss.m.delivered.WithLabelValues(name)
 		ss.m.failures.WithLabelValues(name)
 		ss.m.tooLarge.WithLabelValues(name)
 		ss.sinks = append(ss.sinks, s)

@@ -13,6 +13,7 @@ import (
 	"svc/worker"
 	"svc/worker/config"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -61,6 +62,8 @@ type kafkaSink struct {
 	timeout time.Duration
 	log     *slog.Logger
 	m       *sinkMetrics
+	// delivered is m.delivered's child of this sink, bound once.
+	delivered prometheus.Counter
 }
 
 // newProducer builds an idempotent acks=all producer for conn whose
@@ -129,7 +132,8 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 	if err := s.limit.wait(ctx); err != nil {
 		return err
 	}
-	size, limit := RecordSize(build()), s.limit.get()
+	rec := build()
+	size, limit := RecordSize(rec), s.limit.get()
 	if size > limit {
 		return &TooLargeError{Sink: s.name, Size: size, Limit: limit}
 	}
@@ -138,10 +142,14 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 		if err := s.breaker.Acquire(ctx); err != nil {
 			return err
 		}
-		err := s.produce(ctx, build())
+		if rec == nil { // a retry: the producer owned the last one
+			rec = build()
+		}
+		err := s.produce(ctx, rec)
+		rec = nil
 		if err == nil {
 			s.breaker.Success()
-			s.m.delivered.WithLabelValues(s.name).Inc()
+			s.delivered.Inc()
 			return nil
 		}
 		if ctx.Err() != nil {

@@ -146,7 +146,7 @@ func (ss *Set) Committed(st *Staged) {
 			}
 			continue
 		}
-		s.m.delivered.WithLabelValues(s.name).Inc()
+		s.delivered.Inc()
 		ss.events.Delivered(st.res, s.name)
 	}
 	for _, tl := range st.large {
