@@ -258,14 +258,18 @@ func (r *Recorder) listEvents(ctx context.Context, db *sql.DB, q EventQuery) ([]
 // of typ, newest first, until no further row can beat the q.Limit best IDs
 // found so far (best, which it updates). A folded event lies at most
 // foldSpan above its row's task_received, so paging below q.BeforeID only
-// reads rows whose highest ID is below q.BeforeID + foldSpan.
+// reads rows whose highest ID is below q.BeforeID + foldSpan and whose
+// task_received is below q.BeforeID.
 func (r *Recorder) foldedEvents(ctx context.Context, db *sql.DB, version int, typ string, q EventQuery, best *idFloor) ([]Event, error) {
 	col := extraTopColumns[typ]
 	query := `SELECT ` + taskColumns + `, ` + summaryColumns + `, ` + extraColumns + ` FROM tasks WHERE ` + col + ` != 0`
 	var args []any
 	if q.BeforeID > 0 {
-		query += ` AND ` + col + ` < ?`
-		args = append(args, q.BeforeID+foldSpan)
+		// A folded event lies above its row's task_received and at most
+		// foldSpan above it: rows received at or after BeforeID hold none
+		// below it, and SQLite skips them without handing them over.
+		query += ` AND ` + col + ` < ? AND sum_received_id < ?`
+		args = append(args, q.BeforeID+foldSpan, q.BeforeID)
 	}
 	if q.TaskID != "" {
 		query += ` AND task_id = ?`

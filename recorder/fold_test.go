@@ -176,3 +176,51 @@ func TestFoldedEventsListLikeRows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEventsFolded lists events from a live file of 30,000 folded
+// tasks (annotations and deliveries in their rows) as the UI does: the
+// newest 1,000 annotations, the newest 200 events, and a page of 200 in
+// the middle. It guards the merge of folded events with event rows.
+func BenchmarkEventsFolded(b *testing.B) {
+	clk := newClock()
+	cfg := baseConfig(b, b.TempDir(), "", "w1", clk)
+	cfg.BufferSize = 1 << 16
+	r := mustOpen(b, cfg)
+	startRun(b, r)
+	const n = 30_000
+	for i := range n {
+		for len(r.in) > cap(r.in)-16 {
+			time.Sleep(time.Millisecond)
+		}
+		id := fmt.Sprint("t-", i)
+		clk.tick()
+		r.Event(Event{Type: TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http","input_size_bytes":4}`)})
+		r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`)})
+		r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Payload: json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":3,"output_size_bytes":5}`)})
+		r.Event(Event{Type: TypeAnnotation, Kind: "echo.size", TaskID: id, Payload: json.RawMessage(`{"bytes":5}`)})
+		r.Task(TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, OutputSizeBytes: 5, Partition: -1, Offset: -1, AwaitDeliveries: 1})
+		r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Payload: json.RawMessage(`{"output_size_bytes":5,"sink":"out"}`)})
+	}
+	waitStats(b, r, "every task stored", func(s Stats) bool { return s.TasksWritten == n })
+	mid, err := r.Events(b.Context(), EventQuery{Limit: 1000})
+	if err != nil || len(mid) != 1000 {
+		b.Fatalf("Events() = %d, %v", len(mid), err)
+	}
+	for _, q := range []struct {
+		name string
+		q    EventQuery
+	}{
+		{"annotations_1000", EventQuery{Types: []string{TypeAnnotation}, Limit: 1000}},
+		{"newest_200", EventQuery{Limit: 200}},
+		{"page_200_deep", EventQuery{Limit: 200, BeforeID: mid[len(mid)-1].ID - 20_000}},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			for b.Loop() {
+				evs, err := r.Events(b.Context(), q.q)
+				if err != nil || len(evs) != q.q.Limit {
+					b.Fatalf("Events(%+v) = %d, %v", q.q, len(evs), err)
+				}
+			}
+		})
+	}
+}
