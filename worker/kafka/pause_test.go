@@ -193,9 +193,11 @@ func TestKafkaConsumePause(t *testing.T) {
 		t.Fatalf("ConsumePause(2) = %v", err)
 	}
 	ktProduce(t, prod, batch(2*per, per))
-	wait.For(t, ktWait, "the deadline ends the pause", func() (bool, string) {
+	// The state turns inactive just before the line is logged: wait for both.
+	wait.For(t, ktWait, "the deadline ends the pause, logged", func() (bool, string) {
 		st := w.Src.PauseState()
-		return !st.Active, fmt.Sprintf("%+v", st)
+		n := len(w.Logs.Named("consume_pause_deadline_reached"))
+		return !st.Active && n > 0, fmt.Sprintf("%+v, %d consume_pause_deadline_reached logs", st, n)
 	})
 	if got := w.Src.PauseState(); !reflect.DeepEqual(got, inactive) {
 		t.Errorf("state after the deadline = %+v, want %+v", got, inactive)
