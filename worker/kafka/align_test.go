@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"svc/worker/workertest"
+	"svc/worker/workertest/wait"
 )
 
 func TestKafkaAlignDelay(t *testing.T) {
@@ -104,5 +105,62 @@ func TestKafkaAlignedStartup(t *testing.T) {
 	members := groups[cfg.Sources.Kafka.Group].Members
 	if len(members) != 1 || members[0].InstanceID == nil || *members[0].InstanceID != cfg.Worker.Name {
 		t.Errorf("group members = %+v, want one static member with instance id %s", members, cfg.Worker.Name)
+	}
+}
+
+// TestDuplicateNameStopsTheOlderWorker: a second worker under the same
+// worker.name joins the group as the same static member; the group fences
+// the first one (FENCED_INSTANCE_ID). In both delivery modes the first
+// stops consuming, logs it once and reports not ready saying why, instead
+// of retrying the refused join every few seconds while looking ready; the
+// second takes every partition and nothing is lost.
+func TestDuplicateNameStopsTheOlderWorker(t *testing.T) {
+	t.Parallel()
+	for _, eos := range []bool{false, true} {
+		t.Run(map[bool]string{false: "at_least_once", true: "exactly_once"}[eos], func(t *testing.T) {
+			t.Parallel()
+			c := ktCluster(t, 2)
+			addrs := c.ListenAddrs()
+			cfg := ktConfig(t, addrs, workertest.EchoScript(t))
+			if eos {
+				cfg = eosConfig(t, addrs, workertest.EchoScript(t))
+			}
+			cfg.Sources.Kafka.StartupAlignEnabled, cfg.Sources.Kafka.StartupAlignSeconds = true, 1
+			older := ktStart(t, cfg)
+			older.WaitJoined()
+			prod := ktClient(t, addrs)
+			batch := eosBatches(t, prod, 13, nil)
+			batch(0, 300)
+			ktWaitCommitted(t, ktAdmin(t, addrs), cfg.Sources.Kafka.Group)
+
+			same := *cfg
+			newer := ktStart(t, &same)
+			newer.WaitJoined()
+			want := "kafka_member_fenced"
+			if eos {
+				want = "kafka_producer_fenced"
+			}
+			wait.For(t, ktWait, "the older worker stopped, not ready", func() (bool, string) {
+				ready, reasons := older.App.Ready()
+				return !ready && strings.Contains(fmt.Sprint(reasons), "fenced") && len(older.Logs.Named(want)) > 0,
+					fmt.Sprintf("ready %v %v, %d %s logs", ready, reasons, len(older.Logs.Named(want)), want)
+			})
+			batch(300, 300)
+			ktWaitCommitted(t, ktAdmin(t, addrs), cfg.Sources.Kafka.Group)
+			if n := len(older.Logs.Named(want)); n != 1 {
+				t.Errorf("%s logged %d times, want once", want, n)
+			}
+			if ready, reasons := newer.App.Ready(); !ready {
+				t.Errorf("the newer worker is not ready: %v", reasons)
+			}
+			newer.Stop()
+			older.Stop()
+			if eos {
+				eosCheckExactlyOnce(t, 600, func(int) bool { return false }, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
+				return
+			}
+			out, dlq := ktCollect(t, addrs, addrs)
+			ktCheckAllOut(t, ktIDs(0, 600), out, dlq)
+		})
 	}
 }

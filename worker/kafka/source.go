@@ -16,6 +16,7 @@ import (
 	"svc/worker/config"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -260,9 +261,9 @@ func (s *Source) pollLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		if s.stager != nil {
 			s.maybeTransact(ctx)
-			if s.fenced.Load() != nil || s.restart.Load() {
-				return
-			}
+		}
+		if s.fenced.Load() != nil || s.restart.Load() {
+			return
 		}
 		room := s.waitRoom(ctx)
 		if room == 0 {
@@ -274,16 +275,45 @@ func (s *Source) pollLoop(ctx context.Context) {
 		if fetches.IsClientClosed() {
 			return
 		}
+		var fencedErr error
 		fetches.EachError(func(_ string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, kerr.FencedInstanceID):
+				fencedErr = err
+			case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 				s.log.Warn("kafka_fetch_error", "partition", p, "error", err.Error())
 			}
 		})
+		if fencedErr != nil {
+			s.memberFenced(fencedErr)
+			return
+		}
 		if fetches.NumRecords() > 0 {
 			s.dispatch(ctx, fetches)
 		}
 		s.cl.AllowRebalance()
 	}
+}
+
+// memberFenced stops consuming for good after the group refused this
+// worker's static membership: another worker with the same worker.name
+// (group.instance.id) joined, and it owns the partitions now. Retrying
+// would only log the refusal every few seconds while the worker looked
+// ready. In exactly-once mode it is the fence of txn.go (the newer worker
+// takes the transactional id as well).
+func (s *Source) memberFenced(err error) {
+	if s.stager != nil {
+		s.fence(err)
+		return
+	}
+	if !s.fenced.CompareAndSwap(nil, &err) {
+		return
+	}
+	name := s.wcfg.Worker.Name
+	s.log.Error("kafka_member_fenced", "instance_id", name, "error", err.Error(),
+		"detail", "another worker with this worker.name joined the group as the same static member and owns the partitions: this one stops consuming and reports not ready; give each worker its own name")
+	s.app.Events().State("kafka_member_fenced", map[string]any{"instance_id": name, "error": err.Error()})
+	s.app.SetReady("kafka", fmt.Sprintf("fenced: another worker joined the consumer group as %s (same worker.name); consuming stopped: %v", name, err))
 }
 
 // waitRoom waits until backpressure lets intake run and returns how many
