@@ -470,42 +470,36 @@ func (s *summarizer) release(out []item, taskID string, p *pendingTask) []item {
 	return out
 }
 
-// age releases tasks that waited summaryHold (all of them when flush).
+// age releases tasks that waited summaryHold and held rows that waited
+// deliveryHold (all of them when flush).
 func (s *summarizer) age(out []item, now time.Time, flush bool) []item {
-	i := 0
-	for ; i < len(s.order); i++ {
-		id := s.order[i]
-		p := s.pending[id]
-		if p == nil {
-			continue
-		}
-		if !flush && now.Sub(p.since) < summaryHold {
-			break
-		}
-		out = s.release(out, id, p)
-	}
-	s.order = s.order[i:]
-	if len(s.order) == 0 && cap(s.order) > 4*maxSummaryPending {
-		s.order = nil
-	}
-	i = 0
-	for ; i < len(s.heldOrder); i++ {
-		id := s.heldOrder[i]
-		h := s.held[id]
-		if h == nil {
-			continue
-		}
-		if !flush && now.Sub(h.since) < deliveryHold {
-			break
-		}
-		delete(s.held, id)
-		out = append(out, h.it)
-	}
-	s.heldOrder = s.heldOrder[i:]
-	if len(s.heldOrder) == 0 && cap(s.heldOrder) > 4*maxSummaryPending {
-		s.heldOrder = nil
-	}
+	s.order = ageQueue(s.order, s.pending, func(p *pendingTask) bool { return !flush && now.Sub(p.since) < summaryHold },
+		func(id string, p *pendingTask) { out = s.release(out, id, p) })
+	s.heldOrder = ageQueue(s.heldOrder, s.held, func(h *heldRow) bool { return !flush && now.Sub(h.since) < deliveryHold },
+		func(id string, h *heldRow) { delete(s.held, id); out = append(out, h.it) })
 	return out
+}
+
+// ageQueue walks order (IDs in arrival order, some already resolved in
+// m) from the oldest, releasing each waiting entry until young says one
+// must wait on; it returns what is left of order.
+func ageQueue[T any](order []string, m map[string]T, young func(T) bool, release func(string, T)) []string {
+	i := 0
+	for ; i < len(order); i++ {
+		v, ok := m[order[i]]
+		if !ok {
+			continue
+		}
+		if young(v) {
+			break
+		}
+		release(order[i], v)
+	}
+	order = order[i:]
+	if len(order) == 0 && cap(order) > 4*maxSummaryPending {
+		order = nil
+	}
+	return order
 }
 
 // flush releases every waiting event (seal, shutdown).
