@@ -225,6 +225,42 @@ func BenchmarkChildStrayLook(b *testing.B) {
 	}
 }
 
+// BenchmarkChildPreTaskLook measures what a persistent task does before
+// its frame is sent, on empty stdout and stderr pipes (the usual case):
+// "reads" is one non-blocking read of each (the look before quiet), "poll"
+// one ppoll(2) of both (child.quiet), which then needs no read.
+func BenchmarkChildPreTaskLook(b *testing.B) {
+	var pp execPipes
+	if err := pp.open(3); err != nil {
+		b.Fatal(err)
+	}
+	defer pp.closeParent()
+	defer pp.closeChild()
+	c := &child{stdout: pp.parent[1], r: bufio.NewReaderSize(pp.parent[1], 64<<10), stderr: newExecStderr(pp.parent[2], 1024)}
+	c.initPeek()
+	c.initQuiet()
+	if c.outRC == nil || c.quietOut == nil {
+		b.Fatal("stdout is not non-blocking, or no poll")
+	}
+	b.Run("reads", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if n, _ := c.stray(true); n != 0 || c.stderr.take() != nil {
+				b.Fatal("output on an empty pipe")
+			}
+		}
+	})
+	b.Run("poll", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if out, errOut := c.quiet(); out || errOut {
+				b.Fatal("output on an empty pipe")
+			}
+			c.stderr.discard()
+		}
+	})
+}
+
 // BenchmarkParseResult decodes echo-go's result header (status, task echo,
 // one annotation) as every persistent-mode task does. Annotation payloads
 // stay raw JSON (worker.Annotation.Payload): decoding them into maps and

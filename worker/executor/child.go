@@ -35,7 +35,11 @@ type child struct {
 	peekFn func(fd uintptr) // reads what stdout holds into peek, peekN (built once)
 	peek   [64]byte         // the stray bytes read (never logged)
 	peekN  int              // bytes read by peekFn
-	echoes bool             // a result of this child named its task (task_id)
+	// quietOut and quietErr poll stdout and stderr at once (quiet; nil:
+	// not available); pfd holds the poll's file descriptors and results.
+	quietOut, quietErr func(fd uintptr)
+	pfd                [2]execPollFD
+	echoes             bool // a result of this child named its task (task_id)
 
 	// Guarded by persistent.mu.
 	busy      bool          // a holder (starter or task) uses the pipes
@@ -81,6 +85,7 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 	}
 	c = nc
 	c.initPeek()
+	c.initQuiet()
 	s.guard.note('+', c.pgid)
 	go c.stderr.loop()
 	go func() {
@@ -259,16 +264,18 @@ func (c *child) closePipes() {
 // pipe as data comes; take drains what is left in the pipe under the same
 // lock, so every byte written before a result frame is in that result.
 type execStderr struct {
-	mu   sync.Mutex
-	f    *os.File
-	rc   syscall.RawConn
-	tail execTail
-	buf  []byte
+	mu    sync.Mutex
+	f     *os.File
+	rc    syscall.RawConn
+	tail  execTail
+	buf   []byte
+	drain func(fd uintptr) // drainLocked for rc.Control, built once
 }
 
 func newExecStderr(f *os.File, keep int) *execStderr {
 	s := &execStderr{f: f, tail: execTail{max: keep}, buf: make([]byte, 4096)}
 	s.rc, _ = f.SyscallConn()
+	s.drain = func(fd uintptr) { s.drainLocked(fd) }
 	return s
 }
 
@@ -307,7 +314,7 @@ func (s *execStderr) take() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rc != nil {
-		_ = s.rc.Control(func(fd uintptr) { s.drainLocked(fd) })
+		_ = s.rc.Control(s.drain)
 	}
 	if len(s.tail.buf) == 0 {
 		return nil
@@ -315,6 +322,14 @@ func (s *execStderr) take() []byte {
 	out := bytes.Clone(s.tail.bytes())
 	s.tail.buf = s.tail.buf[:0]
 	return out
+}
+
+// discard forgets the tail without reading the pipe: for a caller that
+// knows the pipe holds nothing (child.quiet).
+func (s *execStderr) discard() {
+	s.mu.Lock()
+	s.tail.buf = s.tail.buf[:0]
+	s.mu.Unlock()
 }
 
 func (s *execStderr) close() { _ = s.f.Close() }

@@ -73,6 +73,7 @@ type helperAnswer struct {
 	output []byte
 	events []map[string]any // fd 3 lines / result header members
 	crash  bool             // die in the middle of the answer
+	late   string           // written to stderr after the result (between tasks)
 }
 
 func helperMain() int {
@@ -189,6 +190,9 @@ func helperMain() int {
 			w.WriteString("debug: task done\n")
 		}
 		w.Flush()
+		if a.late != "" {
+			fmt.Fprint(os.Stderr, a.late)
+		}
 		if stray == "text-later" { // a debug line after each result, in a write of its own
 			time.Sleep(helperDelay())
 			w.WriteString("debug: task done\n")
@@ -257,6 +261,8 @@ func helperServe(t *helperTask) helperAnswer {
 	case "stderr":
 		fmt.Fprint(os.Stderr, arg)
 		return helperAnswer{status: "ok", output: []byte("said it")}
+	case "stderr-late": // arg on stderr once the result is written
+		return helperAnswer{status: "ok", output: []byte("will say it"), late: arg}
 	case "big":
 		n, _ := strconv.Atoi(arg)
 		return helperAnswer{status: "ok", output: []byte(strings.Repeat("z", n))}

@@ -470,7 +470,10 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	res.ExitCode = -1
-	if sn, text := c.stray(true); sn > 0 {
+	// One poll says whether stdout or stderr holds anything; only then
+	// are they read (most tasks find both empty: one system call, not two).
+	outWaiting, errWaiting := c.quiet()
+	if sn, text := c.stray(outWaiting); sn > 0 {
 		v = execViolation{kind: execViolationUnsolicited, detail: execStrayText(sn, text) + " on stdout before the task was sent"}
 		res.Status, res.Err = worker.StatusFailed, execViolationError("wrote to stdout while it had no task")
 		p.markDown(c, execReasonProtocol)
@@ -478,7 +481,11 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 		p.release(c, execReasonProtocol)
 		return res, execRunStray, v
 	}
-	_ = c.stderr.take() // stderr between tasks belongs to none
+	if errWaiting { // stderr between tasks belongs to none
+		_ = c.stderr.take()
+	} else {
+		c.stderr.discard()
+	}
 	var why atomic.Value
 	stop := func(reason string) {
 		if why.CompareAndSwap(nil, reason) {

@@ -171,13 +171,14 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 		}
 	}
 	res.Duration = time.Since(start)
-	res.Labels = execMergeLabels(t.Labels, nil)
+	var got map[string]string // labels the executor set
 	if last != nil {
 		res.Status, res.Err = last.Status, last.Err
 		res.Output, res.OutputTruncated, res.Stderr = last.Output, last.OutputTruncated, last.Stderr
 		res.ExitCode, res.Annotations, res.CacheWrites = last.ExitCode, last.Annotations, last.CacheWrites
-		res.Labels = execMergeLabels(t.Labels, last.Labels)
+		got = last.Labels
 	}
+	res.Labels = execMergeLabels(t.Labels, got)
 	switch {
 	case errors.Is(stopErr, worker.ErrExecutorUnavailable):
 		res.Status, res.Err = worker.StatusFailed, stopErr

@@ -221,3 +221,22 @@ func TestExecEchoNamesOther(t *testing.T) {
 		}
 	}
 }
+
+// Stderr a child writes after its result is never the next task's: it
+// goes with the answered task when it came before the worker read the
+// result's stderr, else to no task.
+func TestPersistentStderrBetweenTasksBelongsToNone(t *testing.T) {
+	t.Parallel()
+	p, _ := execStrayPool(t, nil) // one child: the next task goes to it
+	for i := range 3 {
+		res := p.Run(t.Context(), execTask("!stderr-late LATE"))
+		if res.Status != worker.StatusOK || (len(res.Stderr) != 0 && string(res.Stderr) != "LATE") {
+			t.Fatalf("task %d = %s (%v), stderr %q; want ok, stderr empty or its own late line", i, res.Status, res.Err, res.Stderr)
+		}
+		time.Sleep(100 * time.Millisecond) // the late line reaches the pipe
+		res = p.Run(t.Context(), execTask("!stderr OWN"))
+		if res.Status != worker.StatusOK || string(res.Stderr) != "OWN" {
+			t.Fatalf("next task %d = %s (%v), stderr %q; want ok with its own stderr \"OWN\" only", i, res.Status, res.Err, res.Stderr)
+		}
+	}
+}

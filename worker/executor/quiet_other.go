@@ -1,0 +1,12 @@
+//go:build !linux
+
+package executor
+
+// execPollFD is unused outside Linux.
+type execPollFD struct{}
+
+// initQuiet does nothing outside Linux: quiet always says "look".
+func (c *child) initQuiet() {}
+
+// quiet reports that both pipes must be looked at with reads.
+func (c *child) quiet() (out, errOut bool) { return true, true }
