@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"svc/kafkaread/kconn"
@@ -176,24 +177,49 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 // unanswered after the delivery timeout counts one breaker failure and is
 // waited for again: it stays with the producer, so it is not sent twice.
 func (s *kafkaSink) produce(ctx context.Context, rec *kgo.Record) error {
-	done := make(chan error, 1)
-	s.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
-	timer := time.NewTimer(s.timeout)
-	defer timer.Stop()
+	w := produceWaits.Get().(*produceWait)
+	s.cl.Produce(ctx, rec, w.ack)
+	if w.timer == nil {
+		w.timer = time.NewTimer(s.timeout)
+	} else {
+		w.timer.Reset(s.timeout)
+	}
 	for {
 		select {
-		case err := <-done:
+		case err := <-w.done:
+			w.timer.Stop()
+			produceWaits.Put(w) // acknowledged: nothing uses w any more
 			return err
-		case <-timer.C:
+		case <-w.timer.C:
 			s.m.failures.WithLabelValues(s.name).Inc()
 			s.breaker.Failure()
 			s.log.Warn("sink_delivery_slow", "sink", s.name, "error", errDeliveryTimeout.Error())
-			timer.Reset(s.timeout)
+			w.timer.Reset(s.timeout)
 		case <-ctx.Done():
+			// The producer still holds rec and calls w.ack later: w is
+			// left to the collector, never reused.
+			w.timer.Stop()
 			return ctx.Err()
 		}
 	}
 }
+
+// produceWait is what one produce waits with: the acknowledgement's
+// channel, the producer's callback sending to it and the slow-delivery
+// timer. They are pooled, so a delivery allocates none of them
+// (BenchmarkDeliver); one goes back to the pool only once its
+// acknowledgement was received.
+type produceWait struct {
+	done  chan error
+	ack   func(*kgo.Record, error)
+	timer *time.Timer // nil until first used
+}
+
+var produceWaits = sync.Pool{New: func() any {
+	w := &produceWait{done: make(chan error, 1)}
+	w.ack = func(_ *kgo.Record, err error) { w.done <- err }
+	return w
+}}
 
 // resultRecord builds a sink record for one task result: the output as
 // value, the message key, svc-* headers naming the task and its source,
