@@ -189,15 +189,19 @@ func (r *Recorder) scanTaskRow(rows *sql.Rows, version int) (TaskRow, error) {
 	return t, nil
 }
 
+// noEnv is the env column of a task without executor.env keys, boxed once.
+var noEnv any = "{}"
+
 // insertTask writes t and one task_labels row per label.
 func insertTask(w *batchWriter, t *TaskRow) error {
-	env, _ := json.Marshal(t.Env)
-	if t.Env == nil {
-		env = []byte("{}")
+	env := noEnv // most workers set no executor.env: no encoding, no allocation
+	if len(t.Env) > 0 {
+		b, _ := json.Marshal(t.Env)
+		env = string(b)
 	}
 	s := t.summary
 	if err := w.tasks.add(t.TaskID, t.TSms, t.Worker, t.Source, t.Alias, t.Partition, t.Offset, t.Key, encodeLabels(t.Labels),
-		t.Status, t.Attempts, t.DurationMs, t.Error, t.OutputSizeBytes, string(env),
+		t.Status, t.Attempts, t.DurationMs, t.Error, t.OutputSizeBytes, env,
 		s.ReceivedID, s.StartedDID, s.FinishedDID, s.ReceivedMs, s.StartedDMs, s.FinishedDMs, s.InputSizeBytes, s.AttemptDuration,
 		encodeExtras(s.Extras), s.topID(TypeAnnotation), s.topID(TypeSinkDelivered)); err != nil {
 		return err

@@ -66,7 +66,10 @@ type App struct {
 	// cancelled only when the drain deadline passes.
 	taskCtx     context.Context
 	cancelTasks context.CancelFunc
-	work        workCount
+	// kafkaCtx is taskCtx waiting for an unavailable executor until the
+	// drain begins (WaitForExecutor), built once rather than per task.
+	kafkaCtx context.Context
+	work     workCount
 
 	// drainStarted is closed when the drain begins: tasks waiting for an
 	// unavailable executor stop waiting then.
@@ -95,6 +98,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		drainStarted: make(chan struct{}), execHlth: ExecutorHealth{State: ExecutorAvailable},
 	}
 	a.taskCtx, a.cancelTasks = context.WithCancel(context.Background())
+	a.kafkaCtx = WaitForExecutor(a.taskCtx, a.drainStarted)
 	h := d.Handler
 	if h == nil {
 		h = NewExecHandler(cfg.Handler, a.ids)
@@ -309,7 +313,7 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 		// A Kafka message is never failed for an executor that cannot run:
 		// its task waits (intake is held meanwhile) until the executor
 		// recovers or the drain begins, and then stays uncommitted.
-		ctx = WaitForExecutor(ctx, a.drainStarted)
+		ctx = a.kafkaCtx
 	}
 	res := a.runner.Run(ctx, t)
 	if res.Task == nil {
