@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"svc/worker"
 )
 
 // BenchmarkIngressRecorder runs ingress → exec handler → cat → response
@@ -57,6 +59,18 @@ func BenchmarkIngressRecorder(b *testing.B) {
 // with the pooled buffer.
 func BenchmarkWriteJSON(b *testing.B) {
 	body := map[string]any{"task_id": "3f1c9a2b7d10-17", "status": "ok", "output": strings.Repeat("x", 1024)}
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		writeJSON(w, http.StatusOK, body)
+	}
+}
+
+// BenchmarkWriteExecResponse writes the ingress's answer to one 1 KiB
+// task, which encodes itself (worker.ExecResponse.AppendJSON).
+func BenchmarkWriteExecResponse(b *testing.B) {
+	body := worker.ExecResponse{RequestID: "3f1c9a2b7d10-17", Status: worker.StatusOK, Tasks: []worker.ExecTaskResult{{
+		TaskID: "3f1c9a2b7d10-18", Status: worker.StatusOK, Output: strings.Repeat("x", 1024), OutputEncoding: "utf-8", DurationMS: 3, Attempts: 1}}}
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {
