@@ -115,6 +115,12 @@ func BenchmarkSuccessfulTask(b *testing.B) {
 			clk := newClock()
 			cfg := baseConfig(b, b.TempDir(), "", "w1", clk)
 			cfg.Now, cfg.FullDetail, cfg.BufferSize = time.Now, full, 4096
+			// The worker encodes an ok attempt's stdout tail only for
+			// history.task_detail = "full" (worker.Events.KeepOKTail).
+			finPayload := fin
+			if !full {
+				finPayload = json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":3,"output_size_bytes":1024}`)
+			}
 			r := mustOpen(b, cfg)
 			startRun(b, r)
 			var n uint64
@@ -124,12 +130,14 @@ func BenchmarkSuccessfulTask(b *testing.B) {
 					time.Sleep(100 * time.Microsecond) // not a spin: the CPU figure is the writer's
 				}
 				id := "task-" + strconv.FormatUint(n, 10)
-				r.Event(Event{Type: TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http","input_size_bytes":1024}`)})
-				r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`)})
-				r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Payload: fin})
+				// As the worker emits them: its own payloads are marked valid
+				// (worker.Events), an executor's annotation is checked.
+				r.Event(Event{Type: TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http","input_size_bytes":1024}`), PayloadValid: true})
+				r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`), PayloadValid: true})
+				r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Payload: finPayload, PayloadValid: true})
 				r.Event(Event{Type: TypeAnnotation, Kind: "echo.size", TaskID: id, Payload: json.RawMessage(`{"attempt":1,"bytes":1024}`)})
 				r.Task(TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, DurationMs: 3, OutputSizeBytes: 1024, Partition: -1, Offset: -1, AwaitDeliveries: 1})
-				r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Payload: json.RawMessage(`{"output_size_bytes":1024,"sink":"out"}`)})
+				r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Payload: json.RawMessage(`{"output_size_bytes":1024,"sink":"out"}`), PayloadValid: true})
 				n++
 			}
 			waitWritten(b, r, 5*n, n)

@@ -3,6 +3,7 @@ package recorder
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +27,8 @@ type liveFile struct {
 	// again whenever it closed an idle one): 3.6 % of svc's CPU in the
 	// Kafka bench went to SQLite's prepare.
 	conn  *sql.Conn
-	stmts map[string]*sql.Stmt
+	stmts map[string]driver.Stmt // prepared on conn's driver connection
+	bw    *batchWriter
 }
 
 // writeConn is the writer's connection to the file, opened on first use.
@@ -44,8 +46,15 @@ func (lf *liveFile) writeConn(ctx context.Context) (*sql.Conn, error) {
 // dropConn closes the writer's statements and connection; the next write
 // opens new ones.
 func (lf *liveFile) dropConn() {
-	for _, st := range lf.stmts {
-		st.Close()
+	if lf.conn != nil && len(lf.stmts) > 0 {
+		// A statement belongs to the driver connection: closed there,
+		// before the connection.
+		_ = lf.conn.Raw(func(any) error {
+			for _, st := range lf.stmts {
+				st.Close()
+			}
+			return nil
+		})
 	}
 	lf.stmts = nil
 	if lf.conn != nil {

@@ -200,8 +200,8 @@ func insertTask(w *batchWriter, t *TaskRow) error {
 		env = string(b)
 	}
 	s := t.summary
-	if err := w.tasks.add(t.TaskID, t.TSms, t.Worker, t.Source, t.Alias, t.Partition, t.Offset, t.Key, encodeLabels(t.Labels),
-		t.Status, t.Attempts, t.DurationMs, t.Error, t.OutputSizeBytes, env,
+	if err := w.tasks.add(t.TaskID, t.TSms, t.Worker, t.Source, t.Alias, int64(t.Partition), t.Offset, t.Key, encodeLabels(t.Labels),
+		t.Status, int64(t.Attempts), t.DurationMs, t.Error, t.OutputSizeBytes, env,
 		s.ReceivedID, s.StartedDID, s.FinishedDID, s.ReceivedMs, s.StartedDMs, s.FinishedDMs, s.InputSizeBytes, s.AttemptDuration,
 		encodeExtras(s.Extras), s.topID(TypeAnnotation), s.topID(TypeSinkDelivered)); err != nil {
 		return err
