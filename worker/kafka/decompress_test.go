@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
@@ -41,6 +42,31 @@ func TestDecompressPoolServesWhatItKeeps(t *testing.T) {
 	}
 	p.PutDecompressBytes(make([]byte, 100)) // too small to keep: no panic, nothing kept
 	p.PutDecompressBytes(make([]byte, 1<<27))
+}
+
+// A buffer handed back survives garbage collections (the Kafka path runs
+// several between two fetches), and the lists keep at most maxKept bytes.
+func TestDecompressPoolKeepsAcrossCollections(t *testing.T) {
+	var p decompressPool
+	src := make([]byte, 20<<10)
+	b := p.GetDecompressBytes(src, kgo.CodecLz4)
+	p.PutDecompressBytes(b)
+	runtime.GC()
+	runtime.GC()
+	if got := p.GetDecompressBytes(src, kgo.CodecLz4); cap(got) != cap(b) || &got[:1][0] != &b[:1][0] {
+		t.Fatal("after two collections the batch got a fresh buffer, not the one handed back")
+	}
+	for range 100 {
+		p.PutDecompressBytes(make([]byte, 0, 256<<10))
+	}
+	if p.kept > maxKept || p.kept < maxKept-256<<10 {
+		t.Fatalf("the lists hold %d bytes after 100 buffers of 256 KiB; want at most %d and close to it", p.kept, maxKept)
+	}
+	for i := range maxKept / (256 << 10) {
+		if b := p.GetDecompressBytes(src, kgo.CodecLz4); cap(b) != 256<<10 || p.kept != maxKept-(i+1)*256<<10 {
+			t.Fatalf("get %d: a %d-byte buffer, lists now %d bytes", i, cap(b), p.kept)
+		}
+	}
 }
 
 // snappyBatch is a snappy block of n 1 KiB JSON-like records, as a
