@@ -68,7 +68,7 @@
 // At most pipeline.max_in_flight messages run their tasks at once, and
 // 4 × that many deliver their results (the next message of a key starts
 // once the previous one is delivered). Backpressure is
-// polled work waiting to run over its cap (4 × max(max_in_flight,
+// polled work waiting to run over its cap (6 × max(max_in_flight,
 // max_poll_records) messages or 64 MiB): it pauses every partition's
 // fetching until the waiting work is below half; a partition with too much
 // waiting work of its own is paused alone. An operator's consume pause holds

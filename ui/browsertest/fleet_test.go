@@ -274,7 +274,8 @@ func TestFleetPages(t *testing.T) {
 	checkPage(t, fresh, false)
 
 	// Backpressure on alpha, now the owner of all 4 partitions: W = 1,
-	// so 4 slow messages waiting hold the topic.
+	// so 6 slow messages waiting hold the topic (a partition's own cap is
+	// 2, and a poll takes 1: up to 3 wait in each).
 	wait.For(t, wait.Long, "alpha owning all 4 partitions", func() (bool, string) {
 		l := workersOf(t, alpha)
 		for _, w := range l.Workers {
@@ -286,7 +287,7 @@ func TestFleetPages(t *testing.T) {
 	})
 	dash := open("/")
 	dash.waitFor(`document.querySelector(".bp-words") && document.querySelector(".bp-words").innerText.includes("off:")`, "the Intake tile")
-	if s := dash.str(`document.querySelector(".bp-words").innerText`); !strings.Contains(s, "waiting to run, under the cap of 4 × W messages (W = max(pipeline.max_in_flight, sources.kafka.max_poll_records))") || !strings.Contains(s, "64 MiB") {
+	if s := dash.str(`document.querySelector(".bp-words").innerText`); !strings.Contains(s, "waiting to run, under the cap of 6 × W messages (W = max(pipeline.max_in_flight, sources.kafka.max_poll_records))") || !strings.Contains(s, "64 MiB") {
 		t.Errorf("Intake tile backpressure words = %q, want the waiting-work rule", s)
 	}
 	href := dash.str(`[...document.querySelectorAll("a")].find((a) => a.textContent === "Backpressure and pause").href`)
@@ -299,8 +300,8 @@ func TestFleetPages(t *testing.T) {
 		t.Errorf("Backpressure and pause link query = %s, want %s", got, wantExpr)
 	}
 	produce(t, cl, 12, "slow")
-	dash.waitFor(`document.querySelector(".bp-words").innerText.includes("cap of 4 messages (4 × W, W = max(pipeline.max_in_flight, sources.kafka.max_poll_records) = 1)")`, "the Intake tile explaining active backpressure with alpha's caps")
-	if s := dash.str(`document.querySelector(".bp-words").innerText`); !strings.Contains(s, "active:") || !strings.Contains(s, "fewer than 2 messages and under 32 MiB") {
+	dash.waitFor(`document.querySelector(".bp-words").innerText.includes("cap of 6 messages (6 × W, W = max(pipeline.max_in_flight, sources.kafka.max_poll_records) = 1)")`, "the Intake tile explaining active backpressure with alpha's caps")
+	if s := dash.str(`document.querySelector(".bp-words").innerText`); !strings.Contains(s, "active:") || !strings.Contains(s, "fewer than 3 messages and under 32 MiB") {
 		t.Errorf("Intake tile under backpressure = %q", s)
 	}
 	wp.waitFor(`document.querySelector("tr[data-worker=alpha]").children[8].innerText.includes("backpressure")`, "alpha's intake held by backpressure on the Workers page")
@@ -309,7 +310,7 @@ func TestFleetPages(t *testing.T) {
 	checkPage(t, dash, false)
 
 	pause := open("/debug?tab=pause")
-	pause.waitFor(`document.querySelector(".per-worker") && document.querySelector(".precedence") && document.querySelector(".precedence").innerText.includes("cap of 4 messages (4 × W")`, "the Pause tab with its per-worker note and alpha's caps")
+	pause.waitFor(`document.querySelector(".per-worker") && document.querySelector(".precedence") && document.querySelector(".precedence").innerText.includes("cap of 6 messages (6 × W")`, "the Pause tab with its per-worker note and alpha's caps")
 	if s := pause.str(`document.querySelector(".per-worker").innerText`); !strings.Contains(s, "A pause is per worker") || !strings.Contains(s, "alpha alone") {
 		t.Errorf("per-worker note = %q", s)
 	}

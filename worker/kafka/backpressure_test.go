@@ -21,13 +21,13 @@ import (
 // queue processed.
 func TestKafkaBackpressureKeepsFetchedData(t *testing.T) {
 	t.Parallel()
-	// -short: a third of the backlog behind a third of the poll size, so a
-	// partition still holds 1.5 times its waiting cap (every message is a
-	// spawn).
+	// A partition holds 1.5 times its waiting cap (2 × poll); -short: a
+	// third of the backlog behind a third of the poll size (every message
+	// is a spawn).
 	const parts = 2
-	n, poll := 600, 200
+	n, poll := 600, 100
 	if testing.Short() {
-		n, poll = 200, 64
+		n, poll = 200, 32
 	}
 	c := ktCluster(t, parts)
 	addrs := c.ListenAddrs()

@@ -93,7 +93,7 @@ func newFlowControl(cfg *config.Config, reg prometheus.Registerer, log *slog.Log
 			Name: "svc_consume_pause_active", Help: "1 while an operator's consume pause holds intake.",
 		}),
 		bpGauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "svc_backpressure_active", Help: "1 while too much polled work waits to run (4 × max(pipeline.max_in_flight, sources.kafka.max_poll_records) messages or 64 MiB) and all fetching is paused.",
+			Name: "svc_backpressure_active", Help: "1 while too much polled work waits to run (6 × max(pipeline.max_in_flight, sources.kafka.max_poll_records) messages or 64 MiB) and all fetching is paused.",
 		}),
 		execGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "svc_executor_hold_active", Help: "1 while the executor is unavailable and all fetching of the source topic is paused.",

@@ -39,7 +39,7 @@ func TestKafkaSinkOutage(t *testing.T) {
 	const maxIn = 16
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
 	cfg.Pipeline.MaxInFlight = maxIn
-	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 16 per partition, 64 in all
+	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 32 per partition, 96 in all
 	cfg.Sinks.Kafka[0].Brokers = sinkAddrs
 	cfg.Sinks.Kafka[0].ClientConfig = map[string]string{"metadata.max.age.ms": "500"}
 	cfg.Sinks.Kafka[0].DeliveryTimeout = config.Duration(time.Second)

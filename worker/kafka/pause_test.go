@@ -226,7 +226,7 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 	cfg := ktPauseConfig(t, addrs, gate.Path)
 	const maxIn = 8
 	cfg.Pipeline.MaxInFlight = maxIn
-	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 8 per partition, 32 in all
+	cfg.Sources.Kafka.MaxPollRecords = maxIn // waiting caps: 16 per partition, 48 in all
 	cfg.Executor.PoolSize = 2
 	w := ktStart(t, cfg)
 	w.WaitJoined()
@@ -241,10 +241,10 @@ func TestKafkaPausePrecedenceBackpressure(t *testing.T) {
 			return bp == 1 && in == maxIn && w.IntakePaused(), fmt.Sprintf("backpressure %v, %d in flight, %d waiting, intake paused %v %s", bp, in, w.Waiting(), w.IntakePaused(), w.QueueDetail())
 		})
 	}
-	// Each phase puts 12 messages on every partition: more than the
-	// partition's waiting cap (8), so together (48) they reach the overall
-	// one (32).
-	const phase = 12 * parts
+	// Each phase puts 20 messages on every partition: more than the
+	// partition's waiting cap (16), so together (80, 72 of them waiting)
+	// they reach the overall one (48).
+	const phase = 20 * parts
 	var recs []*kgo.Record
 	for i := range 2 * phase {
 		r := ktMsg(i, "", false)

@@ -42,19 +42,19 @@ export function sum(m, name, filter = {}) {
 // intakeCaps are the Kafka source's caps on work waiting to run, from the
 // effective config (worker/kafka queue.go): with W = max(pipeline.
 // max_in_flight, sources.kafka.max_poll_records), backpressure pauses the
-// whole topic at 4 × W waiting messages or 64 MiB and resumes once fewer
-// than 2 × W and under 32 MiB wait. Running messages do not count.
+// whole topic at 6 × W waiting messages or 64 MiB and resumes once fewer
+// than 3 × W and under 32 MiB wait. Running messages do not count.
 export function intakeCaps(cfg) {
   const w = Math.max(Number(cfg?.pipeline?.max_in_flight) || 0, Number(cfg?.sources?.kafka?.max_poll_records) || 0, 1);
-  return { w, pause: 4 * w, resume: 2 * w };
+  return { w, pause: 6 * w, resume: 3 * w };
 }
 
 // backpressureWords explains backpressure by that rule: waiting is
 // svc_kafka_messages_waiting; caps may be null while the config loads.
 export function backpressureWords(active, waiting, caps) {
   const w = "W = max(pipeline.max_in_flight, sources.kafka.max_poll_records)";
-  const cap = caps ? `${num(caps.pause)} messages (4 × W, ${w} = ${num(caps.w)})` : `4 × W messages (${w})`;
-  const resume = caps ? `fewer than ${num(caps.resume)} messages` : "fewer than 2 × W messages";
+  const cap = caps ? `${num(caps.pause)} messages (6 × W, ${w} = ${num(caps.w)})` : `6 × W messages (${w})`;
+  const resume = caps ? `fewer than ${num(caps.resume)} messages` : "fewer than 3 × W messages";
   if (!active) return `off: ${num(waiting)} waiting to run, under the cap of ${cap} or 64 MiB`;
   return `active: ${num(waiting)} messages wait to run (running ones do not count), at or over the cap of ${cap} or 64 MiB; intake resumes once ${resume} and under 32 MiB wait`;
 }
