@@ -37,7 +37,10 @@
 # PARTITIONS (default 6), ONLY (comma list of kafka,http,spawn,benthos;
 # default all), BENTHOS, RESULTS (file keeping the raw per-run lines;
 # default /tmp/svc-speed-<time>.txt), KEEP=1 keeps the work folder (logs,
-# configs), SVC_FLAGS (flags of svc run, e.g. "-cpuprofile F"), SVC_KAFKA
+# configs), SVC_B (another svc binary, e.g. one built from the parent
+# commit: adds svc-b runs beside svc's in the kafka and http groups, same
+# config, and a row comparing the two: an A/B in one run), SVC_FLAGS (flags
+# of svc run, e.g. "-cpuprofile F"), SVC_KAFKA
 # (keys added to svc's [sources.kafka]), SVC_SINK (lines added to its sink's
 # [[sinks.kafka]] table), SVC_TOML (tables added to svc's
 # config).
@@ -124,11 +127,12 @@ TOML
   if [ -n "${SVC_TOML:-}" ]; then printf '%s\n' "$SVC_TOML" >>"$file"; fi
 }
 
-# start_svc CONFIG LOG: starts svc in the background; sets pid.
+# start_svc CONFIG LOG [BINARY]: starts svc (or BINARY) in the
+# background; sets pid.
 start_svc() {
   # SVC_FLAGS: extra flags of svc run, e.g. "-cpuprofile /tmp/svc.prof".
   # shellcheck disable=SC2086
-  "$bin/svc" run -config "$1" ${SVC_FLAGS:-} 2>"$2" >&2 &
+  "${3:-$bin/svc}" run -config "$1" ${SVC_FLAGS:-} 2>"$2" >&2 &
   pid=$!
 }
 
@@ -170,7 +174,9 @@ http_svc() {
   ui_port=$(freeport)
   [ -n "$dir" ] && rm -rf "$dir" && mkdir -p "$dir"
   svc_config "$out/svc.toml" "$dir" "$mode" "$exe" http "$port"
-  start_svc "$out/svc.toml" "$out/svc-$sut.log"
+  local exe_svc=
+  [ "$sut" = svc-b ] && exe_svc=$SVC_B
+  start_svc "$out/svc.toml" "$out/svc-$sut.log" "$exe_svc"
   local p=$pid
   wait_http "$port" "$p" "$out/svc-$sut.log"
   if [ -n "$live" ]; then
@@ -263,7 +269,7 @@ kafka_run() {
   "$bin/kdrive" topics -brokers "$broker" -partitions "$partitions" -create "$in,$outt,$dlq"
   "$bin/kdrive" produce -brokers "$broker" -topic "$in" -n "$records" -keys "$keys"
   local measure_flags=()
-  if [ "$sut" = svc ] || [ "$sut" = svc-eos ]; then
+  if [ "$sut" = svc ] || [ "$sut" = svc-eos ] || [ "$sut" = svc-b ]; then
     ui_port=$(freeport)
     rm -rf "$out/storage" && mkdir -p "$out/storage"
     if [ "$sut" = svc-eos ]; then
@@ -272,7 +278,9 @@ kafka_run() {
     else
       svc_config "$out/svc-kafka.toml" "$out/storage" persistent "$echo_go" kafka "$broker" "$in" "$outt" "$group"
     fi
-    start_svc "$out/svc-kafka.toml" "$out/svc-kafka.log"
+    local exe_svc=
+    [ "$sut" = svc-b ] && exe_svc=$SVC_B
+    start_svc "$out/svc-kafka.toml" "$out/svc-kafka.log" "$exe_svc"
     p=$pid
   else
     "$bin/kfloor" -brokers "$broker" -in "$in" -out "$outt" -group "$group" -bin "$echo_go" -children "$pool" 2>"$out/kfloor.log" &
@@ -307,8 +315,10 @@ run_one() {
   kafka-floor) kafka_run "$round" floor ;;
   kafka-svc) kafka_run "$round" svc ;;
   kafka-svc-eos) kafka_run "$round" svc-eos ;;
+  kafka-svc-b) kafka_run "$round" svc-b ;;
   http-floor) http_floor "$round" "http8 http32" -persistent -pool-size "$pool" -bin "$echo_go" ;;
   http-svc) http_svc "$round" svc "$out/storage" persistent "$echo_go" "http8 http32" ;;
+  http-svc-b) http_svc "$round" svc-b "$out/storage" persistent "$echo_go" "http8 http32" ;;
   http-svc-mem) http_svc "$round" svc-mem "" persistent "$echo_go" "http8 http32" ;;
   http-svc-live) http_svc "$round" svc-live "$out/storage" persistent "$echo_go" "http8 http32" live ;;
   benthos) http_benthos "$round" "http8 http32" benthos "$pool" ;;
@@ -322,8 +332,10 @@ run_one() {
 # round, so that neither side always runs first on a machine whose load
 # drifts.
 groups=()
-has kafka && groups+=("kafka-floor kafka-svc kafka-svc-eos")
-has http && groups+=("http-floor http-svc http-svc-mem http-svc-live")
+b_kafka= b_http=
+if [ -n "${SVC_B:-}" ]; then b_kafka=" kafka-svc-b" b_http=" http-svc-b"; fi
+has kafka && groups+=("kafka-floor kafka-svc kafka-svc-eos$b_kafka")
+has http && groups+=("http-floor http-svc http-svc-mem http-svc-live$b_http")
 has benthos && groups+=("benthos benthos1")
 has spawn && groups+=("spawn-floor spawn-svc")
 for round in $(seq "$rounds"); do

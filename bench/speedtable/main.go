@@ -58,6 +58,10 @@ var rows = []row{
 	{"Benthos c=32 (svc vs Benthos, 8 children)", "http32", "svc", "benthos", "req/s", "", 0, false},
 	{"Benthos c=8 (svc vs Benthos, 1 child)", "http8", "svc", "benthos1", "req/s", "", 0, false},
 	{"Benthos c=32 (svc vs Benthos, 1 child)", "http32", "svc", "benthos1", "req/s", "", 0, false},
+	// SVC_B: the other binary against this one, same config, same run.
+	{"A/B Kafka (svc-b vs svc)", "kafka", "svc-b", "svc", "msgs/s", "", 0, false},
+	{"A/B HTTP c=8 (svc-b vs svc)", "http8", "svc-b", "svc", "req/s", "", 0, false},
+	{"A/B HTTP c=32 (svc-b vs svc)", "http32", "svc-b", "svc", "req/s", "", 0, false},
 }
 
 func main() {
@@ -129,8 +133,8 @@ func main() {
 				}
 			}
 		}
-		if len(av) == 0 && len(bv) == 0 {
-			continue
+		if len(av) == 0 && (len(bv) == 0 || rw.a == "svc-b") {
+			continue // nothing measured, or no SVC_B in this run
 		}
 		ratioS, met := "-", ""
 		if len(ratio) > 0 {
