@@ -50,7 +50,7 @@ type limits struct {
 // whenever a fetch brought one partition half again its share of a 4W
 // budget, dozens of times in a 20,000-record backlog; each pause left the
 // partition to be fetched again. With a partition's cap at twice its
-// share (6 partitions) the Kafka bench ran 15-30 % faster at the same CPU
+// share (6 partitions) the Kafka bench ran 10-30 % faster at the same CPU
 // per message (bench/speed.sh, three rounds of each, same run), for about
 // 3 MiB more peak RSS with 1 KiB messages.
 func newLimits(cfg *config.Config) limits {
