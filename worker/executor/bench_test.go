@@ -202,33 +202,12 @@ func BenchmarkPersistentRoundTrip(b *testing.B) {
 	b.ReportMetric(float64((execCPU(syscall.RUSAGE_SELF)-self0).Nanoseconds())/float64(b.N), "worker-cpu-ns/op")
 }
 
-// BenchmarkChildStrayLook measures the look for stray output a persistent
-// child gets before each task frame, on an empty stdout pipe (the usual
-// case): one non-blocking read.
-func BenchmarkChildStrayLook(b *testing.B) {
-	var pp execPipes
-	if err := pp.open(2); err != nil {
-		b.Fatal(err)
-	}
-	defer pp.closeParent()
-	defer pp.closeChild()
-	c := &child{stdout: pp.parent[1], r: bufio.NewReaderSize(pp.parent[1], 64<<10)}
-	c.initPeek()
-	if c.outRC == nil {
-		b.Fatal("stdout is not non-blocking")
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if n, _ := c.stray(true); n != 0 {
-			b.Fatalf("stray = %d bytes on an empty pipe", n)
-		}
-	}
-}
-
 // BenchmarkChildPreTaskLook measures what a persistent task does before
 // its frame is sent, on empty stdout and stderr pipes (the usual case):
-// "reads" is one non-blocking read of each (the look before quiet), "poll"
-// one ppoll(2) of both (child.quiet), which then needs no read.
+// "stray" is the look for stray stdout output alone (one non-blocking
+// read), "reads" one non-blocking read of each pipe (the look before
+// quiet), "poll" one ppoll(2) of both (child.quiet), which then needs no
+// read.
 func BenchmarkChildPreTaskLook(b *testing.B) {
 	var pp execPipes
 	if err := pp.open(3); err != nil {
@@ -242,6 +221,14 @@ func BenchmarkChildPreTaskLook(b *testing.B) {
 	if c.outRC == nil || c.quietOut == nil {
 		b.Fatal("stdout is not non-blocking, or no poll")
 	}
+	b.Run("stray", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if n, _ := c.stray(true); n != 0 {
+				b.Fatalf("stray = %d bytes on an empty pipe", n)
+			}
+		}
+	})
 	b.Run("reads", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
