@@ -14,6 +14,7 @@ import (
 	"svc/worker/build"
 	"svc/worker/config"
 	"svc/worker/demo"
+	"svc/worker/gcfloor"
 )
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -63,6 +64,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return &config.Error{Path: "(demo)", Problems: problems}
 	}
 	go func() { _ = cluster.Trickle(ctx, 2*time.Second) }()
+	defer gcfloor.Start(gcfloor.MinGoal)()
 	w, err := build.New(ctx, cfg, productionOptions(log))
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"svc/worker/build"
 	"svc/worker/config"
+	"svc/worker/gcfloor"
 )
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
@@ -34,6 +35,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stop()
+	defer gcfloor.Start(gcfloor.MinGoal)()
 	w, err := build.New(ctx, cfg, productionOptions(log))
 	if err != nil {
 		return err
