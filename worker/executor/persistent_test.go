@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -236,9 +237,9 @@ func TestPersistentCloseStopsChildren(t *testing.T) {
 	}
 }
 
-// 10,000 tasks through 4 children while children are killed at random:
-// every task ends ok (retried when its child died under it), and no task
-// runs in two children at once.
+// At least 10,000 tasks through 4 children while children are killed at
+// random, until at least 5 were killed: every task ends ok (retried when
+// its child died under it), and no task runs in two children at once.
 func TestPersistentRandomKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
@@ -264,7 +265,7 @@ func TestPersistentRandomKills(t *testing.T) {
 		}
 	}
 	stop := make(chan struct{})
-	killed := 0
+	var killed atomic.Int64
 	var killer sync.WaitGroup
 	killer.Go(func() {
 		for {
@@ -275,7 +276,7 @@ func TestPersistentRandomKills(t *testing.T) {
 			}
 			if victims := execHelperChildren(t, "HELPER_POOL="+t.Name()); len(victims) > 0 {
 				_ = syscall.Kill(victims[rand.IntN(len(victims))], syscall.SIGKILL)
-				killed++
+				killed.Add(1)
 			}
 		}
 	})
@@ -289,7 +290,10 @@ func TestPersistentRandomKills(t *testing.T) {
 				i := next
 				next++
 				cmu.Unlock()
-				if i >= tasks {
+				// Tasks go on until 5 kills happened (the pool may run
+				// 10,000 in less time than that takes), at most 100 × as
+				// many.
+				if i >= tasks && (killed.Load() >= 5 || i >= 100*tasks) {
 					return
 				}
 				task := execTask("payload-" + strconv.FormatInt(i, 10))
@@ -311,13 +315,13 @@ func TestPersistentRandomKills(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	killer.Wait()
-	if ok != tasks || lost != 0 || twice != 0 {
-		t.Errorf("%d tasks: %d ok, %d lost, %d run by two children at once; want all ok, none twice", tasks, ok, lost, twice)
+	if ran := ok + lost; ran < tasks || lost != 0 || twice != 0 {
+		t.Errorf("%d tasks: %d ok, %d lost, %d run by two children at once; want at least %d, all ok, none twice", ran, ok, lost, twice, tasks)
 	}
-	if killed < 5 {
-		t.Errorf("only %d children were killed; the test did not exercise restarts", killed)
+	if killed.Load() < 5 {
+		t.Errorf("only %d children were killed; the test did not exercise restarts", killed.Load())
 	}
-	t.Logf("%d tasks ok with %d children killed", ok, killed)
+	t.Logf("%d tasks ok with %d children killed", ok, killed.Load())
 }
 
 // execLockedWriter serialises writes to w.
