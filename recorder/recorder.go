@@ -50,6 +50,7 @@ type Recorder struct {
 	nextID  int64
 	stopped bool
 	in      chan item
+	lingerT *time.Timer  // the writer's linger timer (writer only)
 	over    overflow     // behind a full queue (overflow.go); guarded by inMu
 	overN   atomic.Int64 // len(over.items), for the writer's check without the lock
 	// overWriting is how many items taken off the overflow list the writer
