@@ -237,7 +237,11 @@ func TestDLQTriageAndRedrive(t *testing.T) {
 	// From a record to its task's trace, and from the trace's dlq_sent
 	// event back to the record. (A trace on alpha covers alpha's own live
 	// file and the sealed files: the newest record alpha dead-lettered.)
+	// One page of 200 holds all 150: the newest 50 may all be beta's.
 	tr := open("/debug?tab=dlq")
+	tr.fill("#dlq-limit", "200")
+	tr.click("#dlq-search", "Search")
+	tr.waitFor(`document.querySelectorAll("table.records.dlq tbody tr[data-offset]").length === 150`, "all 150 records on one page")
 	tr.waitFor(`document.querySelector("table.records.dlq tr[data-worker=alpha] a.trace-link")`, "a task of alpha with its trace link")
 	at := tr.str(`document.querySelector("table.records.dlq tr[data-worker=alpha]").dataset.offset`)
 	task := tr.str(`document.querySelector("table.records.dlq tr[data-worker=alpha] a.trace-link").innerText`)

@@ -45,15 +45,21 @@ func TestFleetTrace(t *testing.T) {
 	if code, body := alpha.get(t, "/api/v1/debug/databases"); code != 200 || strings.Contains(body, `"kind":"sealed","worker":"beta"`) || strings.Contains(body, `"kind":"archive"`) {
 		t.Fatalf("databases = %d %s: the test needs beta's task unsealed", code, body)
 	}
+	// Live shows a task as it finishes; its row reaches beta's live file
+	// when the writer stores it, within about a second (a Kafka task's row
+	// waits up to a second for its deliveries to be folded in).
 	var own struct {
 		Events []struct{ Type, Worker string } `json:"events"`
 	}
-	code, body := beta.get(t, "/api/v1/debug/trace?scope=local&task_id="+taskID)
-	if code != 200 || json.Unmarshal([]byte(body), &own) != nil || len(own.Events) < 3 {
-		t.Fatalf("beta's own live trace of %s = %d %s", taskID, code, body)
-	}
+	wait.For(t, wait.Long, "beta's own live trace of "+taskID+" with its delivery", func() (bool, string) {
+		own.Events = nil
+		code, body := beta.get(t, "/api/v1/debug/trace?scope=local&task_id="+taskID)
+		ok := code == 200 && json.Unmarshal([]byte(body), &own) == nil && len(own.Events) >= 3
+		delivered := ok && slices.ContainsFunc(own.Events, func(e struct{ Type, Worker string }) bool { return e.Type == "sink_delivered" })
+		return delivered, fmt.Sprintf("%d %s", code, body)
+	})
 	// The task is in beta's live file only: alpha's own files know nothing.
-	code, body = alpha.get(t, "/api/v1/debug/trace?scope=local&task_id="+taskID)
+	code, body := alpha.get(t, "/api/v1/debug/trace?scope=local&task_id="+taskID)
 	if code != 200 || !strings.Contains(body, `"events":[]`) {
 		t.Fatalf("alpha's own trace of beta's task = %d %s, want no events", code, body)
 	}
