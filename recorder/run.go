@@ -144,25 +144,20 @@ const lingerStep = 2 * time.Millisecond
 // per item woke the writer for every event and task row (about 60,000 a
 // second on the Kafka bench), and each send to the waiting writer handed
 // the item over under the recorder's intake lock, the most contended lock
-// of the worker (mutex profile: a third of all lock waiting). The queue
-// (storage.buffer_size, 8192 by default) holds several lingers' worth.
+// of the worker (mutex profile: a third of all lock waiting). The write
+// queue (8192 items, then the overflow list) holds several lingers' worth.
 func (r *Recorder) linger(ctx context.Context, batch []item) []item {
-	if len(batch) >= maxBatch {
-		return batch
-	}
 	deadline := time.Now().Add(writeLinger)
-	if r.lingerT == nil {
-		r.lingerT = time.NewTimer(lingerStep)
-	} else {
-		r.lingerT.Reset(lingerStep)
-	}
-	defer r.lingerT.Stop()
 	for len(batch)+len(r.in) < maxBatch {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
 		}
-		r.lingerT.Reset(min(left, lingerStep))
+		if r.lingerT == nil {
+			r.lingerT = time.NewTimer(min(left, lingerStep))
+		} else {
+			r.lingerT.Reset(min(left, lingerStep))
+		}
 		select {
 		case <-r.lingerT.C:
 		case <-ctx.Done():

@@ -53,6 +53,8 @@ func testKillSwitches(t *testing.T, b *browser, dir string) {
 	p.waitFor(`document.querySelector("table.live tbody tr") && document.body.innerText.includes("1/1 live")`, "Live connected")
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	stopSenders := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopSenders() // also when a wait below fails the test
 	var sent atomic.Int64
 	for range 16 {
 		wg.Go(func() {
@@ -73,8 +75,7 @@ func testKillSwitches(t *testing.T, b *browser, dir string) {
 	}
 	p.waitFor(`document.querySelectorAll("table.live tbody tr").length === 500`, "the Live table capped at 500 rows")
 	time.Sleep(1500 * time.Millisecond) // more rows arrive: the table stays at its cap
-	close(stop)
-	wg.Wait()
+	stopSenders()
 	var n int
 	if err := p.eval(`document.querySelectorAll("table.live tbody tr").length`, &n); err != nil || n != 500 {
 		t.Errorf("the Live table holds %d rows (%v) after %d tasks, want its cap of 500", n, err, sent.Load())
