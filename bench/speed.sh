@@ -127,12 +127,14 @@ TOML
   if [ -n "${SVC_TOML:-}" ]; then printf '%s\n' "$SVC_TOML" >>"$file"; fi
 }
 
-# start_svc CONFIG LOG [BINARY]: starts svc (or BINARY) in the
-# background; sets pid.
+# start_svc CONFIG LOG SUT: starts svc in the background (SVC_B's binary
+# for the system under test svc-b); sets pid.
 start_svc() {
+  local exe=$bin/svc
+  [ "$3" = svc-b ] && exe=$SVC_B
   # SVC_FLAGS: extra flags of svc run, e.g. "-cpuprofile /tmp/svc.prof".
   # shellcheck disable=SC2086
-  "${3:-$bin/svc}" run -config "$1" ${SVC_FLAGS:-} 2>"$2" >&2 &
+  "$exe" run -config "$1" ${SVC_FLAGS:-} 2>"$2" >&2 &
   pid=$!
 }
 
@@ -174,9 +176,7 @@ http_svc() {
   ui_port=$(freeport)
   [ -n "$dir" ] && rm -rf "$dir" && mkdir -p "$dir"
   svc_config "$out/svc.toml" "$dir" "$mode" "$exe" http "$port"
-  local exe_svc=
-  [ "$sut" = svc-b ] && exe_svc=$SVC_B
-  start_svc "$out/svc.toml" "$out/svc-$sut.log" "$exe_svc"
+  start_svc "$out/svc.toml" "$out/svc-$sut.log" "$sut"
   local p=$pid
   wait_http "$port" "$p" "$out/svc-$sut.log"
   if [ -n "$live" ]; then
@@ -278,9 +278,7 @@ kafka_run() {
     else
       svc_config "$out/svc-kafka.toml" "$out/storage" persistent "$echo_go" kafka "$broker" "$in" "$outt" "$group"
     fi
-    local exe_svc=
-    [ "$sut" = svc-b ] && exe_svc=$SVC_B
-    start_svc "$out/svc-kafka.toml" "$out/svc-kafka.log" "$exe_svc"
+    start_svc "$out/svc-kafka.toml" "$out/svc-kafka.log" "$sut"
     p=$pid
   else
     "$bin/kfloor" -brokers "$broker" -in "$in" -out "$outt" -group "$group" -bin "$echo_go" -children "$pool" 2>"$out/kfloor.log" &
