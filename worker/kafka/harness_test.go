@@ -213,10 +213,12 @@ func (w *ktWorker) Metric(name string, want ...string) float64 {
 func (w *ktWorker) WaitJoined() {
 	w.t.Helper()
 	// Ready too: the assignment callback publishes the partitions first,
-	// then logs partitions_assigned and marks the source ready.
+	// then logs partitions_assigned and marks the source ready. The
+	// client too: on loopback the group can be joined (the callback run)
+	// before Run has stored the client it just created.
 	wait.For(w.t, ktWait, "worker owns partitions", func() (bool, string) {
 		ready, reasons := w.App.Ready()
-		return len(w.Owned()) > 0 && ready, fmt.Sprint("owned ", w.Owned(), ", not ready: ", reasons)
+		return len(w.Owned()) > 0 && ready && w.client() != nil, fmt.Sprint("owned ", w.Owned(), ", not ready: ", reasons, ", client stored: ", w.client() != nil)
 	})
 }
 
