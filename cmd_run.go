@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"svc/worker/build"
 	"svc/worker/config"
@@ -30,7 +31,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	stop, err := startProfiles(f.cpuProfile, f.memProfile)
+	stop, err := startProfiles(f.cpuProfile, f.memProfile, f.traceFile)
 	if err != nil {
 		return err
 	}
@@ -43,12 +44,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	return w.Run(ctx)
 }
 
-// startProfiles starts a CPU profile into cpuPath (when set) and returns
-// the function that ends it and writes the allocation profile into memPath
-// (when set). Both files are created 0600: a profile names code paths and
-// may hold symbol names from the config, never payloads.
-func startProfiles(cpuPath, memPath string) (func(), error) {
-	var cpu *os.File
+// startProfiles starts a CPU profile into cpuPath and a runtime execution
+// trace into tracePath (each when set) and returns the function that ends
+// them and writes the allocation profile into memPath (when set). The
+// files are created 0600: a profile or trace names code paths and may hold
+// symbol names from the config, never payloads.
+func startProfiles(cpuPath, memPath, tracePath string) (func(), error) {
+	var cpu, tr *os.File
 	if cpuPath != "" {
 		f, err := os.OpenFile(cpuPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 		if err != nil {
@@ -60,10 +62,31 @@ func startProfiles(cpuPath, memPath string) (func(), error) {
 		}
 		cpu = f
 	}
+	if tracePath != "" {
+		f, err := os.OpenFile(tracePath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+		if err == nil {
+			err = trace.Start(f)
+			if err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			if cpu != nil {
+				pprof.StopCPUProfile()
+				cpu.Close()
+			}
+			return nil, fmt.Errorf("-trace: %w", err)
+		}
+		tr = f
+	}
 	return func() {
 		if cpu != nil {
 			pprof.StopCPUProfile()
 			cpu.Close()
+		}
+		if tr != nil {
+			trace.Stop()
+			tr.Close()
 		}
 		if memPath != "" {
 			if f, err := os.OpenFile(memPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600); err == nil {

@@ -100,6 +100,7 @@ type commonFlags struct {
 	// "Profiling").
 	cpuProfile string
 	memProfile string
+	traceFile  string
 }
 
 func parseFlags(name string, args []string, stderr io.Writer) (commonFlags, error) {
@@ -112,6 +113,7 @@ func parseFlags(name string, args []string, stderr io.Writer) (commonFlags, erro
 	if name == "run" {
 		fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 		fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile to this file at exit (go tool pprof)")
+		fs.StringVar(&f.traceFile, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
 	}
 	err := fs.Parse(args)
 	return f, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -130,10 +131,10 @@ enabled = true
 host = "127.0.0.1"
 port = %d
 `, ui, exe, in))
-	// The run is profiled too (-cpuprofile, -memprofile): the profiles are
-	// written when it ends.
-	cpuProf, memProf := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
-	p := start(t, "run", "-config", cfg, "-cpuprofile", cpuProf, "-memprofile", memProf)
+	// The run is profiled and traced too (-cpuprofile, -memprofile,
+	// -trace): the files are written when it ends.
+	cpuProf, memProf, traceOut := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof"), filepath.Join(dir, "run.trace")
+	p := start(t, "run", "-config", cfg, "-cpuprofile", cpuProf, "-memprofile", memProf, "-trace", traceOut)
 	p.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
 
 	url := fmt.Sprintf("http://127.0.0.1:%d/v1/process", in)
@@ -193,10 +194,14 @@ port = %d
 	if !strings.Contains(p.Output.String(), "worker_stopped") {
 		t.Errorf("no worker_stopped log:\n%s", p.Output.String())
 	}
-	for _, prof := range []string{cpuProf, memProf} {
+	for _, prof := range []string{cpuProf, memProf, traceOut} {
 		if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 || fi.Mode().Perm() != 0o600 {
 			t.Errorf("profile %s: %v, %v; want a non-empty 0600 file", filepath.Base(prof), fi, err)
 		}
+	}
+	// A whole trace (stopped and flushed at exit) opens with Go's header.
+	if b, err := os.ReadFile(traceOut); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Errorf("trace file: %v; want one that starts with \"go 1.\" (%d bytes)", err, len(b))
 	}
 }
 
