@@ -360,6 +360,20 @@ func (a *App) Deliver(res *TaskResult) error {
 	return a.sinks.Deliver(a.taskCtx, res)
 }
 
+// DeliverAsync is Deliver without holding the caller: done gets Deliver's
+// error exactly once, from another goroutine (at once from this one
+// without sinks).
+func (a *App) DeliverAsync(res *TaskResult, done func(error)) {
+	switch d := a.sinks.(type) {
+	case nil:
+		done(nil)
+	case AsyncDeliverer:
+		d.DeliverAsync(a.taskCtx, res, done)
+	default:
+		go func() { done(d.Deliver(a.taskCtx, res)) }()
+	}
+}
+
 // BeginDrain marks the worker as closing: /readyz answers 503 from now on
 // and probes are refused. Idempotent.
 func (a *App) BeginDrain() {

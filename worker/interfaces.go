@@ -42,6 +42,13 @@ type Deliverer interface {
 	Deliver(ctx context.Context, res *TaskResult) error
 }
 
+// AsyncDeliverer is a Deliverer that can also deliver without holding its
+// caller: DeliverAsync calls done exactly once, on another goroutine, with
+// what Deliver would have returned. worker/sink implements it.
+type AsyncDeliverer interface {
+	DeliverAsync(ctx context.Context, res *TaskResult, done func(error))
+}
+
 // ErrDeliveryStalled says a failed result could not be written to the DLQ
 // under dlq.on_send_failure = "stall": its message must stay uncommitted
 // and its partition stops.

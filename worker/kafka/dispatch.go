@@ -11,13 +11,25 @@ import (
 )
 
 // Message workers: each started message runs in a goroutine, runs its
-// tasks, hands its task slot on, delivers every result and then finishes
-// its offset, which lets the next message of its key in. The goroutine
-// that frees a slot runs the first message it lets in itself, and a
-// goroutine left without work waits idle for a while for the next message
-// to start: a fresh goroutine per message grew its stack anew for every
-// task (runtime.copystack was 7.7 % of svc's CPU in the Kafka bench, 8.3 %
-// again once a message's task slot was handed on before its deliveries).
+// tasks, hands its task slot on and starts delivering its results; the
+// message is finished (its offset, which lets the next message of its key
+// in) when the last result is out. The goroutine whose message leaves its
+// task slot runs the first message that lets in itself, at once, while
+// its own results are delivered: the executor's queue is fed by the
+// goroutines that just used it, not by goroutines woken for it. A message
+// with one result is delivered asynchronously (App.DeliverAsync: finished
+// in the producer's acknowledgement, no goroutine waits for it); one with
+// several results, or under exactly-once, the synchronous way. A goroutine
+// left without work waits idle for a while for the next message to start:
+// a fresh goroutine per message grew its stack anew for every task
+// (runtime.copystack was 7.7 % of svc's CPU in the Kafka bench).
+//
+// Why: with every message's goroutine blocked in its delivery, each
+// produce response woke dozens of them at once (one per record), and the
+// goroutines reading the executor children's answers waited behind that
+// crowd: the Kafka bench's trace (svc run -trace) showed 4.2 goroutine
+// wakes a message, a delivery's goroutine waiting 657 µs on average to run
+// again, and a child's answer read 930 µs after the task was written.
 
 // idleFor is how long a message goroutine without work waits for one
 // before it exits.
@@ -29,11 +41,23 @@ type job struct {
 	done func()
 }
 
-// start runs ws: each on an idle message goroutine if one waits, else on a
+// jobs holds the worker's drain for each of ws (before whatever admitted
+// them lets its own hold go, so a drain never sees a gap).
+func (s *Source) jobs(ws []*msgWork) []job {
+	if len(ws) == 0 {
+		return nil
+	}
+	js := make([]job, len(ws))
+	for i, w := range ws {
+		js[i] = job{w, s.app.Hold()}
+	}
+	return js
+}
+
+// start runs js: each on an idle message goroutine if one waits, else on a
 // new one.
-func (s *Source) start(ws []*msgWork) {
-	for _, w := range ws {
-		j := job{w, s.app.Hold()}
+func (s *Source) start(js []job) {
+	for _, j := range js {
 		select {
 		case s.idle <- j:
 		default:
@@ -42,33 +66,26 @@ func (s *Source) start(ws []*msgWork) {
 	}
 }
 
-// run processes j's message, then the first message its end admits, and
-// so on; the others admitted on the way go to other goroutines. Out of
-// work, it waits up to idleFor for more, or until the source stops.
+// run processes j's message, then the first message its tasks' end
+// admits, and so on; the others admitted on the way go to other
+// goroutines. Out of work, it waits up to idleFor for more, or until the
+// source stops.
 func (s *Source) run(j job) {
 	var idle *time.Timer
-	w, done := j.w, j.done
 	for {
-		next := s.process(w)
+		next := s.process(j)
 		if len(next) > 0 {
 			s.start(next[1:])
-			w = next[0]
-			// Held before the finished message lets go, so a drain never
-			// sees a gap between the two.
-			nextDone := s.app.Hold()
-			done()
-			done = nextDone
+			j = next[0]
 			continue
 		}
-		done()
 		if idle == nil {
 			idle = time.NewTimer(idleFor)
 		} else {
 			idle.Reset(idleFor)
 		}
 		select {
-		case j := <-s.idle:
-			w, done = j.w, j.done
+		case j = <-s.idle:
 		case <-idle.C:
 			return
 		case <-s.stopped:
@@ -78,12 +95,12 @@ func (s *Source) run(j job) {
 	}
 }
 
-// process runs a message's tasks and delivers every result; then the
-// message's offset is finished (or abandoned when its partition stalled).
-// The messages admitted when its tasks end start at once; it returns those
-// that finishing w admitted, for the caller to start.
-func (s *Source) process(w *msgWork) []*msgWork {
-	stalled, unfinished := false, false
+// process runs a message's tasks and sees to the delivery of every
+// result; once they are out the message's offset is finished (or
+// abandoned when its partition stalled) and its hold let go. It returns
+// the messages admitted meanwhile, held, for the caller to run.
+func (s *Source) process(j job) []job {
+	w := j.w
 	var results []worker.TaskResult
 	var runnable []worker.Task
 	taskCtx := s.app.TaskContext()
@@ -104,36 +121,66 @@ func (s *Source) process(w *msgWork) []*msgWork {
 	}
 	s.mu.Lock()
 	s.executedLocked(w, resultBytes)
-	admitted := s.settleLocked()
+	next := s.jobs(s.settleLocked())
 	s.mu.Unlock()
-	s.start(admitted)
-	if len(admitted) > 0 {
+	if len(next) > 0 {
 		s.signalRoom() // fewer wait: a poll held by the waiting caps may go on
 	}
 	if s.stager != nil {
-		return s.finishStaged(w, taskCtx, results)
+		more := s.jobs(s.finishStaged(w, taskCtx, results))
+		j.done()
+		return append(next, more...)
 	}
+	s.deliver(j, taskCtx, results)
+	return next
+}
+
+// deliver delivers j's results and then finishes its message: one result
+// asynchronously, several in order on a goroutine of their own. A result
+// cancelled past the drain deadline, or still waiting for an unavailable
+// executor when the drain began, is not a failure of the message: no DLQ,
+// and the message stays uncommitted (read again).
+func (s *Source) deliver(j job, taskCtx context.Context, results []worker.TaskResult) {
+	var todo []*worker.TaskResult
+	unfinished := false
 	for i := range results {
 		if (taskCtx.Err() != nil && errors.Is(results[i].Err, context.Canceled)) || errors.Is(results[i].Err, worker.ErrExecutorUnavailable) {
-			// Cancelled past the drain deadline, or still waiting for an
-			// unavailable executor when the drain began: not a failure of
-			// the message, so no DLQ; it stays uncommitted and is
-			// redelivered.
 			unfinished = true
 			continue
 		}
-		if err := s.app.Deliver(&results[i]); err != nil {
-			// A DLQ send failed under "stall", or the task context ended
-			// past the drain deadline: the message stays uncommitted.
-			stalled = true
-		}
+		todo = append(todo, &results[i])
 	}
+	switch len(todo) {
+	case 0:
+		s.finish(j, false, unfinished)
+	case 1:
+		// A DLQ send failed under "stall", or the task context ended past
+		// the drain deadline: the message stays uncommitted.
+		s.app.DeliverAsync(todo[0], func(err error) { s.finish(j, err != nil, unfinished) })
+	default:
+		go func() {
+			stalled := false
+			for _, r := range todo {
+				if s.app.Deliver(r) != nil {
+					stalled = true
+				}
+			}
+			s.finish(j, stalled, unfinished)
+		}()
+	}
+}
+
+// finish accounts for j's delivered message (stalled: its partition
+// stalls; unfinished: it stays uncommitted, quietly), starts the messages
+// that lets in and lets j's hold go.
+func (s *Source) finish(j job, stalled, unfinished bool) {
 	s.mu.Lock()
-	s.doneLocked(w, stalled || unfinished, !stalled)
-	next := s.settleLocked(w.part)
+	s.doneLocked(j.w, stalled || unfinished, !stalled)
+	next := s.jobs(s.settleLocked(j.w.part))
 	s.mu.Unlock()
 	s.signalRoom()
-	return next
+	s.start(next)
+	j.done()
 }
 
 // finishStaged finishes an exactly-once message: its results are staged

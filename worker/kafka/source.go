@@ -410,7 +410,7 @@ func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 	}
 	start := s.settleLocked(touched...)
 	s.mu.Unlock()
-	s.start(start)
+	s.start(s.jobs(start))
 }
 
 // SetExecutorHold holds all intake while the executor is unavailable (on)

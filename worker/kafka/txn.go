@@ -355,7 +355,7 @@ func (s *Source) committedTxn(parts map[int32]*partState, offsets map[int32]kgo.
 	}
 	start := s.settleLocked()
 	s.mu.Unlock()
-	s.start(start)
+	s.start(s.jobs(start))
 	s.m.commits.WithLabelValues("ok").Inc()
 	s.app.Events().Committed(committed)
 	if s.onCommit != nil {

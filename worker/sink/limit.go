@@ -131,6 +131,17 @@ func (l *topicLimit) wait(ctx context.Context) error {
 	}
 }
 
+// ready resolves the limit on first use and reports whether it is known.
+func (l *topicLimit) ready() bool {
+	l.once.Do(func() { go l.resolve() })
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (l *topicLimit) resolve() {
 	defer close(l.done)
 	from := "config"

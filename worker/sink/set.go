@@ -29,6 +29,12 @@ type Set struct {
 	events *worker.Events
 	stop   context.CancelFunc // ends the topic limit lookups
 	closed sync.Once
+
+	// DeliverAsync's produces not acknowledged yet, and the context whose
+	// end cancels them (async.go).
+	pendMu  sync.Mutex
+	pending map[*asyncProduce]struct{}
+	watched context.Context
 }
 
 var _ worker.Deliverer = (*Set)(nil)

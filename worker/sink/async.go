@@ -1,0 +1,179 @@
+package sink
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/worker"
+)
+
+// DeliverAsync delivers res as Deliver does without holding its caller:
+// done is called exactly once, with what Deliver would have returned, on
+// another goroutine (the producer's acknowledgement, or a goroutine of
+// its own).
+//
+// The common case, an ok result for one sink whose breaker is closed and
+// whose topic limit is known, is produced at once and finished in the
+// producer's acknowledgement: no goroutine waits for it, so a worker
+// delivering thousands of results a second does not wake one goroutine
+// per result (the Kafka source's deliveries woke them in bursts of
+// dozens per produce response, and the executor's goroutines waited
+// behind them). Everything else (a failed result for the DLQ, several
+// sinks, a record over the topic's limit, an open breaker, a produce that
+// failed) goes the synchronous way on a goroutine of its own, with the
+// same retries, breaker counts, logs and DLQ as Deliver. A produce still
+// unacknowledged after the sink's delivery_timeout counts a breaker
+// failure and logs sink_delivery_slow, like Deliver's; when ctx ends, done
+// gets ctx.Err() without waiting for the producer (the message stays
+// uncommitted, as with Deliver).
+func (ss *Set) DeliverAsync(ctx context.Context, res *worker.TaskResult, done func(error)) {
+	if res.Status == worker.StatusOK {
+		if targets := ss.targets(res); len(targets) == 1 && ss.produceAsync(ctx, targets[0], res, done) {
+			return
+		}
+	}
+	go func() { done(ss.Deliver(ctx, res)) }()
+}
+
+// asyncProduce is one result produced by DeliverAsync's fast path.
+type asyncProduce struct {
+	ss    *Set
+	s     *kafkaSink
+	ctx   context.Context
+	res   *worker.TaskResult
+	done  func(error)
+	timer *time.Timer
+
+	mu    sync.Mutex
+	ended bool // acknowledged or cancelled: done was (or is being) called
+}
+
+// produceAsync produces res's record for s and returns true, or returns
+// false (nothing sent, done not called) when res must go the synchronous
+// way: the topic's limit is not known yet, the record is over it, or the
+// breaker does not let a call out now.
+func (ss *Set) produceAsync(ctx context.Context, s *kafkaSink, res *worker.TaskResult, done func(error)) bool {
+	if !s.limit.ready() || ctx.Err() != nil || !ss.watch(ctx) {
+		return false
+	}
+	rec := resultRecord(s.topic, ss.name, s.forward, res)
+	if RecordSize(rec) > s.limit.get() || !s.breaker.TryAcquire() {
+		return false
+	}
+	a := &asyncProduce{ss: ss, s: s, ctx: ctx, res: res, done: done}
+	ss.pendMu.Lock()
+	ss.pending[a] = struct{}{}
+	ss.pendMu.Unlock()
+	a.mu.Lock() // the timer's first tick waits for the timer to be stored
+	a.timer = time.AfterFunc(s.timeout, a.slow)
+	a.mu.Unlock()
+	s.cl.Produce(ctx, rec, a.ack)
+	return true
+}
+
+// end marks a finished (false when it already was) and forgets it.
+func (a *asyncProduce) end() bool {
+	a.mu.Lock()
+	if a.ended {
+		a.mu.Unlock()
+		return false
+	}
+	a.ended = true
+	a.timer.Stop()
+	a.mu.Unlock()
+	a.ss.pendMu.Lock()
+	delete(a.ss.pending, a)
+	a.ss.pendMu.Unlock()
+	return true
+}
+
+// ack is the producer's acknowledgement.
+func (a *asyncProduce) ack(_ *kgo.Record, err error) {
+	if !a.end() {
+		return // cancelled meanwhile: done already has ctx's error
+	}
+	s := a.s
+	switch {
+	case err == nil:
+		s.breaker.Success()
+		s.delivered.Inc()
+		a.ss.events.Delivered(a.res, s.name)
+		a.done(nil)
+		return
+	case a.ctx.Err() != nil:
+		s.breaker.Release()
+		a.done(a.ctx.Err())
+		return
+	case isTooLarge(err):
+		// Not the sink's fault: Deliver produces it again and takes the
+		// refusal as the record's (DLQ with the reason).
+		s.breaker.Release()
+		go func() { a.done(a.ss.Deliver(a.ctx, a.res)) }()
+		return
+	}
+	// A failed produce: counted as Deliver counts it, then retried the
+	// synchronous way after the first backoff.
+	const backoff = 100 * time.Millisecond
+	s.m.failures.WithLabelValues(s.name).Inc()
+	s.breaker.Failure()
+	s.log.Warn("sink_delivery_failed", "sink", s.name, "error", err.Error(), "retry_in", backoff.String())
+	go func() {
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			a.done(a.ss.Deliver(a.ctx, a.res))
+		case <-a.ctx.Done():
+			a.done(a.ctx.Err())
+		}
+	}()
+}
+
+// slow is the delivery timeout's tick while the record is unacknowledged.
+func (a *asyncProduce) slow() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ended {
+		return
+	}
+	s := a.s
+	s.m.failures.WithLabelValues(s.name).Inc()
+	s.breaker.Failure()
+	s.log.Warn("sink_delivery_slow", "sink", s.name, "error", errDeliveryTimeout.Error())
+	a.timer.Reset(s.timeout)
+}
+
+// watch makes sure the end of ctx ends the pending deliveries made under
+// it; it reports false for a second context (one context is watched: the
+// worker's task context), which then goes the synchronous way.
+func (ss *Set) watch(ctx context.Context) bool {
+	ss.pendMu.Lock()
+	defer ss.pendMu.Unlock()
+	if ss.watched == nil {
+		ss.watched = ctx
+		ss.pending = map[*asyncProduce]struct{}{}
+		context.AfterFunc(ctx, ss.cancelPending)
+	}
+	return ss.watched == ctx
+}
+
+// cancelPending ends every pending delivery with its context's error: the
+// producer may still send the records, but their messages stay
+// uncommitted, as Deliver leaves them when its context ends.
+func (ss *Set) cancelPending() {
+	ss.pendMu.Lock()
+	var all []*asyncProduce
+	for a := range ss.pending {
+		all = append(all, a)
+	}
+	ss.pendMu.Unlock()
+	for _, a := range all {
+		if a.end() {
+			a.s.breaker.Release()
+			a.done(a.ctx.Err())
+		}
+	}
+}
