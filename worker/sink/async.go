@@ -26,7 +26,8 @@ import (
 // failed) goes the synchronous way on a goroutine of its own, with the
 // same retries, breaker counts, logs and DLQ as Deliver. A produce still
 // unacknowledged after the sink's delivery_timeout counts a breaker
-// failure and logs sink_delivery_slow, like Deliver's; when ctx ends, done
+// failure and logs sink_delivery_slow, like Deliver's (seen by a sweep
+// within a quarter of the timeout); when ctx ends, done
 // gets ctx.Err() without waiting for the producer (the message stays
 // uncommitted, as with Deliver).
 func (ss *Set) DeliverAsync(ctx context.Context, res *worker.TaskResult, done func(error)) {
@@ -40,15 +41,15 @@ func (ss *Set) DeliverAsync(ctx context.Context, res *worker.TaskResult, done fu
 
 // asyncProduce is one result produced by DeliverAsync's fast path.
 type asyncProduce struct {
-	ss    *Set
-	s     *kafkaSink
-	ctx   context.Context
-	res   *worker.TaskResult
-	done  func(error)
-	timer *time.Timer
+	ss   *Set
+	s    *kafkaSink
+	ctx  context.Context
+	res  *worker.TaskResult
+	done func(error)
 
 	mu    sync.Mutex
-	ended bool // acknowledged or cancelled: done was (or is being) called
+	ended bool      // acknowledged or cancelled: done was (or is being) called
+	due   time.Time // when it is slow: one more delivery_timeout unacknowledged
 }
 
 // produceAsync produces res's record for s and returns true, or returns
@@ -63,13 +64,10 @@ func (ss *Set) produceAsync(ctx context.Context, s *kafkaSink, res *worker.TaskR
 	if RecordSize(rec) > s.limit.get() || !s.breaker.TryAcquire() {
 		return false
 	}
-	a := &asyncProduce{ss: ss, s: s, ctx: ctx, res: res, done: done}
+	a := &asyncProduce{ss: ss, s: s, ctx: ctx, res: res, done: done, due: time.Now().Add(s.timeout)}
 	ss.pendMu.Lock()
 	ss.pending[a] = struct{}{}
 	ss.pendMu.Unlock()
-	a.mu.Lock() // the timer's first tick waits for the timer to be stored
-	a.timer = time.AfterFunc(s.timeout, a.slow)
-	a.mu.Unlock()
 	s.cl.Produce(ctx, rec, a.ack)
 	return true
 }
@@ -82,7 +80,6 @@ func (a *asyncProduce) end() bool {
 		return false
 	}
 	a.ended = true
-	a.timer.Stop()
 	a.mu.Unlock()
 	a.ss.pendMu.Lock()
 	delete(a.ss.pending, a)
@@ -132,23 +129,26 @@ func (a *asyncProduce) ack(_ *kgo.Record, err error) {
 	}()
 }
 
-// slow is the delivery timeout's tick while the record is unacknowledged.
-func (a *asyncProduce) slow() {
+// slowIfDue counts a breaker failure and logs sink_delivery_slow when a
+// is still unacknowledged at its due time, and moves that one
+// delivery_timeout on.
+func (a *asyncProduce) slowIfDue(now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.ended {
+	if a.ended || now.Before(a.due) {
 		return
 	}
 	s := a.s
 	s.m.failures.WithLabelValues(s.name).Inc()
 	s.breaker.Failure()
 	s.log.Warn("sink_delivery_slow", "sink", s.name, "error", errDeliveryTimeout.Error())
-	a.timer.Reset(s.timeout)
+	a.due = now.Add(s.timeout)
 }
 
 // watch makes sure the end of ctx ends the pending deliveries made under
-// it; it reports false for a second context (one context is watched: the
-// worker's task context), which then goes the synchronous way.
+// it, and starts the sweep for slow ones; it reports false for a second
+// context (one context is watched: the worker's task context), which then
+// goes the synchronous way.
 func (ss *Set) watch(ctx context.Context) bool {
 	ss.pendMu.Lock()
 	defer ss.pendMu.Unlock()
@@ -156,8 +156,39 @@ func (ss *Set) watch(ctx context.Context) bool {
 		ss.watched = ctx
 		ss.pending = map[*asyncProduce]struct{}{}
 		context.AfterFunc(ctx, ss.cancelPending)
+		every := time.Hour
+		for _, s := range ss.sinks {
+			every = min(every, s.timeout/4)
+		}
+		go ss.sweep(max(every, 10*time.Millisecond))
 	}
 	return ss.watched == ctx
+}
+
+// sweep looks for slow pending deliveries every quarter of the shortest
+// delivery_timeout (a timer per delivery cost more than the look), until
+// the set closes. A slow one is seen within a quarter of its timeout.
+func (ss *Set) sweep(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var all []*asyncProduce
+	for {
+		select {
+		case <-ss.stopCtx.Done():
+			return
+		case now := <-t.C:
+			ss.pendMu.Lock()
+			for a := range ss.pending {
+				all = append(all, a)
+			}
+			ss.pendMu.Unlock()
+			for _, a := range all {
+				a.slowIfDue(now)
+			}
+			clear(all)
+			all = all[:0]
+		}
+	}
 }
 
 // cancelPending ends every pending delivery with its context's error: the

@@ -27,8 +27,10 @@ type Set struct {
 	log    *slog.Logger
 	m      *sinkMetrics
 	events *worker.Events
-	stop   context.CancelFunc // ends the topic limit lookups
-	closed sync.Once
+	stop   context.CancelFunc // ends the topic limit lookups and the sweep
+	// stopCtx is the context stop ends.
+	stopCtx context.Context
+	closed  sync.Once
 
 	// DeliverAsync's produces not acknowledged yet, and the context whose
 	// end cancels them (async.go).
@@ -46,7 +48,7 @@ var _ worker.Deliverer = (*Set)(nil)
 // (unless the entry sets max_message_bytes). events may be nil.
 func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, log *slog.Logger) (*Set, error) {
 	stop, cancel := context.WithCancel(context.Background())
-	ss := &Set{name: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg), events: events, stop: cancel}
+	ss := &Set{name: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg), events: events, stop: cancel, stopCtx: stop}
 	for i, sc := range cfg.Sinks.Kafka {
 		timeout := sc.DeliveryTimeout.D()
 		limit := newTopicLimit(stop, "sink "+sc.Name, sc.Topic, sc.MaxMessageBytes, int(cfg.Executor.MaxOutputBytes), log)
