@@ -145,14 +145,15 @@ func buildTraceFixture(b *testing.B, shared string, files, perFile, tasks int) {
 // BenchmarkSuccessfulTask stores what the worker emits for one successful
 // 1 KiB task (received, started, finished with a 1 KiB stdout tail, an
 // annotation, the task row announcing one delivery, the sink_delivered
-// event), with history.task_detail summary and full. It
-// guards the summary's cost (a task's writer CPU, ns/task) and reports the
-// live file's bytes per task after a checkpoint.
+// event), with history.task_detail summary and full, and as a Kafka task
+// (summary; a row with its partition, offset, key and the key's encoding
+// in env). It guards the summary's cost (a task's writer CPU, ns/task) and
+// reports the live file's bytes per task after a checkpoint.
 func BenchmarkSuccessfulTask(b *testing.B) {
 	tail, _ := json.Marshal(strings.Repeat("x", 1024))
 	fin := json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":3,"output_size_bytes":1024,"stdout_tail":` + string(tail) + `}`)
-	for _, full := range []bool{false, true} {
-		name := map[bool]string{false: "summary", true: "full"}[full]
+	for _, name := range []string{"summary", "full", "kafka"} {
+		full, kafka := name == "full", name == "kafka"
 		b.Run(name, func(b *testing.B) {
 			clk := newClock()
 			cfg := baseConfig(b, b.TempDir(), "", "w1", clk)
@@ -174,11 +175,20 @@ func BenchmarkSuccessfulTask(b *testing.B) {
 				id := "task-" + strconv.FormatUint(n, 10)
 				// As the worker emits them: its own payloads are marked valid
 				// (worker.Events), an executor's annotation is checked.
-				r.Event(Event{Type: TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http","input_size_bytes":1024}`), PayloadValid: true})
+				received := json.RawMessage(`{"source":"http","input_size_bytes":1024}`)
+				if kafka { // the row below reproduces it, so it folds
+					received = json.RawMessage(fmt.Sprintf(`{"source":"kafka","alias":"source","partition":%d,"offset":%d,"key":"key-%d","key_encoding":"utf-8","input_size_bytes":1024}`, n%6, n, n%1000))
+				}
+				r.Event(Event{Type: TypeTaskReceived, TaskID: id, Payload: received, PayloadValid: true})
 				r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`), PayloadValid: true})
 				r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Payload: finPayload, PayloadValid: true})
 				r.Event(Event{Type: TypeAnnotation, Kind: "echo.size", TaskID: id, Payload: json.RawMessage(`{"attempt":1,"bytes":1024}`)})
-				r.Task(TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, DurationMs: 3, OutputSizeBytes: 1024, Partition: -1, Offset: -1, AwaitDeliveries: 1})
+				row := TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, DurationMs: 3, OutputSizeBytes: 1024, Partition: -1, Offset: -1, AwaitDeliveries: 1}
+				if kafka {
+					row.Source, row.Alias, row.Partition, row.Offset = "kafka", "source", int32(n%6), int64(n)
+					row.Key, row.Env = "key-"+strconv.FormatUint(n%1000, 10), map[string]string{KeyEncodingEnv: "utf-8"}
+				}
+				r.Task(row)
 				r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Payload: json.RawMessage(`{"output_size_bytes":1024,"sink":"out"}`), PayloadValid: true})
 				n++
 			}

@@ -423,8 +423,22 @@ func encodeLabels(m map[string]string) string {
 	if len(m) == 0 {
 		return "{}"
 	}
-	b, _ := json.Marshal(m)
-	return string(b)
+	return encodeStringMap(m)
+}
+
+// encodeStringMap is json.Marshal of m, byte for byte (keys sorted, HTML
+// characters escaped), without reflection: it runs for every task row and
+// event with labels or env (TestEncodeStringMapMatchesMarshal).
+func encodeStringMap(m map[string]string) string {
+	b := make([]byte, 0, 64)
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendJSONString(append(AppendJSONString(b, k), ':'), m[k])
+	}
+	return string(append(b, '}'))
 }
 
 // decodeLabels reads a JSON object of strings; anything else gives an empty map.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -335,5 +336,42 @@ func TestSamplingAboveARate(t *testing.T) {
 	}
 	if h := r.History(); h.TasksSampled != s.TasksSampled || h.SampleAbovePerSecond != 50 {
 		t.Errorf("History() sampling = %d above %d/s, want %d above 50/s", h.TasksSampled, h.SampleAbovePerSecond, s.TasksSampled)
+	}
+}
+
+// TestEncodeStringMapMatchesMarshal: labels and env are stored exactly as
+// json.Marshal wrote them before (keys sorted, HTML escaped, invalid
+// UTF-8 replaced), so rows written before and after read the same.
+func TestEncodeStringMapMatchesMarshal(t *testing.T) {
+	cases := []map[string]string{
+		{"a": "b"},
+		{KeyEncodingEnv: "utf-8"},
+		{KeyEncodingEnv: "base64", "TOKEN": "***"},
+		{"z": "1", "a": "2", "m": "<&>", "ü": "é\u2028", "q\"uote": "back\\slash", "ctl": "\x00\x1f", "bad": "\xff\xfe"},
+	}
+	rng := rand.New(rand.NewPCG(7, 9))
+	alphabet := []string{"a", "Z", "0", " ", "\"", "\\", "<", ">", "&", "é", "\u2028", "\x7f", "\xff", "\n", "日"}
+	for range 200 {
+		m := map[string]string{}
+		for range rng.IntN(5) + 1 {
+			var k, v strings.Builder
+			for range rng.IntN(6) {
+				k.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+			for range rng.IntN(8) {
+				v.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+			m[k.String()] = v.String()
+		}
+		cases = append(cases, m)
+	}
+	for _, m := range cases {
+		want, _ := json.Marshal(m)
+		if got := encodeStringMap(m); got != string(want) {
+			t.Fatalf("encodeStringMap(%q) = %s, want %s", m, got, want)
+		}
+	}
+	if got := utf8Env.(string); got != `{"SVC_KEY_ENCODING":"utf-8"}` {
+		t.Errorf("utf8Env = %s", got)
 	}
 }

@@ -189,15 +189,21 @@ func (r *Recorder) scanTaskRow(rows *sql.Rows, version int) (TaskRow, error) {
 	return t, nil
 }
 
-// noEnv is the env column of a task without executor.env keys, boxed once.
-var noEnv any = "{}"
+// The env column of a task without executor.env keys, and of a Kafka
+// task whose key is UTF-8 (the Kafka bench's every row), boxed once.
+var (
+	noEnv   any = "{}"
+	utf8Env any = `{"` + KeyEncodingEnv + `":"utf-8"}`
+)
 
 // insertTask writes t and one task_labels row per label.
 func insertTask(w *batchWriter, t *TaskRow) error {
 	env := noEnv // most workers set no executor.env: no encoding, no allocation
-	if len(t.Env) > 0 {
-		b, _ := json.Marshal(t.Env)
-		env = string(b)
+	switch {
+	case len(t.Env) == 1 && t.Env[KeyEncodingEnv] == "utf-8":
+		env = utf8Env
+	case len(t.Env) > 0:
+		env = encodeStringMap(t.Env)
 	}
 	s := t.summary
 	if err := w.tasks.add(t.TaskID, t.TSms, t.Worker, t.Source, t.Alias, int64(t.Partition), t.Offset, t.Key, encodeLabels(t.Labels),
