@@ -40,6 +40,8 @@ type child struct {
 	quietOut, quietErr func(fd uintptr)
 	pfd                [2]execPollFD
 	echoes             bool // a result of this child named its task (task_id)
+	// watch stops a task past its timeout or context (persistent.run).
+	watch runWatch
 
 	// Guarded by persistent.mu.
 	busy      bool          // a holder (starter or task) uses the pipes
@@ -255,6 +257,7 @@ func (c *child) retire(grace time.Duration) {
 
 // closePipes closes the worker's ends of the child's pipes.
 func (c *child) closePipes() {
+	c.watch.release()
 	_ = c.stdin.Close()
 	_ = c.stdout.Close()
 	c.stderr.close()

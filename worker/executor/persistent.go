@@ -486,23 +486,17 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 	} else {
 		c.stderr.discard()
 	}
-	var why atomic.Value
-	stop := func(reason string) {
-		if why.CompareAndSwap(nil, reason) {
-			p.markDown(c, reason)
-			c.kill()
-		}
+	if c.watch.p == nil {
+		c.watch.p, c.watch.c = p, c
 	}
-	timer := time.AfterFunc(p.opts.Timeout, func() { stop(execReasonTimeout) })
-	unwatch := context.AfterFunc(ctx, func() { stop(execReasonCanceled) })
+	c.watch.arm(ctx, p.opts.Timeout)
 	wrote, werr := c.stdin.Write(frame)
 	var header, body []byte
 	rerr := werr
 	if werr == nil {
 		header, body, rerr = execReadFrame(c.r, p.opts.MaxOutputBytes)
 	}
-	timer.Stop()
-	unwatch()
+	why := c.watch.disarm()
 	var broken string
 	if rerr == nil {
 		echo, err := execParseResult(header, &res)
@@ -531,7 +525,7 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 	}
 	if rerr != nil {
 		broken = execReasonProtocol
-		switch r, _ := why.Load().(string); {
+		switch r := why; {
 		case r == execReasonTimeout:
 			res.Status, res.Err = worker.StatusTimeout, fmt.Errorf("executor timed out after %s (executor.timeout)", p.opts.Timeout)
 			broken = r
