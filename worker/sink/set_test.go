@@ -115,6 +115,22 @@ func TestRecordHeaders(t *testing.T) {
 	if h["trace"] != "abc" || h["svc-dlq-reason"] != "" || h[HeaderTaskID] != "t-7" {
 		t.Errorf("sink record with forward_headers = %v, want the input's trace header and none of its svc-* ones", h)
 	}
+	// Every svc- header and label of a Kafka result, each value its own
+	// (they share one buffer).
+	ok := &worker.TaskResult{Task: &worker.Task{ID: "task-42", Msg: msg}, Status: worker.StatusOK, Output: []byte("o"),
+		Labels: map[string]string{"tenant": "acme", "region": "eu-west"}}
+	msg.Source = worker.SourceKafka
+	rec := resultRecord("out", "worker-a", false, ok)
+	want := map[string]string{HeaderTaskID: "task-42", HeaderWorker: "worker-a", HeaderSource: "kafka",
+		HeaderSourcePartition: "3", HeaderSourceOffset: "9", "svc-label-tenant": "acme", "svc-label-region": "eu-west"}
+	if got := headers(rec); !reflect.DeepEqual(got, want) || len(rec.Headers) != len(want) || string(rec.Key) != "k" || string(rec.Value) != "o" {
+		t.Errorf("Kafka result record: key %q value %q headers %v, want key k, value o, headers %v", rec.Key, rec.Value, got, want)
+	}
+	for i := range rec.Headers { // appending to one value must not write into the next
+		if v := rec.Headers[i].Value; cap(v) != len(v) {
+			t.Errorf("header %s: cap %d > len %d", rec.Headers[i].Key, cap(v), len(v))
+		}
+	}
 }
 
 // TestCloseWaitsOnceForAHungBroker: two sinks and the DLQ each hold a
