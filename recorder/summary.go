@@ -307,6 +307,9 @@ type pendingTask struct {
 	events []*Event // lifecycle events
 	extras []*Event // annotations, folded with them when the row folds
 	since  time.Time
+	// first holds a task's usual three lifecycle events (received,
+	// started, finished) without growing events three times.
+	first [3]*Event
 }
 
 // heldRow is a summarized task row waiting for its deliveries.
@@ -361,6 +364,7 @@ func (s *summarizer) filter(items []item, now time.Time) []item {
 			p := s.pending[it.ev.TaskID]
 			if p == nil {
 				p = &pendingTask{since: now}
+				p.events = p.first[:0]
 				s.pending[it.ev.TaskID] = p
 				s.order = append(s.order, it.ev.TaskID)
 			}
