@@ -70,6 +70,7 @@ type App struct {
 	// drain begins (WaitForExecutor), built once rather than per task.
 	kafkaCtx context.Context
 	work     workCount
+	workDone func() // work.done, bound once: Hold runs for every message and task
 
 	// drainStarted is closed when the drain begins: tasks waiting for an
 	// unavailable executor stop waiting then.
@@ -97,6 +98,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		runner: d.Runner, cost: d.Cost, sinks: d.Sinks, cache: d.Cache, notYet: map[string]string{}, probes: make(chan struct{}, ProbeQueueSize),
 		drainStarted: make(chan struct{}), execHlth: ExecutorHealth{State: ExecutorAvailable},
 	}
+	a.workDone = a.work.done
 	a.taskCtx, a.cancelTasks = context.WithCancel(context.Background())
 	a.kafkaCtx = WaitForExecutor(a.taskCtx, a.drainStarted)
 	h := d.Handler
@@ -262,7 +264,7 @@ func (a *App) TaskContext() context.Context { return a.taskCtx }
 // drain waits.
 func (a *App) Hold() (done func()) {
 	a.work.add()
-	return a.work.done
+	return a.workDone
 }
 
 // Arrange runs the Kafka handler's Arrange on the offload pool. An error
@@ -280,6 +282,11 @@ func (a *App) Arrange(ctx context.Context, batch []Message) ([]Task, error) {
 // ctx's cancellation, so accepted work is not lost when a caller goes away;
 // ctx only carries values.
 func (a *App) RunTasks(ctx context.Context, source string, tasks []Task) []TaskResult {
+	if len(tasks) == 1 { // the usual case: no goroutine, closure or group
+		done := a.Hold()
+		defer done()
+		return []TaskResult{a.runOne(source, &tasks[0])}
+	}
 	results := make([]TaskResult, len(tasks))
 	var wg sync.WaitGroup
 	for i := range tasks {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"svc/worker"
@@ -102,16 +103,16 @@ func (s *Source) run(j job) {
 func (s *Source) process(j job) []job {
 	w := j.w
 	var results []worker.TaskResult
-	var runnable []worker.Task
 	taskCtx := s.app.TaskContext()
-	for _, t := range w.tasks {
-		if w.arrangeErr != nil {
-			results = append(results, worker.TaskResult{Task: &t, Status: worker.StatusFailed, Err: fmt.Errorf("arrange: %w", w.arrangeErr)})
-			continue
+	if w.arrangeErr != nil {
+		// The handler could not arrange the batch: every task of the
+		// message fails unrun (to the DLQ).
+		for i := range w.tasks {
+			results = append(results, worker.TaskResult{Task: &w.tasks[i], Status: worker.StatusFailed, Err: fmt.Errorf("arrange: %w", w.arrangeErr)})
 		}
-		runnable = append(runnable, t)
+	} else {
+		results = s.app.RunTasks(taskCtx, worker.SourceKafka, w.tasks) // the message's own tasks: nothing else uses them
 	}
-	results = append(results, s.app.RunTasks(taskCtx, worker.SourceKafka, runnable)...)
 	// The tasks ended: the message gives its task slot to the next one
 	// and delivers its results (the next message of its key still waits
 	// until it is finished).
@@ -141,7 +142,8 @@ func (s *Source) process(j job) []job {
 // executor when the drain began, is not a failure of the message: no DLQ,
 // and the message stays uncommitted (read again).
 func (s *Source) deliver(j job, taskCtx context.Context, results []worker.TaskResult) {
-	var todo []*worker.TaskResult
+	var first [1]*worker.TaskResult // on the stack: the usual one result allocates nothing here
+	todo := first[:0]
 	unfinished := false
 	for i := range results {
 		if (taskCtx.Err() != nil && errors.Is(results[i].Err, context.Canceled)) || errors.Is(results[i].Err, worker.ErrExecutorUnavailable) {
@@ -158,9 +160,10 @@ func (s *Source) deliver(j job, taskCtx context.Context, results []worker.TaskRe
 		// the drain deadline: the message stays uncommitted.
 		s.app.DeliverAsync(todo[0], func(err error) { s.finish(j, err != nil, unfinished) })
 	default:
+		several := slices.Clone(todo)
 		go func() {
 			stalled := false
-			for _, r := range todo {
+			for _, r := range several {
 				if s.app.Deliver(r) != nil {
 					stalled = true
 				}
