@@ -2,29 +2,31 @@ package worker
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // workCount counts accepted work for the drain. Unlike a sync.WaitGroup,
 // work may be added while a drain waits (a probe racing the shutdown, the
-// next message of a key lane), so add never races wait.
+// next message of a key lane), so add never races wait. The count is an
+// atomic (add and done run twice for every Kafka message and task); the
+// mutex only guards the channel a waiting drain sleeps on.
 type workCount struct {
+	n    atomic.Int64
 	mu   sync.Mutex
-	n    int
 	zero chan struct{} // closed when n drops to 0 while someone waits
 }
 
-func (w *workCount) add() {
-	w.mu.Lock()
-	w.n++
-	w.mu.Unlock()
-}
+func (w *workCount) add() { w.n.Add(1) }
 
 func (w *workCount) done() {
+	if w.n.Add(-1) != 0 {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.n--
-	if w.n == 0 && w.zero != nil {
+	// Work added since the drop is not done: its own done closes zero.
+	if w.zero != nil && w.n.Load() == 0 {
 		close(w.zero)
 		w.zero = nil
 	}
@@ -33,7 +35,7 @@ func (w *workCount) done() {
 // wait returns true once no work is counted, false after timeout.
 func (w *workCount) wait(timeout time.Duration) bool {
 	w.mu.Lock()
-	if w.n == 0 {
+	if w.n.Load() == 0 {
 		w.mu.Unlock()
 		return true
 	}

@@ -255,7 +255,10 @@ func (s *Source) updateFlowLocked() {
 	case s.waiting < max(1, s.lim.totalWait/2) && s.waitBytes < totalWaitBytes/2:
 		s.held = false
 	}
-	s.flow.setBackpressure(s.held)
+	if s.held != s.heldSet { // flow's lock only when it changes (twice a message otherwise)
+		s.heldSet = s.held
+		s.flow.setBackpressure(s.held)
+	}
 	s.m.inflight.Set(float64(s.running))
 	s.m.delivering.Set(float64(s.running - s.executing))
 	s.m.staged.Set(float64(s.staged))

@@ -73,6 +73,7 @@ type Source struct {
 	waiting      int // messages polled and not started
 	waitBytes    int64
 	held         bool // backpressure: waiting work over its cap until below half
+	heldSet      bool // held as last given to flow
 	// commitMu serialises commits (interval, resume, revoke, shutdown) so a
 	// slower one can never move a partition's committed offset backwards.
 	commitMu  sync.Mutex

@@ -2,7 +2,7 @@ package sink
 
 import (
 	"context"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -47,9 +47,8 @@ type asyncProduce struct {
 	res  *worker.TaskResult
 	done func(error)
 
-	mu    sync.Mutex
-	ended bool      // acknowledged or cancelled: done was (or is being) called
-	due   time.Time // when it is slow: one more delivery_timeout unacknowledged
+	ended atomic.Bool  // acknowledged or cancelled: done was (or is being) called
+	due   atomic.Int64 // when it is slow (Unix ns): one more delivery_timeout unacknowledged
 }
 
 // produceAsync produces res's record for s and returns true, or returns
@@ -57,33 +56,36 @@ type asyncProduce struct {
 // way: the topic's limit is not known yet, the record is over it, or the
 // breaker does not let a call out now.
 func (ss *Set) produceAsync(ctx context.Context, s *kafkaSink, res *worker.TaskResult, done func(error)) bool {
-	if !s.limit.ready() || ctx.Err() != nil || !ss.watch(ctx) {
+	if !s.limit.ready() || ctx.Err() != nil {
 		return false
 	}
 	rec := resultRecord(s.topic, ss.name, s.forward, res)
 	if RecordSize(rec) > s.limit.get() || !s.breaker.TryAcquire() {
 		return false
 	}
-	a := &asyncProduce{ss: ss, s: s, ctx: ctx, res: res, done: done, due: time.Now().Add(s.timeout)}
-	ss.pendMu.Lock()
-	ss.pending[a] = struct{}{}
-	ss.pendMu.Unlock()
+	a := &asyncProduce{ss: ss, s: s, ctx: ctx, res: res, done: done}
+	a.due.Store(time.Now().Add(s.timeout).UnixNano())
+	if !ss.watch(ctx, a) {
+		s.breaker.Release()
+		return false
+	}
 	s.cl.Produce(ctx, rec, a.ack)
 	return true
 }
 
-// end marks a finished (false when it already was) and forgets it.
-func (a *asyncProduce) end() bool {
-	a.mu.Lock()
-	if a.ended {
-		a.mu.Unlock()
-		return false
-	}
-	a.ended = true
-	a.mu.Unlock()
+// forget takes a out of the pending deliveries.
+func (a *asyncProduce) forget() {
 	a.ss.pendMu.Lock()
 	delete(a.ss.pending, a)
 	a.ss.pendMu.Unlock()
+}
+
+// end marks a finished (false when it already was) and forgets it.
+func (a *asyncProduce) end() bool {
+	if !a.ended.CompareAndSwap(false, true) {
+		return false
+	}
+	a.forget()
 	return true
 }
 
@@ -133,23 +135,21 @@ func (a *asyncProduce) ack(_ *kgo.Record, err error) {
 // is still unacknowledged at its due time, and moves that one
 // delivery_timeout on.
 func (a *asyncProduce) slowIfDue(now time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ended || now.Before(a.due) {
+	if a.ended.Load() || now.UnixNano() < a.due.Load() {
 		return
 	}
 	s := a.s
 	s.m.failures.WithLabelValues(s.name).Inc()
 	s.breaker.Failure()
 	s.log.Warn("sink_delivery_slow", "sink", s.name, "error", errDeliveryTimeout.Error())
-	a.due = now.Add(s.timeout)
+	a.due.Store(now.Add(s.timeout).UnixNano())
 }
 
-// watch makes sure the end of ctx ends the pending deliveries made under
-// it, and starts the sweep for slow ones; it reports false for a second
-// context (one context is watched: the worker's task context), which then
-// goes the synchronous way.
-func (ss *Set) watch(ctx context.Context) bool {
+// watch adds a to the pending deliveries, under one lock making sure the
+// end of ctx ends them and the sweep for slow ones runs; it reports false
+// (a not added) for a second context (one context is watched: the
+// worker's task context), which then goes the synchronous way.
+func (ss *Set) watch(ctx context.Context, a *asyncProduce) bool {
 	ss.pendMu.Lock()
 	defer ss.pendMu.Unlock()
 	if ss.watched == nil {
@@ -162,7 +162,11 @@ func (ss *Set) watch(ctx context.Context) bool {
 		}
 		go ss.sweep(max(every, 10*time.Millisecond))
 	}
-	return ss.watched == ctx
+	if ss.watched != ctx {
+		return false
+	}
+	ss.pending[a] = struct{}{}
+	return true
 }
 
 // sweep looks for slow pending deliveries every quarter of the shortest
