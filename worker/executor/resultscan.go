@@ -131,6 +131,16 @@ func (s *execScanner) raw() ([]byte, bool) {
 
 func (s *execScanner) str() (string, bool) {
 	r, ok := s.raw()
+	switch string(r) { // the values every result carries, without a copy
+	case "result":
+		return "result", ok
+	case "ok":
+		return "ok", ok
+	case "retry":
+		return "retry", ok
+	case "failed":
+		return "failed", ok
+	}
 	return string(r), ok
 }
 
