@@ -172,18 +172,7 @@ func TestExactlyOnceSinkOutage(t *testing.T) {
 		if !failing.Load() || req.TransactionID == nil { // only the worker's transactions fail
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.PolicyViolation.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return workertest.RefuseProduce(req, kerr.PolicyViolation.Code), nil, true
 	})
 	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
 	w := ktNew(t, cfg)

@@ -94,12 +94,7 @@ func TestDeliverAsyncDelivers(t *testing.T) {
 func TestDeliverAsyncSlowAndCancelled(t *testing.T) {
 	t.Parallel()
 	c := workertest.Cluster(t, 1, []string{"out", "dlq"})
-	var held atomic.Int32
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		held.Add(1)
-		return nil, nil, true // swallow: never answer
-	})
+	held := workertest.HangProduce(c)
 	ss := asyncSet(t, c.ListenAddrs(), 200*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := deliverAsync(ctx, ss, okResult("t-1", 1))
@@ -142,19 +137,7 @@ func TestDeliverAsyncRetriesAFailedProduce(t *testing.T) {
 			return nil, nil, false
 		}
 		refused.Add(1)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidRecord.Code // not retried by the client
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return workertest.RefuseProduce(req, kerr.InvalidRecord.Code), nil, true // not retried by the client
 	})
 	ss := asyncSet(t, c.ListenAddrs(), 10*time.Second)
 	ch := deliverAsync(context.Background(), ss, okResult("t-1", 1))

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"svc/worker"
 	"svc/worker/config"
@@ -140,12 +138,7 @@ func TestRecordHeaders(t *testing.T) {
 func TestCloseWaitsOnceForAHungBroker(t *testing.T) {
 	t.Parallel()
 	c := workertest.Cluster(t, 1, []string{"out", "dlq"})
-	var held atomic.Int32
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		held.Add(1)
-		return nil, nil, true // swallow: never answer
-	})
+	held := workertest.HangProduce(c)
 	addrs := c.ListenAddrs()
 	cfg := config.Default()
 	cfg.Executor.BinaryPath = "/bin/cat"

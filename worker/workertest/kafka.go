@@ -1,10 +1,12 @@
 package workertest
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Cluster starts a one-broker kfake cluster on loopback seeded with topics
@@ -22,4 +24,33 @@ func Cluster(t testing.TB, partitions int32, topics []string, opts ...kfake.Opt)
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// RefuseProduce is a kfake answer to req that refuses every partition of
+// it with the error code (for a control function: return it, nil, true).
+func RefuseProduce(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// HangProduce makes c swallow every produce request, never answering
+// (a hung broker); the count says how many it swallowed.
+func HangProduce(c *kfake.Cluster) *atomic.Int32 {
+	var held atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		held.Add(1)
+		return nil, nil, true
+	})
+	return &held
 }
