@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"svc/worker/workertest"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestKafkaClientConfigWins: client_config's client.id takes effect on the
@@ -46,16 +49,59 @@ func TestKafkaClientConfigWins(t *testing.T) {
 			}
 		}
 	}
-	// The consumer long-polls 500 ms, not the client library's 5 s: a
-	// partition resumed after backpressure waits for the next fetch.
-	if got := w.client().OptValue(kgo.FetchMaxWait); got != 500*time.Millisecond {
-		t.Errorf("consumer fetch wait = %v, want the 500ms default", got)
-	}
-	cfg2 := ktConfig(t, addrs, workertest.EchoScript(t))
-	cfg2.Sources.Kafka.ClientConfig["fetch.max.wait.ms"] = "1500"
-	w2 := ktStart(t, cfg2)
-	w2.WaitJoined()
-	if got := w2.client().OptValue(kgo.FetchMaxWait); got != 1500*time.Millisecond {
-		t.Errorf("consumer fetch wait with fetch.max.wait.ms = 1500: %v, want 1.5s", got)
+}
+
+// TestKafkaFetchLongPoll: the consumer's fetch requests ask the broker to
+// wait at most 100 ms for records, not Kafka's usual 500 (nor the client
+// library's 5 s): while a fetch waits on caught-up partitions no other
+// fetch goes to that broker, so a partition resumed after backpressure
+// waits that long for its records. fetch.max.wait.ms still sets it.
+func TestKafkaFetchLongPoll(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, set string
+		want      int32
+	}{{"default", "", 100}, {"client_config", "1500", 1500}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := ktCluster(t, 1)
+			var mu sync.Mutex
+			waits := map[int32]int{}
+			c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				mu.Lock()
+				waits[kr.(*kmsg.FetchRequest).MaxWaitMillis]++
+				mu.Unlock()
+				return nil, nil, false
+			})
+			cfg := ktConfig(t, c.ListenAddrs(), workertest.EchoScript(t))
+			if tc.set != "" {
+				cfg.Sources.Kafka.ClientConfig["fetch.max.wait.ms"] = tc.set
+			}
+			w := ktStart(t, cfg)
+			w.WaitJoined()
+			// The consumer fetches the empty topic again and again: every
+			// request it sends carries the wait.
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				mu.Lock()
+				n, all := waits[tc.want], 0
+				for _, k := range waits {
+					all += k
+				}
+				seen := fmt.Sprint(waits)
+				mu.Unlock()
+				if n != all {
+					t.Fatalf("fetch requests by their max wait (ms): %s, want every one at %d", seen, tc.want)
+				}
+				if n >= 3 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d fetch requests in 20 s, want 3", n)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }
