@@ -131,18 +131,15 @@ func (a *asyncProduce) ack(_ *kgo.Record, err error) {
 	}()
 }
 
-// slowIfDue counts a breaker failure and logs sink_delivery_slow when a
-// is still unacknowledged at its due time, and moves that one
-// delivery_timeout on.
+// slowIfDue counts a breaker failure and notes a slow delivery
+// (slowDelivery) when a is still unacknowledged at its due time, and
+// moves that one delivery_timeout on.
 func (a *asyncProduce) slowIfDue(now time.Time) {
 	if a.ended.Load() || now.UnixNano() < a.due.Load() {
 		return
 	}
-	s := a.s
-	s.m.failures.WithLabelValues(s.name).Inc()
-	s.breaker.Failure()
-	s.log.Warn("sink_delivery_slow", "sink", s.name, "error", errDeliveryTimeout.Error())
-	a.due.Store(now.Add(s.timeout).UnixNano())
+	a.s.slowDelivery(now)
+	a.due.Store(now.Add(a.s.timeout).UnixNano())
 }
 
 // watch adds a to the pending deliveries, under one lock making sure the

@@ -123,6 +123,53 @@ func TestDeliverAsyncSlowAndCancelled(t *testing.T) {
 	}
 }
 
+// TestDeliverSlowLogBounded: in an outage every pending delivery goes
+// slow once per delivery_timeout and counts a breaker failure each time,
+// but the sink logs sink_delivery_slow at most once per delivery_timeout,
+// each line saying how many deliveries went slow since the one before.
+// Asynchronous and synchronous deliveries share the bound.
+func TestDeliverSlowLogBounded(t *testing.T) {
+	t.Parallel()
+	c := workertest.Cluster(t, 1, []string{"out", "dlq"})
+	workertest.HangProduce(c)
+	const timeout = 200 * time.Millisecond
+	ss := asyncSet(t, c.ListenAddrs(), timeout)
+	logs := &workertest.Logs{}
+	ss.byName["a"].log = logs.Logger()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 20
+	start := time.Now()
+	for i := range n {
+		deliverAsync(ctx, ss, okResult(fmt.Sprintf("a-%d", i), 1))
+	}
+	for i := range 4 {
+		go ss.Deliver(ctx, okResult(fmt.Sprintf("s-%d", i), 1))
+	}
+	failures := func() float64 { return testutil.ToFloat64(ss.m.failures.WithLabelValues("a")) }
+	wait.For(t, wait.Long, "every pending delivery slow three times", func() (bool, string) {
+		return failures() >= 3*(n+4), fmt.Sprintf("%v failures", failures())
+	})
+	elapsed := time.Since(start)
+	got := failures()
+	lines := logs.Named("sink_delivery_slow")
+	if most := int(elapsed/timeout) + 1; len(lines) == 0 || len(lines) > most {
+		t.Fatalf("%d sink_delivery_slow lines in %v with delivery_timeout %v, want 1-%d (%v slow deliveries)", len(lines), elapsed, timeout, most, got)
+	}
+	reported := 0.0
+	for _, l := range lines {
+		d, ok := l["deliveries"].(float64)
+		if !ok || d < 1 {
+			t.Fatalf("sink_delivery_slow line %v: deliveries %v, want a count >= 1", l, l["deliveries"])
+		}
+		reported += d
+	}
+	// Slow deliveries after the last line wait for the next one.
+	if reported > got || reported < got-float64(n+4)*2 {
+		t.Fatalf("the lines report %v slow deliveries, %v were counted as breaker failures", reported, got)
+	}
+}
+
 // TestDeliverAsyncRetriesAFailedProduce: a produce the broker refuses is
 // counted as a failure, logged, and retried until it is acknowledged:
 // done(nil) once, the record on the topic.

@@ -65,6 +65,37 @@ type kafkaSink struct {
 	m       *sinkMetrics
 	// delivered is m.delivered's child of this sink, bound once.
 	delivered prometheus.Counter
+	slow      slowLog
+}
+
+// slowLog bounds sink_delivery_slow to one line per delivery_timeout per
+// sink. During an outage every pending delivery goes slow once per
+// delivery_timeout, and a line each was hundreds a second (62 pending
+// deliveries gave 310 lines in 6 s); each still counts a breaker failure.
+type slowLog struct {
+	mu   sync.Mutex
+	last time.Time // when the last line was logged
+	n    int       // slow deliveries not reported yet
+}
+
+// slowDelivery counts a delivery unacknowledged past delivery_timeout as
+// a breaker failure and logs sink_delivery_slow, at most once per
+// delivery_timeout, with how many deliveries went slow since the previous
+// line ("deliveries", this one included).
+func (s *kafkaSink) slowDelivery(now time.Time) {
+	s.m.failures.WithLabelValues(s.name).Inc()
+	s.breaker.Failure()
+	s.slow.mu.Lock()
+	s.slow.n++
+	if !s.slow.last.IsZero() && now.Sub(s.slow.last) < s.timeout {
+		s.slow.mu.Unlock()
+		return
+	}
+	n := s.slow.n
+	s.slow.last, s.slow.n = now, 0
+	s.slow.mu.Unlock()
+	s.log.Warn("sink_delivery_slow", "sink", s.name, "error", errDeliveryTimeout.Error(), "deliveries", n,
+		"detail", "deliveries unacknowledged past delivery_timeout since the previous sink_delivery_slow line; each counts a breaker failure and is still waited for")
 }
 
 // newProducer builds an idempotent acks=all producer for conn whose
@@ -191,9 +222,7 @@ func (s *kafkaSink) produce(ctx context.Context, rec *kgo.Record) error {
 			produceWaits.Put(w) // acknowledged: nothing uses w any more
 			return err
 		case <-w.timer.C:
-			s.m.failures.WithLabelValues(s.name).Inc()
-			s.breaker.Failure()
-			s.log.Warn("sink_delivery_slow", "sink", s.name, "error", errDeliveryTimeout.Error())
+			s.slowDelivery(time.Now())
 			w.timer.Reset(s.timeout)
 		case <-ctx.Done():
 			// The producer still holds rec and calls w.ack later: w is
