@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -430,7 +431,11 @@ func encodeLabels(m map[string]string) string {
 // characters escaped), without reflection: it runs for every task row and
 // event with labels or env (TestEncodeStringMapMatchesMarshal).
 func encodeStringMap(m map[string]string) string {
-	b := make([]byte, 0, 64)
+	return string(appendStringMap(make([]byte, 0, 64), m))
+}
+
+// appendStringMap appends encodeStringMap(m).
+func appendStringMap(b []byte, m map[string]string) []byte {
 	b = append(b, '{')
 	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
@@ -438,7 +443,7 @@ func encodeStringMap(m map[string]string) string {
 		}
 		b = AppendJSONString(append(AppendJSONString(b, k), ':'), m[k])
 	}
-	return string(append(b, '}'))
+	return append(b, '}')
 }
 
 // decodeLabels reads a JSON object of strings; anything else gives an empty map.
@@ -467,4 +472,66 @@ func clampLimit(n, def, max int) int {
 		return def
 	}
 	return min(n, max)
+}
+
+// AppendJSON appends json.Marshal(e), byte for byte, without reflection:
+// the Live stream encodes every event it sends with it (annotations are
+// never sampled, one or more a task). A payload that json.Marshal would
+// change (whitespace to compact, HTML characters or U+2028/U+2029 to
+// escape) or that is not plainly valid goes through json.Marshal.
+func (e *Event) AppendJSON(b []byte) ([]byte, error) {
+	b = strconv.AppendInt(append(b, `{"id":`...), e.ID, 10)
+	b = strconv.AppendInt(append(b, `,"ts_ms":`...), e.TSms, 10)
+	b = AppendJSONString(append(b, `,"type":`...), e.Type)
+	b = AppendJSONString(append(b, `,"kind":`...), e.Kind)
+	b = AppendJSONString(append(b, `,"task_id":`...), e.TaskID)
+	b = AppendJSONString(append(b, `,"worker":`...), e.Worker)
+	b = append(b, `,"labels":`...)
+	if e.Labels == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendStringMap(b, e.Labels)
+	}
+	b = append(b, `,"payload":`...)
+	switch {
+	case e.Payload == nil:
+		b = append(b, "null"...)
+	case payloadAsIs(e.Payload):
+		b = append(b, e.Payload...)
+	default:
+		q, err := json.Marshal(e.Payload)
+		if err != nil {
+			return b, err
+		}
+		b = append(b, q...)
+	}
+	return append(b, '}'), nil
+}
+
+// payloadAsIs reports whether json.Marshal of the raw JSON p gives p
+// itself: p is one object or array with no whitespace outside its
+// strings, no '<', '>' or '&', no U+2028 or U+2029 and no control byte
+// anywhere, and its strings end where they should. It does not check the
+// grammar: the recorder only stores payloads that are valid JSON.
+func payloadAsIs(p []byte) bool {
+	if len(p) < 2 || (p[0] != '{' && p[0] != '[') {
+		return false
+	}
+	in := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			return false
+		case c == 0xe2 && i+2 < len(p) && p[i+1] == 0x80 && (p[i+2] == 0xa8 || p[i+2] == 0xa9):
+			return false
+		case in && c == '\\':
+			i++ // the escaped byte
+		case c == '"':
+			in = !in
+		case !in && c == ' ':
+			return false
+		}
+	}
+	return !in
 }

@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -374,4 +376,65 @@ func TestEncodeStringMapMatchesMarshal(t *testing.T) {
 	if got := utf8Env.(string); got != `{"SVC_KEY_ENCODING":"utf-8"}` {
 		t.Errorf("utf8Env = %s", got)
 	}
+}
+
+// TestEventAppendJSONMatchesMarshal: the Live stream's event encoding is
+// json.Marshal's, byte for byte, for every kind of label and payload
+// (whitespace to compact, HTML characters and U+2028 to escape, escaped
+// quotes, nested values, no labels, no payload).
+func TestEventAppendJSONMatchesMarshal(t *testing.T) {
+	payloads := []string{
+		"", `{}`, `[]`, `{"a":1}`, `{"a": 1}`, "{\n\"a\":1}", `{"s":"a b"}`, `{"s":"<b>"}`, `{"s":"x&y"}`,
+		`{"s":"\u2028"}`, "{\"s\":\"\u2028\"}", `{"s":"q\"uote \\ back"}`, `{"s":"\\"}`, `{"n":[1,2,{"x":null}],"t":true}`,
+		`{"s":"é日"}`, `[1, 2]`, `{"a":"b","c":{"d":"e f"}}`, `"str"`, `12`, `null`,
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	alphabet := []string{"a", " ", "\"", "\\\\", "\\\"", "<", "&", "é", "\u2028", "\\n", "日", ":", ","}
+	for range 300 {
+		var v strings.Builder
+		for range rng.IntN(10) {
+			v.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		p := `{"k":"` + v.String() + `","n":[` + strconv.Itoa(rng.IntN(100)) + `]}`
+		if json.Valid([]byte(p)) {
+			payloads = append(payloads, p)
+		}
+	}
+	labelSets := []map[string]string{nil, {}, {"a": "b"}, {"z": "<&>", "ü": "é\u2028", "q\"": "\\"}}
+	for i, p := range payloads {
+		e := Event{ID: int64(i), TSms: 1795750000000 + int64(i), Type: TypeAnnotation, Kind: "svc.<kind>",
+			TaskID: "t-\"" + strconv.Itoa(i), Worker: "w-é", Labels: labelSets[i%len(labelSets)]}
+		if p != "" {
+			e.Payload = json.RawMessage(p)
+		}
+		want, err := json.Marshal(&e)
+		if err != nil {
+			t.Fatalf("json.Marshal(%s): %v", p, err)
+		}
+		got, err := e.AppendJSON(nil)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("AppendJSON with payload %q = %s, %v\nwant %s", p, got, err, want)
+		}
+	}
+}
+
+// BenchmarkEventAppendJSON: an executor annotation encoded for the Live
+// stream, by hand and by encoding/json's Encoder (what the stream used).
+func BenchmarkEventAppendJSON(b *testing.B) {
+	e := Event{ID: 1, TSms: 1795750000000, Type: TypeAnnotation, Kind: "echo", TaskID: "t-0123456789abcdef", Worker: "speed",
+		Payload: json.RawMessage(`{"bytes":1024,"note":"echoed the input as it came","sha":"0f1e2d3c4b5a69788796a5b4c3d2e1f0"}`)}
+	b.Run("append", func(b *testing.B) {
+		buf := make([]byte, 0, 512)
+		for range b.N {
+			buf, _ = e.AppendJSON(buf[:0])
+		}
+	})
+	b.Run("encoder", func(b *testing.B) {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		for range b.N {
+			buf.Reset()
+			_ = enc.Encode(&e)
+		}
+	})
 }
