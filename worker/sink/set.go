@@ -163,6 +163,7 @@ func (ss *Set) Close() {
 		ss.stop()
 		var wg sync.WaitGroup
 		for _, s := range ss.sinks {
+			s.flushSlow()
 			wg.Go(func() { flushClose(s.cl) })
 		}
 		if ss.dlq != nil {

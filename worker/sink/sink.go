@@ -72,10 +72,13 @@ type kafkaSink struct {
 // sink. During an outage every pending delivery goes slow once per
 // delivery_timeout, and a line each was hundreds a second (62 pending
 // deliveries gave 310 lines in 6 s); each still counts a breaker failure.
+// Every slow delivery is reported: one held back is counted in the next
+// line, at the latest when its window ends (or the sinks close).
 type slowLog struct {
-	mu   sync.Mutex
-	last time.Time // when the last line was logged
-	n    int       // slow deliveries not reported yet
+	mu    sync.Mutex
+	last  time.Time   // when the last line was logged
+	n     int         // slow deliveries not reported yet
+	timer *time.Timer // reports n when the window ends; nil: none set
 }
 
 // slowDelivery counts a delivery unacknowledged past delivery_timeout as
@@ -88,12 +91,36 @@ func (s *kafkaSink) slowDelivery(now time.Time) {
 	s.slow.mu.Lock()
 	s.slow.n++
 	if !s.slow.last.IsZero() && now.Sub(s.slow.last) < s.timeout {
+		if s.slow.timer == nil {
+			s.slow.timer = time.AfterFunc(s.slow.last.Add(s.timeout).Sub(now), s.flushSlow)
+		}
 		s.slow.mu.Unlock()
 		return
 	}
 	n := s.slow.n
 	s.slow.last, s.slow.n = now, 0
 	s.slow.mu.Unlock()
+	s.logSlow(n)
+}
+
+// flushSlow logs the slow deliveries held back, if any.
+func (s *kafkaSink) flushSlow() {
+	s.slow.mu.Lock()
+	if s.slow.timer != nil {
+		s.slow.timer.Stop()
+		s.slow.timer = nil
+	}
+	n := s.slow.n
+	if n > 0 {
+		s.slow.last, s.slow.n = time.Now(), 0
+	}
+	s.slow.mu.Unlock()
+	if n > 0 {
+		s.logSlow(n)
+	}
+}
+
+func (s *kafkaSink) logSlow(n int) {
 	s.log.Warn("sink_delivery_slow", "sink", s.name, "error", errDeliveryTimeout.Error(), "deliveries", n,
 		"detail", "deliveries unacknowledged past delivery_timeout since the previous sink_delivery_slow line; each counts a breaker failure and is still waited for")
 }
