@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"svc/worker/workertest"
 
@@ -75,5 +77,55 @@ func TestKafkaBackpressureKeepsFetchedData(t *testing.T) {
 			t.Errorf("partition %d (%d records) was fetched below its high watermark %d times, at offsets %v; want at most %d (one per %d messages): fetched data is dropped and fetched again",
 				p, ends[p], len(offs), offs[:min(len(offs), 20)], allowed, half)
 		}
+	}
+}
+
+// TestKafkaBackpressureQuietPoll fills a pipeline behind a closed gate
+// until backpressure holds, then lets the backlog run. While backpressure
+// holds the poll loop waits; a finished message must not wake it unless
+// the next poll may take records (or nothing runs any more): woken for
+// every finished message it took the source's lock and a new timer each
+// time, only to find no room and wait again, 3 µs of the worker's CPU a
+// message on the Kafka bench.
+func TestKafkaBackpressureQuietPoll(t *testing.T) {
+	t.Parallel()
+	const n, poll = 400, 16
+	c := ktCluster(t, 4) // 4 partitions × their own cap (32) exceed the total cap (96)
+	addrs := c.ListenAddrs()
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, ktMsg(i, strconv.Itoa(i%64), false)) // keys spread the records over the partitions
+	}
+	ktProduce(t, ktClient(t, addrs), recs)
+	adm := ktAdmin(t, addrs)
+
+	gate := workertest.NewGate(t)
+	cfg := ktConfig(t, addrs, gate.Path)
+	cfg.Pipeline.MaxInFlight = 4
+	cfg.Executor.PoolSize = 2
+	cfg.Sources.Kafka.MaxPollRecords = poll
+	w := ktStart(t, cfg)
+	held := func() bool {
+		w.Src.mu.Lock()
+		defer w.Src.mu.Unlock()
+		return w.Src.held
+	}
+	for deadline := time.Now().Add(20 * time.Second); !held(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("backpressure did not hold within 20 s behind a closed gate (waiting cap %d)", w.Src.lim.totalWait)
+		}
+	}
+	gate.Open(t)
+	ktWaitCommitted(t, adm, cfg.Sources.Kafka.Group)
+	waits, wakes := w.Src.roomWaits.Load(), w.Src.roomWakes.Load()
+	// Each time backpressure holds (until fewer than half the cap wait),
+	// the loop waits once, plus once a second; a wake per finished
+	// message while it holds would be dozens each time.
+	if waits < 1 {
+		t.Fatalf("the poll loop never waited for room although backpressure held")
+	}
+	if wakes > waits {
+		t.Errorf("the poll loop was woken %d times while backpressure held, finding no room (%d waits, %d messages): a finished message wakes it although the next poll may take nothing",
+			wakes, waits, n)
 	}
 }

@@ -78,14 +78,17 @@ type Source struct {
 	// slower one can never move a partition's committed offset backwards.
 	commitMu  sync.Mutex
 	commitNow chan struct{} // asks the commit loop for a commit now
-	room      chan struct{} // signalled when a running message finishes
-	idle      chan job      // message goroutines waiting for a message to run
-	stopped   chan struct{} // closed when Run returns: idle goroutines exit
-	offsets   offsetCache
-	lagEvery  time.Duration         // how often the lag gauges' offsets are read
-	onCommit  func(map[int32]int64) // test hook: every successful commit
-	liveness  Liveness              // the fleet's view of live workers (SetLiveness); nil: none
-	peerFlow  PeerFlow              // the fleet cards' paused and stalled partitions (SetPeerFlow); nil: none
+	room      chan struct{} // signalled when a finished message may let the poll loop go on
+	// roomWaits counts the poll loop's waits for room (backpressure held)
+	// and roomWakes the times it was woken during one and found none.
+	roomWaits, roomWakes atomic.Int64
+	idle                 chan job      // message goroutines waiting for a message to run
+	stopped              chan struct{} // closed when Run returns: idle goroutines exit
+	offsets              offsetCache
+	lagEvery             time.Duration         // how often the lag gauges' offsets are read
+	onCommit             func(map[int32]int64) // test hook: every successful commit
+	liveness             Liveness              // the fleet's view of live workers (SetLiveness); nil: none
+	peerFlow             PeerFlow              // the fleet cards' paused and stalled partitions (SetPeerFlow); nil: none
 }
 
 // msgWork is one polled message and its arranged tasks.
@@ -332,12 +335,17 @@ func (s *Source) memberFenced(err error) {
 // client drop what it fetched, which it then fetches again after the
 // resume.
 func (s *Source) waitRoom(ctx context.Context) int {
-	for {
+	for woken := false; ; woken = true {
 		s.mu.Lock()
 		room := s.pollRoomLocked()
 		s.mu.Unlock()
 		if room > 0 {
 			return room
+		}
+		if woken {
+			s.roomWakes.Add(1)
+		} else {
+			s.roomWaits.Add(1)
 		}
 		select {
 		case <-s.room:
