@@ -239,13 +239,26 @@ func (r *Events) Finished(source string, res *TaskResult) {
 		if m.Key != nil {
 			var enc string
 			row.Key, enc = payload.Encode(m.Key)
-			if row.Env == nil {
-				row.Env = map[string]string{}
+			switch shared := keyEncodingEnvs[enc]; {
+			case row.Env == nil && shared != nil:
+				row.Env = shared
+			case row.Env == nil:
+				row.Env = map[string]string{recorder.KeyEncodingEnv: enc}
+			default: // taskEnv's own copy
+				row.Env[recorder.KeyEncodingEnv] = enc
 			}
-			row.Env[recorder.KeyEncodingEnv] = enc
 		}
 	}
 	rec.Task(row)
+}
+
+// keyEncodingEnvs are the environments of a keyed Kafka task run without
+// executor.env or task env, by key encoding: one map each, shared by every
+// such task row (the recorder and Live subscribers only read a row's Env),
+// instead of a new map a message.
+var keyEncodingEnvs = map[string]map[string]string{
+	"utf-8":  {recorder.KeyEncodingEnv: "utf-8"},
+	"base64": {recorder.KeyEncodingEnv: "base64"},
 }
 
 // taskEnv is the environment a task ran with, redacted like config views:

@@ -106,3 +106,51 @@ func checkPayloadAppenders(t *testing.T, s string, n, m int64) {
 		}
 	}
 }
+
+// rowCapture keeps the task rows it is given.
+type rowCapture struct {
+	capture
+	rows []recorder.TaskRow
+}
+
+func (c *rowCapture) Task(r recorder.TaskRow) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rows = append(c.rows, r)
+}
+
+// A keyed Kafka task's row names its key's encoding in env, beside the
+// masked executor.env keys when there are some; the env shared by rows
+// without executor.env never takes another row's keys.
+func TestFinishedKeyEncodingEnv(t *testing.T) {
+	t.Parallel()
+	run := func(ev *Events, key []byte, env map[string]string) map[string]string {
+		rec := &rowCapture{}
+		ev.Attach(rec)
+		task := &Task{ID: "t", Env: env, Msg: &Message{Source: SourceKafka, Alias: "source", Key: key}}
+		ev.Finished(SourceKafka, &TaskResult{Task: task, Status: StatusOK})
+		if len(rec.rows) != 1 {
+			t.Fatalf("%d task rows, want 1", len(rec.rows))
+		}
+		return rec.rows[0].Env
+	}
+	plain, withEnv := NewEvents("w1", nil), NewEvents("w1", map[string]string{"DB_PASSWORD": "pw"})
+	for _, tc := range []struct {
+		ev   *Events
+		key  []byte
+		env  map[string]string
+		want string
+	}{
+		{plain, []byte("k1"), nil, `{"SVC_KEY_ENCODING":"utf-8"}`},
+		{withEnv, []byte("k1"), nil, `{"DB_PASSWORD":"***","SVC_KEY_ENCODING":"utf-8"}`},
+		{plain, []byte{0xff, 0}, map[string]string{"REGION": "eu"}, `{"REGION":"eu","SVC_KEY_ENCODING":"base64"}`},
+		{plain, []byte{0xff, 0}, nil, `{"SVC_KEY_ENCODING":"base64"}`},
+		{plain, []byte("k2"), nil, `{"SVC_KEY_ENCODING":"utf-8"}`},
+		{plain, nil, nil, `null`},
+	} {
+		got, _ := json.Marshal(run(tc.ev, tc.key, tc.env))
+		if string(got) != tc.want {
+			t.Errorf("env of a task with key %q and env %v = %s, want %s", tc.key, tc.env, got, tc.want)
+		}
+	}
+}

@@ -207,12 +207,24 @@ func TestMaskingHidesEverySecretKind(t *testing.T) {
 	}
 }
 
+// TestIsSecretNameAllocs: the recorder asks IsSecretName for every task's
+// environment keys (not parallel: AllocsPerRun).
+func TestIsSecretNameAllocs(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { IsSecretName("SVC_KEY_ENCODING") }); n != 0 {
+		t.Errorf("IsSecretName of an ASCII name allocates %v times", n)
+	}
+}
+
 func TestIsSecretName(t *testing.T) {
 	t.Parallel()
 	for name, want := range map[string]bool{
 		"DB_PASSWORD": true, "API_Key": true, "apikey": true, "aws_credentials": true, "auth_TOKEN": true,
 		"AWS_SECRET_ACCESS_KEY": true, "SIGNING_KEY": true, "ssh-key": true, "tls.key": true, "private_key_pem": true,
 		"HOME": false, "key_file": false, "KEYBOARD": false, "monkey_name": false, "cert_file": false, "username": false,
+		// Past the ASCII fast path: a long name, a Unicode one, and the
+		// Kelvin sign, which lower-cases to an ASCII k.
+		strings.Repeat("LONG_", 20) + "PASSWORD": true, strings.Repeat("long_", 20) + "name": false,
+		"PASSWÖRD_TOKEN": true, "GRÜẞE": false, "API_\u212aEY": true, "\u212aEY": true,
 	} {
 		if got := IsSecretName(name); got != want {
 			t.Errorf("IsSecretName(%q) = %v, want %v", name, got, want)

@@ -76,13 +76,46 @@ func (c *Config) masked(replace func(path, value string) string) Config {
 // (case-insensitive). This is the one rule for config views, task env in
 // the flight recorder and any other place that shows named values.
 func IsSecretName(name string) bool {
-	n := strings.ToLower(name)
-	for _, s := range []string{"password", "passwd", "secret", "token", "credential", "apikey", "api_key", "private_key", "access_key"} {
-		if strings.Contains(n, s) {
+	var buf [64]byte
+	if len(name) <= len(buf) && isASCII(name) {
+		// The recorder asks for every task's environment keys: lower an
+		// ASCII name on the stack instead of allocating a copy.
+		b := buf[:len(name)]
+		for i := range len(name) {
+			c := name[i]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b[i] = c
+		}
+		return secretLower(b)
+	}
+	return secretLower([]byte(strings.ToLower(name)))
+}
+
+// secretNames are the parts of a lower-case name that make it secret.
+var secretNames = [][]byte{[]byte("password"), []byte("passwd"), []byte("secret"), []byte("token"), []byte("credential"),
+	[]byte("apikey"), []byte("api_key"), []byte("private_key"), []byte("access_key")}
+
+// secretLower is IsSecretName of a name already lower-cased.
+func secretLower(n []byte) bool {
+	for _, s := range secretNames {
+		if bytes.Contains(n, s) {
 			return true
 		}
 	}
-	return n == "key" || strings.HasSuffix(n, "_key") || strings.HasSuffix(n, "-key") || strings.HasSuffix(n, ".key")
+	return string(n) == "key" || bytes.HasSuffix(n, []byte("_key")) || bytes.HasSuffix(n, []byte("-key")) || bytes.HasSuffix(n, []byte(".key"))
+}
+
+// isASCII reports whether s has only ASCII bytes (strings.ToLower of
+// other runes can yield ASCII letters: U+212A KELVIN SIGN lowers to k).
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // MaskEnv returns a copy of env with the values of secret names replaced
