@@ -493,7 +493,10 @@ func (c *Config) Resolve() {
 		c.Executor.PoolSize = cpus
 	}
 	if c.Pipeline.MaxInFlight == 0 {
-		c.Pipeline.MaxInFlight = 4 * c.Executor.PoolSize
+		// 8 per child: at 4 the tasks waiting in front of the pool ran
+		// out in bursts on a busy host (docs/operations.md, "Intake queues
+		// and fair dispatch").
+		c.Pipeline.MaxInFlight = 8 * c.Executor.PoolSize
 	}
 	if c.IO.MaxThreads == 0 {
 		c.IO.MaxThreads = min(32, cpus+4)

@@ -110,7 +110,7 @@ func TestDefaults(t *testing.T) {
 		{"offload.max_threads", cfg.Offload.MaxThreads, 2},
 		{"io.max_threads", cfg.IO.MaxThreads > 0 && cfg.IO.MaxThreads <= 32, true},
 		{"executor.timeout", cfg.Executor.Timeout.D(), 30 * time.Second},
-		{"pipeline.max_in_flight", cfg.Pipeline.MaxInFlight, 4 * cfg.Executor.PoolSize},
+		{"pipeline.max_in_flight", cfg.Pipeline.MaxInFlight, 8 * cfg.Executor.PoolSize},
 		{"storage.dir", cfg.Storage.Dir, "/tmp/svc"},
 		{"history.merged_retention_days", cfg.History.MergedRetentionDays, 7},
 		{"history.live_max_bytes", cfg.History.LiveMaxBytes, int64(128 << 20)},

@@ -194,7 +194,7 @@ func kbPipeline(b *testing.B, binary string, args []string, mode string, payload
 		cfg.Executor.Args, cfg.Executor.Mode = args, mode
 		cfg.Sources.Kafka.Topic = topic
 		cfg.Executor.PoolSize = kbPool()
-		cfg.Pipeline.MaxInFlight = kbInFlight() // default: 4 × pool
+		cfg.Pipeline.MaxInFlight = kbInFlight() // default: 8 × pool
 		cfg.Sources.Kafka.MaxPollRecords = 500
 		w := ktNew(b, cfg)
 		var done atomic.Int64
