@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"svc/recorder"
 )
@@ -151,6 +152,35 @@ func TestFinishedKeyEncodingEnv(t *testing.T) {
 		got, _ := json.Marshal(run(tc.ev, tc.key, tc.env))
 		if string(got) != tc.want {
 			t.Errorf("env of a task with key %q and env %v = %s, want %s", tc.key, tc.env, got, tc.want)
+		}
+	}
+}
+
+// discard is an EventRecorder that drops everything.
+type discard struct{}
+
+func (discard) Event(recorder.Event)           {}
+func (discard) Task(recorder.TaskRow)          {}
+func (discard) State(string, map[string]any)   {}
+func (discard) ConfigSnapshot(json.RawMessage) {}
+
+// TestEventsAllocs: the per-task events allocate their encoded payload and
+// nothing else (their payload structs went to the heap on the way to
+// Event, a copy each, before). Not parallel: AllocsPerRun.
+func TestEventsAllocs(t *testing.T) {
+	ev := NewEvents("w1", nil)
+	ev.Attach(discard{})
+	task := &Task{ID: "t1", Input: make([]byte, 1024), Msg: &Message{Source: SourceKafka, Alias: "source", Partition: 3, Offset: 42}}
+	ok := &AttemptResult{Status: StatusOK, Output: make([]byte, 1024), Duration: 3 * time.Millisecond}
+	res := &TaskResult{Task: task, Status: StatusOK, Output: ok.Output}
+	for name, f := range map[string]func(){
+		"Received":          func() { ev.Received(task) },
+		"executor_started":  func() { ev.Attempt(task, 1, nil) },
+		"executor_finished": func() { ev.Attempt(task, 1, ok) },
+		"Delivered":         func() { ev.Delivered(res, "out") },
+	} {
+		if n := testing.AllocsPerRun(200, f); n > 1 {
+			t.Errorf("%s: %v allocations, want 1 (the payload)", name, n)
 		}
 	}
 }
