@@ -49,11 +49,11 @@ func appendJSONText(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if jsonPlainByte[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':
@@ -90,3 +90,16 @@ func appendJSONText(b []byte, s string) []byte {
 	}
 	return append(append(b, s[start:]...), '"')
 }
+
+// jsonPlainByte marks the bytes that need no escape and no look at UTF-8:
+// one load a byte instead of three comparisons. BenchmarkExecResponseJSON,
+// a 1 KiB answer: plain text (bench/load's body, echoed) 1,392-1,506 →
+// 812-1,140 ns, JSON text 1,947-1,990 → 1,751-1,965 ns. (Testing eight
+// bytes at once in a 64-bit word was faster on plain text, 714-766 ns,
+// and slower on JSON, 2,337-2,532 ns, whose quotes come every few bytes.)
+var jsonPlainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()

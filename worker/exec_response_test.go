@@ -25,6 +25,13 @@ func encodeLikeIngress(t testing.TB, v any) []byte {
 func TestExecResponseAppendJSONMatchesEncoder(t *testing.T) {
 	texts := []string{"", "plain", `quote " and \ back`, "<html> & 'x'", "tab\tnl\nret\rbs\bff\f", "\x00\x01\x1f\x7f",
 		"é ü 日本 🙂", "bad \xff\xfe utf-8 \xc3", "line sep \u2028 para \u2029", strings.Repeat("0123456789abcdef", 64)}
+	// Every byte that needs care, at the start, middle and end of runs of
+	// plain text.
+	for _, special := range []string{`"`, `\`, "\x00", "\x1f", " ", "\x7f", "\x80", "é", "\u2028", "\xff"} {
+		for at := range 17 {
+			texts = append(texts, strings.Repeat("x", at)+special+strings.Repeat("y", 24-at))
+		}
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 500 { // random bytes, mostly invalid UTF-8 and controls
 		b := make([]byte, rng.IntN(40))
@@ -65,6 +72,14 @@ func BenchmarkExecResponseJSON(b *testing.B) {
 			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false)
 			_ = enc.Encode(r)
+		}
+	})
+	plain := r
+	plain.Tasks = []ExecTaskResult{{TaskID: "3f1c9a2b7d10-18", Status: StatusOK, Output: strings.Repeat("x", 1024), OutputEncoding: "utf-8", DurationMS: 3, Attempts: 1}}
+	b.Run("plain", func(b *testing.B) { // bench/load's body, echoed
+		out := make([]byte, 0, 4096)
+		for b.Loop() {
+			out = plain.AppendJSON(out[:0])
 		}
 	})
 	b.Run("append", func(b *testing.B) {
