@@ -92,7 +92,7 @@ func (s *kafkaSink) slowDelivery(now time.Time) {
 	s.slow.n++
 	if !s.slow.last.IsZero() && now.Sub(s.slow.last) < s.timeout {
 		if s.slow.timer == nil {
-			s.slow.timer = time.AfterFunc(s.slow.last.Add(s.timeout).Sub(now), s.flushSlow)
+			s.slow.timer = time.AfterFunc(s.slow.last.Add(s.timeout).Sub(now), s.windowEnded)
 		}
 		s.slow.mu.Unlock()
 		return
@@ -103,7 +103,31 @@ func (s *kafkaSink) slowDelivery(now time.Time) {
 	s.logSlow(n)
 }
 
-// flushSlow logs the slow deliveries held back, if any.
+// windowEnded is the slow log's timer: it reports the slow deliveries held
+// back once a delivery_timeout has passed since the last line. A line
+// logged meanwhile (a slow delivery past the window logs at once) opened
+// a new window: the timer is set again for its end, so two lines are
+// never closer than delivery_timeout.
+func (s *kafkaSink) windowEnded() {
+	s.slow.mu.Lock()
+	s.slow.timer = nil
+	n := s.slow.n
+	if n > 0 {
+		if wait := time.Until(s.slow.last.Add(s.timeout)); wait > 0 {
+			s.slow.timer = time.AfterFunc(wait, s.windowEnded)
+			s.slow.mu.Unlock()
+			return
+		}
+		s.slow.last, s.slow.n = time.Now(), 0
+	}
+	s.slow.mu.Unlock()
+	if n > 0 {
+		s.logSlow(n)
+	}
+}
+
+// flushSlow logs the slow deliveries held back, if any, at once (the
+// window's end, or the sinks closing).
 func (s *kafkaSink) flushSlow() {
 	s.slow.mu.Lock()
 	if s.slow.timer != nil {
