@@ -30,7 +30,9 @@
 #           subprocess resources) and with 1 (one subprocess processor)
 #
 # Usage: bench/speed.sh [rounds, default 3] [records, default 20000]
-# Environment: HTTP_N (measured requests per HTTP run, default 10000),
+# Environment: HTTP_N (measured requests per HTTP run, default 30000:
+# with 10000, about a second a run, the HTTP rows moved 20-35 % between
+# rounds on a busy 2-core host),
 # WARMUP (unmeasured requests first, default 1000, at most a fifth of the
 # run), SPAWN_N (default 1000), SPAWN_C (connections of the spawn runs,
 # default "8"; "8 32" adds 32), POOL (default 8), KEYS (default 1000),
@@ -48,7 +50,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 records=${2:-20000}
-http_n=${HTTP_N:-10000}
+http_n=${HTTP_N:-30000}
 warmup=${WARMUP:-1000}
 spawn_n=${SPAWN_N:-1000}
 spawn_paths=$(for c in ${SPAWN_C:-8}; do echo -n "spawn$c "; done)
