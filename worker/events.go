@@ -68,8 +68,6 @@ func (r *Events) Event(typ, kind, taskID string, labels map[string]string, paylo
 	case nil:
 	case json.RawMessage: // already JSON (an annotation's payload): no second encoding
 		raw = p
-	case jsonAppender:
-		raw, valid = p.appendJSON(make([]byte, 0, 128)), true
 	default:
 		raw, _ = json.Marshal(payload)
 		valid = true // fresh and valid: the recorder need not check or copy it

@@ -108,34 +108,27 @@ func (s *kafkaSink) slowDelivery(now time.Time) {
 // logged meanwhile (a slow delivery past the window logs at once) opened
 // a new window: the timer is set again for its end, so two lines are
 // never closer than delivery_timeout.
-func (s *kafkaSink) windowEnded() {
-	s.slow.mu.Lock()
-	s.slow.timer = nil
-	n := s.slow.n
-	if n > 0 {
-		if wait := time.Until(s.slow.last.Add(s.timeout)); wait > 0 {
-			s.slow.timer = time.AfterFunc(wait, s.windowEnded)
-			s.slow.mu.Unlock()
-			return
-		}
-		s.slow.last, s.slow.n = time.Now(), 0
-	}
-	s.slow.mu.Unlock()
-	if n > 0 {
-		s.logSlow(n)
-	}
-}
+func (s *kafkaSink) windowEnded() { s.reportSlow(false) }
 
-// flushSlow logs the slow deliveries held back, if any, at once (the
-// window's end, or the sinks closing).
-func (s *kafkaSink) flushSlow() {
+// flushSlow logs the slow deliveries held back, if any, at once (the sinks
+// close).
+func (s *kafkaSink) flushSlow() { s.reportSlow(true) }
+
+// reportSlow logs the slow deliveries held back, in one line: at once when
+// now, else only when the window since the last line has ended.
+func (s *kafkaSink) reportSlow(now bool) {
 	s.slow.mu.Lock()
 	if s.slow.timer != nil {
-		s.slow.timer.Stop()
+		s.slow.timer.Stop() // none when it is the timer calling
 		s.slow.timer = nil
 	}
 	n := s.slow.n
 	if n > 0 {
+		if wait := time.Until(s.slow.last.Add(s.timeout)); !now && wait > 0 {
+			s.slow.timer = time.AfterFunc(wait, s.windowEnded)
+			s.slow.mu.Unlock()
+			return
+		}
 		s.slow.last, s.slow.n = time.Now(), 0
 	}
 	s.slow.mu.Unlock()
