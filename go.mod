@@ -14,6 +14,7 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0
 	golang.org/x/net v0.62.0
 	modernc.org/sqlite v1.61.1
+	zombiezen.com/go/sqlite v1.4.2
 )
 
 require (

@@ -398,20 +398,20 @@ func queryEvents(ctx context.Context, db *sql.DB, query string, args ...any) ([]
 
 // insertEvent writes e, plus its config_snapshots or state_timeline row.
 func insertEvent(w *batchWriter, e *Event) error {
-	if err := w.events.add(e.ID, e.TSms, e.Type, e.Kind, e.TaskID, e.Worker, encodeLabels(e.Labels), string(e.Payload)); err != nil {
+	if err := w.events.add(num(e.ID), num(e.TSms), str(e.Type), str(e.Kind), str(e.TaskID), str(e.Worker), str(encodeLabels(e.Labels)), str(string(e.Payload))); err != nil {
 		return err
 	}
 	var err error
 	switch e.Type {
 	case TypeConfigSnapshot:
-		err = w.exec(`INSERT INTO config_snapshots(ts_ms, config) VALUES(?, ?)`, e.TSms, string(e.Payload))
+		err = w.exec(`INSERT INTO config_snapshots(ts_ms, config) VALUES(?, ?)`, num(e.TSms), str(string(e.Payload)))
 	case TypeState:
 		var p struct {
 			Detail json.RawMessage `json:"detail"`
 		}
 		json.Unmarshal(e.Payload, &p)
 		err = w.exec(`INSERT INTO state_timeline(ts_ms, state, detail) VALUES(?, ?, ?)`,
-			e.TSms, e.Kind, string(normalizeJSON(p.Detail)))
+			num(e.TSms), str(e.Kind), str(string(normalizeJSON(p.Detail))))
 	}
 	if err != nil {
 		return fmt.Errorf("insert %s: %w", e.Type, err)

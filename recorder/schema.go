@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -102,6 +103,14 @@ func sqliteURI(path, query string) string {
 	return "file:" + esc + "?" + query
 }
 
+// liveBusyTimeout is how long a live file's connections wait for a lock.
+const liveBusyTimeout = 5 * time.Second
+
+// livePragmas are the settings of every connection to a live file, the
+// writer's (liveFile.writeConn) and db's (openLiveDB), besides the busy
+// timeout and WAL mode.
+var livePragmas = []string{"synchronous(NORMAL)", "cache_size(-256)", "temp_store(MEMORY)"}
+
 // openLiveDB opens (creating if needed) a live file in WAL mode with a busy
 // timeout, and applies the schema steps.
 //
@@ -119,8 +128,11 @@ func openLiveDB(ctx context.Context, path string) (*sql.DB, error) {
 	if err := createPrivateFile(path); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", sqliteURI(path,
-		"_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-256)&_pragma=temp_store(MEMORY)"))
+	query := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)", liveBusyTimeout.Milliseconds())
+	for _, p := range livePragmas {
+		query += "&_pragma=" + p
+	}
+	db, err := sql.Open("sqlite", sqliteURI(path, query))
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}

@@ -3,7 +3,6 @@ package recorder
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	zsqlite "zombiezen.com/go/sqlite"
 )
 
 // liveFile is the open live database.
@@ -20,43 +21,51 @@ type liveFile struct {
 	db     *sql.DB
 	path   string
 	fromMs int64
-	// conn is the writer's own connection and stmts its statements,
-	// prepared on it once per file; only the writer uses them. On a
-	// connection of the pool, a batch could land on any of db's
-	// connections, and database/sql re-prepared a statement on each (and
-	// again whenever it closed an idle one): 3.6 % of svc's CPU in the
-	// Kafka bench went to SQLite's prepare.
-	conn  *sql.Conn
-	stmts map[string]driver.Stmt // prepared on conn's driver connection
-	bw    *batchWriter
+	// conn is the writer's own connection (see txWriter), with the
+	// statements it prepared, once per file; only the writer uses it. On a
+	// connection of db's pool, a batch could land on any of its
+	// connections, each preparing the statements anew (and again whenever
+	// database/sql closed an idle one): 3.6 % of svc's CPU in the Kafka
+	// bench went to SQLite's prepare.
+	conn *zsqlite.Conn
+	bw   *batchWriter
 }
 
-// writeConn is the writer's connection to the file, opened on first use.
-func (lf *liveFile) writeConn(ctx context.Context) (*sql.Conn, error) {
-	if lf.conn == nil {
-		c, err := lf.db.Conn(ctx)
-		if err != nil {
+// writeConn is the writer's connection to the file, opened on first use
+// with the settings openLiveDB gives db's connections.
+func (lf *liveFile) writeConn() (*zsqlite.Conn, error) {
+	if lf.conn != nil {
+		return lf.conn, nil
+	}
+	// The file exists (openLiveDB made it, in WAL mode): no OpenCreate.
+	c, err := zsqlite.OpenConn(sqliteURI(lf.path, ""), zsqlite.OpenReadWrite|zsqlite.OpenURI)
+	if err != nil {
+		return nil, err
+	}
+	c.SetBusyTimeout(liveBusyTimeout)
+	for _, p := range livePragmas {
+		if err := execScript(c, "PRAGMA "+p); err != nil {
+			c.Close()
 			return nil, err
 		}
-		lf.conn = c
 	}
-	return lf.conn, nil
+	lf.conn = c
+	return c, nil
 }
 
-// dropConn closes the writer's statements and connection; the next write
-// opens new ones.
-func (lf *liveFile) dropConn() {
-	if lf.conn != nil && len(lf.stmts) > 0 {
-		// A statement belongs to the driver connection: closed there,
-		// before the connection.
-		_ = lf.conn.Raw(func(any) error {
-			for _, st := range lf.stmts {
-				st.Close()
-			}
-			return nil
-		})
+// execScript runs a statement without keeping it prepared.
+func execScript(c *zsqlite.Conn, query string) error {
+	st, _, err := c.PrepareTransient(query)
+	if err != nil {
+		return err
 	}
-	lf.stmts = nil
+	_, err = st.Step()
+	return errors.Join(err, st.Finalize())
+}
+
+// dropConn closes the writer's connection and its statements; the next
+// write opens a new one.
+func (lf *liveFile) dropConn() {
 	if lf.conn != nil {
 		lf.conn.Close()
 		lf.conn = nil

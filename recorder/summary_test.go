@@ -373,7 +373,7 @@ func TestEncodeStringMapMatchesMarshal(t *testing.T) {
 			t.Fatalf("encodeStringMap(%q) = %s, want %s", m, got, want)
 		}
 	}
-	if got := utf8Env.(string); got != `{"SVC_KEY_ENCODING":"utf-8"}` {
+	if got := utf8Env; got != `{"SVC_KEY_ENCODING":"utf-8"}` {
 		t.Errorf("utf8Env = %s", got)
 	}
 }

@@ -190,10 +190,10 @@ func (r *Recorder) scanTaskRow(rows *sql.Rows, version int) (TaskRow, error) {
 }
 
 // The env column of a task without executor.env keys, and of a Kafka
-// task whose key is UTF-8 (the Kafka bench's every row), boxed once.
-var (
-	noEnv   any = "{}"
-	utf8Env any = `{"` + KeyEncodingEnv + `":"utf-8"}`
+// task whose key is UTF-8 (the Kafka bench's every row).
+const (
+	noEnv   = "{}"
+	utf8Env = `{"` + KeyEncodingEnv + `":"utf-8"}`
 )
 
 // insertTask writes t and one task_labels row per label.
@@ -205,15 +205,15 @@ func insertTask(w *batchWriter, t *TaskRow) error {
 	case len(t.Env) > 0:
 		env = encodeStringMap(t.Env)
 	}
-	s := t.summary
-	if err := w.tasks.add(t.TaskID, t.TSms, t.Worker, t.Source, t.Alias, int64(t.Partition), t.Offset, t.Key, encodeLabels(t.Labels),
-		t.Status, int64(t.Attempts), t.DurationMs, t.Error, t.OutputSizeBytes, env,
-		s.ReceivedID, s.StartedDID, s.FinishedDID, s.ReceivedMs, s.StartedDMs, s.FinishedDMs, s.InputSizeBytes, s.AttemptDuration,
-		encodeExtras(s.Extras), s.topID(TypeAnnotation), s.topID(TypeSinkDelivered)); err != nil {
+	s := &t.summary
+	if err := w.tasks.add(str(t.TaskID), num(t.TSms), str(t.Worker), str(t.Source), str(t.Alias), num(int64(t.Partition)), num(t.Offset),
+		str(t.Key), str(encodeLabels(t.Labels)), str(t.Status), num(int64(t.Attempts)), num(t.DurationMs), str(t.Error), num(t.OutputSizeBytes), str(env),
+		num(s.ReceivedID), num(s.StartedDID), num(s.FinishedDID), num(s.ReceivedMs), num(s.StartedDMs), num(s.FinishedDMs), num(s.InputSizeBytes), num(s.AttemptDuration),
+		str(encodeExtras(s.Extras)), num(s.topID(TypeAnnotation)), num(s.topID(TypeSinkDelivered))); err != nil {
 		return err
 	}
 	for name, value := range t.Labels {
-		if err := w.labels.add(name, value, t.TaskID, t.TSms); err != nil {
+		if err := w.labels.add(str(name), str(value), str(t.TaskID), num(t.TSms)); err != nil {
 			return err
 		}
 	}
