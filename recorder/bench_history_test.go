@@ -50,7 +50,7 @@ func recordTasks(tb testing.TB, r *Recorder, prefix string, n int) {
 				rng.IntN(1000), rng.IntN(20), rng.Float64()*100, words[rng.IntN(len(words))], words[rng.IntN(len(words))])
 		}
 		out.WriteString(`]}`)
-		for len(r.in) > cap(r.in)-8 {
+		for r.queued.Load() > int64(r.cfg.BufferSize-8) {
 			runtime.Gosched()
 		}
 		p, _ := json.Marshal(map[string]any{"source": "kafka", "alias": "source", "partition": i % 6, "offset": i,

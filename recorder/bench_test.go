@@ -31,7 +31,7 @@ func BenchmarkIngest(b *testing.B) {
 	var n uint64
 	start := time.Now()
 	for b.Loop() {
-		for len(r.in) == cap(r.in) {
+		for r.queued.Load() == int64(r.cfg.BufferSize) {
 			runtime.Gosched()
 		}
 		r.Event(Event{Type: TypeExecutorFinished, TaskID: "task-" + strconv.FormatUint(n/4, 10), Labels: labels, Payload: payload})
@@ -169,7 +169,7 @@ func BenchmarkSuccessfulTask(b *testing.B) {
 			var n uint64
 			cpu0 := processCPU()
 			for b.Loop() {
-				for len(r.in) > cap(r.in)-8 {
+				for r.queued.Load() > int64(r.cfg.BufferSize-8) {
 					time.Sleep(100 * time.Microsecond) // not a spin: the CPU figure is the writer's
 				}
 				id := "task-" + strconv.FormatUint(n, 10)

@@ -189,7 +189,7 @@ func BenchmarkEventsFolded(b *testing.B) {
 	startRun(b, r)
 	const n = 30_000
 	for i := range n {
-		for len(r.in) > cap(r.in)-16 {
+		for r.queued.Load() > int64(r.cfg.BufferSize-16) {
 			time.Sleep(time.Millisecond)
 		}
 		id := fmt.Sprint("t-", i)

@@ -30,7 +30,7 @@ func Open(ctx context.Context, cfg Config) (*Recorder, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "recorder"),
 		memory:  cfg.Dir == "",
-		in:      make(chan item, cfg.BufferSize),
+		wake:    make(chan struct{}, 1),
 		sealReq: make(chan chan error),
 		sum:     &summarizer{on: !cfg.FullDetail, sampleAbove: cfg.SampleAbove, pending: map[string]*pendingTask{}, held: map[string]*heldRow{}},
 		nextID:  cfg.StartedAt.UnixMilli() * 1000,

@@ -53,12 +53,13 @@ func (r *Recorder) enqueueLocked(it item) bool {
 	if r.stopped {
 		return false
 	}
-	if len(r.over.items) == 0 {
-		select {
-		case r.in <- it:
-			return true
-		default:
+	if len(r.over.items) == 0 && len(r.queue) < r.cfg.BufferSize {
+		r.queue = append(r.queue, it)
+		r.queued.Store(int64(len(r.queue)))
+		if len(r.queue) == 1 {
+			r.wakeWriter()
 		}
+		return true
 	}
 	sz := it.size()
 	if r.over.bytes+sz > overflowMaxBytes {
@@ -74,12 +75,12 @@ func (r *Recorder) enqueueLocked(it item) bool {
 // takeOverflow hands the writer the overflow list once the queue is empty
 // (everything in the queue is older); nil when there is nothing to take.
 func (r *Recorder) takeOverflow() []item {
-	if r.overN.Load() == 0 || len(r.in) > 0 {
+	if r.overN.Load() == 0 || r.queued.Load() > 0 {
 		return nil
 	}
 	r.inMu.Lock()
 	defer r.inMu.Unlock()
-	if len(r.in) > 0 { // cannot grow while the list holds items; checked again all the same
+	if len(r.queue) > 0 { // cannot grow while the list holds items; checked again all the same
 		return nil
 	}
 	items := r.over.items

@@ -107,12 +107,14 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case it := <-r.in:
+		case <-r.wake:
 			// Linger briefly so one transaction carries many rows: at a few
 			// thousand rows a second, a transaction per row costs far more
-			// CPU than the rows themselves.
-			batch = r.linger(ctx, r.fillBatch(append(batch[:0], it)))
-			r.writeItems(bg, batch)
+			// CPU than the rows themselves. (A wake-up may find the queue
+			// already taken by the batch before.)
+			if batch = r.fillBatch(batch[:0]); len(batch) > 0 {
+				r.writeItems(bg, r.linger(ctx, batch))
+			}
 			r.writeOverflow(bg)
 		case <-hold.C:
 			r.writeOverflow(bg)
@@ -158,7 +160,7 @@ const lingerStep = 2 * time.Millisecond
 // queue (8192 items, then the overflow list) holds several lingers' worth.
 func (r *Recorder) linger(ctx context.Context, batch []item) []item {
 	deadline := time.Now().Add(writeLinger)
-	for len(batch)+len(r.in) < maxBatch {
+	for len(batch)+int(r.queued.Load()) < maxBatch {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
@@ -177,17 +179,32 @@ func (r *Recorder) linger(ctx context.Context, batch []item) []item {
 	return r.fillBatch(batch)
 }
 
-// fillBatch appends queued items without waiting, up to maxBatch.
+// fillBatch appends queued items without waiting, up to maxBatch. Items
+// left in the queue wake the writer again.
 func (r *Recorder) fillBatch(batch []item) []item {
-	for len(batch) < maxBatch {
-		select {
-		case it := <-r.in:
-			batch = append(batch, it)
-		default:
-			return batch
-		}
+	if r.queued.Load() == 0 || len(batch) >= maxBatch {
+		return batch
+	}
+	r.inMu.Lock()
+	defer r.inMu.Unlock()
+	n := min(len(r.queue), maxBatch-len(batch))
+	batch = append(batch, r.queue[:n]...)
+	left := copy(r.queue, r.queue[n:])
+	clear(r.queue[left:]) // keep no written item alive
+	r.queue = r.queue[:left]
+	r.queued.Store(int64(left))
+	if left > 0 {
+		r.wakeWriter()
 	}
 	return batch
+}
+
+// wakeWriter tells the writer the queue holds items.
+func (r *Recorder) wakeWriter() {
+	select {
+	case r.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
 }
 
 // drain writes everything queued right now, and every lifecycle event
