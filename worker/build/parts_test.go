@@ -3,6 +3,7 @@ package build
 import (
 	"testing"
 
+	"svc/recorder"
 	"svc/worker/config"
 )
 
@@ -26,6 +27,15 @@ func TestMaskEnvOnceRedactsSecretsOnly(t *testing.T) {
 		if plain["probe"] != "x" {
 			t.Error("a map without secrets was copied")
 		}
+	}
+	// The key encoding entry skips the name check: the rule must agree,
+	// and a secret beside it is still masked.
+	if config.IsSecretName(recorder.KeyEncodingEnv) {
+		t.Errorf("IsSecretName(%q) = true: maskEnvOnce's shortcut would leak it", recorder.KeyEncodingEnv)
+	}
+	both := map[string]string{recorder.KeyEncodingEnv: "utf-8", "DB_PASSWORD": "pw"}
+	if got := maskEnvOnce(both); got["DB_PASSWORD"] != config.Mask || got[recorder.KeyEncodingEnv] != "utf-8" {
+		t.Errorf("maskEnvOnce(%v) = %v, want DB_PASSWORD masked", both, got)
 	}
 	if got := maskEnvOnce(nil); got != nil {
 		t.Errorf("maskEnvOnce(nil) = %v, want nil", got)
