@@ -466,9 +466,13 @@ type arg struct {
 func str(s string) arg { return arg{s: s, text: true} }
 func num(i int64) arg  { return arg{i: i} }
 
-// exec runs query with args on the writer's connection.
+// exec runs query with args on the writer's connection. The statement
+// stays prepared (the connection keeps it by query); its text arguments,
+// copied into SQLite's memory when bound, are freed as soon as it ran, as
+// the driver did: a 64-row statement kept until its next use could hold
+// 64 event payloads.
 func (w *txWriter) exec(query string, args ...arg) error {
-	st, err := w.conn.Prepare(query) // cached: reset and cleared on reuse
+	st, err := w.conn.Prepare(query)
 	if err != nil {
 		return err
 	}
@@ -479,10 +483,11 @@ func (w *txWriter) exec(query string, args ...arg) error {
 			st.BindInt64(i+1, a.i)
 		}
 	}
-	if _, err := st.Step(); err != nil {
-		return err
+	_, err = st.Step() // resets the statement when it fails
+	if err == nil {
+		err = st.Reset()
 	}
-	return st.Reset()
+	return errors.Join(err, st.ClearBindings())
 }
 
 // shutdown stops intake, writes what is queued, seals the live file and

@@ -10,7 +10,7 @@ import (
 // TestLiveWriterConn: the writer's own connection to a live file (not
 // database/sql's) has the settings of the file's other connections, opens
 // a path with the characters URIs give a meaning to, writes rows the
-// database/sql side reads back, and leaves nothing open once dropped.
+// database/sql side reads back, and opens anew after dropConn.
 func TestLiveWriterConn(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "a%20b?c#d")
