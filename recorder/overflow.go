@@ -2,14 +2,15 @@ package recorder
 
 import "context"
 
-// The write queue (history.buffer_size items) absorbs the writer's short
-// pauses. A longer one, the seal of a large live file or a slow disk, used
-// to drop rows once it was full: 66 rows in 10 minutes at 3.9k tasks/s
-// with 128 MiB live files. Items that find the queue full now wait in an
-// overflow list bounded in bytes (overflowMaxBytes); only past that bound
-// are they dropped and counted. While the list holds anything, new items
-// join it rather than the queue, and the writer takes the list only once
-// the queue is empty: items are written in the order of their IDs.
+// The write queue (Config.BufferSize items, 8,192 by default) absorbs the
+// writer's short pauses. A longer one, the seal of a large live file or a
+// slow disk, used to drop rows once it was full: 66 rows in 10 minutes at
+// 3.9k tasks/s with 128 MiB live files. Items that find the queue full now
+// wait in an overflow list bounded in bytes (overflowMaxBytes); only past
+// that bound are they dropped and counted. While the list holds anything,
+// new items join it rather than the queue, and the writer takes the list
+// only once the queue is empty: items are written in the order of their
+// IDs.
 
 // overflowMaxBytes bounds the memory the overflow list may hold: at
 // 4k tasks/s (about 2.5 MB/s of queued items) some 12 s of writer pause.

@@ -49,7 +49,7 @@ type Recorder struct {
 	inMu    sync.Mutex
 	nextID  int64
 	stopped bool
-	// queue is the write queue (history.buffer_size items at most), in ID
+	// queue is the write queue (Config.BufferSize items at most), in ID
 	// order; guarded by inMu. queued mirrors its length for the writer's
 	// and Stats' checks without the lock, and wake (capacity 1) tells the
 	// writer it went from empty to holding something. A slice under the
