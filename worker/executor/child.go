@@ -39,7 +39,6 @@ type child struct {
 	// not available); pfd holds the poll's file descriptors and results.
 	quietOut, quietErr func(fd uintptr)
 	pfd                [2]execPollFD
-	echoes             bool // a result of this child named its task (task_id)
 	// watch stops a task past its timeout or context (persistent.run).
 	watch runWatch
 
