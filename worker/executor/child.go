@@ -73,7 +73,7 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
 		SysProcAttr: execSysProcAttr(),
 	}
-	cmd, err = execStartCmd(cmd)
+	cmd, err = execStart(cmd, execStartCmd)
 	pp.closeChild()
 	if err != nil {
 		pp.closeParent()
@@ -91,6 +91,7 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 	go c.stderr.loop()
 	go func() {
 		_ = cmd.Wait()
+		execWaited(nc.pgid)
 		// Leftovers of its group die with it rather than hold the pipes.
 		_ = syscall.Kill(-nc.pgid, syscall.SIGKILL)
 		s.guard.note('-', nc.pgid)

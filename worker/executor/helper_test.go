@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == GuardArg {
 		os.Exit(RunGuard(os.Stdin))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "exec-reaper" {
+		os.Exit(execReaperMain())
+	}
 	if len(os.Args) > 3 && os.Args[1] == "exec-worker" {
 		os.Exit(execWorkerMain(os.Args[2], os.Args[3]))
 	}
