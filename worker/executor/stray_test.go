@@ -331,3 +331,23 @@ func TestPersistentLateFramesNamingTheirTask(t *testing.T) {
 	}
 	execWantViolations(t, p, l, 1, len(inputs), []string{execViolationWrongTask, execViolationUnsolicited}, []string{"rerun", "answered"}, "")
 }
+
+// A task without an id (a library caller's) is sent one of its own, which
+// its result names: it is answered, not refused for a missing echo.
+func TestPersistentTaskWithoutID(t *testing.T) {
+	t.Parallel()
+	p, l := execStrayPool(t, nil)
+	for range 2 {
+		task := execTask("!view")
+		task.ID = ""
+		res := p.Run(t.Context(), task)
+		var seen helperTask
+		if res.Status != worker.StatusOK || json.Unmarshal(res.Output, &seen) != nil || !strings.HasPrefix(seen.TaskID, "svc-unnamed-") {
+			t.Errorf("Run(no id) = %s %s (%v); want ok, the task sent as svc-unnamed-N", res.Status, res.Output, res.Err)
+		}
+		if task.ID != "" {
+			t.Errorf("the caller's task got id %q; want it left alone", task.ID)
+		}
+	}
+	execWantViolations(t, p, l, 0, 0, nil, nil, "")
+}
