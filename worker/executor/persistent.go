@@ -476,8 +476,9 @@ func (p *persistent) release(c *child, broken string) {
 // frame, taken only when it is provably the answer: nothing was left on
 // stdout before the frame was sent, and it names this task: its task_id
 // and attempt (each sent to a child once, so only an answer written after
-// the child read this task's frame can name them). end says what the run means for the
-// attempt; v is the violation seen, if any (c is then replaced).
+// the child read this task's frame can name them). end says what the run
+// means for the attempt; v is the violation seen, if any (c is then
+// replaced).
 func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, frame []byte) (res worker.AttemptResult, end execRunEnd, v execViolation) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
