@@ -12,6 +12,7 @@ import (
 
 	"svc/worker/build"
 	"svc/worker/config"
+	"svc/worker/executor"
 	"svc/worker/gcfloor"
 )
 
@@ -27,6 +28,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Orphans of executor trees are the worker's to reap (as PID 1 too).
+	defer executor.StartReaper(log)()
 	cfg, err := config.LoadFile(f.config)
 	if err != nil {
 		return err

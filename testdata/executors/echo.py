@@ -55,7 +55,7 @@ while True:
     write_frame(
         {
             "type": "result",
-            "task_id": task["task_id"],  # names the task answered
+            "task_id": task["task_id"],  # names the task answered (required)
             "attempt": task["attempt"],
             "status": "ok",
             "labels": {"handled_by": "echo.py"},

@@ -39,7 +39,6 @@ type child struct {
 	// not available); pfd holds the poll's file descriptors and results.
 	quietOut, quietErr func(fd uintptr)
 	pfd                [2]execPollFD
-	echoes             bool // a result of this child named its task (task_id)
 	// watch stops a task past its timeout or context (persistent.run).
 	watch runWatch
 
@@ -74,7 +73,7 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
 		SysProcAttr: execSysProcAttr(),
 	}
-	cmd, err = execStartCmd(cmd)
+	cmd, err = execStart(cmd, execStartCmd)
 	pp.closeChild()
 	if err != nil {
 		pp.closeParent()
@@ -92,6 +91,7 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 	go c.stderr.loop()
 	go func() {
 		_ = cmd.Wait()
+		execWaited(nc.pgid)
 		// Leftovers of its group die with it rather than hold the pipes.
 		_ = syscall.Kill(-nc.pgid, syscall.SIGKILL)
 		s.guard.note('-', nc.pgid)

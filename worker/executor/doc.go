@@ -22,6 +22,10 @@
 // the pool reports its health to watchers (readiness, the Kafka intake
 // hold), the svc_executor_healthy gauge and the log.
 //
+// reap.go records every process the package starts; StartReaper
+// (reap_linux.go, called by svc run) makes the worker the child subreaper
+// of its executors and reaps their orphans, never a recorded process.
+//
 // guard.go starts the guard process that kills executor trees left behind
 // by a SIGKILLed worker (the binary itself, `svc run` passes its path).
 // docs/executor.md is the protocol an executor author reads.

@@ -60,8 +60,9 @@ func TestExampleExecutors(t *testing.T) {
 	})
 }
 
-// execWantEchoes fails t unless p's idle children that answered a task
-// named their tasks in their results, and none broke the protocol.
+// execWantEchoes fails t unless an idle child of p answered a task and no
+// child broke the protocol (a result without its task's task_id and
+// attempt is a violation).
 func execWantEchoes(t *testing.T, p *Pool) {
 	t.Helper()
 	b := p.backend.(*persistent)
@@ -71,9 +72,6 @@ func execWantEchoes(t *testing.T, p *Pool) {
 	for _, c := range b.idle {
 		if c.answered > 0 {
 			answered++
-			if !c.echoes {
-				t.Errorf("child %d answered without naming its tasks (task_id)", c.pgid)
-			}
 		}
 	}
 	if answered == 0 {

@@ -70,8 +70,8 @@ type execResultHeader struct {
 // execResultTop is the part of a result header that is not entries.
 type execResultTop struct {
 	Type    string `json:"type"`
-	TaskID  string `json:"task_id"` // optional echo of the task frame's task_id
-	Attempt int    `json:"attempt"` // optional echo of the task frame's attempt
+	TaskID  string `json:"task_id"` // echo of the task frame's task_id (required)
+	Attempt int    `json:"attempt"` // echo of the task frame's attempt (required)
 	Status  string `json:"status"`
 	Error   string `json:"error"`
 }
@@ -204,10 +204,22 @@ func execLooksLikeText(b []byte) bool {
 }
 
 // execEcho is what a result frame says of the task it answers: the task
-// frame's task_id and attempt, each zero when the executor left it out.
+// frame's task_id and attempt, each zero when the executor left it out
+// (a protocol violation).
 type execEcho struct {
 	taskID  string
 	attempt int
+}
+
+// missing names the fields the echo lacks.
+func (e execEcho) missing() string {
+	switch {
+	case e.taskID == "" && e.attempt == 0:
+		return "task_id and no attempt"
+	case e.taskID == "":
+		return "task_id"
+	}
+	return "attempt"
 }
 
 // namesOther reports whether the echo names a task other than attempt n of

@@ -81,10 +81,11 @@ func (g *execGuard) start() {
 	if err != nil {
 		return
 	}
-	if err := cmd.Start(); err != nil {
+	cmd, err = execStart(cmd, func(c *exec.Cmd) (*exec.Cmd, error) { return c, c.Start() })
+	if err != nil {
 		return
 	}
-	go func() { _ = cmd.Wait() }()
+	go func() { _ = cmd.Wait(); execWaited(cmd.Process.Pid) }()
 	g.w = w
 }
 

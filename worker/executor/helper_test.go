@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -30,6 +31,9 @@ func TestMain(m *testing.M) {
 	}
 	if len(os.Args) > 1 && os.Args[1] == GuardArg {
 		os.Exit(RunGuard(os.Stdin))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "exec-reaper" {
+		os.Exit(execReaperMain())
 	}
 	if len(os.Args) > 3 && os.Args[1] == "exec-worker" {
 		os.Exit(execWorkerMain(os.Args[2], os.Args[3]))
@@ -121,7 +125,8 @@ func helperMain() int {
 	}
 	w.Flush()
 	// HELPER_STRAY: what the child writes to stdout besides its results.
-	stray, echo := os.Getenv("HELPER_STRAY"), os.Getenv("HELPER_ECHO") == "1"
+	// HELPER_ECHO=0: results name no task (task_id, attempt).
+	stray, echo := os.Getenv("HELPER_STRAY"), os.Getenv("HELPER_ECHO") != "0"
 	var prev *helperTask
 	for {
 		var lb [4]byte
@@ -138,6 +143,9 @@ func helperMain() int {
 			return 2
 		}
 		t.input = buf[i+1:]
+		if d, _ := time.ParseDuration(os.Getenv("HELPER_SERVE_DELAY")); d > 0 {
+			time.Sleep(d) // each task takes d
+		}
 		a := helperServe(&t)
 		if a.status == "garbage" {
 			w.WriteString("this is not a frame\n")
@@ -192,6 +200,23 @@ func helperMain() int {
 		w.Flush()
 		if a.late != "" {
 			fmt.Fprint(os.Stderr, a.late)
+		}
+		if stray == "late" {
+			// A second result frame for this task, HELPER_STRAY_DELAY after
+			// the first, while the child goes on serving: one write of
+			// under PIPE_BUF bytes, so never inside another frame.
+			late := map[string]any{"type": "result", "status": "ok"}
+			if echo {
+				late["task_id"], late["attempt"] = t.TaskID, t.Attempt
+			}
+			go func(body []byte) {
+				time.Sleep(helperDelay())
+				var b bytes.Buffer
+				lw := bufio.NewWriter(&b)
+				helperWriteFrame(lw, late, body)
+				lw.Flush()
+				os.Stdout.Write(b.Bytes())
+			}(append([]byte("STALE-"), t.input...))
 		}
 		if stray == "text-later" { // a debug line after each result, in a write of its own
 			time.Sleep(helperDelay())

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +40,7 @@ var execRestartReasons = []string{
 // the child.
 const (
 	execViolationUnsolicited = "unsolicited_output" // stdout output while the child had no task
-	execViolationWrongTask   = "wrong_task"         // a result naming another task or attempt, or none when it must
+	execViolationWrongTask   = "wrong_task"         // a result not naming its task's task_id and attempt
 	execViolationMalformed   = "malformed_frame"    // a reply that is not a well-formed result frame
 )
 
@@ -214,6 +215,9 @@ var execFrames = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return 
 
 const execKeptFrameBytes = 256 << 10
 
+// execUnnamed numbers the tasks that came without an id.
+var execUnnamed atomic.Uint64
+
 // attempt runs attempt n of t on an idle child. A child found dead before
 // it read the task frame costs no attempt: the task moves to another. Nor
 // does a child's stray output from before the task: the child is replaced
@@ -230,6 +234,13 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 			execFrames.Put(fb)
 		}
 	}()
+	if t.ID == "" {
+		// A result proves its task by naming its task_id: a task without
+		// one (a library caller's) gets one of its own for the frame.
+		named := *t
+		named.ID = "svc-unnamed-" + strconv.FormatUint(execUnnamed.Add(1), 10)
+		t = &named
+	}
 	frame, err := execEncodeTask((*fb)[:0], t, n)
 	*fb = frame[:0]
 	if err != nil {
@@ -463,9 +474,11 @@ func (p *persistent) release(c *child, broken string) {
 
 // run sends attempt n of t (its task frame) to c and reads the result
 // frame, taken only when it is provably the answer: nothing was left on
-// stdout before the frame was sent, and it names no other task (nor none,
-// when c named its tasks before). end says what the run means for the
-// attempt; v is the violation seen, if any (c is then replaced).
+// stdout before the frame was sent, and it names this task: its task_id
+// and attempt (each sent to a child once, so only an answer written after
+// the child read this task's frame can name them). end says what the run
+// means for the attempt; v is the violation seen, if any (c is then
+// replaced).
 func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, frame []byte) (res worker.AttemptResult, end execRunEnd, v execViolation) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
@@ -508,12 +521,20 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 				execCapText(echo.taskID), echo.attempt, n, execCapText(t.ID))}
 			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: execViolationError("answered another task")}
 			end, broken = execRunStray, execReasonProtocol
-		case echo.taskID == "" && c.echoes:
-			v = execViolation{kind: execViolationWrongTask, detail: "the result names no task_id; earlier results of this child did"}
-			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: execViolationError("answered without the task_id its earlier results named")}
-			end, broken = execRunStray, execReasonProtocol
+		case echo.taskID == "" || echo.attempt == 0:
+			// Not provably this task's answer: it may be a late frame of
+			// an earlier task. Never taken; a child that named its tasks
+			// before (it answered) sent a stray, one that never did is an
+			// executor that does not echo, and the attempt fails.
+			v = execViolation{kind: execViolationWrongTask, detail: "the result names no " + echo.missing() +
+				"; protocol v2 requires the task frame's task_id and attempt in every result"}
+			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1,
+				Err: execViolationError("answered without the task_id and attempt of its task (protocol v2 requires them in every result)")}
+			broken = execReasonProtocol
+			if c.answered > 0 {
+				end = execRunStray
+			}
 		default:
-			c.echoes = c.echoes || echo.taskID != ""
 			res.Output = body
 			if sn, text := c.stray(false); sn > 0 {
 				// More behind the result: the task keeps its answer,

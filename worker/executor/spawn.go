@@ -204,7 +204,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStar
 		ExtraFiles:  pp.child[3:], // fd 3, SVC_EVENTS_FD
 		SysProcAttr: execSysProcAttr(),
 	}
-	cmd, err = execStartCmd(cmd)
+	cmd, err = execStart(cmd, execStartCmd)
 	pp.closeChild()
 	if err != nil {
 		pp.closeParent()
@@ -256,6 +256,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStar
 	}
 
 	waitErr := cmd.Wait()
+	execWaited(pgid)
 	timer.Stop()
 	unwatch()
 	// The leader is gone: what is left of its group dies now rather than

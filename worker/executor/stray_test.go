@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,18 @@ func (l *execStrayLog) violations(t *testing.T) []map[string]any {
 		}
 		if m["msg"] == "executor_child_protocol_violation" {
 			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// violationsWith are the violation records whose detail holds want.
+func (l *execStrayLog) violationsWith(t *testing.T, want string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, r := range l.violations(t) {
+		if d, _ := r["detail"].(string); strings.Contains(d, want) {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -125,15 +138,16 @@ func TestPersistentExtraFrameAfterEachResult(t *testing.T) {
 // by the task it names: the task goes to a fresh child at no cost.
 func TestPersistentResultNamingAnotherTask(t *testing.T) {
 	t.Parallel()
-	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "stale-late", "HELPER_ECHO": "1"})
+	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "stale-late"})
 	execRunInputs(t, p, 0, execABCD...)
 	execWantViolations(t, p, l, 3, 3, []string{execViolationWrongTask}, []string{"rerun"}, `the result names task_id "t-`)
 }
 
-// A child that named its tasks and then sends a result naming none.
+// A child that named its tasks and then sends a result naming none: a
+// stray (it answered before), the task moves at no cost.
 func TestPersistentResultNamingNoTaskAfterNamingThem(t *testing.T) {
 	t.Parallel()
-	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "stale-late-anon", "HELPER_ECHO": "1"})
+	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "stale-late-anon"})
 	execRunInputs(t, p, 0, execABCD...)
 	execWantViolations(t, p, l, 3, 3, []string{execViolationWrongTask}, []string{"rerun"}, "names no task_id")
 }
@@ -239,4 +253,101 @@ func TestPersistentStderrBetweenTasksBelongsToNone(t *testing.T) {
 			t.Fatalf("next task %d = %s (%v), stderr %q; want ok with its own stderr \"OWN\" only", i, res.Status, res.Err, res.Stderr)
 		}
 	}
+}
+
+// Issue 38: a child that did not echo task_id and attempt and wrote a
+// second result frame 20 ms late had its results shifted onto other
+// tasks (404 of 500 sink records held another message's result), since
+// a late frame that reaches the pipe after the next task frame was sent
+// looks like that task's answer. A result that does not name its task is
+// never taken: no task ever gets another's output, and such an executor
+// fails every attempt, saying why.
+func TestPersistentNoEchoNeverShiftsResults(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+	}{
+		// Deterministic: the stale frame goes out once the next task
+		// frame was read, right before that task's own result.
+		{"stale frame after the next task was read", map[string]string{"HELPER_STRAY": "stale-late-anon", "HELPER_ECHO": "0"}},
+		// The issue's executor: a second frame 20 ms after each result,
+		// tasks of 8 ms (the frame comes while a later task runs).
+		{"second frame 20ms late", map[string]string{"HELPER_STRAY": "late", "HELPER_STRAY_DELAY": "20ms", "HELPER_SERVE_DELAY": "8ms", "HELPER_ECHO": "0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, l := execStrayPool(t, tc.env)
+			const n = 8
+			for i := range n {
+				in := fmt.Sprintf("in-%d", i)
+				task := execTask(in)
+				task.ID = "t-" + in
+				res := p.Run(t.Context(), task)
+				if res.Output != nil && string(res.Output) != in {
+					t.Errorf("task %s got %q: another task's result", task.ID, res.Output)
+				}
+				if res.Status != worker.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), "protocol v2 requires them") {
+					t.Errorf("task %s = %s %q (%v); want failed: the executor does not name its tasks", task.ID, res.Status, res.Output, res.Err)
+				}
+			}
+			// 3 attempts a task, each a violation (a late frame may show
+			// up first, as unsolicited output, and move the task at no
+			// cost once).
+			execWantViolations(t, p, l, 3*n, 6*n, []string{execViolationWrongTask, execViolationUnsolicited},
+				[]string{"attempt_failed", "rerun"}, "")
+			if got := len(l.violationsWith(t, "the result names no task_id and no attempt; protocol v2 requires")); got < 3*n {
+				t.Errorf("%d violations say the result names no task_id and no attempt, want one per attempt (%d)", got, 3*n)
+			}
+		})
+	}
+}
+
+// With task_id and attempt echoed, late frames in any phase (while the
+// child is idle, after the next task frame went out, behind the next
+// result) never shift a result: every task gets its own answer at its
+// first attempt.
+func TestPersistentLateFramesNamingTheirTask(t *testing.T) {
+	t.Parallel()
+	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "late", "HELPER_STRAY_DELAY": "20ms", "HELPER_SERVE_DELAY": "8ms"})
+	var inputs []string
+	for i := range 30 {
+		inputs = append(inputs, fmt.Sprintf("in-%d", i))
+		if i%3 == 2 { // let some late frames reach an idle child
+			inputs = append(inputs, "!sleep 30ms")
+		}
+	}
+	for i, in := range inputs {
+		task := execTask(in)
+		task.ID = fmt.Sprintf("t-%d", i)
+		res := p.Run(t.Context(), task)
+		want := in
+		if strings.HasPrefix(in, "!sleep") {
+			want = "slept"
+		}
+		if res.Status != worker.StatusOK || string(res.Output) != want || res.Attempts != 1 {
+			t.Errorf("task %s = %s %q after %d attempts (%v); want ok %q at the first attempt", task.ID, res.Status, res.Output, res.Attempts, res.Err, want)
+		}
+	}
+	execWantViolations(t, p, l, 1, len(inputs), []string{execViolationWrongTask, execViolationUnsolicited}, []string{"rerun", "answered"}, "")
+}
+
+// A task without an id (a library caller's) is sent one of its own, which
+// its result names: it is answered, not refused for a missing echo.
+func TestPersistentTaskWithoutID(t *testing.T) {
+	t.Parallel()
+	p, l := execStrayPool(t, nil)
+	for range 2 {
+		task := execTask("!view")
+		task.ID = ""
+		res := p.Run(t.Context(), task)
+		var seen helperTask
+		if res.Status != worker.StatusOK || json.Unmarshal(res.Output, &seen) != nil || !strings.HasPrefix(seen.TaskID, "svc-unnamed-") {
+			t.Errorf("Run(no id) = %s %s (%v); want ok, the task sent as svc-unnamed-N", res.Status, res.Output, res.Err)
+		}
+		if task.ID != "" {
+			t.Errorf("the caller's task got id %q; want it left alone", task.ID)
+		}
+	}
+	execWantViolations(t, p, l, 0, 0, nil, nil, "")
 }

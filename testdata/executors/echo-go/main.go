@@ -32,7 +32,8 @@ type task struct {
 }
 
 // result is the header of a result frame. TaskID and Attempt, copied from
-// the task, prove to the worker which task it answers.
+// the task, prove to the worker which task it answers (required: the
+// worker takes no result without them).
 type result struct {
 	Type        string            `json:"type"`
 	TaskID      string            `json:"task_id"`
