@@ -99,6 +99,9 @@ func hostProblem(h string) string {
 	if net.ParseIP(h) != nil {
 		return ""
 	}
+	if ip, zone, ok := strings.Cut(h, "%"); ok && zone != "" && strings.Contains(ip, ":") && net.ParseIP(ip) != nil {
+		return "" // an IPv6 address with its zone, fe80::1%eth0
+	}
 	if len(h) > MaxHostLength+1 {
 		return fmt.Sprintf("host is %d characters; at most %d", len(h), MaxHostLength)
 	}
@@ -137,10 +140,16 @@ func addrProblem(s string) string {
 	if msg := hostProblem(host); msg != "" {
 		return fmt.Sprintf("%q: %s", s, msg)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+	if !validPort(port) {
 		return fmt.Sprintf("%q: port %q is not 1-65535", s, port)
 	}
 	return ""
+}
+
+// validPort reports a port of digits only, 1-65535.
+func validPort(port string) bool {
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535 && strings.Trim(port, "0123456789") == ""
 }
 
 // checkBrokers checks every bootstrap address under key (key[i]).
@@ -178,8 +187,7 @@ func urlProblem(s string) string {
 		host = ""
 	}
 	if host != "" { // the port part, ":" included
-		port := host[1:]
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		if port := host[1:]; !validPort(port) {
 			return fmt.Sprintf("%q: port %q is not 1-65535", s, port)
 		}
 	}
