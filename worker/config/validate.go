@@ -102,6 +102,8 @@ func (c *Config) validateSurfaces(p *problems) {
 	for i, o := range c.UI.AllowedWSOrigins {
 		if !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
 			p.add(fmt.Sprintf("ui.allowed_ws_origins[%d]", i), "%q must be an origin such as https://ops.example.com", o)
+		} else {
+			checkURL(p, fmt.Sprintf("ui.allowed_ws_origins[%d]", i), o)
 		}
 	}
 	checkBindHost(p, "metrics.host", c.Metrics.Host)
