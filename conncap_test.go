@@ -71,7 +71,7 @@ heartbeat = "200ms"
 	flooded := time.Now()
 	time.Sleep(time.Second) // the accept loop takes what it will
 
-	client := &http.Client{Timeout: 3 * time.Second}
+	client := &http.Client{Timeout: 5 * time.Second} // within the 10 s before idle connections time out
 	// The UI answers and the executor starts (pipes, a process).
 	r, err := client.Post(uiURL+"/api/v1/debug/probe", "application/json", strings.NewReader(`{"payload":"still here"}`))
 	if err != nil {
