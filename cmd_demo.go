@@ -72,7 +72,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	uiAddr, ingress := w.UIAddr(), w.IngressAddr()
 	fmt.Fprintf(stdout, `
 svc demo is running (Ctrl-C to stop)
-  kafka        embedded cluster at %s: demo-in -> exec-demo -> demo-out (failures -> demo-in_dlq)
+  kafka        embedded cluster, brokers %s
+               demo-in -> exec-demo -> demo-out (failures -> demo-in_dlq)
                a sample every 2s: one in five fails into the DLQ, one in five is retried once, then succeeds
   UI           http://%s/   (JSON API under /api/v1)
   metrics      http://%s/metrics

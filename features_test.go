@@ -26,7 +26,7 @@ type featureWorker struct {
 	in   string // the ingress's URL ("" without it)
 }
 
-const featureToken = "feature-token"
+const featureToken = "feature-token-0123456789"
 
 // do sends one request to the worker's UI server with the token and
 // returns the status and body.

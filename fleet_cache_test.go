@@ -304,7 +304,7 @@ func TestCardHoldsNoSecrets(t *testing.T) {
 API_TOKEN = "s3cret-env"
 [[sources.http.clients]]
 name = "c"
-token = "s3cret-client"
+token = "s3cret-client-0123456789"
 [sources.kafka.security]
 password = "s3cret-kafka"
 `)
@@ -317,7 +317,7 @@ name = "secretive2"
 enabled = false
 [ui]
 port = %d
-auth_token = "s3cret-ui"
+auth_token = "s3cret-ui-0123456789"
 public_url = "https://user:s3cret-pw@w2.example/?token=s3cret-q#s3cret-f"
 [storage]
 dir = %q

@@ -248,8 +248,20 @@ func TestDemoServesIngress(t *testing.T) {
 	ui, in, mt := freePort(t), freePort(t), freePort(t)
 	p := start(t, "demo", "-ui-port", fmt.Sprint(ui), "-ingress-port", fmt.Sprint(in), "-metrics-port", fmt.Sprint(mt))
 	p.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	// Every address the banner prints pastes into a config as it is
+	// (a broker list once ended in "127.0.0.1:36201:").
+	banner := p.Output.String()
+	addrs := regexp.MustCompile(`127\.0\.0\.1:[^\s/,]*`).FindAllString(banner, -1)
+	if len(addrs) < 4 {
+		t.Fatalf("banner shows %d addresses, want brokers, UI, metrics and ingress:\n%s", len(addrs), banner)
+	}
+	for _, a := range addrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" || strings.Trim(port, "0123456789") != "" {
+			t.Errorf("banner address %q is not host:port:\n%s", a, banner)
+		}
+	}
 	req, _ := http.NewRequest("POST", fmt.Sprintf("http://127.0.0.1:%d/v1/process", in), strings.NewReader("hello demo"))
-	req.Header.Set("Authorization", "Bearer demo-token")
+	req.Header.Set("Authorization", "Bearer demo-token-0123456789")
 	r, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func TestPeerRouteSwitches(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
 					cfg := testConfig(t, "/bin/cat")
-					cfg.UI.AuthToken = "ui-secret"
+					cfg.UI.AuthToken = "ui-secret-0123456789"
 					cfg.Cache.Enabled = cacheOn
 					cfg.Fleet.CacheExchange.Enabled = &exchange
 					if storage {
@@ -105,14 +105,14 @@ func TestPeerRoutePagesAndRefusesBadQueries(t *testing.T) {
 func TestDebugCacheListsRowsBehindTheToken(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
-	cfg.UI.AuthToken = "ui-secret"
+	cfg.UI.AuthToken = "ui-secret-0123456789"
 	cfg.Cache.Enabled = true
 	var store *cache.Store
 	s := startStack(t, cfg, withCache(t, &store))
 	ctx := context.Background()
 	store.Put(ctx, cache.ScopeLocal, "fx:eur", []byte("1.08"))
 	store.Put(ctx, cache.ScopeGlobal, "bin", []byte{0, 0xfe})
-	auth := []string{"Authorization", "Bearer ui-secret"}
+	auth := []string{"Authorization", "Bearer ui-secret-0123456789"}
 	if r := do(t, "GET", s.uiURL+"/api/v1/debug/cache", ""); r.status != 401 {
 		t.Errorf("without token = %d, want 401", r.status)
 	}
@@ -200,7 +200,7 @@ func TestHostileCardIsNotTrusted(t *testing.T) {
 		t.Run(fmt.Sprintf("listed in fleet.trusted_urls=%v", listed), func(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig(t, "/bin/cat")
-			cfg.UI.AuthToken = "ui-secret"
+			cfg.UI.AuthToken = "ui-secret-0123456789"
 			cfg.Shared.Dir = t.TempDir()
 			cfg.Fleet.Registry.Peers = []config.Peer{
 				{Name: "edge-1", Cluster: "default", URL: "http://edge-1.internal:8080"},
@@ -213,7 +213,7 @@ func TestHostileCardIsNotTrusted(t *testing.T) {
 			writeCard(t, cfg.Shared.Dir, "evil-path", "http://evil.example.com:9999/<b>hi</b>")
 			writeCard(t, cfg.Shared.Dir, "edge-1", "http://edge-1.attacker.example:8080")
 			s := startStack(t, withSite(cfg))
-			auth := []string{"Authorization", "Bearer ui-secret"}
+			auth := []string{"Authorization", "Bearer ui-secret-0123456789"}
 
 			var l struct {
 				Workers []map[string]any `json:"workers"`

@@ -45,7 +45,7 @@ func TestKafkaGroupRoute(t *testing.T) {
 	brokers := c.ListenAddrs()
 	cfg := testConfig(t, "/bin/cat")
 	cfg.Sources.HTTP.Enabled = false
-	cfg.UI.AuthToken = "tok"
+	cfg.UI.AuthToken = "tok-0123456789abcdef"
 	k := &cfg.Sources.Kafka
 	k.Enabled, k.Brokers, k.Topic, k.Group = true, brokers, "orders-raw", workertest.UniqueName("g")
 	k.StartupAlignEnabled = false
@@ -57,7 +57,7 @@ func TestKafkaGroupRoute(t *testing.T) {
 	s, b := buildStack(t, cfg, BuildOptions{})
 	srv := httptest.NewServer(s.ui.handler())
 	t.Cleanup(srv.Close)
-	url, auth := srv.URL+"/api/v1/debug/kafka/group", []string{"Authorization", "Bearer tok"}
+	url, auth := srv.URL+"/api/v1/debug/kafka/group", []string{"Authorization", "Bearer tok-0123456789abcdef"}
 	noLeak := func(body string) {
 		t.Helper()
 		for _, secret := range append([]string{"orders-raw", "orders-out"}, brokers...) {

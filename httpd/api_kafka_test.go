@@ -201,7 +201,7 @@ func TestKafkaReadStartupWarnings(t *testing.T) {
 	}
 
 	buf.Reset()
-	cfg.UI.AuthToken = "tok"
+	cfg.UI.AuthToken = "tok-0123456789abcdef"
 	_, b = buildStack(t, cfg, BuildOptions{Log: log})
 	b.Close()
 	if strings.Contains(buf.String(), "kafka_read_exposed_without_ui_auth") || strings.Contains(buf.String(), "ui_unauthenticated") {

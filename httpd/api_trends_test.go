@@ -58,7 +58,7 @@ func TestDashboardTrends(t *testing.T) {
 		cfg := testConfig(t, exe)
 		cfg.Worker.Name = name
 		cfg.UI.Port = port
-		cfg.UI.AuthToken = "tok"
+		cfg.UI.AuthToken = "tok-0123456789abcdef"
 		cfg.Shared.Dir = shared
 		cfg.Fleet.TrustedURLs = trusts
 		return startStack(t, cfg)
@@ -67,7 +67,7 @@ func TestDashboardTrends(t *testing.T) {
 	b := worker("beta", portB, url(portA))
 	writeCard(t, shared, "dead", url(deadPort))         // trusted, nobody answers there
 	writeCard(t, shared, "stranger", url(strangerPort)) // not trusted: never asked
-	auth := []string{"Authorization", "Bearer tok"}
+	auth := []string{"Authorization", "Bearer tok-0123456789abcdef"}
 
 	for _, q := range []string{"window=abc", "window=30s", "window=25h", "scope=everyone"} {
 		r := do(t, "GET", a.uiURL+"/api/v1/dashboard/trends?"+q, "", auth...)

@@ -22,8 +22,11 @@ func newTokenCheck(token string) tokenCheck {
 	return tokenCheck{set: true, hash: hashToken(token)}
 }
 
+// matches reports whether presented is the configured token. A blank
+// presented token never matches, so a blank configured one (which config
+// validation refuses) can never open anything: ?token=%20 is refused.
 func (t tokenCheck) matches(presented string) bool {
-	return presented != "" && t.equal(hashToken(presented))
+	return strings.TrimSpace(presented) != "" && t.equal(hashToken(presented))
 }
 
 // equal compares a presented token's hash in constant time.

@@ -38,7 +38,7 @@ func corsHeaders(h http.Header) []string {
 
 func TestCORSOriginTable(t *testing.T) {
 	t.Parallel()
-	const token = "ui-secret"
+	const token = "ui-secret-0123456789"
 	const self = "{self}" // replaced by the worker's own origin
 	type row struct {
 		name    string
@@ -188,7 +188,7 @@ func checkRead(t *testing.T, url, host, origin, token string, allow bool) {
 
 func TestCORSOnlyThreeRoutes(t *testing.T) {
 	t.Parallel()
-	for _, token := range []string{"", "ui-secret"} {
+	for _, token := range []string{"", "ui-secret-0123456789"} {
 		t.Run("token="+token, func(t *testing.T) {
 			cfg := testConfig(t, "/bin/cat")
 			cfg.UI.AuthToken = token

@@ -56,7 +56,7 @@ func TestHostCheckOffWhenNotOnLoopback(t *testing.T) {
 // pages and clients without Origin (curl) pass; reads are untouched.
 func TestCrossSiteWritesRefused(t *testing.T) {
 	t.Parallel()
-	for _, token := range []string{"", "tok"} {
+	for _, token := range []string{"", "tok-0123456789abcdef"} {
 		cfg := testConfig(t, "/bin/cat")
 		cfg.UI.AuthToken = token
 		cfg.UI.ConsumePause.Enabled = true
@@ -94,7 +94,7 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 func TestPreflightSkipsTokenOnlyOnCORSRoutes(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
-	cfg.UI.AuthToken = "tok"
+	cfg.UI.AuthToken = "tok-0123456789abcdef"
 	s := startStack(t, cfg)
 	pre := []string{"Origin", s.uiURL, "Access-Control-Request-Method", "POST"}
 	for _, path := range []string{"/api/v1/config", "/api/v1/debug/probe", "/api/v1/debug/download-live", "/api/v1/events"} {
@@ -112,7 +112,7 @@ func TestPreflightSkipsTokenOnlyOnCORSRoutes(t *testing.T) {
 func TestKillSwitchBeforeToken(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
-	cfg.UI.AuthToken = "tok"
+	cfg.UI.AuthToken = "tok-0123456789abcdef"
 	cfg.UI.ProbeEnabled, cfg.UI.MergeEnabled, cfg.UI.KafkaReadEnabled = false, false, false
 	s := startStack(t, cfg)
 	for _, c := range []struct{ method, path, key string }{
@@ -124,7 +124,7 @@ func TestKillSwitchBeforeToken(t *testing.T) {
 		{"POST", "/api/v1/debug/consume-pause", "ui.consume_pause.enabled"},
 		{"POST", "/api/v1/debug/consume-resume", "ui.consume_pause.enabled"},
 	} {
-		for _, tok := range []string{"", "wrong", "tok"} {
+		for _, tok := range []string{"", "wrong", "tok-0123456789abcdef"} {
 			var h []string
 			if tok != "" {
 				h = []string{"Authorization", "Bearer " + tok}
@@ -135,7 +135,7 @@ func TestKillSwitchBeforeToken(t *testing.T) {
 			}
 		}
 	}
-	if r := do(t, "GET", s.uiURL+"/api/v1/debug/consume-pause", "", "Authorization", "Bearer tok"); r.status != 200 {
+	if r := do(t, "GET", s.uiURL+"/api/v1/debug/consume-pause", "", "Authorization", "Bearer tok-0123456789abcdef"); r.status != 200 {
 		t.Errorf("GET consume-pause with the feature off = %d, want 200", r.status)
 	}
 }

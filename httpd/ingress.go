@@ -93,7 +93,7 @@ func (in *Ingress) authenticate(r *http.Request) (*ingressClient, bool) {
 		return nil, true
 	}
 	tok := bearer(r)
-	if tok == "" {
+	if strings.TrimSpace(tok) == "" {
 		return nil, false
 	}
 	h := hashToken(tok)

@@ -28,7 +28,7 @@ func countingExec(t *testing.T, extra string) (binary, log string) {
 }
 
 func withClients(cfg *config.Config, rpm int) {
-	cfg.Sources.HTTP.Clients = []config.HTTPClient{{Name: "alpha", Token: "tok-alpha", RPM: rpm}, {Name: "beta", Token: "tok-beta", RPM: rpm}}
+	cfg.Sources.HTTP.Clients = []config.HTTPClient{{Name: "alpha", Token: "tok-alpha-0123456789", RPM: rpm}, {Name: "beta", Token: "tok-beta-0123456789", RPM: rpm}}
 }
 
 func TestIngressAuthAndSizeRejectionsNeverReachExecutor(t *testing.T) {
@@ -49,9 +49,9 @@ func TestIngressAuthAndSizeRejectionsNeverReachExecutor(t *testing.T) {
 		code   string
 	}{
 		{"no token", "", "x", nil, 401, "unauthorized"},
-		{"wrong token", "", "x", []string{"Authorization", "Bearer tok-gamma"}, 401, "unauthorized"},
-		{"ui-style query token is not accepted", "?token=tok-alpha", "x", nil, 401, "unauthorized"},
-		{"body over max_body_bytes", "", strings.Repeat("y", 101), []string{"Authorization", "Bearer tok-alpha"}, 413, "body_too_large"},
+		{"wrong token", "", "x", []string{"Authorization", "Bearer tok-gamma-0123456789"}, 401, "unauthorized"},
+		{"ui-style query token is not accepted", "?token=tok-alpha-0123456789", "x", nil, 401, "unauthorized"},
+		{"body over max_body_bytes", "", strings.Repeat("y", 101), []string{"Authorization", "Bearer tok-alpha-0123456789"}, 413, "body_too_large"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -67,14 +67,14 @@ func TestIngressAuthAndSizeRejectionsNeverReachExecutor(t *testing.T) {
 		})
 	}
 	// Chunked body (no Content-Length) over the cap is cut while reading.
-	r := do(t, "POST", url, strings.Repeat("z", 1000), "Authorization", "Bearer tok-beta", "Transfer-Encoding", "chunked")
+	r := do(t, "POST", url, strings.Repeat("z", 1000), "Authorization", "Bearer tok-beta-0123456789", "Transfer-Encoding", "chunked")
 	if r.status != 413 {
 		t.Errorf("streamed oversized body = %d, want 413", r.status)
 	}
 	if n := lines(t, log); n != 0 {
 		t.Fatalf("executor ran %d times for rejected requests, want 0", n)
 	}
-	r = do(t, "POST", url, "exactly fine", "Authorization", "Bearer tok-alpha")
+	r = do(t, "POST", url, "exactly fine", "Authorization", "Bearer tok-alpha-0123456789")
 	if r.status != 200 || lines(t, log) != 1 {
 		t.Fatalf("good request = %d %s, executor runs %d", r.status, r.body, lines(t, log))
 	}
@@ -88,11 +88,11 @@ func TestIngressRateLimitPerClient(t *testing.T) {
 	s := startStack(t, cfg)
 	url := s.inURL + "/v1/process"
 	for i := range 3 {
-		if r := do(t, "POST", url, "m", "Authorization", "Bearer tok-alpha"); r.status != 200 {
+		if r := do(t, "POST", url, "m", "Authorization", "Bearer tok-alpha-0123456789"); r.status != 200 {
 			t.Fatalf("request %d = %d %s", i+1, r.status, r.body)
 		}
 	}
-	r := do(t, "POST", url, "m", "Authorization", "Bearer tok-alpha")
+	r := do(t, "POST", url, "m", "Authorization", "Bearer tok-alpha-0123456789")
 	if r.status != 429 || !strings.Contains(r.body, `"error":"rate_limited"`) {
 		t.Fatalf("4th request = %d %s, want 429", r.status, r.body)
 	}
@@ -101,7 +101,7 @@ func TestIngressRateLimitPerClient(t *testing.T) {
 		t.Errorf("Retry-After = %q, want 1-60 seconds", r.header.Get("Retry-After"))
 	}
 	// The other client has its own window.
-	if r := do(t, "POST", url, "m", "Authorization", "Bearer tok-beta"); r.status != 200 {
+	if r := do(t, "POST", url, "m", "Authorization", "Bearer tok-beta-0123456789"); r.status != 200 {
 		t.Errorf("other client = %d, want 200", r.status)
 	}
 	if n := lines(t, log); n != 4 {
@@ -341,7 +341,7 @@ func TestSlowBodiesDoNotStarveTheIngress(t *testing.T) {
 	cfg.Sources.HTTP.MaxConcurrent = 2
 	cfg.Sources.HTTP.MaxConcurrentPerClient = 4
 	cfg.Sources.HTTP.BodyTimeout = config.Duration(800 * time.Millisecond)
-	cfg.Sources.HTTP.Clients = []config.HTTPClient{{Name: "slow", Token: "slow-token", RPM: 1000}, {Name: "good", Token: "good-token", RPM: 1000}}
+	cfg.Sources.HTTP.Clients = []config.HTTPClient{{Name: "slow", Token: "slow-token-0123456789", RPM: 1000}, {Name: "good", Token: "good-token-0123456789", RPM: 1000}}
 	s := startStack(t, cfg)
 	addr := strings.TrimPrefix(s.inURL, "http://")
 
@@ -352,7 +352,7 @@ func TestSlowBodiesDoNotStarveTheIngress(t *testing.T) {
 			t.Fatal(err)
 		}
 		conns = append(conns, c)
-		fmt.Fprintf(c, "POST /v1/process HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer slow-token\r\nContent-Length: 100\r\n\r\nx", addr)
+		fmt.Fprintf(c, "POST /v1/process HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer slow-token-0123456789\r\nContent-Length: 100\r\n\r\nx", addr)
 	}
 	defer func() {
 		for _, c := range conns {
@@ -361,7 +361,7 @@ func TestSlowBodiesDoNotStarveTheIngress(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond) // let the slow requests reach the server
 	for i := range 4 {
-		r := do(t, "POST", s.inURL+"/v1/process", fmt.Sprintf("good %d", i), "Authorization", "Bearer good-token")
+		r := do(t, "POST", s.inURL+"/v1/process", fmt.Sprintf("good %d", i), "Authorization", "Bearer good-token-0123456789")
 		if r.status != 200 {
 			t.Fatalf("good client request %d while 6 slow bodies trickle = %d %s, want 200", i, r.status, r.body)
 		}

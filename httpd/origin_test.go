@@ -145,7 +145,7 @@ func TestOriginRules(t *testing.T) {
 // it, on the upgrade, together with the token gate in front of it.
 func TestWSHandshakeOriginAndToken(t *testing.T) {
 	t.Parallel()
-	const token = "ui-secret"
+	const token = "ui-secret-0123456789"
 	const self = "{self}"
 	type row struct {
 		name   string

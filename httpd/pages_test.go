@@ -21,7 +21,7 @@ func withSite(cfg *config.Config) *config.Config {
 func TestPageTokenFlow(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
-	cfg.UI.AuthToken = "ui-secret"
+	cfg.UI.AuthToken = "ui-secret-0123456789"
 	cfg.Handler.UIPages = []ui.Page{{Slug: "orders", Title: "Orders", Widgets: []ui.Widget{
 		{Title: "Tasks", View: ui.ViewStat, Source: ui.Source{Kind: ui.SourceMetrics, Metric: "svc_tasks_total"}}}}}
 	s := startStack(t, withSite(cfg))
@@ -35,10 +35,10 @@ func TestPageTokenFlow(t *testing.T) {
 	}{
 		{"page without token gets sign-in", "/live", nil, 401, `name="token"`},
 		{"wrong token says so", "/live?token=nope", nil, 401, "not accepted"},
-		{"query token opens the shell", "/live?token=ui-secret", nil, 200, assets + "/app.js"},
-		{"header token opens the shell", "/debug", []string{"Authorization", "Bearer ui-secret"}, 200, assets + "/app.js"},
-		{"declared page", "/p/orders?token=ui-secret", nil, 200, assets + "/app.js"},
-		{"unknown page is the bundle's 404", "/nope?token=ui-secret", nil, 404, "Not found"},
+		{"query token opens the shell", "/live?token=ui-secret-0123456789", nil, 200, assets + "/app.js"},
+		{"header token opens the shell", "/debug", []string{"Authorization", "Bearer ui-secret-0123456789"}, 200, assets + "/app.js"},
+		{"declared page", "/p/orders?token=ui-secret-0123456789", nil, 200, assets + "/app.js"},
+		{"unknown page is the bundle's 404", "/nope?token=ui-secret-0123456789", nil, 404, "Not found"},
 		{"unknown page without token gets sign-in", "/nope", nil, 401, `name="token"`},
 		{"assets are public", assets + "/style.css", nil, 200, "--accent"},
 		{"api keeps its JSON 401", "/api/v1/identity", nil, 401, `"error":"unauthorized"`},
@@ -49,7 +49,7 @@ func TestPageTokenFlow(t *testing.T) {
 			if r.status != c.want || !strings.Contains(r.body, c.body) {
 				t.Fatalf("GET %s = %d, want %d with %q:\n%s", c.path, r.status, c.want, c.body, r.body)
 			}
-			if strings.Contains(r.body, "ui-secret") {
+			if strings.Contains(r.body, "ui-secret-0123456789") {
 				t.Errorf("GET %s echoes the token", c.path)
 			}
 			if !strings.HasPrefix(c.path, "/api/") && !strings.Contains(r.header.Get("Content-Security-Policy"), "script-src 'self'") {

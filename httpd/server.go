@@ -107,36 +107,51 @@ func (m *MetricsServer) Run(ctx context.Context) error { return m.serve(ctx, 5*t
 // is switched off.
 type Listeners struct {
 	UI, Ingress, Metrics net.Listener
+	// Caps is the connection plan each listener is capped by.
+	Caps ConnCaps
 }
 
-// Bind binds the enabled surfaces' sockets; on a failure it closes the
+// Bind binds the enabled surfaces' sockets, each capped at its share of
+// the process's file limit (PlanConnCaps); on a failure it closes the
 // ones it bound and names the surface and address.
 func Bind(cfg *config.Config) (*Listeners, error) {
-	l := &Listeners{}
-	bind := func(name, host string, port int, dst *net.Listener) error {
+	l := &Listeners{Caps: PlanConnCaps(cfg, fileLimit())}
+	bind := func(name, host string, port, n int, dst *net.Listener) error {
 		addr := hostPort(host, port)
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("%s: bind %s: %w", name, addr, err)
 		}
-		*dst = ln
+		*dst = limitListen(ln, name, n)
 		return nil
 	}
 	var err error
 	if cfg.UI.Enabled {
-		err = bind("ui", cfg.UI.Host, cfg.UI.Port, &l.UI)
+		err = bind("ui", cfg.UI.Host, cfg.UI.Port, l.Caps.UI, &l.UI)
 	}
 	if err == nil && cfg.Sources.HTTP.Enabled {
-		err = bind("ingress", cfg.Sources.HTTP.Host, cfg.Sources.HTTP.Port, &l.Ingress)
+		err = bind("ingress", cfg.Sources.HTTP.Host, cfg.Sources.HTTP.Port, l.Caps.Ingress, &l.Ingress)
 	}
 	if err == nil && cfg.Metrics.Enabled {
-		err = bind("metrics", cfg.Metrics.Host, cfg.Metrics.Port, &l.Metrics)
+		err = bind("metrics", cfg.Metrics.Host, cfg.Metrics.Port, l.Caps.Metrics, &l.Metrics)
 	}
 	if err != nil {
 		l.Close()
 		return nil, err
 	}
 	return l, nil
+}
+
+// Log logs the connection plan (connection_caps, and
+// connection_caps_above_file_limit when the caps exceed the file limit)
+// and lets each capped listener warn connection_cap_reached on log.
+func (l *Listeners) Log(log *slog.Logger) {
+	l.Caps.Log(log)
+	for _, ln := range []net.Listener{l.UI, l.Ingress, l.Metrics} {
+		if ll, ok := ln.(*limitListener); ok {
+			ll.log.Store(log)
+		}
+	}
 }
 
 // Close closes every listener (serving ones are closed by their server

@@ -62,7 +62,7 @@ func TestTraceByLabelWithoutValue(t *testing.T) {
 func TestErrorDetailsReadAsWritten(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
-	cfg.UI.AuthToken = "tok"
+	cfg.UI.AuthToken = "tok-0123456789abcdef"
 	s := startStack(t, cfg)
 	r := do(t, "GET", s.uiURL+"/api/v1/config", "")
 	if r.status != 401 || !strings.Contains(r.body, "Bearer <token>") {

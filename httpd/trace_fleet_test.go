@@ -49,7 +49,7 @@ echo '{"annotation":{"kind":"billing.check","payload":{"ok":true}}}' >&3
 echo done`)
 	root := t.TempDir()
 	shared := filepath.Join(root, "shared")
-	token := "fleet-secret"
+	token := "fleet-secret-0123456789"
 
 	// counter is a trusted "worker" that answers every trace with nothing
 	// and counts what it is asked.

@@ -18,7 +18,7 @@ import (
 func TestUITokenGate(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
-	cfg.UI.AuthToken = "ui-secret"
+	cfg.UI.AuthToken = "ui-secret-0123456789"
 	s := startStack(t, cfg)
 
 	cases := []struct {
@@ -30,9 +30,9 @@ func TestUITokenGate(t *testing.T) {
 		{"no token", "/api/v1/identity", nil, 401},
 		{"wrong header token", "/api/v1/identity", []string{"Authorization", "Bearer nope"}, 401},
 		{"wrong query token", "/api/v1/identity?token=nope", nil, 401},
-		{"header token", "/api/v1/identity", []string{"Authorization", "Bearer ui-secret"}, 200},
-		{"lowercase bearer", "/api/v1/identity", []string{"Authorization", "bearer ui-secret"}, 200},
-		{"query token", "/api/v1/identity?token=ui-secret", nil, 200},
+		{"header token", "/api/v1/identity", []string{"Authorization", "Bearer ui-secret-0123456789"}, 200},
+		{"lowercase bearer", "/api/v1/identity", []string{"Authorization", "bearer ui-secret-0123456789"}, 200},
+		{"query token", "/api/v1/identity?token=ui-secret-0123456789", nil, 200},
 		{"page needs token", "/", nil, 401},
 		{"healthz public", "/healthz", nil, 200},
 		{"readyz public", "/readyz", nil, 200},
@@ -60,7 +60,7 @@ func TestUITokenGate(t *testing.T) {
 				case json.Unmarshal([]byte(r.body), &e) != nil || e.Error != "unauthorized" || e.Detail == "":
 					t.Errorf("401 body = %s, want {error:unauthorized, detail}", r.body)
 				}
-				if strings.Contains(r.body, "ui-secret") {
+				if strings.Contains(r.body, "ui-secret-0123456789") {
 					t.Error("401 body echoes the token")
 				}
 			}
@@ -87,10 +87,10 @@ func TestUIPublicRoutesShapes(t *testing.T) {
 func TestUIIdentityConfigMetrics(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
-	cfg.UI.AuthToken = "ui-secret"
+	cfg.UI.AuthToken = "ui-secret-0123456789"
 	cfg.Executor.Env = map[string]string{"DB_PASSWORD": "hunter2"}
 	s := startStack(t, cfg)
-	auth := []string{"Authorization", "Bearer ui-secret"}
+	auth := []string{"Authorization", "Bearer ui-secret-0123456789"}
 
 	var id Identity
 	r := do(t, "GET", s.uiURL+"/api/v1/identity", "", auth...)
@@ -102,7 +102,7 @@ func TestUIIdentityConfigMetrics(t *testing.T) {
 	}
 
 	r = do(t, "GET", s.uiURL+"/api/v1/config", "", auth...)
-	if r.status != 200 || strings.Contains(r.body, "ui-secret") || strings.Contains(r.body, "hunter2") || !strings.Contains(r.body, `"DB_PASSWORD":"***"`) {
+	if r.status != 200 || strings.Contains(r.body, "ui-secret-0123456789") || strings.Contains(r.body, "hunter2") || !strings.Contains(r.body, `"DB_PASSWORD":"***"`) {
 		t.Errorf("config view leaks or lacks masking: %s", r.body)
 	}
 
@@ -198,9 +198,9 @@ func TestRenderersModule(t *testing.T) {
 	}
 	cfg := testConfig(t, "/bin/cat")
 	cfg.UI.CustomRenderersPath = mod
-	cfg.UI.AuthToken = "tok"
+	cfg.UI.AuthToken = "tok-0123456789abcdef"
 	s2 := startStack(t, cfg)
-	r = do(t, "GET", s2.uiURL+"/api/v1/ui/renderers.js?token=tok", "")
+	r = do(t, "GET", s2.uiURL+"/api/v1/ui/renderers.js?token=tok-0123456789abcdef", "")
 	if r.status != 200 || r.body != src || !strings.HasPrefix(r.header.Get("Content-Type"), "text/javascript") {
 		t.Fatalf("renderers = %d %q %s", r.status, r.body, r.header.Get("Content-Type"))
 	}
@@ -208,7 +208,7 @@ func TestRenderersModule(t *testing.T) {
 	if etag == "" {
 		t.Fatal("no ETag")
 	}
-	r = do(t, "GET", s2.uiURL+"/api/v1/ui/renderers.js?token=tok", "", "If-None-Match", etag)
+	r = do(t, "GET", s2.uiURL+"/api/v1/ui/renderers.js?token=tok-0123456789abcdef", "", "If-None-Match", etag)
 	if r.status != 304 {
 		t.Errorf("matching If-None-Match = %d, want 304", r.status)
 	}

@@ -207,13 +207,13 @@ func wsTestServer(t *testing.T, lim wsLimits) (*stack, string) {
 func TestWSStreamsTaskOfIngressRequest(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
-	cfg.UI.AuthToken = "ui-secret"
+	cfg.UI.AuthToken = "ui-secret-0123456789"
 	withClients(cfg, 600)
 	s := startStack(t, cfg)
-	ws := wsDial(t, s.ui.Addr(), "/ws?token=ui-secret", s.uiURL)
+	ws := wsDial(t, s.ui.Addr(), "/ws?token=ui-secret-0123456789", s.uiURL)
 	subscribe(t, ws, `{"subscribe":["tasks","events"]}`)
 
-	r := do(t, "POST", s.inURL+"/v1/process", "hello", "Authorization", "Bearer tok-alpha")
+	r := do(t, "POST", s.inURL+"/v1/process", "hello", "Authorization", "Bearer tok-alpha-0123456789")
 	var out struct {
 		Tasks []struct {
 			TaskID string `json:"task_id"`

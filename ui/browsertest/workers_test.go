@@ -30,7 +30,7 @@ var updateShots = flag.Bool("update-screenshots", false, "copy the browser tests
 // working directory of its tests.
 const docsScreenshots = "../../docs/screenshots"
 
-const browserToken = "tok-browser"
+const browserToken = "tok-browser-0123456789"
 
 // executorScript fails messages that contain "fail" (stderr, exit 1) and
 // answers others with JSON the probe details describe, writing one

@@ -113,6 +113,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 	if w.lns, err = httpd.Bind(cfg); err != nil {
 		return nil, err
 	}
+	w.lns.Log(o.Log)
 	// Closed by their servers when they run; closing them again at the end
 	// is harmless and covers a surface that never ran.
 	own.release(w.lns.Close)

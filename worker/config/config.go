@@ -49,6 +49,9 @@ type Metrics struct {
 	Enabled bool   `toml:"enabled" json:"enabled"`
 	Host    string `toml:"host" json:"host"`
 	Port    int    `toml:"port" json:"port"`
+	// MaxConnections caps the exporter's open connections (0: derived
+	// from the process's file limit, see httpd.ConnCaps).
+	MaxConnections int `toml:"max_connections" json:"max_connections"`
 }
 
 // UI is the operator UI server and its feature switches.
@@ -57,6 +60,9 @@ type UI struct {
 	Host      string `toml:"host" json:"host"`
 	Port      int    `toml:"port" json:"port"`
 	AuthToken string `toml:"auth_token" json:"auth_token" secret:"true"`
+	// MaxConnections caps the UI server's open connections, WebSockets
+	// included (0: derived from the process's file limit).
+	MaxConnections int `toml:"max_connections" json:"max_connections"`
 	// AllowUnauthenticated lets a UI bound off loopback run without a
 	// token (an explicit opt-in: anyone who reaches it is an operator).
 	AllowUnauthenticated bool   `toml:"allow_unauthenticated" json:"allow_unauthenticated"`
@@ -224,6 +230,10 @@ type HTTPSource struct {
 	SinksEnabled  bool   `toml:"sinks_enabled" json:"sinks_enabled"`
 	MaxConcurrent int    `toml:"max_concurrent" json:"max_concurrent"`
 	MaxBodyBytes  int64  `toml:"max_body_bytes" json:"max_body_bytes"`
+	// MaxConnections caps the ingress's open connections, idle ones and
+	// ones not yet authenticated included (0: derived from the process's
+	// file limit); more wait in the kernel's accept queue.
+	MaxConnections int `toml:"max_connections" json:"max_connections"`
 	// MaxConcurrentPerClient caps the requests one client (one token, or
 	// one remote address without clients) has in progress, body reading
 	// included, so one caller cannot take every slot.

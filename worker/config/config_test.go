@@ -92,7 +92,7 @@ max_concurrent = 0
 
 func TestDefaults(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[[sources.http.clients]]\nname = \"a\"\ntoken = \"t\"\n"), noEnv)
+	cfg, err := Parse([]byte("[executor]\nbinary_path = \"/bin/cat\"\n[sources.http]\nenabled = true\n[[sources.http.clients]]\nname = \"a\"\ntoken = \"t-0123456789abcdef\"\n"), noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestDefaults(t *testing.T) {
 
 func TestEnvExpansion(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"TOKEN": "abc", "PORT_T": "9999ms"}
+	env := map[string]string{"TOKEN": "abc-0123456789abcdef", "PORT_T": "9999ms"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	cfg, err := Parse([]byte(`
 [executor]
@@ -152,7 +152,7 @@ auth_token = "${TOKEN}"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.UI.AuthToken != "abc" || cfg.Executor.Env["A"] != "x-abc-y" || cfg.Executor.Env["B"] != "fallback" {
+	if cfg.UI.AuthToken != "abc-0123456789abcdef" || cfg.Executor.Env["A"] != "x-abc-0123456789abcdef-y" || cfg.Executor.Env["B"] != "fallback" {
 		t.Errorf("expansion: auth_token=%q env=%v", cfg.UI.AuthToken, cfg.Executor.Env)
 	}
 	if cfg.Executor.Timeout.D() != 9999*time.Millisecond {
@@ -181,7 +181,7 @@ func TestMaskingHidesEverySecretKind(t *testing.T) {
 	cfg.Sinks.Kafka[0].Security.Password = "sink-pw"
 	cfg.Sinks.Kafka[0].ClientConfig = map[string]string{"client.id": "sink-client-id"}
 	cfg.DLQ.ClientConfig = map[string]string{"linger.ms": "dlq-linger"}
-	secrets := []string{"s3cret", "pw", "token-a", "C.UTF-8", "pw-env", "sink-pw", "10000", "sink-client-id", "dlq-linger"}
+	secrets := []string{"s3cret-operator-token", "pw", "token-a-0123456789abcdef", "C.UTF-8", "pw-env", "sink-pw", "10000", "sink-client-id", "dlq-linger"}
 
 	m := cfg.Masked()
 	views := map[string]string{"toml": cfg.MaskedTOML()}
@@ -199,7 +199,7 @@ func TestMaskingHidesEverySecretKind(t *testing.T) {
 			}
 		}
 	}
-	if cfg.UI.AuthToken != "s3cret" || cfg.Executor.Env["LANG"] != "C.UTF-8" {
+	if cfg.UI.AuthToken != "s3cret-operator-token" || cfg.Executor.Env["LANG"] != "C.UTF-8" {
 		t.Error("Masked modified the original config")
 	}
 	if m.Sources.Kafka.Security.Username != "svc" {
@@ -246,7 +246,7 @@ func TestDockerExampleHasAToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"SVC_UI_TOKEN": "t0k", "BILLING_TOKEN": "b"}
+	env := map[string]string{"SVC_UI_TOKEN": "t0k-0123456789abcdef", "BILLING_TOKEN": "b-0123456789abcdef"}
 	_, err = Parse(data, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	var ce *Error
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0], "executor.binary_path") {
@@ -270,11 +270,11 @@ func TestOpenByDefaultRefused(t *testing.T) {
 		{"ingress on every interface", "[sources.http]\nenabled = true\n", "sources.http.clients: required when sources.http.host \"0.0.0.0\""},
 		{"ingress on an address", "[sources.http]\nenabled = true\nhost = \"10.0.0.5\"\n", "sources.http.clients: required"},
 		{"ingress opted in", "[sources.http]\nenabled = true\nallow_unauthenticated = true\n", ""},
-		{"ingress with clients", "[sources.http]\nenabled = true\n[[sources.http.clients]]\nname = \"a\"\ntoken = \"t\"\n", ""},
+		{"ingress with clients", "[sources.http]\nenabled = true\n[[sources.http.clients]]\nname = \"a\"\ntoken = \"t-0123456789abcdef\"\n", ""},
 		{"ingress on loopback", "[sources.http]\nenabled = true\nhost = \"127.0.0.2\"\n", ""},
 		{"ui on every interface", "[ui]\nhost = \"0.0.0.0\"\n[sources.http]\nenabled = true\nhost = \"::1\"\n", "ui.auth_token: required when ui.host \"0.0.0.0\""},
 		{"ui empty host", "[ui]\nhost = \"\"\n[sources.http]\nenabled = true\nhost = \"::1\"\n", "ui.auth_token: required"},
-		{"ui with a token", "[ui]\nhost = \"0.0.0.0\"\nauth_token = \"x\"\n[sources.http]\nenabled = true\nhost = \"::1\"\n", ""},
+		{"ui with a token", "[ui]\nhost = \"0.0.0.0\"\nauth_token = \"x-0123456789abcdef\"\n[sources.http]\nenabled = true\nhost = \"::1\"\n", ""},
 		{"ui opted in", "[ui]\nhost = \"0.0.0.0\"\nallow_unauthenticated = true\n[sources.http]\nenabled = true\nhost = \"::1\"\n", ""},
 		{"ui off", "[ui]\nenabled = false\nhost = \"0.0.0.0\"\n[sources.http]\nenabled = true\nhost = \"::1\"\n", ""},
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -204,8 +205,11 @@ func checkPeerURL(s string) error {
 		return fmt.Errorf("%d bytes; at most %d", len(s), MaxPeerURLBytes)
 	}
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
 		return fmt.Errorf("%q must be an http:// or https:// URL with a host", s)
+	}
+	if msg := urlProblem(s); msg != "" {
+		return errors.New(msg)
 	}
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("%q must not carry user info, a query or a fragment", s)

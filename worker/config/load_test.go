@@ -95,7 +95,7 @@ name = "far"
 topic = "results"
 brokers = ["far:9092"]
 [ui]
-auth_token = "s3cret"
+auth_token = "s3cret-operator-token"
 [history]
 seal_interval = "600s"
 `
@@ -127,7 +127,7 @@ seal_interval = "600s"
 	if strings.Contains(out, "s3cret") || strings.Contains(out, `"pw"`) {
 		t.Fatalf("check output shows a secret:\n%s", out)
 	}
-	env := map[string]string{"SVC_UI_AUTH_TOKEN": "s3cret", "SVC_EXECUTOR_ENV_DB_PASSWORD": "pw"}
+	env := map[string]string{"SVC_UI_AUTH_TOKEN": "s3cret-operator-token", "SVC_EXECUTOR_ENV_DB_PASSWORD": "pw"}
 	back, err := Parse([]byte(out), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatalf("svc check output does not load back: %v\n%s", err, out)
@@ -137,7 +137,7 @@ seal_interval = "600s"
 	if string(a) != string(b) {
 		t.Errorf("loaded back config differs:\n%s\n%s", a, b)
 	}
-	if back.UI.AuthToken != "s3cret" || back.Executor.Env["DB_PASSWORD"] != "pw" {
+	if back.UI.AuthToken != "s3cret-operator-token" || back.Executor.Env["DB_PASSWORD"] != "pw" {
 		t.Errorf("secrets did not come back from their ${...} references")
 	}
 }

@@ -102,7 +102,18 @@ func (c *Config) validateSurfaces(p *problems) {
 	for i, o := range c.UI.AllowedWSOrigins {
 		if !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
 			p.add(fmt.Sprintf("ui.allowed_ws_origins[%d]", i), "%q must be an origin such as https://ops.example.com", o)
+		} else {
+			checkURL(p, fmt.Sprintf("ui.allowed_ws_origins[%d]", i), o)
 		}
+	}
+	checkBindHost(p, "metrics.host", c.Metrics.Host)
+	checkBindHost(p, "ui.host", c.UI.Host)
+	checkBindHost(p, "sources.http.host", c.Sources.HTTP.Host)
+	checkMaxConnections(p, "metrics.max_connections", c.Metrics.MaxConnections)
+	checkMaxConnections(p, "ui.max_connections", c.UI.MaxConnections)
+	checkMaxConnections(p, "sources.http.max_connections", c.Sources.HTTP.MaxConnections)
+	if c.UI.AuthToken != "" {
+		checkToken(p, "ui.auth_token", c.UI.AuthToken)
 	}
 	if c.UI.Enabled && c.UI.AuthToken == "" && !LoopbackBind(c.UI.Host) && !c.UI.AllowUnauthenticated {
 		p.add("ui.auth_token", "required when ui.host %q is not a loopback address: without a token anyone who reaches the port reads the config and the history, probes, pauses and downloads databases; set a token, bind 127.0.0.1, or opt in with ui.allow_unauthenticated = true", c.UI.Host)
@@ -114,10 +125,15 @@ func (c *Config) validateSurfaces(p *problems) {
 	}
 	if r := c.UI.Release.Repo; r != "" && !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") {
 		p.add("ui.release.repo", "%q must start with http:// or https://", r)
+	} else {
+		checkURL(p, "ui.release.repo", r)
 	}
 	if u := c.UI.PublicURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		p.add("ui.public_url", "%q must start with http:// or https://", u)
+	} else {
+		checkURL(p, "ui.public_url", u)
 	}
+	checkURL(p, "ui.prometheus_url", c.UI.PrometheusURL)
 	p.between("offload.max_threads", int64(c.Offload.MaxThreads), 1, 1024)
 	p.between("io.max_threads", int64(c.IO.MaxThreads), 1, 1024)
 }
@@ -125,7 +141,11 @@ func (c *Config) validateSurfaces(p *problems) {
 // checkHosts checks a list of bare host names (no scheme, port or path).
 func checkHosts(p *problems, key string, hosts []string) {
 	for i, h := range hosts {
-		if h == "" || strings.ContainsAny(h, "/:@ ") && !strings.HasPrefix(h, "[") {
+		bare := h
+		if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+			bare = h[1 : len(h)-1]
+		}
+		if h == "" || strings.ContainsAny(h, "/:@ ") && !strings.HasPrefix(h, "[") || hostProblem(bare) != "" {
 			p.add(fmt.Sprintf("%s[%d]", key, i), "%q must be a bare host name such as ops.example.com (no scheme, port or path)", h)
 		}
 	}
@@ -148,10 +168,15 @@ func (c *Config) validateSources(p *problems) {
 		}
 		if k.Topic == "" {
 			p.add("sources.kafka.topic", "required when the Kafka source is enabled")
+		} else {
+			checkTopic(p, "sources.kafka.topic", k.Topic)
 		}
 		if k.Group == "" {
 			p.add("sources.kafka.group", "required when the Kafka source is enabled")
+		} else {
+			checkGroup(p, "sources.kafka.group", k.Group)
 		}
+		checkBrokers(p, "sources.kafka.brokers", k.Brokers)
 		p.within("sources.kafka.commit_interval", k.CommitInterval, 10*time.Millisecond, time.Hour)
 		p.within("sources.kafka.revoke_timeout", k.RevokeTimeout, 100*time.Millisecond, time.Hour)
 		p.between("sources.kafka.max_poll_records", int64(k.MaxPollRecords), 1, 100_000)
@@ -181,6 +206,8 @@ func (c *Config) validateSources(p *problems) {
 			p.add(key+".token", "required (clients are told apart by their token)")
 		} else if tokens[cl.Token] {
 			p.add(key+".token", "two clients share one token")
+		} else {
+			checkToken(p, key+".token", cl.Token)
 		}
 		tokens[cl.Token] = true
 		p.between(key+".rpm", int64(cl.RPM), 1, MaxRPM)
@@ -204,9 +231,8 @@ func (c *Config) validateSinks(p *problems) {
 			p.add(key+".name", "duplicate sink name %q", s.Name)
 		}
 		seen[s.Name] = true
-		if s.Topic == "" {
-			p.add(key+".topic", "required")
-		}
+		checkTopic(p, key+".topic", s.Topic)
+		checkBrokers(p, key+".brokers", s.Brokers)
 		if len(s.Brokers) == 0 && !c.Sources.Kafka.Enabled {
 			p.add(key+".brokers", "required when the Kafka source is off (empty brokers means the consumer's cluster)")
 		}
@@ -225,6 +251,15 @@ func (c *Config) validateSinks(p *problems) {
 	if c.DLQ.Topic != "" && len(c.DLQ.Brokers) == 0 && !c.Sources.Kafka.Enabled {
 		p.add("dlq.brokers", "required when dlq.topic is set and the Kafka source is off")
 	}
+	if t := c.DLQ.Topic; t != "" {
+		if msg := topicProblem(t); msg != "" && !(c.dlqTopicDerived() && topicProblem(c.Sources.Kafka.Topic) != "") {
+			if c.dlqTopicDerived() {
+				msg += " (derived from sources.kafka.topic + \"_dlq\"; set dlq.topic)"
+			}
+			p.add("dlq.topic", "%s", msg)
+		}
+	}
+	checkBrokers(p, "dlq.brokers", c.DLQ.Brokers)
 	checkProduce(p, "dlq", c.DLQ.Compression, c.DLQ.MaxMessageBytes)
 	checkConn(p, "dlq", c.DLQ.Brokers, c.DLQ.Security, c.DLQ.ClientConfig)
 	c.validateExactlyOnce(p)
@@ -273,6 +308,13 @@ func (c *Config) validateExactlyOnce(p *problems) {
 	if c.DLQ.OnSendFailure == "drop" {
 		p.add("dlq.on_send_failure", "\"drop\" would commit a failed message's offset without its DLQ record; exactly-once retries the transaction instead (use \"stall\")")
 	}
+}
+
+// dlqTopicDerived reports whether dlq.topic is the one Resolve derived
+// from sources.kafka.topic (or was set to the same name).
+func (c *Config) dlqTopicDerived() bool {
+	k := c.Sources.Kafka
+	return k.Enabled && k.Topic != "" && c.DLQ.Topic == k.Topic+"_dlq"
 }
 
 // checkProduce checks the producer keys of a sink or the DLQ under prefix.

@@ -13,7 +13,7 @@ type Ports struct {
 }
 
 // IngressToken is the demo ingress client's bearer token.
-const IngressToken = "demo-token"
+const IngressToken = "demo-token-0123456789"
 
 // Config returns the demo worker's configuration: everything on loopback,
 // the svc binary itself as the executor, storage under dir, the Kafka
