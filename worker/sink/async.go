@@ -47,6 +47,7 @@ type asyncProduce struct {
 	res  *worker.TaskResult
 	done func(error)
 
+	at    time.Time    // when it was produced
 	ended atomic.Bool  // acknowledged or cancelled: done was (or is being) called
 	due   atomic.Int64 // when it is slow (Unix ns): one more delivery_timeout unacknowledged
 }
@@ -63,8 +64,8 @@ func (ss *Set) produceAsync(ctx context.Context, s *kafkaSink, res *worker.TaskR
 	if RecordSize(rec) > s.limit.get() || !s.breaker.TryAcquire() {
 		return false
 	}
-	a := &asyncProduce{ss: ss, s: s, ctx: ctx, res: res, done: done}
-	a.due.Store(time.Now().Add(s.timeout).UnixNano())
+	a := &asyncProduce{ss: ss, s: s, ctx: ctx, res: res, done: done, at: time.Now()}
+	a.due.Store(a.at.Add(s.timeout).UnixNano())
 	if !ss.watch(ctx, a) {
 		s.breaker.Release()
 		return false
@@ -107,10 +108,12 @@ func (a *asyncProduce) ack(_ *kgo.Record, err error) {
 		a.done(a.ctx.Err())
 		return
 	case isTooLarge(err):
-		// Not the sink's fault: Deliver produces it again and takes the
-		// refusal as the record's (DLQ with the reason).
+		// Not the sink's fault: Deliver judges the refusal (the batch, or
+		// the record?) and goes on with the record alone, or with its
+		// message to the DLQ.
 		s.breaker.Release()
-		go func() { a.done(a.ss.Deliver(a.ctx, a.res)) }()
+		r := &refusal{at: a.at, err: err}
+		go func() { a.done(a.ss.deliver(a.ctx, a.res, s, r)) }()
 		return
 	}
 	// A failed produce: counted as Deliver counts it, then retried the

@@ -58,6 +58,9 @@ type kafkaSink struct {
 	forward bool   // sinks.kafka[].forward_headers
 	topic   string
 	cl      *kgo.Client
+	// alone produces the records a broker refused in a batch, each in a
+	// batch of its own: refused then, it is too large itself.
+	alone   *aloneProducer
 	limit   *topicLimit
 	breaker *Breaker
 	timeout time.Duration
@@ -166,18 +169,32 @@ func defaultLinger(cfg *config.Config) time.Duration {
 }
 
 func newProducer(conn kconn.Conn, linger, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) (*kgo.Client, error) {
+	opts, err := clientOpts(conn, deliveryTimeout, codec, append([]kgo.Opt{kgo.ClientID("svc-sink"), kgo.ProducerLinger(linger)}, defaults...), nil)
+	if err != nil {
+		return nil, err
+	}
+	return kgo.NewClient(opts...)
+}
+
+// aloneOpts are the options of an aloneProducer's client: newProducer's,
+// but never lingering, whatever conn's linger.ms (it carries one record
+// at a time, and a linger would only delay it).
+func aloneOpts(conn kconn.Conn, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) ([]kgo.Opt, error) {
+	return clientOpts(conn, deliveryTimeout, codec, append([]kgo.Opt{kgo.ClientID("svc-sink")}, defaults...), []kgo.Opt{kgo.ProducerLinger(0)})
+}
+
+func clientOpts(conn kconn.Conn, deliveryTimeout time.Duration, codec string, defaults, overrides []kgo.Opt) ([]kgo.Opt, error) {
 	connOpts, err := kconn.Opts(conn)
 	if err != nil {
 		return nil, err
 	}
-	opts := append([]kgo.Opt{kgo.ClientID("svc-sink"), kgo.ProducerLinger(linger)}, defaults...)
-	opts = append(opts, connOpts...)
+	opts := append(defaults, connOpts...)
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(max(deliveryTimeout, time.Second)), // kgo refuses less than 1 s; our own timers still apply the configured value
 		kgo.ProducerBatchCompression(compression(codec)...),
 	)
-	return kgo.NewClient(opts...)
+	return append(opts, overrides...), nil
 }
 
 // compression is the codec preference for a compression key: the codec,
@@ -202,16 +219,36 @@ func compression(codec string) []kgo.CompressionCodec {
 // deliver produces rec until the sink acknowledges it or ctx ends. Nothing
 // is dropped: failures are counted on the breaker and retried with backoff;
 // while the breaker is open the call waits. A record larger than the
-// topic's limit, known before producing or refused by the producer or the
-// broker, is not retried and not counted: it returns a *TooLargeError.
-func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error {
+// topic's limit is not retried and not counted: it returns a
+// *TooLargeError.
+//
+// A broker refuses a whole batch as too large (MESSAGE_TOO_LARGE,
+// RECORD_LIST_TOO_LARGE) when it outgrows the topic's limit, and every
+// record of the batch gets the refusal: the topic's limit went down, or a
+// record over it was batched with small ones. A refused record is
+// therefore judged again: the brokers are asked for the topic's limit
+// (refused says when the record was produced; nil: not refused yet), a
+// record over it is too large, and one within it is produced again alone
+// (produceAlone); only a refusal of the record alone makes it too large,
+// and lowers the limit below it.
+func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record, refused *refusal) error {
 	if err := s.limit.wait(ctx); err != nil {
 		return err
 	}
 	rec := build()
-	size, limit := RecordSize(rec), s.limit.get()
-	if size > limit {
+	size := RecordSize(rec)
+	over, limit, err := s.limit.overLimit(ctx, size)
+	switch {
+	case err != nil:
+		return err
+	case over:
 		return &TooLargeError{Sink: s.name, Size: size, Limit: limit}
+	}
+	alone := false
+	if refused != nil {
+		if alone, limit, err = s.judge(ctx, size, refused); !alone {
+			return err
+		}
 	}
 	backoff := 100 * time.Millisecond
 	for {
@@ -221,7 +258,12 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 		if rec == nil { // a retry: the producer owned the last one
 			rec = build()
 		}
-		err := s.produce(ctx, rec)
+		at := time.Now()
+		if alone {
+			err = s.produceAlone(ctx, rec)
+		} else {
+			err = s.produce(ctx, rec)
+		}
 		rec = nil
 		if err == nil {
 			s.breaker.Success()
@@ -234,7 +276,15 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 		}
 		if isTooLarge(err) {
 			s.breaker.Release()
-			return &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: err}
+			r := &refusal{at: at, err: err}
+			if alone {
+				s.limit.lower(size - 1)
+				return &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: err}
+			}
+			if alone, limit, err = s.judge(ctx, size, r); !alone {
+				return err
+			}
+			continue
 		}
 		s.m.failures.WithLabelValues(s.name).Inc()
 		s.breaker.Failure()
@@ -248,12 +298,46 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 	}
 }
 
+// refusal is a broker's refusal of a record as too large: the error, and
+// when the record was produced.
+type refusal struct {
+	at  time.Time
+	err error
+}
+
+// judge decides about a record of size that a broker refused (r): the
+// brokers are asked for the topic's limit (a lookup started after the
+// record was produced), and a record over it returns a *TooLargeError;
+// one within it is to be produced alone (alone true, with the limit).
+// err is otherwise ctx's.
+func (s *kafkaSink) judge(ctx context.Context, size int, r *refusal) (alone bool, limit int, err error) {
+	limit, err = s.limit.fresh(ctx, r.at)
+	if err != nil {
+		return false, limit, err
+	}
+	if size > limit {
+		return false, limit, &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: r.err}
+	}
+	s.m.refusedRetries.WithLabelValues(s.name).Inc()
+	return true, limit, nil
+}
+
 // produce sends one record and waits for its acknowledgement. A record
 // unanswered after the delivery timeout counts one breaker failure and is
 // waited for again: it stays with the producer, so it is not sent twice.
 func (s *kafkaSink) produce(ctx context.Context, rec *kgo.Record) error {
+	return s.produceOn(ctx, s.cl, rec)
+}
+
+// produceAlone is produce through the alone producer: rec travels in a
+// batch of its own.
+func (s *kafkaSink) produceAlone(ctx context.Context, rec *kgo.Record) error {
+	return s.alone.produce(ctx, rec, s.produceOn)
+}
+
+func (s *kafkaSink) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	w := produceWaits.Get().(*produceWait)
-	s.cl.Produce(ctx, rec, w.ack)
+	cl.Produce(ctx, rec, w.ack)
 	if w.timer == nil {
 		w.timer = time.NewTimer(s.timeout)
 	} else {
