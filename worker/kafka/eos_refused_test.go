@@ -11,7 +11,8 @@ import (
 
 // TestExactlyOnceRefusedBatch: the sink topic's max.message.bytes is
 // lowered to 5,000 at runtime, under a worker in exactly-once mode whose
-// results mix 8 KB ones among small ones. The broker refuses the
+// results mix 8 KB ones among results of about 1 KB (several batches of
+// the new limit). The broker refuses the
 // transaction's batch as too large, every record of it included; the
 // transaction aborts, and on the messages' second run only the results
 // over the topic's new limit go to the DLQ: every small one is committed
@@ -24,7 +25,7 @@ func TestExactlyOnceRefusedBatch(t *testing.T) {
 	script := workertest.Script(t, `in=$(cat)
 case "$in" in
 *big*) head -c 6000 /dev/urandom | base64 -w0;;
-*) printf 'out:%s' "$in";;
+*) printf 'out:%s ' "$in"; head -c 600 /dev/urandom | base64 -w0;;
 esac`)
 	cfg := eosConfig(t, addrs, script)
 	w := ktStart(t, cfg)
@@ -40,7 +41,7 @@ esac`)
 	if err != nil {
 		t.Fatalf("set %s max.message.bytes: %v", ktOut, err)
 	}
-	const n = 31
+	const n = 61 // 40 small results of about 1 KB: several batches of the new limit
 	big := func(id int) bool { return id%3 == 1 }
 	var recs []*kgo.Record
 	for i := 1; i < n; i++ {

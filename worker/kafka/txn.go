@@ -45,7 +45,7 @@ import (
 type Stager interface {
 	Stage(ctx context.Context, res *worker.TaskResult) (*sink.Staged, error)
 	Committed(st *sink.Staged)
-	Failed(fails []sink.Failure)
+	Failed(fails []sink.Failure) (renew bool)
 	Acquire(sts []*sink.Staged) bool
 	Settle(sts []*sink.Staged, committed bool)
 	Aborted(sts []*sink.Staged, reason string)
@@ -204,9 +204,18 @@ func (s *Source) transact(ctx context.Context) {
 		s.resetAll(reason)
 		if errors.Is(err, errBrokenSession) || (err != nil && !isAbortable(err)) {
 			s.failSession(ctx, err)
+		} else if s.txnRenew {
+			s.failSession(ctx, errLimitChanged)
 		}
+		s.txnRenew = false
 	}
 }
+
+// errLimitChanged restarts the session after a sink's or the DLQ's
+// topic limit changed (a batch refused as too large): franz-go caps a
+// partition's batches at the limit it read when the client first
+// produced there, so only a new client batches within the new one.
+var errLimitChanged = errors.New("a sink's or the DLQ's max.message.bytes changed: the producer's batch caps are set when its session starts")
 
 // errBrokenSession marks a transaction that could not begin.
 var errBrokenSession = errors.New("transaction could not begin")
@@ -239,7 +248,7 @@ func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets ma
 		failed = append(failed, <-fails)
 	}
 	if len(failed) > 0 {
-		s.stager.Failed(failed)
+		s.txnRenew = s.stager.Failed(failed)
 		produceErr = failed[0].Err
 		end = kgo.TryAbort
 	}

@@ -21,9 +21,10 @@ type aloneProducer struct {
 	stop context.Context // the sinks close: a record left with the client is given up
 	sem  chan struct{}   // held from Produce until the answer
 
-	mu     sync.Mutex
-	cl     *kgo.Client
-	closed bool
+	mu      sync.Mutex
+	cl      *kgo.Client
+	closed  bool
+	retired sync.WaitGroup // dropped clients being flushed and closed
 }
 
 func newAloneProducer(stop context.Context, opts []kgo.Opt) *aloneProducer {
@@ -71,7 +72,20 @@ func (a *aloneProducer) client() (*kgo.Client, error) {
 	return a.cl, nil
 }
 
-// close flushes and closes the client, if one was made.
+// renew drops the client, if one was made, so that the next record gets
+// a new one with the topic's limit as it is now (see producer); the old
+// one is flushed and closed in the background.
+func (a *aloneProducer) renew() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old := a.cl; old != nil && !a.closed {
+		a.cl = nil
+		a.retired.Go(func() { flushClose(old) })
+	}
+}
+
+// close flushes and closes the client, if one was made, and waits for
+// the dropped ones.
 func (a *aloneProducer) close() {
 	a.mu.Lock()
 	cl := a.cl
@@ -80,4 +94,5 @@ func (a *aloneProducer) close() {
 	if cl != nil {
 		flushClose(cl)
 	}
+	a.retired.Wait()
 }

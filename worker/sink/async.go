@@ -48,6 +48,7 @@ type asyncProduce struct {
 	done func(error)
 
 	at    time.Time    // when it was produced
+	cl    *kgo.Client  // the client it was produced on
 	ended atomic.Bool  // acknowledged or cancelled: done was (or is being) called
 	due   atomic.Int64 // when it is slow (Unix ns): one more delivery_timeout unacknowledged
 }
@@ -70,7 +71,8 @@ func (ss *Set) produceAsync(ctx context.Context, s *kafkaSink, res *worker.TaskR
 		s.breaker.Release()
 		return false
 	}
-	s.cl.Produce(ctx, rec, a.ack)
+	a.cl = s.cl.client()
+	a.cl.Produce(ctx, rec, a.ack)
 	return true
 }
 
@@ -106,6 +108,12 @@ func (a *asyncProduce) ack(_ *kgo.Record, err error) {
 	case a.ctx.Err() != nil:
 		s.breaker.Release()
 		a.done(a.ctx.Err())
+		return
+	case s.cl.replaced(a.cl, err):
+		// The client was replaced (the topic's limit changed) before it
+		// sent the record: produced again on the new one, no failure.
+		s.breaker.Release()
+		go func() { a.done(a.ss.Deliver(a.ctx, a.res)) }()
 		return
 	case isTooLarge(err):
 		// Not the sink's fault: Deliver judges the refusal (the batch, or

@@ -30,7 +30,7 @@ const (
 // DLQ sends failed messages to the dead-letter topic. Without a DLQ (no
 // Kafka source and no dlq.topic) sends are dropped, warned once and counted.
 type DLQ struct {
-	cl *kgo.Client // nil: no DLQ configured
+	cl *producer // nil: no DLQ configured
 	// alone sends a record again after a broker refused its batch as too
 	// large, in a batch of its own, as a sink's does.
 	alone   *aloneProducer
@@ -59,13 +59,17 @@ func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *wo
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
-	d.cl, d.limit.cl = cl, cl
+	d.cl, d.limit.client = cl, cl.client
 	opts, err := aloneOpts(cfg.DLQConn(), d.timeout, cfg.DLQ.Compression, kgo.ClientID("svc-dlq"), kgo.ProducerBatchMaxBytesFn(d.limit.batchMax))
 	if err != nil {
-		cl.Close()
+		cl.close()
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
 	d.alone = newAloneProducer(stop, opts)
+	d.limit.onChange = func() {
+		d.cl.renew()
+		d.alone.renew()
+	}
 	return d, nil
 }
 
@@ -180,7 +184,13 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQR
 
 // produce sends rec and waits for its acknowledgement or ctx.
 func (d *DLQ) produce(ctx context.Context, rec *kgo.Record) error {
-	return d.produceOn(ctx, d.cl, rec)
+	for {
+		cl := d.cl.client()
+		err := d.produceOn(ctx, cl, rec)
+		if !d.cl.replaced(cl, err) { // replaced: its topic's limit changed; again on the new client
+			return err
+		}
+	}
 }
 
 // produceAlone is produce through the alone producer: rec travels in a
@@ -290,7 +300,7 @@ func (d *DLQ) Close() {
 		return
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { flushClose(d.cl) })
+	wg.Go(d.cl.close)
 	wg.Go(d.alone.close)
 	wg.Wait()
 }

@@ -94,10 +94,18 @@ type topicLimit struct {
 	stop      context.Context
 	log       *slog.Logger
 
-	cl   *kgo.Client // set once the producer exists
-	v    atomic.Int64
-	once sync.Once
-	done chan struct{}
+	client func() *kgo.Client // the producer's current client, for the lookups; set once it exists
+	// txnCap is the limit the exactly-once source's transactional client
+	// last capped its batches to this topic at (TransactionOpts); 0: not
+	// known.
+	txnCap atomic.Int64
+	// onChange, if set, is called when a later lookup or a refusal
+	// changes the limit (not at the first resolve: no batch was made
+	// yet), so the producers' batch caps follow it.
+	onChange func()
+	v        atomic.Int64
+	once     sync.Once
+	done     chan struct{}
 
 	// Later lookups (fresh): when the last finished one started, the
 	// running one (closed when it ends) and when it started, and whether
@@ -137,10 +145,28 @@ func (l *topicLimit) get() int { return int(l.v.Load()) }
 func (l *topicLimit) lower(n int) {
 	for {
 		cur := l.v.Load()
-		if int64(n) >= cur || n < 1 || l.v.CompareAndSwap(cur, int64(n)) {
+		if int64(n) >= cur || n < 1 {
+			return
+		}
+		if l.v.CompareAndSwap(cur, int64(n)) {
+			l.changed()
 			return
 		}
 	}
+}
+
+func (l *topicLimit) changed() {
+	if l.onChange != nil {
+		l.onChange()
+	}
+}
+
+// capTxn is the limit as the exactly-once source's transactional client
+// caps its batches at, noted (txnCap).
+func (l *topicLimit) capTxn() int32 {
+	n := l.get()
+	l.txnCap.Store(int64(n))
+	return int32(n)
 }
 
 // batchMax is the producer's kgo.ProducerBatchMaxBytesFn.
@@ -176,7 +202,7 @@ func (l *topicLimit) resolve() {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(l.stop, lookupTimeout)
 		var err error
-		n, from, err = lookupMaxMessageBytes(ctx, l.cl, l.topic)
+		n, from, err = lookupMaxMessageBytes(ctx, l.client(), l.topic)
 		cancel()
 		l.mu.Lock()
 		l.looked, l.failing = start, err != nil
@@ -275,7 +301,7 @@ func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 	if err == nil {
 		start = time.Now()
 		ctx, cancel := context.WithTimeout(l.stop, lookupTimeout)
-		n, from, err = lookupMaxMessageBytes(ctx, l.cl, l.topic)
+		n, from, err = lookupMaxMessageBytes(ctx, l.client(), l.topic)
 		cancel()
 	}
 	var prev int64
@@ -289,6 +315,9 @@ func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 	l.failing = err != nil
 	l.mu.Unlock()
 	close(ch)
+	if err == nil && int(prev) != n {
+		l.changed()
+	}
 	switch {
 	case failedFirst:
 		l.log.Warn("kafka_max_message_bytes_refresh_failed", "target", l.target, "topic", l.topic, "max_message_bytes", l.get(), "error", err.Error(),

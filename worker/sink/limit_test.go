@@ -157,7 +157,7 @@ func TestSinkLimitFromTopicConfig(t *testing.T) {
 	if string(dlq[0].Value) != "in-big" || !strings.HasPrefix(reason, "result too large for sink out: ") || !strings.HasSuffix(reason, " bytes > limit 65536") {
 		t.Errorf("DLQ record %q with reason %q, want the input in-big, \"result too large for sink out: N bytes > limit 65536\"", dlq[0].Value, reason)
 	}
-	if got := ss.byName["out"].cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)("out"); got != 65536 {
+	if got := ss.byName["out"].cl.client().OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)("out"); got != 65536 {
 		t.Errorf("the sink's batch cap = %d, want the topic's 65536", got)
 	}
 	var logged []map[string]any

@@ -215,10 +215,11 @@ func TestRefusedBatchSmallResultsDelivered(t *testing.T) {
 					t.Errorf("breaker %s, want closed: refusals for size are no sink failure", st)
 				}
 
-				// Learned: a second mix is judged before producing, no
-				// broker refuses anything.
+				// Learned: a second mix, with more small results than one
+				// batch of the new limit holds, is judged and batched
+				// within it: no broker refuses anything.
 				retries := testutil.ToFloat64(ss.m.refusedRetries.WithLabelValues("out"))
-				deliverAll(t, ss, async, mix(small, big, tc.bigBytes))
+				deliverAll(t, ss, async, mix(5*small, big, tc.bigBytes))
 				if n := testutil.ToFloat64(ss.m.refusedRetries.WithLabelValues("out")); n != retries {
 					t.Errorf("svc_sink_refused_retries_total went from %v to %v in the second mix, want no refusal", retries, n)
 				}
@@ -298,24 +299,41 @@ func TestStagedRefusedBatch(t *testing.T) {
 			c := workertest.Cluster(t, 1, []string{"out", "dlq"})
 			logs := &workertest.Logs{}
 			ss := limitTestSet(t, c, logs, nil)
-			cl, err := kgo.NewClient(append(ss.TransactionOpts(), kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("svc-test"), kgo.ProducerLinger(20*time.Millisecond))...)
-			if err != nil {
-				t.Fatal(err)
+			// session is the source's transactional client; Failed asking
+			// to renew it is a new session, a new client.
+			var session *kgo.Client
+			newSession := func() {
+				if session != nil {
+					session.Close()
+				}
+				var err error
+				session, err = kgo.NewClient(append(ss.TransactionOpts(), kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("svc-test"), kgo.ProducerLinger(20*time.Millisecond))...)
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
-			defer cl.Close()
-			if n := stagedTransaction(t, ss, cl, []*worker.TaskResult{randomResult("first", 100)}); n != 0 {
+			newSession()
+			defer func() { session.Close() }()
+			if n, _ := stagedTransaction(t, ss, session, []*worker.TaskResult{randomResult("first", 100)}); n != 0 {
 				t.Fatalf("first transaction: %d records refused", n)
 			}
 			if tc.deniedDescr {
 				denyDescribeConfigs(c)
 			}
 			setTopicLimit(t, c, "out", 5000)
-			const small, big = 20, 10
+			const small, big = 60, 10 // the small ones: about 13 KB, several batches of the new limit
 			results := mix(small, big, 6000)
 			aborts := 0
-			for stagedTransaction(t, ss, cl, results) > 0 { // the source's retries after an abort
+			for { // the source's retries after an abort
+				n, renew := stagedTransaction(t, ss, session, results)
+				if n == 0 {
+					break
+				}
 				if aborts++; aborts > tc.maxAborts {
 					t.Fatalf("%d transactions aborted for records refused as too large, want %d at most", aborts, tc.maxAborts)
+				}
+				if renew {
+					newSession()
 				}
 			}
 			if aborts == 0 {
@@ -347,8 +365,8 @@ func TestStagedRefusedBatch(t *testing.T) {
 // stagedTransaction stages results and produces them in one transaction
 // on cl, as the Kafka source does: Failed and an abort when a record is
 // refused, else a commit and Committed. It returns the refused records'
-// count.
-func stagedTransaction(t *testing.T, ss *Set, cl *kgo.Client, results []*worker.TaskResult) int {
+// count and Failed's answer.
+func stagedTransaction(t *testing.T, ss *Set, cl *kgo.Client, results []*worker.TaskResult) (refused int, renew bool) {
 	t.Helper()
 	var sts []*Staged
 	for _, res := range results {
@@ -379,7 +397,7 @@ func stagedTransaction(t *testing.T, ss *Set, cl *kgo.Client, results []*worker.
 	}
 	end := kgo.TryCommit
 	if len(fails) > 0 {
-		ss.Failed(fails)
+		renew = ss.Failed(fails)
 		end = kgo.TryAbort
 	}
 	if err := cl.EndTransaction(t.Context(), end); err != nil {
@@ -390,5 +408,5 @@ func stagedTransaction(t *testing.T, ss *Set, cl *kgo.Client, results []*worker.
 			ss.Committed(st)
 		}
 	}
-	return len(fails)
+	return len(fails), renew
 }

@@ -57,17 +57,18 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 			ss.Close()
 			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
 		}
-		limit.cl = cl
+		limit.client = cl.client
 		name := sc.Name
 		s := &kafkaSink{name: name, codec: sc.Compression, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, limit: limit, timeout: timeout, log: log, m: ss.m,
 			delivered: ss.m.delivered.WithLabelValues(name)}
 		opts, err := aloneOpts(cfg.SinkConn(i), 2*timeout, sc.Compression, kgo.ProducerBatchMaxBytesFn(limit.batchMax))
 		if err != nil {
-			cl.Close()
+			cl.close()
 			ss.Close()
 			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
 		}
 		s.alone = newAloneProducer(stop, opts)
+		limit.onChange = s.limitChanged
 		s.breaker = NewBreaker(sc.Breaker.FailureThreshold, sc.Breaker.OpenTimeout.D(), func(from, to State) {
 			ss.m.state.WithLabelValues(name).Set(float64(to))
 			ss.m.transitions.WithLabelValues(name, to.String()).Inc()
@@ -183,7 +184,7 @@ func (ss *Set) Close() {
 		var wg sync.WaitGroup
 		for _, s := range ss.sinks {
 			s.flushSlow()
-			wg.Go(func() { flushClose(s.cl) })
+			wg.Go(s.cl.close)
 			wg.Go(s.alone.close)
 		}
 		if ss.dlq != nil {

@@ -57,7 +57,7 @@ type kafkaSink struct {
 	codec   string // sinks.kafka[].compression
 	forward bool   // sinks.kafka[].forward_headers
 	topic   string
-	cl      *kgo.Client
+	cl      *producer
 	// alone produces the records a broker refused in a batch, each in a
 	// batch of its own: refused then, it is too large itself.
 	alone   *aloneProducer
@@ -168,12 +168,12 @@ func defaultLinger(cfg *config.Config) time.Duration {
 	return 0
 }
 
-func newProducer(conn kconn.Conn, linger, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) (*kgo.Client, error) {
+func newProducer(conn kconn.Conn, linger, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) (*producer, error) {
 	opts, err := clientOpts(conn, deliveryTimeout, codec, append([]kgo.Opt{kgo.ClientID("svc-sink"), kgo.ProducerLinger(linger)}, defaults...), nil)
 	if err != nil {
 		return nil, err
 	}
-	return kgo.NewClient(opts...)
+	return newProducerClient(opts)
 }
 
 // aloneOpts are the options of an aloneProducer's client: newProducer's,
@@ -326,7 +326,20 @@ func (s *kafkaSink) judge(ctx context.Context, size int, r *refusal) (alone bool
 // unanswered after the delivery timeout counts one breaker failure and is
 // waited for again: it stays with the producer, so it is not sent twice.
 func (s *kafkaSink) produce(ctx context.Context, rec *kgo.Record) error {
-	return s.produceOn(ctx, s.cl, rec)
+	for {
+		cl := s.cl.client()
+		err := s.produceOn(ctx, cl, rec)
+		if !s.cl.replaced(cl, err) {
+			return err
+		}
+	}
+}
+
+// limitChanged is the topic limit's onChange: the producers' batch caps
+// follow it.
+func (s *kafkaSink) limitChanged() {
+	s.cl.renew()
+	s.alone.renew()
 }
 
 // produceAlone is produce through the alone producer: rec travels in a

@@ -184,7 +184,13 @@ type Failure struct {
 // (relimit) before the transaction aborts: the messages, staged again
 // after the abort, are judged against it, and their records batched
 // within it, so only a result over it goes to the DLQ.
-func (ss *Set) Failed(fails []Failure) {
+//
+// renew reports that the transactional client's batch cap for a topic
+// is not the topic's limit any more: franz-go caps a partition's batches
+// at the limit it read when it first produced there and never reads it
+// again, so the caller replaces its client (a new session) before the
+// next transaction.
+func (ss *Set) Failed(fails []Failure) (renew bool) {
 	var seen []*kafkaSink
 	dlq := false
 	refused := map[*topicLimit][]Failure{}
@@ -221,7 +227,7 @@ func (ss *Set) Failed(fails []Failure) {
 			"detail", "exactly-once: the transaction aborts and its messages are processed again")
 	}
 	if len(limits) == 0 {
-		return
+		return false
 	}
 	perPartition := map[topicPartition]int{} // refused records, whatever their target
 	for _, f := range fails {
@@ -231,8 +237,11 @@ func (ss *Set) Failed(fails []Failure) {
 		}
 	}
 	for _, lim := range limits {
-		ss.relimit(lim, refused[lim], perPartition)
+		if ss.relimit(lim, refused[lim], perPartition) {
+			renew = true
+		}
 	}
+	return renew
 }
 
 type topicPartition struct {
@@ -241,21 +250,30 @@ type topicPartition struct {
 }
 
 // relimit sets lim after a transaction's records to its topic (fails)
-// were refused as too large. The brokers are asked for the topic's limit
-// (a lookup started now); a record that was its partition's only refused
-// one (perPartition counts them, all targets together) travelled in a
-// batch of its own, so it is too large itself and the
-// limit goes below it. When neither lowers the limit (the brokers do not
-// answer, or tell the limit as it was), it is halved to half the refused
-// bytes of a partition at most, so the next transaction's batches are
-// smaller: without the brokers' answer, exactly-once cannot try a record
-// alone (it would be visible outside the transaction), and a record
-// between the halved limit and the topic's real one goes to the DLQ.
-func (ss *Set) relimit(lim *topicLimit, fails []Failure, perPartition map[topicPartition]int) {
+// were refused as too large, and reports whether the transactional
+// client's batch cap for the topic is now stale (it is to be renewed).
+// The brokers are asked for the topic's limit (a lookup started now). A
+// cap other than the limit they tell explains the refusal: the client
+// batched to a limit the topic no longer has (lowered at runtime, or
+// learned since the client was made), and a new one batches within the
+// limit. With the cap right, the refusal is unexplained: a record that
+// was its partition's only refused one (perPartition counts them, all
+// targets together) travelled in a batch of its own, so it is too large
+// itself and the limit goes below it; otherwise (the brokers do not
+// answer, or tell the limit the worker had) the limit is halved, to half
+// the refused bytes of a partition at most, so the next session's
+// batches are smaller. Exactly-once cannot try a record alone (it would
+// be visible outside the transaction), so without the brokers' answer a
+// record between the halved limit and the topic's real one goes to the
+// DLQ.
+func (ss *Set) relimit(lim *topicLimit, fails []Failure, perPartition map[topicPartition]int) (renew bool) {
 	before := lim.get()
 	n, err := lim.fresh(ss.stopCtx, time.Now())
 	if err != nil {
-		return // the set closes
+		return false // the set closes
+	}
+	if cp := int(lim.txnCap.Load()); cp != 0 && cp != n {
+		return true
 	}
 	type part struct{ bytes, size int }
 	parts := map[int32]*part{}
@@ -269,23 +287,23 @@ func (ss *Set) relimit(lim *topicLimit, fails []Failure, perPartition map[topicP
 		p.size = RecordSize(rec)
 		p.bytes += p.size
 	}
-	lowered := n < before
+	alone := false
 	for id, p := range parts {
 		if perPartition[topicPartition{lim.topic, id}] == 1 {
 			lim.lower(p.size - 1)
-			lowered = true
+			alone = true
 		}
 	}
-	if lowered {
-		return
+	if !alone && n >= before {
+		half := n
+		for _, p := range parts {
+			half = min(half, min(n, p.bytes)/2)
+		}
+		lim.lower(half)
+		lim.log.Warn("kafka_max_message_bytes", "target", lim.target, "topic", lim.topic, "max_message_bytes", lim.get(), "from", "refusal", "previous", n,
+			"detail", "exactly-once: a broker refused a batch as too large and the brokers told no lower limit: the limit is halved; a result over it goes to the DLQ")
 	}
-	half := before
-	for _, p := range parts {
-		half = min(half, min(before, p.bytes)/2)
-	}
-	lim.lower(half)
-	lim.log.Warn("kafka_max_message_bytes", "target", lim.target, "topic", lim.topic, "max_message_bytes", lim.get(), "from", "refusal", "previous", before,
-		"detail", "exactly-once: a broker refused a batch as too large and the brokers told no lower limit: the limit is halved; a result over it goes to the DLQ")
+	return lim.get() != int(lim.txnCap.Load())
 }
 
 // Aborted marks the tasks of sts, whose records will never commit, in
@@ -352,13 +370,15 @@ func (ss *Set) TransactionOpts() []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ProducerBatchCompression(compression(codec)...),
 		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 {
+			// franz-go asks once per partition, when the client first
+			// produces there: what it got is noted for relimit.
 			for _, s := range ss.sinks {
 				if s.topic == topic {
-					return int32(s.limit.get())
+					return s.limit.capTxn()
 				}
 			}
 			if ss.dlq != nil && ss.dlq.limit != nil && ss.dlq.topic == topic {
-				return int32(ss.dlq.limit.get())
+				return ss.dlq.limit.capTxn()
 			}
 			return DefaultMaxMessageBytes
 		}),
