@@ -49,6 +49,7 @@ type asyncProduce struct {
 
 	at    time.Time    // when it was produced
 	cl    *kgo.Client  // the client it was produced on
+	limit int          // the topic's limit then (the cap of its batch)
 	ended atomic.Bool  // acknowledged or cancelled: done was (or is being) called
 	due   atomic.Int64 // when it is slow (Unix ns): one more delivery_timeout unacknowledged
 }
@@ -71,7 +72,7 @@ func (ss *Set) produceAsync(ctx context.Context, s *kafkaSink, res *worker.TaskR
 		s.breaker.Release()
 		return false
 	}
-	a.cl = s.cl.client()
+	a.cl, a.limit = s.cl.client(), s.limit.get()
 	a.cl.Produce(ctx, rec, a.ack)
 	return true
 }
@@ -120,7 +121,7 @@ func (a *asyncProduce) ack(_ *kgo.Record, err error) {
 		// the record?) and goes on with the record alone, or with its
 		// message to the DLQ.
 		s.breaker.Release()
-		r := &refusal{at: a.at, err: err}
+		r := &refusal{at: a.at, limit: a.limit, err: err}
 		go func() { a.done(a.ss.deliver(a.ctx, a.res, s, r)) }()
 		return
 	}

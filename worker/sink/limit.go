@@ -314,10 +314,10 @@ func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 	failedFirst := err != nil && !l.failing && l.stop.Err() == nil
 	l.failing = err != nil
 	l.mu.Unlock()
-	close(ch)
 	if err == nil && int(prev) != n {
-		l.changed()
+		l.changed() // before the waiters go on: they produce on the renewed clients
 	}
+	close(ch)
 	switch {
 	case failedFirst:
 		l.log.Warn("kafka_max_message_bytes_refresh_failed", "target", l.target, "topic", l.topic, "max_message_bytes", l.get(), "error", err.Error(),

@@ -226,9 +226,10 @@ func compression(codec string) []kgo.CompressionCodec {
 // RECORD_LIST_TOO_LARGE) when it outgrows the topic's limit, and every
 // record of the batch gets the refusal: the topic's limit went down, or a
 // record over it was batched with small ones. A refused record is
-// therefore judged again: the brokers are asked for the topic's limit
-// (refused says when the record was produced; nil: not refused yet), a
-// record over it is too large, and one within it is produced again alone
+// therefore judged again (judge): the brokers are asked for the topic's
+// limit (refused: the refusal so far; nil: none), a record over it is
+// too large, and one within it is produced again, batched within the
+// lowered limit if the lookup lowered it, else (or refused again) alone
 // (produceAlone); only a refusal of the record alone makes it too large,
 // and lowers the limit below it.
 func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record, refused *refusal) error {
@@ -244,9 +245,9 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record, refus
 	case over:
 		return &TooLargeError{Sink: s.name, Size: size, Limit: limit}
 	}
-	alone := false
+	alone, retry := false, false
 	if refused != nil {
-		if alone, limit, err = s.judge(ctx, size, refused); !alone {
+		if retry, alone, limit, err = s.judge(ctx, size, refused); !retry {
 			return err
 		}
 	}
@@ -258,7 +259,7 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record, refus
 		if rec == nil { // a retry: the producer owned the last one
 			rec = build()
 		}
-		at := time.Now()
+		at, capped := time.Now(), s.limit.get()
 		if alone {
 			err = s.produceAlone(ctx, rec)
 		} else {
@@ -276,14 +277,15 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record, refus
 		}
 		if isTooLarge(err) {
 			s.breaker.Release()
-			r := &refusal{at: at, err: err}
 			if alone {
 				s.limit.lower(size - 1)
 				return &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: err}
 			}
-			if alone, limit, err = s.judge(ctx, size, r); !alone {
+			r := &refusal{at: at, limit: capped, err: err, again: refused != nil}
+			if retry, alone, limit, err = s.judge(ctx, size, r); !retry {
 				return err
 			}
+			refused = r
 			continue
 		}
 		s.m.failures.WithLabelValues(s.name).Inc()
@@ -298,28 +300,35 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record, refus
 	}
 }
 
-// refusal is a broker's refusal of a record as too large: the error, and
-// when the record was produced.
+// refusal is a broker's refusal of a record as too large: the error,
+// when the record was produced and the limit its batch was capped at.
 type refusal struct {
-	at  time.Time
-	err error
+	at    time.Time
+	limit int
+	err   error
+	again bool // the record was refused once more after the first refusal
 }
 
 // judge decides about a record of size that a broker refused (r): the
 // brokers are asked for the topic's limit (a lookup started after the
-// record was produced), and a record over it returns a *TooLargeError;
-// one within it is to be produced alone (alone true, with the limit).
-// err is otherwise ctx's.
-func (s *kafkaSink) judge(ctx context.Context, size int, r *refusal) (alone bool, limit int, err error) {
+// record was produced), and a record over it returns a *TooLargeError.
+// One within it is produced again: batched as before when the lookup
+// lowered the limit below its batch's cap (the producers were renewed:
+// its new batch is within the limit) and this is its first refusal, else
+// alone (alone true). err is otherwise ctx's.
+func (s *kafkaSink) judge(ctx context.Context, size int, r *refusal) (retry, alone bool, limit int, err error) {
 	limit, err = s.limit.fresh(ctx, r.at)
 	if err != nil {
-		return false, limit, err
+		return false, false, limit, err
 	}
 	if size > limit {
-		return false, limit, &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: r.err}
+		return false, false, limit, &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: r.err}
+	}
+	if limit < r.limit && !r.again {
+		return true, false, limit, nil
 	}
 	s.m.refusedRetries.WithLabelValues(s.name).Inc()
-	return true, limit, nil
+	return true, true, limit, nil
 }
 
 // produce sends one record and waits for its acknowledgement. A record
