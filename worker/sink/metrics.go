@@ -10,7 +10,7 @@ type sinkMetrics struct {
 	failures    *prometheus.CounterVec
 	tooLarge    *prometheus.CounterVec
 	// refusedRetries: records produced again alone after a broker
-	// refused their batch as too large.
+	// refused their batch as too large (kafkaSink.judge).
 	refusedRetries *prometheus.CounterVec
 	dlq            *prometheus.CounterVec
 	truncated      prometheus.Counter
@@ -35,7 +35,7 @@ func newSinkMetrics(reg prometheus.Registerer) *sinkMetrics {
 			Name: "svc_sink_records_too_large_total", Help: "Result records larger than the sink topic's max.message.bytes; their messages went to the DLQ instead.",
 		}, []string{"sink"}),
 		refusedRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_sink_refused_retries_total", Help: "Result records a broker refused as too large in a batch, within the topic's limit as looked up again, and so produced again alone.",
+			Name: "svc_sink_refused_retries_total", Help: "Result records a broker refused as too large in a batch, within the topic's limit as looked up again, produced again alone (the lookup did not lower the limit, or the record was refused again).",
 		}, []string{"sink"}),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_dlq_records_total", Help: "DLQ outcomes: sent, failed (stall or drop follows), by outcome.",
