@@ -36,7 +36,10 @@ import (
 // The session then rewinds the consumer to the committed offsets, and the
 // source forgets every partition's polled, running and staged work
 // (resetAll): all of it is read and run again, and its earlier results
-// were never visible to read_committed consumers. A fenced producer (a
+// were never visible to read_committed consumers. A batch refused as too
+// large after a topic's max.message.bytes changed also restarts the
+// session (Stager.Failed's renew): franz-go reads a partition's batch cap
+// once per client. A fenced producer (a
 // newer worker with the same name took the transactional id) stops
 // consuming and reports not ready, committing nothing more.
 
@@ -207,7 +210,6 @@ func (s *Source) transact(ctx context.Context) {
 		} else if s.txnRenew {
 			s.failSession(ctx, errLimitChanged)
 		}
-		s.txnRenew = false
 	}
 }
 
@@ -224,6 +226,7 @@ var errBrokenSession = errors.New("transaction could not begin")
 // is the session's (Begin, End); produceErr the first record refused,
 // which aborts the transaction but leaves the session working.
 func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets map[int32]kgo.EpochOffset) (committed bool, err, produceErr error) {
+	s.txnRenew = false
 	if err := s.sess.Begin(); err != nil {
 		return false, fmt.Errorf("%w: %w", errBrokenSession, err), nil
 	}
