@@ -108,13 +108,12 @@ type topicLimit struct {
 	done     chan struct{}
 
 	// Later lookups (fresh): when the last finished one started, the
-	// running one (closed when it ends) and when it started, and whether
-	// the last one failed (logged once per run of failures).
-	mu        sync.Mutex
-	looked    time.Time
-	running   chan struct{}
-	runningAt time.Time
-	failing   bool
+	// running one (closed when it ends), and whether the last one failed
+	// (logged once per run of failures).
+	mu      sync.Mutex
+	looked  time.Time
+	running chan struct{}
+	failing bool
 }
 
 // refreshGap is the least time between the starts of two lookups of a
@@ -267,7 +266,7 @@ func (l *topicLimit) fresh(ctx context.Context, since time.Time) (int, error) {
 				}
 			}
 			ch = make(chan struct{})
-			l.running, l.runningAt = ch, start
+			l.running = ch
 			go l.refresh(start, ch)
 		}
 		// A running lookup older than since is waited for, then a newer
@@ -307,16 +306,15 @@ func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 	var prev int64
 	if err == nil {
 		n = min(n, l.ceiling())
-		prev = l.v.Swap(int64(n))
+		if prev = l.v.Swap(int64(n)); int(prev) != n {
+			l.changed() // before anyone sees this lookup done: they produce on the renewed clients
+		}
 	}
 	l.mu.Lock()
 	l.looked, l.running = start, nil
 	failedFirst := err != nil && !l.failing && l.stop.Err() == nil
 	l.failing = err != nil
 	l.mu.Unlock()
-	if err == nil && int(prev) != n {
-		l.changed() // before the waiters go on: they produce on the renewed clients
-	}
 	close(ch)
 	switch {
 	case failedFirst:
