@@ -56,6 +56,7 @@ type Source struct {
 	txnAt          time.Time
 	txnRetryAt     time.Time
 	txnBackoff     time.Duration
+	txnRenew       bool        // the stager asked for a new session after the transaction aborts (poll loop only)
 	txnReset       atomic.Bool // a rebalance: abort and start over
 	restart        atomic.Bool // the session failed: Run starts a new one
 	restartedAt    time.Time

@@ -36,7 +36,10 @@ import (
 // The session then rewinds the consumer to the committed offsets, and the
 // source forgets every partition's polled, running and staged work
 // (resetAll): all of it is read and run again, and its earlier results
-// were never visible to read_committed consumers. A fenced producer (a
+// were never visible to read_committed consumers. A batch refused as too
+// large after a topic's max.message.bytes changed also restarts the
+// session (Stager.Failed's renew): franz-go reads a partition's batch cap
+// once per client. A fenced producer (a
 // newer worker with the same name took the transactional id) stops
 // consuming and reports not ready, committing nothing more.
 
@@ -45,7 +48,7 @@ import (
 type Stager interface {
 	Stage(ctx context.Context, res *worker.TaskResult) (*sink.Staged, error)
 	Committed(st *sink.Staged)
-	Failed(fails []sink.Failure)
+	Failed(fails []sink.Failure) (renew bool)
 	Acquire(sts []*sink.Staged) bool
 	Settle(sts []*sink.Staged, committed bool)
 	Aborted(sts []*sink.Staged, reason string)
@@ -204,9 +207,17 @@ func (s *Source) transact(ctx context.Context) {
 		s.resetAll(reason)
 		if errors.Is(err, errBrokenSession) || (err != nil && !isAbortable(err)) {
 			s.failSession(ctx, err)
+		} else if s.txnRenew {
+			s.failSession(ctx, errLimitChanged)
 		}
 	}
 }
+
+// errLimitChanged restarts the session after a sink's or the DLQ's
+// topic limit changed (a batch refused as too large): franz-go caps a
+// partition's batches at the limit it read when the client first
+// produced there, so only a new client batches within the new one.
+var errLimitChanged = errors.New("a sink's or the DLQ's max.message.bytes changed: the producer's batch caps are set when its session starts")
 
 // errBrokenSession marks a transaction that could not begin.
 var errBrokenSession = errors.New("transaction could not begin")
@@ -215,6 +226,7 @@ var errBrokenSession = errors.New("transaction could not begin")
 // is the session's (Begin, End); produceErr the first record refused,
 // which aborts the transaction but leaves the session working.
 func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets map[int32]kgo.EpochOffset) (committed bool, err, produceErr error) {
+	s.txnRenew = false
 	if err := s.sess.Begin(); err != nil {
 		return false, fmt.Errorf("%w: %w", errBrokenSession, err), nil
 	}
@@ -239,7 +251,7 @@ func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets ma
 		failed = append(failed, <-fails)
 	}
 	if len(failed) > 0 {
-		s.stager.Failed(failed)
+		s.txnRenew = s.stager.Failed(failed)
 		produceErr = failed[0].Err
 		end = kgo.TryAbort
 	}

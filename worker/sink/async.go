@@ -47,6 +47,9 @@ type asyncProduce struct {
 	res  *worker.TaskResult
 	done func(error)
 
+	at    time.Time    // when it was produced
+	cl    *kgo.Client  // the client it was produced on
+	limit int          // the topic's limit then (the cap of its batch)
 	ended atomic.Bool  // acknowledged or cancelled: done was (or is being) called
 	due   atomic.Int64 // when it is slow (Unix ns): one more delivery_timeout unacknowledged
 }
@@ -63,13 +66,14 @@ func (ss *Set) produceAsync(ctx context.Context, s *kafkaSink, res *worker.TaskR
 	if RecordSize(rec) > s.limit.get() || !s.breaker.TryAcquire() {
 		return false
 	}
-	a := &asyncProduce{ss: ss, s: s, ctx: ctx, res: res, done: done}
-	a.due.Store(time.Now().Add(s.timeout).UnixNano())
+	a := &asyncProduce{ss: ss, s: s, ctx: ctx, res: res, done: done, at: time.Now()}
+	a.due.Store(a.at.Add(s.timeout).UnixNano())
 	if !ss.watch(ctx, a) {
 		s.breaker.Release()
 		return false
 	}
-	s.cl.Produce(ctx, rec, a.ack)
+	a.cl, a.limit = s.cl.client(), s.limit.get()
+	a.cl.Produce(ctx, rec, a.ack)
 	return true
 }
 
@@ -106,11 +110,19 @@ func (a *asyncProduce) ack(_ *kgo.Record, err error) {
 		s.breaker.Release()
 		a.done(a.ctx.Err())
 		return
-	case isTooLarge(err):
-		// Not the sink's fault: Deliver produces it again and takes the
-		// refusal as the record's (DLQ with the reason).
+	case s.cl.replaced(a.cl, err):
+		// The client was replaced (the topic's limit changed) before it
+		// sent the record: produced again on the new one, no failure.
 		s.breaker.Release()
 		go func() { a.done(a.ss.Deliver(a.ctx, a.res)) }()
+		return
+	case isTooLarge(err):
+		// Not the sink's fault: Deliver judges the refusal (the batch, or
+		// the record?) and goes on with the record alone, or with its
+		// message to the DLQ.
+		s.breaker.Release()
+		r := &refusal{at: a.at, limit: a.limit, err: err}
+		go func() { a.done(a.ss.deliver(a.ctx, a.res, s, r)) }()
 		return
 	}
 	// A failed produce: counted as Deliver counts it, then retried the

@@ -30,7 +30,10 @@ const (
 // DLQ sends failed messages to the dead-letter topic. Without a DLQ (no
 // Kafka source and no dlq.topic) sends are dropped, warned once and counted.
 type DLQ struct {
-	cl      *kgo.Client // nil: no DLQ configured
+	cl *producer // nil: no DLQ configured
+	// alone sends a record again after a broker refused its batch as too
+	// large, in a batch of its own, as a sink's does.
+	alone   *aloneProducer
 	limit   *topicLimit
 	topic   string
 	codec   string // dlq.compression
@@ -56,7 +59,17 @@ func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *wo
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
-	d.cl, d.limit.cl = cl, cl
+	d.cl, d.limit.client = cl, cl.client
+	opts, err := aloneOpts(cfg.DLQConn(), d.timeout, cfg.DLQ.Compression, kgo.ClientID("svc-dlq"), kgo.ProducerBatchMaxBytesFn(d.limit.batchMax))
+	if err != nil {
+		cl.close()
+		return nil, fmt.Errorf("dlq: %w", err)
+	}
+	d.alone = newAloneProducer(stop, opts)
+	d.limit.onChange = func() {
+		d.cl.renew()
+		d.alone.renew()
+	}
 	return d, nil
 }
 
@@ -123,9 +136,11 @@ type dlqCut struct {
 	refused    error
 }
 
-// write produces res's DLQ record, cut to the DLQ topic's limit; a record
-// the producer or the broker still refuses for its size (the topic takes
-// less than the worker knows) goes once more with its value, key and
+// write produces res's DLQ record, cut to the DLQ topic's limit. A
+// broker refuses a whole batch as too large, small records included: a
+// refused record is cut again to the limit the brokers tell now and sent
+// again alone (produceAlone); refused even then (the topic takes less
+// than the brokers say), it goes once more with its value, key and
 // original headers dropped. at is where the acknowledged record landed;
 // cut is nil when nothing was cut.
 func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQRecordAt, cut *dlqCut, err error) {
@@ -133,15 +148,32 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQR
 		return at, nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
 	}
 	rec := d.record(res)
-	if orig := fit(rec, originalHeaders(res), d.limit.get()); orig >= 0 {
+	_, limit, err := d.limit.overLimit(ctx, RecordSize(rec))
+	if err != nil {
+		return at, nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
+	}
+	if orig := fit(rec, originalHeaders(res), limit); orig >= 0 {
 		cut = &dlqCut{orig: orig, kept: len(rec.Value)}
 	}
+	sent := time.Now()
 	err = d.produce(ctx, rec)
 	if isTooLarge(err) {
+		refused := err
+		if limit, err = d.limit.fresh(ctx, sent); err != nil {
+			return at, cut, fmt.Errorf("refused as too large (%w), and no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", refused, d.timeout, err)
+		}
+		rec = d.record(res)
+		if orig := fit(rec, originalHeaders(res), limit); orig >= 0 {
+			cut = &dlqCut{orig: orig, kept: len(rec.Value), refused: refused}
+		}
+		err = d.produceAlone(ctx, rec)
+	}
+	if isTooLarge(err) {
+		d.limit.lower(RecordSize(rec) - 1)
 		rec = d.record(res)
 		orig := fit(rec, originalHeaders(res), 0)
 		cut = &dlqCut{orig: orig, kept: len(rec.Value), refused: err}
-		err = d.produce(ctx, rec)
+		err = d.produceAlone(ctx, rec)
 	}
 	if err == nil {
 		// The producer set them when the broker acknowledged the record.
@@ -152,8 +184,28 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQR
 
 // produce sends rec and waits for its acknowledgement or ctx.
 func (d *DLQ) produce(ctx context.Context, rec *kgo.Record) error {
+	for {
+		cl := d.cl.client()
+		err := d.produceOn(ctx, cl, rec)
+		if !d.cl.replaced(cl, err) { // replaced: its topic's limit changed; again on the new client
+			return err
+		}
+	}
+}
+
+// produceAlone is produce through the alone producer: rec travels in a
+// batch of its own.
+func (d *DLQ) produceAlone(ctx context.Context, rec *kgo.Record) error {
+	err := d.alone.produce(ctx, rec, d.produceOn)
+	if err != nil && err == ctx.Err() { // the record before it held the producer
+		return fmt.Errorf("no acknowledgement within dlq.send_timeout %s: %w", d.timeout, err)
+	}
+	return err
+}
+
+func (d *DLQ) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	done := make(chan error, 1)
-	d.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
 	select {
 	case err := <-done:
 		return err
@@ -242,10 +294,13 @@ func (d *DLQ) record(res *worker.TaskResult) *kgo.Record {
 	return rec
 }
 
-// Close flushes and closes the producer.
+// Close flushes and closes the producers, both at once.
 func (d *DLQ) Close() {
 	if d.cl == nil {
 		return
 	}
-	flushClose(d.cl)
+	var wg sync.WaitGroup
+	wg.Go(d.cl.close)
+	wg.Go(d.alone.close)
+	wg.Wait()
 }

@@ -14,6 +14,17 @@
 // lets the offset commit past it. Without a DLQ (no Kafka source and no
 // dlq.topic) failures are dropped, warned once and counted.
 //
+// A record must fit its topic's max.message.bytes (limit.go: learned from
+// the brokers, asked again after a refusal and for a record over an old
+// limit). A changed limit replaces the producers (producer.go: franz-go
+// reads a partition's batch cap once). A broker refuses a whole batch as
+// too large, small records included: a refused record within the limit
+// is produced again, batched within a lowered limit or alone (alone.go),
+// and only one refused alone goes to the DLQ for its size. Exactly-once
+// (stage.go) aborts instead, asks the brokers before the messages are
+// staged again, and has the source renew its session when the
+// transactional producer's batch cap is stale.
+//
 // The lifecycle closes the Set once, after the drain: every producer is
 // flushed at once under one 5 s bound.
 package sink

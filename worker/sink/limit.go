@@ -75,11 +75,17 @@ func isTooLarge(err error) bool {
 }
 
 // topicLimit is the largest record one producer's topic takes. It is
-// resolved once, before the first record goes out: the configured
+// resolved before the first record goes out: the configured
 // max_message_bytes, else the topic's max.message.bytes as the brokers
 // tell it, else the brokers' message.max.bytes, else
 // DefaultMaxMessageBytes (logged). The producer's batch cap reads it too,
 // so a batch never outgrows what the broker takes.
+//
+// It follows the topic at runtime (fresh): a broker's refusal of a batch
+// as too large has the brokers asked again (with a configured limit too:
+// the topic's, when lower, wins), and so has a record over a limit older
+// than limitMaxAge before it goes to the DLQ, so a raised limit is
+// learned too.
 type topicLimit struct {
 	target    string // "sink <name>" or "dlq", for logs
 	topic     string
@@ -88,11 +94,38 @@ type topicLimit struct {
 	stop      context.Context
 	log       *slog.Logger
 
-	cl   *kgo.Client // set once the producer exists
-	v    atomic.Int64
-	once sync.Once
-	done chan struct{}
+	client func() *kgo.Client // the producer's current client, for the lookups; set once it exists
+	// txnCap is the limit the exactly-once source's transactional client
+	// last capped its batches to this topic at (TransactionOpts); 0: not
+	// known.
+	txnCap atomic.Int64
+	// onChange, if set, is called when a later lookup or a refusal
+	// changes the limit (not at the first resolve: no batch was made
+	// yet), so the producers' batch caps follow it.
+	onChange func()
+	v        atomic.Int64
+	once     sync.Once
+	done     chan struct{}
+
+	// Later lookups (fresh): when the last finished one started, the
+	// running one (closed when it ends), and whether the last one failed
+	// (logged once per run of failures).
+	mu      sync.Mutex
+	looked  time.Time
+	running chan struct{}
+	failing bool
 }
+
+// refreshGap is the least time between the starts of two lookups of a
+// topic's limit: refusals in a burst share one lookup, and a topic
+// refusing records all the time costs one DescribeConfigs a second.
+const refreshGap = time.Second
+
+// limitMaxAge is how old a looked-up limit may be when a record over it
+// is about to go to the DLQ: an older one is looked up again first, so a
+// raised max.message.bytes is learned. A variable only so this package's
+// tests can shorten it (TestMain).
+var limitMaxAge = 30 * time.Second
 
 func newTopicLimit(stop context.Context, target, topic string, fixed, warnBelow int, log *slog.Logger) *topicLimit {
 	l := &topicLimit{target: target, topic: topic, fixed: fixed, warnBelow: warnBelow, stop: stop, log: log, done: make(chan struct{})}
@@ -111,10 +144,28 @@ func (l *topicLimit) get() int { return int(l.v.Load()) }
 func (l *topicLimit) lower(n int) {
 	for {
 		cur := l.v.Load()
-		if int64(n) >= cur || n < 1 || l.v.CompareAndSwap(cur, int64(n)) {
+		if int64(n) >= cur || n < 1 {
+			return
+		}
+		if l.v.CompareAndSwap(cur, int64(n)) {
+			l.changed()
 			return
 		}
 	}
+}
+
+func (l *topicLimit) changed() {
+	if l.onChange != nil {
+		l.onChange()
+	}
+}
+
+// capTxn is the limit as the exactly-once source's transactional client
+// caps its batches at, noted (txnCap).
+func (l *topicLimit) capTxn() int32 {
+	n := l.get()
+	l.txnCap.Store(int64(n))
+	return int32(n)
 }
 
 // batchMax is the producer's kgo.ProducerBatchMaxBytesFn.
@@ -147,13 +198,17 @@ func (l *topicLimit) resolve() {
 	from := "config"
 	n := l.fixed
 	if n == 0 {
+		start := time.Now()
 		ctx, cancel := context.WithTimeout(l.stop, lookupTimeout)
 		var err error
-		n, from, err = lookupMaxMessageBytes(ctx, l.cl, l.topic)
+		n, from, err = lookupMaxMessageBytes(ctx, l.client(), l.topic)
 		cancel()
+		l.mu.Lock()
+		l.looked, l.failing = start, err != nil
+		l.mu.Unlock()
 		if err != nil {
 			l.log.Warn("kafka_max_message_bytes_unknown", "target", l.target, "topic", l.topic, "assumed", DefaultMaxMessageBytes, "error", err.Error(),
-				"detail", "the brokers did not tell the topic's max.message.bytes; larger records are refused until restart (or set max_message_bytes)")
+				"detail", "the brokers did not tell the topic's max.message.bytes; the assumed limit holds until they do (asked again when a broker refuses a batch as too large), or set max_message_bytes")
 			return
 		}
 		n = min(n, maxLimit)
@@ -166,6 +221,118 @@ func (l *topicLimit) resolve() {
 		return
 	}
 	l.log.Info("kafka_max_message_bytes", attrs...)
+}
+
+// ceiling is the largest limit the brokers may raise it to: the
+// configured max_message_bytes, if any.
+func (l *topicLimit) ceiling() int {
+	if l.fixed > 0 {
+		return min(l.fixed, maxLimit)
+	}
+	return maxLimit
+}
+
+// overLimit reports whether a record of size is over the limit. A limit
+// looked up more than limitMaxAge ago is looked up again first (a raised
+// max.message.bytes is learned before a record goes to the DLQ for it);
+// a record over the configured max_message_bytes is over, whatever the
+// brokers say. limit is the limit it was judged against; err is ctx's.
+func (l *topicLimit) overLimit(ctx context.Context, size int) (over bool, limit int, err error) {
+	limit = l.get()
+	if size <= limit || size > l.ceiling() {
+		return size > limit, limit, nil
+	}
+	limit, err = l.fresh(ctx, time.Now().Add(-limitMaxAge))
+	return size > limit, limit, err
+}
+
+// fresh is the limit as a lookup started at since or later told it:
+// the last one if it is that recent, else the running one if it is, else
+// a new one, started refreshGap after the last at the earliest. A failed
+// lookup leaves the limit as it was. err is ctx's, when it ended first.
+func (l *topicLimit) fresh(ctx context.Context, since time.Time) (int, error) {
+	for {
+		l.mu.Lock()
+		if !l.looked.Before(since) {
+			l.mu.Unlock()
+			return l.get(), nil
+		}
+		ch := l.running
+		if ch == nil {
+			start := time.Now()
+			for _, t := range []time.Time{l.looked.Add(refreshGap), since} {
+				if t.After(start) {
+					start = t
+				}
+			}
+			ch = make(chan struct{})
+			l.running = ch
+			go l.refresh(start, ch)
+		}
+		// A running lookup older than since is waited for, then a newer
+		// one started.
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return l.get(), ctx.Err()
+		}
+	}
+}
+
+// refresh is one later lookup, started at start; it closes ch when done.
+// The limit takes the brokers' answer, up to the configured
+// max_message_bytes; a change is logged as kafka_max_message_bytes with
+// the previous value, the first of a run of failed lookups as
+// kafka_max_message_bytes_refresh_failed.
+func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
+	t := time.NewTimer(time.Until(start))
+	select {
+	case <-t.C:
+	case <-l.stop.Done(): // the sinks close: no lookup; waiters see the limit as it is
+		t.Stop()
+	}
+	var (
+		n    int
+		from string
+		err  = l.stop.Err()
+	)
+	if err == nil {
+		start = time.Now()
+		ctx, cancel := context.WithTimeout(l.stop, lookupTimeout)
+		n, from, err = lookupMaxMessageBytes(ctx, l.client(), l.topic)
+		cancel()
+	}
+	var prev int64
+	if err == nil {
+		n = min(n, l.ceiling())
+		if prev = l.v.Swap(int64(n)); int(prev) != n {
+			l.changed() // before anyone sees this lookup done: they produce on the renewed clients
+		}
+	}
+	l.mu.Lock()
+	l.looked, l.running = start, nil
+	failedFirst := err != nil && !l.failing && l.stop.Err() == nil
+	l.failing = err != nil
+	l.mu.Unlock()
+	close(ch)
+	switch {
+	case failedFirst:
+		l.log.Warn("kafka_max_message_bytes_refresh_failed", "target", l.target, "topic", l.topic, "max_message_bytes", l.get(), "error", err.Error(),
+			"detail", "the brokers did not tell the topic's max.message.bytes again: the limit stays; a record a broker refuses even alone goes to the DLQ")
+	case err == nil && int(prev) != n:
+		attrs := []any{"target", l.target, "topic", l.topic, "max_message_bytes", n, "from", from, "previous", prev}
+		if n < l.warnBelow || (l.fixed > 0 && n < l.fixed) {
+			detail := "a result near executor.max_output_bytes does not fit this topic: such results go to the DLQ; raise the topic's max.message.bytes to deliver them"
+			if l.fixed > 0 && n < l.fixed {
+				attrs = append(attrs, "configured", l.fixed)
+				detail = "the topic takes less than max_message_bytes: the topic's limit applies"
+			}
+			l.log.Warn("kafka_max_message_bytes", append(attrs, "detail", detail)...)
+			return
+		}
+		l.log.Info("kafka_max_message_bytes", attrs...)
+	}
 }
 
 // lookupMaxMessageBytes asks the brokers for topic's max.message.bytes

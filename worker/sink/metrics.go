@@ -9,9 +9,12 @@ type sinkMetrics struct {
 	delivered   *prometheus.CounterVec
 	failures    *prometheus.CounterVec
 	tooLarge    *prometheus.CounterVec
-	dlq         *prometheus.CounterVec
-	truncated   prometheus.Counter
-	dropped     prometheus.Counter
+	// refusedRetries: records produced again alone after a broker
+	// refused their batch as too large (kafkaSink.judge).
+	refusedRetries *prometheus.CounterVec
+	dlq            *prometheus.CounterVec
+	truncated      prometheus.Counter
+	dropped        prometheus.Counter
 }
 
 func newSinkMetrics(reg prometheus.Registerer) *sinkMetrics {
@@ -31,6 +34,9 @@ func newSinkMetrics(reg prometheus.Registerer) *sinkMetrics {
 		tooLarge: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_sink_records_too_large_total", Help: "Result records larger than the sink topic's max.message.bytes; their messages went to the DLQ instead.",
 		}, []string{"sink"}),
+		refusedRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_sink_refused_retries_total", Help: "Result records a broker refused as too large in a batch, within the topic's limit as looked up again, produced again alone (the lookup did not lower the limit, or the record was refused again).",
+		}, []string{"sink"}),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_dlq_records_total", Help: "DLQ outcomes: sent, failed (stall or drop follows), by outcome.",
 		}, []string{"outcome"}),
@@ -41,7 +47,7 @@ func newSinkMetrics(reg prometheus.Registerer) *sinkMetrics {
 			Name: "svc_dlq_unconfigured_drops_total", Help: "Failed messages dropped because no DLQ is configured (no Kafka source and no dlq.topic).",
 		}),
 	}
-	reg.MustRegister(m.state, m.transitions, m.delivered, m.failures, m.tooLarge, m.dlq, m.truncated, m.dropped)
+	reg.MustRegister(m.state, m.transitions, m.delivered, m.failures, m.tooLarge, m.refusedRetries, m.dlq, m.truncated, m.dropped)
 	for _, outcome := range []string{"sent", "failed"} {
 		m.dlq.WithLabelValues(outcome)
 	}

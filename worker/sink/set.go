@@ -57,10 +57,18 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 			ss.Close()
 			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
 		}
-		limit.cl = cl
+		limit.client = cl.client
 		name := sc.Name
 		s := &kafkaSink{name: name, codec: sc.Compression, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, limit: limit, timeout: timeout, log: log, m: ss.m,
 			delivered: ss.m.delivered.WithLabelValues(name)}
+		opts, err := aloneOpts(cfg.SinkConn(i), 2*timeout, sc.Compression, kgo.ProducerBatchMaxBytesFn(limit.batchMax))
+		if err != nil {
+			cl.close()
+			ss.Close()
+			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
+		}
+		s.alone = newAloneProducer(stop, opts)
+		limit.onChange = s.limitChanged
 		s.breaker = NewBreaker(sc.Breaker.FailureThreshold, sc.Breaker.OpenTimeout.D(), func(from, to State) {
 			ss.m.state.WithLabelValues(name).Set(float64(to))
 			ss.m.transitions.WithLabelValues(name, to.String()).Inc()
@@ -73,6 +81,7 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 		}
 		ss.m.failures.WithLabelValues(name)
 		ss.m.tooLarge.WithLabelValues(name)
+		ss.m.refusedRetries.WithLabelValues(name)
 		ss.sinks = append(ss.sinks, s)
 		ss.byName[name] = s
 	}
@@ -93,12 +102,23 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 // worker.ErrDeliveryStalled when the DLQ send failed under
 // dlq.on_send_failure = "stall", or ctx.Err().
 func (ss *Set) Deliver(ctx context.Context, res *worker.TaskResult) error {
+	return ss.deliver(ctx, res, nil, nil)
+}
+
+// deliver is Deliver; refused, when not nil, is a broker's refusal of
+// res's record for the sink to (DeliverAsync's fast path), which judges
+// it again before anything more is produced there.
+func (ss *Set) deliver(ctx context.Context, res *worker.TaskResult, to *kafkaSink, refused *refusal) error {
 	if res.Status != worker.StatusOK {
 		return ss.dlq.Send(ctx, res)
 	}
 	targets := ss.targets(res)
 	one := func(s *kafkaSink) error {
-		err := s.deliver(ctx, func() *kgo.Record { return resultRecord(s.topic, ss.name, s.forward, res) })
+		refused := refused
+		if s != to {
+			refused = nil
+		}
+		err := s.deliver(ctx, func() *kgo.Record { return resultRecord(s.topic, ss.name, s.forward, res) }, refused)
 		if err == nil {
 			ss.events.Delivered(res, s.name)
 		}
@@ -164,7 +184,8 @@ func (ss *Set) Close() {
 		var wg sync.WaitGroup
 		for _, s := range ss.sinks {
 			s.flushSlow()
-			wg.Go(func() { flushClose(s.cl) })
+			wg.Go(s.cl.close)
+			wg.Go(s.alone.close)
 		}
 		if ss.dlq != nil {
 			wg.Go(ss.dlq.Close)

@@ -51,11 +51,11 @@ func TestClientConfigWins(t *testing.T) {
 		linger time.Duration
 		codec  []kgo.CompressionCodec
 	}{
-		{"sink with client_config", ss.byName["tuned"].cl, "ops-sink", 3 * time.Millisecond, []kgo.CompressionCodec{kgo.ZstdCompression(), kgo.NoCompression()}},
-		{"sink without client_config", ss.byName["plain"].cl, "svc-sink", 5 * time.Millisecond, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
-		{"sink inheriting the consumer's connection, own linger.ms", ss.byName["inherits"].cl, "ops-consumer", 2 * time.Millisecond, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
-		{"sink inheriting the consumer's connection", ss.byName["inherits-plain"].cl, "ops-consumer", 7 * time.Millisecond, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
-		{"dlq", ss.dlq.cl, "ops-dlq", 5 * time.Millisecond, []kgo.CompressionCodec{kgo.NoCompression()}},
+		{"sink with client_config", ss.byName["tuned"].cl.client(), "ops-sink", 3 * time.Millisecond, []kgo.CompressionCodec{kgo.ZstdCompression(), kgo.NoCompression()}},
+		{"sink without client_config", ss.byName["plain"].cl.client(), "svc-sink", 5 * time.Millisecond, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
+		{"sink inheriting the consumer's connection, own linger.ms", ss.byName["inherits"].cl.client(), "ops-consumer", 2 * time.Millisecond, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
+		{"sink inheriting the consumer's connection", ss.byName["inherits-plain"].cl.client(), "ops-consumer", 7 * time.Millisecond, []kgo.CompressionCodec{kgo.SnappyCompression(), kgo.NoCompression()}},
+		{"dlq", ss.dlq.cl.client(), "ops-dlq", 5 * time.Millisecond, []kgo.CompressionCodec{kgo.NoCompression()}},
 	} {
 		if got := tc.cl.OptValue(kgo.ClientID); got != tc.id {
 			t.Errorf("%s: client id = %v, want %s", tc.name, got, tc.id)
@@ -79,10 +79,10 @@ func TestClientConfigWins(t *testing.T) {
 	}
 	hs := newTestSet(t, &hc)
 	defer hs.Close()
-	if got := hs.byName["plain"].cl.OptValue(kgo.ProducerLinger); got != time.Duration(0) {
+	if got := hs.byName["plain"].cl.client().OptValue(kgo.ProducerLinger); got != time.Duration(0) {
 		t.Errorf("HTTP-only worker's sink: linger = %v, want 0", got)
 	}
-	if got := hs.byName["tuned"].cl.OptValue(kgo.ProducerLinger); got != 2*time.Millisecond {
+	if got := hs.byName["tuned"].cl.client().OptValue(kgo.ProducerLinger); got != 2*time.Millisecond {
 		t.Errorf("HTTP-only worker's sink with linger.ms 2: linger = %v, want 2ms", got)
 	}
 }
@@ -146,7 +146,7 @@ func TestCloseWaitsOnceForAHungBroker(t *testing.T) {
 	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "a", Topic: "out", Brokers: addrs}, {Name: "b", Topic: "out", Brokers: addrs}}
 	cfg.DLQ.Topic, cfg.DLQ.Brokers = "dlq", addrs
 	ss := newTestSet(t, &cfg)
-	for _, cl := range []*kgo.Client{ss.byName["a"].cl, ss.byName["b"].cl, ss.dlq.cl} {
+	for _, cl := range []*kgo.Client{ss.byName["a"].cl.client(), ss.byName["b"].cl.client(), ss.dlq.cl.client()} {
 		cl.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("v")}, nil)
 	}
 	wait.For(t, wait.Long, "every producer's record reaches the hung broker", func() (bool, string) {

@@ -57,7 +57,10 @@ type kafkaSink struct {
 	codec   string // sinks.kafka[].compression
 	forward bool   // sinks.kafka[].forward_headers
 	topic   string
-	cl      *kgo.Client
+	cl      *producer
+	// alone produces the records a broker refused in a batch, each in a
+	// batch of its own: refused then, it is too large itself.
+	alone   *aloneProducer
 	limit   *topicLimit
 	breaker *Breaker
 	timeout time.Duration
@@ -165,19 +168,33 @@ func defaultLinger(cfg *config.Config) time.Duration {
 	return 0
 }
 
-func newProducer(conn kconn.Conn, linger, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) (*kgo.Client, error) {
+func newProducer(conn kconn.Conn, linger, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) (*producer, error) {
+	opts, err := clientOpts(conn, deliveryTimeout, codec, append([]kgo.Opt{kgo.ClientID("svc-sink"), kgo.ProducerLinger(linger)}, defaults...), nil)
+	if err != nil {
+		return nil, err
+	}
+	return newProducerClient(opts)
+}
+
+// aloneOpts are the options of an aloneProducer's client: newProducer's,
+// but never lingering, whatever conn's linger.ms (it carries one record
+// at a time, and a linger would only delay it).
+func aloneOpts(conn kconn.Conn, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) ([]kgo.Opt, error) {
+	return clientOpts(conn, deliveryTimeout, codec, append([]kgo.Opt{kgo.ClientID("svc-sink")}, defaults...), []kgo.Opt{kgo.ProducerLinger(0)})
+}
+
+func clientOpts(conn kconn.Conn, deliveryTimeout time.Duration, codec string, defaults, overrides []kgo.Opt) ([]kgo.Opt, error) {
 	connOpts, err := kconn.Opts(conn)
 	if err != nil {
 		return nil, err
 	}
-	opts := append([]kgo.Opt{kgo.ClientID("svc-sink"), kgo.ProducerLinger(linger)}, defaults...)
-	opts = append(opts, connOpts...)
+	opts := append(defaults, connOpts...)
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(max(deliveryTimeout, time.Second)), // kgo refuses less than 1 s; our own timers still apply the configured value
 		kgo.ProducerBatchCompression(compression(codec)...),
 	)
-	return kgo.NewClient(opts...)
+	return append(opts, overrides...), nil
 }
 
 // compression is the codec preference for a compression key: the codec,
@@ -202,16 +219,37 @@ func compression(codec string) []kgo.CompressionCodec {
 // deliver produces rec until the sink acknowledges it or ctx ends. Nothing
 // is dropped: failures are counted on the breaker and retried with backoff;
 // while the breaker is open the call waits. A record larger than the
-// topic's limit, known before producing or refused by the producer or the
-// broker, is not retried and not counted: it returns a *TooLargeError.
-func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error {
+// topic's limit is not retried and not counted: it returns a
+// *TooLargeError.
+//
+// A broker refuses a whole batch as too large (MESSAGE_TOO_LARGE,
+// RECORD_LIST_TOO_LARGE) when it outgrows the topic's limit, and every
+// record of the batch gets the refusal: the topic's limit went down, or a
+// record over it was batched with small ones. A refused record is
+// therefore judged again (judge): the brokers are asked for the topic's
+// limit (refused: the refusal so far; nil: none), a record over it is
+// too large, and one within it is produced again, batched within the
+// lowered limit if the lookup lowered it, else (or refused again) alone
+// (produceAlone); only a refusal of the record alone makes it too large,
+// and lowers the limit below it.
+func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record, refused *refusal) error {
 	if err := s.limit.wait(ctx); err != nil {
 		return err
 	}
 	rec := build()
-	size, limit := RecordSize(rec), s.limit.get()
-	if size > limit {
+	size := RecordSize(rec)
+	over, limit, err := s.limit.overLimit(ctx, size)
+	switch {
+	case err != nil:
+		return err
+	case over:
 		return &TooLargeError{Sink: s.name, Size: size, Limit: limit}
+	}
+	alone, retry := false, false
+	if refused != nil {
+		if retry, alone, limit, err = s.judge(ctx, size, refused); !retry {
+			return err
+		}
 	}
 	backoff := 100 * time.Millisecond
 	for {
@@ -221,7 +259,12 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 		if rec == nil { // a retry: the producer owned the last one
 			rec = build()
 		}
-		err := s.produce(ctx, rec)
+		at, capped := time.Now(), s.limit.get()
+		if alone {
+			err = s.produceAlone(ctx, rec)
+		} else {
+			err = s.produce(ctx, rec)
+		}
 		rec = nil
 		if err == nil {
 			s.breaker.Success()
@@ -234,7 +277,16 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 		}
 		if isTooLarge(err) {
 			s.breaker.Release()
-			return &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: err}
+			if alone {
+				s.limit.lower(size - 1)
+				return &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: err}
+			}
+			r := &refusal{at: at, limit: capped, err: err, again: refused != nil}
+			if retry, alone, limit, err = s.judge(ctx, size, r); !retry {
+				return err
+			}
+			refused = r
+			continue
 		}
 		s.m.failures.WithLabelValues(s.name).Inc()
 		s.breaker.Failure()
@@ -248,12 +300,66 @@ func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record) error
 	}
 }
 
+// refusal is a broker's refusal of a record as too large: the error,
+// when the record was produced and the limit its batch was capped at.
+type refusal struct {
+	at    time.Time
+	limit int
+	err   error
+	again bool // the record was refused once more after the first refusal
+}
+
+// judge decides about a record of size that a broker refused (r): the
+// brokers are asked for the topic's limit (a lookup started after the
+// record was produced), and a record over it returns a *TooLargeError.
+// One within it is produced again: batched as before when the lookup
+// lowered the limit below its batch's cap (the producers were renewed:
+// its new batch is within the limit) and this is its first refusal, else
+// alone (alone true). err is otherwise ctx's.
+func (s *kafkaSink) judge(ctx context.Context, size int, r *refusal) (retry, alone bool, limit int, err error) {
+	limit, err = s.limit.fresh(ctx, r.at)
+	if err != nil {
+		return false, false, limit, err
+	}
+	if size > limit {
+		return false, false, limit, &TooLargeError{Sink: s.name, Size: size, Limit: limit, Err: r.err}
+	}
+	if limit < r.limit && !r.again {
+		return true, false, limit, nil
+	}
+	s.m.refusedRetries.WithLabelValues(s.name).Inc()
+	return true, true, limit, nil
+}
+
 // produce sends one record and waits for its acknowledgement. A record
 // unanswered after the delivery timeout counts one breaker failure and is
 // waited for again: it stays with the producer, so it is not sent twice.
 func (s *kafkaSink) produce(ctx context.Context, rec *kgo.Record) error {
+	for {
+		cl := s.cl.client()
+		err := s.produceOn(ctx, cl, rec)
+		if !s.cl.replaced(cl, err) {
+			return err
+		}
+	}
+}
+
+// limitChanged is the topic limit's onChange: the producers' batch caps
+// follow it.
+func (s *kafkaSink) limitChanged() {
+	s.cl.renew()
+	s.alone.renew()
+}
+
+// produceAlone is produce through the alone producer: rec travels in a
+// batch of its own.
+func (s *kafkaSink) produceAlone(ctx context.Context, rec *kgo.Record) error {
+	return s.alone.produce(ctx, rec, s.produceOn)
+}
+
+func (s *kafkaSink) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	w := produceWaits.Get().(*produceWait)
-	s.cl.Produce(ctx, rec, w.ack)
+	cl.Produce(ctx, rec, w.ack)
 	if w.timer == nil {
 		w.timer = time.NewTimer(s.timeout)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -51,7 +52,12 @@ func (ss *Set) Stage(ctx context.Context, res *worker.TaskResult) (*Staged, erro
 			return nil, err
 		}
 		rec := resultRecord(s.topic, ss.name, s.forward, res)
-		if size, limit := RecordSize(rec), s.limit.get(); size > limit {
+		size := RecordSize(rec)
+		over, limit, err := s.limit.overLimit(ctx, size)
+		if err != nil {
+			return nil, err
+		}
+		if over {
 			st.large = append(st.large, &TooLargeError{Sink: s.name, Size: size, Limit: limit})
 			continue
 		}
@@ -86,7 +92,11 @@ func (ss *Set) stageDLQ(ctx context.Context, st *Staged, res *worker.TaskResult)
 		return err
 	}
 	rec := d.record(res)
-	if orig := fit(rec, originalHeaders(res), d.limit.get()); orig >= 0 {
+	_, limit, err := d.limit.overLimit(ctx, RecordSize(rec))
+	if err != nil {
+		return err
+	}
+	if orig := fit(rec, originalHeaders(res), limit); orig >= 0 {
 		st.cut = &dlqCut{orig: orig, kept: len(rec.Value)}
 	}
 	st.dlq, st.reason = res, res.Status
@@ -165,22 +175,37 @@ type Failure struct {
 
 // Failed accounts for the records one transaction could not deliver. A
 // transaction is one delivery attempt per sink: each sink with a failed
-// record counts one breaker failure and logs once, the DLQ once. A record
-// refused for its size lowers the limit its target knows, so the
-// message, staged again after the abort, goes to the DLQ (or is cut)
-// instead.
-func (ss *Set) Failed(fails []Failure) {
+// record counts one breaker failure and logs once, the DLQ once.
+//
+// Records refused as too large are not counted: a broker refuses a whole
+// batch when it outgrows the topic's limit, small records included, so
+// the refusal says the limit the worker knows is too high, not which
+// record is too large. The brokers are asked for the topic's limit again
+// (relimit) before the transaction aborts: the messages, staged again
+// after the abort, are judged against it, and their records batched
+// within it, so only a result over it goes to the DLQ.
+//
+// renew reports that the transactional client's batch cap for a topic
+// is not the topic's limit any more: franz-go caps a partition's batches
+// at the limit it read when it first produced there and never reads it
+// again, so the caller replaces its client (a new session) before the
+// next transaction.
+func (ss *Set) Failed(fails []Failure) (renew bool) {
 	var seen []*kafkaSink
 	dlq := false
+	refused := map[*topicLimit][]Failure{}
+	var limits []*topicLimit // refused's keys in order
 	for _, f := range fails {
 		s := f.St.to[f.I]
 		if isTooLarge(f.Err) {
-			size := RecordSize(f.St.Records[f.I])
-			if s == nil {
-				ss.dlq.limit.lower(size - 1)
-			} else {
-				s.limit.lower(size - 1)
+			lim := ss.dlq.limit
+			if s != nil {
+				lim = s.limit
 			}
+			if refused[lim] == nil {
+				limits = append(limits, lim)
+			}
+			refused[lim] = append(refused[lim], f)
 			continue
 		}
 		if s == nil {
@@ -201,6 +226,84 @@ func (ss *Set) Failed(fails []Failure) {
 		s.log.Warn("sink_delivery_failed", "sink", s.name, "records", len(fails), "error", f.Err.Error(),
 			"detail", "exactly-once: the transaction aborts and its messages are processed again")
 	}
+	if len(limits) == 0 {
+		return false
+	}
+	perPartition := map[topicPartition]int{} // refused records, whatever their target
+	for _, f := range fails {
+		if isTooLarge(f.Err) {
+			rec := f.St.Records[f.I]
+			perPartition[topicPartition{rec.Topic, rec.Partition}]++
+		}
+	}
+	for _, lim := range limits {
+		if ss.relimit(lim, refused[lim], perPartition) {
+			renew = true
+		}
+	}
+	return renew
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// relimit sets lim after a transaction's records to its topic (fails)
+// were refused as too large, and reports whether the transactional
+// client's batch cap for the topic is now stale (it is to be renewed).
+// The brokers are asked for the topic's limit (a lookup started now). A
+// cap other than the limit they tell explains the refusal: the client
+// batched to a limit the topic no longer has (lowered at runtime, or
+// learned since the client was made), and a new one batches within the
+// limit. With the cap right, the refusal is unexplained: a record that
+// was its partition's only refused one (perPartition counts them, all
+// targets together) travelled in a batch of its own, so it is too large
+// itself and the limit goes below it; otherwise (the brokers do not
+// answer, or tell the limit the worker had) the limit is halved, to half
+// the refused bytes of a partition at most, so the next session's
+// batches are smaller. Exactly-once cannot try a record alone (it would
+// be visible outside the transaction), so without the brokers' answer a
+// record between the halved limit and the topic's real one goes to the
+// DLQ.
+func (ss *Set) relimit(lim *topicLimit, fails []Failure, perPartition map[topicPartition]int) (renew bool) {
+	before := lim.get()
+	n, err := lim.fresh(ss.stopCtx, time.Now())
+	if err != nil {
+		return false // the set closes
+	}
+	if cp := int(lim.txnCap.Load()); cp != 0 && cp != n {
+		return true
+	}
+	type part struct{ bytes, size int }
+	parts := map[int32]*part{}
+	for _, f := range fails {
+		rec := f.St.Records[f.I]
+		p := parts[rec.Partition]
+		if p == nil {
+			p = &part{}
+			parts[rec.Partition] = p
+		}
+		p.size = RecordSize(rec)
+		p.bytes += p.size
+	}
+	alone := false
+	for id, p := range parts {
+		if perPartition[topicPartition{lim.topic, id}] == 1 {
+			lim.lower(p.size - 1)
+			alone = true
+		}
+	}
+	if !alone && n >= before {
+		half := n
+		for _, p := range parts {
+			half = min(half, min(n, p.bytes)/2)
+		}
+		lim.lower(half)
+		lim.log.Warn("kafka_max_message_bytes", "target", lim.target, "topic", lim.topic, "max_message_bytes", lim.get(), "from", "refusal", "previous", n,
+			"detail", "exactly-once: a broker refused a batch as too large and the brokers told no lower limit: the limit is halved; a result over it goes to the DLQ")
+	}
+	return lim.get() != int(lim.txnCap.Load())
 }
 
 // Aborted marks the tasks of sts, whose records will never commit, in
@@ -267,13 +370,15 @@ func (ss *Set) TransactionOpts() []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ProducerBatchCompression(compression(codec)...),
 		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 {
+			// franz-go asks once per partition, when the client first
+			// produces there: what it got is noted for relimit.
 			for _, s := range ss.sinks {
 				if s.topic == topic {
-					return int32(s.limit.get())
+					return s.limit.capTxn()
 				}
 			}
 			if ss.dlq != nil && ss.dlq.limit != nil && ss.dlq.topic == topic {
-				return int32(ss.dlq.limit.get())
+				return ss.dlq.limit.capTxn()
 			}
 			return DefaultMaxMessageBytes
 		}),
