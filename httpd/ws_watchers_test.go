@@ -1,0 +1,150 @@
+package httpd
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/net/websocket"
+
+	"svc/recorder"
+	"svc/worker/workertest/wait"
+)
+
+// dialSmallWindow connects a /ws client whose receive buffer is 4 KiB, so
+// a client that never reads stops taking bytes after a few frames (the
+// loopback default lets the kernel absorb megabytes first); it waits for
+// the acknowledgement of sub and never reads again.
+func dialSmallWindow(t *testing.T, addr, sub string) *websocket.Conn {
+	t.Helper()
+	cfg, err := websocket.NewConfig("ws://"+addr+"/ws", "http://localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dialer = &net.Dialer{Timeout: wsWait, Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	ws, err := websocket.DialConfig(cfg)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	_ = ws.SetDeadline(time.Now().Add(wsWait))
+	if err := websocket.Message.Send(ws, sub); err != nil {
+		t.Fatal(err)
+	}
+	var ack string
+	if err := websocket.Message.Receive(ws, &ack); err != nil || !strings.HasPrefix(ack, `{"stream":"subscribed"`) {
+		t.Fatalf("ack %q, %v", ack, err)
+	}
+	return ws
+}
+
+// TestWSIdleWatchersAreBounded is issue 38's herd: 64 sockets subscribed
+// to tasks, events and state that never read, while the recorder takes
+// what a busy pipeline records (failed tasks with annotations of 4 KiB: a
+// flow no sampling thins out, about 4 MB a second), and one socket that
+// reads. The herd costs one live subscription, not 64 (the pipeline's
+// per-item work does not grow with it); the bytes held for all sockets
+// stay within the budget and the heap within a wide margin of it; every
+// idle socket is shed and counted; the reading socket keeps receiving
+// everything, to the last annotation.
+func TestWSIdleWatchersAreBounded(t *testing.T) {
+	t.Parallel()
+	const idle = 64
+	const budget = 8 << 20
+	s, addr, e := wsTestEndpoint(t, wsLimits{maxConns: idle + 2, subBuffer: 4096, writeTimeout: 2 * time.Second,
+		pingEvery: time.Hour, flushEvery: wsFlushInterval, sockBacklog: 1 << 20, budget: budget})
+	const sub = `{"subscribe":["tasks","events","state"]}`
+
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heap0 := ms.HeapAlloc
+
+	reader := wsDial(t, addr, "/ws", "http://localhost")
+	subscribe(t, reader, sub)
+	var last atomic.Int64 // the newest annotation seq the reader saw
+	var readBytes atomic.Int64
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			_ = reader.SetReadDeadline(time.Now().Add(wsWait))
+			var msg []byte
+			if err := websocket.Message.Receive(reader.Conn, &msg); err != nil {
+				readErr <- err
+				return
+			}
+			readBytes.Add(int64(len(msg)))
+			if i := bytes.LastIndex(msg, []byte(`"kind":"seq-`)); i >= 0 {
+				var n int64
+				fmt.Sscanf(string(msg[i+len(`"kind":"seq-`):]), "%d", &n)
+				last.Store(n)
+			}
+		}
+	}()
+	for range idle {
+		dialSmallWindow(t, addr, sub)
+	}
+	if n := s.rec.Stats().Subscribers; n != 1 {
+		t.Errorf("%d live subscriptions in the recorder for %d sockets with one subscription, want 1", n, idle+1)
+	}
+
+	payload := json.RawMessage(`"` + strings.Repeat("x", 4<<10) + `"`)
+	var seq int64
+	publish := func() { // 40 failed tasks: an annotation (4 KiB), their events and rows
+		for range 40 {
+			seq++
+			id := fmt.Sprint("idle-", seq)
+			s.rec.Event(recorder.Event{Type: recorder.TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http"}`)})
+			s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: fmt.Sprint("seq-", seq), TaskID: id, Payload: payload})
+			s.rec.Task(recorder.TaskRow{TaskID: id, Source: "http", Status: "failed", Attempts: 1})
+		}
+	}
+	var peakHeap, peakHeld uint64
+	sample := func() {
+		runtime.ReadMemStats(&ms)
+		peakHeap = max(peakHeap, ms.HeapAlloc)
+		peakHeld = max(peakHeld, uint64(e.hub.held.Load()))
+	}
+	start := time.Now()
+	for e.hub.shedTotal() < idle && time.Since(start) < wsWait {
+		publish()
+		sample()
+		time.Sleep(10 * time.Millisecond)
+	}
+	sample()
+	if got := e.hub.shedTotal(); got < idle {
+		t.Errorf("%d of %d idle sockets shed after %s", got, idle, time.Since(start).Round(time.Millisecond))
+	}
+	if peakHeld > 2*budget {
+		t.Errorf("the sockets' frames held %d bytes at most, want at most twice the budget (%d)", peakHeld, budget)
+	}
+	// Wide: the recorder's own buffers and the test's are in it too.
+	if grown := int64(peakHeap) - int64(heap0); grown > 64<<20 {
+		t.Errorf("heap grew by %d MiB with %d idle watchers, want under 64 MiB", grown>>20, idle)
+	}
+	wait.For(t, wsWait, "the reader to see the last annotation", func() (bool, string) {
+		select {
+		case err := <-readErr:
+			t.Fatalf("the reading socket failed: %v", err)
+		default:
+		}
+		return last.Load() == seq, fmt.Sprintf("seq %d of %d", last.Load(), seq)
+	})
+	t.Logf("%d tasks in %s: reader read %d MiB; shed %d (backlog %d, budget %d, write_timeout %d); held at most %d KiB; heap grew %d MiB at most",
+		seq, time.Since(start).Round(time.Millisecond), readBytes.Load()>>20, e.hub.shedTotal(), e.hub.shed[shedBacklog].Load(),
+		e.hub.shed[shedBudget].Load(), e.hub.shed[shedWriteTimeout].Load(), peakHeld>>10, (int64(peakHeap)-int64(heap0))>>20)
+}
