@@ -36,17 +36,18 @@ const (
 )
 
 // wsLimits are the per-endpoint knobs; tests shorten them. Zero
-// sockBacklog, budget and maxGroups take the defaults.
+// sockBacklog, budget, maxGroups and closeTimeout take the defaults.
 type wsLimits struct {
 	maxConns, subBuffer                 int
 	writeTimeout, pingEvery, flushEvery time.Duration
 	sockBacklog, budget                 int64
 	maxGroups                           int
+	closeTimeout                        time.Duration
 }
 
 func defaultWSLimits() wsLimits {
 	return wsLimits{maxConns: wsMaxConns, subBuffer: wsSubBuffer, writeTimeout: wsWriteTimeout, pingEvery: wsPingInterval, flushEvery: wsFlushInterval,
-		sockBacklog: wsSockBacklog, budget: wsPendingBudget, maxGroups: wsMaxGroups}
+		sockBacklog: wsSockBacklog, budget: wsPendingBudget, maxGroups: wsMaxGroups, closeTimeout: wsCloseTimeout}
 }
 
 // websocket serves GET /ws, the live task, event and state streams (frames
@@ -94,6 +95,9 @@ func (s *UIServer) newWSEndpoint(lim wsLimits) *wsEndpoint {
 	}
 	if lim.maxGroups <= 0 {
 		lim.maxGroups = def.maxGroups
+	}
+	if lim.closeTimeout <= 0 {
+		lim.closeTimeout = def.closeTimeout
 	}
 	e := &wsEndpoint{s: s, lim: lim, log: s.log.With("component", "ws"), conns: map[*context.CancelCauseFunc]struct{}{}}
 	if s.rec != nil {
@@ -320,8 +324,8 @@ func (e *wsEndpoint) serve(ws *websocket.Conn) {
 	case errors.As(err, &shed):
 		// Told with the socket's last frames; the server closes the
 		// connection when serve returns.
-		_ = ws.SetWriteDeadline(time.Now().Add(wsCloseTimeout))
-		if e.write(ws, shed.frame()) == nil {
+		_ = ws.SetWriteDeadline(time.Now().Add(e.lim.closeTimeout))
+		if e.writeNow(ws, shed.frame()) == nil {
 			ws.PayloadType = websocket.CloseFrame
 			_, _ = ws.Write(shed.closeFrame())
 		}
@@ -330,7 +334,7 @@ func (e *wsEndpoint) serve(ws *websocket.Conn) {
 		if err == nil {
 			err = context.Cause(ctx)
 		}
-		_ = ws.SetWriteDeadline(time.Now().Add(wsCloseTimeout))
+		_ = ws.SetWriteDeadline(time.Now().Add(e.lim.closeTimeout))
 		_ = ws.Close() // also ends the reader's Receive
 	}
 	<-readDone
@@ -531,7 +535,12 @@ func (e *wsEndpoint) write(ws *websocket.Conn, b []byte) error {
 	if err := ws.SetWriteDeadline(time.Now().Add(e.lim.writeTimeout)); err != nil {
 		return err
 	}
+	return e.writeNow(ws, b)
+}
+
+// writeNow sends b as one text frame under the deadline already set.
+func (e *wsEndpoint) writeNow(ws *websocket.Conn, b []byte) error {
 	ws.PayloadType = websocket.TextFrame
-	_, err := ws.Write(b) // a server socket's PayloadType is TextFrame
+	_, err := ws.Write(b)
 	return err
 }

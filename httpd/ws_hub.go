@@ -258,7 +258,7 @@ func (s *wsSock) dropQueue() {
 }
 
 // shedFor sheds s: its queue is released now, its writer finishes the
-// frame in flight (within wsCloseTimeout), tells the client and closes.
+// frame in flight (within lim.closeTimeout), tells the client and closes.
 // Counted and logged once per socket.
 func (s *wsSock) shedFor(reason int) {
 	s.mu.Lock()
@@ -271,7 +271,7 @@ func (s *wsSock) shedFor(reason int) {
 	s.dropQueue()
 	s.mu.Unlock()
 	if reason != shedWriteTimeout {
-		_ = s.ws.SetWriteDeadline(time.Now().Add(wsCloseTimeout))
+		_ = s.ws.SetWriteDeadline(time.Now().Add(s.hub.lim.closeTimeout))
 	}
 	select {
 	case s.ready <- struct{}{}:

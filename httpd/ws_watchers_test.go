@@ -148,3 +148,94 @@ func TestWSIdleWatchersAreBounded(t *testing.T) {
 		seq, time.Since(start).Round(time.Millisecond), readBytes.Load()>>20, e.hub.shedTotal(), e.hub.shed[shedBacklog].Load(),
 		e.hub.shed[shedBudget].Load(), e.hub.shed[shedWriteTimeout].Load(), peakHeld>>10, (int64(peakHeap)-int64(heap0))>>20)
 }
+
+// A socket shed for falling behind is told so: once its client reads
+// again it finds the frames it was sent, then an error frame too_slow,
+// then the end of the socket; the shed is counted and its queue freed.
+func TestWSShedSocketIsTold(t *testing.T) {
+	t.Parallel()
+	s, addr, e := wsTestEndpoint(t, wsLimits{maxConns: 4, subBuffer: 4096, writeTimeout: wsWait, pingEvery: time.Hour,
+		sockBacklog: 64 << 10, closeTimeout: wsWait})
+	ws := dialSmallWindow(t, addr, `{"subscribe":["events"],"event_types":["annotation"]}`)
+	payload := json.RawMessage(`"` + strings.Repeat("x", 16<<10) + `"`)
+	wait.For(t, wsWait, "the socket to be shed", func() (bool, string) {
+		for range 20 {
+			s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "ws-shed", Payload: payload})
+		}
+		return e.hub.shedTotal() == 1, fmt.Sprintf("%d shed", e.hub.shedTotal())
+	})
+	if got := e.hub.shed[shedBacklog].Load(); got != 1 {
+		t.Errorf("shed for backlog %d times, want 1", got)
+	}
+	var last string
+	frames := 0
+	for {
+		_ = ws.SetReadDeadline(time.Now().Add(wsWait))
+		var msg string
+		if err := websocket.Message.Receive(ws, &msg); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("socket still open after %d frames", frames)
+			}
+			break
+		}
+		frames++
+		last = msg
+	}
+	var f struct {
+		Stream string
+		Data   ErrorBody
+	}
+	if err := json.Unmarshal([]byte(last), &f); err != nil || f.Stream != "error" || f.Data.Error != "too_slow" || !strings.Contains(f.Data.Detail, "reconnect") {
+		t.Errorf("last frame %.200q, want an error frame too_slow", last)
+	}
+	wait.For(t, wsWait, "the socket to close", func() (bool, string) {
+		return e.hub.conns.Load() == 0 && e.hub.held.Load() == 0, fmt.Sprintf("%d sockets, %d bytes held", e.hub.conns.Load(), e.hub.held.Load())
+	})
+}
+
+// Sockets with the same subscription share one; distinct subscriptions
+// are bounded (maxGroups), a socket alone in its subscription may still
+// change it, and the shed series are on the worker's registry.
+func TestWSSubscriptionsShared(t *testing.T) {
+	t.Parallel()
+	s, addr, e := wsTestEndpoint(t, wsLimits{maxConns: 8, subBuffer: 64, writeTimeout: wsWait, pingEvery: time.Hour, maxGroups: 2})
+	a := wsDial(t, addr, "/ws", "http://localhost")
+	b := wsDial(t, addr, "/ws", "http://localhost")
+	c := wsDial(t, addr, "/ws", "http://localhost")
+	subscribe(t, a, `{"subscribe":["tasks"]}`)
+	subscribe(t, b, `{"subscribe":["events"],"event_types":["annotation","dlq_sent"]}`)
+	subscribe(t, c, `{"subscribe":["events"],"event_types":["dlq_sent","annotation"]}`) // the same set
+	sendText(t, c, `{"subscribe":["state"]}`)
+	if f := recv(t, c, false); f.Stream != "error" || !strings.Contains(string(f.Data), "too_many_subscriptions") {
+		t.Fatalf("a third distinct subscription got %s %s, want error too_many_subscriptions", f.Stream, f.Data)
+	}
+	subscribe(t, a, `{"subscribe":["state"]}`) // alone in its subscription: replaced
+	if n, g := s.rec.Stats().Subscribers, e.hub.subscriptions(); n != 2 || g != 2 {
+		t.Errorf("%d recorder subscriptions, %d groups, want 2", n, g)
+	}
+	s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "shared", Payload: json.RawMessage(`{}`)})
+	s.rec.State("shared-state", nil)
+	for _, ws := range []*wsClient{b, c} { // c kept its subscription
+		if f := recv(t, ws, false); f.Stream != "events" || decodeEvent(t, f).Kind != "shared" {
+			t.Errorf("got %s %s, want the annotation", f.Stream, f.Data)
+		}
+	}
+	if f := recv(t, a, false); f.Stream != "state" || decodeEvent(t, f).Kind != "shared-state" {
+		t.Errorf("got %s %s, want the state event", f.Stream, f.Data)
+	}
+
+	// The worker's own endpoint registered its series.
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]int{}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "svc_ui_ws_") {
+			found[mf.GetName()] = len(mf.GetMetric())
+		}
+	}
+	if found["svc_ui_ws_shed_total"] != 3 || found["svc_ui_ws_pending_bytes"] != 1 || found["svc_ui_ws_connections"] != 1 || found["svc_ui_ws_subscriptions"] != 1 {
+		t.Errorf("ws series %v, want svc_ui_ws_shed_total by 3 reasons and the three gauges", found)
+	}
+}
