@@ -46,6 +46,7 @@ type wsHub struct {
 	socks  map[*wsSock]struct{}
 
 	held  atomic.Int64                      // bytes of frames queued for or being written to sockets, each frame once
+	seq   atomic.Uint64                     // frames made
 	shed  [len(wsShedReasons)]atomic.Uint64 // sockets shed, by reason
 	conns atomic.Int64                      // sockets served
 
@@ -126,13 +127,14 @@ func (h *wsHub) shedTotal() uint64 {
 // of a group, or one socket's own. Its bytes never change once made.
 type wsOut struct {
 	b    []byte
+	seq  uint64       // order made: a socket whose oldest queued frame has the lowest is furthest behind
 	refs atomic.Int32 // sockets that still have it queued or in flight
 }
 
 // newOut accounts b, to be handed to refs sockets (each takes one
 // reference, released once written or dropped).
 func (h *wsHub) newOut(b []byte, refs int) *wsOut {
-	o := &wsOut{b: b}
+	o := &wsOut{b: b, seq: h.seq.Add(1)}
 	o.refs.Store(int32(refs))
 	h.held.Add(int64(len(b)))
 	return o
@@ -298,7 +300,11 @@ func (h *wsHub) logShed(s *wsSock, reason string, backlog int64) {
 }
 
 // enforceBudget sheds the sockets furthest behind while the frames held
-// for all sockets pass lim.budget.
+// for all sockets pass lim.budget. Furthest behind is the socket whose
+// oldest queued frame is the oldest; only sockets that let a frame wait
+// while a newer one came (two or more queued) are candidates: a socket
+// that keeps up is never shed for the others, and what is in flight is
+// freed as those writes end (within lim.closeTimeout for a shed socket).
 func (h *wsHub) enforceBudget() {
 	if h.held.Load() <= h.lim.budget {
 		return
@@ -307,19 +313,17 @@ func (h *wsHub) enforceBudget() {
 	defer h.mu.Unlock()
 	for h.held.Load() > h.lim.budget {
 		var worst *wsSock
-		var most int64
+		var oldest uint64
 		for s := range h.socks {
 			s.mu.Lock()
-			b := s.backlog
-			if s.shed != "" || s.closed {
-				b = 0
+			if s.shed == "" && !s.closed && len(s.queue)-s.head >= 2 {
+				if seq := s.queue[s.head].seq; worst == nil || seq < oldest {
+					worst, oldest = s, seq
+				}
 			}
 			s.mu.Unlock()
-			if b > most {
-				worst, most = s, b
-			}
 		}
-		if worst == nil { // what is held is in flight: freed as the writes end
+		if worst == nil {
 			return
 		}
 		worst.shedFor(shedBudget)

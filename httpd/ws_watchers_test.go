@@ -239,3 +239,52 @@ func TestWSSubscriptionsShared(t *testing.T) {
 		t.Errorf("ws series %v, want svc_ui_ws_shed_total by 3 reasons and the three gauges", found)
 	}
 }
+
+// Over the budget for all sockets, the sockets furthest behind are shed
+// (reason budget) even though none passed its own backlog bound; a
+// socket that reads is not.
+func TestWSBudgetShedsFurthestBehind(t *testing.T) {
+	t.Parallel()
+	const idle = 4
+	s, addr, e := wsTestEndpoint(t, wsLimits{maxConns: idle + 2, subBuffer: 4096, writeTimeout: wsWait, pingEvery: time.Hour,
+		flushEvery: 50 * time.Millisecond, sockBacklog: 64 << 20, budget: 256 << 10})
+	const sub = `{"subscribe":["events"],"event_types":["annotation"]}`
+	reader := wsDial(t, addr, "/ws", "http://localhost")
+	subscribe(t, reader, sub)
+	for range idle {
+		dialSmallWindow(t, addr, sub)
+	}
+	var last atomic.Int64
+	go func() {
+		for {
+			_ = reader.SetReadDeadline(time.Now().Add(wsWait))
+			var msg []byte
+			if websocket.Message.Receive(reader.Conn, &msg) != nil {
+				return
+			}
+			if i := bytes.LastIndex(msg, []byte(`"kind":"seq-`)); i >= 0 {
+				var n int64
+				fmt.Sscanf(string(msg[i+len(`"kind":"seq-`):]), "%d", &n)
+				last.Store(n)
+			}
+		}
+	}()
+	payload := json.RawMessage(`"` + strings.Repeat("x", 16<<10) + `"`)
+	var seq int64
+	wait.For(t, wsWait, "the idle sockets to be shed", func() (bool, string) {
+		for range 10 {
+			seq++
+			s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: fmt.Sprint("seq-", seq), Payload: payload})
+		}
+		return e.hub.shedTotal() >= idle, fmt.Sprintf("%d shed", e.hub.shedTotal())
+	})
+	if b, o := e.hub.shed[shedBudget].Load(), e.hub.shedTotal(); b != idle || o != idle {
+		t.Errorf("%d shed for the budget, %d in all, want %d and %d", b, o, idle, idle)
+	}
+	wait.For(t, wsWait, "the reader to see the last annotation", func() (bool, string) {
+		return last.Load() == seq, fmt.Sprintf("seq %d of %d", last.Load(), seq)
+	})
+	if got := e.hub.shedTotal(); got != idle {
+		t.Errorf("%d sockets shed, want the %d idle ones only", got, idle)
+	}
+}
