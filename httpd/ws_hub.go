@@ -220,6 +220,11 @@ func (s *wsSock) push(o *wsOut) {
 		s.shedFor(shedBacklog)
 		return
 	}
+	if s.head > 0 && s.head >= len(s.queue)/2 { // a writer always one behind never empties the queue
+		n := copy(s.queue, s.queue[s.head:])
+		clear(s.queue[n:])
+		s.queue, s.head = s.queue[:n], 0
+	}
 	s.queue = append(s.queue, o)
 	s.backlog += int64(len(o.b))
 	s.mu.Unlock()

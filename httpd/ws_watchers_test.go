@@ -288,3 +288,25 @@ func TestWSBudgetShedsFurthestBehind(t *testing.T) {
 		t.Errorf("%d sockets shed, want the %d idle ones only", got, idle)
 	}
 }
+
+// A writer that stays one frame behind never empties its queue: the
+// queue must not grow with every frame it ever carried.
+func TestWSSockQueueStaysCompact(t *testing.T) {
+	h := newWSHub(nil, wsLimits{sockBacklog: 1 << 20}, quietLogger())
+	s := &wsSock{hub: h, ready: make(chan struct{}, 1)}
+	s.push(h.newOut([]byte("first"), 1))
+	for range 100_000 {
+		s.push(h.newOut([]byte("next"), 1))
+		o, shed := s.next()
+		if o == nil || shed != "" {
+			t.Fatalf("next = %v, %q", o, shed)
+		}
+		h.release(o)
+	}
+	if n := cap(s.queue); n > 64 {
+		t.Errorf("queue capacity %d after 100,000 frames one behind, want a few", n)
+	}
+	if held := h.held.Load(); held != int64(len("next")) {
+		t.Errorf("%d bytes held, want the one queued frame's %d", held, len("next"))
+	}
+}
