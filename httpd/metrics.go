@@ -67,7 +67,7 @@ func RegisterRecorderMetrics(reg prometheus.Registerer, rec *recorder.Recorder) 
 			func(s recorder.Stats) uint64 { return s.RowsLost }),
 		counter("svc_recorder_written_total", "Recorder events and task rows stored.",
 			func(s recorder.Stats) uint64 { return s.EventsWritten + s.TasksWritten }),
-		counter("svc_recorder_subscriber_drops_total", "Live-stream items not delivered to slow /ws subscribers.",
+		counter("svc_recorder_subscriber_drops_total", "Live-stream items a /ws subscription missed: recorded faster than its queue holds between two batches.",
 			func(s recorder.Stats) uint64 { return s.SubscriberDrops }),
 		counter("svc_recorder_write_errors_total", "Failed recorder write batches.",
 			func(s recorder.Stats) uint64 { return s.WriteErrors }),

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/websocket"
 
 	"svc/recorder"
@@ -23,21 +25,29 @@ import (
 const (
 	wsMaxConns      = 256                    // concurrent sockets; more answer 503 before the upgrade
 	wsMaxFrameBytes = 64 << 10               // largest client message; larger ones are discarded unread
-	wsSubBuffer     = 4096                   // items of each kind (events, task rows) queued for one socket between two batches; more are dropped and reported
+	wsSubBuffer     = 4096                   // items of each kind (events, task rows) a subscription queues between two batches; more are dropped and reported
 	wsFlushInterval = 100 * time.Millisecond // at most one batch frame per interval: 10 a second
-	wsWriteTimeout  = 10 * time.Second       // a frame the client does not take within this closes the socket
+	wsWriteTimeout  = 10 * time.Second       // a frame the client does not take within this sheds the socket
+	wsSockBacklog   = 4 << 20                // bytes of frames waiting for one socket; more shed it
+	wsPendingBudget = 32 << 20               // bytes of frames waiting for all sockets (a shared frame once); more shed the furthest behind
+	wsMaxGroups     = 32                     // distinct subscriptions at once across all sockets
 	wsPingInterval  = 30 * time.Second       // {"stream":"ping"}: keeps proxies from reaping idle sockets; a vanished peer fails a write once TCP gives up
-	wsCloseTimeout  = time.Second            // budget for the close frame
+	wsCloseTimeout  = time.Second            // budget for the close frame, and for the frame in flight of a shed socket
 )
 
-// wsLimits are the per-endpoint knobs; tests shorten them.
+// wsLimits are the per-endpoint knobs; tests shorten them. Zero
+// sockBacklog, budget, maxGroups and closeTimeout take the defaults.
 type wsLimits struct {
 	maxConns, subBuffer                 int
 	writeTimeout, pingEvery, flushEvery time.Duration
+	sockBacklog, budget                 int64
+	maxGroups                           int
+	closeTimeout                        time.Duration
 }
 
 func defaultWSLimits() wsLimits {
-	return wsLimits{maxConns: wsMaxConns, subBuffer: wsSubBuffer, writeTimeout: wsWriteTimeout, pingEvery: wsPingInterval, flushEvery: wsFlushInterval}
+	return wsLimits{maxConns: wsMaxConns, subBuffer: wsSubBuffer, writeTimeout: wsWriteTimeout, pingEvery: wsPingInterval, flushEvery: wsFlushInterval,
+		sockBacklog: wsSockBacklog, budget: wsPendingBudget, maxGroups: wsMaxGroups, closeTimeout: wsCloseTimeout}
 }
 
 // websocket serves GET /ws, the live task, event and state streams (frames
@@ -67,6 +77,7 @@ type wsEndpoint struct {
 	lim      wsLimits
 	log      *slog.Logger
 	hookOnce sync.Once
+	hub      *wsHub
 
 	mu     sync.Mutex
 	active int                                   // slots taken, upgrading sockets included
@@ -75,7 +86,27 @@ type wsEndpoint struct {
 }
 
 func (s *UIServer) newWSEndpoint(lim wsLimits) *wsEndpoint {
-	return &wsEndpoint{s: s, lim: lim, log: s.log.With("component", "ws"), conns: map[*context.CancelCauseFunc]struct{}{}}
+	def := defaultWSLimits()
+	if lim.sockBacklog <= 0 {
+		lim.sockBacklog = def.sockBacklog
+	}
+	if lim.budget <= 0 {
+		lim.budget = def.budget
+	}
+	if lim.maxGroups <= 0 {
+		lim.maxGroups = def.maxGroups
+	}
+	if lim.closeTimeout <= 0 {
+		lim.closeTimeout = def.closeTimeout
+	}
+	e := &wsEndpoint{s: s, lim: lim, log: s.log.With("component", "ws"), conns: map[*context.CancelCauseFunc]struct{}{}}
+	if s.rec != nil {
+		e.hub = newWSHub(s.rec, lim, e.log)
+		if reg, ok := s.gather.(prometheus.Registerer); ok { // the worker's registry
+			e.hub.register(reg)
+		}
+	}
+	return e
 }
 
 var (
@@ -93,7 +124,7 @@ func (e *wsEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			srv.RegisterOnShutdown(e.closeAll)
 		}
 	})
-	if e.s.rec == nil {
+	if e.hub == nil {
 		writeError(w, http.StatusServiceUnavailable, "recorder_unavailable", "no flight recorder: live streams are off")
 		return
 	}
@@ -238,13 +269,6 @@ func parseSubscribe(msg []byte) (wsFilter, *wsSubscribe, error) {
 	return f, &req, nil
 }
 
-// wsControl carries a client message from the reader to the writer:
-// exactly one field is set.
-type wsControl struct {
-	filter *wsFilter
-	frame  *wsFrame // the subscription ack or an error to report
-}
-
 func wsError(code, detail string) *wsFrame {
 	return &wsFrame{Stream: "error", Data: ErrorBody{Error: code, Detail: detail}}
 }
@@ -261,20 +285,22 @@ func wsError(code, detail string) *wsFrame {
 //	{"stream":"sampled","data":{"tasks":n,"events":n,"per_second":n,"sent":{"tasks":n,"events":n}}}
 //	                                   routine items not sent in the last second, and those sent
 //	{"stream":"ping"}                  every 30 s
+//	{"stream":"error","data":{"error":"too_slow",...}}   the socket fell behind and is closed (status 1008)
 //
 // Items are coalesced: a batch carries everything recorded (and wanted)
-// since the previous one, so the socket costs a wake-up, an encoding pass
-// and a write per 100 ms at most, whatever the event rate. Routine items
-// (task rows and lifecycle events of successful tasks) are sent at most
-// recorder.LiveRoutinePerSecond a second each; failures (with their
-// lifecycle events, see recorder.Subscription), annotations, DLQ records
-// and worker events always.
+// since the previous one. Sockets with the same subscription share it
+// (wsHub): the recorder queues, samples and holds each item once per
+// distinct subscription, and each batch is encoded once for all of its
+// sockets, so a socket costs a wake-up and a write per batch at most.
+// Routine items (task rows and lifecycle events of successful tasks) are
+// sent at most recorder.LiveRoutinePerSecond a second each; failures (with
+// their lifecycle events, see recorder.Subscription), annotations, DLQ
+// records and worker events always.
 // A state event goes to both "events" and "state" when both are subscribed.
 // A message over 64 KiB is discarded unread and answered with an error; the
 // socket stays open. One goroutine reads, this one writes: the recorder
-// never waits for a socket (its subscription queue drops and counts past
-// subBuffer items), and a client that does not take a frame within the
-// write timeout is disconnected rather than buffered for.
+// never waits for a socket, and a socket that falls behind (see wsHub) is
+// shed rather than buffered for.
 func (e *wsEndpoint) serve(ws *websocket.Conn) {
 	ws.MaxPayloadBytes = wsMaxFrameBytes
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -284,34 +310,63 @@ func (e *wsEndpoint) serve(ws *websocket.Conn) {
 		return
 	}
 	defer e.untrack(&cancel)
-	sub := e.s.rec.Subscribe(e.lim.subBuffer)
-	defer sub.Close()
+	s := e.hub.add(ws)
+	defer e.hub.remove(s)
 
-	ctl := make(chan wsControl, 4)
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		e.readLoop(ctx, cancel, ws, ctl)
+		e.readLoop(ctx, cancel, s)
 	}()
-	err := e.writeLoop(ctx, ws, sub, ctl)
-	if err == nil {
-		err = context.Cause(ctx)
+	err := e.writeLoop(ctx, s)
+	var shed *wsShedError
+	switch {
+	case errors.As(err, &shed):
+		// Told with the socket's last frames; the server closes the
+		// connection when serve returns.
+		_ = ws.SetWriteDeadline(time.Now().Add(e.lim.closeTimeout))
+		if e.writeNow(ws, shed.frame()) == nil {
+			ws.PayloadType = websocket.CloseFrame
+			_, _ = ws.Write(shed.closeFrame())
+		}
+		_ = ws.SetReadDeadline(time.Now()) // ends the reader's Receive
+	default:
+		if err == nil {
+			err = context.Cause(ctx)
+		}
+		_ = ws.SetWriteDeadline(time.Now().Add(e.lim.closeTimeout))
+		_ = ws.Close() // also ends the reader's Receive
 	}
-	_ = ws.SetWriteDeadline(time.Now().Add(wsCloseTimeout))
-	_ = ws.Close() // also ends the reader's Receive
 	<-readDone
-	e.log.Debug("ws_closed", "remote", ws.Request().RemoteAddr, "reason", err.Error(), "dropped", sub.Dropped())
+	e.log.Debug("ws_closed", "remote", s.remote, "reason", err.Error(), "dropped", s.dropped.Load())
 }
 
-// readLoop turns client messages into controls until the socket fails.
-func (e *wsEndpoint) readLoop(ctx context.Context, cancel context.CancelCauseFunc, ws *websocket.Conn, ctl chan<- wsControl) {
+// wsShedError ends a socket that fell behind.
+type wsShedError struct{ reason string }
+
+func (e *wsShedError) Error() string { return "shed: " + e.reason }
+
+// frame is the last data frame of a shed socket.
+func (e *wsShedError) frame() []byte {
+	b, _ := json.Marshal(wsError("too_slow", "this socket fell behind the live streams ("+e.reason+
+		") and is closed; reconnect and subscribe again"))
+	return b
+}
+
+// closeFrame is the payload of its close frame: 1008 (policy violation)
+// and the reason.
+func (e *wsShedError) closeFrame() []byte {
+	return append([]byte{0x03, 0xf0}, "too slow: "+e.reason...)
+}
+
+// readLoop applies client messages until the socket fails.
+func (e *wsEndpoint) readLoop(ctx context.Context, cancel context.CancelCauseFunc, s *wsSock) {
 	for {
 		var msg []byte
-		var c wsControl
-		err := websocket.Message.Receive(ws, &msg)
+		err := websocket.Message.Receive(s.ws, &msg)
 		switch {
 		case errors.Is(err, websocket.ErrFrameTooLarge):
-			c.frame = wsError("frame_too_large", "messages are limited to "+strconv.Itoa(wsMaxFrameBytes)+" bytes")
+			s.push(e.hub.personal(*wsError("frame_too_large", "messages are limited to "+strconv.Itoa(wsMaxFrameBytes)+" bytes")))
 		case err != nil:
 			if errors.Is(err, io.EOF) {
 				err = errWSClientGone
@@ -321,110 +376,58 @@ func (e *wsEndpoint) readLoop(ctx context.Context, cancel context.CancelCauseFun
 		default:
 			f, req, perr := parseSubscribe(msg)
 			if perr != nil {
-				c.frame = wsError("bad_request", perr.Error())
+				s.push(e.hub.personal(*wsError("bad_request", perr.Error())))
 			} else {
-				c.filter = &f
-				select {
-				case ctl <- c:
-				case <-ctx.Done():
-					return
-				}
-				c = wsControl{frame: &wsFrame{Stream: "subscribed", Data: req}}
+				e.hub.setFilter(s, f, req)
 			}
 		}
-		select {
-		case ctl <- c:
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
-// writeLoop sends frames until ctx ends (nil) or a write fails (its error).
-// Items go out coalesced: whatever the subscription queued is taken and
-// sent as one batch frame at most every flushEvery, so a flood costs a
-// wake-up, an encoding pass and a write per interval, not per item.
-// A new filter applies to what is published after the client sent it:
-// items already queued are sent, or not, under the filter they were
-// published under, before the acknowledgement.
-func (e *wsEndpoint) writeLoop(ctx context.Context, ws *websocket.Conn, sub *recorder.Subscription, ctl <-chan wsControl) error {
+// writeLoop writes what the hub queues for s, and a ping every pingEvery,
+// until ctx ends (nil), a write fails (its error) or s is shed
+// (*wsShedError).
+func (e *wsEndpoint) writeLoop(ctx context.Context, s *wsSock) error {
 	ping := time.NewTicker(e.lim.pingEvery)
 	defer ping.Stop()
-	sampleTick := time.NewTicker(time.Second)
-	defer sampleTick.Stop()
-	flushAt := time.NewTimer(time.Hour)
-	flushAt.Stop()
-	var (
-		f        wsFilter
-		b        wsBatch
-		reported uint64
-		sampled  [2]uint64 // tasks, events reported in sampled frames so far
-		sent     [2]uint64 // routine tasks, events sent as of the last sampled frame
-		last     time.Time // last batch flush
-		armed    bool      // flushAt runs
-	)
-	sub.Filter(recorder.LiveFilter{}) // nothing until the first subscribe
-	flush := func() error {
-		armed = false
-		last = time.Now()
-		if err := b.take(sub, f); err != nil {
-			return err
-		}
-		if b.n == 0 {
-			return nil
-		}
-		return e.write(ws, b.frame())
-	}
 	for {
-		var err error
 		select {
 		case <-ctx.Done():
 			return nil
-		case c := <-ctl:
-			if c.filter != nil {
-				err = b.take(sub, f) // queued under the old filter: sent with the ack
-				f = *c.filter
-				sub.Filter(recorder.LiveFilter{Events: f.events, EventTypes: f.types, State: f.state, Tasks: f.tasks})
-			} else if err = flush(); err == nil {
-				err = e.send(ws, *c.frame)
-			}
-		case _, ok := <-sub.Ready():
-			if !ok {
-				return errors.New("subscription closed")
-			}
-			if wait := e.lim.flushEvery - time.Since(last); wait > 0 {
-				if !armed {
-					flushAt.Reset(wait)
-					armed = true
-				}
-			} else {
-				err = flush()
-			}
-		case <-flushAt.C:
-			err = flush()
+		case <-s.ready:
 		case <-ping.C:
-			err = e.send(ws, wsFrame{Stream: "ping"})
-		case <-sampleTick.C:
-			// Routine items over the subscriber's budget, once a second.
-			t, ev := sub.Sampled()
-			st, sev := sub.SentRoutine()
-			if f.any() && (t > sampled[0] || ev > sampled[1]) {
-				err = e.send(ws, wsFrame{Stream: "sampled", Data: wsSampled{
-					Tasks: t - sampled[0], Events: ev - sampled[1], PerSecond: recorder.LiveRoutinePerSecond,
-					Sent: wsRoutineSent{Tasks: st - sent[0], Events: sev - sent[1]}}})
+			if err := e.write(s.ws, wsPing); err != nil {
+				return e.writeFailed(s, err)
 			}
-			sampled, sent = [2]uint64{t, ev}, [2]uint64{st, sev}
 		}
-		if d := sub.Dropped(); err == nil && d > reported {
-			if f.any() {
-				err = e.send(ws, wsFrame{Stream: "dropped", Data: map[string]uint64{"count": d - reported, "total": d}})
+		for {
+			o, shed := s.next()
+			if shed != "" {
+				return &wsShedError{shed}
 			}
-			reported = d
-		}
-		if err != nil {
-			return err
+			if o == nil {
+				break
+			}
+			err := e.write(s.ws, o.b)
+			e.hub.release(o)
+			if err != nil {
+				return e.writeFailed(s, err)
+			}
 		}
 	}
+}
+
+var wsPing = []byte(`{"stream":"ping"}`)
+
+// writeFailed sheds s when its client did not take a frame in time.
+func (e *wsEndpoint) writeFailed(s *wsSock, err error) error {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		s.shedFor(shedWriteTimeout)
+	}
+	return err
 }
 
 // wsSampled is the data of a "sampled" frame: the routine items of the
@@ -516,6 +519,9 @@ func (b *wsBatch) add(stream string, v any) error {
 	return nil
 }
 
+// reset drops a batch half built (an item failed to encode).
+func (b *wsBatch) reset() { b.n = 0 }
+
 // frame closes the batch and returns it; the bytes are valid until the
 // next add.
 func (b *wsBatch) frame() []byte {
@@ -524,21 +530,17 @@ func (b *wsBatch) frame() []byte {
 	return b.buf.Bytes()
 }
 
-// send writes one text frame under the write deadline.
-func (e *wsEndpoint) send(ws *websocket.Conn, f wsFrame) error {
-	b, err := json.Marshal(f)
-	if err != nil {
-		return fmt.Errorf("encode %s frame: %w", f.Stream, err)
-	}
-	return e.write(ws, b)
-}
-
 // write sends b, one JSON text, as one text frame under the write deadline.
 func (e *wsEndpoint) write(ws *websocket.Conn, b []byte) error {
 	if err := ws.SetWriteDeadline(time.Now().Add(e.lim.writeTimeout)); err != nil {
 		return err
 	}
+	return e.writeNow(ws, b)
+}
+
+// writeNow sends b as one text frame under the deadline already set.
+func (e *wsEndpoint) writeNow(ws *websocket.Conn, b []byte) error {
 	ws.PayloadType = websocket.TextFrame
-	_, err := ws.Write(b) // a server socket's PayloadType is TextFrame
+	_, err := ws.Write(b)
 	return err
 }

@@ -7,11 +7,13 @@ import (
 	"time"
 )
 
-// Subscription is one live consumer of events and task rows (the /ws
-// streams). Items are queued for the consumer, which takes them all at
-// once (Take) whenever it is ready to send: one /ws frame carries
-// everything queued since the last, so the consumer wakes and writes at
-// its own pace rather than once per item. Delivery never blocks the
+// Subscription is one live consumer of events and task rows: for the /ws
+// streams, one per distinct subscription, shared by every socket with it
+// (httpd's wsHub), so the work below is done once per item and distinct
+// subscription, not per socket. Items are queued for the consumer, which
+// takes them all at once (Take) whenever it is ready to send: one /ws
+// frame carries everything queued since the last, so the consumer wakes
+// and sends at its own pace rather than once per item. Delivery never blocks the
 // recorder: when the queue of a kind already holds its bound the item is
 // skipped for this subscriber and counted in Dropped.
 //

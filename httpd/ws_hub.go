@@ -1,0 +1,557 @@
+package httpd
+
+import (
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/websocket"
+
+	"svc/recorder"
+)
+
+// wsHub fans the live streams out to the /ws sockets so that the set of
+// them, not only each one, costs the pipeline a bounded amount:
+//
+//   - Sockets with the same subscription share one wsGroup: one recorder
+//     subscription (so the recorder queues, samples and holds each item
+//     once per distinct subscription, not once per socket) and one
+//     encoding of each batch, whose bytes every member socket is handed.
+//   - What waits to be written is accounted in bytes: a socket whose
+//     unsent backlog passes lim.sockBacklog is shed, and when the frames
+//     held for all sockets (each counted once however many sockets share
+//     it) pass lim.budget, the sockets furthest behind are shed until they
+//     fit. A frame a client does not take within lim.writeTimeout sheds
+//     its socket too.
+//   - Shedding releases the socket's queue at once, tells the client (an
+//     "error" frame with code too_slow and a close frame with status 1008
+//     when the socket still takes them), is counted in
+//     svc_ui_ws_shed_total and logged at most once per wsShedLogEvery.
+//
+// Lock order: hub.mu, then a group's mu, then a socket's mu.
+type wsHub struct {
+	rec *recorder.Recorder
+	lim wsLimits
+	log *slog.Logger
+
+	mu     sync.Mutex          // guards groups, socks and every socket's group
+	groups map[string]*wsGroup // by wsFilter.key
+	socks  map[*wsSock]struct{}
+
+	held  atomic.Int64                      // bytes of frames queued for or being written to sockets, each frame once
+	seq   atomic.Uint64                     // frames made
+	shed  [len(wsShedReasons)]atomic.Uint64 // sockets shed, by reason
+	conns atomic.Int64                      // sockets served
+
+	logMu    sync.Mutex
+	lastLog  time.Time
+	unlogged int // sheds since the last ws_shed line
+}
+
+// Why a socket is shed (the reason label of svc_ui_ws_shed_total).
+const (
+	shedBacklog      = iota // its own unsent backlog passed lim.sockBacklog
+	shedBudget              // the frames held for all sockets passed lim.budget and it was furthest behind
+	shedWriteTimeout        // a frame was not taken within lim.writeTimeout
+)
+
+var wsShedReasons = [...]string{"backlog", "budget", "write_timeout"}
+
+// wsShedLogEvery spaces the ws_shed log lines: a herd of stuck sockets
+// logs one line (with how many were shed meanwhile), not one each.
+const wsShedLogEvery = 10 * time.Second
+
+func newWSHub(rec *recorder.Recorder, lim wsLimits, log *slog.Logger) *wsHub {
+	return &wsHub{rec: rec, lim: lim, log: log, groups: map[string]*wsGroup{}, socks: map[*wsSock]struct{}{}}
+}
+
+// register exports the hub's series; a registry that has them already
+// (a second endpoint in tests) keeps the first.
+func (h *wsHub) register(reg prometheus.Registerer) {
+	shed := prometheus.NewDesc("svc_ui_ws_shed_total",
+		"/ws sockets closed for falling behind, by reason: backlog (own unsent frames over 4 MiB), budget (all sockets' frames over 32 MiB, furthest behind first), write_timeout (a frame not taken within 10 s).",
+		[]string{"reason"}, nil)
+	cs := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ui_ws_pending_bytes",
+			Help: "Bytes of /ws frames queued for or being written to sockets, a frame shared by sockets counted once."},
+			func() float64 { return float64(h.held.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ui_ws_connections", Help: "Open /ws sockets."},
+			func() float64 { return float64(h.conns.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ui_ws_subscriptions",
+			Help: "Distinct /ws subscriptions: each is encoded once for all its sockets."},
+			func() float64 { return float64(h.subscriptions()) }),
+		wsShedCollector{h, shed},
+	}
+	for _, c := range cs {
+		_ = reg.Register(c) // only ever AlreadyRegisteredError: the names are this file's
+	}
+}
+
+type wsShedCollector struct {
+	h    *wsHub
+	desc *prometheus.Desc
+}
+
+func (c wsShedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c wsShedCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, r := range wsShedReasons {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.h.shed[i].Load()), r)
+	}
+}
+
+// subscriptions returns how many distinct subscriptions are live.
+func (h *wsHub) subscriptions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.groups)
+}
+
+// shedTotal returns the sockets shed so far, all reasons.
+func (h *wsHub) shedTotal() uint64 {
+	var n uint64
+	for i := range h.shed {
+		n += h.shed[i].Load()
+	}
+	return n
+}
+
+// wsOut is one frame on its way to sockets: a batch shared by the members
+// of a group, or one socket's own. Its bytes never change once made.
+type wsOut struct {
+	b    []byte
+	seq  uint64       // order made: a socket whose oldest queued frame has the lowest is furthest behind
+	refs atomic.Int32 // sockets that still have it queued or in flight
+}
+
+// newOut accounts b, to be handed to refs sockets (each takes one
+// reference, released once written or dropped).
+func (h *wsHub) newOut(b []byte, refs int) *wsOut {
+	o := &wsOut{b: b, seq: h.seq.Add(1)}
+	o.refs.Store(int32(refs))
+	h.held.Add(int64(len(b)))
+	return o
+}
+
+// release drops one socket's reference to o.
+func (h *wsHub) release(o *wsOut) {
+	if o.refs.Add(-1) == 0 {
+		h.held.Add(-int64(len(o.b)))
+	}
+}
+
+// personal makes a frame for one socket.
+func (h *wsHub) personal(f wsFrame) *wsOut {
+	b, err := json.Marshal(f)
+	if err != nil { // the frames made here are plain data
+		b = []byte(`{"stream":"error","data":{"error":"internal","detail":"frame not encoded"}}`)
+	}
+	return h.newOut(b, 1)
+}
+
+// wsSock is one socket's side of the hub: the frames waiting for its
+// writer.
+type wsSock struct {
+	hub    *wsHub
+	ws     *websocket.Conn
+	remote string
+	ready  chan struct{} // one signal when frames were queued
+
+	group *wsGroup // guarded by hub.mu
+
+	mu      sync.Mutex
+	queue   []*wsOut // frames to write, queue[head:]
+	head    int
+	backlog int64  // bytes of queue[head:]
+	shed    string // why it was shed; "" while it was not
+	closed  bool
+
+	// Guarded by the group's mu while a member, by hub.mu otherwise.
+	base    [4]uint64     // the group's sampled and sent counts already reported to this socket
+	dropped atomic.Uint64 // items its subscriptions missed (a full recorder queue)
+}
+
+// add starts serving a socket.
+func (h *wsHub) add(ws *websocket.Conn) *wsSock {
+	s := &wsSock{hub: h, ws: ws, remote: ws.Request().RemoteAddr, ready: make(chan struct{}, 1)}
+	h.mu.Lock()
+	h.socks[s] = struct{}{}
+	h.mu.Unlock()
+	h.conns.Add(1)
+	return s
+}
+
+// remove stops serving s: it leaves its group (the group ends with its
+// last member) and its queue is released.
+func (h *wsHub) remove(s *wsSock) {
+	h.mu.Lock()
+	if g := s.group; g != nil {
+		h.leave(s, g, false)
+	}
+	delete(h.socks, s)
+	h.mu.Unlock()
+	h.conns.Add(-1)
+	s.mu.Lock()
+	s.closed = true
+	s.dropQueue()
+	s.mu.Unlock()
+}
+
+// push queues o for s, or releases it when s is shed or closed. A frame
+// that would take the backlog over lim.sockBacklog sheds s instead,
+// unless the queue is empty: one frame, however large, always fits.
+func (s *wsSock) push(o *wsOut) {
+	s.mu.Lock()
+	if s.closed || s.shed != "" {
+		s.mu.Unlock()
+		s.hub.release(o)
+		return
+	}
+	if s.head < len(s.queue) && s.backlog+int64(len(o.b)) > s.hub.lim.sockBacklog {
+		s.mu.Unlock()
+		s.hub.release(o)
+		s.shedFor(shedBacklog)
+		return
+	}
+	if s.head > 0 && s.head >= len(s.queue)/2 { // a writer always one behind never empties the queue
+		n := copy(s.queue, s.queue[s.head:])
+		clear(s.queue[n:])
+		s.queue, s.head = s.queue[:n], 0
+	}
+	s.queue = append(s.queue, o)
+	s.backlog += int64(len(o.b))
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// next returns the frame to write, nil when none is queued, or the reason
+// s was shed.
+func (s *wsSock) next() (*wsOut, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shed != "" {
+		return nil, s.shed
+	}
+	if s.head == len(s.queue) {
+		return nil, ""
+	}
+	o := s.queue[s.head]
+	s.queue[s.head] = nil
+	s.head++
+	s.backlog -= int64(len(o.b))
+	if s.head == len(s.queue) {
+		s.queue, s.head = s.queue[:0], 0
+	}
+	return o, ""
+}
+
+// dropQueue releases every queued frame (caller holds s.mu).
+func (s *wsSock) dropQueue() {
+	for i := s.head; i < len(s.queue); i++ {
+		s.hub.release(s.queue[i])
+		s.queue[i] = nil
+	}
+	s.queue, s.head, s.backlog = nil, 0, 0
+}
+
+// shedFor sheds s: its queue is released now, its writer finishes the
+// frame in flight (within lim.closeTimeout), tells the client and closes.
+// Counted and logged once per socket.
+func (s *wsSock) shedFor(reason int) {
+	s.mu.Lock()
+	if s.closed || s.shed != "" {
+		s.mu.Unlock()
+		return
+	}
+	backlog := s.backlog
+	s.shed = wsShedReasons[reason]
+	s.dropQueue()
+	s.mu.Unlock()
+	if reason != shedWriteTimeout {
+		_ = s.ws.SetWriteDeadline(time.Now().Add(s.hub.lim.closeTimeout))
+	}
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+	s.hub.shed[reason].Add(1)
+	s.hub.logShed(s, wsShedReasons[reason], backlog)
+}
+
+// logShed logs a shed socket, at most one line per wsShedLogEvery.
+func (h *wsHub) logShed(s *wsSock, reason string, backlog int64) {
+	h.logMu.Lock()
+	now := time.Now()
+	if !h.lastLog.IsZero() && now.Sub(h.lastLog) < wsShedLogEvery {
+		h.unlogged++
+		h.logMu.Unlock()
+		return
+	}
+	more := h.unlogged
+	h.lastLog, h.unlogged = now, 0
+	h.logMu.Unlock()
+	h.log.Warn("ws_shed", "remote", s.remote, "reason", reason, "backlog_bytes", backlog,
+		"pending_bytes", h.held.Load(), "shed_since_last_line", more, "shed_total", h.shedTotal())
+}
+
+// enforceBudget sheds the sockets furthest behind while the frames held
+// for all sockets pass lim.budget. Furthest behind is the socket whose
+// oldest queued frame is the oldest; only sockets that let a frame wait
+// while a newer one came (two or more queued) are candidates: a socket
+// that keeps up is never shed for the others, and what is in flight is
+// freed as those writes end (within lim.closeTimeout for a shed socket).
+func (h *wsHub) enforceBudget() {
+	if h.held.Load() <= h.lim.budget {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for h.held.Load() > h.lim.budget {
+		var worst *wsSock
+		var oldest uint64
+		for s := range h.socks {
+			s.mu.Lock()
+			if s.shed == "" && !s.closed && len(s.queue)-s.head >= 2 {
+				if seq := s.queue[s.head].seq; worst == nil || seq < oldest {
+					worst, oldest = s, seq
+				}
+			}
+			s.mu.Unlock()
+		}
+		if worst == nil {
+			return
+		}
+		worst.shedFor(shedBudget)
+	}
+}
+
+// wsGroup is the sockets with one subscription: one recorder
+// subscription, one batch encoding every flushEvery at most, shared.
+type wsGroup struct {
+	hub  *wsHub
+	key  string
+	f    wsFilter
+	sub  *recorder.Subscription
+	stop chan struct{}
+
+	mu        sync.Mutex // serialises flushes, joins and leaves
+	members   []*wsSock
+	batch     wsBatch
+	last      time.Time // last flush
+	dropsSeen uint64    // the subscription's drops already reported
+}
+
+// key names a subscription: sockets with the same key share a group.
+func (f wsFilter) key() string {
+	var b strings.Builder
+	for _, on := range []bool{f.tasks, f.events, f.state} {
+		if on {
+			b.WriteByte('1')
+		} else {
+			b.WriteByte('0')
+		}
+	}
+	if f.events && f.types != nil {
+		types := make([]string, 0, len(f.types))
+		for t := range f.types {
+			types = append(types, t)
+		}
+		sort.Strings(types)
+		b.WriteByte(':')
+		b.WriteString(strings.Join(types, "\x00"))
+	}
+	return b.String()
+}
+
+// setFilter makes f the subscription of s: whatever its old group had
+// queued is sent first, then the acknowledgement, then what is recorded
+// for f after this call. A subscription that would pass lim.maxGroups
+// distinct ones is refused with an error frame; s keeps its old one.
+func (h *wsHub) setFilter(s *wsSock, f wsFilter, req *wsSubscribe) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	key := f.key()
+	old := s.group
+	if old != nil && old.key == key && f.any() {
+		s.push(h.personal(wsFrame{Stream: "subscribed", Data: req}))
+		return
+	}
+	g := h.groups[key]
+	if f.any() && g == nil && len(h.groups) >= h.lim.maxGroups && (old == nil || len(old.members) > 1) {
+		s.push(h.personal(*wsError("too_many_subscriptions", "at most "+strconv.Itoa(h.lim.maxGroups)+
+			" distinct subscriptions at once across all /ws sockets; the previous subscription stays")))
+		return
+	}
+	if old != nil {
+		h.leave(s, old, true)
+	}
+	ack := h.personal(wsFrame{Stream: "subscribed", Data: req})
+	if !f.any() {
+		s.push(ack)
+		return
+	}
+	if g == nil {
+		g = h.newGroup(key, f)
+	}
+	g.join(s, ack)
+	s.group = g
+}
+
+// newGroup starts a group (caller holds h.mu).
+func (h *wsHub) newGroup(key string, f wsFilter) *wsGroup {
+	g := &wsGroup{hub: h, key: key, f: f, sub: h.rec.Subscribe(h.lim.subBuffer), stop: make(chan struct{})}
+	g.sub.Filter(recorder.LiveFilter{Events: f.events, EventTypes: f.types, State: f.state, Tasks: f.tasks})
+	h.groups[key] = g
+	go g.run()
+	return g
+}
+
+// leave takes s out of g, first sending g's queued items when flush (a
+// resubscribe: they were recorded under the old subscription); the group
+// ends with its last member (caller holds h.mu).
+func (h *wsHub) leave(s *wsSock, g *wsGroup, flush bool) {
+	g.mu.Lock()
+	if flush {
+		g.flushLocked()
+	}
+	g.reportSampled([]*wsSock{s}) // what it was not sent up to now
+	g.members = slices.DeleteFunc(g.members, func(m *wsSock) bool { return m == s })
+	empty := len(g.members) == 0
+	g.mu.Unlock()
+	s.group = nil
+	if empty {
+		delete(h.groups, g.key)
+		g.sub.Close()
+		close(g.stop)
+	}
+}
+
+// join adds s to g after sending the members what g had queued (recorded
+// before s subscribed), and queues ack for s first thing.
+func (g *wsGroup) join(s *wsSock, ack *wsOut) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.flushLocked()
+	s.base = g.counts()
+	g.members = append(g.members, s)
+	s.push(ack)
+}
+
+// run flushes the group's subscription at most every flushEvery (at once
+// when the worker was quiet) and reports sampled counts once a second.
+func (g *wsGroup) run() {
+	lim := g.hub.lim
+	flushAt := time.NewTimer(time.Hour)
+	flushAt.Stop()
+	defer flushAt.Stop()
+	sampleTick := time.NewTicker(time.Second)
+	defer sampleTick.Stop()
+	armed := false
+	for {
+		select {
+		case <-g.stop:
+			return
+		case _, ok := <-g.sub.Ready():
+			if !ok {
+				return
+			}
+			g.mu.Lock()
+			wait := lim.flushEvery - time.Since(g.last)
+			if wait <= 0 {
+				g.flushLocked()
+			}
+			g.mu.Unlock()
+			if wait > 0 && !armed {
+				flushAt.Reset(wait)
+				armed = true
+			}
+		case <-flushAt.C:
+			armed = false
+			g.mu.Lock()
+			g.flushLocked()
+			g.mu.Unlock()
+		case <-sampleTick.C:
+			g.mu.Lock()
+			g.reportSampled(g.members)
+			g.mu.Unlock()
+		}
+		g.hub.enforceBudget()
+	}
+}
+
+// flushLocked encodes what the subscription queued as one batch frame,
+// hands it to every member, and tells them of items the subscription
+// dropped (caller holds g.mu).
+func (g *wsGroup) flushLocked() {
+	g.last = time.Now()
+	if err := g.batch.take(g.sub, g.f); err != nil {
+		g.batch.reset()
+		g.hub.log.Warn("ws_batch_not_encoded", "err", err.Error())
+	}
+	if g.batch.n > 0 {
+		b := g.batch.frame()
+		g.deliver(append(make([]byte, 0, len(b)), b...))
+	}
+	if d := g.sub.Dropped(); d > g.dropsSeen {
+		n := d - g.dropsSeen
+		g.dropsSeen = d
+		for _, m := range g.members {
+			total := m.dropped.Add(n)
+			m.push(g.hub.personal(wsFrame{Stream: "dropped", Data: map[string]uint64{"count": n, "total": total}}))
+		}
+	}
+}
+
+// deliver hands b, one frame, to every member: encoded once, shared.
+func (g *wsGroup) deliver(b []byte) {
+	if len(g.members) == 0 {
+		return
+	}
+	o := g.hub.newOut(b, len(g.members))
+	for _, m := range g.members {
+		m.push(o)
+	}
+}
+
+// counts are the subscription's sampled and sent routine items so far.
+func (g *wsGroup) counts() [4]uint64 {
+	t, ev := g.sub.Sampled()
+	st, sev := g.sub.SentRoutine()
+	return [4]uint64{t, ev, st, sev}
+}
+
+// reportSampled sends socks (members) a "sampled" frame with the routine
+// items not sent since their last one, when there are any; sockets with
+// the same counts share one frame (caller holds g.mu).
+func (g *wsGroup) reportSampled(socks []*wsSock) {
+	now := g.counts()
+	var byBase map[[4]uint64][]*wsSock
+	for _, m := range socks {
+		if now[0] > m.base[0] || now[1] > m.base[1] {
+			if byBase == nil {
+				byBase = map[[4]uint64][]*wsSock{}
+			}
+			byBase[m.base] = append(byBase[m.base], m)
+		}
+		m.base = now
+	}
+	for base, ms := range byBase {
+		b, _ := json.Marshal(wsFrame{Stream: "sampled", Data: wsSampled{
+			Tasks: now[0] - base[0], Events: now[1] - base[1], PerSecond: recorder.LiveRoutinePerSecond,
+			Sent: wsRoutineSent{Tasks: now[2] - base[2], Events: now[3] - base[3]}}})
+		o := g.hub.newOut(b, len(ms))
+		for _, m := range ms {
+			m.push(o)
+		}
+	}
+}
