@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -12,9 +11,6 @@ func cmdCheck(args []string, stdout io.Writer) error {
 	f, err := parseFlags("check", args, stdout)
 	if err != nil {
 		return err
-	}
-	if f.config == "" {
-		return errors.New("-config FILE is required")
 	}
 	cfg, err := config.LoadFile(f.config)
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	ports := demo.Ports{}
 	fs.IntVar(&ports.UI, "ui-port", 8080, "UI server port (127.0.0.1)")
 	fs.IntVar(&ports.Ingress, "ingress-port", 8090, "HTTP ingress port (127.0.0.1)")
@@ -27,7 +26,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	logFormat := fs.String("log-format", "text", "log format: json or text")
 	persistent := fs.Bool("persistent", false, "run the demo executor in mode persistent (long-lived processes, protocol v2)")
 	exactlyOnce := fs.Bool("exactly-once", false, `consume with sources.kafka.delivery = "exactly_once": results, DLQ records and offsets commit in Kafka transactions`)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args, stdout); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, *logFormat, "info")

@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime/pprof"
 	"runtime/trace"
+	"syscall"
 
 	"svc/worker/build"
 	"svc/worker/config"
@@ -16,13 +18,10 @@ import (
 	"svc/worker/gcfloor"
 )
 
-func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
-	f, err := parseFlags("run", args, stderr)
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseFlags("run", args, stdout)
 	if err != nil {
 		return err
-	}
-	if f.config == "" {
-		return errors.New("-config FILE (or SVC_CONFIG) is required")
 	}
 	log, err := newLogger(stderr, f.logFormat, f.logLevel)
 	if err != nil {
@@ -30,21 +29,61 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	// Orphans of executor trees are the worker's to reap (as PID 1 too).
 	defer executor.StartReaper(log)()
+	defer logHangups(log)()
+	// From here on every fatal error is a log line in the configured
+	// format (a JSON log pipeline keeps it), and main only sets exit 1.
+	fail := func(event string, err error, attrs ...any) error {
+		var cfgErr *config.Error
+		if errors.As(err, &cfgErr) {
+			attrs = append(attrs, "problems", cfgErr.Problems)
+		}
+		log.Error(event, append(attrs, "error", err.Error())...)
+		return &loggedError{err}
+	}
 	cfg, err := config.LoadFile(f.config)
 	if err != nil {
-		return err
+		return fail("startup_failed", err, "config", f.config)
 	}
 	stop, err := startProfiles(f.cpuProfile, f.memProfile, f.traceFile)
 	if err != nil {
-		return err
+		return fail("startup_failed", err)
 	}
 	defer stop()
 	defer gcfloor.Start(gcfloor.MinGoal)()
 	w, err := build.New(ctx, cfg, productionOptions(log))
 	if err != nil {
-		return err
+		return fail("startup_failed", err)
 	}
-	return w.Run(ctx)
+	if err := w.Run(ctx); err != nil {
+		return fail("worker_failed", err)
+	}
+	return nil
+}
+
+// logHangups logs each SIGHUP the worker gets and otherwise ignores it:
+// svc reads its config at start only and keeps no file to reopen (logs go
+// to stderr), so a hangup (a closed terminal, an init script's reload, a
+// log rotator's habit) must neither end the worker nor pass unnoticed.
+// main keeps SIGHUP from ending the process before and after this.
+func logHangups(log *slog.Logger) (stop func()) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-c:
+				log.Warn("signal_ignored", "signal", "SIGHUP",
+					"hint", "svc reads its config at start only: restart it to apply a change (SIGTERM drains first)")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(c)
+		close(done)
+	}
 }
 
 // startProfiles starts a CPU profile into cpuPath and a runtime execution

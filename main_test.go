@@ -372,9 +372,10 @@ func TestDemoFoldsDeliveries(t *testing.T) {
 	if !strings.Contains(strings.Join(types, ","), "sink_delivered") || !strings.Contains(strings.Join(types, ","), "task_received") {
 		t.Errorf("trace of %s has %v, want its lifecycle and its delivery", id, types)
 	}
-	_ = p.Cmd.Process.Signal(syscall.SIGINT)
-	if code := p.Wait(t); code != 0 {
-		t.Errorf("demo exit = %d\n%s", code, p.Output.String())
+	// A hangup (the demo's terminal closed) stops it as Ctrl-C does.
+	_ = p.Cmd.Process.Signal(syscall.SIGHUP)
+	if code := p.Wait(t); code != 0 || !strings.Contains(p.Output.String(), "worker_stopped") {
+		t.Errorf("demo exit on SIGHUP = %d, want 0 after worker_stopped\n%s", code, p.Output.String())
 	}
 }
 

@@ -34,7 +34,8 @@ const cliUsage = `usage:
 
 // RunCLI runs `svc ui <args>` (or `svc-ui <args>`): pack or fetch. Flags
 // take one or two dashes and `--version=v1.2.3` or `--version v1.2.3`.
-// Usage errors wrap ErrUsage.
+// Usage errors wrap ErrUsage; a -h after pack or fetch prints its flags and
+// returns flag.ErrHelp.
 func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, d CLIDefaults) error {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, cliUsage, ui.EmbeddedTag)
@@ -56,7 +57,7 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, d CLID
 func parseFlags(flags *flag.FlagSet, args []string) error {
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return err // the flags were printed: do nothing more
 		}
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
