@@ -14,6 +14,7 @@ import (
 	"svc/worker/build"
 	"svc/worker/config"
 	"svc/worker/demo"
+	"svc/worker/executor"
 	"svc/worker/gcfloor"
 )
 
@@ -33,6 +34,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	// The demo's executors are real processes too: their orphans are reaped.
+	defer executor.StartReaper(log)()
 	self, err := demo.Self()
 	if err != nil {
 		return fmt.Errorf("find own binary for the demo executor: %w", err)
