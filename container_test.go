@@ -162,7 +162,7 @@ func imageRoot(t *testing.T, img image, config string) string {
 func inImage(root string, img image, argv []string) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = "/"
-	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/nonroot", "SVC_UI_TOKEN=image-token"}, img.env...)
+	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/nonroot", "SVC_UI_TOKEN=image-token-0123456789"}, img.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Chroot:     root,
 		Credential: &syscall.Credential{Uid: uint32(img.uid), Gid: uint32(img.gid)},
@@ -193,7 +193,7 @@ enabled = true
 port = %d
 [[sources.http.clients]]
 name = "billing"
-token = "billing-token"
+token = "billing-token-0123456789"
 `, metrics, ui, ingress)
 }
 
@@ -328,7 +328,7 @@ func TestDockerImage(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(imageConfig(t, 8080, 8090, 9090)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	id := docker("run", "-d", "-e", "SVC_UI_TOKEN=image-token", "-v", cfg+":/etc/svc/svc.toml:ro", tag)
+	id := docker("run", "-d", "-e", "SVC_UI_TOKEN=image-token-0123456789", "-v", cfg+":/etc/svc/svc.toml:ro", tag)
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", id).Run() })
 	wait.For(t, 3*time.Minute, "Docker to call the container healthy", func() (bool, string) {
 		status := docker("inspect", "-f", "{{.State.Status}} {{.State.Health.Status}}", id)
