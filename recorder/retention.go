@@ -270,33 +270,65 @@ func (r *Recorder) expireByAge(d *dir, files []histFile) []histFile {
 	return slices.DeleteFunc(files, func(f histFile) bool { return gone[f.rel] })
 }
 
-// enforceBudget deletes whole windows, oldest first, while the history
-// folder holds more than MaxBytes, never a protected window, and returns
-// the files left. The first pass of an episode that deletes for the
-// budget (the history gets shorter than MaxAge), or cannot get below it,
-// logs recorder_history_over_budget; the episode lasts until the history
-// reaches back MaxAge within its budget again (see setUsage).
+// enforceBudget deletes history files, oldest first, while the history
+// folder holds more than MaxBytes, and returns the files left (see
+// makeRoom).
 func (r *Recorder) enforceBudget(d *dir, files []histFile) []histFile {
+	return r.makeRoom(d, files, 0, nil)
+}
+
+// budgetOn reports whether history.max_bytes is applied: archiving is on
+// and there is a shared folder. With archiving off nothing is deleted.
+func (r *Recorder) budgetOn() bool { return r.cfg.ArchiveEnabled && r.sharedRoot != "" }
+
+// makeRoom deletes sealed files and archive parts of the history folder d,
+// oldest first (by the newest row each holds), until what the folder holds
+// plus need bytes about to be written into it fits in MaxBytes, and returns
+// the files left. files is d's listing (nil: listed here); keep names files
+// not to delete (those a fold is reading or rewriting). Any worker calls it
+// before it writes into the folder (a seal, an archive part), so the
+// history stays within its budget at any rate of writes; the worker holding
+// the archive lock also calls it after each pass. Files are deleted one at
+// a time, whatever their window: a window of a busy cluster may hold far
+// more than the whole budget.
+//
+// The first call of an episode that deletes for the budget (the history
+// gets shorter than MaxAge), or cannot get below it, logs
+// recorder_history_over_budget; the episode lasts until the history
+// reaches back MaxAge within its budget again (see setUsage).
+func (r *Recorder) makeRoom(d *dir, files []histFile, need int64, keep map[string]bool) []histFile {
+	if !r.budgetOn() {
+		return files
+	}
 	sealed, archive := folderBytes(d)
 	total := sealed + archive
 	before := total
-	if total <= r.cfg.MaxBytes {
+	if total+need <= r.cfg.MaxBytes {
 		return files
 	}
+	if files == nil {
+		files, _ = listIn(d, r.histSegs(), true)
+	}
+	order := slices.Clone(files)
+	slices.SortFunc(order, func(a, b histFile) int {
+		return cmp.Or(cmp.Compare(a.newest(), b.newest()), cmp.Compare(a.meta.FromMs, b.meta.FromMs), strings.Compare(a.rel, b.rel))
+	})
 	gone := map[string]bool{}
 	var n int
-	for _, w := range r.windows(d, files) {
-		if total <= r.cfg.MaxBytes || r.protected(w) {
+	for _, f := range order {
+		if total+need <= r.cfg.MaxBytes {
 			break
 		}
-		for _, f := range w.files {
-			gone[f.rel] = r.deleteHistFile(d, f)
-			if gone[f.rel] {
-				n++
-				r.stats.deletedBudget.Add(1)
-			}
+		if keep[f.segs[len(f.segs)-1]] {
+			continue
 		}
-		total -= w.bytes
+		size := f.size + sidecarBytes(d, f)
+		if r.deleteHistFile(d, f) {
+			gone[f.rel] = true
+			n++
+			total -= size
+			r.stats.deletedBudget.Add(1)
+		}
 	}
 	files = slices.DeleteFunc(files, func(f histFile) bool { return gone[f.rel] })
 	if n > 0 {
@@ -308,7 +340,7 @@ func (r *Recorder) enforceBudget(d *dir, files []histFile) []histFile {
 	r.usage.overBudget = true
 	r.usage.mu.Unlock()
 	if first {
-		r.log.Warn("recorder_history_over_budget", "bytes", before, "max_bytes", r.cfg.MaxBytes,
+		r.log.Warn("recorder_history_over_budget", "bytes", before+need, "max_bytes", r.cfg.MaxBytes,
 			"deleted_files", n, "bytes_left", total, "oldest_kept_ms", oldestKept(files), "max_age", r.cfg.MaxAge.String(),
 			"detail", "history.max_bytes deletes history younger than history.max_age; raise the budget or shrink what the recorder writes")
 	}
