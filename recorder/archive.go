@@ -244,6 +244,11 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 			case err == nil:
 			case errors.Is(err, os.ErrNotExist) && ctx.Err() == nil:
 				continue // deleted meanwhile for the budget (see makeRoom)
+			case notDatabase(err) && ctx.Err() == nil:
+				// One unreadable file must not hold up its window: it is set
+				// aside, once, and the rest is archived.
+				r.quarantineShared(hist, f, err)
+				continue
 			default:
 				return fmt.Errorf("fold %s: %w", f.rel, err)
 			}

@@ -78,6 +78,7 @@ type Recorder struct {
 	counts counter
 	gz     *gzCache
 
+	bad       badFiles   // unreadable sealed files traces skip
 	usage     usageState // see History
 	partBytes int64      // archivePartBytes; tests make it smaller
 
