@@ -317,7 +317,8 @@ func TestBudgetNeverDeletesTheLiveFile(t *testing.T) {
 
 // TestLiveSizeSealRetriesSlowly: a live file that outgrew its size but
 // cannot be sealed (here history/c1 is a symlink) keeps recording and is
-// not tried again every second: one failure, not a flood of them.
+// not tried again after every transaction: one failure, not a flood of
+// them.
 func TestLiveSizeSealRetriesSlowly(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
@@ -338,15 +339,18 @@ func TestLiveSizeSealRetriesSlowly(t *testing.T) {
 	}
 	waitWritten(t, r, 400, 0)
 	waitStats(t, r, "a failed seal for size", func(s Stats) bool { return s.SealErrors >= 1 })
-	time.Sleep(2500 * time.Millisecond) // two more size checks
+	for range 400 { // many more transactions, each followed by a size check
+		r.Event(Event{Type: TypeExecutorFinished, TaskID: "t", Payload: payload})
+	}
+	waitWritten(t, r, 800, 0)
 	if s := r.Stats(); s.SealErrors != 1 || s.Seals != 0 {
-		t.Errorf("Stats() = %d seal errors and %d seals in 2.5 s, want 1 and 0", s.SealErrors, s.Seals)
+		t.Errorf("Stats() = %d seal errors and %d seals after 800 events, want 1 and 0", s.SealErrors, s.Seals)
 	}
 	if n := len(logs.named("recorder_seal_failed")); n != 1 {
 		t.Errorf("recorder_seal_failed logged %d times, want once", n)
 	}
 	r.Event(Event{Type: TypeTaskReceived, TaskID: "after"})
-	waitWritten(t, r, 401, 0)
+	waitWritten(t, r, 801, 0)
 	if evs, err := r.Events(t.Context(), EventQuery{TaskID: "after"}); err != nil || len(evs) != 1 {
 		t.Errorf("Events(after) = %v, %v; want the live file still recording", evs, err)
 	}

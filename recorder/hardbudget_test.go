@@ -131,7 +131,8 @@ func TestHistoryBudgetHeldUnderLoad(t *testing.T) {
 // 2,000; each task_received, executor_started, executor_finished with a
 // 1 KB stdout tail, sink_delivered and its task row, full detail) for
 // RECORDER_BUDGET_FIGURE seconds, with history.max_bytes 64 MiB,
-// live_max_bytes 1 MiB and the default seal, archive and window settings.
+// live_max_bytes 1 MiB and the default seal, archive and window settings
+// (RECORDER_BUDGET_FIGURE_AFTER sets history.archive.after).
 // The shared folder (every file) and the live file with its write-ahead
 // log are sampled every 100 ms. A measurement, not a check: it runs only
 // when RECORDER_BUDGET_FIGURE is set.
@@ -144,8 +145,9 @@ func TestBudgetFigure(t *testing.T) {
 	if tps <= 0 {
 		tps = 2000
 	}
+	after, _ := time.ParseDuration(os.Getenv("RECORDER_BUDGET_FIGURE_AFTER")) // history.archive.after; 0: the default
 	dir, shared := t.TempDir(), t.TempDir()
-	cfg := Config{Dir: dir, SharedDir: shared, Worker: "w", Cluster: "c1", FullDetail: true,
+	cfg := Config{Dir: dir, SharedDir: shared, Worker: "w", Cluster: "c1", FullDetail: true, ArchiveAfter: after,
 		ArchiveEnabled: true, LiveMaxBytes: 1 << 20, MaxBytes: 64 << 20, Logger: testLogger(t)}
 	r := mustOpen(t, cfg)
 	startRun(t, r)
