@@ -216,3 +216,41 @@ func TestBudgetFigure(t *testing.T) {
 		float64(sharedPeak)/float64(cfg.MaxBytes), livePeak, total.Load(), float64(total.Load())/float64(cfg.MaxBytes),
 		st.Seals, st.ArchivedFiles, st.DeletedBudget, st.EventsWritten, st.EventsDropped+st.TasksDropped)
 }
+
+// TestBudgetDeletionRaceCountedOnce: when another worker deleted a file
+// first (both sealing at the same moment), makeRoom takes it as gone
+// without counting it as its own deletion, and deletes no more than the
+// budget needs.
+func TestBudgetDeletionRaceCountedOnce(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	shared := t.TempDir()
+	var sizes []int64
+	for i := range 4 {
+		from := int64(t0 + i*1000)
+		sizes = append(sizes, writeHist(t, shared, "sealed", 0, from, from+500, 16<<10))
+	}
+	cfg := baseConfig(t, "", shared, "w", clk)
+	cfg.ArchiveEnabled = true
+	cfg.MaxBytes = sizes[2] + sizes[3] + 100 // the two newest fit
+	r := mustOpen(t, cfg)
+	d, err := r.openShared(false, false, r.histSegs()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	files, err := listIn(d, r.histSegs(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldest := filepath.Join(shared, "history", "c1", "w-"+strconv.Itoa(t0)+"-"+strconv.Itoa(t0+500)+".db")
+	os.Remove(oldest) // a peer deleted it after this worker listed the folder
+	os.Remove(oldest + ".meta.json")
+	left := r.makeRoom(d, files, 0, nil)
+	if got := r.Stats().DeletedBudget; got != 1 {
+		t.Errorf("DeletedBudget = %d, want 1 (the second oldest; the oldest was the peer's deletion)", got)
+	}
+	if len(left) != 2 || !traced(t, r, int64(t0+2000)) || !traced(t, r, int64(t0+3000)) {
+		t.Errorf("files left = %d, want the two newest", len(left))
+	}
+}

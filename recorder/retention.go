@@ -2,9 +2,7 @@ package recorder
 
 import (
 	"cmp"
-	"errors"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -255,8 +253,9 @@ func (r *Recorder) expireByAge(d *dir, files []histFile) []histFile {
 			continue
 		}
 		for _, f := range w.files {
-			gone[f.rel] = r.deleteHistFile(d, f)
-			if gone[f.rel] {
+			var mine bool
+			gone[f.rel], mine = r.deleteHistFile(d, f)
+			if mine {
 				n++
 				r.stats.deletedAge.Add(1)
 			}
@@ -323,11 +322,15 @@ func (r *Recorder) makeRoom(d *dir, files []histFile, need int64, keep map[strin
 			continue
 		}
 		size := f.size + sidecarBytes(d, f)
-		if r.deleteHistFile(d, f) {
+		// Another worker sealing at the same moment may have deleted it
+		// first: it is gone all the same, but not counted twice.
+		if ok, mine := r.deleteHistFile(d, f); ok {
 			gone[f.rel] = true
-			n++
 			total -= size
-			r.stats.deletedBudget.Add(1)
+			if mine {
+				n++
+				r.stats.deletedBudget.Add(1)
+			}
 		}
 	}
 	files = slices.DeleteFunc(files, func(f histFile) bool { return gone[f.rel] })
@@ -348,15 +351,18 @@ func (r *Recorder) makeRoom(d *dir, files []histFile, need int64, keep map[strin
 }
 
 // deleteHistFile removes a sealed file or archive and then its .meta.json
-// and .idx, through d; false when the file itself could not be removed.
-func (r *Recorder) deleteHistFile(d *dir, f histFile) bool {
+// and .idx, through d. gone is false when the file itself could not be
+// removed; mine is false when it was gone already (another worker deleted
+// it first), so it is counted once.
+func (r *Recorder) deleteHistFile(d *dir, f histFile) (gone, mine bool) {
 	base := f.segs[len(f.segs)-1]
-	if err := d.remove(base); err != nil && !errors.Is(err, os.ErrNotExist) {
+	mine, err := d.unlink(base)
+	if err != nil {
 		r.warnEvery("recorder_history_delete_failed", d.rel, "file", f.rel, "error", err)
-		return false
+		return false, false
 	}
 	for _, s := range sidecarsOf(base) {
 		d.remove(s)
 	}
-	return true
+	return true, mine
 }
