@@ -113,9 +113,11 @@ func TestHistoryBudgetHeldUnderLoad(t *testing.T) {
 	if sharedPeak > cfg.MaxBytes {
 		t.Errorf("the shared history peaked at %d bytes, over history.max_bytes %d", sharedPeak, cfg.MaxBytes)
 	}
-	// A transaction writes 64 KiB of rows here (liveTxBytes).
-	if maxLive := 2*cfg.LiveMaxBytes + 256<<10; livePeak > maxLive {
-		t.Errorf("the live file peaked at %d bytes, over twice live_max_bytes and a transaction (%d)", livePeak, maxLive)
+	// A transaction writes 128 KiB of rows here (liveTxBytes), with their
+	// index entries and WAL frames about half live_max_bytes; a seal's
+	// checkpoint holds the pages twice for a moment.
+	if maxLive := 3 * cfg.LiveMaxBytes; livePeak > maxLive {
+		t.Errorf("the live file peaked at %d bytes, over three times live_max_bytes (%d)", livePeak, maxLive)
 	}
 	if st.DeletedBudget == 0 || st.Seals < 5 {
 		t.Errorf("Stats() = %d seals and %d deletions, want many of each", st.Seals, st.DeletedBudget)
