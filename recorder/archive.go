@@ -30,6 +30,10 @@ const maxFoldInflateBytes = MaxInflatedArchiveBytes
 // this (or one larger sealed file).
 const archivePartBytes = 128 << 20
 
+// foldRoomStep is how much of a new archive part is written at a time
+// once room was made for it in the history's budget (see makeRoom).
+const foldRoomStep = 1 << 20
+
 // foldShare is the share of one core an archive pass may use over time:
 // the fold sleeps as long as it worked (see pacer).
 const foldShare = 0.5
@@ -232,18 +236,34 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 		meta.FromMs, _ = strconv.ParseInt(m["from_ms"], 10, 64)
 		meta.ToMs, _ = strconv.ParseInt(m["to_ms"], 10, 64)
 	}
+	folded := make([]histFile, 0, len(files))
 	for i, f := range files {
 		if i > 0 || !adopted {
-			if err := r.foldOne(ctx, db, hist, f); err != nil {
+			err := r.foldOne(ctx, db, hist, f)
+			switch {
+			case err == nil:
+			case errors.Is(err, os.ErrNotExist) && ctx.Err() == nil:
+				continue // deleted meanwhile for the budget (see makeRoom)
+			case notDatabase(err) && ctx.Err() == nil:
+				// One unreadable file must not hold up its window: it is set
+				// aside, once, and the rest is archived.
+				r.quarantineShared(hist, f, err)
+				continue
+			default:
 				return fmt.Errorf("fold %s: %w", f.rel, err)
 			}
 		}
+		folded = append(folded, f)
 		pace.rest(ctx)
 		if meta.FromMs == 0 || f.meta.FromMs < meta.FromMs {
 			meta.FromMs = f.meta.FromMs
 		}
 		meta.ToMs = max(meta.ToMs, f.meta.ToMs)
 	}
+	if len(folded) == 0 {
+		return nil // nothing left to add
+	}
+	files = folded
 	if meta.Events, meta.Tasks, err = countRows(ctx, db); err != nil {
 		return fmt.Errorf("count %s: %w", name, err)
 	}
@@ -273,7 +293,15 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	if err != nil {
 		return fmt.Errorf("compress to %s: %w", name, err)
 	}
-	if err := gzipInto(ctx, work, out, pace); err != nil {
+	// The archive is written beside what it replaces: room is made for it
+	// as it grows, never at the expense of the files it holds.
+	keep := map[string]bool{name: true}
+	for _, f := range files {
+		keep[f.segs[len(f.segs)-1]] = true
+	}
+	step := min(foldRoomStep, max(r.cfg.MaxBytes/64, 64<<10))
+	grow := func(size int64) { r.makeRoom(hist, nil, size+2*metaAllowance, keep) }
+	if err := gzipInto(ctx, work, out, pace, step, grow); err != nil {
 		hist.remove(gzTmp)
 		return err
 	}

@@ -34,15 +34,20 @@ func TestLiveFileSealedAtItsSize(t *testing.T) {
 			written++
 		}
 		waitWritten(t, r, written, 0)
-		waitStats(t, r, "a seal of the oversized live file", func(s Stats) bool { return s.Seals == uint64(burst+1) })
+		waitStats(t, r, "seals of the oversized live file", func(s Stats) bool { return s.Seals >= uint64(2*burst+1) })
 		dbs, err := r.Databases(t.Context())
 		if err != nil || dbs[0].Kind != "live" || dbs[0].SizeBytes > cfg.LiveMaxBytes {
 			t.Fatalf("after burst %d: Databases()[0] = %+v, %v; want a live file below %d bytes", burst, dbs[0], err, cfg.LiveMaxBytes)
 		}
 	}
 	sealed, _ := filepath.Glob(filepath.Join(shared, "history", "c1", "w-*.db"))
-	if len(sealed) != 2 {
-		t.Errorf("sealed files = %v, want one per burst", sealed)
+	if len(sealed) < 2 {
+		t.Errorf("sealed files = %v, want at least one per burst", sealed)
+	}
+	for _, p := range sealed {
+		if fi := mustStat(t, p); fi.Size() > 2*cfg.LiveMaxBytes {
+			t.Errorf("sealed file %s holds %d bytes, over twice live_max_bytes", filepath.Base(p), fi.Size())
+		}
 	}
 	for burst := range 2 {
 		if evs, err := r.Trace(t.Context(), "t"+itoa(burst)); err != nil || len(evs) != 600 {
@@ -116,9 +121,11 @@ func traced(t testing.TB, r *Recorder, from int64) bool {
 }
 
 // TestHistoryBudget: over history.max_bytes, the archive-lock holder
-// deletes whole windows, oldest first, until the history fits; it never
-// deletes the window a peer's live file will be sealed into, nor a live
-// file. The deletions are counted, and the budget episode is logged once.
+// deletes history files, oldest first, until the history fits, whatever
+// their window (a budget too small even for the window a peer's live file
+// will be sealed into empties the history), never a live file: the peer's
+// file sealed afterwards is history again. The deletions are counted, and
+// the budget episode is logged once.
 func TestHistoryBudget(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
@@ -162,14 +169,14 @@ func TestHistoryBudget(t *testing.T) {
 		t.Errorf("History() = %+v, want at most %d bytes reaching back to %d", h, cfg.MaxBytes, ws(4)+1000)
 	}
 
-	// A budget below what the protected window holds: everything else goes,
-	// the peer's window stays, and the episode is not logged again.
+	// A budget below what the current window holds: everything goes, and
+	// the episode is not logged again.
 	r.cfg.MaxBytes = 1
 	if err := r.archivePass(t.Context()); err != nil {
 		t.Fatalf("second archivePass() = %v", err)
 	}
-	if traced(t, r, ws(5)+1000) || !traced(t, r, peerWindow+1) {
-		t.Errorf("under a 1-byte budget: hour 5 traced %v, peer window traced %v; want false, true",
+	if traced(t, r, ws(5)+1000) || traced(t, r, peerWindow+1) {
+		t.Errorf("under a 1-byte budget: hour 5 traced %v, peer window traced %v; want both deleted",
 			traced(t, r, ws(5)+1000), traced(t, r, peerWindow+1))
 	}
 	clk.tick()
@@ -310,7 +317,8 @@ func TestBudgetNeverDeletesTheLiveFile(t *testing.T) {
 
 // TestLiveSizeSealRetriesSlowly: a live file that outgrew its size but
 // cannot be sealed (here history/c1 is a symlink) keeps recording and is
-// not tried again every second: one failure, not a flood of them.
+// not tried again after every transaction: one failure, not a flood of
+// them.
 func TestLiveSizeSealRetriesSlowly(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
@@ -331,15 +339,18 @@ func TestLiveSizeSealRetriesSlowly(t *testing.T) {
 	}
 	waitWritten(t, r, 400, 0)
 	waitStats(t, r, "a failed seal for size", func(s Stats) bool { return s.SealErrors >= 1 })
-	time.Sleep(2500 * time.Millisecond) // two more size checks
+	for range 400 { // many more transactions, each followed by a size check
+		r.Event(Event{Type: TypeExecutorFinished, TaskID: "t", Payload: payload})
+	}
+	waitWritten(t, r, 800, 0)
 	if s := r.Stats(); s.SealErrors != 1 || s.Seals != 0 {
-		t.Errorf("Stats() = %d seal errors and %d seals in 2.5 s, want 1 and 0", s.SealErrors, s.Seals)
+		t.Errorf("Stats() = %d seal errors and %d seals after 800 events, want 1 and 0", s.SealErrors, s.Seals)
 	}
 	if n := len(logs.named("recorder_seal_failed")); n != 1 {
 		t.Errorf("recorder_seal_failed logged %d times, want once", n)
 	}
 	r.Event(Event{Type: TypeTaskReceived, TaskID: "after"})
-	waitWritten(t, r, 401, 0)
+	waitWritten(t, r, 801, 0)
 	if evs, err := r.Events(t.Context(), EventQuery{TaskID: "after"}); err != nil || len(evs) != 1 {
 		t.Errorf("Events(after) = %v, %v; want the live file still recording", evs, err)
 	}

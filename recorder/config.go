@@ -44,8 +44,9 @@ type Config struct {
 	// SealInterval is history.seal_interval.
 	SealInterval time.Duration
 	// LiveMaxBytes is history.live_max_bytes: the live file (with its
-	// write-ahead log) is sealed early once it is larger, so a busy worker's
-	// live file stays bounded.
+	// write-ahead log) is sealed early once it is larger, checked after
+	// every write transaction (see liveTxBytes), so a busy worker's live
+	// file stays bounded.
 	LiveMaxBytes int64
 	// ArchiveEnabled, ArchiveAfter and ArchiveWindow are history.archive.*.
 	ArchiveEnabled bool
@@ -53,9 +54,11 @@ type Config struct {
 	ArchiveWindow  time.Duration
 	// MaxBytes and MaxAge are history.max_bytes and history.max_age, the
 	// budget and age limit of the cluster's history (sealed files and
-	// archives). While archiving is enabled the holder of the archive lock
-	// deletes whole windows, oldest first, past either; never a window a
-	// live file may still be sealed into.
+	// archives). While archiving is enabled the oldest files are deleted
+	// before a seal or an archive part would take the history past
+	// MaxBytes (see makeRoom), and the holder of the archive lock deletes
+	// whole windows past MaxAge, never one a live file may still be sealed
+	// into.
 	MaxBytes int64
 	MaxAge   time.Duration
 	// MergedRetentionDays is history.merged_retention_days; merge results

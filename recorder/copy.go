@@ -126,15 +126,20 @@ const archiveGzipLevel = 2
 
 // gzipInto compresses the file at src into out (a new file the caller
 // created), fsyncs and closes out. It rests pace as it goes and stops when
-// ctx ends.
-func gzipInto(ctx context.Context, src string, out *os.File, pace *pacer) error {
+// ctx ends. grow, when set, is called with what out will hold after the
+// next step bytes, before they are written (see foldPart).
+func gzipInto(ctx context.Context, src string, out *os.File, pace *pacer, step int64, grow func(int64)) error {
 	in, err := os.Open(src)
 	if err != nil {
 		out.Close()
 		return fmt.Errorf("compress %s: %w", filepath.Base(src), err)
 	}
 	defer in.Close()
-	zw, _ := gzip.NewWriterLevel(out, archiveGzipLevel)
+	var w io.Writer = out
+	if grow != nil {
+		w = &growWriter{w: out, step: step, grow: grow}
+	}
+	zw, _ := gzip.NewWriterLevel(w, archiveGzipLevel)
 	_, err = io.Copy(zw, &pacedReader{r: in, p: pace, ctx: ctx})
 	if cerr := zw.Close(); err == nil {
 		err = cerr
@@ -149,4 +154,23 @@ func gzipInto(ctx context.Context, src string, out *os.File, pace *pacer) error 
 		return fmt.Errorf("compress %s: %w", filepath.Base(src), err)
 	}
 	return nil
+}
+
+// growWriter calls grow before the bytes written through it pass the next
+// multiple of step, with that multiple: the caller makes room for them.
+type growWriter struct {
+	w             io.Writer
+	step          int64
+	written, room int64
+	grow          func(int64)
+}
+
+func (g *growWriter) Write(p []byte) (int, error) {
+	if end := g.written + int64(len(p)); end > g.room {
+		g.room = (end/g.step + 1) * g.step
+		g.grow(g.room)
+	}
+	n, err := g.w.Write(p)
+	g.written += int64(n)
+	return n, err
 }

@@ -21,6 +21,7 @@
 //
 //	recorder/                              0700
 //	recorder/<worker>-<start_ms>.db        live file: SQLite, WAL, busy timeout, 0600
+//	recorder/quarantine/                   0700: a dead run's live files that could not be recovered in full
 //	<worker>.watchdog                      {"pid","rss_bytes","ts_ms"}, rewritten every few seconds, 0600
 //	<worker>.lock                          {"pid","started_ms"}, flock held while running, never deleted
 //
@@ -33,6 +34,7 @@
 //	history/<cluster>/<cluster>-<window_start_ms>[-<n>].db.gz.meta.json
 //	history/<cluster>/<cluster>-<window_start_ms>[-<n>].db.gz.idx  task ids and labels it holds (optional)
 //	history/<cluster>/.archive.lock                            archiving lease
+//	history/<cluster>/quarantine/                              sealed files no reader can open (0700)
 //	merged/merged-<ts_ms>-<token>.db                           merge result (token: 16 hex digits)
 //	merged/merged-<ts_ms>-<token>.db.meta.json
 //
@@ -67,14 +69,19 @@
 //     events.id is the worker's event ID (increasing; seeded from the start
 //     time times 1000); in archives and merge results ids are file-local.
 //   - Seal (every seal interval, as soon as the live file and its WAL
-//     outgrow LiveMaxBytes, and at shutdown): checkpoint the WAL
+//     outgrow LiveMaxBytes, checked after every write transaction, and at
+//     shutdown): checkpoint the WAL
 //     (wal_checkpoint(TRUNCATE)), switch to journal_mode=DELETE, set meta
 //     kind=sealed and to_ms, close; move the file to a hidden temp name in
 //     history/<cluster>/, fsync, write the .meta.json, rename to its final
 //     name; start a new live file whose start_ms is the old to_ms. A live
 //     file without events and task rows is not sealed: it keeps recording,
 //     and at shutdown it is deleted. A live file left by a dead process is
-//     sealed at the next start, its to_ms being its newest row.
+//     sealed at the next start, its to_ms being its newest row; when its
+//     WAL is damaged (committed frames SQLite would not replay) it is
+//     first copied with the WAL to recorder/quarantine/, and a file SQLite
+//     cannot open, or a non-file under a live file's name, is moved there
+//     (quarantine.go, wal.go).
 //   - Archive (when enabled, a pass every quarter window or half
 //     archive.after, whichever is shorter): a sealed file whose to_ms is
 //     older than archive.after is folded into an archive part of window
@@ -95,13 +102,17 @@
 //   - Merge: copies all rows of the given sealed or merged files into a new
 //     merged file. While archiving is enabled, merge results older than
 //     merged_retention_days (by the <ts_ms> in the name) are deleted.
-//   - Retention (when archiving is enabled, by the lock holder): windows
-//     whose newest to_ms is older than MaxAge are deleted before folding,
-//     and the oldest windows after folding while the folder's sealed files,
-//     archives and metadata take more than MaxBytes; never a window that
-//     ends after now - seal interval - 1 minute (a live file may still be
-//     sealed into it). With archiving off nothing is ever deleted
-//     automatically.
+//   - Retention (when archiving is enabled): the lock holder deletes the
+//     windows whose newest to_ms is older than MaxAge before folding, never
+//     a window that ends after now - seal interval - 1 minute (a live file
+//     may still be sealed into it). The oldest files (sealed files and
+//     archive parts, by newest row), whatever their window, are deleted
+//     before a seal or an archive part would take the folder's sealed
+//     files, archives and metadata past MaxBytes, and after each pass.
+//     With archiving off nothing is ever deleted automatically.
+//   - Quarantine: a sealed file SQLite finds corrupt is moved by the
+//     archive pass to history/<cluster>/quarantine/ with its .meta.json;
+//     nothing there is listed, traced, archived, served or budgeted.
 //
 // Open takes an exclusive flock on <worker>.lock, so a second process of the
 // same worker on the same storage.dir is refused (ErrInUse, naming the PID)

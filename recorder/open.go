@@ -35,7 +35,9 @@ func Open(ctx context.Context, cfg Config) (*Recorder, error) {
 		sum:     &summarizer{on: !cfg.FullDetail, sampleAbove: cfg.SampleAbove, pending: map[string]*pendingTask{}, held: map[string]*heldRow{}},
 		nextID:  cfg.StartedAt.UnixMilli() * 1000,
 
-		partBytes: archivePartBytes,
+		// A part, written beside the files it replaces, takes at most a
+		// quarter of the history's budget: a fold never needs more room.
+		partBytes: min(archivePartBytes, max(cfg.MaxBytes/4, 1<<20)),
 	}
 	r.counts.sinceMs = cfg.Now().UnixMilli()
 	if !r.memory {

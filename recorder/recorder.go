@@ -78,6 +78,7 @@ type Recorder struct {
 	counts counter
 	gz     *gzCache
 
+	bad       badFiles   // unreadable sealed files traces skip
 	usage     usageState // see History
 	partBytes int64      // archivePartBytes; tests make it smaller
 
@@ -90,13 +91,15 @@ type Recorder struct {
 	shutdownErr  error
 	stats        stats
 
-	loss        lossEpisode // see recordLoss
-	liveRetryAt time.Time   // writer only: last attempt to recreate the live file
-	sum         *summarizer // writer only: lifecycle events waiting for their task row
-	sizeSeal    struct {    // writer only: the last seal for size (see liveOverSize)
-		path string
-		at   time.Time
+	loss        lossEpisode  // see recordLoss
+	liveRetryAt time.Time    // writer only: last attempt to recreate the live file
+	sum         *summarizer  // writer only: lifecycle events waiting for their task row
+	sealTick    *time.Ticker // writer only: the seal interval's ticker, restarted by a seal for size
+	sizeSeal    struct {     // writer only: the last seal for size (see liveOverSize)
+		gen int64 // the live file's liveFile.gen
+		at  time.Time
 	}
+	liveGen int64 // the last liveFile.gen handed out (writer and Open only)
 
 	own      *ownLock // {Dir}/<worker>.lock; nil in memory mode
 	fellBack bool     // storage.dir was set but unusable: memory-only

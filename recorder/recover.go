@@ -13,7 +13,12 @@ import (
 // recoverOrphans seals live files an earlier run of this worker left in
 // {Dir}/recorder (it died before sealing them) and removes its stale
 // snapshot, archive-cache, merge and fold temp files. It returns the highest event ID found, so new IDs stay above it.
-// A file that cannot be recovered is logged and left in place.
+// Nothing of a dead run's history is deleted without a word: a live file
+// SQLite cannot open, or one whose write-ahead log is damaged (see
+// walDamage), and anything but a regular file under a live file's name go
+// to {Dir}/recorder/quarantine/ (recorder_quarantined, once). A file that
+// cannot be recovered for another reason (the shared folder is
+// unavailable, say) is logged and left in place for the next start.
 func (r *Recorder) recoverOrphans(ctx context.Context) (int64, error) {
 	entries, err := os.ReadDir(r.liveDir)
 	if err != nil {
@@ -28,7 +33,18 @@ func (r *Recorder) recoverOrphans(ctx context.Context) (int64, error) {
 			continue
 		}
 		fromMs, ok := parseLiveName(name, r.cfg.Worker)
-		if !ok || !e.Type().IsRegular() {
+		if !ok {
+			continue
+		}
+		if !e.Type().IsRegular() {
+			// A folder or a symlink would be skipped at every start for ever.
+			what := "a directory"
+			if e.Type()&os.ModeSymlink != 0 {
+				what = "a symlink"
+			} else if !e.IsDir() {
+				what = "a special file"
+			}
+			r.quarantineOrphan(name, "not a regular file but "+what, 0, "")
 			continue
 		}
 		path := filepath.Join(r.liveDir, name)
@@ -42,12 +58,42 @@ func (r *Recorder) recoverOrphans(ctx context.Context) (int64, error) {
 	return maxID, nil
 }
 
+// quarantineOrphan moves the live file name (with its write-ahead log)
+// to the quarantine folder and logs recorder_quarantined; with copied,
+// that was done already and copied is the quarantined path.
+func (r *Recorder) quarantineOrphan(name, reason string, saved int64, copied string, args ...any) {
+	rel := copied
+	if rel == "" {
+		var err error
+		if rel, err = r.quarantineLive(name, false); err != nil {
+			r.log.Error("recorder_quarantine_failed", "file", name, "reason", reason, "error", err)
+			return
+		}
+	}
+	r.log.Warn("recorder_quarantined", append([]any{"file", rel, "from", "recorder/" + name, "reason", reason,
+		"saved_rows", saved}, append(args, "detail", quarantineDetail)...)...)
+}
+
 // recoverOne seals one orphaned live file; its to_ms is its newest row.
+// A damaged write-ahead log is copied to the quarantine folder with its
+// database first, then SQLite recovers what comes before the damage.
 func (r *Recorder) recoverOne(ctx context.Context, path string, fromMs int64) (int64, error) {
+	name := filepath.Base(path)
+	damage, err := walDamage(path + "-wal")
+	if err != nil {
+		return 0, fmt.Errorf("read %s-wal: %w", name, err)
+	}
+	copied := ""
+	if damage != "" {
+		if copied, err = r.quarantineLive(name, true); err != nil {
+			// Not recovered either: what SQLite would drop stays on disk.
+			return 0, err
+		}
+	}
 	// Opening in WAL mode replays a WAL the dead process left behind.
 	db, err := openLiveDB(ctx, path)
 	if err != nil {
-		return 0, err
+		return 0, r.unreadableOrphan(name, damage, copied, err)
 	}
 	var maxID, rows, toMs sql.NullInt64
 	err = db.QueryRowContext(ctx, `SELECT
@@ -57,20 +103,47 @@ func (r *Recorder) recoverOne(ctx context.Context, path string, fromMs int64) (i
 		Scan(&maxID, &rows, &toMs)
 	db.Close()
 	if err != nil {
-		return 0, fmt.Errorf("inspect %s: %w", filepath.Base(path), err)
+		return 0, r.unreadableOrphan(name, damage, copied, fmt.Errorf("inspect %s: %w", name, err))
 	}
 	if rows.Int64 == 0 {
 		removeDB(path)
+		if copied != "" {
+			r.quarantineOrphan(name, damage, 0, copied)
+		}
 		return 0, nil
 	}
-	name, err := r.sealFile(ctx, path, r.cfg.Worker, fromMs, max(toMs.Int64, fromMs))
+	sealed, err := r.sealFile(ctx, path, r.cfg.Worker, fromMs, max(toMs.Int64, fromMs))
 	if err != nil {
 		return 0, err
 	}
 	r.stats.seals.Add(1)
-	r.addRecent(name)
-	r.log.Warn("recorder_recovered", "file", "history/"+r.cfg.Cluster+"/"+name, "rows", rows.Int64)
+	r.addRecent(sealed)
+	hist := "history/" + r.cfg.Cluster + "/" + sealed
+	if copied != "" {
+		r.quarantineOrphan(name, damage, rows.Int64, copied, "sealed", hist)
+	} else {
+		r.log.Warn("recorder_recovered", "file", hist, "rows", rows.Int64)
+	}
 	return maxID.Int64, nil
+}
+
+// unreadableOrphan handles a live file SQLite could not open or read:
+// corrupt or not a database, it goes to the quarantine folder (nothing
+// saved) and the error is dropped; any other error is returned.
+func (r *Recorder) unreadableOrphan(name, damage, copied string, err error) error {
+	if !notDatabase(err) {
+		return err
+	}
+	reason := err.Error()
+	if damage != "" {
+		reason = damage + "; " + reason
+	}
+	if copied != "" {
+		// The copy is the quarantined file: the unreadable original goes.
+		removeDB(filepath.Join(r.liveDir, name))
+	}
+	r.quarantineOrphan(name, reason, 0, copied)
+	return nil
 }
 
 // leftover reports whether name is a temp file or folder of this worker

@@ -2,9 +2,7 @@ package recorder
 
 import (
 	"cmp"
-	"errors"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -255,8 +253,9 @@ func (r *Recorder) expireByAge(d *dir, files []histFile) []histFile {
 			continue
 		}
 		for _, f := range w.files {
-			gone[f.rel] = r.deleteHistFile(d, f)
-			if gone[f.rel] {
+			var mine bool
+			gone[f.rel], mine = r.deleteHistFile(d, f)
+			if mine {
 				n++
 				r.stats.deletedAge.Add(1)
 			}
@@ -270,33 +269,69 @@ func (r *Recorder) expireByAge(d *dir, files []histFile) []histFile {
 	return slices.DeleteFunc(files, func(f histFile) bool { return gone[f.rel] })
 }
 
-// enforceBudget deletes whole windows, oldest first, while the history
-// folder holds more than MaxBytes, never a protected window, and returns
-// the files left. The first pass of an episode that deletes for the
-// budget (the history gets shorter than MaxAge), or cannot get below it,
-// logs recorder_history_over_budget; the episode lasts until the history
-// reaches back MaxAge within its budget again (see setUsage).
+// enforceBudget deletes history files, oldest first, while the history
+// folder holds more than MaxBytes, and returns the files left (see
+// makeRoom).
 func (r *Recorder) enforceBudget(d *dir, files []histFile) []histFile {
+	return r.makeRoom(d, files, 0, nil)
+}
+
+// budgetOn reports whether history.max_bytes is applied: archiving is on
+// and there is a shared folder. With archiving off nothing is deleted.
+func (r *Recorder) budgetOn() bool { return r.cfg.ArchiveEnabled && r.sharedRoot != "" }
+
+// makeRoom deletes sealed files and archive parts of the history folder d,
+// oldest first (by the newest row each holds), until what the folder holds
+// plus need bytes about to be written into it fits in MaxBytes, and returns
+// the files left. files is d's listing (nil: listed here); keep names files
+// not to delete (those a fold is reading or rewriting). Any worker calls it
+// before it writes into the folder (a seal, an archive part), so the
+// history stays within its budget at any rate of writes; the worker holding
+// the archive lock also calls it after each pass. Files are deleted one at
+// a time, whatever their window: a window of a busy cluster may hold far
+// more than the whole budget.
+//
+// The first call of an episode that deletes for the budget (the history
+// gets shorter than MaxAge), or cannot get below it, logs
+// recorder_history_over_budget; the episode lasts until the history
+// reaches back MaxAge within its budget again (see setUsage).
+func (r *Recorder) makeRoom(d *dir, files []histFile, need int64, keep map[string]bool) []histFile {
+	if !r.budgetOn() {
+		return files
+	}
 	sealed, archive := folderBytes(d)
 	total := sealed + archive
 	before := total
-	if total <= r.cfg.MaxBytes {
+	if total+need <= r.cfg.MaxBytes {
 		return files
 	}
+	if files == nil {
+		files, _ = listIn(d, r.histSegs(), true)
+	}
+	order := slices.Clone(files)
+	slices.SortFunc(order, func(a, b histFile) int {
+		return cmp.Or(cmp.Compare(a.newest(), b.newest()), cmp.Compare(a.meta.FromMs, b.meta.FromMs), strings.Compare(a.rel, b.rel))
+	})
 	gone := map[string]bool{}
 	var n int
-	for _, w := range r.windows(d, files) {
-		if total <= r.cfg.MaxBytes || r.protected(w) {
+	for _, f := range order {
+		if total+need <= r.cfg.MaxBytes {
 			break
 		}
-		for _, f := range w.files {
-			gone[f.rel] = r.deleteHistFile(d, f)
-			if gone[f.rel] {
+		if keep[f.segs[len(f.segs)-1]] {
+			continue
+		}
+		size := f.size + sidecarBytes(d, f)
+		// Another worker sealing at the same moment may have deleted it
+		// first: it is gone all the same, but not counted twice.
+		if ok, mine := r.deleteHistFile(d, f); ok {
+			gone[f.rel] = true
+			total -= size
+			if mine {
 				n++
 				r.stats.deletedBudget.Add(1)
 			}
 		}
-		total -= w.bytes
 	}
 	files = slices.DeleteFunc(files, func(f histFile) bool { return gone[f.rel] })
 	if n > 0 {
@@ -308,7 +343,7 @@ func (r *Recorder) enforceBudget(d *dir, files []histFile) []histFile {
 	r.usage.overBudget = true
 	r.usage.mu.Unlock()
 	if first {
-		r.log.Warn("recorder_history_over_budget", "bytes", before, "max_bytes", r.cfg.MaxBytes,
+		r.log.Warn("recorder_history_over_budget", "bytes", before+need, "max_bytes", r.cfg.MaxBytes,
 			"deleted_files", n, "bytes_left", total, "oldest_kept_ms", oldestKept(files), "max_age", r.cfg.MaxAge.String(),
 			"detail", "history.max_bytes deletes history younger than history.max_age; raise the budget or shrink what the recorder writes")
 	}
@@ -316,15 +351,18 @@ func (r *Recorder) enforceBudget(d *dir, files []histFile) []histFile {
 }
 
 // deleteHistFile removes a sealed file or archive and then its .meta.json
-// and .idx, through d; false when the file itself could not be removed.
-func (r *Recorder) deleteHistFile(d *dir, f histFile) bool {
+// and .idx, through d. gone is false when the file itself could not be
+// removed; mine is false when it was gone already (another worker deleted
+// it first), so it is counted once.
+func (r *Recorder) deleteHistFile(d *dir, f histFile) (gone, mine bool) {
 	base := f.segs[len(f.segs)-1]
-	if err := d.remove(base); err != nil && !errors.Is(err, os.ErrNotExist) {
+	mine, err := d.unlink(base)
+	if err != nil {
 		r.warnEvery("recorder_history_delete_failed", d.rel, "file", f.rel, "error", err)
-		return false
+		return false, false
 	}
 	for _, s := range sidecarsOf(base) {
 		d.remove(s)
 	}
-	return true
+	return true, mine
 }

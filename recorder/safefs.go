@@ -251,6 +251,22 @@ func (d *dir) remove(name string) error {
 	return nil
 }
 
+// unlink deletes the file (or symlink) name in d and reports whether it
+// was there: false, with no error, when someone else removed it first.
+func (d *dir) unlink(name string) (bool, error) {
+	if !plainName(name) {
+		return false, fmt.Errorf("remove %q: %w", name, ErrUnsafePath)
+	}
+	err := syscall.Unlinkat(d.fd, name)
+	if err == syscall.ENOENT {
+		return false, nil
+	}
+	if err != nil {
+		return false, &os.PathError{Op: "remove", Path: d.rel + "/" + name, Err: err}
+	}
+	return true, nil
+}
+
 // rename moves name in d to newName in to (renameat: neither name is
 // followed if it is a symlink).
 func (d *dir) rename(name string, to *dir, newName string) error {

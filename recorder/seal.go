@@ -29,6 +29,10 @@ type liveFile struct {
 	// bench went to SQLite's prepare.
 	conn *zsqlite.Conn
 	bw   *batchWriter
+	// gen tells live files apart: a new one may take the name of the one
+	// just sealed (the clock did not move), and one reopened after a
+	// failed seal keeps its gen.
+	gen int64
 }
 
 // writeConn is the writer's connection to the file, opened on first use
@@ -101,7 +105,8 @@ func (r *Recorder) newLiveFile(ctx context.Context, startMs int64) (*liveFile, e
 		removeDB(path)
 		return nil, err
 	}
-	return &liveFile{db: db, path: path, fromMs: startMs}, nil
+	r.liveGen++
+	return &liveFile{db: db, path: path, fromMs: startMs, gen: r.liveGen}, nil
 }
 
 // openLive installs a fresh live file.
@@ -115,10 +120,6 @@ func (r *Recorder) openLive(ctx context.Context, startMs int64) error {
 	r.liveMu.Unlock()
 	return nil
 }
-
-// liveSizeCheck is how often the writer compares the live file's size with
-// LiveMaxBytes: at a few MB/s it overshoots by a few MB at most.
-const liveSizeCheck = time.Second
 
 // liveSizeRetry is how long a live file that could not be sealed for its
 // size waits before the next try (the seal interval's own tries go on).
@@ -134,10 +135,10 @@ func (r *Recorder) liveOverSize() bool {
 		return false
 	}
 	now := time.Now()
-	if lf.path == r.sizeSeal.path && now.Sub(r.sizeSeal.at) < liveSizeRetry {
+	if lf.gen == r.sizeSeal.gen && now.Sub(r.sizeSeal.at) < liveSizeRetry {
 		return false
 	}
-	r.sizeSeal.path, r.sizeSeal.at = lf.path, now
+	r.sizeSeal.gen, r.sizeSeal.at = lf.gen, now
 	return true
 }
 
@@ -212,7 +213,7 @@ func (r *Recorder) sealLive(ctx context.Context, final bool) error {
 			// Keep recording into the same file; the next tick retries.
 			if db, oerr := openLiveDB(ctx, lf.path); oerr == nil {
 				setMeta(ctx, db, "kind", "live", "to_ms", "0")
-				r.live = &liveFile{db: db, path: lf.path, fromMs: lf.fromMs}
+				r.live = &liveFile{db: db, path: lf.path, fromMs: lf.fromMs, gen: lf.gen}
 			}
 		}
 		return err
@@ -253,6 +254,9 @@ func (r *Recorder) sealFile(ctx context.Context, path, worker string, fromMs, to
 		return "", err
 	}
 	meta.Kind, meta.Worker, meta.Cluster, meta.FromMs = "sealed", worker, r.cfg.Cluster, fromMs
+	// Room first: the file moves in only once the history, with it, fits
+	// its budget (a temp copy across file systems included).
+	r.makeRoom(hist, nil, fileBytes(path)+metaAllowance, nil)
 	live, err := openDir(filepath.Dir(path), nil, false, nil)
 	if err != nil {
 		return "", fmt.Errorf("seal %s: %w", filepath.Base(path), err)
@@ -271,6 +275,10 @@ func (r *Recorder) sealFile(ctx context.Context, path, worker string, fromMs, to
 	removeDB(path)
 	return name, nil
 }
+
+// metaAllowance is what a .meta.json is counted for before it is written
+// (a sealed file's is about 200 bytes).
+const metaAllowance = 1 << 10
 
 // publishAt makes tmp in d visible as name with its .meta.json beside it:
 // mode 0600, fsync, the meta first (whoever sees the .db also finds its

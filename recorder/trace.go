@@ -353,7 +353,13 @@ func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sql
 			}
 		}
 	} else {
+		if r.bad.known(f) {
+			return nil, nil // warned once already; the archive pass quarantines it
+		}
 		out, err = queryShared(ctx, r, f.segs, fn)
+		if err != nil && ctx.Err() == nil && notDatabase(err) {
+			r.bad.add(f) // the caller's warning is the only one
+		}
 	}
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errArchiveRefused) {
 		return nil, nil
