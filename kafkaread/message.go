@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"svc/kafkaread/kconn"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -64,7 +66,7 @@ func (r *Reader) Message(ctx context.Context, alias string, partition int32, off
 			if rec.Offset > offset {
 				return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: rec.Offset, Isolation: iso}
 			}
-			return newRecord(alias, rec), nil
+			return newRecord(alias, rec), nil // a copy: the client's buffers go with it
 		}
 	}
 }
@@ -103,13 +105,22 @@ func listAll(ctx context.Context, list func(context.Context, ...string) (kadm.Li
 	return out, nil
 }
 
+// recycle hands the records' decompression buffers back (readBuffers)
+// once what is kept of them was copied.
+func recycle(recs []*kgo.Record) {
+	for _, r := range recs {
+		r.Recycle()
+	}
+}
+
 // fetchErr returns the first fetch error that ends a read. Data-loss notices
-// are informational: the client has already moved on to surviving offsets.
+// are informational: the client has already moved on to surviving offsets;
+// a batch deferred by the decompressor's window is fetched again.
 func fetchErr(fetches kgo.Fetches) error {
 	for _, fe := range fetches.Errors() {
 		var loss *kgo.ErrDataLoss
-		if errors.As(fe.Err, &loss) {
-			continue
+		if errors.As(fe.Err, &loss) || kconn.IsWindowFull(fe.Err) {
+			continue // a batch deferred to a later fetch
 		}
 		return fe.Err
 	}

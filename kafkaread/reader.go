@@ -39,11 +39,12 @@ const DefaultDeadline = 10 * time.Second
 // Reader serves reads for a fixed set of aliases. It holds no connection and
 // no goroutine between calls; its methods are safe for concurrent use.
 type Reader struct {
-	aliases  []AliasSpec
-	byName   map[string]int
-	opts     map[string][]kgo.Opt // per available alias, from kconn.Opts
-	deadline time.Duration
-	onMerger func(*merger) // test hook: the merger of each stream
+	aliases   []AliasSpec
+	byName    map[string]int
+	opts      map[string][]kgo.Opt // per available alias, from kconn.Opts
+	deadline  time.Duration
+	onMerger  func(*merger) // test hook: the merger of each stream
+	extraOpts []kgo.Opt     // test hook: options of every client
 }
 
 // ReadAheadBytes is what one stream may hold for a client that reads
@@ -54,6 +55,18 @@ type Reader struct {
 // whole, and the merge keeps at least one record per partition, whatever
 // their size.
 const ReadAheadBytes = 1 << 20
+
+// MaxReadBatchBytes is the most one batch may decompress to for a read
+// (the read API, DLQ pages and redrive). A read of a larger batch fails
+// with a *BatchTooLargeError naming its offsets; each read decompresses at
+// most one such batch at a time, beyond ReadAheadBytes.
+const MaxReadBatchBytes = 16 << 20
+
+// readBuffers lends every read its decompression buffers. Reads copy
+// what they keep out of a batch and recycle its records at once, so a
+// batch's buffer serves the next batch of any read; it keeps at most
+// MaxReadBatchBytes of free buffers.
+var readBuffers = kconn.NewBufferPool(MaxReadBatchBytes)
 
 const (
 	fetchBudget = ReadAheadBytes / 4           // decompressed bytes of the fetch in flight or buffered
@@ -166,7 +179,14 @@ func (r *Reader) newClient(a AliasSpec, iso Isolation, extra ...kgo.Opt) (*kgo.C
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
 	opts = append(opts, iso.fetchOpts()...)
+	// Whatever the codec, a fetch decompresses its first batch (at most
+	// MaxReadBatchBytes) and then at most fetchBudget bytes: a batch
+	// past that is fetched again, first of a later fetch, never
+	// decompressed twice (kconn.Decompressor).
+	opts = append(opts, kconn.NewDecompressor(MaxReadBatchBytes, fetchBudget, readBuffers).Opts()...)
+	opts = append(opts, kgo.WithPools(readBuffers))
 	opts = append(opts, extra...)
+	opts = append(opts, r.extraOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, nil, &brokerError{op: "connect", alias: a.Name, kind: ErrBrokerFailure, cause: err}

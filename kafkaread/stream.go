@@ -81,10 +81,22 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: assign})
 
+	ref := newRefetcher(cl, a.Topic, q.Isolation, func(b kgo.FetchBatchMetrics) { sizer.read.Add(int64(b.UncompressedBytes)) })
+	fill := func(p int32, offset int64, each func(*kgo.Record) bool) error {
+		fillCtx, cancel := context.WithTimeout(ctx, r.deadline)
+		defer cancel()
+		if err := ref.records(fillCtx, p, offset, each); err != nil {
+			return classify(ctx, fillCtx, "stream", alias, err)
+		}
+		return nil
+	}
 	sent := 0
 	for {
 		for {
-			rec, ok := m.pop(cl, m.high(limit-sent))
+			rec, ok, err := m.pop(cl, m.high(limit-sent), fill)
+			if err != nil {
+				return err
+			}
 			if !ok {
 				break
 			}
@@ -104,7 +116,10 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 			cancel()
 			return fmt.Errorf("stream alias '%s': %w", alias, ctx.Err())
 		}
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) { m.push(fp.Partition, fp.Records) })
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			m.push(fp.Partition, fp.Records)
+			recycle(fp.Records) // push copied what it keeps
+		})
 		m.settle(cl, m.high(limit-sent))
 		if err := fetchErr(fetches); err != nil && !m.finished() {
 			err = classify(ctx, pollCtx, "stream", alias, err)
