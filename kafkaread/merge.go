@@ -66,10 +66,15 @@ type merger struct {
 	peak    int     // the most bytes ever queued (tests)
 	sizer   *fetchSizer
 	fills   int // stand-ins read again (tests)
+	// streamed are the partitions whose batches are too large for the
+	// client to decompress whole: read by the stream itself
+	// (readStreamed), no longer by the client.
+	streamed map[int32]bool
+	toStream []int32 // newly streamed partitions, to remove from the client at the next settle
 }
 
 func newMerger(topic string, toTS *int64, parts map[int32]*partState, sizer *fetchSizer) *merger {
-	return &merger{topic: topic, toTS: toTS, parts: parts, sizer: sizer}
+	return &merger{topic: topic, toTS: toTS, parts: parts, sizer: sizer, streamed: map[int32]bool{}}
 }
 
 // push queues fetched records of partition p, closing p at its snapshot
@@ -82,42 +87,87 @@ func (m *merger) push(p int32, recs []*kgo.Record) {
 		return
 	}
 	for _, rec := range recs {
-		if !ps.open || ps.rewind >= 0 {
+		if !m.pushOne(p, ps, rec) {
 			return
-		}
-		if rec.Offset < ps.next {
-			continue
-		}
-		if len(ps.queue) >= maxEntries {
-			// Too many tiny records: fetch the rest again once the
-			// queue has room.
-			ps.rewind = rec.Offset
-			return
-		}
-		switch {
-		case rec.Offset >= ps.end:
-			m.close(p, ps)
-			return
-		case rec.Attrs.IsControl():
-		case m.toTS != nil && rec.Timestamp.UnixMilli() > *m.toTS:
-			m.close(p, ps)
-			return
-		default:
-			n := recordSize(rec)
-			e := entry{ts: rec.Timestamp.UnixMilli(), partition: p, offset: rec.Offset, size: n}
-			if m.queued+n <= queueBudget {
-				e.rec = detach(rec)
-				m.queued += n
-				m.peak = max(m.peak, m.queued)
-			}
-			ps.queue = append(ps.queue, e)
-			ps.bytes += n
-		}
-		ps.next = rec.Offset + 1
-		if rec.Offset+1 >= ps.end {
-			m.close(p, ps)
 		}
 	}
+}
+
+// pushOne is push for one record; false: p takes no more records of this
+// fetch (closed, or to be fetched again from a rewind).
+func (m *merger) pushOne(p int32, ps *partState, rec *kgo.Record) bool {
+	if !ps.open || ps.rewind >= 0 {
+		return false
+	}
+	if rec.Offset < ps.next {
+		return true
+	}
+	if len(ps.queue) >= maxEntries {
+		// Too many tiny records: fetch the rest again once the
+		// queue has room.
+		ps.rewind = rec.Offset
+		return false
+	}
+	switch {
+	case rec.Offset >= ps.end:
+		m.close(p, ps)
+		return false
+	case rec.Attrs.IsControl():
+	case m.toTS != nil && rec.Timestamp.UnixMilli() > *m.toTS:
+		m.close(p, ps)
+		return false
+	default:
+		n := recordSize(rec)
+		e := entry{ts: rec.Timestamp.UnixMilli(), partition: p, offset: rec.Offset, size: n}
+		if m.queued+n <= queueBudget {
+			e.rec = detach(rec)
+			m.queued += n
+			m.peak = max(m.peak, m.queued)
+		}
+		ps.queue = append(ps.queue, e)
+		ps.bytes += n
+	}
+	ps.next = rec.Offset + 1
+	if rec.Offset+1 >= ps.end {
+		m.close(p, ps)
+		return false
+	}
+	return true
+}
+
+// stream hands partition p over to readStreamed: its next batch is too
+// large for the client to decompress whole (kconn.ErrLargeBatch).
+func (m *merger) stream(p int32) {
+	if ps := m.parts[p]; ps != nil && ps.open && !m.streamed[p] {
+		m.streamed[p] = true
+		m.toStream = append(m.toStream, p)
+	}
+}
+
+// readStreamed reads the next records of a partition read as a stream
+// (streamed: its batches are larger than the client decompresses whole)
+// into its queue: one fetch of at most fetchBudget as stored, decoded a
+// record at a time. A partition with nothing more to read is closed.
+func (m *merger) readStreamed(p int32, ps *partState, read func(p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (int64, error)) error {
+	from := max(ps.next, ps.start)
+	next, err := read(p, from, fetchBudget, func(rec *kgo.Record) bool {
+		if len(ps.queue) >= maxEntries {
+			return false // read on from here once the queue has room
+		}
+		return m.pushOne(p, ps, rec)
+	})
+	if err != nil || !ps.open {
+		return err
+	}
+	if next <= from && len(ps.queue) == 0 {
+		m.close(p, ps) // nothing there any more
+		return nil
+	}
+	ps.next = max(ps.next, next)
+	if ps.next >= ps.end {
+		m.close(p, ps)
+	}
+	return nil
 }
 
 func (m *merger) close(p int32, ps *partState) {
@@ -126,8 +176,9 @@ func (m *merger) close(p int32, ps *partState) {
 }
 
 // settle stops fetching closed partitions, pauses open ones whose queue
-// reached high records or its share of queueBudget, and sizes the next
-// fetches.
+// reached high records or its share of queueBudget, hands the partitions
+// whose batches are to be read as streams over to readStreamed, and sizes
+// the next fetches.
 func (m *merger) settle(cl *kgo.Client, high int) {
 	byteHigh := m.byteHigh()
 	if m.sizer != nil {
@@ -137,9 +188,17 @@ func (m *merger) settle(cl *kgo.Client, high int) {
 		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.closing})
 		m.closing = nil
 	}
+	if len(m.toStream) > 0 {
+		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.toStream})
+		m.toStream = nil
+	}
 	var pause []int32
 	rewind := map[int32]kgo.EpochOffset{}
 	for p, ps := range m.parts {
+		if m.streamed[p] {
+			ps.rewind = -1 // readStreamed reads on from ps.next
+			continue
+		}
 		if ps.open && !ps.paused && (len(ps.queue) >= high || ps.bytes >= byteHigh || ps.rewind >= 0) {
 			ps.paused = true
 			pause = append(pause, p)
@@ -199,7 +258,7 @@ func (m *merger) pop(cl *kgo.Client, high int, fill func(p int32, offset int64, 
 			}
 		}
 		rec := m.drop(best)
-		if best.paused && len(best.queue) < max(high/2, 1) && best.bytes < m.byteHigh()/2 {
+		if best.paused && !m.streamed[rec.Partition] && len(best.queue) < max(high/2, 1) && best.bytes < m.byteHigh()/2 {
 			best.paused = false
 			cl.ResumeFetchPartitions(map[string][]int32{m.topic: {rec.Partition}})
 		}

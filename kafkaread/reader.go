@@ -183,7 +183,7 @@ func (r *Reader) newClient(a AliasSpec, iso Isolation, extra ...kgo.Opt) (*kgo.C
 	// MaxReadBatchBytes) and then at most fetchBudget bytes: a batch
 	// past that is fetched again, first of a later fetch, never
 	// decompressed twice (kconn.Decompressor).
-	opts = append(opts, kconn.NewDecompressor(MaxReadBatchBytes, fetchBudget, readBuffers).Opts()...)
+	opts = append(opts, kconn.NewDecompressor(MaxReadBatchBytes, fetchBudget, readBuffers).StreamAbove(fetchBudget).Opts()...)
 	opts = append(opts, kgo.WithPools(readBuffers))
 	opts = append(opts, extra...)
 	opts = append(opts, r.extraOpts...)

@@ -122,7 +122,7 @@ func TestRecordWriteJSONLine(t *testing.T) {
 		"",
 		`{"a":"<b>&amp;</b>"}`,
 		strings.Repeat("\x00", 100<<10),
-		strings.Repeat("é", 40<<10),               // 2-byte runes over several pieces
+		strings.Repeat("é", 40<<10), // 2-byte runes over several pieces
 		"x" + strings.Repeat("\U0001F600", 20<<10), // 4-byte runes, shifted by one
 		strings.Repeat("a\u2028b\u2029", 10<<10),
 		"bad \xff\xfe utf-8 \xe2\x82",

@@ -38,58 +38,85 @@ func newRefetcher(cl *kgo.Client, topic string, iso Isolation, read func(kgo.Fet
 	return &refetcher{cl: cl, topic: topic, iso: iso, dec: kconn.NewDecompressor(MaxReadBatchBytes, 0, nil), read: read}
 }
 
-// records reads the batch of partition p holding offset again and calls
-// each with its records from offset on, in offset order, until each
-// returns false or the batch ends. The batch is decompressed as a stream,
-// up to the record each stops at: a read holds the codec's window and one
-// record, not the batch. Each record's bytes are valid only during the
-// call (each copies what it keeps). A gone offset (deleted, compacted, or
-// past the log's end) calls each with no record of it.
-func (f *refetcher) records(ctx context.Context, p int32, offset int64, each func(*kgo.Record) bool) error {
-	rp, err := f.fetch(ctx, p, offset)
+// records reads partition p from offset on: one fetch of at most
+// maxBytes as stored (1: the batch holding offset, whole), each batch
+// decompressed as a stream up to the records wanted, and calls each with
+// the records a consumer at the refetcher's isolation sees, in offset
+// order, until each returns false (that record not taken) or the fetch
+// ends. A read holds the fetch as stored, the codec's window and one
+// record, never a decompressed batch. Each record's bytes are valid only
+// during the call (each copies what it keeps). next is the offset to read
+// on from: after the last batch read, or the record each stopped at; it
+// is offset when nothing is there any more (deleted, compacted, or past
+// the log's end).
+func (f *refetcher) records(ctx context.Context, p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (next int64, err error) {
+	next = offset
+	rp, err := f.fetch(ctx, p, offset, maxBytes)
 	if err != nil || rp == nil {
-		return err
+		return next, err
+	}
+	// Under read_committed, the batches of aborted transactions are
+	// skipped: a producer's batches from the first offset the broker
+	// lists for it up to its next transaction marker.
+	aborted := map[int64][]int64{}
+	if f.iso == ReadCommitted {
+		for _, a := range rp.AbortedTransactions {
+			aborted[a.ProducerID] = append(aborted[a.ProducerID], a.FirstOffset)
+		}
+		for _, offs := range aborted {
+			slices.Sort(offs)
+		}
 	}
 	var buf []byte
 	for in := rp.RecordBatches; len(in) > 17; {
 		length := int64(binary.BigEndian.Uint32(in[8:])) + 12
 		if length > int64(len(in)) || in[16] != 2 {
-			return nil // a partial batch ends a response; old message formats are not read again
+			return next, nil // a partial batch ends a response; old message formats are not read here
 		}
 		var batch kmsg.RecordBatch
 		raw := in[:length]
 		in = in[length:]
 		if err := batch.ReadFrom(raw); err != nil {
-			return fmt.Errorf("partition %d: the batch at offset %d does not parse: %w", p, batch.FirstOffset, err)
+			return next, fmt.Errorf("partition %d: the batch at offset %d does not parse: %w", p, batch.FirstOffset, err)
 		}
 		if int32(crc32.Checksum(raw[21:], crc32c)) != batch.CRC {
-			return fmt.Errorf("partition %d: the batch at offset %d fails its CRC", p, batch.FirstOffset)
+			return next, fmt.Errorf("partition %d: the batch at offset %d fails its CRC", p, batch.FirstOffset)
 		}
 		last := batch.FirstOffset + int64(batch.LastOffsetDelta)
-		if last < offset || batch.Attributes&0x20 != 0 { // before offset, or transaction markers
+		if last < offset {
 			continue
 		}
-		more, err := f.batch(p, &batch, offset, &buf, each)
-		if err != nil {
-			var tl *kgo.ErrDecompressTooLarge
-			if errors.Is(err, kgo.ErrMaxDecompress) && !errors.As(err, &tl) {
-				err = &kgo.ErrDecompressTooLarge{Topic: f.topic, Partition: p, Offset: batch.FirstOffset, Epoch: batch.PartitionLeaderEpoch, NextOffset: last + 1}
+		offs := aborted[batch.ProducerID]
+		switch {
+		case batch.Attributes&0x20 != 0: // transaction markers: the end of a transaction
+			if len(offs) > 0 && offs[0] <= batch.FirstOffset {
+				aborted[batch.ProducerID] = offs[1:]
 			}
-			return err
+		case batch.Attributes&0x10 != 0 && len(offs) > 0 && offs[0] <= batch.FirstOffset: // aborted
+		default:
+			more, err := f.batch(p, &batch, offset, &buf, each, &next)
+			if err != nil {
+				var tl *kgo.ErrDecompressTooLarge
+				if errors.Is(err, kgo.ErrMaxDecompress) && !errors.As(err, &tl) {
+					err = &kgo.ErrDecompressTooLarge{Topic: f.topic, Partition: p, Offset: batch.FirstOffset, Epoch: batch.PartitionLeaderEpoch, NextOffset: last + 1}
+				}
+				return next, err
+			}
+			if !more {
+				return next, nil
+			}
 		}
-		if !more {
-			return nil
-		}
+		next = max(next, last+1)
 	}
-	return nil
+	return next, nil
 }
 
 // crc32c is the checksum of record batches.
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
-// batch streams the records of batch from offset on to each; false: each
-// stopped.
-func (f *refetcher) batch(p int32, batch *kmsg.RecordBatch, offset int64, buf *[]byte, each func(*kgo.Record) bool) (bool, error) {
+// batch streams the records of batch from offset on to each, moving next
+// past each record taken; false: each stopped.
+func (f *refetcher) batch(p int32, batch *kmsg.RecordBatch, offset int64, buf *[]byte, each func(*kgo.Record) bool, next *int64) (bool, error) {
 	r, release, err := f.dec.Reader(batch.Records, kgo.CompressionCodecType(batch.Attributes&0x07))
 	if err != nil {
 		return false, err
@@ -107,7 +134,10 @@ func (f *refetcher) batch(p int32, batch *kmsg.RecordBatch, offset int64, buf *[
 		if err != nil {
 			return false, fmt.Errorf("partition %d: a record of the batch at offset %d: %w", p, batch.FirstOffset, err)
 		}
-		if n < 0 || n > int64(f.dec.MaxBatch()) {
+		if n > int64(f.dec.MaxBatch()) {
+			return false, fmt.Errorf("partition %d: a record of %d bytes: %w", p, n, kgo.ErrMaxDecompress)
+		}
+		if n < 0 {
 			return false, fmt.Errorf("partition %d: a record of the batch at offset %d has length %d", p, batch.FirstOffset, n)
 		}
 		b := binary.AppendVarint((*buf)[:0], n)
@@ -139,8 +169,10 @@ func (f *refetcher) batch(p int32, batch *kmsg.RecordBatch, offset int64, buf *[
 			}
 		}
 		if !each(rec) {
+			*next = o
 			return false, nil
 		}
+		*next = o + 1
 	}
 	return true, nil
 }
@@ -155,10 +187,11 @@ func (f *refetcher) level() kgo.IsolationLevel {
 // maxRetries bounds the attempts of one fetch after retriable errors.
 const maxRetries = 3
 
-// fetch sends one fetch of partition p at offset to its leader, listing
-// the leaders again when the one known moved (at most maxRetries times). nil, nil: the offset
-// is out of range.
-func (f *refetcher) fetch(ctx context.Context, p int32, offset int64) (*kmsg.FetchResponseTopicPartition, error) {
+// fetch sends one fetch of partition p at offset, of at most maxBytes as
+// stored (a broker sends the first batch whole whatever its size), to its
+// leader, listing the leaders again when the one known moved (at most
+// maxRetries times). nil, nil: the offset is out of range.
+func (f *refetcher) fetch(ctx context.Context, p int32, offset int64, maxBytes int32) (*kmsg.FetchResponseTopicPartition, error) {
 	for attempt := 0; ; attempt++ {
 		if f.leaders == nil {
 			if err := f.listLeaders(ctx); err != nil {
@@ -172,14 +205,14 @@ func (f *refetcher) fetch(ctx context.Context, p int32, offset int64) (*kmsg.Fet
 		req := kmsg.NewPtrFetchRequest()
 		req.MaxWaitMillis = 0
 		req.MinBytes = 0
-		req.MaxBytes = 1
+		req.MaxBytes = maxBytes
 		if f.iso == ReadCommitted {
 			req.IsolationLevel = 1
 		}
 		t := kmsg.NewFetchRequestTopic()
 		t.Topic, t.TopicID = f.topic, f.topicID
 		pt := kmsg.NewFetchRequestTopicPartition()
-		pt.Partition, pt.FetchOffset, pt.PartitionMaxBytes = p, offset, 1
+		pt.Partition, pt.FetchOffset, pt.PartitionMaxBytes = p, offset, maxBytes
 		t.Partitions = append(t.Partitions, pt)
 		req.Topics = append(req.Topics, t)
 		resp, err := req.RequestWith(ctx, f.cl.Broker(int(leader)))

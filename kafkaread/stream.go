@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"svc/kafkaread/kconn"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -82,13 +84,18 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: assign})
 
 	ref := newRefetcher(cl, a.Topic, q.Isolation, func(b kgo.FetchBatchMetrics) { sizer.read.Add(int64(b.UncompressedBytes)) })
-	fill := func(p int32, offset int64, each func(*kgo.Record) bool) error {
-		fillCtx, cancel := context.WithTimeout(ctx, r.deadline)
+	read := func(p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (int64, error) {
+		readCtx, cancel := context.WithTimeout(ctx, r.deadline)
 		defer cancel()
-		if err := ref.records(fillCtx, p, offset, each); err != nil {
-			return classify(ctx, fillCtx, "stream", alias, err)
+		next, err := ref.records(readCtx, p, offset, maxBytes, each)
+		if err != nil {
+			return next, classify(ctx, readCtx, "stream", alias, err)
 		}
-		return nil
+		return next, nil
+	}
+	fill := func(p int32, offset int64, each func(*kgo.Record) bool) error {
+		_, err := read(p, offset, 1, each)
+		return err
 	}
 	sent := 0
 	for {
@@ -110,6 +117,20 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 		if m.finished() {
 			return nil
 		}
+		// Partitions read as streams: the next records of those with
+		// nothing queued.
+		served := false
+		for p, ps := range m.parts {
+			if m.streamed[p] && ps.open && len(ps.queue) == 0 {
+				if err := m.readStreamed(p, ps, read); err != nil {
+					return err
+				}
+				served = true
+			}
+		}
+		if served {
+			continue
+		}
 		pollCtx, cancel := context.WithTimeout(ctx, r.deadline)
 		fetches := cl.PollFetches(pollCtx)
 		if ctx.Err() != nil {
@@ -120,6 +141,11 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 			m.push(fp.Partition, fp.Records)
 			recycle(fp.Records) // push copied what it keeps
 		})
+		for _, fe := range fetches.Errors() {
+			if kconn.IsLargeBatch(fe.Err) {
+				m.stream(fe.Partition)
+			}
+		}
 		m.settle(cl, m.high(limit-sent))
 		if err := fetchErr(fetches); err != nil && !m.finished() {
 			err = classify(ctx, pollCtx, "stream", alias, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -96,9 +97,10 @@ func TestStreamHoldsNoRecordPerPartition(t *testing.T) {
 }
 
 // TestStreamZstdFetchIsBounded (issue 38, item 1): however much its
-// batches inflate, what one fetch of a stream decompresses is its first
-// batch and at most fetchBudget more. Before the fix the first fetch of
-// a topic of zstd zeros decompressed a batch of every partition at once.
+// batches inflate, one fetch of a stream decompresses at most
+// 2 × fetchBudget; larger batches are read as streams. Before the fix
+// the first fetch of a topic of zstd zeros decompressed a batch of every
+// partition at once.
 func TestStreamZstdFetchIsBounded(t *testing.T) {
 	c := newCluster(t)
 	const parts, perBatch, size = 16, 4, 256 << 10
@@ -118,9 +120,11 @@ func TestStreamZstdFetchIsBounded(t *testing.T) {
 	if n != parts*perBatch {
 		t.Fatalf("read %d records, want %d", n, parts*perBatch)
 	}
-	batch := int64(perBatch * size)
-	if got, limit := most.Load(), batch+fetchBudget; got > limit {
-		t.Errorf("one fetch decompressed %d KiB, want at most %d KiB (a batch of %d KiB and fetchBudget)", got>>10, limit>>10, batch>>10)
+	// A batch larger than fetchBudget is read as a stream, never whole:
+	// a fetch decompresses at most a first batch of fetchBudget and
+	// fetchBudget more.
+	if got, limit := most.Load(), int64(2*fetchBudget); got > limit {
+		t.Errorf("one fetch decompressed %d KiB, want at most %d KiB (batches of %d KiB are read as streams)", got>>10, limit>>10, perBatch*size>>10)
 	}
 }
 
@@ -167,5 +171,91 @@ func TestReadBatchTooLarge(t *testing.T) {
 	}, func(*kgo.Record) error { return nil })
 	if !errors.As(err, &tl) {
 		t.Fatalf("ScanRanges() = %v, want a BatchTooLargeError", err)
+	}
+}
+
+// TestLargeBatchesReadAsStreams: batches too large to decompress whole
+// (over fetchBudget) are read as streams by every read, with the view of
+// the read's isolation: under read_committed the records of an aborted
+// transaction are left out, under read_uncommitted they are shown; a
+// stream, a scan and a single-record read agree.
+func TestLargeBatchesReadAsStreams(t *testing.T) {
+	c := newCluster(t)
+	if err := c.CreateTopic(topicBig, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionalID("kafkaread-large"), kgo.ProducerBatchCompression(kgo.ZstdCompression()),
+		kgo.ProducerBatchMaxBytes(4<<20), kgo.ProducerLinger(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const size = 300 << 10 // two a batch: 600 KiB, over fetchBudget
+	for i, end := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort, kgo.TryCommit} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		recs := []*kgo.Record{
+			{Topic: topicBig, Timestamp: time.UnixMilli(int64(1000 + 2*i)), Value: zeroValue(i, 0, size)},
+			{Topic: topicBig, Timestamp: time.UnixMilli(int64(1001 + 2*i)), Value: zeroValue(i, 1, size)},
+		}
+		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(t.Context(), end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Offsets: 0-1 committed, 2 marker, 3-4 aborted, 5 marker, 6-7
+	// committed, 8 marker.
+	r := sourceReader(t, c, topicBig)
+	var m *merger
+	r.onMerger = func(x *merger) { m = x }
+	for _, tc := range []struct {
+		iso  Isolation
+		want []int64
+	}{
+		{ReadCommitted, []int64{0, 1, 6, 7}},
+		{ReadUncommitted, []int64{0, 1, 3, 4, 6, 7}},
+	} {
+		recs, err := collect(t, r, "source", StreamQuery{Isolation: tc.iso})
+		if err != nil {
+			t.Fatalf("%v: Stream: %v", tc.iso, err)
+		}
+		var got []int64
+		for _, rec := range recs {
+			got = append(got, rec.Offset)
+			if want := string(zeroValue(int(rec.Offset/3), int(rec.Offset%3), size)); rec.Payload != want {
+				t.Errorf("%v: offset %d: not the record's payload", tc.iso, rec.Offset)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%v: Stream read offsets %v, want %v", tc.iso, got, tc.want)
+		}
+		if len(m.streamed) == 0 {
+			t.Errorf("%v: no partition was read as a stream: the test does not exercise it", tc.iso)
+		}
+		got = nil
+		err = r.ScanRanges(t.Context(), "source", nil, tc.iso, func(mk map[int32]Marks) map[int32]Range {
+			return map[int32]Range{0: {From: mk[0].Low, To: mk[0].High}}
+		}, func(rec *kgo.Record) error {
+			got = append(got, rec.Offset)
+			return nil
+		})
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%v: ScanRanges read offsets %v, %v; want %v", tc.iso, got, err, tc.want)
+		}
+		for _, o := range []int64{1, 3, 6} {
+			rec, err := r.Message(t.Context(), "source", 0, o, tc.iso)
+			shown := slices.Contains(tc.want, o)
+			var gone *GoneError
+			switch {
+			case shown && (err != nil || rec.Offset != o || rec.PayloadSizeBytes != size):
+				t.Errorf("%v: Message(%d) = offset %d, %v", tc.iso, o, rec.Offset, err)
+			case !shown && (!errors.As(err, &gone) || gone.Next != 6):
+				t.Errorf("%v: Message(%d) = %v, want gone, next 6", tc.iso, o, err)
+			}
+		}
 	}
 }

@@ -25,8 +25,16 @@ import (
 // response. Consumers of fetch errors skip it (IsWindowFull).
 var ErrWindowFull = errors.New("the fetch's decompression budget is spent; the batch is read by a later fetch")
 
+// ErrLargeBatch is the error a Decompressor set to StreamAbove refuses a
+// batch larger than that with (stated, or seen while decoding): the
+// client's caller reads it as a stream instead (Reader), never whole.
+var ErrLargeBatch = errors.New("the batch is larger than the client decompresses whole; it is read as a stream")
+
 // IsWindowFull reports a fetch error that only defers a batch.
 func IsWindowFull(err error) bool { return errors.Is(err, ErrWindowFull) }
+
+// IsLargeBatch reports a fetch error for a batch to read as a stream.
+func IsLargeBatch(err error) bool { return errors.Is(err, ErrLargeBatch) }
 
 // Decompressor decompresses the batches a consuming client fetches
 // (kgo.WithDecompressor) within two bounds, whatever the codec:
@@ -56,6 +64,7 @@ func IsWindowFull(err error) bool { return errors.Is(err, ErrWindowFull) }
 // (the consumer) about one per broker.
 type Decompressor struct {
 	maxBatch, window int
+	streamAbove      int                     // > 0: batches larger than this are refused with ErrLargeBatch
 	pool             kgo.PoolDecompressBytes // may be nil
 
 	mu   sync.Mutex
@@ -65,6 +74,7 @@ type Decompressor struct {
 	batches      atomic.Int64 // batches decompressed
 	deferred     atomic.Int64 // batches refused with ErrWindowFull
 	tooLarge     atomic.Int64 // batches refused over MaxBatch
+	large        atomic.Int64 // batches refused with ErrLargeBatch
 
 	zstd, gz, lz sync.Pool
 }
@@ -94,6 +104,14 @@ func NewDecompressor(maxBatch, window int, pool kgo.PoolDecompressBytes) *Decomp
 
 type zstdDec struct{ *zstd.Decoder }
 
+// StreamAbove makes d refuse batches that decompress to more than n bytes
+// with ErrLargeBatch, for a caller that reads those as streams (Reader);
+// it returns d.
+func (d *Decompressor) StreamAbove(n int) *Decompressor {
+	d.streamAbove = n
+	return d
+}
+
 // Opts are the client options that install d: the decompressor and the
 // hook that opens its windows.
 func (d *Decompressor) Opts() []kgo.Opt {
@@ -111,6 +129,9 @@ func (d *Decompressor) Batches() int64 { return d.batches.Load() }
 
 // Deferred is the number of batches refused with ErrWindowFull so far.
 func (d *Decompressor) Deferred() int64 { return d.deferred.Load() }
+
+// Large is the number of batches refused with ErrLargeBatch so far.
+func (d *Decompressor) Large() int64 { return d.large.Load() }
 
 // TooLarge is the number of batches refused over MaxBatch so far.
 func (d *Decompressor) TooLarge() int64 { return d.tooLarge.Load() }
@@ -141,20 +162,38 @@ func (d *Decompressor) limit() (int, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.used == 0 {
-		return d.maxBatch, true
+		return d.batchCap(), true
 	}
-	return min(d.maxBatch, d.window-d.used), false
+	return min(d.batchCap(), d.window-d.used), false
 }
 
-// errOver is the refusal of a batch over lim: over MaxBatch, or only over
-// what the window has left.
+// batchCap is the most one batch decompresses to whole.
+func (d *Decompressor) batchCap() int {
+	if d.streamAbove > 0 {
+		return min(d.maxBatch, d.streamAbove)
+	}
+	return d.maxBatch
+}
+
+// errOver is the refusal of a batch over lim: over MaxBatch (or to be
+// read as a stream), or only over what the window has left.
 func (d *Decompressor) errOver(lim int) error {
-	if lim >= d.maxBatch {
+	switch {
+	case lim >= d.batchCap() && d.batchCap() < d.maxBatch:
+		d.large.Add(1)
+		return ErrLargeBatch
+	case lim >= d.maxBatch:
 		d.tooLarge.Add(1)
 		return fmt.Errorf("%w (%d bytes)", kgo.ErrMaxDecompress, d.maxBatch)
 	}
 	d.deferred.Add(1)
 	return ErrWindowFull
+}
+
+// errTooLarge is the refusal of a batch over MaxBatch read as a stream.
+func (d *Decompressor) errTooLarge() error {
+	d.tooLarge.Add(1)
+	return fmt.Errorf("%w (%d bytes)", kgo.ErrMaxDecompress, d.maxBatch)
 }
 
 // Decompress implements kgo.Decompressor.
@@ -427,7 +466,7 @@ func (d *Decompressor) Reader(src []byte, codec kgo.CompressionCodecType) (r io.
 	case kgo.CodecSnappy:
 		b, err := decodeSnappy(nil, src, d.maxBatch)
 		if errors.Is(err, errOverLimit) {
-			return nil, release, d.errOver(d.maxBatch)
+			return nil, release, d.errTooLarge()
 		}
 		if err != nil {
 			return nil, release, err
@@ -469,7 +508,7 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 	if b.left <= 0 {
 		var one [1]byte
 		if n, _ := b.r.Read(one[:]); n > 0 {
-			return 0, b.d.errOver(b.d.maxBatch)
+			return 0, b.d.errTooLarge()
 		}
 	}
 	if int64(len(p)) > b.left {
@@ -479,7 +518,7 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 	b.left -= int64(n)
 	b.d.decompressed.Add(int64(n))
 	if zstdOver(err) {
-		err = b.d.errOver(b.d.maxBatch)
+		err = b.d.errTooLarge()
 	}
 	return n, err
 }
