@@ -65,9 +65,10 @@ const MaxReadBatchBytes = 16 << 20
 
 // readBuffers lends every read its decompression buffers. Reads copy
 // what they keep out of a batch and recycle its records at once, so a
-// batch's buffer serves the next batch of any read; it keeps at most
-// MaxReadBatchBytes of free buffers.
-var readBuffers = kconn.NewBufferPool(MaxReadBatchBytes)
+// batch's buffer serves the next batch of any read. Reads decompress
+// batches of at most fetchBudget whole (larger ones as streams), so it
+// keeps at most 2 MiB of free buffers: eight such batches.
+var readBuffers = kconn.NewBufferPool(2 << 20)
 
 const (
 	fetchBudget = ReadAheadBytes / 4           // decompressed bytes of the fetch in flight or buffered
