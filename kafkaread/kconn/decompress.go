@@ -76,7 +76,41 @@ type Decompressor struct {
 	tooLarge     atomic.Int64 // batches refused over MaxBatch
 	large        atomic.Int64 // batches refused with ErrLargeBatch
 
-	zstd, gz, lz sync.Pool
+	zstd, gz, lz *sync.Pool // shared by the Decompressors of one bound (decoders)
+}
+
+// Decoders are shared by every Decompressor of the process: a read builds
+// a client (and a Decompressor) per request, and an lz4 reader holds
+// blocks of up to 4 MiB, a zstd decoder its window. zstd decoders carry
+// their bound, so they are shared by Decompressors of the same MaxBatch.
+var (
+	gzReaders  = &sync.Pool{New: func() any { return new(gzip.Reader) }}
+	lz4Readers = &sync.Pool{New: func() any { return lz4.NewReader(nil) }}
+
+	zstdMu    sync.Mutex
+	zstdPools = map[int]*sync.Pool{}
+)
+
+// zstdDecoders is the pool of zstd decoders bounded at maxBatch.
+func zstdDecoders(maxBatch int) *sync.Pool {
+	zstdMu.Lock()
+	defer zstdMu.Unlock()
+	p := zstdPools[maxBatch]
+	if p == nil {
+		p = &sync.Pool{New: func() any {
+			dec, _ := zstd.NewReader(nil,
+				zstd.WithDecoderLowmem(true),
+				zstd.WithDecoderConcurrency(1),
+				zstd.WithDecoderMaxMemory(uint64(maxBatch)),
+				zstd.WithDecoderMaxWindow(uint64(max(maxBatch, zstd.MinWindowSize))),
+			)
+			z := &zstdDec{dec}
+			runtime.SetFinalizer(z, func(z *zstdDec) { z.Close() })
+			return z
+		}}
+		zstdPools[maxBatch] = p
+	}
+	return p
 }
 
 // NewDecompressor returns a Decompressor for batches of at most maxBatch
@@ -86,19 +120,7 @@ type Decompressor struct {
 // same pool to kgo.WithPools).
 func NewDecompressor(maxBatch, window int, pool kgo.PoolDecompressBytes) *Decompressor {
 	d := &Decompressor{maxBatch: maxBatch, window: window, pool: pool}
-	d.zstd.New = func() any {
-		dec, _ := zstd.NewReader(nil,
-			zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderConcurrency(1),
-			zstd.WithDecoderMaxMemory(uint64(maxBatch)),
-			zstd.WithDecoderMaxWindow(uint64(max(maxBatch, zstd.MinWindowSize))),
-		)
-		z := &zstdDec{dec}
-		runtime.SetFinalizer(z, func(z *zstdDec) { z.Close() })
-		return z
-	}
-	d.gz.New = func() any { return new(gzip.Reader) }
-	d.lz.New = func() any { return lz4.NewReader(nil) }
+	d.zstd, d.gz, d.lz = zstdDecoders(maxBatch), gzReaders, lz4Readers
 	return d
 }
 
