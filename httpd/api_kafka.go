@@ -3,6 +3,7 @@ package httpd
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -69,10 +70,16 @@ func (n *ndjsonWriter) begin() {
 	}
 }
 
-// line writes v as one line and flushes it.
+// line writes v as one line and flushes it. A value that writes its own
+// line (kafkaread.Record: its payload escaped a piece at a time) is not
+// held whole in memory.
 func (n *ndjsonWriter) line(v any) error {
 	n.begin()
-	if err := n.enc.Encode(v); err != nil {
+	if lw, ok := v.(interface{ WriteJSONLine(io.Writer) error }); ok {
+		if err := lw.WriteJSONLine(n.w); err != nil {
+			return err
+		}
+	} else if err := n.enc.Encode(v); err != nil {
 		return err
 	}
 	return n.rc.Flush()
@@ -98,8 +105,8 @@ func (n *ndjsonWriter) end(r *http.Request, err error) bool {
 }
 
 // kafkaError answers a read API error: 404 for anything not found
-// (alias, partition, offset), 400 for a bad query, 502 for broker timeouts
-// and failures, 500 otherwise.
+// (alias, partition, offset), 400 for a bad query, 422 for a batch too
+// large to read, 502 for broker timeouts and failures, 500 otherwise.
 func kafkaError(w http.ResponseWriter, err error) {
 	// The read API's errors, and a redrive refused before its first line.
 	switch {
@@ -107,6 +114,8 @@ func kafkaError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, kafkaread.ErrBadQuery):
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, kafkaread.ErrTooLarge):
+		writeError(w, http.StatusUnprocessableEntity, "batch_too_large", err.Error())
 	case errors.Is(err, redrive.ErrBusy):
 		writeError(w, http.StatusConflict, "redrive_in_progress", err.Error())
 	case errors.Is(err, kafkaread.ErrBrokerTimeout), errors.Is(err, kafkaread.ErrBrokerFailure):

@@ -9,6 +9,7 @@ import (
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Every error this package returns has an Error() text fit to be served as
@@ -32,7 +33,31 @@ var (
 	// ErrBrokerFailure means a broker answered with an error or the
 	// connection failed.
 	ErrBrokerFailure = errors.New("kafka read failed")
+	// ErrTooLarge is matched by *BatchTooLargeError: a batch a read
+	// cannot decompress within MaxReadBatchBytes.
+	ErrTooLarge = errors.New("batch too large to read")
 )
+
+// BatchTooLargeError is a batch that decompresses to more than
+// MaxReadBatchBytes: offsets From to Next-1 of the partition cannot be
+// read here (a consumer with a larger bound, kcat for one, can). The
+// records from Next on can.
+type BatchTooLargeError struct {
+	Alias     string
+	Partition int32
+	From      int64 // the batch's first offset
+	Next      int64 // the offset after its last record
+	Bound     int
+}
+
+// Error names the batch's offsets, the bound and where reading may go on.
+func (e *BatchTooLargeError) Error() string {
+	return fmt.Sprintf("alias '%s' partition %d: the batch of offsets %d-%d decompresses to more than %d MiB, the most a read decompresses at once; its records cannot be read here (the next offset readable is %d)",
+		e.Alias, e.Partition, e.From, e.Next-1, e.Bound>>20, e.Next)
+}
+
+// Is matches ErrTooLarge.
+func (e *BatchTooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
 // notFound is a sentinel that also matches ErrNotFound.
 type notFound string
@@ -134,8 +159,11 @@ func (e *brokerError) Unwrap() []error { return []error{e.kind, e.cause} }
 // errors: this package's own 4xx errors and the caller's cancellation pass
 // through, an expired opCtx is a timeout, anything else a broker failure.
 func classify(ctx, opCtx context.Context, op, alias string, err error) error {
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrBadQuery) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrBadQuery) || errors.Is(err, ErrTooLarge) {
 		return err // already one of ours
+	}
+	if tl, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
+		return &BatchTooLargeError{Alias: alias, Partition: tl.Partition, From: tl.Offset, Next: tl.NextOffset, Bound: MaxReadBatchBytes}
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s alias '%s': %w", op, alias, ctx.Err())

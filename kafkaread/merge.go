@@ -1,6 +1,8 @@
 package kafkaread
 
 import (
+	"sort"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -9,6 +11,27 @@ import (
 // after resume without loss or duplicates.
 const minQueueHigh = 100
 
+// maxEntries bounds the entries one partition queues, stand-ins
+// included: a fetch of tiny records past it is cut and its rest fetched
+// again once the queue has room.
+const maxEntries = 4 * MaxStreamRecords
+
+// entryCost is what a queued stand-in (or a queued record beyond its
+// bytes) costs in memory.
+const entryCost = 64
+
+// entry is one queued record: a copy of a fetched record (rec), or, for a
+// record that did not fit in the stream's queueBudget, a stand-in that
+// keeps only what ordering needs (rec nil): the record is read again
+// (fill) when its turn to be emitted comes.
+type entry struct {
+	rec       *kgo.Record // nil: a stand-in
+	ts        int64       // timestamp, epoch ms
+	partition int32
+	offset    int64
+	size      int // the record's bytes (recordSize), stand-in or not
+}
+
 // partState is one partition of a stream: its window [start, end) where
 // end is the snapshot high watermark, whether it still fetches, and the
 // records fetched but not yet emitted.
@@ -16,9 +39,10 @@ type partState struct {
 	start, end int64
 	open       bool // still fetching: end not reached, no record past to_ts
 	paused     bool
-	queue      []*kgo.Record // copies (see detach)
-	bytes      int           // size of the queued records
-	rewind     int64         // >= 0: fetched records from this offset on were not queued; fetch them again
+	queue      []entry
+	bytes      int   // size of the queued records, stand-ins included (the pause threshold)
+	next       int64 // the offset after the last record queued (0: none yet)
+	rewind     int64 // >= 0: fetched records from this offset on were not queued; fetch them again
 }
 
 // merger orders a stream: it emits the queued record with the smallest
@@ -26,58 +50,124 @@ type partState struct {
 // queued, so the output is in timestamp order across partitions (which makes
 // the spec's traversal by "last timestamp_ms + 1" gap-free) and in offset
 // order within a partition. It is used by one goroutine.
+//
+// The records it copies out of fetches weigh at most queueBudget together
+// (queued); a record that does not fit is queued as a stand-in, and read
+// again, alone with the records of its batch that then fit, when it is
+// next (fill). A fetched batch is never decompressed again for records
+// that fitted; one whose records did not fit is decompressed once more for
+// each read of a stand-in.
 type merger struct {
 	topic   string
 	toTS    *int64
 	parts   map[int32]*partState
 	closing []int32 // partitions to stop fetching at the next settle
-	queued  int     // bytes queued over all partitions
+	queued  int     // bytes of the copies queued over all partitions
 	peak    int     // the most bytes ever queued (tests)
 	sizer   *fetchSizer
+	fills   int // stand-ins read again (tests)
+	// streamed are the partitions whose batches are too large for the
+	// client to decompress whole: read by the stream itself
+	// (readStreamed), no longer by the client.
+	streamed map[int32]bool
+	toStream []int32 // newly streamed partitions, to remove from the client at the next settle
 }
 
 func newMerger(topic string, toTS *int64, parts map[int32]*partState, sizer *fetchSizer) *merger {
-	return &merger{topic: topic, toTS: toTS, parts: parts, sizer: sizer}
+	return &merger{topic: topic, toTS: toTS, parts: parts, sizer: sizer, streamed: map[int32]bool{}}
 }
 
 // push queues fetched records of partition p, closing p at its snapshot
 // end or at its first record past to_ts. Control records (transaction
-// markers) are never emitted but count towards reaching the end.
+// markers) are never emitted but count towards reaching the end. Records
+// before what p already queued (a fetch from before a rewind) are skipped.
 func (m *merger) push(p int32, recs []*kgo.Record) {
 	ps := m.parts[p]
 	if ps == nil {
 		return
 	}
-	byteHigh := m.byteHigh()
 	for _, rec := range recs {
-		if !ps.open || ps.rewind >= 0 {
+		if !m.pushOne(p, ps, rec) {
 			return
 		}
-		if len(ps.queue) > 0 && ps.bytes+recordSize(rec) > byteHigh {
-			// A fetch larger than this partition's share: keep what fits,
-			// fetch the rest again once the client has read the queue.
-			ps.rewind = rec.Offset
-			return
-		}
-		switch {
-		case rec.Offset >= ps.end:
-			m.close(p, ps)
-			return
-		case rec.Attrs.IsControl():
-		case m.toTS != nil && rec.Timestamp.UnixMilli() > *m.toTS:
-			m.close(p, ps)
-			return
-		default:
-			ps.queue = append(ps.queue, detach(rec))
-			n := recordSize(rec)
-			ps.bytes += n
+	}
+}
+
+// pushOne is push for one record; false: p takes no more records of this
+// fetch (closed, or to be fetched again from a rewind).
+func (m *merger) pushOne(p int32, ps *partState, rec *kgo.Record) bool {
+	if !ps.open || ps.rewind >= 0 {
+		return false
+	}
+	if rec.Offset < ps.next {
+		return true
+	}
+	if len(ps.queue) >= maxEntries {
+		// Too many tiny records: fetch the rest again once the
+		// queue has room.
+		ps.rewind = rec.Offset
+		return false
+	}
+	switch {
+	case rec.Offset >= ps.end:
+		m.close(p, ps)
+		return false
+	case rec.Attrs.IsControl():
+	case m.toTS != nil && rec.Timestamp.UnixMilli() > *m.toTS:
+		m.close(p, ps)
+		return false
+	default:
+		n := recordSize(rec)
+		e := entry{ts: rec.Timestamp.UnixMilli(), partition: p, offset: rec.Offset, size: n}
+		if m.queued+n <= queueBudget {
+			e.rec = detach(rec)
 			m.queued += n
 			m.peak = max(m.peak, m.queued)
 		}
-		if rec.Offset+1 >= ps.end {
-			m.close(p, ps)
-		}
+		ps.queue = append(ps.queue, e)
+		ps.bytes += n
 	}
+	ps.next = rec.Offset + 1
+	if rec.Offset+1 >= ps.end {
+		m.close(p, ps)
+		return false
+	}
+	return true
+}
+
+// stream hands partition p over to readStreamed: its next batch is too
+// large for the client to decompress whole (kconn.ErrLargeBatch).
+func (m *merger) stream(p int32) {
+	if ps := m.parts[p]; ps != nil && ps.open && !m.streamed[p] {
+		m.streamed[p] = true
+		m.toStream = append(m.toStream, p)
+	}
+}
+
+// readStreamed reads the next records of a partition read as a stream
+// (streamed: its batches are larger than the client decompresses whole)
+// into its queue: one fetch of at most fetchBudget as stored, decoded a
+// record at a time. A partition with nothing more to read is closed.
+func (m *merger) readStreamed(p int32, ps *partState, read func(p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (int64, error)) error {
+	from := max(ps.next, ps.start)
+	next, err := read(p, from, fetchBudget, func(rec *kgo.Record) bool {
+		if len(ps.queue) >= maxEntries {
+			return false // read on from here once the queue has room
+		}
+		return m.pushOne(p, ps, rec)
+	})
+	if err != nil || !ps.open {
+		return err
+	}
+	if next <= from && len(ps.queue) == 0 {
+		m.close(p, ps) // nothing there any more
+		return nil
+	}
+	ps.next = max(ps.next, next)
+	if ps.next >= ps.end {
+		m.close(p, ps)
+	}
+	return nil
 }
 
 func (m *merger) close(p int32, ps *partState) {
@@ -86,8 +176,9 @@ func (m *merger) close(p int32, ps *partState) {
 }
 
 // settle stops fetching closed partitions, pauses open ones whose queue
-// reached high records or its share of queueBudget, and sizes the next
-// fetches.
+// reached high records or its share of queueBudget, hands the partitions
+// whose batches are to be read as streams over to readStreamed, and sizes
+// the next fetches.
 func (m *merger) settle(cl *kgo.Client, high int) {
 	byteHigh := m.byteHigh()
 	if m.sizer != nil {
@@ -97,9 +188,17 @@ func (m *merger) settle(cl *kgo.Client, high int) {
 		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.closing})
 		m.closing = nil
 	}
+	if len(m.toStream) > 0 {
+		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.toStream})
+		m.toStream = nil
+	}
 	var pause []int32
 	rewind := map[int32]kgo.EpochOffset{}
 	for p, ps := range m.parts {
+		if m.streamed[p] {
+			ps.rewind = -1 // readStreamed reads on from ps.next
+			continue
+		}
 		if ps.open && !ps.paused && (len(ps.queue) >= high || ps.bytes >= byteHigh || ps.rewind >= 0) {
 			ps.paused = true
 			pause = append(pause, p)
@@ -117,16 +216,15 @@ func (m *merger) settle(cl *kgo.Client, high int) {
 	}
 }
 
-// pop returns the next record to emit, or false when an open partition has
-// nothing queued (more must be fetched first) or nothing is left. A paused
-// partition resumes once its queue falls below half of high, and always
-// before it runs empty.
-func (m *merger) pop(cl *kgo.Client, high int) (*kgo.Record, bool) {
+// head returns the partition whose first queued record is next, or nil
+// when an open partition has nothing queued (more must be fetched first)
+// or nothing is left.
+func (m *merger) head() *partState {
 	var best *partState
 	for _, ps := range m.parts {
 		if len(ps.queue) == 0 {
 			if ps.open {
-				return nil, false
+				return nil
 			}
 			continue
 		}
@@ -134,20 +232,78 @@ func (m *merger) pop(cl *kgo.Client, high int) (*kgo.Record, bool) {
 			best = ps
 		}
 	}
-	if best == nil {
-		return nil, false
+	return best
+}
+
+// pop returns the next record to emit, or false when an open partition has
+// nothing queued (more must be fetched first) or nothing is left. The next
+// record being a stand-in, fill reads it (and what then fits of its batch)
+// first; a stand-in whose record is gone (deleted or compacted since) is
+// dropped. A paused partition resumes once its queue falls below half of
+// high, and always before it runs empty.
+func (m *merger) pop(cl *kgo.Client, high int, fill func(p int32, offset int64, each func(*kgo.Record) bool) error) (*kgo.Record, bool, error) {
+	for {
+		best := m.head()
+		if best == nil {
+			return nil, false, nil
+		}
+		if best.queue[0].rec == nil {
+			if err := fill(best.queue[0].partition, best.queue[0].offset, m.filler(best)); err != nil {
+				return nil, false, err
+			}
+			m.fills++
+			if best.queue[0].rec == nil { // gone
+				m.drop(best)
+				continue
+			}
+		}
+		rec := m.drop(best)
+		if best.paused && !m.streamed[rec.Partition] && len(best.queue) < max(high/2, 1) && best.bytes < m.byteHigh()/2 {
+			best.paused = false
+			cl.ResumeFetchPartitions(map[string][]int32{m.topic: {rec.Partition}})
+		}
+		return rec, true, nil
 	}
-	rec := best.queue[0]
-	best.queue[0] = nil
-	best.queue = best.queue[1:]
-	n := recordSize(rec)
-	best.bytes -= n
-	m.queued -= n
-	if best.paused && len(best.queue) < max(high/2, 1) && best.bytes < m.byteHigh()/2 {
-		best.paused = false
-		cl.ResumeFetchPartitions(map[string][]int32{m.topic: {rec.Partition}})
+}
+
+// drop removes and returns the head entry's record of ps (nil for a
+// stand-in).
+func (m *merger) drop(ps *partState) *kgo.Record {
+	e := ps.queue[0]
+	ps.queue[0] = entry{}
+	ps.queue = ps.queue[1:]
+	ps.bytes -= e.size
+	if e.rec != nil {
+		m.queued -= e.size
 	}
-	return rec, true
+	return e.rec
+}
+
+// filler returns the function that replaces stand-ins of ps by the
+// records read again for them (in offset order): always the first one,
+// the next ones as long as they fit in queueBudget. A stand-in before the
+// first record read (its record is gone) stays a stand-in, which pop
+// drops.
+func (m *merger) filler(ps *partState) func(*kgo.Record) bool {
+	first := true
+	return func(rec *kgo.Record) bool {
+		j := sort.Search(len(ps.queue), func(k int) bool { return ps.queue[k].offset >= rec.Offset })
+		if j == len(ps.queue) {
+			return false
+		}
+		e := &ps.queue[j]
+		if e.offset != rec.Offset || e.rec != nil {
+			return true
+		}
+		if !first && m.queued+e.size > queueBudget {
+			return false
+		}
+		first = false
+		e.rec = detach(rec)
+		m.queued += e.size
+		m.peak = max(m.peak, m.queued)
+		return true
+	}
 }
 
 // high is how many fetched records one open partition may queue before its
@@ -168,9 +324,8 @@ func (m *merger) high(remaining int) int {
 }
 
 // byteHigh is how many bytes one open partition may queue before its
-// fetching pauses: an even share of queueBudget, so a client that reads
-// slowly holds the worker to about queueBudget queued (plus one record
-// per partition, which ordering needs) whatever the window's size.
+// fetching pauses: an even share of queueBudget, so that the partitions
+// fetch in turn and their records fit in it.
 func (m *merger) byteHigh() int {
 	open := 0
 	for _, ps := range m.parts {
@@ -228,13 +383,12 @@ func (m *merger) finished() bool {
 }
 
 // before orders records by timestamp, then partition, then offset.
-func before(a, b *kgo.Record) bool {
-	ta, tb := a.Timestamp.UnixMilli(), b.Timestamp.UnixMilli()
-	if ta != tb {
-		return ta < tb
+func before(a, b entry) bool {
+	if a.ts != b.ts {
+		return a.ts < b.ts
 	}
-	if a.Partition != b.Partition {
-		return a.Partition < b.Partition
+	if a.partition != b.partition {
+		return a.partition < b.partition
 	}
-	return a.Offset < b.Offset
+	return a.offset < b.offset
 }

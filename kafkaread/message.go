@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"svc/kafkaread/kconn"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -50,6 +52,12 @@ func (r *Reader) Message(ctx context.Context, alias string, partition int32, off
 		if err := fetchErr(fetches); err != nil {
 			return Record{}, fail(err)
 		}
+		for _, fe := range fetches.Errors() {
+			if kconn.IsLargeBatch(fe.Err) { // read as a stream, up to the record
+				cl.RemoveConsumePartitions(map[string][]int32{a.Topic: {partition}})
+				return r.messageStreamed(opCtx, fail, alias, newRefetcher(cl, a.Topic, iso, nil), partition, offset, high, iso)
+			}
+		}
 		for it := fetches.RecordIter(); !it.Done(); {
 			rec := it.Next()
 			if rec.Partition != partition || rec.Offset < offset {
@@ -64,9 +72,35 @@ func (r *Reader) Message(ctx context.Context, alias string, partition int32, off
 			if rec.Offset > offset {
 				return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: rec.Offset, Isolation: iso}
 			}
-			return newRecord(alias, rec), nil
+			return newRecord(alias, rec), nil // a copy: the client's buffers go with it
 		}
 	}
+}
+
+// messageStreamed is Message for a record whose batch is too large to
+// decompress whole: the batch is decoded as a stream up to the record.
+func (r *Reader) messageStreamed(ctx context.Context, fail func(error) error, alias string, ref *refetcher, partition int32, offset, high int64, iso Isolation) (Record, error) {
+	var out *Record
+	gone := high
+	next, err := ref.records(ctx, partition, offset, fetchBudget, func(rec *kgo.Record) bool {
+		if rec.Offset == offset {
+			rec := newRecord(alias, rec)
+			out = &rec
+		} else {
+			gone = rec.Offset
+		}
+		return false
+	})
+	if err != nil {
+		return Record{}, fail(err)
+	}
+	if out != nil {
+		return *out, nil
+	}
+	if gone == high && next > offset {
+		gone = min(next, high)
+	}
+	return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: gone, Isolation: iso}
 }
 
 // listOffsets runs one kadm offset listing for a's topic and returns the
@@ -103,13 +137,22 @@ func listAll(ctx context.Context, list func(context.Context, ...string) (kadm.Li
 	return out, nil
 }
 
+// recycle hands the records' decompression buffers back (readBuffers)
+// once what is kept of them was copied.
+func recycle(recs []*kgo.Record) {
+	for _, r := range recs {
+		r.Recycle()
+	}
+}
+
 // fetchErr returns the first fetch error that ends a read. Data-loss notices
-// are informational: the client has already moved on to surviving offsets.
+// are informational: the client has already moved on to surviving offsets;
+// a batch deferred by the decompressor's window is fetched again.
 func fetchErr(fetches kgo.Fetches) error {
 	for _, fe := range fetches.Errors() {
 		var loss *kgo.ErrDataLoss
-		if errors.As(fe.Err, &loss) {
-			continue
+		if errors.As(fe.Err, &loss) || kconn.IsWindowFull(fe.Err) || kconn.IsLargeBatch(fe.Err) {
+			continue // a batch deferred to a later fetch, or to be read as a stream
 		}
 		return fe.Err
 	}

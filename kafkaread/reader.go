@@ -39,21 +39,36 @@ const DefaultDeadline = 10 * time.Second
 // Reader serves reads for a fixed set of aliases. It holds no connection and
 // no goroutine between calls; its methods are safe for concurrent use.
 type Reader struct {
-	aliases  []AliasSpec
-	byName   map[string]int
-	opts     map[string][]kgo.Opt // per available alias, from kconn.Opts
-	deadline time.Duration
-	onMerger func(*merger) // test hook: the merger of each stream
+	aliases   []AliasSpec
+	byName    map[string]int
+	opts      map[string][]kgo.Opt // per available alias, from kconn.Opts
+	deadline  time.Duration
+	onMerger  func(*merger) // test hook: the merger of each stream
+	extraOpts []kgo.Opt     // test hook: options of every client
 }
 
 // ReadAheadBytes is what one stream may hold for a client that reads
 // slowly, over all its partitions together: a quarter for the one fetch
 // the client has in flight or buffered (counted decompressed: see
-// fetchSizer), the rest for the records the merge queues (copies, counted
-// exactly). A broker still returns one batch as the producer wrote it
-// whole, and the merge keeps at least one record per partition, whatever
-// their size.
+// fetchSizer and kconn.Decompressor, which decompresses at most twice
+// that a fetch), the rest for the records the merge queues (copies,
+// counted exactly; the records that do not fit are queued as stand-ins
+// and read again in their turn). A batch that decompresses to more than
+// fetchBudget is never decompressed whole: its partition is read as a
+// stream (merger.readStreamed), a record at a time.
 const ReadAheadBytes = 1 << 20
+
+// MaxReadBatchBytes is the most one batch may decompress to for a read
+// (the read API, DLQ pages and redrive), even as a stream. A read of a
+// larger batch fails with a *BatchTooLargeError naming its offsets.
+const MaxReadBatchBytes = 16 << 20
+
+// readBuffers lends every read its decompression buffers. Reads copy
+// what they keep out of a batch and recycle its records at once, so a
+// batch's buffer serves the next batch of any read. Reads decompress
+// batches of at most fetchBudget whole (larger ones as streams), so it
+// keeps at most 2 MiB of free buffers: eight such batches.
+var readBuffers = kconn.NewBufferPool(2 << 20)
 
 const (
 	fetchBudget = ReadAheadBytes / 4           // decompressed bytes of the fetch in flight or buffered
@@ -166,7 +181,15 @@ func (r *Reader) newClient(a AliasSpec, iso Isolation, extra ...kgo.Opt) (*kgo.C
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
 	opts = append(opts, iso.fetchOpts()...)
+	// Whatever the codec, a fetch decompresses batches of at most
+	// fetchBudget, and at most fetchBudget beyond its first: a batch past
+	// that is fetched again, first of a later fetch, never decompressed
+	// twice, and a larger one is refused (kconn.ErrLargeBatch) and read
+	// as a stream by the read itself (kconn.Decompressor).
+	opts = append(opts, kconn.NewDecompressor(MaxReadBatchBytes, fetchBudget, readBuffers).StreamAbove(fetchBudget).Opts()...)
+	opts = append(opts, kgo.WithPools(readBuffers))
 	opts = append(opts, extra...)
+	opts = append(opts, r.extraOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, nil, &brokerError{op: "connect", alias: a.Name, kind: ErrBrokerFailure, cause: err}

@@ -1,6 +1,12 @@
 package kafkaread
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"unicode/utf8"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/kafkaread/payload"
@@ -59,4 +65,51 @@ func newRecord(alias string, r *kgo.Record) Record {
 		out.Headers = append(out.Headers, Header{Key: h.Key, Value: v, ValueEncoding: enc})
 	}
 	return out
+}
+
+// payloadField is where a Record's JSON puts its payload's text. A JSON
+// string never holds it unescaped, so its first occurrence is the field.
+var payloadField = []byte(`"payload":""`)
+
+// jsonChunk is how much of a payload WriteJSONLine escapes at a time.
+const jsonChunk = 32 << 10
+
+// WriteJSONLine writes r as encoding/json's Encoder does (the same bytes,
+// and a newline), with the payload escaped and written a piece at a time:
+// a record's line is never held whole (a 1 MB payload of NUL bytes is a
+// 6 MB line, escaped).
+func (r Record) WriteJSONLine(w io.Writer) error {
+	text := r.Payload
+	r.Payload = ""
+	head, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	i := bytes.Index(head, payloadField)
+	if i < 0 {
+		return errors.New("record JSON without its payload field")
+	}
+	i += len(payloadField) - 1 // before the closing quote
+	if _, err := w.Write(head[:i]); err != nil {
+		return err
+	}
+	for len(text) > 0 {
+		n := min(len(text), jsonChunk)
+		for n < len(text) && !utf8.RuneStart(text[n]) {
+			n++
+		}
+		esc, err := json.Marshal(text[:n])
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(esc[1 : len(esc)-1]); err != nil {
+			return err
+		}
+		text = text[n:]
+	}
+	if _, err := w.Write(head[i:]); err != nil {
+		return err
+	}
+	_, err = w.Write([]byte{'\n'})
+	return err
 }

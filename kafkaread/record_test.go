@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,5 +107,43 @@ func TestErrorClasses(t *testing.T) {
 	}
 	if got, want := (&OutOfRangeError{Partition: 0, Offset: 57, Low: 10, High: 50}).Error(), "offset 57 is outside partition 0's range [10, 50)"; got != want {
 		t.Errorf("OutOfRangeError.Error() = %q, want %q", got, want)
+	}
+}
+
+// TestRecordWriteJSONLine: a record written a piece at a time is the
+// line encoding/json's Encoder writes, byte for byte, whatever the
+// payload (HTML characters, line separators, NUL bytes, runes across the
+// pieces' bounds, bytes that are not UTF-8).
+func TestRecordWriteJSONLine(t *testing.T) {
+	ts := int64(1700000000000)
+	key := "k<&>"
+	val := "v\u2028"
+	payloads := []string{
+		"",
+		`{"a":"<b>&amp;</b>"}`,
+		strings.Repeat("\x00", 100<<10),
+		strings.Repeat("é", 40<<10), // 2-byte runes over several pieces
+		"x" + strings.Repeat("\U0001F600", 20<<10), // 4-byte runes, shifted by one
+		strings.Repeat("a\u2028b\u2029", 10<<10),
+		"bad \xff\xfe utf-8 \xe2\x82",
+		`"payload":""`,
+	}
+	for i, p := range payloads {
+		for _, rec := range []Record{
+			{Alias: "source", Partition: 3, Offset: 17, TimestampMs: &ts, Key: &key, KeyEncoding: "utf-8", Payload: p, PayloadEncoding: "utf-8", PayloadSizeBytes: len(p),
+				Headers: []Header{{Key: "h", Value: &val, ValueEncoding: "utf-8"}, {Key: "n", ValueEncoding: "utf-8"}}},
+			{Alias: "dlq", Payload: p, PayloadEncoding: "base64", Headers: []Header{}},
+		} {
+			var want, got bytes.Buffer
+			if err := json.NewEncoder(&want).Encode(rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := rec.WriteJSONLine(&got); err != nil {
+				t.Fatalf("payload %d: %v", i, err)
+			}
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Fatalf("payload %d: WriteJSONLine differs from json.Encoder (%d vs %d bytes)", i, got.Len(), want.Len())
+			}
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"svc/kafkaread/kconn"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -13,6 +15,27 @@ type Marks struct{ Low, High int64 }
 
 // Range is offsets [From, To) of one partition.
 type Range struct{ From, To int64 }
+
+// scanStreamed visits the records of partition p in [from, to) read as
+// streams, one fetch of at most fetchBudget as stored at a time: the
+// error of visit that ended it, or the read's.
+func scanStreamed(ctx context.Context, ref *refetcher, p int32, from, to int64, visit func(*kgo.Record) error) (visitErr, err error) {
+	for from < to {
+		var next int64
+		next, err = ref.records(ctx, p, from, fetchBudget, func(rec *kgo.Record) bool {
+			if rec.Offset >= to {
+				return false
+			}
+			visitErr = visit(rec)
+			return visitErr == nil
+		})
+		if visitErr != nil || err != nil || next <= from { // next <= from: nothing there any more
+			return visitErr, err
+		}
+		from = next
+	}
+	return nil, nil
+}
 
 // ScanRanges reads chosen offset ranges of alias's partitions as a
 // consumer at iso sees them. It lists the watermarks of every partition
@@ -81,6 +104,11 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 		return nil
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: assign})
+	ref := newRefetcher(cl, a.Topic, iso, nil)
+	pos := map[int32]int64{} // where each partition's range was read up to
+	for p, rg := range open {
+		pos[p] = rg.From
+	}
 	for len(open) > 0 {
 		pollCtx, cancel := context.WithTimeout(ctx, r.deadline)
 		fetches := cl.PollFetches(pollCtx)
@@ -102,6 +130,7 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 				if rec.Offset >= rg.To {
 					break
 				}
+				pos[fp.Partition] = rec.Offset + 1
 				if !rec.Attrs.IsControl() { // a transaction marker is no readable record
 					if visitErr = visit(rec); visitErr != nil {
 						return
@@ -118,6 +147,27 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 				done = append(done, fp.Partition)
 			}
 		})
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) { recycle(fp.Records) }) // visit copied what it keeps
+		if visitErr != nil {
+			cancel()
+			return fmt.Errorf("scan alias '%s': %w", alias, visitErr)
+		}
+		// A partition whose batches are too large to decompress whole
+		// is read to its range's end as a stream, batch by batch.
+		for _, fe := range fetches.Errors() {
+			rg, ok := open[fe.Partition]
+			if !ok || !kconn.IsLargeBatch(fe.Err) || visitErr != nil {
+				continue
+			}
+			cl.RemoveConsumePartitions(map[string][]int32{a.Topic: {fe.Partition}})
+			delete(open, fe.Partition)
+			var err error
+			if visitErr, err = scanStreamed(pollCtx, ref, fe.Partition, pos[fe.Partition], rg.To, visit); err != nil {
+				err = classify(ctx, pollCtx, "scan", alias, err)
+				cancel()
+				return err
+			}
+		}
 		if visitErr != nil {
 			cancel()
 			return fmt.Errorf("scan alias '%s': %w", alias, visitErr)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"svc/kafkaread/kconn"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -81,10 +83,27 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: assign})
 
+	ref := newRefetcher(cl, a.Topic, q.Isolation, func(b kgo.FetchBatchMetrics) { sizer.read.Add(int64(b.UncompressedBytes)) })
+	read := func(p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (int64, error) {
+		readCtx, cancel := context.WithTimeout(ctx, r.deadline)
+		defer cancel()
+		next, err := ref.records(readCtx, p, offset, maxBytes, each)
+		if err != nil {
+			return next, classify(ctx, readCtx, "stream", alias, err)
+		}
+		return next, nil
+	}
+	fill := func(p int32, offset int64, each func(*kgo.Record) bool) error {
+		_, err := read(p, offset, 1, each)
+		return err
+	}
 	sent := 0
 	for {
 		for {
-			rec, ok := m.pop(cl, m.high(limit-sent))
+			rec, ok, err := m.pop(cl, m.high(limit-sent), fill)
+			if err != nil {
+				return err
+			}
 			if !ok {
 				break
 			}
@@ -98,13 +117,35 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 		if m.finished() {
 			return nil
 		}
+		// Partitions read as streams: the next records of those with
+		// nothing queued.
+		served := false
+		for p, ps := range m.parts {
+			if m.streamed[p] && ps.open && len(ps.queue) == 0 {
+				if err := m.readStreamed(p, ps, read); err != nil {
+					return err
+				}
+				served = true
+			}
+		}
+		if served {
+			continue
+		}
 		pollCtx, cancel := context.WithTimeout(ctx, r.deadline)
 		fetches := cl.PollFetches(pollCtx)
 		if ctx.Err() != nil {
 			cancel()
 			return fmt.Errorf("stream alias '%s': %w", alias, ctx.Err())
 		}
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) { m.push(fp.Partition, fp.Records) })
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			m.push(fp.Partition, fp.Records)
+			recycle(fp.Records) // push copied what it keeps
+		})
+		for _, fe := range fetches.Errors() {
+			if kconn.IsLargeBatch(fe.Err) {
+				m.stream(fe.Partition)
+			}
+		}
 		m.settle(cl, m.high(limit-sent))
 		if err := fetchErr(fetches); err != nil && !m.finished() {
 			err = classify(ctx, pollCtx, "stream", alias, err)

@@ -42,6 +42,8 @@ type fetchSizer struct {
 
 	buffered atomic.Int64 // inflated bytes of records fetched and not yet polled or dropped
 	peak     atomic.Int64 // the most buffered ever
+
+	tooLarge prometheus.Counter // batches refused over MaxBatchBytes
 }
 
 // recordOverhead is what a record costs in memory beyond its key, value
@@ -63,9 +65,12 @@ func newFetchSizer(budget int64, clientConfig map[string]string, reg prometheus.
 	if v, err := strconv.ParseInt(strings.TrimSpace(clientConfig["fetch.max.bytes"]), 10, 32); err == nil && v > 0 {
 		ceiling = int32(v)
 	}
-	f := &fetchSizer{budget: budget, ceiling: ceiling}
+	f := &fetchSizer{budget: budget, ceiling: ceiling, tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "svc_kafka_batches_too_large_total",
+		Help: "Batches of the source topic refused because they decompress to more than 64 MiB; each stalls its partition until a restart or a reassignment (log kafka_batch_too_large).",
+	})}
 	f.ask.Store(min(minFetchAsk, ceiling))
-	reg.MustRegister(
+	reg.MustRegister(f.tooLarge,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "svc_kafka_fetch_buffered_bytes",
 			Help: "Bytes of records the consumer fetched and has not polled yet (decompressed, with their in-memory overhead); about sources.kafka.fetch_buffer_bytes per broker at most.",

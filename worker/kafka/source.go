@@ -155,6 +155,11 @@ func (s *Source) client() (*kgo.Client, error) {
 		kgo.OnPartitionsLost(s.lost),
 		kgo.WithPools(&s.decomp),
 	)
+	// Every batch decompresses within MaxBatchBytes, and one fetch
+	// response within sources.kafka.fetch_buffer_bytes beyond its first
+	// batch, whatever the codec (a batch past that is fetched again, not
+	// decompressed twice): see kconn.Decompressor.
+	opts = append(opts, kconn.NewDecompressor(MaxBatchBytes, int(min(s.cfg.FetchBufferBytes, MaxBatchBytes)), &s.decomp).Opts()...)
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.wcfg.Worker.Name))
 	}
@@ -291,7 +296,13 @@ func (s *Source) pollLoop(ctx context.Context) {
 		}
 		var fencedErr error
 		fetches.EachError(func(_ string, p int32, err error) {
+			tooLarge, isTooLarge := errors.AsType[*kgo.ErrDecompressTooLarge](err)
 			switch {
+			case kconn.IsWindowFull(err):
+				// A batch deferred to the next fetch (the fetch's
+				// decompression budget was spent).
+			case isTooLarge:
+				s.batchTooLarge(tooLarge)
 			case errors.Is(err, kerr.FencedInstanceID):
 				fencedErr = err
 			case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
@@ -307,6 +318,23 @@ func (s *Source) pollLoop(ctx context.Context) {
 		}
 		s.cl.AllowRebalance()
 	}
+}
+
+// MaxBatchBytes is the most one batch of the source topic may decompress
+// to. A larger batch stalls its partition: the client stops fetching it,
+// the worker logs kafka_batch_too_large once and counts it
+// (svc_kafka_batches_too_large_total), its records are neither processed
+// nor skipped, and the other partitions go on. The partition is fetched
+// again (and refused again) when it is assigned anew: at a restart or a
+// rebalance.
+const MaxBatchBytes = 64 << 20
+
+// batchTooLarge reports a batch over MaxBatchBytes: its partition stalls.
+func (s *Source) batchTooLarge(e *kgo.ErrDecompressTooLarge) {
+	s.sizer.tooLarge.Inc()
+	s.log.Error("kafka_batch_too_large", "partition", e.Partition, "offset", e.Offset, "next_offset", e.NextOffset, "max_batch_bytes", MaxBatchBytes,
+		"detail", fmt.Sprintf("the batch of offsets %d-%d decompresses to more than %d MiB: the partition is stalled at it (nothing is lost or skipped; the other partitions go on) until the worker restarts or the partition is reassigned; have the producer write smaller batches, or move the group's offset past %d with Kafka's tools to skip them",
+			e.Offset, e.NextOffset-1, MaxBatchBytes>>20, e.NextOffset-1))
 }
 
 // memberFenced stops consuming for good after the group refused this

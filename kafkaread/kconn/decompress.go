@@ -1,0 +1,546 @@
+package kconn
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ErrWindowFull is the error a Decompressor refuses a batch with when the
+// fetch response it belongs to already decompressed its budget (Window).
+// The batch is not lost: the client fetches it again, first of a later
+// response. Consumers of fetch errors skip it (IsWindowFull).
+var ErrWindowFull = errors.New("the fetch's decompression budget is spent; the batch is read by a later fetch")
+
+// ErrLargeBatch is the error a Decompressor set to StreamAbove refuses a
+// batch larger than that with (stated, or seen while decoding): the
+// client's caller reads it as a stream instead (Reader), never whole.
+var ErrLargeBatch = errors.New("the batch is larger than the client decompresses whole; it is read as a stream")
+
+// IsWindowFull reports a fetch error that only defers a batch.
+func IsWindowFull(err error) bool { return errors.Is(err, ErrWindowFull) }
+
+// IsLargeBatch reports a fetch error for a batch to read as a stream.
+func IsLargeBatch(err error) bool { return errors.Is(err, ErrLargeBatch) }
+
+// Decompressor decompresses the batches a consuming client fetches
+// (kgo.WithDecompressor) within two bounds, whatever the codec:
+//
+//   - MaxBatch: a batch that decompresses to more is refused with
+//     kgo.ErrMaxDecompress, before anything is allocated when the batch
+//     states its size (zstd frames with a content size, snappy, lz4 frames
+//     with a content size), after at most MaxBatch bytes otherwise. The
+//     client stops fetching that partition and reports
+//     *kgo.ErrDecompressTooLarge (naming the batch's offsets) until the
+//     consumer moves past it.
+//   - Window: what one fetch response may decompress beyond its first
+//     batch. A broker answers a fetch with up to the bytes asked for as
+//     stored, and compressed batches inflate without limit (a batch of
+//     zeros a thousandfold and more), so a fetch sized by what earlier
+//     batches inflated can still hold a great many batches that inflate
+//     more. A batch past the window is refused with ErrWindowFull, not
+//     decompressed: the client fetches it again later, first of its
+//     response. It never decompresses a batch twice, except one that does
+//     not state its size (gzip, lz4 or zstd written without one), of which
+//     up to Window bytes may be decoded before it is refused.
+//
+// A new window opens when the client reads a fetch response from a broker
+// (kgo.HookBrokerRead; Opts installs the hook). A client that has one
+// fetch at a time (the read API's) holds at most one window's
+// decompressed batches; one that fetches from several brokers at once
+// (the consumer) about one per broker.
+type Decompressor struct {
+	maxBatch, window int
+	streamAbove      int                     // > 0: batches larger than this are refused with ErrLargeBatch
+	pool             kgo.PoolDecompressBytes // may be nil
+
+	mu   sync.Mutex
+	used int // decompressed in the current window
+
+	decompressed atomic.Int64 // bytes decompressed over the client's life
+	batches      atomic.Int64 // batches decompressed
+	deferred     atomic.Int64 // batches refused with ErrWindowFull
+	tooLarge     atomic.Int64 // batches refused over MaxBatch
+	large        atomic.Int64 // batches refused with ErrLargeBatch
+
+	zstd, gz, lz *sync.Pool // shared by the Decompressors of one bound (decoders)
+}
+
+// Decoders are shared by every Decompressor of the process: a read builds
+// a client (and a Decompressor) per request, and an lz4 reader holds
+// blocks of up to 4 MiB, a zstd decoder its window. zstd decoders carry
+// their bound, so they are shared by Decompressors of the same MaxBatch.
+var (
+	gzReaders  = &sync.Pool{New: func() any { return new(gzip.Reader) }}
+	lz4Readers = &sync.Pool{New: func() any { return lz4.NewReader(nil) }}
+
+	zstdMu    sync.Mutex
+	zstdPools = map[int]*sync.Pool{}
+)
+
+// zstdDecoders is the pool of zstd decoders bounded at maxBatch.
+func zstdDecoders(maxBatch int) *sync.Pool {
+	zstdMu.Lock()
+	defer zstdMu.Unlock()
+	p := zstdPools[maxBatch]
+	if p == nil {
+		p = &sync.Pool{New: func() any {
+			dec, _ := zstd.NewReader(nil,
+				zstd.WithDecoderLowmem(true),
+				zstd.WithDecoderConcurrency(1),
+				zstd.WithDecoderMaxMemory(uint64(maxBatch)),
+				zstd.WithDecoderMaxWindow(uint64(max(maxBatch, zstd.MinWindowSize))),
+			)
+			z := &zstdDec{dec}
+			runtime.SetFinalizer(z, func(z *zstdDec) { z.Close() })
+			return z
+		}}
+		zstdPools[maxBatch] = p
+	}
+	return p
+}
+
+// NewDecompressor returns a Decompressor for batches of at most maxBatch
+// bytes decompressed and fetch responses of window bytes beyond their
+// first batch. pool, when not nil, lends the output buffers (the client
+// hands them back through it once the records are recycled: pass the
+// same pool to kgo.WithPools).
+func NewDecompressor(maxBatch, window int, pool kgo.PoolDecompressBytes) *Decompressor {
+	d := &Decompressor{maxBatch: maxBatch, window: window, pool: pool}
+	d.zstd, d.gz, d.lz = zstdDecoders(maxBatch), gzReaders, lz4Readers
+	return d
+}
+
+type zstdDec struct{ *zstd.Decoder }
+
+// StreamAbove makes d refuse batches that decompress to more than n bytes
+// with ErrLargeBatch, for a caller that reads those as streams (Reader);
+// it returns d.
+func (d *Decompressor) StreamAbove(n int) *Decompressor {
+	d.streamAbove = n
+	return d
+}
+
+// Opts are the client options that install d: the decompressor and the
+// hook that opens its windows.
+func (d *Decompressor) Opts() []kgo.Opt {
+	return []kgo.Opt{kgo.WithDecompressor(d), kgo.WithHooks(d)}
+}
+
+// MaxBatch is the bound of one batch, decompressed.
+func (d *Decompressor) MaxBatch() int { return d.maxBatch }
+
+// Decompressed is the bytes d decompressed so far.
+func (d *Decompressor) Decompressed() int64 { return d.decompressed.Load() }
+
+// Batches is the number of batches d decompressed so far.
+func (d *Decompressor) Batches() int64 { return d.batches.Load() }
+
+// Deferred is the number of batches refused with ErrWindowFull so far.
+func (d *Decompressor) Deferred() int64 { return d.deferred.Load() }
+
+// Large is the number of batches refused with ErrLargeBatch so far.
+func (d *Decompressor) Large() int64 { return d.large.Load() }
+
+// TooLarge is the number of batches refused over MaxBatch so far.
+func (d *Decompressor) TooLarge() int64 { return d.tooLarge.Load() }
+
+// OnBrokerRead implements kgo.HookBrokerRead: a fetch response opens a
+// new window. The client reads a response whole before it decompresses
+// any of its batches.
+func (d *Decompressor) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key != int16(kmsg.Fetch) || err != nil {
+		return
+	}
+	d.mu.Lock()
+	d.used = 0
+	d.mu.Unlock()
+}
+
+// Reset opens a new window, for batches decompressed outside a client's
+// fetches (kgo.ProcessFetchPartition).
+func (d *Decompressor) Reset() {
+	d.mu.Lock()
+	d.used = 0
+	d.mu.Unlock()
+}
+
+// limit is the most the next batch may decompress to, and whether it is
+// the window's first.
+func (d *Decompressor) limit() (int, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.used == 0 {
+		return d.batchCap(), true
+	}
+	return min(d.batchCap(), d.window-d.used), false
+}
+
+// batchCap is the most one batch decompresses to whole.
+func (d *Decompressor) batchCap() int {
+	if d.streamAbove > 0 {
+		return min(d.maxBatch, d.streamAbove)
+	}
+	return d.maxBatch
+}
+
+// errOver is the refusal of a batch over lim: over MaxBatch (or to be
+// read as a stream), or only over what the window has left.
+func (d *Decompressor) errOver(lim int) error {
+	switch {
+	case lim >= d.batchCap() && d.batchCap() < d.maxBatch:
+		d.large.Add(1)
+		return ErrLargeBatch
+	case lim >= d.maxBatch:
+		d.tooLarge.Add(1)
+		return fmt.Errorf("%w (%d bytes)", kgo.ErrMaxDecompress, d.maxBatch)
+	}
+	d.deferred.Add(1)
+	return ErrWindowFull
+}
+
+// errTooLarge is the refusal of a batch over MaxBatch read as a stream.
+func (d *Decompressor) errTooLarge() error {
+	d.tooLarge.Add(1)
+	return fmt.Errorf("%w (%d bytes)", kgo.ErrMaxDecompress, d.maxBatch)
+}
+
+// Decompress implements kgo.Decompressor.
+func (d *Decompressor) Decompress(src []byte, codec kgo.CompressionCodecType) (out []byte, err error) {
+	if codec == kgo.CodecNone {
+		return src, nil
+	}
+	lim, _ := d.limit()
+	if lim <= 0 {
+		return nil, d.errOver(lim)
+	}
+	if n, ok := statedSize(src, codec); ok && n > lim {
+		// Refused before anything is allocated. A stated size is
+		// checked again while decoding: a batch that lies is refused
+		// there.
+		return nil, d.errOver(lim)
+	}
+	var dst, lent []byte
+	if d.pool != nil {
+		lent = d.pool.GetDecompressBytes(src, codec)
+		dst = lent[:0]
+	}
+	defer func() {
+		if cap(lent) > 0 && (err != nil || cap(out) == 0 || &out[:1][0] != &lent[:1][0]) {
+			// Not handed out (an error, or the codec grew its own
+			// buffer): the pool gets it back now.
+			d.pool.PutDecompressBytes(lent)
+		}
+	}()
+	switch codec {
+	case kgo.CodecSnappy:
+		out, err = decodeSnappy(dst, src, lim)
+	case kgo.CodecZstd:
+		out, err = d.decodeZstd(dst, src, lim)
+	case kgo.CodecGzip:
+		gz := d.gz.Get().(*gzip.Reader)
+		defer d.gz.Put(gz)
+		if err = gz.Reset(bytes.NewReader(src)); err == nil {
+			out, err = readLimited(dst, gz, lim)
+		}
+	case kgo.CodecLz4:
+		lz := d.lz.Get().(*lz4.Reader)
+		defer d.lz.Put(lz)
+		lz.Reset(bytes.NewReader(src))
+		out, err = readLimited(dst, lz, lim)
+	default:
+		return nil, errors.New("unknown compression codec")
+	}
+	if errors.Is(err, errOverLimit) {
+		return nil, d.errOver(lim)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.used += max(len(out), 1)
+	d.mu.Unlock()
+	d.decompressed.Add(int64(len(out)))
+	d.batches.Add(1)
+	return out, nil
+}
+
+// errOverLimit is a decode that outgrew its limit.
+var errOverLimit = errors.New("over the limit")
+
+// readLimited reads r to its end into dst, failing with errOverLimit past
+// lim bytes.
+func readLimited(dst []byte, r io.Reader, lim int) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	n, err := buf.ReadFrom(&io.LimitedReader{R: r, N: int64(lim) + 1})
+	if err != nil {
+		return nil, err
+	}
+	if n > int64(lim) {
+		return nil, errOverLimit
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeZstd decodes all frames of src. A frame that states its content
+// size is decoded in one call into a buffer of that size; one that does
+// not is streamed, stopping past lim.
+func (d *Decompressor) decodeZstd(dst, src []byte, lim int) ([]byte, error) {
+	z := d.zstd.Get().(*zstdDec)
+	defer d.zstd.Put(z)
+	var h zstd.Header
+	if err := h.Decode(src); err == nil && h.HasFCS {
+		if cap(dst) < int(h.FrameContentSize) {
+			dst = make([]byte, 0, h.FrameContentSize)
+		}
+		out, err := z.DecodeAll(src, dst[:0])
+		if zstdOver(err) || err == nil && len(out) > lim {
+			return nil, errOverLimit
+		}
+		return out, err
+	}
+	if err := z.Reset(bytes.NewReader(src)); err != nil {
+		return nil, err
+	}
+	out, err := readLimited(dst, z, lim)
+	if zstdOver(err) {
+		err = errOverLimit
+	}
+	_ = z.Reset(nil) // drops src
+	return out, err
+}
+
+// zstdOver reports a zstd frame over the decoder's bound: its content, or
+// the window it declares (a frame's window is at most its content, or an
+// encoder's choice of history, which the decoder would have to hold).
+func zstdOver(err error) bool {
+	return errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded)
+}
+
+// xerialPrefix starts snappy batches framed the Java way (xerial).
+var xerialPrefix = []byte{130, 83, 78, 65, 80, 80, 89, 0}
+
+// decodeSnappy decodes a raw or xerial-framed snappy batch, whose blocks
+// state their sizes: nothing is decoded past lim.
+func decodeSnappy(dst, src []byte, lim int) ([]byte, error) {
+	n, ok := snappySize(src)
+	if !ok {
+		return nil, errors.New("malformed snappy batch")
+	}
+	if n > lim {
+		return nil, errOverLimit
+	}
+	if !bytes.HasPrefix(src, xerialPrefix) || len(src) <= 16 {
+		return s2.Decode(dst[:0:cap(dst)], src)
+	}
+	if cap(dst) < n {
+		dst = make([]byte, 0, n)
+	}
+	out := dst[:0]
+	for rest := src[16:]; len(rest) > 0; {
+		size := int(binary.BigEndian.Uint32(rest))
+		block := rest[4 : 4+size]
+		rest = rest[4+size:]
+		l, _ := s2.DecodedLen(block)
+		got, err := s2.Decode(out[len(out):len(out)+l], block)
+		if err != nil {
+			return nil, err
+		}
+		out = out[:len(out)+len(got)]
+	}
+	return out, nil
+}
+
+// snappySize is the decoded size a snappy batch states (the sum of its
+// blocks' when xerial-framed).
+func snappySize(src []byte) (int, bool) {
+	if !bytes.HasPrefix(src, xerialPrefix) || len(src) <= 16 {
+		n, err := s2.DecodedLen(src)
+		return n, err == nil
+	}
+	total := 0
+	for rest := src[16:]; len(rest) > 0; {
+		if len(rest) < 4 {
+			return 0, false
+		}
+		size := int64(binary.BigEndian.Uint32(rest))
+		if size > int64(len(rest)-4) {
+			return 0, false
+		}
+		n, err := s2.DecodedLen(rest[4 : 4+size])
+		if err != nil {
+			return 0, false
+		}
+		total += n
+		rest = rest[4+size:]
+	}
+	return total, true
+}
+
+// statedSize is the decompressed size a batch states before it is
+// decoded, when its codec and framing state one: a zstd frame's content
+// size (of the first frame), snappy's block sizes, an lz4 frame's content
+// size, a gzip member's size (modulo 2^32, of the last member: a hint
+// only, used to defer a batch, never to accept one).
+func statedSize(src []byte, codec kgo.CompressionCodecType) (int, bool) {
+	switch codec {
+	case kgo.CodecZstd:
+		var h zstd.Header
+		if h.Decode(src) == nil && h.HasFCS {
+			return int(min(h.FrameContentSize, 1<<62)), true
+		}
+	case kgo.CodecSnappy:
+		return snappySize(src)
+	case kgo.CodecLz4:
+		// Frame: magic, FLG (bit 3: content size present), BD, then
+		// the 8-byte little-endian content size.
+		if len(src) >= 14 && binary.LittleEndian.Uint32(src) == 0x184D2204 && src[4]&0x08 != 0 {
+			return int(min(binary.LittleEndian.Uint64(src[6:]), 1<<62)), true
+		}
+	case kgo.CodecGzip:
+		if len(src) >= 18 {
+			return int(binary.LittleEndian.Uint32(src[len(src)-4:])), true
+		}
+	}
+	return 0, false
+}
+
+// BufferPool lends decompressed batches their buffers
+// (kgo.PoolDecompressBytes), so that clients that copy records out of
+// their batches and recycle them (kgo.Record.Recycle) decompress into
+// the same few buffers rather than allocating one per batch. It keeps at
+// most maxKept bytes of free buffers; it is safe for concurrent use and
+// may be shared by several clients.
+type BufferPool struct {
+	mu      sync.Mutex
+	free    [][]byte
+	kept    int
+	maxKept int
+}
+
+// NewBufferPool returns a pool that keeps at most maxKept bytes.
+func NewBufferPool(maxKept int) *BufferPool { return &BufferPool{maxKept: maxKept} }
+
+// GetDecompressBytes implements kgo.PoolDecompressBytes: the smallest free
+// buffer that holds the size the batch states (or a guess of four times
+// its compressed size), or nil (the decompressor allocates).
+func (p *BufferPool) GetDecompressBytes(src []byte, codec kgo.CompressionCodecType) []byte {
+	n, ok := statedSize(src, codec)
+	if !ok || codec == kgo.CodecGzip {
+		n = 4 * len(src)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best := -1
+	for i, b := range p.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(p.free[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	b := p.free[best]
+	p.free[best] = p.free[len(p.free)-1]
+	p.free[len(p.free)-1] = nil
+	p.free = p.free[:len(p.free)-1]
+	p.kept -= cap(b)
+	return b[:0]
+}
+
+// PutDecompressBytes implements kgo.PoolDecompressBytes.
+func (p *BufferPool) PutDecompressBytes(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.kept+cap(b) > p.maxKept {
+		return // left to the collector
+	}
+	p.free = append(p.free, b[:0])
+	p.kept += cap(b)
+}
+
+// Reader returns src decompressed as a stream, for a caller that reads a
+// batch's records one at a time and stops at the ones it needs: it holds
+// the codec's window (and a snappy batch whole), not the batch. Reading
+// past MaxBatch fails with kgo.ErrMaxDecompress. release hands the
+// decoder back; the reader is unusable after it.
+func (d *Decompressor) Reader(src []byte, codec kgo.CompressionCodecType) (r io.Reader, release func(), err error) {
+	release = func() {}
+	switch codec {
+	case kgo.CodecNone:
+		r = bytes.NewReader(src)
+	case kgo.CodecSnappy:
+		b, err := decodeSnappy(nil, src, d.maxBatch)
+		if errors.Is(err, errOverLimit) {
+			return nil, release, d.errTooLarge()
+		}
+		if err != nil {
+			return nil, release, err
+		}
+		r = bytes.NewReader(b)
+	case kgo.CodecZstd:
+		z := d.zstd.Get().(*zstdDec)
+		if err := z.Reset(bytes.NewReader(src)); err != nil {
+			d.zstd.Put(z)
+			return nil, release, err
+		}
+		r, release = z, func() { _ = z.Reset(nil); d.zstd.Put(z) }
+	case kgo.CodecGzip:
+		gz := d.gz.Get().(*gzip.Reader)
+		if err := gz.Reset(bytes.NewReader(src)); err != nil {
+			d.gz.Put(gz)
+			return nil, release, err
+		}
+		r, release = gz, func() { d.gz.Put(gz) }
+	case kgo.CodecLz4:
+		lz := d.lz.Get().(*lz4.Reader)
+		lz.Reset(bytes.NewReader(src))
+		r, release = lz, func() { lz.Reset(nil); d.lz.Put(lz) }
+	default:
+		return nil, release, errors.New("unknown compression codec")
+	}
+	return &boundedReader{d: d, r: r, left: int64(d.maxBatch)}, release, nil
+}
+
+// boundedReader fails past its Decompressor's MaxBatch and counts what
+// it read as decompressed.
+type boundedReader struct {
+	d    *Decompressor
+	r    io.Reader
+	left int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		if n, _ := b.r.Read(one[:]); n > 0 {
+			return 0, b.d.errTooLarge()
+		}
+	}
+	if int64(len(p)) > b.left {
+		p = p[:max(b.left, 1)]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	b.d.decompressed.Add(int64(n))
+	if zstdOver(err) {
+		err = b.d.errTooLarge()
+	}
+	return n, err
+}

@@ -1,0 +1,209 @@
+package kconn
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"runtime"
+	"testing"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// compress returns src as the client library's producer compresses it.
+func compress(t *testing.T, codec kgo.CompressionCodec, src []byte) ([]byte, kgo.CompressionCodecType) {
+	t.Helper()
+	c, err := kgo.DefaultCompressor(codec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, typ := c.Compress(new(bytes.Buffer), src)
+	return bytes.Clone(out), typ
+}
+
+// zstdStream is src as a zstd stream that does not state its size (as
+// Java's producer writes it), with a window of 256 KiB.
+func zstdStream(t *testing.T, src []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w, err := zstd.NewWriter(&b, zstd.WithWindowSize(256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// xerial frames src the Java way, in blocks of 32 KiB.
+func xerial(src []byte) []byte {
+	out := append([]byte{}, xerialPrefix...)
+	out = append(out, 0, 0, 0, 1, 0, 0, 0, 1)
+	for len(src) > 0 {
+		n := min(len(src), 32<<10)
+		block := s2.EncodeSnappy(nil, src[:n])
+		out = binary.BigEndian.AppendUint32(out, uint32(len(block)))
+		out = append(out, block...)
+		src = src[n:]
+	}
+	return out
+}
+
+// allocated runs f and returns the bytes the heap allocated meanwhile.
+func allocated(f func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+// TestDecompressorRoundTrips: every codec and framing decompresses to what
+// was compressed, into the pool's buffer when it has one that fits.
+func TestDecompressorRoundTrips(t *testing.T) {
+	src := bytes.Repeat([]byte(`{"id":42,"name":"svc"} `), 20000) // 460 KB
+	type batch struct {
+		name  string
+		data  []byte
+		codec kgo.CompressionCodecType
+	}
+	var batches []batch
+	for _, c := range []struct {
+		name  string
+		codec kgo.CompressionCodec
+	}{{"gzip", kgo.GzipCompression()}, {"snappy", kgo.SnappyCompression()}, {"lz4", kgo.Lz4Compression()}, {"zstd", kgo.ZstdCompression()}} {
+		data, typ := compress(t, c.codec, src)
+		batches = append(batches, batch{c.name, data, typ})
+	}
+	batches = append(batches, batch{"zstd-unsized", zstdStream(t, src), kgo.CodecZstd}, batch{"xerial", xerial(src), kgo.CodecSnappy})
+	pool := NewBufferPool(4 << 20)
+	d := NewDecompressor(1<<20, 1<<30, pool)
+	for _, b := range batches {
+		out, err := d.Decompress(b.data, b.codec)
+		if err != nil || !bytes.Equal(out, src) {
+			t.Fatalf("%s: %d bytes, %v; want the %d bytes compressed", b.name, len(out), err, len(src))
+		}
+		pool.PutDecompressBytes(out)
+		r, release, err := d.Reader(b.data, b.codec)
+		if err != nil {
+			t.Fatalf("%s: Reader: %v", b.name, err)
+		}
+		got, err := io.ReadAll(r)
+		release()
+		if err != nil || !bytes.Equal(got, src) {
+			t.Fatalf("%s: Reader read %d bytes, %v", b.name, len(got), err)
+		}
+	}
+	// Buffers handed back serve the next batches: after a first round,
+	// decompressing a batch allocates far less than its size.
+	for _, b := range batches {
+		if b.codec == kgo.CodecGzip || b.name == "zstd-unsized" || b.codec == kgo.CodecLz4 {
+			continue // no stated size: the buffer grows from a guess; lz4's reader allocates its own 4 MiB blocks
+		}
+		if n := allocated(func() {
+			out, _ := d.Decompress(b.data, b.codec)
+			pool.PutDecompressBytes(out)
+		}); n > uint64(len(src))/4 {
+			t.Errorf("%s: a batch decompressed with a pooled buffer allocated %d bytes", b.name, n)
+		}
+	}
+}
+
+// TestDecompressorBoundsABatch (issue 38, item 1): a batch of zeros that
+// inflates past MaxBatch is refused with kgo.ErrMaxDecompress, before
+// anything is allocated when it states its size and after at most about
+// MaxBatch otherwise, whatever the codec.
+func TestDecompressorBoundsABatch(t *testing.T) {
+	const maxBatch = 1 << 20
+	zeros := make([]byte, 64<<20)
+	type batch struct {
+		name      string
+		data      []byte
+		codec     kgo.CompressionCodecType
+		allocated uint64 // at most
+	}
+	var batches []batch
+	for _, c := range []struct {
+		name  string
+		codec kgo.CompressionCodec
+		alloc uint64
+	}{{"gzip", kgo.GzipCompression(), 64 << 10}, {"snappy", kgo.SnappyCompression(), 64 << 10}, {"lz4", kgo.Lz4Compression(), 20 << 20}, {"zstd", kgo.ZstdCompression(), 64 << 10}} {
+		data, typ := compress(t, c.codec, zeros)
+		batches = append(batches, batch{c.name, data, typ, c.alloc})
+	}
+	// Unsized: read up to the bound into a growing buffer, with the
+	// decoder's history (made again when the race detector drops it
+	// from its pool). A whole decode would allocate the 64 MiB.
+	batches = append(batches, batch{"zstd-unsized", zstdStream(t, zeros), kgo.CodecZstd, 12 * maxBatch})
+	// A frame whose window is larger than the bound (zstd's default
+	// writer: 8 MiB) is refused as well.
+	var wide bytes.Buffer
+	w, _ := zstd.NewWriter(&wide, zstd.WithWindowSize(8<<20))
+	_, _ = w.Write(zeros[:4<<20])
+	_ = w.Close()
+	batches = append(batches, batch{"zstd-wide-window", wide.Bytes(), kgo.CodecZstd, 12 * maxBatch})
+	d := NewDecompressor(maxBatch, maxBatch, nil)
+	for _, b := range batches {
+		var err error
+		n := allocated(func() { _, err = d.Decompress(b.data, b.codec) })
+		if !errors.Is(err, kgo.ErrMaxDecompress) {
+			t.Errorf("%s (%d bytes compressed): %v, want kgo.ErrMaxDecompress", b.name, len(b.data), err)
+		}
+		if n > b.allocated {
+			t.Errorf("%s: refusing the batch allocated %d KiB, want at most %d KiB", b.name, n>>10, b.allocated>>10)
+		}
+		r, release, err := d.Reader(b.data, b.codec)
+		if err == nil {
+			_, err = io.Copy(io.Discard, r)
+			release()
+		}
+		if !errors.Is(err, kgo.ErrMaxDecompress) {
+			t.Errorf("%s: Reader: %v, want kgo.ErrMaxDecompress", b.name, err)
+		}
+	}
+	if d.TooLarge() == 0 || d.Decompressed() > int64(len(batches))*(maxBatch+64<<10) {
+		t.Errorf("TooLarge %d, Decompressed %d", d.TooLarge(), d.Decompressed())
+	}
+}
+
+// TestDecompressorWindow: a fetch response decompresses its first batch
+// and then at most Window bytes; the batches past it are deferred
+// (ErrWindowFull, not decompressed when they state their size) until a
+// new response opens a new window.
+func TestDecompressorWindow(t *testing.T) {
+	src := make([]byte, 600<<10)
+	data, codec := compress(t, kgo.ZstdCompression(), src)
+	d := NewDecompressor(1<<20, 1<<20, nil)
+	fetch := func() { d.OnBrokerRead(kgo.BrokerMetadata{}, int16(kmsg.Fetch), 0, 0, 0, nil) }
+	fetch()
+	for i, want := range []error{nil, ErrWindowFull, ErrWindowFull} { // 600 KiB, then 1,200 KiB > 1 MiB
+		if _, err := d.Decompress(data, codec); !errors.Is(err, want) || (want != nil) != IsWindowFull(err) {
+			t.Fatalf("batch %d of the response: %v, want %v", i, err, want)
+		}
+	}
+	d.OnBrokerRead(kgo.BrokerMetadata{}, int16(kmsg.Metadata), 0, 0, 0, nil) // not a fetch: same window
+	if _, err := d.Decompress(data, codec); !IsWindowFull(err) {
+		t.Fatalf("after a metadata response: %v, want ErrWindowFull", err)
+	}
+	fetch()
+	if _, err := d.Decompress(data, codec); err != nil {
+		t.Fatalf("first batch of the next response: %v", err)
+	}
+	if d.Batches() != 2 || d.Deferred() != 3 || d.Decompressed() != 2*int64(len(src)) {
+		t.Errorf("batches %d, deferred %d, decompressed %d", d.Batches(), d.Deferred(), d.Decompressed())
+	}
+	// A first batch larger than the window is read whole (up to MaxBatch).
+	big, codec := compress(t, kgo.ZstdCompression(), make([]byte, 900<<10))
+	small := NewDecompressor(1<<20, 64<<10, nil)
+	if out, err := small.Decompress(big, codec); err != nil || len(out) != 900<<10 {
+		t.Fatalf("first batch over the window: %d bytes, %v", len(out), err)
+	}
+}
