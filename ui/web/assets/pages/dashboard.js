@@ -65,9 +65,11 @@ export async function mount(root, ctx) {
       return;
     }
     const total = group.total_lag;
-    lagBox.replaceChildren(...[el("h2", {}, "Consumer lag"),
-      el("div", { class: "big", "data-lag": total ?? "" }, total === null ? "–" : `${num(total)} msgs`), spark,
-      note(lagMod.summary(group), " · ", el("a", { href: "/debug?tab=pause" }, "per partition"))].filter(Boolean));
+    lagBox.replaceChildren(...[el("h2", {}, el("a", { href: "/lag", class: "lag-link" }, "Consumer lag")),
+      el("div", { class: "big", "data-lag": total ?? "" }, total === null ? "–" : `${num(total)} msgs`),
+      el("p", { class: "lag-time" }, el("span", { class: "lag-seconds", "data-lag-seconds": group.lag_seconds ?? "" }, lagMod.behind(group.lag_seconds)), " · ", lagMod.drainBadge(group.drain)),
+      spark,
+      note(lagMod.summary(group), " · ", el("a", { href: "/lag", class: "per-partition" }, "per partition"))].filter(Boolean));
   };
   const readLag = async () => {
     if (!lagMod) lagMod = await import("./lag.js");

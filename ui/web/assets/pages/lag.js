@@ -1,6 +1,8 @@
 // Consumer lag of the whole group, as one worker sees it
 // (GET /api/v1/debug/kafka/group: every partition of the topic, whoever
-// owns it): the Dashboard's Consumer lag tile and the Pause tab's table.
+// owns it): the Dashboard's Consumer lag tile, the Consumer lag page
+// (/lag) and the Pause tab's table. Lag in messages, in time (how old the
+// oldest unconsumed message is) and the time to drain.
 import { el, card, note, num, timeEl } from "../dom.js";
 import { get } from "../api.js";
 import { badge } from "../render.js";
@@ -19,6 +21,69 @@ export async function readGroup() {
 }
 
 const msgs = (n) => `${num(n)} msg${n === 1 ? "" : "s"}`;
+
+// ago says a number of seconds the way an operator reads it.
+export function ago(secs) {
+  if (secs === null || secs === undefined) return "–";
+  if (secs < 1) return "0 s";
+  if (secs < 100) return `${Math.round(secs)} s`;
+  if (secs < 5400) return `${Math.round(secs / 60)} min`;
+  const h = Math.floor(secs / 3600), m = Math.round((secs % 3600) / 60);
+  return m ? `${h} h ${m} min` : `${h} h`;
+}
+
+// behind is the lag in time of a partition or of the group.
+export function behind(secs) {
+  if (secs === null || secs === undefined) return el("span", { class: "muted", title: "the oldest unconsumed message is read at most every 10 s" }, "reading…");
+  return secs < 1 ? "none" : `${ago(secs)} behind`;
+}
+
+// drainWords says in the operator's words where the lag is going: when it
+// will be 0, or why it will not.
+export function drainWords(d) {
+  if (!d) return ["estimating…", "gray"];
+  switch (d.state) {
+    case "catching_up": return [`catching up: ~${ago(d.seconds)}`, "green"];
+    case "falling_behind": return ["falling behind", "red"];
+    case "holding": return ["holding steady: as fast in as out", "yellow"];
+    case "not_consuming": return ["not consuming", "red"];
+    case "caught_up": return ["caught up", "green"];
+    case "idle": return ["idle", "gray"];
+    default: return ["estimating…", "gray"];
+  }
+}
+
+// drainBadge is drainWords as a badge with its rates on hover.
+export function drainBadge(d) {
+  const [words, color] = drainWords(d);
+  const b = badge(words, { [words]: color });
+  b.dataset.drain = d ? d.state : "unknown";
+  if (d && d.window_seconds) b.title = `over the last ${ago(d.window_seconds)}: ${d.consumed_per_second.toFixed(2)} msgs/s consumed, ${d.produced_per_second.toFixed(2)} msgs/s produced`;
+  return b;
+}
+
+// sparkline draws a partition's lag over the last minutes (lag_trend, one
+// point per 10 s lag read).
+export function sparkline(points) {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  const W = 90, H = 20;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("class", "lag-spark");
+  svg.setAttribute("role", "img");
+  const pts = points || [];
+  const max = Math.max(1, ...pts.map((p) => p.lag));
+  svg.setAttribute("aria-label", pts.length ? `lag over the last ${pts.length} reads, up to ${num(max)}` : "no lag samples yet");
+  svg.dataset.n = pts.length;
+  if (pts.length) {
+    const t0 = pts[0].ts_ms, span = Math.max(1, pts.at(-1).ts_ms - t0);
+    const xy = pts.map((p) => `${(pts.length < 2 ? W / 2 : ((p.ts_ms - t0) / span) * (W - 2) + 1).toFixed(1)},${(H - 1 - (p.lag / max) * (H - 2)).toFixed(1)}`);
+    const line = document.createElementNS(NS, "polyline");
+    line.setAttribute("points", xy.join(" "));
+    svg.append(line);
+  }
+  return svg;
+}
 
 // partitionState says in a word or two what is happening to a partition.
 export function partitionState(r) {
@@ -52,18 +117,29 @@ function ownerText(r) {
 // owner and state.
 export function lagTable(g) {
   const rows = g.group_partitions || [];
-  const head = ["Partition", "Owner", "Committed", "High watermark", "Lag", "State"];
+  const head = ["Partition", "Owner", "Committed", "High watermark", "Lag", "Behind", "Drain", "Last minutes", "State"];
   return el("div", { class: "scroll" }, el("table", { class: "grid lag-table" },
     el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, rows.map((r) => {
       const [st, color] = partitionState(r);
-      return el("tr", { "data-partition": r.partition, "data-lag": r.lag ?? "", "data-state": st },
+      return el("tr", { "data-partition": r.partition, "data-lag": r.lag ?? "", "data-lag-seconds": r.lag_seconds ?? "", "data-state": st },
         el("td", { class: "num" }, r.partition), el("td", {}, ownerText(r)),
         el("td", { class: "num" }, r.committed_offset === null ? "none" : num(r.committed_offset)),
         el("td", { class: "num" }, r.high_watermark === null ? "–" : num(r.high_watermark)),
         el("td", { class: "num" }, r.lag === null ? "–" : msgs(r.lag)),
+        el("td", { class: "num behind", title: r.oldest_unconsumed_ms ? "oldest unconsumed message produced " + new Date(r.oldest_unconsumed_ms).toLocaleString() : "" }, r.lag === null ? "–" : behind(r.lag_seconds)),
+        el("td", {}, drainBadge(r.drain)),
+        el("td", {}, sparkline(r.lag_trend)),
         el("td", {}, badge(st, { [st]: color }), r.unowned ? [" since ", timeEl(r.unowned_since_ms, true)] : null));
     }))));
+}
+
+// totalLine: the group's lag in messages and in time, where it is going,
+// and when the offsets were read.
+export function totalLine(g) {
+  return el("p", { class: "lag-total" }, "Total lag ", el("strong", { "data-lag": g.total_lag ?? "" }, g.total_lag === null ? "–" : msgs(g.total_lag)),
+    " · ", el("strong", { class: "lag-seconds", "data-lag-seconds": g.lag_seconds ?? "" }, behind(g.lag_seconds)), " · ", drainBadge(g.drain),
+    " · ", summary(g), " · read ", timeEl(g.offsets_read_at_ms, true));
 }
 
 // lagPanel is the Pause tab's card: the whole group's lag, re-read every
@@ -75,10 +151,36 @@ export async function lagPanel(root) {
   const load = async () => {
     const { g, off } = await readGroup();
     if (off) { body.replaceChildren(note(off)); return; }
-    body.replaceChildren(el("p", { class: "lag-total" }, "Total lag ", el("strong", { "data-lag": g.total_lag ?? "" }, g.total_lag === null ? "–" : msgs(g.total_lag)),
-      " · ", summary(g), " · read ", timeEl(g.offsets_read_at_ms, true)), lagTable(g));
+    body.replaceChildren(totalLine(g), lagTable(g));
   };
   await load().catch(() => {});
+  const timer = setInterval(() => load().catch(() => {}), 5000);
+  return () => clearInterval(timer);
+}
+
+// mount is the Consumer lag page (/lag): the group's lag per partition in
+// messages and in time, where each is going, and who owns it; re-read
+// every 5 s. Shown on every worker with a Kafka source, gated only by
+// ui.kafka_read_enabled like the other Kafka reads.
+export async function mount(root, ctx) {
+  const f = ctx.identity.features;
+  if (!f.kafka_source) {
+    root.append(note("This worker has no Kafka source: there is no consumer lag to show."));
+    return null;
+  }
+  const body = el("div", { "aria-live": "polite" });
+  root.append(card("Every partition of the group", body,
+    note("Offsets are read from the brokers now. ", el("strong", {}, "Behind"), " is how old the oldest message not yet consumed is (the timestamp of the record at the committed offset, read at most every 10 s per partition). ",
+      el("strong", {}, "Drain"), " compares what was consumed and what arrived over the last 5 minutes: how long until the lag is 0 at that pace, or why it will not be. ",
+      el("strong", {}, "Last minutes"), " is the lag at each 10 s read."),
+    note("Limits: the timestamp is the producer's, so a producer's clock skew or a replayed old message shows as lag; the committed offset moves with each commit (sources.kafka.commit_interval), so a draining partition looks up to that much older; a burst or a pause inside the 5 minutes moves the estimate. Another worker's paused state is what its card said at its last heartbeat."),
+    f.consume_pause ? el("p", {}, "To hold this worker's intake: ", el("a", { href: "/debug?tab=pause" }, "Debug › Consume pause"), ".") : null));
+  const load = async () => {
+    const { g, off } = await readGroup();
+    if (off) { body.replaceChildren(note(off)); return; }
+    body.replaceChildren(totalLine(g), lagTable(g));
+  };
+  await load().catch((err) => { if (err.status !== 401) body.replaceChildren(note("The group could not be read: " + err.message)); });
   const timer = setInterval(() => load().catch(() => {}), 5000);
   return () => clearInterval(timer);
 }
