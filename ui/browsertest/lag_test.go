@@ -173,7 +173,7 @@ func TestLagAndTrends(t *testing.T) {
 	dash.fill("#trends-view", "fleet")
 	dash.waitFor(`document.querySelector(".charts.trends[data-view=fleet]")`, "the fleet's trends again")
 
-	href := dash.str(`[...document.querySelectorAll("a")].find((a) => a.textContent === "Consumer lag").href`)
+	href := dash.str(`[...document.querySelectorAll("a[target=_blank]")].find((a) => a.textContent === "Consumer lag").href`)
 	u, err := url.Parse(href)
 	if err != nil {
 		t.Fatal(err)
