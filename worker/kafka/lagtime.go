@@ -31,9 +31,10 @@ const (
 	// drainSamples bounds its ring (10 s steps: 5 minutes).
 	drainWindow  = 5 * time.Minute
 	drainSamples = 31
-	// ageFetchBytes bounds what one read fetches per partition (the broker
-	// returns at least the batch holding the offset whatever it is).
-	ageFetchBytes = 64 << 10
+	// ageFetchBytes is what one read asks for per partition: as little as
+	// possible, so the broker returns the record batch holding the offset
+	// (it always returns one whole batch) and nothing after it.
+	ageFetchBytes = 1 << 10
 )
 
 // Drain states of a partition or of the group.

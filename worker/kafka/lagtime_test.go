@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -9,6 +10,8 @@ import (
 
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestKafkaLagSeconds: while a consume pause holds intake, messages
@@ -108,6 +111,51 @@ func TestDrainOf(t *testing.T) {
 		d := drainOf(c.samples, now, c.lag)
 		if d.State != c.state || (c.eta == 0) != (d.Seconds == nil) || d.Seconds != nil && math.Abs(*d.Seconds-c.eta) > 0.01 {
 			t.Errorf("%s: drain = %+v (seconds %v), want %s with eta %v", c.name, d, d.Seconds, c.state, c.eta)
+		}
+	}
+}
+
+// BenchmarkAgeRound measures one round of the lag-in-time reads with 6
+// lagging partitions of 1 KiB records, every partition read (as when each
+// committed offset moved since the last round): what the lag loop spends
+// every 10 s at most on a busy worker with 6 partitions.
+func BenchmarkAgeRound(b *testing.B) {
+	c := ktCluster(b, 6)
+	addrs := c.ListenAddrs()
+	cfg := ktPauseConfig(b, addrs, workertest.EchoScript(b))
+	w := ktNew(b, cfg)
+	w.Src.lagEvery = time.Hour // the benchmark calls the rounds
+	w.Start()
+	w.WaitJoined()
+	if _, err := w.Src.Pause(3600); err != nil {
+		b.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for p := range int32(6) {
+		for i := range 200 {
+			r := ktMsg(int(p)*1000+i, "", false)
+			r.Partition, r.Value = p, bytes.Repeat([]byte("x"), 1024)
+			recs = append(recs, r)
+		}
+	}
+	ktProduce(b, ktManual(b, addrs), recs)
+	ctx := b.Context()
+	if err := w.Src.readOffsets(ctx); err != nil {
+		b.Fatal(err)
+	}
+	w.Src.offsets.clock.every = time.Nanosecond
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		w.Src.offsets.clock.mu.Lock()
+		for _, pc := range w.Src.offsets.clock.parts {
+			pc.ageKnown = false
+		}
+		w.Src.offsets.clock.mu.Unlock()
+		before := w.Src.ageReads()
+		w.Src.ageRound(ctx)
+		if got := w.Src.ageReads() - before; got != 6 {
+			b.Fatalf("a round read %d partitions, want 6", got)
 		}
 	}
 }
