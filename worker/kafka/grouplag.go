@@ -41,6 +41,9 @@ type GroupPartition struct {
 	// the lag loop over the last minutes (oldest first).
 	Drain    *Drain     `json:"drain"`
 	LagTrend []LagPoint `json:"lag_trend"`
+	// HeadOfLine is what holds the partition back, for this worker's own
+	// partitions (null for the others: headofline.go).
+	HeadOfLine *HeadOfLine `json:"head_of_line"`
 }
 
 // PartitionFlow is what a worker's fleet card says of its partitions'

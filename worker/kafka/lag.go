@@ -143,6 +143,7 @@ func (s *Source) GroupState(ctx context.Context) (GroupState, error) {
 	rows := s.partitionRows()
 	all, total := s.groupPartitions(rows, orphaned)
 	s.offsets.clock.fill(time.Now(), all)
+	s.fillHeadOfLine(all)
 	age, drain := groupDrain(all)
 	return GroupState{
 		Group: s.cfg.Group, Alias: "source", Protocol: Protocol, Generation: gen, Owner: owner,
