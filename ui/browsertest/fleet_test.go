@@ -287,7 +287,7 @@ func TestFleetPages(t *testing.T) {
 	})
 	dash := open("/")
 	dash.waitFor(`document.querySelector(".bp-words") && document.querySelector(".bp-words").innerText.includes("off:")`, "the Intake tile")
-	if s := dash.str(`document.querySelector(".bp-words").innerText`); !strings.Contains(s, "messages waiting to run; this worker stops fetching if") || strings.Contains(s, "max(") || strings.Contains(s, "× W") {
+	if s := dash.str(`document.querySelector(".bp-words").innerText`); !strings.Contains(s, "messages waiting to run; this worker stops fetching when") || strings.Contains(s, "max(") || strings.Contains(s, "× W") {
 		t.Errorf("Intake tile backpressure words = %q, want what waits and what happens past the limit, in the operator's words", s)
 	}
 	href := dash.str(`[...document.querySelectorAll("a")].find((a) => a.textContent === "Backpressure and pause").href`)

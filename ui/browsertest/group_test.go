@@ -2,6 +2,7 @@ package browsertest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -92,8 +93,10 @@ topic = "orders-out"
 // its oldest unconsumed message is, where its lag is going (not consuming
 // while the executor holds every task) and a sparkline of its lag; once
 // the executor lets go, the lag and the lag in time fall to 0 and the
-// partitions are caught up. svc_consumer_lag_seconds says the same. No
-// console error on either page.
+// partitions are caught up. Partition 0's messages share one key, so the
+// page names that key as holding the partition (its running task linked,
+// 4 messages behind it, the commit waiting for it). svc_consumer_lag_seconds
+// says the same. No console error on either page.
 func TestGroupLagView(t *testing.T) {
 	bin := chromiumOrSkip(t)
 	dir := shots(t)
@@ -108,7 +111,11 @@ func TestGroupLagView(t *testing.T) {
 	defer cancel()
 	for p := range int32(2) {
 		for i := range 5 {
-			rec := &kgo.Record{Partition: p, Key: []byte(fmt.Sprintf("k-%d-%d", p, i)), Value: []byte(fmt.Sprintf(`{"i":%d}`, i)), Timestamp: old.Add(time.Duration(i) * time.Second)}
+			key := fmt.Sprintf("k-%d-%d", p, i)
+			if p == 0 {
+				key = "stuck-key" // one lane: its first message runs, 4 wait behind it
+			}
+			rec := &kgo.Record{Partition: p, Key: []byte(key), Value: []byte(fmt.Sprintf(`{"i":%d}`, i)), Timestamp: old.Add(time.Duration(i) * time.Second)}
 			if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
@@ -144,6 +151,27 @@ func TestGroupLagView(t *testing.T) {
 			t.Errorf("first row %q lacks %q", cells, want)
 		}
 	}
+	// Which key holds partition 0: stuck-key, its running task, 4 behind.
+	dash.waitFor(`(() => { const k = document.querySelector("table.lag-table tr[data-partition='0'] .held-key");
+		return k && k.dataset.key === "stuck-key" && k.dataset.behind === "4" && k.querySelector("a.task-link") && k.innerText.includes("running") && k.innerText.includes("the commit waits for it"); })()`,
+		"stuck-key named as holding partition 0, running, 4 behind, the commit waiting for it")
+	var hol struct {
+		Parts []struct {
+			HeadOfLine struct {
+				Keys []struct {
+					TaskIDs []string `json:"task_ids"`
+				} `json:"keys"`
+			} `json:"head_of_line"`
+		} `json:"group_partitions"`
+	}
+	_, body := w.get(t, "/api/v1/debug/kafka/group")
+	if err := json.Unmarshal([]byte(body), &hol); err != nil || len(hol.Parts) != 2 || len(hol.Parts[0].HeadOfLine.Keys) == 0 || len(hol.Parts[0].HeadOfLine.Keys[0].TaskIDs) != 1 {
+		t.Fatalf("group view = %v %s", err, body)
+	}
+	task := hol.Parts[0].HeadOfLine.Keys[0].TaskIDs[0]
+	if href := dash.str(`document.querySelector("table.lag-table tr[data-partition='0'] .held-key a.task-link").getAttribute("href")`); href != "/live?task="+task {
+		t.Errorf("the held key's task link = %s, want /live?task=%s", href, task)
+	}
 	if v := metricSum(t, w, "svc_consumer_lag_seconds", nil); v < 2*170 {
 		t.Errorf("svc_consumer_lag_seconds summed = %v, want about 180 for each of the 2 partitions", v)
 	}
@@ -154,9 +182,9 @@ func TestGroupLagView(t *testing.T) {
 		t.Fatal(err)
 	}
 	dash.waitFor(`[...document.querySelectorAll("table.lag-table tbody tr")].every((r) => r.dataset.lag === "0" && r.dataset.lagSeconds === "0" &&
-		r.querySelector("td.behind").textContent === "none" && r.querySelector("[data-drain=caught_up]"))`,
-		"both partitions at lag 0, none behind, caught up")
-	if s := dash.str(`document.querySelector(".lag-total").innerText`); !strings.Contains(s, "Total lag 0 msgs") || !strings.Contains(s, "none") || !strings.Contains(s, "caught up") {
+		r.querySelector("td.behind").textContent === "up to date" && r.querySelector("[data-drain=caught_up]") && !r.querySelector(".held-key"))`,
+		"both partitions at lag 0, up to date, caught up, no key holding")
+	if s := dash.str(`document.querySelector(".lag-total").innerText`); !strings.Contains(s, "Total lag 0 msgs") || !strings.Contains(s, "up to date") || !strings.Contains(s, "caught up") {
 		t.Errorf("total line = %q", s)
 	}
 	checkPage(t, dash, false)

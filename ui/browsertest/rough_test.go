@@ -1,8 +1,9 @@
 package browsertest
 
 import (
-	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -122,5 +123,13 @@ func TestRoughEdges(t *testing.T) {
 			t.Errorf("dlq/records with no match = %d %.200s, want \"records\":[]", code, body)
 		}
 	})
-	fmt.Println("rough edges: dashboard at 1280 px in", dir)
+	if *updateShots {
+		data, err := os.ReadFile(filepath.Join(dir, "dashboard-1280.png"))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(docsScreenshots, "dashboard-1280.png"), data, 0o600)
+		}
+		if err != nil {
+			t.Errorf("update screenshot dashboard-1280: %v", err)
+		}
+	}
 }

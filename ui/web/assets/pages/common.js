@@ -55,7 +55,7 @@ export function intakeCaps(cfg) {
 // in operations.md, "Intake queues and fair dispatch".
 export function backpressureWords(active, waiting, caps) {
   const limit = caps ? `${num(caps.pause)} messages or 64 MiB` : "its limit";
-  if (!active) return `off: ${num(waiting)} messages waiting to run; this worker stops fetching if ${limit} wait, so work never piles up`;
+  if (!active) return `off: ${num(waiting)} messages waiting to run; this worker stops fetching when ${caps ? limit : "too many"} wait, so work never piles up`;
   const again = caps ? `once fewer than ${num(caps.resume)} wait` : "once about half of them ran";
   return `active: ${num(waiting)} messages wait to run, more than this worker queues (${limit}), so it stopped fetching; it fetches again ${again} and under 32 MiB. Nothing is lost; the lag grows meanwhile. If it lasts, the executor or a sink is too slow: see In flight and Sinks.`;
 }

@@ -35,7 +35,7 @@ export function ago(secs) {
 // behind is the lag in time of a partition or of the group.
 export function behind(secs) {
   if (secs === null || secs === undefined) return el("span", { class: "muted", title: "the oldest unconsumed message is read at most every 10 s" }, "reading…");
-  return secs < 1 ? "none" : `${ago(secs)} behind`;
+  return secs < 1 ? "up to date" : `${ago(secs)} behind`;
 }
 
 // drainWords says in the operator's words where the lag is going: when it
@@ -100,7 +100,7 @@ export function summary(g) {
   const paused = rows.filter((r) => r.paused).length;
   const unowned = rows.filter((r) => r.unowned);
   const since = unowned.length ? Math.min(...unowned.map((r) => r.unowned_since_ms || Date.now())) : 0;
-  return [`${rows.length} partitions of group ${g.group}`, paused ? ` · ${paused} paused` : "",
+  return [`${rows.length} partition${rows.length === 1 ? "" : "s"} of group ${g.group}`, paused ? ` · ${paused} paused` : "",
     unowned.length ? [` · ${unowned.length} unowned since `, timeEl(since, true)] : ""];
 }
 
@@ -113,11 +113,29 @@ function ownerText(r) {
   return r.mine ? [who, el("span", { class: "muted" }, " (this worker)")] : who;
 }
 
+// holding says which key holds a partition back (head_of_line: this
+// worker's partitions only): the key, its task (a link to the Live
+// panel), how long it has run and how many of its key wait behind it.
+function holding(r) {
+  const h = r.head_of_line;
+  if (!h) return el("span", { class: "muted" }, r.mine ? "–" : "see its worker");
+  if (!h.keys.length) return el("span", { class: "muted" }, h.running || h.waiting ? "no key holds others" : "nothing");
+  const k = h.keys[0];
+  const task = k.task_ids[0];
+  const since = k.since_ms ? `running ${ago((Date.now() - k.since_ms) / 1000)}` : "waiting for a slot";
+  return el("div", { class: "held-key", "data-key": k.key, "data-behind": k.behind },
+    "key ", el("code", {}, k.key_encoding === "base64" ? `base64:${k.key}` : k.key), k.key_truncated ? "…" : "", " ",
+    task ? el("a", { href: "/live?task=" + encodeURIComponent(task), class: "task-link" }, task) : null,
+    el("div", { class: "muted small" }, since, k.behind ? ` · ${num(k.behind)} of its key behind` : "",
+      k.holds_commit ? " · the commit waits for it" : "",
+      h.keys_holding > 1 ? ` · ${h.keys_holding - 1} more key${h.keys_holding === 2 ? "" : "s"}` : ""));
+}
+
 // lagTable lists every partition of the group with its offsets, lag,
 // owner and state.
 export function lagTable(g) {
   const rows = g.group_partitions || [];
-  const head = ["Partition", "Owner", "Committed", "High watermark", "Lag", "Behind", "Drain", "Last minutes", "State"];
+  const head = ["Partition", "Owner", "Committed", "High watermark", "Lag", "Behind", "Drain", "Last minutes", "Holding it", "State"];
   return el("div", { class: "scroll" }, el("table", { class: "grid lag-table" },
     el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, rows.map((r) => {
@@ -130,6 +148,7 @@ export function lagTable(g) {
         el("td", { class: "num behind", title: r.oldest_unconsumed_ms ? "oldest unconsumed message produced " + new Date(r.oldest_unconsumed_ms).toLocaleString() : "" }, r.lag === null ? "–" : behind(r.lag_seconds)),
         el("td", {}, drainBadge(r.drain)),
         el("td", {}, sparkline(r.lag_trend)),
+        el("td", { class: "holding" }, holding(r)),
         el("td", {}, badge(st, { [st]: color }), r.unowned ? [" since ", timeEl(r.unowned_since_ms, true)] : null));
     }))));
 }
@@ -172,7 +191,8 @@ export async function mount(root, ctx) {
   root.append(card("Every partition of the group", body,
     note("Offsets are read from the brokers now. ", el("strong", {}, "Behind"), " is how old the oldest message not yet consumed is (the timestamp of the record at the committed offset, read at most every 10 s per partition). ",
       el("strong", {}, "Drain"), " compares what was consumed and what arrived over the last 5 minutes: how long until the lag is 0 at that pace, or why it will not be. ",
-      el("strong", {}, "Last minutes"), " is the lag at each 10 s read."),
+      el("strong", {}, "Last minutes"), " is the lag at each 10 s read. ",
+      el("strong", {}, "Holding it"), " names, for this worker's partitions, the key whose message runs while later messages of that key wait (messages of one key run in order) or that the commit waits for; its task opens on Live."),
     note("Limits: the timestamp is the producer's, so a producer's clock skew or a replayed old message shows as lag; the committed offset moves with each commit (sources.kafka.commit_interval), so a draining partition looks up to that much older; a burst or a pause inside the 5 minutes moves the estimate. Another worker's paused state is what its card said at its last heartbeat."),
     f.consume_pause ? el("p", {}, "To hold this worker's intake: ", el("a", { href: "/debug?tab=pause" }, "Debug › Consume pause"), ".") : null));
   const load = async () => {
