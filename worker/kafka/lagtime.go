@@ -232,6 +232,7 @@ func (c *lagClock) fill(now time.Time, rows []GroupPartition) {
 	defer c.mu.Unlock()
 	for i := range rows {
 		r := &rows[i]
+		r.LagTrend = []LagPoint{}
 		pc := c.parts[r.Partition]
 		n, ok := next(*r)
 		if !ok {
@@ -245,7 +246,6 @@ func (c *lagClock) fill(now time.Time, rows []GroupPartition) {
 		}
 		d := drainOf(pc.samples, now, *r.Lag)
 		r.Drain = &d
-		r.LagTrend = make([]LagPoint, 0, len(pc.samples))
 		for _, s := range pc.samples {
 			r.LagTrend = append(r.LagTrend, LagPoint{TS: s.at.UnixMilli(), Lag: max(0, s.hwm-s.committed)})
 		}
