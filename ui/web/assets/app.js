@@ -9,7 +9,7 @@ const builtIn = [
   { path: "/live", title: "Live", load: () => import("./pages/live.js") },
   { path: "/workers", title: "Workers", load: () => import("./pages/workers.js") },
   { path: "/history", title: "History", load: () => import("./pages/history.js") },
-  { path: "/lag", title: "Consumer lag", nav: "Lag", show: (id) => id.features.kafka_source && id.features.kafka_read, load: () => import("./pages/lag.js") },
+  { path: "/lag", title: "Consumer lag", nav: "Lag", show: (id) => id.features.kafka_source && id.features.kafka_read, load: () => import("./pages/lagview.js") },
   { path: "/debug", title: "Debug", load: () => import("./pages/debug.js") },
 ];
 

@@ -135,7 +135,7 @@ async function pauseTab(root, ctx) {
   root.append(lagBox);
   let lagCleanup = null, closed = false;
   if (ctx.identity.features.kafka_source) {
-    import("./lag.js").then(async (m) => {
+    import("./lagview.js").then(async (m) => {
       const c = await m.lagPanel(lagBox);
       if (closed) c(); else lagCleanup = c;
     }).catch((err) => lagBox.replaceChildren(banner("error", "Lag failed to load: " + err.message)));
