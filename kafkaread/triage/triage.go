@@ -261,6 +261,9 @@ func Read(ctx context.Context, sc Scanner, q Query) (Page, error) {
 		return Page{}, err
 	}
 	page.Records, page.Older, page.Newer = merge(q, older, marks, ranges, parts)
+	if page.Records == nil {
+		page.Records = []Entry{} // no match: "records":[], like "reasons"
+	}
 	for p, mk := range marks {
 		page.Partitions = append(page.Partitions, PartitionMarks{Partition: p, Low: mk.Low, High: mk.High})
 		page.Total += mk.High - mk.Low

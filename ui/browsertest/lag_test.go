@@ -118,6 +118,17 @@ func TestLagAndTrends(t *testing.T) {
 		}
 		last = got
 	}
+	// The lag in time moves while the pause holds: the oldest waiting
+	// message of alpha's partitions gets older at each read, and the
+	// partitions say they are not consuming.
+	first := fmt.Sprintf(`Number(document.querySelector("table.lag-table tr[data-partition='%d']").dataset.lagSeconds || 0)`, mine[0])
+	pause.waitFor(first+` > 0`, "a lag in time on alpha's first partition")
+	var before float64
+	jsonOf(t, pause, first, &before)
+	pause.waitFor(fmt.Sprintf(`%s > %v && document.querySelector("table.lag-table tr[data-partition='%d'] [data-drain=not_consuming]")`, first, before, mine[0]),
+		"the lag in time growing while the pause holds, the partition not consuming")
+	dash.waitFor(`Number(document.querySelector(".lag-tile .lag-seconds").dataset.lagSeconds) > 0 && document.querySelector(".lag-tile .lag-seconds").textContent.endsWith("behind")`,
+		"the tile's lag in time during the pause")
 	var others []string
 	jsonOf(t, pause, `[...document.querySelectorAll("table.lag-table tbody tr")].filter((r) => !r.innerText.includes("this worker")).map((r) => r.children[1].innerText + " " + r.dataset.state)`, &others)
 	if len(others) != 4-len(mine) {
@@ -142,8 +153,9 @@ func TestLagAndTrends(t *testing.T) {
 
 	pause.click("#resume", "Resume now")
 	dash.waitFor(`document.querySelector(".lag-tile .big").dataset.lag === "0"`, "the tile's lag back to 0 after the resume")
-	pause.waitFor(`document.querySelector(".lag-total [data-lag]").dataset.lag === "0" && [...document.querySelectorAll("table.lag-table tbody tr")].every((r) => r.dataset.lag === "0" && r.dataset.state === "flowing")`,
-		"the Pause tab's partitions at lag 0 and flowing after the resume")
+	pause.waitFor(`document.querySelector(".lag-total [data-lag]").dataset.lag === "0" && [...document.querySelectorAll("table.lag-table tbody tr")].every((r) => r.dataset.lag === "0" && r.dataset.lagSeconds === "0" && r.dataset.state === "flowing")`,
+		"the Pause tab's partitions at lag 0, up to date and flowing after the resume")
+	pause.waitFor(fmt.Sprintf(`document.querySelector("table.lag-table tr[data-partition='%d'] [data-drain=caught_up]")`, mine[0]), "alpha's first partition caught up after the resume")
 
 	// Trends: the fleet's three charts with data points, the lag having
 	// risen on the lag chart; one worker alone on demand.
@@ -173,7 +185,7 @@ func TestLagAndTrends(t *testing.T) {
 	dash.fill("#trends-view", "fleet")
 	dash.waitFor(`document.querySelector(".charts.trends[data-view=fleet]")`, "the fleet's trends again")
 
-	href := dash.str(`[...document.querySelectorAll("a")].find((a) => a.textContent === "Consumer lag").href`)
+	href := dash.str(`[...document.querySelectorAll("a[target=_blank]")].find((a) => a.textContent === "Consumer lag").href`)
 	u, err := url.Parse(href)
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ const (
 )
 
 // shellRoutes are the bundle's own pages; /p/<slug> adds declared ones.
-var shellRoutes = map[string]bool{"/": true, "/live": true, "/workers": true, "/history": true, "/debug": true}
+var shellRoutes = map[string]bool{"/": true, "/live": true, "/workers": true, "/history": true, "/debug": true, "/lag": true}
 
 // AssetsPath is the URL prefix of a release's static files, /assets/<tag>.
 func AssetsPath(tag string) string { return "/assets/" + tag }

@@ -121,7 +121,7 @@ func TestShellReferencesResolve(t *testing.T) {
 	ref := regexp.MustCompile(`(?:src|href)="(/assets/[^"]+)"`)
 	imp := regexp.MustCompile(`from "\./([^"]+)"`)
 	inline := regexp.MustCompile(`<script(?:\s+type="module")?>|<style|\sstyle="|\son[a-z]+="`)
-	pages := map[string]string{"shell": serve(p, "GET", "/").Body.String(), "not found": serve(p, "GET", "/x").Body.String(), "sign-in": string(SignInPage(ui.EmbeddedTag, true))}
+	pages := map[string]string{"shell": serve(p, "GET", "/").Body.String(), "not found": serve(p, "GET", "/x").Body.String(), "sign-in": string(SignInPage(ui.EmbeddedTag, true, nil))}
 	seen := 0
 	for name, html := range pages {
 		if inline.MatchString(html) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"html/template"
 	"net/http"
+	"net/url"
+	"sort"
 
 	"svc/ui"
 )
@@ -31,6 +33,9 @@ var signInTemplate = template.Must(template.New("signin").Parse(`<!doctype html>
 <p class="error" role="alert">That token was not accepted.</p>
 {{- end}}
 <form method="get">
+{{- range .Keep}}
+<input type="hidden" name="{{.Name}}" value="{{.Value}}">
+{{- end}}
 <label for="token">UI token</label>
 <input id="token" name="token" type="password" autocomplete="current-password" required>
 <button type="submit">Sign in</button>
@@ -40,14 +45,39 @@ var signInTemplate = template.Must(template.New("signin").Parse(`<!doctype html>
 </html>
 `))
 
+// keptParam is a query parameter of the page asked for, carried through
+// the sign-in form so the operator lands where the link pointed.
+type keptParam struct{ Name, Value string }
+
+// maxKeptParams bounds the parameters carried through the form.
+const maxKeptParams = 32
+
 // SignInPage returns the sign-in page for a page request without a valid
 // UI token. tag is the bundle release served ("" when none: the page then
-// has no style or script); failed says a token was presented and refused.
-func SignInPage(tag string, failed bool) []byte {
+// has no style or script); failed says a token was presented and refused;
+// query is the page's query: its parameters but the token are kept as
+// hidden fields, so signing in lands on the page asked for
+// (/debug?tab=runtime stays on the Runtime tab).
+func SignInPage(tag string, failed bool, query url.Values) []byte {
 	data := struct {
 		Assets string
 		Failed bool
+		Keep   []keptParam
 	}{Failed: failed}
+	names := make([]string, 0, len(query))
+	for k := range query {
+		if k != "token" {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range query[k] {
+			if len(data.Keep) < maxKeptParams {
+				data.Keep = append(data.Keep, keptParam{k, v})
+			}
+		}
+	}
 	if ui.CheckTag(tag) == nil {
 		data.Assets = AssetsPath(tag)
 	}
@@ -69,6 +99,6 @@ func WriteSignIn(w http.ResponseWriter, r *http.Request, tag string, failed bool
 	h.Set("WWW-Authenticate", `Bearer realm="svc"`)
 	w.WriteHeader(http.StatusUnauthorized)
 	if r.Method != http.MethodHead {
-		w.Write(SignInPage(tag, failed))
+		w.Write(SignInPage(tag, failed, r.URL.Query()))
 	}
 }

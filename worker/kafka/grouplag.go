@@ -32,6 +32,18 @@ type GroupPartition struct {
 	UnownedSinceMS int64 `json:"unowned_since_ms"`
 	Paused         *bool `json:"paused"`
 	Stalled        *bool `json:"stalled"`
+	// OldestUnconsumedMS is the timestamp of the record at the committed
+	// offset (the oldest message not yet consumed) and LagSeconds how old
+	// it is now: 0 without lag, null until read (lagtime.go).
+	OldestUnconsumedMS *int64   `json:"oldest_unconsumed_ms"`
+	LagSeconds         *float64 `json:"lag_seconds"`
+	// Drain is the time-to-drain estimate; LagTrend the lag as sampled by
+	// the lag loop over the last minutes (oldest first).
+	Drain    *Drain     `json:"drain"`
+	LagTrend []LagPoint `json:"lag_trend"`
+	// HeadOfLine is what holds the partition back, for this worker's own
+	// partitions (null for the others: headofline.go).
+	HeadOfLine *HeadOfLine `json:"head_of_line"`
 }
 
 // PartitionFlow is what a worker's fleet card says of its partitions'

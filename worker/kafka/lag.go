@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // lagInterval is how often the lag loop reads the assigned partitions'
@@ -34,6 +35,10 @@ type offsetCache struct {
 	hwm, start, committed map[int32]int64
 	members               groupMembers
 	orphanSince           map[int32]time.Time
+	// clock is the lag in time and the drain rates (lagtime.go); reader
+	// reads the oldest unconsumed records for it.
+	clock  lagClock
+	reader *kgo.Client
 }
 
 func (c *offsetCache) snapshot() (at time.Time, hwm, start, committed map[int32]int64) {
@@ -82,6 +87,10 @@ type GroupState struct {
 	Orphaned        []OrphanedPartition `json:"orphaned"`
 	GroupPartitions []GroupPartition    `json:"group_partitions"`
 	TotalLag        *int64              `json:"total_lag"`
+	// LagSeconds is the oldest unconsumed message's age over every
+	// partition; Drain the group's time to drain (its slowest partition).
+	LagSeconds *float64 `json:"lag_seconds"`
+	Drain      *Drain   `json:"drain"`
 }
 
 // ErrGroupRead is a failed or timed-out read of the group's offsets from
@@ -133,10 +142,13 @@ func (s *Source) GroupState(ctx context.Context) (GroupState, error) {
 	}
 	rows := s.partitionRows()
 	all, total := s.groupPartitions(rows, orphaned)
+	s.offsets.clock.fill(time.Now(), all)
+	s.fillHeadOfLine(all)
+	age, drain := groupDrain(all)
 	return GroupState{
 		Group: s.cfg.Group, Alias: "source", Protocol: Protocol, Generation: gen, Owner: owner,
 		OffsetsReadAtMS: at.UnixMilli(), Partitions: rows, Members: members, Orphaned: orphaned,
-		GroupPartitions: all, TotalLag: total,
+		GroupPartitions: all, TotalLag: total, LagSeconds: age, Drain: drain,
 	}, nil
 }
 
@@ -162,11 +174,15 @@ func (s *Source) owner() (Owner, int32) {
 func (s *Source) lagLoop(ctx context.Context) {
 	t := time.NewTicker(s.lagEvery)
 	defer t.Stop()
+	defer s.closeAgeReader()
 	failing := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 		err := s.readOffsets(rctx)
 		cancel()
+		if err == nil {
+			s.ageRound(ctx)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return

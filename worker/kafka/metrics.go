@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -73,6 +74,7 @@ type partitionCollector struct {
 	lag, committed, hwm, running, waiting *prometheus.Desc
 	paused, stalled                       *prometheus.Desc
 	orphaned                              *prometheus.Desc
+	lagSeconds                            *prometheus.Desc
 	topic, group                          string
 }
 
@@ -94,12 +96,15 @@ func newPartitionCollector(s *Source) *partitionCollector {
 		orphaned: prometheus.NewDesc("svc_consumer_lag_orphaned",
 			"Lag of a source partition no live member consumes: held by a dead member until its session times out, or by nobody during a rebalance (held_by). Exported by one worker of the group only (the live member with the smallest member id).",
 			[]string{"topic", "group", "partition", "held_by"}, nil),
+		lagSeconds: prometheus.NewDesc("svc_consumer_lag_seconds",
+			"Age of the oldest message of an assigned partition not yet committed by the group: now - timestamp of the record at the committed offset (0 without lag). The record is read at most every 10 s, when the committed offset moved; absent until read.",
+			[]string{"topic", "group", "partition"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.lag, c.committed, c.hwm, c.running, c.waiting, c.paused, c.stalled, c.orphaned} {
+	for _, d := range []*prometheus.Desc{c.lag, c.committed, c.hwm, c.running, c.waiting, c.paused, c.stalled, c.orphaned, c.lagSeconds} {
 		ch <- d
 	}
 }
@@ -115,6 +120,7 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
+	now := time.Now()
 	for _, r := range c.s.partitionRows() {
 		gauge(c.running, float64(r.InFlight), r.Partition)
 		gauge(c.waiting, float64(r.Waiting), r.Partition)
@@ -128,6 +134,11 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if r.Lag != nil {
 			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(*r.Lag), c.topic, c.group, strconv.Itoa(int(r.Partition)))
+		}
+		if r.Lag != nil && r.HighWatermark != nil {
+			if secs := c.s.offsets.clock.ageSeconds(now, r.Partition, *r.HighWatermark, *r.Lag); secs != nil {
+				ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, *secs, c.topic, c.group, strconv.Itoa(int(r.Partition)))
+			}
 		}
 	}
 	if orphaned, reporter := c.s.orphans(); reporter {

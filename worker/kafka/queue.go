@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"slices"
+	"time"
 
 	"svc/worker/config"
 )
@@ -106,6 +107,10 @@ func (s *Source) readyLocked(w *msgWork) {
 // their caps hold every start: their sink is slower than the executors.
 func (s *Source) admitLocked() []*msgWork {
 	var start []*msgWork
+	var now time.Time
+	if len(s.ring) > 0 {
+		now = time.Now()
+	}
 	for s.executing < s.lim.maxRunning && s.running-s.executing < s.lim.maxDelivering &&
 		s.deliverBytes < deliverBytes && s.staged < s.lim.maxStaged && s.stagedBytes < deliverBytes && len(s.ring) > 0 {
 		p := s.ring[0]
@@ -118,7 +123,7 @@ func (s *Source) admitLocked() []*msgWork {
 			s.ring = append(s.ring, p)
 		}
 		s.unwaitLocked(w)
-		w.started = true
+		w.started, w.startedAt = true, now
 		p.running++
 		s.running++
 		s.executing++

@@ -103,6 +103,7 @@ type msgWork struct {
 	part        *partState
 	arrangeErr  error // Arrange failed: the tasks go to the DLQ unrun
 	started     bool
+	startedAt   time.Time // when it started (the head-of-line view)
 	dropped     bool
 }
 

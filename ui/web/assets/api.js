@@ -62,17 +62,6 @@ export async function request(method, path, body, base = "") {
 export const get = (path, base) => request("GET", path, undefined, base);
 export const post = (path, body) => request("POST", path, body ?? {});
 
-// optional GETs a route another release may not have yet: null when it
-// answers 404 or {"enabled": false}.
-export async function optional(path) {
-  try {
-    const data = await get(path);
-    return data && data.enabled === false ? null : data;
-  } catch (err) {
-    if (err.status === 404) return null;
-    throw err;
-  }
-}
 
 // withToken adds ?token= to a same-origin URL for the places a header
 // cannot be sent.

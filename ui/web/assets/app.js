@@ -9,6 +9,7 @@ const builtIn = [
   { path: "/live", title: "Live", load: () => import("./pages/live.js") },
   { path: "/workers", title: "Workers", load: () => import("./pages/workers.js") },
   { path: "/history", title: "History", load: () => import("./pages/history.js") },
+  { path: "/lag", title: "Consumer lag", nav: "Lag", show: (id) => id.features.kafka_source && id.features.kafka_read, load: () => import("./pages/lagview.js") },
   { path: "/debug", title: "Debug", load: () => import("./pages/debug.js") },
 ];
 
@@ -21,9 +22,9 @@ let unmount = null;
 let seq = 0;
 
 function renderNav() {
-  const entries = builtIn.concat(ctx.pages.map((p) => ({ path: "/p/" + p.slug, title: p.title || p.slug })));
+  const entries = builtIn.filter((e) => !e.show || e.show(ctx.identity)).concat(ctx.pages.map((p) => ({ path: "/p/" + p.slug, title: p.title || p.slug })));
   nav.replaceChildren(...entries.map((e) => {
-    const a = el("a", { href: e.path }, e.title);
+    const a = el("a", { href: e.path }, e.nav || e.title);
     if (e.path === location.pathname) a.setAttribute("aria-current", "page");
     return a;
   }));

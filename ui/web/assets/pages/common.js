@@ -49,12 +49,13 @@ export function intakeCaps(cfg) {
   return { w, pause: 6 * w, resume: 3 * w };
 }
 
-// backpressureWords explains backpressure by that rule: waiting is
-// svc_kafka_messages_waiting; caps may be null while the config loads.
+// backpressureWords says what backpressure is doing in the operator's
+// words: waiting is svc_kafka_messages_waiting; caps (intakeCaps) may be
+// null while the config loads. The rule itself (W, the caps' formula) is
+// in operations.md, "Intake queues and fair dispatch".
 export function backpressureWords(active, waiting, caps) {
-  const w = "W = max(pipeline.max_in_flight, sources.kafka.max_poll_records)";
-  const cap = caps ? `${num(caps.pause)} messages (6 × W, ${w} = ${num(caps.w)})` : `6 × W messages (${w})`;
-  const resume = caps ? `fewer than ${num(caps.resume)} messages` : "fewer than 3 × W messages";
-  if (!active) return `off: ${num(waiting)} waiting to run, under the cap of ${cap} or 64 MiB`;
-  return `active: ${num(waiting)} messages wait to run (running ones do not count), at or over the cap of ${cap} or 64 MiB; intake resumes once ${resume} and under 32 MiB wait`;
+  const limit = caps ? `${num(caps.pause)} messages or 64 MiB` : "its limit";
+  if (!active) return `off: ${num(waiting)} messages waiting to run; this worker stops fetching when ${caps ? limit : "too many"} wait, so work never piles up`;
+  const again = caps ? `once fewer than ${num(caps.resume)} wait` : "once about half of them ran";
+  return `active: ${num(waiting)} messages wait to run, more than this worker queues (${limit}), so it stopped fetching; it fetches again ${again} and under 32 MiB. Nothing is lost; the lag grows meanwhile. If it lasts, the executor or a sink is too slow: see In flight and Sinks.`;
 }

@@ -65,9 +65,11 @@ export async function mount(root, ctx) {
       return;
     }
     const total = group.total_lag;
-    lagBox.replaceChildren(...[el("h2", {}, "Consumer lag"),
-      el("div", { class: "big", "data-lag": total ?? "" }, total === null ? "–" : `${num(total)} msgs`), spark,
-      note(lagMod.summary(group), " · ", el("a", { href: "/debug?tab=pause" }, "per partition"))].filter(Boolean));
+    lagBox.replaceChildren(...[el("h2", {}, el("a", { href: "/lag", class: "lag-link" }, "Consumer lag")),
+      el("div", { class: "big", "data-lag": total ?? "" }, total === null ? "–" : `${num(total)} msgs`),
+      el("p", { class: "lag-time" }, el("span", { class: "lag-seconds", "data-lag-seconds": group.lag_seconds ?? "" }, lagMod.behind(group.lag_seconds)), " · ", lagMod.drainBadge(group.drain)),
+      spark,
+      note(lagMod.summary(group), " · ", el("a", { href: "/lag", class: "per-partition" }, "per partition"))].filter(Boolean));
   };
   const readLag = async () => {
     if (!lagMod) lagMod = await import("./lag.js");
@@ -246,13 +248,18 @@ function failuresCard(rows, ctx) {
 function countsCard(c, id) {
   if (!id.features.recorder) return null;
   // Probes are not traffic: the recorder keeps their rows, the card leaves them out.
+  // The total is the rows' own sum, so the table adds up.
+  const all = (st) => Object.values(st || {}).reduce((a, n) => a + (Number(n) || 0), 0);
+  const probes = all((c.by_source || {}).probe);
+  const traffic = Object.entries(c.by_source || {}).filter(([src]) => src !== "probe").reduce((a, [, st]) => a + all(st), 0);
   const rows = Object.entries(c.by_source || {}).filter(([src]) => src !== "probe").map(([src, st]) =>
     el("tr", {}, el("th", { scope: "row" }, src), ...["ok", "failed", "timeout"].map((k) => el("td", {}, num(st[k] || 0)))));
   return card("Requests by source",
     c.memory_only ? banner("info", "Memory-only recorder (storage.dir is empty): request counts are not kept and show zero.") : null,
     el("table", { class: "grid" }, el("thead", {}, el("tr", {}, el("th", {}, "source"), el("th", {}, "ok"), el("th", {}, "failed"), el("th", {}, "timeout"))),
       el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 4, class: "muted" }, "No requests recorded.")))),
-    note("Total ", num(c.total), " since ", timeEl(c.since_ms)));
+    note("Total ", el("span", { class: "counts-total" }, num(traffic)), " since ", timeEl(c.since_ms),
+      probes ? ` (${num(probes)} debug probe${probes === 1 ? "" : "s"} not counted: probes are not traffic)` : ""));
 }
 
 // linksCard: Prometheus graphs of this worker (and of its consumer group:

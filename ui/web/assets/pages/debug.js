@@ -13,11 +13,16 @@ const tabs = [
   { id: "runtime", title: "Runtime", on: () => true, load: () => import("./runtime.js") },
 ];
 
+const TAB_KEY = "svc.debugTab";
+
 export async function mount(root, ctx) {
   const f = ctx.identity.features;
   const shown = tabs.filter((t) => t.on(f));
   const off = [...new Set(tabs.filter((t) => !t.on(f)).map((t) => t.key))];
-  let current = shown.find((t) => t.id === ctx.params.get("tab")) || shown[0];
+  // The tab is in the address (?tab=), and this browser tab remembers the
+  // last one: Debug from the navigation opens it again.
+  const kept = sessionStorage.getItem(TAB_KEY);
+  let current = shown.find((t) => t.id === ctx.params.get("tab")) || shown.find((t) => t.id === kept) || shown[0];
   const list = el("div", { role: "tablist", class: "tabs", "aria-label": "Debug tools" });
   const pane = el("div", { role: "tabpanel", id: "debug-pane" });
   root.append(...[list, off.length ? note("Turned off on this worker: ", off.map((k, i) => [i ? ", " : "", el("code", { class: "off-key" }, k + " = false")])) : null, pane].filter(Boolean));
@@ -25,6 +30,7 @@ export async function mount(root, ctx) {
 
   const select = async (t, params) => {
     current = t;
+    sessionStorage.setItem(TAB_KEY, t.id);
     if (cleanup) cleanup();
     cleanup = null;
     for (const b of list.children) b.setAttribute("aria-selected", String(b.dataset.tab === t.id));
@@ -129,7 +135,7 @@ async function pauseTab(root, ctx) {
   root.append(lagBox);
   let lagCleanup = null, closed = false;
   if (ctx.identity.features.kafka_source) {
-    import("./lag.js").then(async (m) => {
+    import("./lagview.js").then(async (m) => {
       const c = await m.lagPanel(lagBox);
       if (closed) c(); else lagCleanup = c;
     }).catch((err) => lagBox.replaceChildren(banner("error", "Lag failed to load: " + err.message)));

@@ -1,7 +1,10 @@
 // Consumer lag of the whole group, as one worker sees it
 // (GET /api/v1/debug/kafka/group: every partition of the topic, whoever
-// owns it): the Dashboard's Consumer lag tile and the Pause tab's table.
-import { el, card, note, num, timeEl } from "../dom.js";
+// owns it): what the Dashboard's Consumer lag tile needs (the group's lag
+// in messages, in time and where it is going). The per-partition table of
+// the Consumer lag page and the Pause tab is lagview.js, so the Dashboard
+// does not load it.
+import { el, num, timeEl } from "../dom.js";
 import { get } from "../api.js";
 import { badge } from "../render.js";
 
@@ -18,15 +21,46 @@ export async function readGroup() {
   }
 }
 
-const msgs = (n) => `${num(n)} msg${n === 1 ? "" : "s"}`;
+export const msgs = (n) => `${num(n)} msg${n === 1 ? "" : "s"}`;
 
-// partitionState says in a word or two what is happening to a partition.
-export function partitionState(r) {
-  if (r.unowned) return ["unowned", "red"];
-  if (r.stalled) return ["stall-paused", "red"];
-  if (r.paused) return ["paused", "blue"];
-  if (r.paused === false) return ["flowing", "green"];
-  return ["unknown", "gray"];
+// ago says a number of seconds the way an operator reads it.
+export function ago(secs) {
+  if (secs === null || secs === undefined) return "–";
+  if (secs < 1) return "0 s";
+  if (secs < 100) return `${Math.round(secs)} s`;
+  if (secs < 5400) return `${Math.round(secs / 60)} min`;
+  const h = Math.floor(secs / 3600), m = Math.round((secs % 3600) / 60);
+  return m ? `${h} h ${m} min` : `${h} h`;
+}
+
+// behind is the lag in time of a partition or of the group.
+export function behind(secs) {
+  if (secs === null || secs === undefined) return el("span", { class: "muted", title: "the oldest unconsumed message is read at most every 10 s" }, "reading…");
+  return secs < 1 ? "up to date" : `${ago(secs)} behind`;
+}
+
+// drainWords says in the operator's words where the lag is going: when it
+// will be 0, or why it will not.
+export function drainWords(d) {
+  if (!d) return ["estimating…", "gray"];
+  switch (d.state) {
+    case "catching_up": return [`catching up: ~${ago(d.seconds)}`, "green"];
+    case "falling_behind": return ["falling behind", "red"];
+    case "holding": return ["holding steady: as fast in as out", "yellow"];
+    case "not_consuming": return ["not consuming", "red"];
+    case "caught_up": return ["caught up", "green"];
+    case "idle": return ["idle", "gray"];
+    default: return ["estimating…", "gray"];
+  }
+}
+
+// drainBadge is drainWords as a badge with its rates on hover.
+export function drainBadge(d) {
+  const [words, color] = drainWords(d);
+  const b = badge(words, { [words]: color });
+  b.dataset.drain = d ? d.state : "unknown";
+  if (d && d.window_seconds) b.title = `over the last ${ago(d.window_seconds)}: ${d.consumed_per_second.toFixed(2)} msgs/s consumed, ${d.produced_per_second.toFixed(2)} msgs/s produced`;
+  return b;
 }
 
 // summary: the group's lag in one line (partitions, paused, unowned).
@@ -35,50 +69,6 @@ export function summary(g) {
   const paused = rows.filter((r) => r.paused).length;
   const unowned = rows.filter((r) => r.unowned);
   const since = unowned.length ? Math.min(...unowned.map((r) => r.unowned_since_ms || Date.now())) : 0;
-  return [`${rows.length} partitions of group ${g.group}`, paused ? ` · ${paused} paused` : "",
+  return [`${rows.length} partition${rows.length === 1 ? "" : "s"} of group ${g.group}`, paused ? ` · ${paused} paused` : "",
     unowned.length ? [` · ${unowned.length} unowned since `, timeEl(since, true)] : ""];
-}
-
-// ownerText names who holds a partition: a worker, a stopped worker's
-// member, or nobody.
-function ownerText(r) {
-  if (!r.owner) return el("span", { class: "muted" }, "nobody (rebalance)");
-  const who = r.owner.worker || r.owner.client_id || r.owner.member_id;
-  if (r.unowned) return [who, el("span", { class: "muted" }, " (not alive)")];
-  return r.mine ? [who, el("span", { class: "muted" }, " (this worker)")] : who;
-}
-
-// lagTable lists every partition of the group with its offsets, lag,
-// owner and state.
-export function lagTable(g) {
-  const rows = g.group_partitions || [];
-  const head = ["Partition", "Owner", "Committed", "High watermark", "Lag", "State"];
-  return el("div", { class: "scroll" }, el("table", { class: "grid lag-table" },
-    el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, rows.map((r) => {
-      const [st, color] = partitionState(r);
-      return el("tr", { "data-partition": r.partition, "data-lag": r.lag ?? "", "data-state": st },
-        el("td", { class: "num" }, r.partition), el("td", {}, ownerText(r)),
-        el("td", { class: "num" }, r.committed_offset === null ? "none" : num(r.committed_offset)),
-        el("td", { class: "num" }, r.high_watermark === null ? "–" : num(r.high_watermark)),
-        el("td", { class: "num" }, r.lag === null ? "–" : msgs(r.lag)),
-        el("td", {}, badge(st, { [st]: color }), r.unowned ? [" since ", timeEl(r.unowned_since_ms, true)] : null));
-    }))));
-}
-
-// lagPanel is the Pause tab's card: the whole group's lag, re-read every
-// 5 s while the tab is open.
-export async function lagPanel(root) {
-  const body = el("div", { "aria-live": "polite" });
-  root.append(card("Consumer lag of the group", body,
-    note("Every partition of the topic, whoever owns it, with offsets read from the brokers now. During a pause the paused partitions' lag grows as messages arrive; it falls back once intake resumes and the group commits. Another worker's paused state is what its card said at its last heartbeat.")));
-  const load = async () => {
-    const { g, off } = await readGroup();
-    if (off) { body.replaceChildren(note(off)); return; }
-    body.replaceChildren(el("p", { class: "lag-total" }, "Total lag ", el("strong", { "data-lag": g.total_lag ?? "" }, g.total_lag === null ? "–" : msgs(g.total_lag)),
-      " · ", summary(g), " · read ", timeEl(g.offsets_read_at_ms, true)), lagTable(g));
-  };
-  await load().catch(() => {});
-  const timer = setInterval(() => load().catch(() => {}), 5000);
-  return () => clearInterval(timer);
 }

@@ -4,7 +4,7 @@
 // frames; throughput is a table with its units. The raw JSON of both
 // routes is one toggle away. Re-read every 10 s while the tab is open.
 import { el, card, note, banner, num, bytes, timeEl } from "../dom.js";
-import { optional } from "../api.js";
+import { get } from "../api.js";
 import { chart } from "../chart.js";
 
 const REFRESH_MS = 10000;
@@ -21,15 +21,30 @@ export async function mount(root) {
   };
   root.append(el("div", { class: "toolbar" }, toggle), body, raw);
   const load = async () => {
-    const [rt, tp] = await Promise.all([optional("/api/v1/debug/runtime"), optional("/api/v1/debug/throughput")]);
-    body.replaceChildren(...runtimeCards(rt), throughputCard(tp));
+    const [rt, tp] = await Promise.all([read("/api/v1/debug/runtime"), read("/api/v1/debug/throughput")]);
+    body.replaceChildren(...runtimeCards(rt.data), throughputCard(tp.data));
+    // The raw JSON is what each route answered ({"enabled":false,…} too),
+    // not what the cards made of it.
+    const rawOf = (r) => r.missing ? el("p", { class: "muted" }, "404: this worker's release has no such route.") : el("pre", { class: "preview" }, JSON.stringify(r.raw, null, 2));
     raw.replaceChildren(
-      el("h3", {}, "GET /api/v1/debug/runtime"), el("pre", { class: "preview" }, JSON.stringify(rt, null, 2)),
-      el("h3", {}, "GET /api/v1/debug/throughput"), el("pre", { class: "preview" }, JSON.stringify(tp, null, 2)));
+      el("h3", {}, "GET /api/v1/debug/runtime"), rawOf(rt),
+      el("h3", {}, "GET /api/v1/debug/throughput"), rawOf(tp));
   };
   await load();
   const timer = setInterval(() => load().catch((err) => body.prepend(banner("error", "Refresh failed: " + err.message))), REFRESH_MS);
   return () => clearInterval(timer);
+}
+
+// read GETs a route another release may not have yet: data is null when it
+// answers 404 or {"enabled": false}; raw is the answer as it came.
+async function read(path) {
+  try {
+    const raw = await get(path);
+    return { raw, data: raw && raw.enabled === false ? null : raw };
+  } catch (err) {
+    if (err.status === 404) return { raw: null, data: null, missing: true };
+    throw err;
+  }
 }
 
 function runtimeCards(rt) {
