@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"svc/worker/workertest/wait"
+)
+
+// nfRuns is how many times each scenario runs: 1, or 10 in the long mode
+// (SVC_NETFAULT_LONG=1) so an intermittent stall shows.
+func nfRuns() int {
+	if os.Getenv("SVC_NETFAULT_LONG") != "" {
+		return 10
+	}
+	return 1
+}
+
+// Smoke: three worker hosts consume the backlog from the broker host over
+// the lab network and deliver every message; the client host reads them
+// all.
+func TestNetfaultSmokeThreeHosts(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, 3)
+	l.startBroker()
+	var ws []*nfWorker
+	for i := 1; i <= 3; i++ {
+		ws = append(ws, l.startWorker(l.host(fmt.Sprintf("w%d", i)), "at_least_once"))
+	}
+	// Every worker joined the group (each ready only once it has), then
+	// the backlog arrives.
+	for _, w := range ws {
+		w.waitReady(t, wait.Long)
+	}
+	const n = 600
+	l.produceBacklog(n)
+	sink := l.readSink()
+	wait.For(t, 2*time.Minute, "every message delivered", func() (bool, string) {
+		for _, w := range ws {
+			w.check(t)
+		}
+		d, missing, dups := sink.tally(n)
+		return missing == 0, fmt.Sprintf("%d of %d delivered, %d duplicates", d, n, dups)
+	})
+	for _, w := range ws {
+		if got := sink.deliveredBy(w.name); got == 0 {
+			t.Errorf("%s delivered no result (assigned: %v)", w.host.name, w.events("partitions_assigned"))
+		}
+	}
+}
+
+// nfScenario is one partition between a worker and the broker.
+type nfScenario struct {
+	name     string
+	delivery string
+	cut      time.Duration // how long the partition lasts
+	n        int           // messages in the backlog
+}
+
+// readyBound is how long after the heal the worker must be ready again
+// and have delivered everything: the session timeout (the group may have
+// expelled it) plus 60 s to rejoin and drain the rest of the backlog on
+// a loaded 2-core machine.
+func (sc nfScenario) readyBound() time.Duration { return nfSession + 60*time.Second }
+
+// The worker alone on its host is cut from the broker (every packet both
+// ways dropped) in the middle of its backlog, with tasks running and
+// results waiting to be delivered, then the network heals. Every message
+// must be delivered (0 lost), exactly-once without a duplicate for a
+// read_committed reader, /readyz must say why it is not ready while the
+// broker is unreachable, and be ready again within readyBound.
+func TestNetfaultPartitionWorkerFromBroker(t *testing.T) {
+	var scenarios []nfScenario
+	for _, cut := range []time.Duration{5 * time.Second, 45 * time.Second} {
+		for _, d := range []string{"at_least_once", "exactly_once"} {
+			scenarios = append(scenarios, nfScenario{name: fmt.Sprintf("%s/%s", cut, d), delivery: d, cut: cut, n: 2000})
+		}
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			for run := 1; run <= nfRuns(); run++ {
+				if !t.Run(fmt.Sprintf("run%d", run), func(t *testing.T) {
+					res := runPartition(t, sc)
+					t.Logf("lost %d, duplicates %d, ready %s after the heal, all delivered %s after the heal; readyz during the cut: %q",
+						res.lost, res.dups, res.readyAfter.Round(100*time.Millisecond), res.doneAfter.Round(100*time.Millisecond), res.cutReasons)
+				}) {
+					return
+				}
+			}
+		})
+	}
+}
+
+type nfResult struct {
+	lost, dups            int
+	readyAfter, doneAfter time.Duration
+	cutReasons            []string
+}
+
+func runPartition(t *testing.T, sc nfScenario) nfResult {
+	t.Helper()
+	l := newLab(t, 1)
+	l.startBroker()
+	l.produceBacklog(sc.n)
+	sink := l.readSink()
+	w := l.startWorker(l.host("w1"), sc.delivery)
+	// Cut once a tenth is delivered: the worker is then in the middle of
+	// the backlog, tasks running and results on their way.
+	wait.For(t, 2*time.Minute, "a tenth of the backlog delivered", func() (bool, string) {
+		w.check(t)
+		d, _, _ := sink.tally(sc.n)
+		return d >= sc.n/10, fmt.Sprintf("%d of %d delivered", d, sc.n)
+	})
+	before, _, _ := sink.tally(sc.n)
+	w.host.partition(both, l.host("broker"))
+	cutAt := time.Now()
+
+	// What /readyz says while the broker is unreachable.
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var res nfResult
+	for time.Since(cutAt) < sc.cut {
+		ok, why := w.ready()
+		if !ok {
+			mu.Lock()
+			if !seen[why] {
+				seen[why] = true
+				res.cutReasons = append(res.cutReasons, why)
+			}
+			mu.Unlock()
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	during, _, _ := sink.tally(sc.n)
+	w.host.heal()
+	healAt := time.Now()
+	t.Logf("cut %s after %d of %d delivered; %d by the heal", sc.cut, before, sc.n, during)
+
+	if sc.cut > nfSession {
+		// Past the session timeout the worker must say why it is not
+		// ready: its brokers are unreachable.
+		found := false
+		for _, r := range res.cutReasons {
+			if strings.Contains(r, "unreachable") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("/readyz during a %s partition from the broker never said the brokers are unreachable; it said %q", sc.cut, res.cutReasons)
+		}
+	}
+
+	bound := sc.readyBound()
+	wait.For(t, bound, fmt.Sprintf("every message delivered within %s of the heal", bound), func() (bool, string) {
+		w.check(t)
+		d, missing, dups := sink.tally(sc.n)
+		return missing == 0, fmt.Sprintf("%d of %d delivered, %d duplicates; readyz: %s", d, sc.n, dups, readyString(w))
+	})
+	res.doneAfter = time.Since(healAt)
+	wait.For(t, bound-res.doneAfter, "/readyz ready after the heal", w.ready)
+	res.readyAfter = time.Since(healAt)
+	// Late duplicates (a transaction committed after the reader caught
+	// up) would show within a few commit intervals.
+	time.Sleep(2 * time.Second)
+	_, res.lost, res.dups = sink.tally(sc.n)
+	if res.lost != 0 {
+		t.Errorf("%d of %d messages lost", res.lost, sc.n)
+	}
+	if sc.delivery == "exactly_once" && res.dups != 0 {
+		t.Errorf("exactly-once: %d duplicates for a read_committed reader", res.dups)
+	}
+	t.Logf("events: %v", w.events("partitions_lost", "partitions_revoked", "partitions_assigned", "offset_commit_failed",
+		"kafka_fetch_error", "sink_breaker_open", "sink_breaker_closed", "kafka_transaction_aborted",
+		"kafka_transaction_session_restart", "kafka_brokers_unreachable", "kafka_brokers_reachable"))
+	return res
+}
+
+func readyString(w *nfWorker) string {
+	ok, why := w.ready()
+	if ok {
+		return "ready"
+	}
+	return why
+}
