@@ -43,6 +43,9 @@ type Source struct {
 	sizer *fetchSizer
 	// decomp lends the client its decompression buffers.
 	decomp decompressPool
+	// reach tells from the client's hooks whether any broker answers
+	// (reach.go).
+	reach *reach
 
 	cl   *kgo.Client
 	live atomic.Bool
@@ -116,7 +119,7 @@ func New(app *worker.App, reg prometheus.Registerer, log *slog.Logger) *Source {
 		sizer: newFetchSizer(cfg.Sources.Kafka.FetchBufferBytes, cfg.Sources.Kafka.ClientConfig, reg),
 		parts: map[int32]*partState{}, commitNow: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		idle: make(chan job), stopped: make(chan struct{}),
-		lagEvery: lagInterval,
+		lagEvery: lagInterval, reach: newReach(),
 	}
 	s.flow.onRelease = s.commitSoon
 	reg.MustRegister(newPartitionCollector(s))
@@ -153,6 +156,7 @@ func (s *Source) client() (*kgo.Client, error) {
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
 		kgo.WithPools(&s.decomp),
+		kgo.WithHooks(s.reach),
 	)
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.wcfg.Worker.Name))
@@ -228,6 +232,8 @@ func (s *Source) Run(ctx context.Context) error {
 		bg.Go(func() { s.commitLoop(bgCtx) })
 	}
 	bg.Go(func() { s.lagLoop(bgCtx) })
+	s.reach.lastOK.Store(time.Now().UnixNano()) // silence counts from the first connection
+	bg.Go(func() { s.reachLoop(bgCtx) })
 	s.txnAt = time.Now()
 
 	s.pollLoop(ctx)
