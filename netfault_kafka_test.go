@@ -21,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"svc/worker/sink"
 	"svc/worker/workertest"
@@ -162,6 +163,26 @@ func (r *sinkReader) deliveredBy(worker string) int {
 	return r.by[worker]
 }
 
+// holdTxnProduce makes the broker hold the next transactional produce
+// request of txid for a second before handling it as usual: the returned
+// channel is closed when one is held, so the test can cut the network
+// while the coordinator has the transaction open (the broker's answer is
+// then lost in the cut).
+func holdTxnProduce(c *kfake.Cluster, txid string) <-chan struct{} {
+	held := make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.ProduceRequest)
+		if req.TransactionID == nil || *req.TransactionID != txid {
+			return nil, nil, false // kept for the next request
+		}
+		c.DropControl()
+		close(held)
+		c.SleepControl(func() { time.Sleep(time.Second) })
+		return nil, nil, false
+	})
+	return held
+}
+
 // nfWorker is an svc process on a worker host.
 type nfWorker struct {
 	host *labHost
@@ -169,11 +190,20 @@ type nfWorker struct {
 	name string
 }
 
-// startWorker runs svc on host h with the Kafka source in the given
-// delivery mode, a spawn executor answering "out:" + payload, and the lab's
-// shared folder.
-func (l *lab) startWorker(h *labHost, delivery string) *nfWorker {
+// nfWorkerOpts are what varies between the workers of the scenarios.
+type nfWorkerOpts struct {
+	delivery string        // sources.kafka.delivery
+	session  time.Duration // session.timeout.ms; 0: the worker's default (45 s)
+}
+
+// startWorker runs svc on host h with the Kafka source, a spawn executor
+// answering "out:" + payload, and the lab's shared folder.
+func (l *lab) startWorker(h *labHost, o nfWorkerOpts) *nfWorker {
 	l.t.Helper()
+	clientConfig := "{}"
+	if o.session > 0 {
+		clientConfig = fmt.Sprintf(`{ "session.timeout.ms" = "%d", "heartbeat.interval.ms" = "1000" }`, o.session.Milliseconds())
+	}
 	name := workertest.UniqueName("nf-" + h.name)
 	storage := l.t.TempDir()
 	exe := workertest.EchoScript(l.t)
@@ -200,11 +230,11 @@ topic = %q
 group = "nf"
 delivery = %q
 max_poll_records = 100
-client_config = { "session.timeout.ms" = "%d", "heartbeat.interval.ms" = "1000" }
+client_config = %s
 [[sinks.kafka]]
 name = "out"
 topic = %q
-`, name, nfUIPort, storage, l.shared, exe, l.brokerAddr(), nfIn, delivery, nfSession.Milliseconds(), nfOut))
+`, name, nfUIPort, storage, l.shared, exe, l.brokerAddr(), nfIn, o.delivery, clientConfig, nfOut))
 	p := workertest.Start(l.t, "ip", h.command(svcBin, "run", "-config", cfg)[1:]...)
 	if os.Getenv("SVC_NETFAULT_VERBOSE") != "" {
 		p.Output.Tee(os.Stderr)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ func TestNetfaultSmokeThreeHosts(t *testing.T) {
 	l.startBroker()
 	var ws []*nfWorker
 	for i := 1; i <= 3; i++ {
-		ws = append(ws, l.startWorker(l.host(fmt.Sprintf("w%d", i)), "at_least_once"))
+		ws = append(ws, l.startWorker(l.host(fmt.Sprintf("w%d", i)), nfWorkerOpts{delivery: "at_least_once", session: nfSession}))
 	}
 	// Every worker joined the group (each ready only once it has), then
 	// the backlog arrives.
@@ -59,13 +60,24 @@ type nfScenario struct {
 	delivery string
 	cut      time.Duration // how long the partition lasts
 	n        int           // messages in the backlog
+	session  time.Duration // the group session timeout; 0: the worker's default (45 s)
+	// inTxn cuts while the transaction coordinator holds one of the
+	// worker's transactions open (exactly-once), so a cut past the
+	// transaction timeout (40 s) makes the coordinator abort it on its
+	// own, bumping the producer epoch.
+	inTxn bool
 }
 
 // readyBound is how long after the heal the worker must be ready again
 // and have delivered everything: the session timeout (the group may have
 // expelled it) plus 60 s to rejoin and drain the rest of the backlog on
 // a loaded 2-core machine.
-func (sc nfScenario) readyBound() time.Duration { return nfSession + 60*time.Second }
+func (sc nfScenario) readyBound() time.Duration {
+	if sc.session == 0 {
+		return 45*time.Second + 60*time.Second
+	}
+	return sc.session + 60*time.Second
+}
 
 // The worker alone on its host is cut from the broker (every packet both
 // ways dropped) in the middle of its backlog, with tasks running and
@@ -77,8 +89,19 @@ func TestNetfaultPartitionWorkerFromBroker(t *testing.T) {
 	var scenarios []nfScenario
 	for _, cut := range []time.Duration{5 * time.Second, 45 * time.Second} {
 		for _, d := range []string{"at_least_once", "exactly_once"} {
-			scenarios = append(scenarios, nfScenario{name: fmt.Sprintf("%s/%s", cut, d), delivery: d, cut: cut, n: 2000})
+			scenarios = append(scenarios, nfScenario{name: fmt.Sprintf("%s/%s", cut, d), delivery: d, cut: cut, n: 2000, session: nfSession})
 		}
+	}
+	// The worker's default session timeout (45 s) against a 45 s cut: the
+	// session ends about when the network heals.
+	for _, d := range []string{"at_least_once", "exactly_once"} {
+		scenarios = append(scenarios, nfScenario{name: "45s-default-session/" + d, delivery: d, cut: 45 * time.Second, n: 3000})
+	}
+	// Cut while a transaction is open at the coordinator, past the
+	// transaction timeout: the coordinator aborts it on its own.
+	scenarios = append(scenarios, nfScenario{name: "50s-in-transaction/exactly_once", delivery: "exactly_once", cut: 50 * time.Second, n: 2000, session: nfSession, inTxn: true})
+	if only := os.Getenv("SVC_NETFAULT_ONLY"); only != "" {
+		scenarios = slices.DeleteFunc(scenarios, func(sc nfScenario) bool { return !strings.Contains(sc.name, only) })
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -105,10 +128,10 @@ type nfResult struct {
 func runPartition(t *testing.T, sc nfScenario) nfResult {
 	t.Helper()
 	l := newLab(t, 1)
-	l.startBroker()
+	broker := l.startBroker()
 	l.produceBacklog(sc.n)
 	sink := l.readSink()
-	w := l.startWorker(l.host("w1"), sc.delivery)
+	w := l.startWorker(l.host("w1"), nfWorkerOpts{delivery: sc.delivery, session: sc.session})
 	// Cut once a tenth is delivered: the worker is then in the middle of
 	// the backlog, tasks running and results on their way.
 	wait.For(t, 2*time.Minute, "a tenth of the backlog delivered", func() (bool, string) {
@@ -116,6 +139,13 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 		d, _, _ := sink.tally(sc.n)
 		return d >= sc.n/10, fmt.Sprintf("%d of %d delivered", d, sc.n)
 	})
+	if sc.inTxn {
+		select {
+		case <-holdTxnProduce(broker, "svc-"+w.name):
+		case <-time.After(wait.Long):
+			t.Fatal("no transactional produce to cut during")
+		}
+	}
 	before, _, _ := sink.tally(sc.n)
 	w.host.partition(both, l.host("broker"))
 	cutAt := time.Now()
@@ -141,7 +171,7 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 	healAt := time.Now()
 	t.Logf("cut %s after %d of %d delivered; %d by the heal", sc.cut, before, sc.n, during)
 
-	if sc.cut > nfSession {
+	if sc.cut > 15*time.Second {
 		// Past the session timeout the worker must say why it is not
 		// ready: its brokers are unreachable.
 		found := false

@@ -57,6 +57,7 @@ type Source struct {
 	staged         int
 	stagedBytes    int64
 	txnAt          time.Time
+	txnBegan       time.Time // when the last transaction began
 	txnRetryAt     time.Time
 	txnBackoff     time.Duration
 	txnReset       atomic.Bool // a rebalance: abort and start over
