@@ -73,7 +73,7 @@ type labHost struct {
 func needLab(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("netfault: -short skips the multi-host network harness (network namespaces, nftables, partitions of up to 45 s)")
+		t.Skip("netfault: -short skips the multi-host network harness (network namespaces, nftables, partitions of 5 s to 3 minutes)")
 	}
 	var missing []string
 	if os.Geteuid() != 0 {

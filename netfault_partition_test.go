@@ -66,6 +66,15 @@ type nfScenario struct {
 	// transaction timeout (40 s) makes the coordinator abort it on its
 	// own, bumping the producer epoch.
 	inTxn bool
+	// dir is which way packets are dropped (both by default; inbound: the
+	// worker's requests reach the broker, its answers never come back).
+	dir direction
+	// linkDown takes the worker's link down instead of dropping packets:
+	// its sends fail at once (no route) rather than hang.
+	linkDown bool
+	// longOnly scenarios run only in the long mode (SVC_NETFAULT_LONG=1),
+	// to keep the CI run within its budget.
+	longOnly bool
 }
 
 // readyBound is how long after the heal the worker must be ready again
@@ -73,6 +82,11 @@ type nfScenario struct {
 // expelled it) plus 60 s to rejoin and drain the rest of the backlog on
 // a loaded 2-core machine.
 func (sc nfScenario) readyBound() time.Duration {
+	if sc.cut >= time.Minute {
+		// Past the request and dial timeouts' backoffs (up to 30 s
+		// between session restarts, exactly-once).
+		return nfSession + 90*time.Second
+	}
 	if sc.session == 0 {
 		return 45*time.Second + 60*time.Second
 	}
@@ -86,23 +100,32 @@ func (sc nfScenario) readyBound() time.Duration {
 // read_committed reader, /readyz must say why it is not ready while the
 // broker is unreachable, and be ready again within readyBound.
 func TestNetfaultPartitionWorkerFromBroker(t *testing.T) {
+	needLab(t)
 	var scenarios []nfScenario
 	for _, cut := range []time.Duration{5 * time.Second, 45 * time.Second} {
 		for _, d := range []string{"at_least_once", "exactly_once"} {
 			scenarios = append(scenarios, nfScenario{name: fmt.Sprintf("%s/%s", cut, d), delivery: d, cut: cut, n: 2000, session: nfSession})
 		}
 	}
-	// The worker's default session timeout (45 s) against a 45 s cut: the
-	// session ends about when the network heals.
 	for _, d := range []string{"at_least_once", "exactly_once"} {
-		scenarios = append(scenarios, nfScenario{name: "45s-default-session/" + d, delivery: d, cut: 45 * time.Second, n: 3000})
+		// The worker's default session timeout (45 s) against a 45 s cut:
+		// the session ends about when the network heals.
+		scenarios = append(scenarios, nfScenario{name: "45s-default-session/" + d, delivery: d, cut: 45 * time.Second, n: 3000, longOnly: true})
+		// Three minutes: past every timeout (session, transaction, request).
+		scenarios = append(scenarios, nfScenario{name: "3m/" + d, delivery: d, cut: 3 * time.Minute, n: 2000, session: nfSession, longOnly: true})
+		// Asymmetric: the broker gets the worker's requests (joins,
+		// commits, produces) but its answers are dropped.
+		scenarios = append(scenarios, nfScenario{name: "45s-answers-dropped/" + d, delivery: d, cut: 45 * time.Second, n: 2000, session: nfSession, dir: inbound, longOnly: d == "at_least_once"})
 	}
+	scenarios = append(scenarios, nfScenario{name: "20s-link-down/at_least_once", delivery: "at_least_once", cut: 20 * time.Second, n: 2000, session: nfSession, linkDown: true, longOnly: true})
 	// Cut while a transaction is open at the coordinator, past the
 	// transaction timeout: the coordinator aborts it on its own.
 	scenarios = append(scenarios, nfScenario{name: "50s-in-transaction/exactly_once", delivery: "exactly_once", cut: 50 * time.Second, n: 2000, session: nfSession, inTxn: true})
-	if only := os.Getenv("SVC_NETFAULT_ONLY"); only != "" {
-		scenarios = slices.DeleteFunc(scenarios, func(sc nfScenario) bool { return !strings.Contains(sc.name, only) })
-	}
+	long := os.Getenv("SVC_NETFAULT_LONG") != ""
+	only := os.Getenv("SVC_NETFAULT_ONLY") // a part of the scenario names to run, while working on one
+	scenarios = slices.DeleteFunc(scenarios, func(sc nfScenario) bool {
+		return (sc.longOnly && !long && only == "") || !strings.Contains(sc.name, only)
+	})
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -147,7 +170,11 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 		}
 	}
 	before, _, _ := sink.tally(sc.n)
-	w.host.partition(both, l.host("broker"))
+	if sc.linkDown {
+		w.host.linkDown()
+	} else {
+		w.host.partition(sc.dir, l.host("broker"))
+	}
 	cutAt := time.Now()
 
 	// What /readyz says while the broker is unreachable.
@@ -167,7 +194,11 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 		time.Sleep(500 * time.Millisecond)
 	}
 	during, _, _ := sink.tally(sc.n)
-	w.host.heal()
+	if sc.linkDown {
+		w.host.linkUp()
+	} else {
+		w.host.heal()
+	}
 	healAt := time.Now()
 	t.Logf("cut %s after %d of %d delivered; %d by the heal", sc.cut, before, sc.n, during)
 
