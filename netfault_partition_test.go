@@ -69,6 +69,9 @@ type nfScenario struct {
 	// dir is which way packets are dropped (both by default; inbound: the
 	// worker's requests reach the broker, its answers never come back).
 	dir direction
+	// workers in the group (default 1); the first is cut, the others
+	// must take its partitions over and keep delivering meanwhile.
+	workers int
 	// linkDown takes the worker's link down instead of dropping packets:
 	// its sends fail at once (no route) rather than hang.
 	linkDown bool
@@ -118,6 +121,11 @@ func TestNetfaultPartitionWorkerFromBroker(t *testing.T) {
 		scenarios = append(scenarios, nfScenario{name: "45s-answers-dropped/" + d, delivery: d, cut: 45 * time.Second, n: 2000, session: nfSession, dir: inbound, longOnly: d == "at_least_once"})
 	}
 	scenarios = append(scenarios, nfScenario{name: "20s-link-down/at_least_once", delivery: "at_least_once", cut: 20 * time.Second, n: 2000, session: nfSession, linkDown: true, longOnly: true})
+	// One of three workers cut: the group gives its partitions to the
+	// other two, then takes it back after the heal.
+	for _, d := range []string{"at_least_once", "exactly_once"} {
+		scenarios = append(scenarios, nfScenario{name: "45s-one-of-three/" + d, delivery: d, cut: 45 * time.Second, n: 3000, session: nfSession, workers: 3, longOnly: d == "at_least_once"})
+	}
 	// Cut while a transaction is open at the coordinator, past the
 	// transaction timeout: the coordinator aborts it on its own.
 	scenarios = append(scenarios, nfScenario{name: "50s-in-transaction/exactly_once", delivery: "exactly_once", cut: 50 * time.Second, n: 2000, session: nfSession, inTxn: true})
@@ -150,17 +158,23 @@ type nfResult struct {
 
 func runPartition(t *testing.T, sc nfScenario) nfResult {
 	t.Helper()
-	l := newLab(t, 1)
+	workers := max(sc.workers, 1)
+	l := newLab(t, workers)
 	broker := l.startBroker()
 	l.produceBacklog(sc.n)
 	sink := l.readSink()
-	w := l.startWorker(l.host("w1"), nfWorkerOpts{delivery: sc.delivery, session: sc.session})
+	var ws []*nfWorker
+	for i := 1; i <= workers; i++ {
+		ws = append(ws, l.startWorker(l.host(fmt.Sprintf("w%d", i)), nfWorkerOpts{delivery: sc.delivery, session: sc.session}))
+	}
+	w := ws[0]
 	// Cut once a tenth is delivered: the worker is then in the middle of
 	// the backlog, tasks running and results on their way.
 	wait.For(t, 2*time.Minute, "a tenth of the backlog delivered", func() (bool, string) {
 		w.check(t)
 		d, _, _ := sink.tally(sc.n)
-		return d >= sc.n/10, fmt.Sprintf("%d of %d delivered", d, sc.n)
+		mine := sink.deliveredBy(w.name) // the worker to cut is at work too
+		return d >= sc.n/10 && mine > 0, fmt.Sprintf("%d of %d delivered, %d by %s", d, sc.n, mine, w.host.name)
 	})
 	if sc.inTxn {
 		select {
@@ -194,6 +208,9 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 		time.Sleep(500 * time.Millisecond)
 	}
 	during, _, _ := sink.tally(sc.n)
+	if workers > 1 && during == before {
+		t.Errorf("the %d workers not cut delivered nothing during the %s cut (%d of %d delivered)", workers-1, sc.cut, during, sc.n)
+	}
 	if sc.linkDown {
 		w.host.linkUp()
 	} else {
@@ -221,7 +238,9 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 	bound := sc.readyBound()
 	var last string
 	for res.readyAfter == 0 || res.doneAfter == 0 {
-		w.check(t)
+		for _, w := range ws {
+			w.check(t)
+		}
 		if since := time.Since(healAt); since > bound {
 			t.Fatalf("not recovered %s after the heal (ready after %s, all delivered after %s; 0 = not yet): %s; readyz: %s",
 				bound, res.readyAfter, res.doneAfter, last, readyString(w))
