@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -145,7 +146,7 @@ func (r *sinkReader) tally(n int) (distinct, missing, dups int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := 0; i < n; i++ {
-		c := r.n["out:"+nfValue(i)]
+		c := r.n["out:"+nfValue(i)] + r.n[nfValue(i)] // spawn's echo, persistent's echo-go
 		if c > 0 {
 			distinct++
 			dups += c - 1
@@ -194,6 +195,9 @@ type nfWorker struct {
 type nfWorkerOpts struct {
 	delivery string        // sources.kafka.delivery
 	session  time.Duration // session.timeout.ms; 0: the worker's default (45 s)
+	// persistent runs testdata/executors/echo-go as a persistent executor
+	// (results are the payloads) instead of the spawn echo script.
+	persistent bool
 }
 
 // startWorker runs svc on host h with the Kafka source, a spawn executor
@@ -206,7 +210,15 @@ func (l *lab) startWorker(h *labHost, o nfWorkerOpts) *nfWorker {
 	}
 	name := workertest.UniqueName("nf-" + h.name)
 	storage := l.t.TempDir()
-	exe := workertest.EchoScript(l.t)
+	exe, mode := workertest.EchoScript(l.t), "spawn"
+	if o.persistent {
+		exe, mode = filepath.Join(l.t.TempDir(), "echo-go"), "persistent"
+		build := exec.Command("go", "build", "-o", exe, "./testdata/executors/echo-go")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			l.t.Fatalf("build the persistent executor: %v\n%s", err, out)
+		}
+	}
 	cfg := workertest.WriteConfig(l.t, fmt.Sprintf(`
 [worker]
 name = %q
@@ -222,6 +234,7 @@ dir = %q
 dir = %q
 [executor]
 binary_path = %q
+mode = %q
 pool_size = 4
 [sources.kafka]
 enabled = true
@@ -234,7 +247,7 @@ client_config = %s
 [[sinks.kafka]]
 name = "out"
 topic = %q
-`, name, nfUIPort, storage, l.shared, exe, l.brokerAddr(), nfIn, o.delivery, clientConfig, nfOut))
+`, name, nfUIPort, storage, l.shared, exe, mode, l.brokerAddr(), nfIn, o.delivery, clientConfig, nfOut))
 	p := workertest.Start(l.t, "ip", h.command(svcBin, "run", "-config", cfg)[1:]...)
 	if os.Getenv("SVC_NETFAULT_VERBOSE") != "" {
 		p.Output.Tee(os.Stderr)

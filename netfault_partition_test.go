@@ -69,6 +69,8 @@ type nfScenario struct {
 	// dir is which way packets are dropped (both by default; inbound: the
 	// worker's requests reach the broker, its answers never come back).
 	dir direction
+	// persistent: the executor in mode persistent (echo-go).
+	persistent bool
 	// workers in the group (default 1); the first is cut, the others
 	// must take its partitions over and keep delivering meanwhile.
 	workers int
@@ -121,6 +123,10 @@ func TestNetfaultPartitionWorkerFromBroker(t *testing.T) {
 		scenarios = append(scenarios, nfScenario{name: "45s-answers-dropped/" + d, delivery: d, cut: 45 * time.Second, n: 2000, session: nfSession, dir: inbound, longOnly: d == "at_least_once"})
 	}
 	scenarios = append(scenarios, nfScenario{name: "20s-link-down/at_least_once", delivery: "at_least_once", cut: 20 * time.Second, n: 2000, session: nfSession, linkDown: true, longOnly: true})
+	// The executor in mode persistent: children that outlive the cut.
+	for _, d := range []string{"at_least_once", "exactly_once"} {
+		scenarios = append(scenarios, nfScenario{name: "45s-persistent/" + d, delivery: d, cut: 45 * time.Second, n: 2000, session: nfSession, persistent: true, longOnly: true})
+	}
 	// One of three workers cut: the group gives its partitions to the
 	// other two, then takes it back after the heal.
 	for _, d := range []string{"at_least_once", "exactly_once"} {
@@ -165,7 +171,7 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 	sink := l.readSink()
 	var ws []*nfWorker
 	for i := 1; i <= workers; i++ {
-		ws = append(ws, l.startWorker(l.host(fmt.Sprintf("w%d", i)), nfWorkerOpts{delivery: sc.delivery, session: sc.session}))
+		ws = append(ws, l.startWorker(l.host(fmt.Sprintf("w%d", i)), nfWorkerOpts{delivery: sc.delivery, session: sc.session, persistent: sc.persistent}))
 	}
 	w := ws[0]
 	// Cut once a tenth is delivered: the worker is then in the middle of
