@@ -273,7 +273,10 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 	}
 	t.Logf("events: %v", w.events("partitions_lost", "partitions_revoked", "partitions_assigned", "offset_commit_failed",
 		"kafka_fetch_error", "sink_breaker_open", "sink_breaker_closed", "kafka_transaction_aborted",
-		"kafka_transaction_session_restart", "kafka_brokers_unreachable", "kafka_brokers_reachable"))
+		"kafka_transaction_session_restart", "kafka_transaction_timed_out", "kafka_brokers_unreachable", "kafka_brokers_reachable"))
+	if sc.inTxn && len(w.events("kafka_transaction_timed_out")) == 0 {
+		t.Errorf("no kafka_transaction_timed_out: the coordinator did not time the open transaction out, the scenario proves nothing")
+	}
 	return res
 }
 
