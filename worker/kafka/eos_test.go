@@ -362,6 +362,13 @@ func TestExactlyOnceSupplantedMidCommit(t *testing.T) {
 		fenced := older.Metric("svc_kafka_transactions_total", "result", "fenced")
 		return fenced == 1 && !ready && strings.Contains(fmt.Sprint(reasons), "fenced"), fmt.Sprintf("fenced %v, ready %v %v", fenced, ready, reasons)
 	})
+	// A fenced worker's client can still complete a rejoin begun before
+	// the fence (seen in the netfault harness after a partition): the
+	// late assignment callback must not make it look ready again.
+	older.Src.assigned(context.Background(), nil, map[string][]int32{ktIn: {0}})
+	if ready, reasons := older.App.Ready(); ready || !strings.Contains(fmt.Sprint(reasons), "fenced") {
+		t.Errorf("after a late assignment the fenced worker is ready %v %v, want not ready, fenced", ready, reasons)
+	}
 	if got := older.Logs.Named("kafka_producer_fenced"); len(got) != 1 || !strings.Contains(fmt.Sprint(got), "transaction coordinator holds") {
 		t.Errorf("kafka_producer_fenced logged %d times (%v), want once saying the coordinator holds the id", len(got), got)
 	}

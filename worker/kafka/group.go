@@ -25,6 +25,11 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 		s.m.rebalance.WithLabelValues("assigned").Inc()
 		s.log.Info("partitions_assigned", "partitions", m[s.topic], "owned", n)
 	}
+	if s.fenced.Load() != nil {
+		// Fenced: consuming stopped for good, whatever a rejoin begun
+		// before the fence hands out; the reason stays.
+		return
+	}
 	s.app.SetReady("kafka", "")
 }
 

@@ -43,6 +43,9 @@ type Source struct {
 	sizer *fetchSizer
 	// decomp lends the client its decompression buffers.
 	decomp decompressPool
+	// reach tells from the client's hooks whether any broker answers
+	// (reach.go).
+	reach *reach
 
 	cl   *kgo.Client
 	live atomic.Bool
@@ -54,6 +57,7 @@ type Source struct {
 	staged         int
 	stagedBytes    int64
 	txnAt          time.Time
+	txnBegan       time.Time // when the last transaction began
 	txnRetryAt     time.Time
 	txnBackoff     time.Duration
 	txnRenew       bool        // the stager asked for a new session after the transaction aborts (poll loop only)
@@ -118,7 +122,7 @@ func New(app *worker.App, reg prometheus.Registerer, log *slog.Logger) *Source {
 		sizer: newFetchSizer(cfg.Sources.Kafka.FetchBufferBytes, cfg.Sources.Kafka.ClientConfig, reg),
 		parts: map[int32]*partState{}, commitNow: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		idle: make(chan job), stopped: make(chan struct{}),
-		lagEvery: lagInterval,
+		lagEvery: lagInterval, reach: newReach(),
 	}
 	s.flow.onRelease = s.commitSoon
 	reg.MustRegister(newPartitionCollector(s))
@@ -155,6 +159,7 @@ func (s *Source) client() (*kgo.Client, error) {
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
 		kgo.WithPools(&s.decomp),
+		kgo.WithHooks(s.reach),
 	)
 	// Every batch decompresses within MaxBatchBytes, and one fetch
 	// response within sources.kafka.fetch_buffer_bytes beyond its first
@@ -235,6 +240,8 @@ func (s *Source) Run(ctx context.Context) error {
 		bg.Go(func() { s.commitLoop(bgCtx) })
 	}
 	bg.Go(func() { s.lagLoop(bgCtx) })
+	s.reach.lastOK.Store(time.Now().UnixNano()) // silence counts from the first connection
+	bg.Go(func() { s.reachLoop(bgCtx) })
 	s.txnAt = time.Now()
 
 	s.pollLoop(ctx)

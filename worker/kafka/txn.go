@@ -227,6 +227,7 @@ var errBrokenSession = errors.New("transaction could not begin")
 // which aborts the transaction but leaves the session working.
 func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets map[int32]kgo.EpochOffset) (committed bool, err, produceErr error) {
 	s.txnRenew = false
+	s.txnBegan = time.Now()
 	if err := s.sess.Begin(); err != nil {
 		return false, fmt.Errorf("%w: %w", errBrokenSession, err), nil
 	}
@@ -491,11 +492,28 @@ func (s *Source) noteProducer(ctx context.Context) {
 // transaction. A newer worker's InitProducerID bumps the epoch and aborts
 // what this one had open, and the refusal can reach this one as
 // INVALID_TXN_STATE or INVALID_PRODUCER_EPOCH rather than PRODUCER_FENCED;
-// restarting then would fence the newer worker in turn. (A transaction the
-// coordinator aborted on its timeout bumps the epoch too; Kafka's own
-// producers treat that as fenced as well.) It answers nil when it cannot
-// tell: no transaction ended in this session yet, or the coordinator is
-// out of reach.
+// restarting then would fence the newer worker in turn. A transaction the
+// coordinator aborted on its timeout bumps the epoch by one too (a network
+// partition longer than the transaction timeout, 40 s): when this worker's
+// last transaction had been open that long and the id is the same with
+// the epoch one higher, that is the coordinator's timeout, not another
+// worker, and the session restarts (its InitProducerID recovers the id,
+// KIP-588) instead of stopping for good. (The coordinator may show a
+// transaction open under the new epoch: the client's own retried produce
+// after the heal. A newer worker that took the id during such a partition
+// looks the same; its own session then sees the restart's epoch bump.) It answers nil when it cannot tell: no transaction ended in this
+// session yet, or the coordinator is out of reach.
+// txnTimedOut reports whether the last transaction begun had been open
+// for the transaction timeout or longer, long enough for the coordinator
+// to abort it on its own.
+func (s *Source) txnTimedOut() bool {
+	timeout := 40 * time.Second // franz-go's default
+	if d, ok := s.cl.OptValue(kgo.TransactionTimeout).(time.Duration); ok && d > 0 {
+		timeout = d
+	}
+	return !s.txnBegan.IsZero() && time.Since(s.txnBegan) >= timeout
+}
+
 func (s *Source) supplanted(ctx context.Context) error {
 	known := s.producer.Load()
 	if known == nil || s.cl == nil {
@@ -510,6 +528,12 @@ func (s *Source) supplanted(ctx context.Context) error {
 	}
 	d, ok := ds[txid]
 	if !ok || d.Err != nil || (d.ProducerID == known.id && d.ProducerEpoch <= known.epoch) {
+		return nil
+	}
+	if d.ProducerID == known.id && d.ProducerEpoch == known.epoch+1 && s.txnTimedOut() {
+		s.log.Info("kafka_transaction_timed_out", "transactional_id", txid, "producer_id", d.ProducerID, "epoch", d.ProducerEpoch,
+			"open_for", time.Since(s.txnBegan).Round(time.Second).String(),
+			"detail", "the transaction coordinator aborted this worker's transaction on its timeout (epoch bumped once): not another worker; the session restarts")
 		return nil
 	}
 	return fmt.Errorf("%w: the transaction coordinator holds %s under producer %d epoch %d, this worker's last transaction ran under producer %d epoch %d",
