@@ -50,6 +50,7 @@ type App struct {
 	ids     *IDGen
 	started time.Time
 	events  *Events
+	running *RunningTasks
 
 	runner   TaskRunner
 	cost     CostObserver
@@ -94,7 +95,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		d.Registry = prometheus.NewRegistry()
 	}
 	a := &App{
-		cfg: cfg, log: d.Log.With("component", "worker"), ids: NewIDGen(), started: time.Now(), events: d.Events,
+		cfg: cfg, log: d.Log.With("component", "worker"), ids: NewIDGen(), started: time.Now(), events: d.Events, running: newRunningTasks(),
 		runner: d.Runner, cost: d.Cost, sinks: d.Sinks, cache: d.Cache, notYet: map[string]string{}, probes: make(chan struct{}, ProbeQueueSize),
 		drainStarted: make(chan struct{}), execHlth: ExecutorHealth{State: ExecutorAvailable},
 	}
@@ -174,6 +175,9 @@ func (a *App) IDs() *IDGen { return a.ids }
 // IO is the blocking-I/O pool (io.max_threads) for file work done on
 // behalf of requests.
 func (a *App) IO() *Threads { return a.io }
+
+// Running is the registry of the tasks running now.
+func (a *App) Running() *RunningTasks { return a.running }
 
 // Started is when the App was built.
 func (a *App) Started() time.Time { return a.started }
@@ -322,7 +326,9 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 		// recovers or the drain begins, and then stays uncommitted.
 		ctx = a.kafkaCtx
 	}
+	a.running.add(t, source, time.Now())
 	res := a.runner.Run(ctx, t)
+	a.running.remove(t)
 	if res.Task == nil {
 		res.Task = t
 	}

@@ -204,6 +204,9 @@ func (r *Events) Received(t *Task) {
 
 // Attempt records an executor start (res nil) or end.
 func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
+	if res == nil {
+		atomic.StoreInt32(&t.attempt, int32(n)) // RunningTasks reads it
+	}
 	rec := r.get()
 	if rec == nil {
 		return

@@ -45,6 +45,7 @@ func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, 
 		if tasks[i].ID == "" {
 			tasks[i].ID = a.ids.Next()
 		}
+		tasks[i].requestID = req.ID
 	}
 	results := a.RunTasks(ctx, SourceHTTP, tasks)
 	if err := unrun(results); err != nil {

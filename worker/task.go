@@ -57,7 +57,9 @@ type Task struct {
 	// Sinks names the sinks the result goes to; nil means every sink.
 	Sinks []string
 
-	arrangeErr error // set when Arrange failed: the task goes to the DLQ unrun
+	arrangeErr error  // set when Arrange failed: the task goes to the DLQ unrun
+	requestID  string // the ingress request's id (HTTP source), for RunningTasks
+	attempt    int32  // the attempt running now (atomic), for RunningTasks
 }
 
 // Annotation is a structured note a task attaches to its trace (from the

@@ -1,0 +1,115 @@
+package worker
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RunningTasks is the registry of the tasks running at this moment, for
+// every source: runOne adds a task before the executor pool gets it and
+// removes it once the pool returned. Add and remove are one map write
+// under a mutex each (O(1)); the attempt number is an atomic store on the
+// task itself, by the pool's OnAttempt hook (Events.Attempt).
+type RunningTasks struct {
+	mu    sync.Mutex
+	tasks map[*Task]runningEntry
+}
+
+type runningEntry struct {
+	source  string
+	started time.Time
+}
+
+// RunningTask is one running task as the API reports it. Key is a copy of
+// at most MaxRunningKey bytes of the message key (KeyTruncated then says
+// so). Attempt is the executor attempt running now: 0 while the task waits
+// for an executor slot (or the executor), 1 for the first, and so on.
+type RunningTask struct {
+	TaskID       string
+	Source       string
+	Alias        string
+	Partition    int32
+	Offset       int64
+	RequestID    string
+	Key          []byte
+	KeyTruncated bool
+	Attempt      int
+	Started      time.Time
+}
+
+// MaxRunningKey bounds the key bytes a running-task snapshot copies.
+const MaxRunningKey = 1024
+
+func newRunningTasks() *RunningTasks {
+	return &RunningTasks{tasks: make(map[*Task]runningEntry, 64)}
+}
+
+func (r *RunningTasks) add(t *Task, source string, now time.Time) {
+	r.mu.Lock()
+	r.tasks[t] = runningEntry{source: source, started: now}
+	r.mu.Unlock()
+}
+
+func (r *RunningTasks) remove(t *Task) {
+	r.mu.Lock()
+	delete(r.tasks, t)
+	r.mu.Unlock()
+}
+
+// Len is the number of tasks running now.
+func (r *RunningTasks) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.tasks)
+}
+
+// Snapshot returns the limit longest-running tasks, longest first (ties by
+// task id), and how many run in all. limit <= 0 returns none.
+func (r *RunningTasks) Snapshot(limit int) ([]RunningTask, int) {
+	type ent struct {
+		t *Task
+		e runningEntry
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	total := len(r.tasks)
+	all := make([]ent, 0, total)
+	for t, e := range r.tasks {
+		all = append(all, ent{t, e})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].e.started.Equal(all[j].e.started) {
+			return all[i].e.started.Before(all[j].e.started)
+		}
+		return all[i].t.ID < all[j].t.ID
+	})
+	if limit < 0 {
+		limit = 0
+	}
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	out := make([]RunningTask, len(all))
+	for i, x := range all {
+		t := x.t
+		rt := RunningTask{TaskID: t.ID, Source: x.e.source, RequestID: t.requestID,
+			Attempt: int(atomic.LoadInt32(&t.attempt)), Started: x.e.started}
+		if m := t.Msg; m != nil {
+			rt.Alias, rt.Partition, rt.Offset = m.Alias, m.Partition, m.Offset
+			if x.e.source != SourceKafka {
+				rt.Alias, rt.Partition, rt.Offset = "", 0, 0
+			}
+			key := m.Key
+			if len(key) > MaxRunningKey {
+				key, rt.KeyTruncated = key[:MaxRunningKey], true
+			}
+			if key != nil {
+				rt.Key = append([]byte{}, key...)
+			}
+		}
+		out[i] = rt
+	}
+	return out, total
+}
