@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// CORS answers of the three cross-origin routes. Only
+// CORS answers of the cross-origin routes. Only
 // withCORS and corsPreflight send CORS headers; no other path does.
 const (
 	corsAllowMethods = "GET, OPTIONS"
@@ -13,7 +13,7 @@ const (
 	corsMaxAge       = 600 // seconds a browser may cache a preflight answer
 )
 
-// withCORS wraps one of the three CORS routes (trace, trace-by-label,
+// withCORS wraps one of the CORS routes (trace, trace-by-label, running,
 // databases). The read is always served, since the token gate in front of
 // it decides access; only a request whose Origin passes originAllowed gets
 // Access-Control-Allow-Origin, so the browser hands a refused origin no
