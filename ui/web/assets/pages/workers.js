@@ -1,12 +1,16 @@
 // Workers: every worker the registry lists (GET /api/v1/fleet/workers),
-// with the load each one wrote on its card at its last heartbeat. The
-// page asks no other worker anything: a card is all it needs, so a
-// stopped or unreachable worker shows as such instead of as an error.
-import { el, note, banner, num, timeEl } from "../dom.js";
+// with the load each one wrote on its card at its last heartbeat: a card
+// is all the table needs, so a stopped or unreachable worker shows as such
+// instead of as an error. "Running now" lists each live worker's running
+// tasks (GET /api/v1/running): this worker's, and every trusted peer's,
+// asked from the browser with the token as Live does; an untrusted worker
+// gets no request.
+import { el, note, banner, num, timeEl, duration, encoded } from "../dom.js";
 import { get } from "../api.js";
 import { badge } from "../render.js";
 
 const REFRESH_MS = 2000;
+const RUNNING_LIMIT = 100;
 
 const stateColors = { running: "green", starting: "blue", draining: "yellow", stopped: "gray", unreachable: "red", "*": "gray" };
 const intakeColors = { flowing: "green", paused: "blue", backpressure: "yellow", executor_unavailable: "red", http_only: "gray" };
@@ -26,6 +30,9 @@ export async function mount(root) {
     el("div", { class: "scroll" }, el("table", { class: "grid workers" },
       el("thead", {}, el("tr", {}, heads.map((h) => el("th", { scope: "col" }, h)))), tbody)),
     note("Each worker writes its card into the shared folder at every heartbeat, with its load then: partitions owned, messages and executors in flight, tasks per second since its previous heartbeat, consumer lag, intake and sink breakers. A card whose heartbeat is older than three of its worker's intervals is unreachable (killed, hung or cut off); a clean shutdown leaves it stopped. Cards stay listed for fleet.registry.card_retention (default 24 h)."));
+  const running = el("div", { class: "running-now" });
+  root.append(el("h2", {}, "Running now"), running,
+    note(`The tasks each worker runs at this moment, longest-running first (at most ${RUNNING_LIMIT} a worker): where the message came from, its key, the executor attempt (0: waiting for an executor slot) and how long it has run. Other workers are asked from this browser, with the token, only when their origin is trusted (fleet.trusted_urls or a static peer).`));
 
   let fetchedAt = 0;
   let workers = [];
@@ -43,9 +50,11 @@ export async function mount(root) {
       fetchedAt = Date.now();
       msg.replaceChildren();
       draw();
+      await drawRunning(running, targets(workers));
     } catch (err) {
       if (err.status === 404) {
         msg.replaceChildren(banner("info", "This worker runs no registry: it lists no other workers."));
+        await drawRunning(running, [{ name: "", base: "", self: true, url: "" }]).catch(() => {});
         return;
       }
       if (err.status !== 401) msg.replaceChildren(banner("error", "Cannot read the workers list: " + err.message));
@@ -55,6 +64,76 @@ export async function mount(root) {
   const timer = setInterval(refresh, REFRESH_MS);
   const tick = setInterval(draw, 1000); // heartbeat ages move between reads
   return () => { clearInterval(timer); clearInterval(tick); };
+}
+
+// targets are the workers whose running tasks the page asks for: this
+// one (same origin) and every trusted peer in a live state, one per
+// origin. The others are listed with the reason they are not asked.
+function targets(workers) {
+  const out = [];
+  const seen = new Set();
+  let self = false;
+  for (const w of workers) {
+    if (w.self) {
+      if (!self) out.unshift({ name: w.name, base: "", self: true, url: "" });
+      self = true;
+      continue;
+    }
+    let base = null;
+    try { base = /^https?:\/\//.test(w.url || "") ? new URL(w.url).origin : null; } catch { base = null; }
+    if (base === location.origin) continue;
+    if (!w.trusted) { out.push({ name: w.name, skip: "not trusted: not asked" }); continue; }
+    if (!live.has(w.state)) { out.push({ name: w.name, skip: w.state }); continue; }
+    if (!base || seen.has(base)) continue;
+    seen.add(base);
+    out.push({ name: w.name, base, self: false, url: base });
+  }
+  if (!self) out.unshift({ name: "", base: "", self: true, url: "" });
+  return out;
+}
+
+// drawRunning asks every target for its running tasks at once and draws
+// one block per worker.
+async function drawRunning(box, list) {
+  const answers = await Promise.allSettled(list.map((w) => w.skip ? Promise.resolve(null) : get(`/api/v1/running?limit=${RUNNING_LIMIT}`, w.base)));
+  box.replaceChildren(...list.map((w, i) => {
+    const a = answers[i];
+    const name = w.name || (a.status === "fulfilled" && a.value ? a.value.worker : "this worker");
+    const head = el("h3", {}, name, w.self ? el("span", { class: "muted" }, " (this worker)") : null);
+    if (w.skip) return el("section", { "data-running-worker": name, "data-skipped": "true" }, head, el("p", { class: "muted" }, `Not asked: ${w.skip}.`));
+    if (a.status === "rejected") {
+      return el("section", { "data-running-worker": name }, head, banner("error", `Cannot read ${name}'s running tasks: ${a.reason.message}`));
+    }
+    return runningBlock(name, head, a.value, w);
+  }));
+}
+
+function runningBlock(name, head, r, w) {
+  const tasks = r.tasks || [];
+  const sum = el("p", { class: "muted running-total" }, r.total === 0 ? "Nothing running." :
+    `${num(r.total)} task${r.total === 1 ? "" : "s"} running` + (r.total > tasks.length ? `, the ${num(tasks.length)} longest-running shown.` : "."));
+  if (!tasks.length) return el("section", { "data-running-worker": name }, head, sum);
+  const link = (id) => w.self ? el("a", { href: "/live?task=" + encodeURIComponent(id) }, id)
+    : el("a", { href: w.url + "/live?task=" + encodeURIComponent(id), rel: "noreferrer", target: "_blank" }, id);
+  return el("section", { "data-running-worker": name }, head, sum,
+    el("div", { class: "scroll" }, el("table", { class: "grid running" },
+      el("thead", {}, el("tr", {}, ["Task", "Source", "Where", "Key", "Attempt", "Running for"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, tasks.map((t) => el("tr", { "data-task": t.task_id },
+        el("td", {}, el("code", {}, link(t.task_id))),
+        el("td", {}, badge(t.source, { kafka: "blue", http: "green", probe: "gray", "*": "gray" })),
+        el("td", {}, where(t)),
+        el("td", {}, t.key === "" && t.key_encoding !== "base64" ? el("span", { class: "muted" }, "–") : encoded(t.key, t.key_encoding, 80),
+          t.key_truncated ? el("span", { class: "muted small" }, " (first 1 KiB)") : null),
+        el("td", { class: "num" }, t.attempt === 0 ? el("span", { class: "muted", title: "waiting for an executor slot" }, "waiting") : String(t.attempt)),
+        el("td", { class: "num", title: "since " + new Date(t.started_at_ms).toISOString() }, duration(t.elapsed_ms))))))));
+}
+
+// where is a task's origin: the Kafka alias partition:offset, or the
+// ingress request id.
+function where(t) {
+  if (t.alias) return el("span", {}, el("code", {}, t.alias), ` ${t.partition}:${t.offset}`);
+  if (t.request_id) return el("span", {}, "request ", el("code", {}, t.request_id));
+  return el("span", { class: "muted" }, "–");
 }
 
 // row is one worker; since is how long ago the list was read (ages grow).
