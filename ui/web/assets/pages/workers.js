@@ -92,10 +92,25 @@ function targets(workers) {
   return out;
 }
 
+// pendingRunning holds each worker's request while it is in flight: a
+// hung worker gets one request at a time, however often the page
+// refreshes, and the others are drawn after RUNNING_WAIT_MS at most.
+const pendingRunning = new Map();
+const RUNNING_WAIT_MS = 5000;
+
+function askRunning(base) {
+  let p = pendingRunning.get(base);
+  if (!p) {
+    p = get(`/api/v1/running?limit=${RUNNING_LIMIT}`, base).finally(() => pendingRunning.delete(base));
+    pendingRunning.set(base, p);
+  }
+  return Promise.race([p, new Promise((_, reject) => setTimeout(() => reject(new Error(`no answer within ${RUNNING_WAIT_MS / 1000} s`)), RUNNING_WAIT_MS))]);
+}
+
 // drawRunning asks every target for its running tasks at once and draws
 // one block per worker.
 async function drawRunning(box, list) {
-  const answers = await Promise.allSettled(list.map((w) => w.skip ? Promise.resolve(null) : get(`/api/v1/running?limit=${RUNNING_LIMIT}`, w.base)));
+  const answers = await Promise.allSettled(list.map((w) => w.skip ? Promise.resolve(null) : askRunning(w.base)));
   box.replaceChildren(...list.map((w, i) => {
     const a = answers[i];
     const name = w.name || (a.status === "fulfilled" && a.value ? a.value.worker : "this worker");
