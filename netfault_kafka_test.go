@@ -108,10 +108,13 @@ type sinkReader struct {
 	mu sync.Mutex
 	n  map[string]int
 	by map[string]int // results per delivering worker (header svc-worker)
+	// seen is when the reader first polled each result value: the moment
+	// a read_committed consumer on the client host sees it.
+	seen map[string]time.Time
 }
 
 func (l *lab) readSink() *sinkReader {
-	r := &sinkReader{n: map[string]int{}, by: map[string]int{}}
+	r := &sinkReader{n: map[string]int{}, by: map[string]int{}, seen: map[string]time.Time{}}
 	r.cl = l.kafkaClient(
 		kgo.ConsumeTopics(nfOut),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -125,8 +128,12 @@ func (l *lab) readSink() *sinkReader {
 		defer close(done)
 		for ctx.Err() == nil {
 			fs := r.cl.PollFetches(ctx)
+			now := time.Now()
 			r.mu.Lock()
 			fs.EachRecord(func(rec *kgo.Record) {
+				if r.n[string(rec.Value)] == 0 {
+					r.seen[string(rec.Value)] = now
+				}
 				r.n[string(rec.Value)]++
 				for _, h := range rec.Headers {
 					if h.Key == sink.HeaderWorker {
@@ -162,6 +169,16 @@ func (r *sinkReader) deliveredBy(worker string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.by[worker]
+}
+
+// seenAt is when the reader first saw message i's result (zero: not yet).
+func (r *sinkReader) seenAt(i int) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.seen["out:"+nfValue(i)]; ok {
+		return t
+	}
+	return r.seen[nfValue(i)]
 }
 
 // holdTxnProduce makes the broker hold the next transactional produce
