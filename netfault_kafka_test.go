@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -206,6 +207,7 @@ type nfWorker struct {
 	host *labHost
 	proc *workertest.Proc
 	name string
+	ui   string // base URL of its UI, reachable from its own host
 }
 
 // nfWorkerOpts are what varies between the workers of the scenarios.
@@ -215,7 +217,19 @@ type nfWorkerOpts struct {
 	// persistent runs testdata/executors/echo-go as a persistent executor
 	// (results are the payloads) instead of the spawn echo script.
 	persistent bool
+	// fleet binds the UI to the host's address (not its loopback) with
+	// nfToken, public_url its own address, and trusts the other hosts
+	// named here (fleet.trusted_urls).
+	fleet []*labHost
+	// uiOnHost binds the UI to the host's address (implied by fleet).
+	uiOnHost bool
 }
+
+// nfToken is the fleet's shared ui.auth_token.
+const nfToken = "netfault-fleet-token-0123456789"
+
+// uiURL is the UI's base URL on host h's address.
+func uiURL(h *labHost) string { return fmt.Sprintf("http://%s:%d", h.ip, nfUIPort) }
 
 // startWorker runs svc on host h with the Kafka source, a spawn executor
 // answering "out:" + payload, and the lab's shared folder.
@@ -236,6 +250,18 @@ func (l *lab) startWorker(h *labHost, o nfWorkerOpts) *nfWorker {
 			l.t.Fatalf("build the persistent executor: %v\n%s", err, out)
 		}
 	}
+	ui, uiConfig := fmt.Sprintf("http://127.0.0.1:%d", nfUIPort), `host = "127.0.0.1"`
+	if o.uiOnHost || o.fleet != nil {
+		ui = uiURL(h)
+		uiConfig = fmt.Sprintf("host = %q\nauth_token = %q\npublic_url = %q", h.ip, nfToken, ui)
+	}
+	if o.fleet != nil {
+		var peers []string
+		for _, p := range o.fleet {
+			peers = append(peers, strconv.Quote(uiURL(p)))
+		}
+		uiConfig += fmt.Sprintf("\n[fleet]\ntrusted_urls = [%s]", strings.Join(peers, ", "))
+	}
 	cfg := workertest.WriteConfig(l.t, fmt.Sprintf(`
 [worker]
 name = %q
@@ -243,8 +269,8 @@ shutdown_timeout = "5s"
 [metrics]
 enabled = false
 [ui]
-host = "127.0.0.1"
 port = %d
+%s
 [storage]
 dir = %q
 [shared]
@@ -264,12 +290,12 @@ client_config = %s
 [[sinks.kafka]]
 name = "out"
 topic = %q
-`, name, nfUIPort, storage, l.shared, exe, mode, l.brokerAddr(), nfIn, o.delivery, clientConfig, nfOut))
+`, name, nfUIPort, uiConfig, storage, l.shared, exe, mode, l.brokerAddr(), nfIn, o.delivery, clientConfig, nfOut))
 	p := workertest.Start(l.t, "ip", h.command(svcBin, "run", "-config", cfg)[1:]...)
 	if os.Getenv("SVC_NETFAULT_VERBOSE") != "" {
 		p.Output.Tee(os.Stderr)
 	}
-	w := &nfWorker{host: h, proc: p, name: name}
+	w := &nfWorker{host: h, proc: p, name: name, ui: ui}
 	l.t.Cleanup(func() {
 		if l.t.Failed() {
 			l.t.Logf("worker %s (%s) log tail:\n%s", h.name, name, workertest.Tail(p.Output.String(), 60))
@@ -290,7 +316,7 @@ func (w *nfWorker) check(t *testing.T) {
 // ready asks the worker's /readyz from its own host: ok, and the reasons
 // when not ready (or the error).
 func (w *nfWorker) ready() (bool, string) {
-	r, err := w.host.httpClient().Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", nfUIPort))
+	r, err := w.host.httpClient().Get(w.ui + "/readyz")
 	if err != nil {
 		return false, err.Error()
 	}
