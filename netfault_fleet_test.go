@@ -114,6 +114,11 @@ func TestNetfaultFleet(t *testing.T) {
 		return n > 0, fmt.Sprintf("%d delivered", n)
 	})
 
+	// Its rate before the cut, over 5 s, beside its rate during the cut.
+	b0, t0 := sink.deliveredBy(cut.name), time.Now()
+	time.Sleep(5 * time.Second)
+	rateBefore := float64(sink.deliveredBy(cut.name)-b0) / time.Since(t0).Seconds()
+
 	cut.host.partition(both, hosts[1], hosts[2])
 	cutAt := time.Now()
 	before := sink.deliveredBy(cut.name)
@@ -141,8 +146,10 @@ func TestNetfaultFleet(t *testing.T) {
 	})
 	during := sink.deliveredBy(cut.name) - before
 	cutFor := time.Since(cutAt)
-	t.Logf("during a %s cut: %s delivered %d; the others' workers lists show it %v; trace missing on %s: %v",
-		cutFor.Round(time.Second), cut.host.name, during, lists, others[0].host.name, func() map[string]string { _, m, _ := nfFleetTrace(client, others[0]); return m }())
+	_, traceMissing, _ := nfFleetTrace(client, others[0])
+	trendsMissing, _ := nfFleetTrendsMissing(client, others[0])
+	t.Logf("during a %s cut: %s delivered %d (%.1f/s; %.1f/s before the cut); the others' workers lists show it %v; on %s, trace missing %v, trends missing %v",
+		cutFor.Round(time.Second), cut.host.name, during, float64(during)/cutFor.Seconds(), rateBefore, lists, others[0].host.name, traceMissing, trendsMissing)
 
 	cut.host.heal()
 	healAt := time.Now()
