@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/net/websocket"
 
 	"svc/worker/workertest/wait"
 )
@@ -108,6 +109,12 @@ func TestNetfaultFleet(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { stop(); <-done })
+	// Live across hosts: the page served by the next worker streams from
+	// each worker, its socket opened with that page's origin.
+	for i, w := range ws {
+		page := ws[(i+1)%len(ws)]
+		nfLiveTasks(t, l.host("client"), w, page.ui)
+	}
 	cut, others := ws[0], ws[1:]
 	wait.For(t, wait.Long, cut.host.name+" to deliver", func() (bool, string) {
 		n := sink.deliveredBy(cut.name)
@@ -172,6 +179,47 @@ func TestNetfaultFleet(t *testing.T) {
 		d, missing, dups := sink.tally(n)
 		return missing == 0, fmt.Sprintf("%d of %d delivered, %d duplicates", d, n, dups)
 	})
+}
+
+// nfLiveTasks opens w's Live stream (/ws) from host h as the page served
+// at origin would, subscribes to tasks and waits for a tasks frame.
+func nfLiveTasks(t *testing.T, h *labHost, w *nfWorker, origin string) {
+	t.Helper()
+	cfg, err := websocket.NewConfig(strings.Replace(w.ui, "http://", "ws://", 1)+"/ws?token="+nfToken, origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := h.dial(context.Background(), "tcp", strings.TrimPrefix(w.ui, "http://"))
+	if err != nil {
+		t.Fatalf("dial %s: %v", w.ui, err)
+	}
+	defer conn.Close()
+	ws, err := websocket.NewClient(cfg, conn)
+	if err != nil {
+		t.Fatalf("%s's Live socket from the page at %s: %v", w.host.name, origin, err)
+	}
+	if err := websocket.Message.Send(ws, `{"subscribe":["tasks"]}`); err != nil {
+		t.Fatalf("%s's Live socket: subscribe: %v", w.host.name, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var streams []string
+	for time.Now().Before(deadline) {
+		_ = ws.SetReadDeadline(deadline)
+		var msg string
+		if err := websocket.Message.Receive(ws, &msg); err != nil {
+			t.Fatalf("%s's Live socket from the page at %s: %v after frames %v", w.host.name, origin, err, streams)
+		}
+		var f struct {
+			Stream string          `json:"stream"`
+			Data   json.RawMessage `json:"data"`
+		}
+		_ = json.Unmarshal([]byte(msg), &f)
+		streams = append(streams, f.Stream)
+		if f.Stream == "tasks" || f.Stream == "batch" && strings.Contains(string(f.Data), `"stream":"tasks"`) {
+			return
+		}
+	}
+	t.Fatalf("%s's Live socket from the page at %s: no tasks frame, frames %v", w.host.name, origin, streams)
 }
 
 // nfGet GETs a worker's API with the fleet's token, decoding JSON.

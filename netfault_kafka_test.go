@@ -219,7 +219,8 @@ type nfWorkerOpts struct {
 	persistent bool
 	// fleet binds the UI to the host's address (not its loopback) with
 	// nfToken, public_url its own address, and trusts the other hosts
-	// named here (fleet.trusted_urls).
+	// named here (fleet.trusted_urls, and ui.allowed_ws_origins with its
+	// own).
 	fleet []*labHost
 	// uiOnHost binds the UI to the host's address (implied by fleet).
 	uiOnHost bool
@@ -260,6 +261,10 @@ func (l *lab) startWorker(h *labHost, o nfWorkerOpts) *nfWorker {
 		for _, p := range o.fleet {
 			peers = append(peers, strconv.Quote(uiURL(p)))
 		}
+		// A Live page served by a peer opens /ws here with the peer's
+		// origin: with a token, only origins listed here pass (its own
+		// too).
+		uiConfig += fmt.Sprintf("\nallowed_ws_origins = [%s]", strings.Join(append([]string{strconv.Quote(ui)}, peers...), ", "))
 		uiConfig += fmt.Sprintf("\n[fleet]\ntrusted_urls = [%s]", strings.Join(peers, ", "))
 	}
 	cfg := workertest.WriteConfig(l.t, fmt.Sprintf(`
