@@ -22,7 +22,9 @@ import (
 // its host's address with the fleet's token, its card naming that address
 // (ui.public_url) and the two others trusted (fleet.trusted_urls). From
 // the client host every worker's workers list shows the three running and
-// trusted, and a fleet-wide trace on any of them searches all three.
+// trusted, a fleet-wide trace on any of them searches all three, and
+// each streams Live to the page of another (its origin listed in
+// ui.allowed_ws_origins).
 //
 // Then one worker is cut from its peers (every packet between the worker
 // hosts dropped; the broker and the shared folder still reachable). It
