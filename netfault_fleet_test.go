@@ -34,8 +34,19 @@ import (
 // peers: the fleet trace and the fleet trends of the others name it
 // missing ("did not answer within 3s"), and its own name the others. The
 // views recover once the network heals.
+//
+// The long mode (SVC_NETFAULT_LONG=1) runs it nfRuns() times.
 func TestNetfaultFleet(t *testing.T) {
+	needLab(t)
 	t.Parallel()
+	for run := 1; run <= nfRuns(); run++ {
+		if !t.Run(fmt.Sprintf("run%d", run), runFleet) {
+			return
+		}
+	}
+}
+
+func runFleet(t *testing.T) {
 	l := newLab(t, 3)
 	l.startBroker()
 	hosts := []*labHost{l.host("w1"), l.host("w2"), l.host("w3")}
