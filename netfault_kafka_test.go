@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -108,10 +109,13 @@ type sinkReader struct {
 	mu sync.Mutex
 	n  map[string]int
 	by map[string]int // results per delivering worker (header svc-worker)
+	// seen is when the reader first polled each result value: the moment
+	// a read_committed consumer on the client host sees it.
+	seen map[string]time.Time
 }
 
 func (l *lab) readSink() *sinkReader {
-	r := &sinkReader{n: map[string]int{}, by: map[string]int{}}
+	r := &sinkReader{n: map[string]int{}, by: map[string]int{}, seen: map[string]time.Time{}}
 	r.cl = l.kafkaClient(
 		kgo.ConsumeTopics(nfOut),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -125,8 +129,12 @@ func (l *lab) readSink() *sinkReader {
 		defer close(done)
 		for ctx.Err() == nil {
 			fs := r.cl.PollFetches(ctx)
+			now := time.Now()
 			r.mu.Lock()
 			fs.EachRecord(func(rec *kgo.Record) {
+				if r.n[string(rec.Value)] == 0 {
+					r.seen[string(rec.Value)] = now
+				}
 				r.n[string(rec.Value)]++
 				for _, h := range rec.Headers {
 					if h.Key == sink.HeaderWorker {
@@ -164,6 +172,16 @@ func (r *sinkReader) deliveredBy(worker string) int {
 	return r.by[worker]
 }
 
+// seenAt is when the reader first saw message i's result (zero: not yet).
+func (r *sinkReader) seenAt(i int) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.seen["out:"+nfValue(i)]; ok {
+		return t
+	}
+	return r.seen[nfValue(i)]
+}
+
 // holdTxnProduce makes the broker hold the next transactional produce
 // request of txid for a second before handling it as usual: the returned
 // channel is closed when one is held, so the test can cut the network
@@ -189,6 +207,7 @@ type nfWorker struct {
 	host *labHost
 	proc *workertest.Proc
 	name string
+	ui   string // base URL of its UI, reachable from its own host
 }
 
 // nfWorkerOpts are what varies between the workers of the scenarios.
@@ -198,7 +217,20 @@ type nfWorkerOpts struct {
 	// persistent runs testdata/executors/echo-go as a persistent executor
 	// (results are the payloads) instead of the spawn echo script.
 	persistent bool
+	// fleet binds the UI to the host's address (not its loopback) with
+	// nfToken, public_url its own address, and trusts the other hosts
+	// named here (fleet.trusted_urls, and ui.allowed_ws_origins with its
+	// own).
+	fleet []*labHost
+	// uiOnHost binds the UI to the host's address (implied by fleet).
+	uiOnHost bool
 }
+
+// nfToken is the fleet's shared ui.auth_token.
+const nfToken = "netfault-fleet-token-0123456789"
+
+// uiURL is the UI's base URL on host h's address.
+func uiURL(h *labHost) string { return fmt.Sprintf("http://%s:%d", h.ip, nfUIPort) }
 
 // startWorker runs svc on host h with the Kafka source, a spawn executor
 // answering "out:" + payload, and the lab's shared folder.
@@ -219,6 +251,22 @@ func (l *lab) startWorker(h *labHost, o nfWorkerOpts) *nfWorker {
 			l.t.Fatalf("build the persistent executor: %v\n%s", err, out)
 		}
 	}
+	ui, uiConfig := fmt.Sprintf("http://127.0.0.1:%d", nfUIPort), `host = "127.0.0.1"`
+	if o.uiOnHost || o.fleet != nil {
+		ui = uiURL(h)
+		uiConfig = fmt.Sprintf("host = %q\nauth_token = %q\npublic_url = %q", h.ip, nfToken, ui)
+	}
+	if o.fleet != nil {
+		var peers []string
+		for _, p := range o.fleet {
+			peers = append(peers, strconv.Quote(uiURL(p)))
+		}
+		// A Live page served by a peer opens /ws here with the peer's
+		// origin: with a token, only origins listed here pass (its own
+		// too).
+		uiConfig += fmt.Sprintf("\nallowed_ws_origins = [%s]", strings.Join(append([]string{strconv.Quote(ui)}, peers...), ", "))
+		uiConfig += fmt.Sprintf("\n[fleet]\ntrusted_urls = [%s]", strings.Join(peers, ", "))
+	}
 	cfg := workertest.WriteConfig(l.t, fmt.Sprintf(`
 [worker]
 name = %q
@@ -226,8 +274,8 @@ shutdown_timeout = "5s"
 [metrics]
 enabled = false
 [ui]
-host = "127.0.0.1"
 port = %d
+%s
 [storage]
 dir = %q
 [shared]
@@ -247,12 +295,12 @@ client_config = %s
 [[sinks.kafka]]
 name = "out"
 topic = %q
-`, name, nfUIPort, storage, l.shared, exe, mode, l.brokerAddr(), nfIn, o.delivery, clientConfig, nfOut))
+`, name, nfUIPort, uiConfig, storage, l.shared, exe, mode, l.brokerAddr(), nfIn, o.delivery, clientConfig, nfOut))
 	p := workertest.Start(l.t, "ip", h.command(svcBin, "run", "-config", cfg)[1:]...)
 	if os.Getenv("SVC_NETFAULT_VERBOSE") != "" {
 		p.Output.Tee(os.Stderr)
 	}
-	w := &nfWorker{host: h, proc: p, name: name}
+	w := &nfWorker{host: h, proc: p, name: name, ui: ui}
 	l.t.Cleanup(func() {
 		if l.t.Failed() {
 			l.t.Logf("worker %s (%s) log tail:\n%s", h.name, name, workertest.Tail(p.Output.String(), 60))
@@ -273,7 +321,7 @@ func (w *nfWorker) check(t *testing.T) {
 // ready asks the worker's /readyz from its own host: ok, and the reasons
 // when not ready (or the error).
 func (w *nfWorker) ready() (bool, string) {
-	r, err := w.host.httpClient().Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", nfUIPort))
+	r, err := w.host.httpClient().Get(w.ui + "/readyz")
 	if err != nil {
 		return false, err.Error()
 	}
