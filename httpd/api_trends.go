@@ -166,7 +166,7 @@ func (s *UIServer) peerTrends(ctx context.Context, base, window string) (trends.
 	}
 	resp, err := s.peers.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || isTimeout(err) {
 			return trends.Series{}, fmt.Errorf("no answer within %s", trendsPeerTimeout)
 		}
 		return trends.Series{}, fmt.Errorf("unreachable")
