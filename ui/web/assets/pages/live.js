@@ -156,7 +156,8 @@ export async function mount(root, ctx) {
       for (const f of frames) {
         if (f.stream === "tasks") items.push({ ...f.data, worker: f.data.worker || byBase.get(base)?.name, _kind: "tasks", _base: base });
         else if (f.stream === "events") items.push({ ...f.data, _kind: "events", _base: base });
-        else if (f.stream === "dropped") conn.textContent = `missed ${f.data.count} items (slow connection)`;
+        else if (f.stream === "dropped") conn.textContent = `missed ${f.data.count} items: the worker's live stream overflowed`;
+        else if (f.stream === "error" && f.data?.error === "too_slow") conn.textContent = "this page fell behind the live stream and was disconnected; reconnecting (items in between are missed)";
         else if (f.stream === "sampled") {
           sampled.textContent = sampledText(f.data, byBase.get(base)?.name);
           clearTimeout(sampledClear); // a worker sends one a second while it samples: gone when the rate drops
