@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strconv"
 
-	"svc/kafkaread/payload"
 	"svc/worker"
 	"svc/worker/kafka"
+	"svc/worker/payload"
 )
 
 // decodeJSON reads a JSON object body into v; unknown fields are errors.

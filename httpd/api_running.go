@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"svc/kafkaread/payload"
+	"svc/worker/payload"
 )
 
 // RunningTask is one task of GET /api/v1/running. Alias, partition and

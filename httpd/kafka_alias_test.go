@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"svc/kafkaread"
-	"svc/kafkaread/kconn"
 	"svc/worker/config"
+	"svc/worker/kconn"
 )
 
 // rawConn is a connection block as written, before any inheritance: what

@@ -3,7 +3,7 @@ package kafkaread
 import (
 	"fmt"
 
-	"svc/kafkaread/kconn"
+	"svc/worker/kconn"
 )
 
 // Alias kinds.

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"svc/kafkaread/kconn"
+	"svc/worker/kconn"
 )
 
 func TestBuildAliases(t *testing.T) {

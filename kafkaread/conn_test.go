@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/kafkaread/kconn"
+	"svc/worker/kconn"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )

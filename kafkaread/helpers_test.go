@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/kafkaread/kconn"
+	"svc/worker/kconn"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -22,7 +22,7 @@ import (
 	"fmt"
 	"time"
 
-	"svc/kafkaread/kconn"
+	"svc/worker/kconn"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"

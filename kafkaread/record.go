@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/kafkaread/payload"
+	"svc/worker/payload"
 )
 
 // Record is one Kafka message as served by the read API. Its JSON

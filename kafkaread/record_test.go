@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/kafkaread/payload"
+	"svc/worker/payload"
 )
 
 func TestNewRecord(t *testing.T) {

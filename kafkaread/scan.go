@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"svc/kafkaread/kconn"
+	"svc/worker/kconn"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"svc/kafkaread/kconn"
+	"svc/worker/kconn"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/kafkaread/kconn"
+	"svc/worker/kconn"
 	"svc/worker/workertest/wait"
 
 	"github.com/twmb/franz-go/pkg/kfake"

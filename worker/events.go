@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"svc/kafkaread/payload"
 	"svc/recorder"
 	"svc/worker/config"
+	"svc/worker/payload"
 )
 
 // Events emits the pipeline's flight-recorder events: tasks received and

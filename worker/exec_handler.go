@@ -11,9 +11,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"svc/kafkaread/payload"
 	"svc/ui"
 	"svc/worker/config"
+	"svc/worker/payload"
 )
 
 // LabelHeaderPrefix marks a Kafka record header that becomes a task label

@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/kafkaread"
-	"svc/kafkaread/payload"
+	"svc/worker/payload"
 )
 
 // Bounds of one request.

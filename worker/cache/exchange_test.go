@@ -13,8 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/kafkaread/payload"
 	"svc/worker/fleet"
+	"svc/worker/payload"
 	"svc/worker/workertest"
 )
 

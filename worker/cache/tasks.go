@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"svc/kafkaread/payload"
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/payload"
 )
 
 // Annotation kinds the cache adds to a task's result.

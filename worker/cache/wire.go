@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"svc/kafkaread/payload"
+	"svc/worker/payload"
 )
 
 // WireRow is one row as the peer route and the debug route send it.

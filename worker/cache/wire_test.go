@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"svc/kafkaread/payload"
+	"svc/worker/payload"
 )
 
 // A row's value crosses the wire as UTF-8 text (a NUL included) or base64

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"svc/kafkaread/kconn"
 	"svc/ui"
+	"svc/worker/kconn"
 )
 
 // Config is the whole TOML configuration of a worker. Keys keep the spec's

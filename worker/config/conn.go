@@ -1,6 +1,6 @@
 package config
 
-import "svc/kafkaread/kconn"
+import "svc/worker/kconn"
 
 // The Kafka connection settings are shared with the read API: kconn owns
 // the translation of a security block and client_config into franz-go

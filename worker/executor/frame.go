@@ -12,9 +12,9 @@ import (
 	"slices"
 	"strconv"
 
-	"svc/kafkaread/payload"
 	"svc/recorder"
 	"svc/worker"
+	"svc/worker/payload"
 )
 
 // Executor protocol v2 (mode persistent): every message either way is one

@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"svc/kafkaread/payload"
 	"svc/worker"
+	"svc/worker/payload"
 )
 
 // execPersistentPool is a persistent helper pool with its own metrics.

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"svc/kafkaread/payload"
 	"svc/worker"
+	"svc/worker/payload"
 )
 
 // ErrOutputTooLarge is wrapped by an attempt's error when the executor wrote

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/kafkaread/kconn"
+	"svc/worker/kconn"
 )
 
 // Lag in time and time to drain. Every lag read (lagLoop, every 10 s) adds

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/kafkaread/kconn"
+	"svc/worker/kconn"
 )
 
 // leaveTimeout bounds the leave of a static member at shutdown.

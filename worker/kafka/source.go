@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"svc/kafkaread/kconn"
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/kconn"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"

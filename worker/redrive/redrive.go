@@ -18,9 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/kafkaread"
-	"svc/kafkaread/kconn"
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/kconn"
 )
 
 // MaxRecords caps the records of one redrive call.

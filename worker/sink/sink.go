@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"svc/kafkaread/kconn"
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/kconn"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
