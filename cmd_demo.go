@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"svc/httpd/root"
 	"svc/ui"
-	"svc/worker/build"
 	"svc/worker/config"
 	"svc/worker/demo"
 	"svc/worker/executor"
@@ -67,7 +67,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	go func() { _ = cluster.Trickle(ctx, 2*time.Second) }()
 	defer gcfloor.Start(gcfloor.MinGoal)()
-	w, err := build.New(ctx, cfg, productionOptions(log))
+	w, err := root.New(ctx, cfg, productionOptions(log))
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"runtime/trace"
 	"syscall"
 
-	"svc/worker/build"
+	"svc/httpd/root"
 	"svc/worker/config"
 	"svc/worker/executor"
 	"svc/worker/gcfloor"
@@ -50,7 +50,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer stop()
 	defer gcfloor.Start(gcfloor.MinGoal)()
-	w, err := build.New(ctx, cfg, productionOptions(log))
+	w, err := root.New(ctx, cfg, productionOptions(log))
 	if err != nil {
 		return fail("startup_failed", err)
 	}
@@ -142,7 +142,7 @@ func startProfiles(cpuPath, memPath, tracePath string) (func(), error) {
 // productionOptions are the builder options of `svc run` and `svc demo`:
 // the executor guard is this binary itself (it kills executor trees left
 // by a SIGKILLed worker).
-func productionOptions(log *slog.Logger) build.Options {
+func productionOptions(log *slog.Logger) root.Options {
 	guard, _ := os.Executable()
-	return build.Options{Log: log, GuardBinary: guard}
+	return root.Options{Log: log, GuardBinary: guard}
 }

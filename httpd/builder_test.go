@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"svc/httpd"
-	"svc/worker/build"
+	"svc/httpd/root"
 	"svc/worker/config"
 )
 
@@ -14,9 +14,9 @@ import (
 func init() {
 	httpd.BuildWorker = func(t testing.TB, cfg *config.Config, o httpd.BuildOptions) httpd.Built {
 		t.Helper()
-		w, err := build.New(context.Background(), cfg, build.Options{Log: o.Log, Runner: o.Runner})
+		w, err := root.New(context.Background(), cfg, root.Options{Log: o.Log, Runner: o.Runner})
 		if err != nil {
-			t.Fatalf("build.New: %v", err)
+			t.Fatalf("root.New: %v", err)
 		}
 		return httpd.Built{UI: w.UI, Ingress: w.Ingress, App: w.App, Recorder: w.Recorder, Registry: w.Registry, Run: w.Run, Close: w.Close}
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"svc/worker/build"
+	"svc/httpd/root"
 	"svc/worker/cache"
 	"svc/worker/config"
 )
@@ -13,9 +13,9 @@ import (
 func init() {
 	cache.BuildWorker = func(t testing.TB, cfg *config.Config) cache.Built {
 		t.Helper()
-		w, err := build.New(context.Background(), cfg, build.Options{})
+		w, err := root.New(context.Background(), cfg, root.Options{})
 		if err != nil {
-			t.Fatalf("build.New: %v", err)
+			t.Fatalf("root.New: %v", err)
 		}
 		t.Cleanup(w.Close)
 		return cache.Built{App: w.App, Store: w.Cache, Registry: w.Registry}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"svc/httpd/root"
 	"svc/worker"
-	"svc/worker/build"
 	"svc/worker/config"
 	"svc/worker/executor"
 )
@@ -46,7 +46,7 @@ func TestDemoExecutorModes(t *testing.T) {
 			if problems := cfg.Validate(); len(problems) > 0 {
 				t.Fatalf("config invalid: %v", problems)
 			}
-			w, err := build.New(t.Context(), &cfg, build.Options{})
+			w, err := root.New(t.Context(), &cfg, root.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"svc/worker/build"
+	"svc/httpd/root"
 	"svc/worker/config"
 	"svc/worker/kafka"
 )
@@ -15,9 +15,9 @@ import (
 func init() {
 	kafka.BuildWorker = func(t testing.TB, cfg *config.Config, handler any, log *slog.Logger) kafka.Built {
 		t.Helper()
-		w, err := build.New(context.Background(), cfg, build.Options{Log: log, Handler: handler})
+		w, err := root.New(context.Background(), cfg, root.Options{Log: log, Handler: handler})
 		if err != nil {
-			t.Fatalf("build.New: %v", err)
+			t.Fatalf("root.New: %v", err)
 		}
 		return kafka.Built{App: w.App, Src: w.Kafka, Sinks: w.Sinks, Events: w.Events, Registry: w.Registry, Run: w.Run, Close: w.Close}
 	}

@@ -1,4 +1,4 @@
-package build
+package root
 
 // features are the switches GET /api/v1/identity advertises, each derived
 // from a part that was built (not from the config that asked for it), so

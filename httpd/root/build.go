@@ -15,7 +15,7 @@
 // HTTP ingress. Shutdown is the lifecycle's (worker.Lifecycle): intake,
 // drain, sinks, services in reverse, then the released parts in reverse
 // build order.
-package build
+package root
 
 import (
 	"context"
