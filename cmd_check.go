@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"svc/worker/config"
+	"svc/httpd/root"
 )
 
 func cmdCheck(args []string, stdout io.Writer) error {
@@ -12,7 +12,7 @@ func cmdCheck(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config.LoadFile(f.config)
+	cfg, err := root.LoadConfig(f.config)
 	if err != nil {
 		return err
 	}

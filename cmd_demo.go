@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"svc/httpd/root"
-	"svc/ui"
 	"svc/worker/config"
 	"svc/worker/demo"
 	"svc/worker/executor"
@@ -62,7 +61,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// works with no network and leaves nothing behind.
 	cfg.UI.Release.CacheDir = filepath.Join(dir, "ui-cache")
 	cfg.Handler.UIPages = demoPages()
-	if problems := cfg.Validate(); len(problems) > 0 {
+	if problems := append(cfg.Validate(), root.CheckUI(cfg)...); len(problems) > 0 {
 		return &config.Error{Path: "(demo)", Problems: problems}
 	}
 	go func() { _ = cluster.Trickle(ctx, 2*time.Second) }()
@@ -89,13 +88,15 @@ svc demo is running (Ctrl-C to stop)
 }
 
 // demoPages declares one page of the demo's own, so the first run shows a
-// handler's page next to the built-in ones.
-func demoPages() []ui.Page {
-	return []ui.Page{{Slug: "summaries", Title: "Summaries", Widgets: []ui.Widget{
-		{Title: "Tasks processed", View: ui.ViewStat, Format: "number", Source: ui.Source{Kind: ui.SourceMetrics, Metric: "svc_tasks_total"}},
-		{Title: "Last outcome", View: ui.ViewBadge, Field: "status", BadgeColors: map[string]string{"ok": "green", "failed": "red", "timeout": "yellow"},
-			Source: ui.Source{Kind: ui.SourceTasks, Limit: ui.Limit(1)}},
-		{Title: "Executor summaries", View: ui.ViewTable, Source: ui.Source{Kind: ui.SourceAnnotations, KindPrefix: "demo.", Limit: ui.Limit(100)},
-			Columns: ui.Columns{{Name: "ts", Label: "When", Format: "timestamp"}, {Name: "bytes", Format: "bytes"}, {Name: "words", Format: "number"}}},
+// handler's page next to the built-in ones: the tables a config's
+// [[handler.ui_pages]] holds.
+func demoPages() []map[string]any {
+	type table = map[string]any
+	return []table{{"slug": "summaries", "title": "Summaries", "widgets": []table{
+		{"title": "Tasks processed", "view": "stat", "format": "number", "source": table{"kind": "metrics", "metric": "svc_tasks_total"}},
+		{"title": "Last outcome", "view": "badge", "field": "status", "badge_colors": table{"ok": "green", "failed": "red", "timeout": "yellow"},
+			"source": table{"kind": "tasks", "limit": 1}},
+		{"title": "Executor summaries", "view": "table", "source": table{"kind": "annotations", "kind_prefix": "demo.", "limit": 100},
+			"columns": []table{{"name": "ts", "label": "When", "format": "timestamp"}, {"name": "bytes", "format": "bytes"}, {"name": "words", "format": "number"}}},
 	}}}
 }

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"svc/worker/config"
+	"svc/httpd/root"
 )
 
 // cmdHealth runs `svc health`: one GET of the worker's /readyz, exit 0
@@ -36,7 +36,7 @@ func cmdHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if *cfgPath == "" {
 			return usageErrorf("-config FILE, SVC_CONFIG or -url URL is required")
 		}
-		cfg, err := config.LoadFile(*cfgPath)
+		cfg, err := root.LoadConfig(*cfgPath)
 		if err != nil {
 			return err
 		}

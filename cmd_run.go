@@ -40,7 +40,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		log.Error(event, append(attrs, "error", err.Error())...)
 		return &loggedError{err}
 	}
-	cfg, err := config.LoadFile(f.config)
+	cfg, err := root.LoadConfig(f.config)
 	if err != nil {
 		return fail("startup_failed", err, "config", f.config)
 	}

@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"svc/httpd/root"
 	"svc/ui/release"
-	"svc/worker/config"
 )
 
 // cmdUI runs `svc ui [-config FILE] pack|fetch ...` (also `svc-ui ...`).
@@ -31,7 +31,7 @@ func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var d release.CLIDefaults
 	if path != "" {
-		cfg, err := config.LoadFile(path)
+		cfg, err := root.LoadConfig(path)
 		if err != nil {
 			return err
 		}

@@ -22,8 +22,8 @@ func TestPageTokenFlow(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
 	cfg.UI.AuthToken = "ui-secret-0123456789"
-	cfg.Handler.UIPages = []ui.Page{{Slug: "orders", Title: "Orders", Widgets: []ui.Widget{
-		{Title: "Tasks", View: ui.ViewStat, Source: ui.Source{Kind: ui.SourceMetrics, Metric: "svc_tasks_total"}}}}}
+	cfg.Handler.UIPages = []map[string]any{{"slug": "orders", "title": "Orders", "widgets": []map[string]any{
+		{"title": "Tasks", "view": "stat", "source": map[string]any{"kind": "metrics", "metric": "svc_tasks_total"}}}}}
 	s := startStack(t, withSite(cfg))
 	assets := release.AssetsPath(ui.EmbeddedTag)
 
@@ -108,8 +108,8 @@ func TestDeclaredPagesAndProbeDetailsOnTheWire(t *testing.T) {
 	t.Parallel()
 	exe := script(t, `printf '{"summary":"ok","lines":[{"sku":"a-1"}]}\n'`)
 	cfg := testConfig(t, exe)
-	cfg.Handler.UIPages = []ui.Page{{Slug: "orders", Widgets: []ui.Widget{{View: "stat", Source: ui.Source{Kind: "metrics", Metric: "svc_tasks_total"}}}}}
-	cfg.Handler.ProbeDetails = ui.ProbeDetails{Fields: []ui.ProbeField{{Name: "summary", View: "string"}}}
+	cfg.Handler.UIPages = []map[string]any{{"slug": "orders", "widgets": []map[string]any{{"view": "stat", "source": map[string]any{"kind": "metrics", "metric": "svc_tasks_total"}}}}}
+	cfg.Handler.ProbeDetails = map[string]any{"fields": []map[string]any{{"name": "summary", "view": "string"}}}
 	s := startStack(t, cfg)
 	r := do(t, "GET", s.uiURL+"/api/v1/pages", "")
 	var pages []ui.Page

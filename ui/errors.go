@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -52,6 +53,45 @@ func joinProblems(what string, ps []Problem) string {
 		b.WriteString(p.String())
 	}
 	return b.String()
+}
+
+// CheckDeclarations validates the exec handler's declared pages and probe
+// details as the worker config declares them; each problem names its key
+// under handler.ui_pages or handler.probe_details and the contract's name
+// of the error a Go handler gets (UIPagesConfigError: *PagesError;
+// ProbeDetailsConfigError: *ProbeDetailsError), e.g.
+// `handler.ui_pages[0] (slug "orders") widgets[1].columns: ... (UIPagesConfigError)`.
+func CheckDeclarations(pages []Page, details ProbeDetails) []string {
+	var out []string
+	var pe *PagesError
+	if errors.As(ValidatePages(pages), &pe) {
+		for _, pr := range pe.Problems {
+			out = append(out, configProblem("handler.ui_pages", "pages", "UIPagesConfigError", pr))
+		}
+	}
+	var de *ProbeDetailsError
+	if errors.As(ValidateProbeDetails(details), &de) {
+		for _, pr := range de.Problems {
+			out = append(out, configProblem("handler.probe_details.fields", "fields", "ProbeDetailsConfigError", pr))
+		}
+	}
+	return out
+}
+
+// configProblem renders a Problem under its config key: the list name
+// (pages, fields) becomes root.
+func configProblem(root, list, kind string, pr Problem) string {
+	where, field := pr.Where, pr.Field
+	if rest, ok := strings.CutPrefix(where, list+"["); ok {
+		where = root + "[" + rest
+	}
+	if where == "" {
+		where, field = root, ""
+	}
+	if field != "" {
+		where += " " + field
+	}
+	return fmt.Sprintf("%s: %s (%s)", where, pr.Message, kind)
 }
 
 // collector gathers problems at one location.

@@ -104,7 +104,11 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	a.kafkaCtx = WaitForExecutor(a.taskCtx, a.drainStarted)
 	h := d.Handler
 	if h == nil {
-		h = NewExecHandler(cfg.Handler, a.ids)
+		eh, err := NewExecHandler(cfg, a.ids)
+		if err != nil {
+			return nil, err
+		}
+		h = eh
 	}
 	if err := a.bindHandler(h); err != nil {
 		return nil, err

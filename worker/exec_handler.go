@@ -32,9 +32,16 @@ type ExecHandler struct {
 	details     ui.ProbeDetails
 }
 
-// NewExecHandler returns the built-in exec handler.
-func NewExecHandler(cfg config.Handler, ids *IDGen) *ExecHandler {
-	return &ExecHandler{labelFields: cfg.LabelFields, ids: ids, pages: cfg.UIPages, details: cfg.ProbeDetails}
+// NewExecHandler returns the built-in exec handler, its declarations read
+// from the config's plain tables into the ui model.
+func NewExecHandler(cfg *config.Config, ids *IDGen) (*ExecHandler, error) {
+	h := &ExecHandler{labelFields: cfg.Handler.LabelFields, ids: ids}
+	problems := cfg.DecodeTables("handler.ui_pages", cfg.Handler.UIPages, &h.pages)
+	problems = append(problems, cfg.DecodeTables("handler.probe_details", cfg.Handler.ProbeDetails, &h.details)...)
+	if len(problems) > 0 {
+		return nil, &config.Error{Problems: problems}
+	}
+	return h, nil
 }
 
 // Arrange makes one task per Kafka message.

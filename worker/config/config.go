@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"svc/ui"
 	"svc/worker/kconn"
 )
 
@@ -35,6 +34,9 @@ type Config struct {
 	IO            Threads       `toml:"io" json:"io"`
 	RuntimeHealth RuntimeHealth `toml:"runtime_health" json:"runtime_health"`
 	Throughput    Throughput    `toml:"throughput" json:"throughput"`
+
+	// src is where a loaded config's keys came from, for DecodeTables.
+	src *source
 }
 
 // Worker identifies the worker in its fleet.
@@ -133,11 +135,12 @@ type Handler struct {
 	// CacheKeys are the handler-cache keys handed to every executor run as
 	// SVC_CACHE_<NAME> variables.
 	CacheKeys []string `toml:"cache_keys" json:"cache_keys"`
-	// UIPages are the exec handler's declared UI pages ([[handler.ui_pages]]).
-	UIPages []ui.Page `toml:"ui_pages" json:"ui_pages"`
-	// ProbeDetails declares how the Debug page renders the executor's JSON
-	// stdout of a probe ([handler.probe_details]).
-	ProbeDetails ui.ProbeDetails `toml:"probe_details" json:"probe_details"`
+	// UIPages are the exec handler's declared UI pages ([[handler.ui_pages]])
+	// and ProbeDetails how the Debug page renders the executor's JSON stdout
+	// of a probe ([handler.probe_details]): plain tables here. Package ui owns
+	// their model and validation; DecodeTables reads them into it.
+	UIPages      []map[string]any `toml:"ui_pages" json:"ui_pages"`
+	ProbeDetails map[string]any   `toml:"probe_details" json:"probe_details"`
 }
 
 // Pipeline bounds work in flight.

@@ -34,13 +34,19 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// LoadFile reads, expands, decodes and validates the TOML file at path.
-func LoadFile(path string) (*Config, error) {
+// A Check validates keys of a loaded config that another package owns (the
+// ui package: link bases, the release tag, the declared pages). It returns
+// problems as Validate does, "key: message".
+type Check func(*Config) []string
+
+// LoadFile reads, expands, decodes and validates the TOML file at path,
+// with Validate and every check.
+func LoadFile(path string, checks ...Check) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	cfg, err := Parse(data, os.LookupEnv)
+	cfg, err := Parse(data, os.LookupEnv, checks...)
 	var ce *Error
 	if errors.As(err, &ce) {
 		ce.Path = path
@@ -58,9 +64,9 @@ const (
 // Parse decodes TOML bytes on top of Default. String values expand
 // ${VAR} and ${VAR:-default} through lookup; an expanded string may fill an
 // integer, float or boolean key. Syntax errors, unknown keys, values of the
-// wrong type and every validation problem are returned together as a
-// *Error, each naming its key and, when known, its line.
-func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+// wrong type and every problem of Validate and of the checks are returned
+// together as a *Error, each naming its key and, when known, its line.
+func Parse(data []byte, lookup func(string) (string, bool), checks ...Check) (*Config, error) {
 	if len(data) > maxConfigBytes {
 		return nil, &Error{Problems: []string{fmt.Sprintf("the file is %d bytes; a config holds at most %d", len(data), maxConfigBytes)}}
 	}
@@ -89,19 +95,110 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, &Error{Problems: append(problems, tomlProblem(err))}
 	}
 	for _, k := range md.Undecoded() {
-		problems = append(problems, locate(lines, k.String())+": unknown key")
+		if !inPlainTable(reflect.TypeFor[Config](), k) {
+			problems = append(problems, locate(lines, k.String())+": unknown key")
+		}
 	}
 	if cfg.Sources.Kafka.Delivery == DeliveryExactlyOnce && !md.IsDefined("sources", "kafka", "commit_interval") {
 		cfg.Sources.Kafka.CommitInterval = Duration(ExactlyOnceCommitInterval)
 	}
 	cfg.Resolve()
+	cfg.src = &source{lines: lines, expanded: expanded}
 	for _, p := range cfg.Validate() {
 		problems = append(problems, withLine(lines, p))
+	}
+	for _, check := range checks {
+		for _, p := range check(&cfg) {
+			problems = append(problems, withLine(lines, p))
+		}
 	}
 	if len(problems) > 0 {
 		return nil, &Error{Problems: problems}
 	}
 	return &cfg, nil
+}
+
+// inPlainTable reports whether key k lies inside a plain table of t (a
+// value of type any, such as handler.ui_pages' tables hold): its keys are
+// checked when the tables are decoded (DecodeTables), not here.
+func inPlainTable(t reflect.Type, k toml.Key) bool {
+	for _, part := range k {
+		for t.Kind() == reflect.Slice || t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Interface:
+			return true
+		case reflect.Map:
+			t = t.Elem()
+		case reflect.Struct:
+			ft, ok := tomlFields(t)[part]
+			if !ok {
+				return false
+			}
+			t = ft
+		default:
+			return false
+		}
+	}
+	return t.Kind() == reflect.Interface
+}
+
+// source is where a loaded config's keys came from: their lines and the
+// key paths whose string value held a ${VAR}.
+type source struct {
+	lines    map[string]int
+	expanded map[string]bool
+}
+
+// DecodeTables decodes plain tables this config keeps for another package
+// (handler.ui_pages and handler.probe_details, whose model package ui owns)
+// into v, a pointer to that package's type, with the loader's rules: every
+// unknown key and every value of the wrong type is a problem naming its
+// key under path (with its line when the config came from a file), and an
+// expanded ${VAR} may fill an integer, float or boolean. Offending keys are
+// left out and decoding goes on.
+func (c *Config) DecodeTables(path string, tables, v any) []string {
+	if rv := reflect.ValueOf(tables); !rv.IsValid() || rv.IsZero() {
+		return nil
+	}
+	// A copy through TOML: the checker edits the tree it walks.
+	var buf bytes.Buffer
+	if err := toml.NewEncoder(&buf).Encode(map[string]any{"v": tables}); err != nil {
+		return []string{path + ": " + err.Error()}
+	}
+	var raw map[string]any
+	if _, err := toml.Decode(buf.String(), &raw); err != nil {
+		return []string{path + ": " + tomlProblem(err)}
+	}
+	tc := typeChecker{}
+	if c.src != nil {
+		tc.lines, tc.expanded = c.src.lines, c.src.expanded
+	}
+	t := reflect.TypeOf(v).Elem()
+	if val, ok := tc.value(raw["v"], t, path); ok {
+		raw["v"] = val
+	} else {
+		delete(raw, "v")
+	}
+	buf.Reset()
+	if err := toml.NewEncoder(&buf).Encode(raw); err != nil {
+		return append(tc.problems, path+": "+err.Error())
+	}
+	into := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: t, Tag: `toml:"v"`}}))
+	md, err := toml.Decode(buf.String(), into.Interface())
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return append(tc.problems, path+": "+pe.Message)
+		}
+		return append(tc.problems, path+": "+tomlProblem(err))
+	}
+	for _, k := range md.Undecoded() {
+		tc.add(joinPath(path, k[1:].String()), "unknown key")
+	}
+	reflect.ValueOf(v).Elem().Set(into.Elem().Field(0))
+	return tc.problems
 }
 
 // withLine adds the line of a validation problem's key: "key: msg" becomes

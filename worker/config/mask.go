@@ -187,6 +187,13 @@ func (m masker) value(dst, src reflect.Value, tag, path string) {
 		p := reflect.New(src.Type().Elem())
 		m.value(p.Elem(), src.Elem(), tag, path)
 		dst.Set(p)
+	case reflect.Interface: // inside plain tables (handler.ui_pages)
+		if src.IsNil() {
+			return
+		}
+		v := reflect.New(src.Elem().Type()).Elem()
+		m.value(v, src.Elem(), tag, path)
+		dst.Set(v)
 	default:
 		dst.Set(src)
 	}

@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"svc/ui"
 )
 
 // Upper bounds of the size keys, also documented with each key.
@@ -46,7 +44,6 @@ func (c *Config) Validate() []string {
 	c.validateExecutorMode(&p)
 	c.validateHistory(&p)
 	c.validateFleet(&p)
-	c.validateUIDeclarations(&p)
 	return p
 }
 
@@ -85,7 +82,6 @@ func (c *Config) validateSurfaces(p *problems) {
 	checkPort(p, "metrics.port", c.Metrics.Port)
 	checkPort(p, "ui.port", c.UI.Port)
 	checkPort(p, "sources.http.port", c.Sources.HTTP.Port)
-	*p = append(*p, ui.CheckLinkBases(c.UI.LinkBases)...)
 	if path := c.UI.CustomRenderersPath; path != "" {
 		if st, err := os.Stat(path); err != nil {
 			p.add("ui.custom_renderers_path", "%s does not exist", path)
@@ -120,9 +116,6 @@ func (c *Config) validateSurfaces(p *problems) {
 	}
 	checkHosts(p, "ui.allowed_hosts", c.UI.AllowedHosts)
 	checkHosts(p, "sources.http.allowed_hosts", c.Sources.HTTP.AllowedHosts)
-	if v := c.UI.Release.Version; v != "" && ui.CheckTag(v) != nil {
-		p.add("ui.release.version", "%q must be a release tag vX.Y.Z (empty: the release embedded in this binary)", v)
-	}
 	if r := c.UI.Release.Repo; r != "" && !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") {
 		p.add("ui.release.repo", "%q must start with http:// or https://", r)
 	} else {
@@ -400,43 +393,6 @@ func (c *Config) validateExecutorMode(p *problems) {
 	}
 	p.between("executor.max_tasks_per_child", int64(e.MaxTasksPerChild), 0, 1_000_000_000)
 	p.within("executor.ready_timeout", e.ReadyTimeout, 10*time.Millisecond, 10*time.Minute)
-}
-
-// validateUIDeclarations checks the exec handler's declared pages and probe
-// details; each problem names its key under handler.ui_pages or
-// handler.probe_details and the contract's name of the error a Go handler
-// gets (UIPagesConfigError: *ui.PagesError; ProbeDetailsConfigError:
-// *ui.ProbeDetailsError).
-func (c *Config) validateUIDeclarations(p *problems) {
-	var pe *ui.PagesError
-	if err := ui.ValidatePages(c.Handler.UIPages); errors.As(err, &pe) {
-		for _, pr := range pe.Problems {
-			*p = append(*p, declProblem("handler.ui_pages", "pages", "UIPagesConfigError", pr))
-		}
-	}
-	var de *ui.ProbeDetailsError
-	if err := ui.ValidateProbeDetails(c.Handler.ProbeDetails); errors.As(err, &de) {
-		for _, pr := range de.Problems {
-			*p = append(*p, declProblem("handler.probe_details.fields", "fields", "ProbeDetailsConfigError", pr))
-		}
-	}
-}
-
-// declProblem renders a ui.Problem under its config key: the ui package's
-// list name (pages, fields) becomes root, e.g.
-// `handler.ui_pages[0] (slug "orders") widgets[1].columns: ...`.
-func declProblem(root, list, kind string, pr ui.Problem) string {
-	where, field := pr.Where, pr.Field
-	if rest, ok := strings.CutPrefix(where, list+"["); ok {
-		where = root + "[" + rest
-	}
-	if where == "" {
-		where, field = root, ""
-	}
-	if field != "" {
-		where += " " + field
-	}
-	return fmt.Sprintf("%s: %s (%s)", where, pr.Message, kind)
 }
 
 // LoopbackBind reports whether a bind host keeps a socket on this
