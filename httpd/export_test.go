@@ -12,7 +12,7 @@ import (
 	"svc/worker/config"
 )
 
-// Built is a whole worker built by the one builder (worker/build), as
+// Built is a whole worker built by the one builder (httpd/root), as
 // this package's tests see it.
 type Built struct {
 	UI       *UIServer // nil with ui.enabled false
@@ -32,7 +32,7 @@ type BuildOptions struct {
 	Runner worker.TaskRunner // nil: the executor pool
 }
 
-// BuildWorker builds a worker with worker/build. It is set by
+// BuildWorker builds a worker with httpd/root. It is set by
 // builder_test.go (package httpd_test): this package's own tests cannot
 // import the builder, which imports httpd.
 var BuildWorker func(t testing.TB, cfg *config.Config, o BuildOptions) Built

@@ -63,7 +63,7 @@ const uncachedRelease = "v0.0.1"
 
 func quietLogger() *slog.Logger { return workertest.Quiet() }
 
-// buildStack builds the worker `svc run` builds from cfg (worker/build,
+// buildStack builds the worker `svc run` builds from cfg (httpd/root,
 // through BuildWorker) without running it.
 func buildStack(t testing.TB, cfg *config.Config, o BuildOptions) (*stack, Built) {
 	t.Helper()

@@ -1,6 +1,6 @@
 // Package worker is the core of svc: the task model, the handler
 // interfaces, the built-in exec handler and the App that runs tasks for the
-// input sources. Its subpackages hold the parts; worker/build assembles
+// input sources. Its subpackages hold the parts; httpd/root assembles
 // them (the one composition root: `svc run`, `svc demo` and the tests).
 //
 // # Map
@@ -13,11 +13,15 @@
 //	                     (events.go), start and shutdown order (lifecycle.go),
 //	                     pipeline metrics (metrics.go), offload/IO pools
 //	                     (threads.go), the drain's work count (work.go)
-//	worker/build/        the composition root: config → every part, socket and
-//	                     feature switch, run under one Lifecycle; identity's
-//	                     features derived from what was built (features.go)
 //	worker/config/       the TOML config: keys, defaults, load, validation,
-//	                     secret masking, Kafka connection views
+//	                     secret masking, Kafka connection views; declared
+//	                     pages kept as plain tables (DecodeTables), their
+//	                     rules checked by ui through the root (Check)
+//	worker/kconn/        the Kafka connection builder every Kafka client uses
+//	                     (brokers, security, client_config), the bounded
+//	                     decompressor of fetched batches
+//	worker/payload/      the UTF-8-or-base64 rule of every JSON surface and
+//	                     executor variable
 //	worker/executor/     executor processes: spawn mode (protocol v1, one
 //	                     process per attempt) and persistent mode (protocol v2,
 //	                     long-lived children speaking length-prefixed frames,
@@ -47,16 +51,17 @@
 //	worker/workertest/   helpers shared by the test suites; workertest/wait
 //	                     holds wait.For, the one wait-until helper
 //
-// Elsewhere: httpd/ serves the UI server (API, /ws, probes), the HTTP
-// ingress and the metrics exporter; kafkaread/ is the read-only Kafka view
-// (kafkaread/kconn builds every Kafka client's connection, and
-// kafkaread/payload is the UTF-8-or-base64 rule of every JSON surface and
-// executor variable: worker and worker/config import these two leaves,
-// never kafkaread itself, and httpd builds the read API's aliases from the
+// Elsewhere: httpd/root is the composition root: config → every part,
+// socket and feature switch, run under one Lifecycle, identity's features
+// derived from what was built (features.go), the config loaded with ui's
+// checks (config.go); main.go and cmd_*.go call it. httpd/ serves the UI
+// server (API, /ws, probes), the HTTP ingress and the metrics exporter;
+// kafkaread/ is the read-only Kafka view (under worker/ only
+// worker/redrive imports it; httpd builds the read API's aliases from the
 // config); recorder/ is the SQLite flight recorder; ui/ the browser UI
-// source and the declared pages and probe-details models (the only part of
-// ui the worker imports); ui/release packs, fetches, caches and serves UI
-// releases; worker/build is the composition root.
+// source and the declared pages and probe-details models with their
+// validation (worker/config does not import it); ui/release packs,
+// fetches, caches and serves UI releases.
 //
 // # Data flow: Kafka
 //
@@ -91,7 +96,7 @@
 //
 // # Start and shutdown
 //
-// build.New binds every socket first (a bind failure is fatal before
+// root.New binds every socket first (a bind failure is fatal before
 // anything else opens), then builds: executor pool, runtime monitor and
 // cost tracker, cache, sinks and DLQ, App, Kafka source, and with the UI:
 // fleet registry, recorder, Kafka read API, redrive, UI release, UI server,

@@ -1,4 +1,4 @@
-// Package build is the worker's one composition root: New turns a
+// Package root is the worker's one composition root: New turns a
 // validated config into the running worker (every component, socket and
 // feature switch) and Worker.Run runs it under the one lifecycle. `svc
 // run`, `svc demo` and every test that needs a whole worker call it; a

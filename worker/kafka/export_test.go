@@ -12,7 +12,7 @@ import (
 	"svc/worker/sink"
 )
 
-// Built is a whole worker built by the one builder (worker/build), as
+// Built is a whole worker built by the one builder (httpd/root), as
 // this package's tests see it.
 type Built struct {
 	App      *worker.App
@@ -26,7 +26,7 @@ type Built struct {
 	Close func()
 }
 
-// BuildWorker builds a worker with worker/build (handler nil: the exec
+// BuildWorker builds a worker with httpd/root (handler nil: the exec
 // handler). It is set by builder_test.go (package kafka_test): this
 // package's own tests cannot import the builder, which imports kafka.
 var BuildWorker func(t testing.TB, cfg *config.Config, handler any, log *slog.Logger) Built

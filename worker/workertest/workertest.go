@@ -1,9 +1,9 @@
 // Package workertest holds the helpers the test suites share: small
 // /bin/sh executors, an in-process kfake cluster, a log capture and metric
-// reads, an App built from a config the way `svc run` builds it
-// (workertest/pipeline), and the built svc binary run as a child process
-// (process.go: MainWithSvc, Start, Proc). Waiting for a condition is
-// wait.For, in the stdlib-only leaf package workertest/wait.
+// reads, and the built svc binary run as a child process (process.go:
+// MainWithSvc, Start, Proc). A test that needs a whole worker builds it
+// with the one builder, httpd/root. Waiting for a condition is wait.For,
+// in the stdlib-only leaf package workertest/wait.
 package workertest
 
 import (
