@@ -90,14 +90,11 @@ func Parse(data []byte, lookup func(string) (string, bool), checks ...Check) (*C
 		return nil, &Error{Problems: append(problems, "re-encode after expansion: "+err.Error())}
 	}
 	cfg := Default()
+	// The checker removed every unknown key: what stays decodes, and keys
+	// inside plain tables (handler.ui_pages) are DecodeTables' to check.
 	md, err := toml.Decode(buf.String(), &cfg)
 	if err != nil {
 		return nil, &Error{Problems: append(problems, tomlProblem(err))}
-	}
-	for _, k := range md.Undecoded() {
-		if !inPlainTable(reflect.TypeFor[Config](), k) {
-			problems = append(problems, locate(lines, k.String())+": unknown key")
-		}
 	}
 	if cfg.Sources.Kafka.Delivery == DeliveryExactlyOnce && !md.IsDefined("sources", "kafka", "commit_interval") {
 		cfg.Sources.Kafka.CommitInterval = Duration(ExactlyOnceCommitInterval)
@@ -116,32 +113,6 @@ func Parse(data []byte, lookup func(string) (string, bool), checks ...Check) (*C
 		return nil, &Error{Problems: problems}
 	}
 	return &cfg, nil
-}
-
-// inPlainTable reports whether key k lies inside a plain table of t (a
-// value of type any, such as handler.ui_pages' tables hold): its keys are
-// checked when the tables are decoded (DecodeTables), not here.
-func inPlainTable(t reflect.Type, k toml.Key) bool {
-	for _, part := range k {
-		for t.Kind() == reflect.Slice || t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		switch t.Kind() {
-		case reflect.Interface:
-			return true
-		case reflect.Map:
-			t = t.Elem()
-		case reflect.Struct:
-			ft, ok := tomlFields(t)[part]
-			if !ok {
-				return false
-			}
-			t = ft
-		default:
-			return false
-		}
-	}
-	return t.Kind() == reflect.Interface
 }
 
 // source is where a loaded config's keys came from: their lines and the
