@@ -2,8 +2,10 @@
 // declared-pages and probe-details models with their validation, link
 // templates and link bases, and the SPA bundle embedded from web/ with its
 // release tag (EmbeddedTag, Embedded, CheckTag). It uses the standard
-// library only and never imports the worker or the HTTP server; the worker
-// imports it for these types.
+// library only and never imports the worker or the HTTP server. The worker
+// config keeps the declarations as plain tables; the composition root
+// (httpd/root) reads them into these types and validates them at load
+// (CheckDeclarations, CheckLinkBases), and the App for a Go handler's hooks.
 //
 // Releasing and serving a bundle (pack, fetch, verify, unpack, the per-host
 // cache, the page handler, the sign-in page and the `svc ui` command) is
