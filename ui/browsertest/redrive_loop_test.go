@@ -129,7 +129,7 @@ func TestDemoRedriveLoop(t *testing.T) {
 	// The line's task opens its panel: ok, labelled with the run.
 	task := p.str(`document.querySelector("table.redrive-result a.redriven-task").innerText`)
 	p.click("table.redrive-result a.redriven-task", task)
-	p.waitFor(`document.querySelector("#detail-panel ol.attempts")`, "the redriven task's panel")
+	p.waitFor(`document.querySelector("#detail-panel ol.attempts") && document.querySelector("#detail-panel").innerText.includes("Stdin (the message)")`, "the redriven task's panel with its message")
 	panel = p.str(`document.querySelector("#detail-panel").innerText`)
 	for _, want := range []string{"Task " + task, "ok", "redrive", "demo@", `"currency":"GBP"`} {
 		if !strings.Contains(panel, want) {
