@@ -305,7 +305,13 @@ export async function mount(root, ctx) {
       selected.clear();
       drawSelection();
       if (page) draw();
-      if (s.run && landed.size) follow(s.run, landed, line);
+      if (s.run && landed.size) {
+        // One look answers at most 1,000 tasks: a bigger run is followed
+        // for its first 1,000 lines.
+        const followed = new Map([...landed].slice(0, 1000));
+        if (followed.size < landed.size) sumBox.append(note(`Following the first 1,000 of ${num(landed.size)} lines; find every task of this run in History by the label redrive = ${s.run}.`));
+        follow(s.run, followed, line);
+      }
     }
   };
   dryBtn.onclick = () => run({ records: [...selected.values()] }, true, selBar);
