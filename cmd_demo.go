@@ -75,15 +75,19 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 svc demo is running (Ctrl-C to stop)
   kafka        embedded cluster, brokers %s
                demo-in -> exec-demo -> demo-out (failures -> demo-in_dlq)
-               a sample every 2s: one in five fails into the DLQ, one in five is retried once, then succeeds
+               a sample every 2s; of every six, one fails into the DLQ, one is retried once, then succeeds,
+               and one (an order in %s) fails into the DLQ until you fix the executor (below)
   UI           http://%s/   (JSON API under /api/v1)
   metrics      http://%s/metrics
   try it:      curl -s -H 'Authorization: Bearer %s' --data-binary 'hello world' http://%s/v1/process
   a failure:   curl -s -H 'Authorization: Bearer %s' --data-binary 'please fail' http://%s/v1/process
+  the fix:     touch %s
+               (orders in %s succeed from then on; redrive those in the DLQ: http://%s/debug?tab=dlq)
   redrive:     curl -s -X POST http://%s/api/v1/debug/dlq/redrive -d '{"from_ts":0}'
                (a dry run: what each DLQ record would do now; add "dry_run":false to send them back to demo-in)
 
-`, strings.Join(cluster.Brokers(), ","), uiAddr, w.Metrics.Addr(), demo.IngressToken, ingress, demo.IngressToken, ingress, uiAddr)
+`, strings.Join(cluster.Brokers(), ","), demo.FixCurrency, uiAddr, w.Metrics.Addr(), demo.IngressToken, ingress, demo.IngressToken, ingress,
+		demo.FixFile(dir), demo.FixCurrency, uiAddr, uiAddr)
 	return w.Run(ctx)
 }
 

@@ -202,7 +202,7 @@ func TestAPIDocExamplesRun(t *testing.T) {
 	p.WaitHTTP(t, base+"/healthz")
 	// What the examples read: finished tasks, and two DLQ records (an
 	// example pages from the newest record to the one before it). The
-	// demo fails one sample in five, one every 10 s.
+	// demo dead-letters two samples in six, one every 6 s.
 	wait.For(t, wait.Long, "the demo to finish tasks and dead-letter two of them", func() (bool, string) {
 		var tasks struct {
 			Results []json.RawMessage `json:"results"`

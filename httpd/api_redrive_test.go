@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"svc/worker/config"
 	"svc/worker/redrive"
+	"svc/worker/workertest/wait"
 )
 
 // dlqRecord is a record as the DLQ holds it: the original key, value and
@@ -46,7 +48,8 @@ func TestDLQRedrive(t *testing.T) {
 		c.Handler.MaxAttempts = 1
 	})
 	cl := manualProducer(t, brokers)
-	recs := []*kgo.Record{dlqRecord("a", "fixed now"), dlqRecord("b", "please fail"), dlqRecord("c", "again", kgo.RecordHeader{Key: redrive.HeaderCount, Value: []byte("1")})}
+	recs := []*kgo.Record{dlqRecord("a", "fixed now"), dlqRecord("b", "please fail"), dlqRecord("c", "again", kgo.RecordHeader{Key: redrive.HeaderCount, Value: []byte("1")},
+		kgo.RecordHeader{Key: redrive.HeaderLabel, Value: []byte("an-earlier-run")})}
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +117,47 @@ func TestDLQRedrive(t *testing.T) {
 				t.Errorf("redriven record %d kept the DLQ header %s", i, k)
 			}
 		}
+		// One redrive label, this run's (an earlier run's is dropped).
+		var runs []string
+		for _, x := range rec.Headers {
+			if x.Key == redrive.HeaderLabel {
+				runs = append(runs, string(x.Value))
+			}
+		}
+		if run := got[3]["summary"].(map[string]any)["run"]; len(runs) != 1 || runs[0] != run {
+			t.Errorf("redriven record %d carries %s = %q, want the run %v alone", i, redrive.HeaderLabel, runs, run)
+		}
 	}
+
+	// The join: the worker consumes the redriven records, and the run's
+	// label finds each task at the partition:offset its line names, with
+	// its outcome (the second fails again).
+	run := got[3]["summary"].(map[string]any)["run"].(string)
+	want := map[string]string{}
+	for i, l := range got[:3] {
+		want[l["to"].(string)] = map[int]string{0: "ok", 1: "failed", 2: "ok"}[i]
+	}
+	wait.For(t, wait.Long, "the redriven records' tasks found by the run's label", func() (bool, string) {
+		r := do(t, "GET", s.uiURL+"/api/v1/debug/trace-by-label?name=redrive&value="+url.QueryEscape(run), "")
+		var ans struct {
+			Tasks []struct {
+				Alias     string `json:"alias"`
+				Partition int32  `json:"partition"`
+				Offset    int64  `json:"offset"`
+				Status    string `json:"status"`
+			} `json:"tasks"`
+		}
+		if r.status != 200 || json.Unmarshal([]byte(r.body), &ans) != nil {
+			return false, fmt.Sprintf("%d %s", r.status, r.body)
+		}
+		found := map[string]string{}
+		for _, tk := range ans.Tasks {
+			if tk.Alias == "source" {
+				found[fmt.Sprintf("%d:%d", tk.Partition, tk.Offset)] = tk.Status
+			}
+		}
+		return fmt.Sprint(found) == fmt.Sprint(want), fmt.Sprintf("found %v, want %v", found, want)
+	})
 }
 
 func countSource(t *testing.T, brokers []string) int { return len(readSource(t, brokers)) }

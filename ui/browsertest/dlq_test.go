@@ -41,9 +41,16 @@ func startDLQFleet(t *testing.T) ([]string, []*fleetWorker, string) {
 		t.Fatal(err)
 	}
 	var out []*fleetWorker
-	for _, name := range []string{"alpha", "beta"} {
-		port := workertest.FreePort(t)
-		cfg := workertest.WriteConfig(t, fmt.Sprintf(`
+	names := []string{"alpha", "beta"}
+	ports := make([]int, len(names))
+	var bases []string
+	for i := range names {
+		ports[i] = workertest.FreePort(t)
+		bases = append(bases, fmt.Sprintf("%q", fmt.Sprintf("http://127.0.0.1:%d", ports[i])))
+	}
+	for i, name := range names {
+		port := ports[i]
+		cfg := workertest.WriteConfig(t, strings.ReplaceAll(fmt.Sprintf(`
 [worker]
 name = %q
 cluster = "shop"
@@ -76,7 +83,10 @@ commit_interval = "500ms"
 [[sinks.kafka]]
 name = "results"
 topic = "jobs-out"
-`, name, port, browserToken, filepath.Join(root, "ui-cache"), filepath.Join(root, name), filepath.Join(root, "shared"), exe, cluster.ListenAddrs()[0]))
+[fleet]
+trusted_urls = [ORIGINS]
+`, name, port, browserToken, filepath.Join(root, "ui-cache"), filepath.Join(root, name), filepath.Join(root, "shared"), exe, cluster.ListenAddrs()[0]),
+			"ORIGINS", strings.Join(bases, ", ")))
 		w := &fleetWorker{uiWorker: &uiWorker{base: fmt.Sprintf("http://127.0.0.1:%d", port), token: browserToken}, name: name}
 		w.proc = start(t, "run", "-config", cfg)
 		out = append(out, w)
@@ -114,6 +124,9 @@ func readTopic(t *testing.T, brokers []string, topic string) []*kgo.Record {
 	}
 	return out
 }
+
+// job is the job id of the DLQ test's message of key kN.
+func job(key string) string { return "job-" + strings.TrimPrefix(key, "k") }
 
 func headerOf(r *kgo.Record, key string) string {
 	v := ""
@@ -234,18 +247,25 @@ func TestDLQTriageAndRedrive(t *testing.T) {
 	p.waitFor(fmt.Sprintf(`document.querySelectorAll("table.records.dlq tbody tr[data-offset]").length === 50 && document.querySelector("table.records.dlq tbody tr").dataset.offset === %q`, top), "the newest page again")
 	checkPage(t, p, false)
 
-	// From a record to its task's trace, and from the trace's dlq_sent
-	// event back to the record. (A trace on alpha covers alpha's own live
-	// file and the sealed files: the newest record alpha dead-lettered.)
-	// One page of 200 holds all 150: the newest 50 may all be beta's.
+	// From a record to its task's panel (its labels, input, attempts and
+	// stderr, in place), on to its trace, and from the trace's dlq_sent
+	// event back to the record. One page of 200 holds all 150: the newest
+	// 50 may all be beta's.
 	tr := open("/debug?tab=dlq")
 	tr.fill("#dlq-limit", "200")
 	tr.click("#dlq-search", "Search")
 	tr.waitFor(`document.querySelectorAll("table.records.dlq tbody tr[data-offset]").length === 150`, "all 150 records on one page")
-	tr.waitFor(`document.querySelector("table.records.dlq tr[data-worker=alpha] a.trace-link")`, "a task of alpha with its trace link")
+	tr.waitFor(`document.querySelector("table.records.dlq tr[data-worker=alpha] a.task-link")`, "a task of alpha with its link")
 	at := tr.str(`document.querySelector("table.records.dlq tr[data-worker=alpha]").dataset.offset`)
-	task := tr.str(`document.querySelector("table.records.dlq tr[data-worker=alpha] a.trace-link").innerText`)
-	tr.click("table.records.dlq tr[data-worker=alpha] a.trace-link", task)
+	task := tr.str(`document.querySelector("table.records.dlq tr[data-worker=alpha] a.task-link").innerText`)
+	key := tr.str(`document.querySelector("table.records.dlq tr[data-worker=alpha]").dataset.key`)
+	tr.click("table.records.dlq tr[data-worker=alpha] a.task-link", task)
+	tr.waitFor(`location.search.includes("tab=dlq") && document.querySelector("#detail-panel ol.attempts") && document.querySelector("#detail-panel").innerText.includes("Stdin (the message)")`, "the task's panel on the DLQ tab, with its attempts and its message")
+	if s := tr.str(`document.querySelector("#detail-panel").innerText`); !strings.Contains(s, "Task "+task) || !strings.Contains(s, "failed") ||
+		!strings.Contains(s, "job "+job(key)+" rejected") || !strings.Contains(s, `"id":"`+job(key)+`"`) || !strings.Contains(s, "alpha") {
+		t.Errorf("panel of %s (key %s) = %q, want its outcome, worker, stderr and input", task, key, s)
+	}
+	tr.click("#detail-panel a.trace-link", "full trace")
 	tr.waitFor(`location.pathname === "/history" && document.querySelector("table.trace tr[data-type=dlq_sent] a.dlq-link")`, "the trace with a link to its DLQ record")
 	if s := tr.str(`document.querySelector("a.dlq-link").innerText`); s != "DLQ record "+at {
 		t.Errorf("trace of %s links %q, want DLQ record %s", task, s, at)
@@ -263,7 +283,6 @@ func TestDLQTriageAndRedrive(t *testing.T) {
 	if len(rows) != 3 {
 		t.Fatalf("rows = %v", rows)
 	}
-	job := func(key string) string { return "job-" + strings.TrimPrefix(key, "k") }
 	if err := os.WriteFile(fixed, []byte(job(rows[0].Key)+"\n"+job(rows[1].Key)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +310,16 @@ func TestDLQTriageAndRedrive(t *testing.T) {
 	if got := len(readTopic(t, brokers, "jobs")); got != n {
 		t.Fatalf("the source topic holds %d records after the dry run, want %d: a dry run writes nothing", got, n)
 	}
-	if err := p.eval(`document.querySelector(".redrive-out").closest("section").scrollIntoView()`, nil); err != nil {
+	// The outcome is right under the button that asked for it.
+	var gap float64
+	jsonOf(t, p, `document.querySelector(".redrive-summary").getBoundingClientRect().top - document.querySelector("#redrive-dry").getBoundingClientRect().bottom`, &gap)
+	if gap < 0 || gap > 100 {
+		t.Errorf("the dry run's outcome is %.0f px below its button, want it next to it (under 100 px)", gap)
+	}
+	if s := p.str(`document.querySelector(".redrive-summary").innerText`); !strings.Contains(s, "1 of them would fail again now") {
+		t.Errorf("confirm = %q, want it to say one record would fail again", s)
+	}
+	if err := p.eval(`document.querySelector(".toolbar.selection").scrollIntoView()`, nil); err != nil {
 		t.Fatal(err)
 	}
 	p.screenshot(dir, "dlq-redrive")
@@ -299,6 +327,16 @@ func TestDLQTriageAndRedrive(t *testing.T) {
 	p.waitFor(`document.querySelector(".redrive-summary [data-done]")`, "the real redrive's summary")
 	if s := p.str(`document.querySelector(".redrive-summary").innerText`); !strings.Contains(s, "Redriven 3 of 3 record(s)") {
 		t.Errorf("redrive summary = %q", s)
+	}
+	// Each line links where its record landed and, once consumed (by
+	// either worker), the task that ran it: two ok, one back in the DLQ.
+	p.waitFor(`document.querySelectorAll("table.redrive-result a.landed").length === 3 && document.querySelectorAll("table.redrive-result td.consumed[data-after=ok]").length === 2 &&
+		document.querySelectorAll("table.redrive-result td.consumed[data-after='DLQ again'] a.dlq-again").length === 1`, "the redriven records consumed: two ok, one DLQ again")
+	if s := p.str(fmt.Sprintf(`document.querySelector("table.redrive-result tr[data-offset='%s'] td.consumed").innerText`, rows[2].At)); !strings.Contains(s, "executor exited with code") || strings.Contains(s, "null") {
+		t.Errorf("the line of the record that failed again = %q, want its error", s)
+	}
+	if s := p.str(`document.querySelector(".redrive-follow").innerText`); !strings.Contains(s, "All 3 consumed: 2 ok, 1 failed again.") {
+		t.Errorf("follow-up = %q", s)
 	}
 
 	// Consumed again: the fixed two reach the sink, the third fails again

@@ -45,11 +45,13 @@ var samples = []string{
 	`{"order":%d,"customer":"initech","amount":%d,"note":"please fail"}`,
 	`{"order":%d,"customer":"umbrella","amount":%d}`,
 	`{"order":%d,"customer":"hooli","amount":%d,"note":"tempfail"}`,
+	`{"order":%d,"customer":"wayne","amount":%d,"currency":"` + FixCurrency + `"}`,
 }
 
 // Trickle produces a sample message to the input topic every interval until
-// ctx ends; one in five fails and lands in the DLQ, one in five is retried
-// once and then succeeds.
+// ctx ends; of every six, one fails and lands in the DLQ, one is retried
+// once and then succeeds, and one (an order in FixCurrency) fails into the
+// DLQ until the operator's fix (FixEnv), then succeeds.
 func (c *Cluster) Trickle(ctx context.Context, interval time.Duration) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.DefaultProduceTopic(TopicIn))
 	if err != nil {

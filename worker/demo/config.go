@@ -2,6 +2,7 @@ package demo
 
 import (
 	"os"
+	"path/filepath"
 	"time"
 
 	"svc/worker/config"
@@ -28,6 +29,7 @@ func Config(self, dir string, p Ports, brokers []string) *config.Config {
 	cfg.UI.RedriveEnabled = true
 	cfg.Executor.BinaryPath = self
 	cfg.Executor.Args = []string{"exec-demo"}
+	cfg.Executor.Env = map[string]string{FixEnv: FixFile(dir)}
 	cfg.Executor.Timeout = config.Duration(10 * time.Second)
 	cfg.Handler.RetryBackoff = config.Duration(50 * time.Millisecond)
 	cfg.Sources.HTTP.Enabled = true
@@ -47,6 +49,10 @@ func Config(self, dir string, p Ports, brokers []string) *config.Config {
 	cfg.Resolve()
 	return &cfg
 }
+
+// FixFile is the file whose existence fixes the demo executor's failure
+// class (FixCurrency): `touch` it, and those orders succeed.
+func FixFile(dir string) string { return filepath.Join(dir, "fixed") }
 
 // Self returns the path of the running binary, for use as the executor.
 func Self() (string, error) { return os.Executable() }

@@ -18,8 +18,10 @@ import (
 // Execute is the sample executor. It reads the message from stdin and:
 // asks for a retry (exit 75) on the first attempt of a message containing
 // "tempfail" and succeeds on the next one, fails (exit 1) when it contains "fail",
-// sleeps a second when it contains "slow", and otherwise answers a JSON
-// summary of the message. It writes one annotation and one handler-cache
+// fails (exit 3) on an order in a currency it has no rate for (FixCurrency)
+// until the operator's fix (the file FixEnv names exists, checked at each
+// task), sleeps a second when it contains "slow", and otherwise answers a
+// JSON summary of the message. It writes one annotation and one handler-cache
 // row (demo.last_task, scope cluster) to fd 3 when the worker offers the
 // side channel (SVC_EVENTS_FD=3). Started in mode persistent
 // (SVC_EXECUTOR_MODE=persistent) it serves protocol v2 frames instead.
@@ -51,15 +53,35 @@ func Execute(stdin io.Reader, stdout, stderr io.Writer, events *os.File) int {
 	case "retry":
 		return 75
 	case "failed":
-		return 1
+		return max(a.code, 1)
 	}
 	_, _ = stdout.Write(a.output)
 	return 0
 }
 
+// FixCurrency is the currency the demo executor has no rate for until the
+// operator's fix; FixEnv names the variable (executor.env) holding the
+// path of the file whose existence is the fix.
+const (
+	FixCurrency = "GBP"
+	FixEnv      = "DEMO_FIX_FILE"
+)
+
+// fixed says whether the operator applied the demo's fix. It is checked at
+// each task, so a persistent executor picks the fix up without a restart.
+func fixed() bool {
+	path := os.Getenv(FixEnv)
+	if path == "" {
+		return false
+	}
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 // answer is the demo executor's verdict on one message.
 type answer struct {
 	status     string // ok, retry or failed
+	code       int    // the exit code of a failure in mode spawn (1 when 0)
 	output     []byte
 	diag       string // a stderr line
 	annotation map[string]any
@@ -77,6 +99,10 @@ func handle(in []byte, taskID, source string, attempt int) answer {
 		return a
 	case strings.Contains(strings.ReplaceAll(text, "tempfail", ""), "fail"):
 		a.status, a.diag = "failed", "exec-demo: the message asked to fail"
+		return a
+	case strings.Contains(text, `"currency":"`+FixCurrency+`"`) && !fixed():
+		a.status, a.code = "failed", 3
+		a.diag = "exec-demo: no exchange rate for " + FixCurrency + " (a bug the demo lets you fix: create the file " + os.Getenv(FixEnv) + ", then redrive these orders from the DLQ)"
 		return a
 	case strings.Contains(text, "slow"):
 		time.Sleep(time.Second)

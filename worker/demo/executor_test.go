@@ -40,6 +40,8 @@ func TestDemoExecutorModes(t *testing.T) {
 			cfg.UI.Enabled, cfg.Metrics.Enabled, cfg.RuntimeHealth.Enabled = false, false, false
 			cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host, cfg.Sources.HTTP.Port = true, "127.0.0.1", 0
 			cfg.Executor.Mode, cfg.Executor.BinaryPath, cfg.Executor.Args = mode, self, []string{"exec-demo"}
+			fix := FixFile(t.TempDir())
+			cfg.Executor.Env = map[string]string{FixEnv: fix}
 			cfg.Executor.PoolSize, cfg.Executor.Timeout, cfg.Executor.ReadyTimeout = 1, config.Duration(20*time.Second), config.Duration(20*time.Second)
 			cfg.Handler.MaxAttempts, cfg.Handler.RetryBackoff = 2, config.Duration(time.Millisecond)
 			cfg.Resolve()
@@ -70,6 +72,22 @@ func TestDemoExecutorModes(t *testing.T) {
 			res = p.Run(t.Context(), task("please fail"))
 			if res.Status != worker.StatusFailed || res.Attempts != 2 || !strings.Contains(string(res.Stderr), "asked to fail") {
 				t.Errorf("Run(fail) = %s after %d attempts, stderr %q; want failed after 2 with its reason", res.Status, res.Attempts, res.Stderr)
+			}
+			// The failure class a fix turns into success: an order in
+			// FixCurrency fails until the fix file exists, then succeeds
+			// on the same executor (a persistent one is not restarted).
+			gbp := `{"order":6,"customer":"wayne","amount":12,"currency":"GBP"}`
+			res = p.Run(t.Context(), task(gbp))
+			wantErr := map[string]string{executor.ModeSpawn: "exited with code 3", executor.ModePersistent: "no exchange rate for GBP"}[mode]
+			if res.Status != worker.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), wantErr) || !strings.Contains(string(res.Stderr), fix) {
+				t.Errorf("Run(GBP) before the fix = %s (%v), stderr %q; want failed (%s) naming the fix file %s", res.Status, res.Err, res.Stderr, wantErr, fix)
+			}
+			if err := os.WriteFile(fix, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			res = p.Run(t.Context(), task(gbp))
+			if res.Status != worker.StatusOK || res.Attempts != 1 {
+				t.Errorf("Run(GBP) after the fix = %s after %d attempts (%v), want ok at once", res.Status, res.Attempts, res.Err)
 			}
 		})
 	}

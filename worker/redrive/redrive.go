@@ -37,6 +37,13 @@ const (
 	HeaderTS     = "svc-redrive-ts"     // epoch ms
 	HeaderCount  = "svc-redrive-count"
 	HeaderWorker = "svc-redrive-worker"
+	// HeaderLabel makes the task that consumes a redriven record carry the
+	// label redrive=<Summary.Run> (the exec handler takes svc-label-*
+	// headers as labels), so GET /api/v1/debug/trace-by-label finds the
+	// tasks of one run across the fleet, each at the partition:offset its
+	// Line.To names.
+	HeaderLabel = "svc-label-" + LabelName
+	LabelName   = "redrive"
 )
 
 // Outcomes of one record.
@@ -104,6 +111,9 @@ type Summary struct {
 	Duplicates   int  `json:"duplicates"`
 	Truncated    int  `json:"truncated"`
 	Failed       int  `json:"failed"`
+	// Run names a real run: every record it redrove carries the label
+	// redrive=<Run>. Empty for a dry run.
+	Run string `json:"run,omitempty"`
 }
 
 // Reader reads the DLQ; kafkaread.Reader implements it.
@@ -180,6 +190,9 @@ func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) 
 	}
 	defer r.locks.release(lock)
 	sum := Summary{DryRun: req.DryRun}
+	if !req.DryRun {
+		sum.Run = r.worker + "@" + time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	}
 	limit := req.Limit
 	if limit <= 0 || limit > MaxRecords {
 		limit = MaxRecords
@@ -201,7 +214,7 @@ func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) 
 		case req.DryRun:
 			r.probe(ctx, rec, &line, &sum)
 		default:
-			r.produce(ctx, rec, &line, &sum)
+			r.produce(ctx, rec, sum.Run, &line, &sum)
 			if line.Outcome == Redriven {
 				if err := r.ledger.mark(at); err != nil {
 					r.log.Warn("redrive_ledger_write_failed", "error", err.Error(),
@@ -338,7 +351,7 @@ func (r *Redriver) probe(ctx context.Context, rec *kgo.Record, line *Line, sum *
 }
 
 // produce sends the record's original message to the source topic.
-func (r *Redriver) produce(ctx context.Context, rec *kgo.Record, line *Line, sum *Summary) {
+func (r *Redriver) produce(ctx context.Context, rec *kgo.Record, run string, line *Line, sum *Summary) {
 	out := &kgo.Record{Topic: r.topic, Key: rec.Key, Value: rec.Value, Headers: original(rec.Headers)}
 	count := 1
 	for _, h := range rec.Headers {
@@ -353,6 +366,7 @@ func (r *Redriver) produce(ctx context.Context, rec *kgo.Record, line *Line, sum
 		kgo.RecordHeader{Key: HeaderTS, Value: []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))},
 		kgo.RecordHeader{Key: HeaderCount, Value: []byte(strconv.Itoa(count))},
 		kgo.RecordHeader{Key: HeaderWorker, Value: []byte(r.worker)},
+		kgo.RecordHeader{Key: HeaderLabel, Value: []byte(run)},
 	)
 	pctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
@@ -379,11 +393,12 @@ func truncated(rec *kgo.Record) string {
 
 // original returns the headers the message had before it was
 // dead-lettered: the DLQ's svc-dlq-* headers, the failed task's id and any
-// earlier redrive's svc-redrive-* headers are dropped.
+// earlier redrive's svc-redrive-* headers and redrive label are dropped.
 func original(hs []kgo.RecordHeader) []kgo.RecordHeader {
 	var out []kgo.RecordHeader
 	for _, h := range hs {
-		if strings.HasPrefix(h.Key, "svc-dlq-") || strings.HasPrefix(h.Key, "svc-redrive-") || h.Key == "svc-task-id" {
+		if strings.HasPrefix(h.Key, "svc-dlq-") || strings.HasPrefix(h.Key, "svc-redrive-") || h.Key == "svc-task-id" ||
+			strings.EqualFold(h.Key, HeaderLabel) {
 			continue
 		}
 		out = append(out, h)

@@ -66,7 +66,7 @@ export async function mount(root, ctx) {
       : note(`${recs.length} record(s)` + (recs.length ? "; next window starts after the last timestamp." : ".")));
   };
   const lookup = async (ev) => {
-    ev.preventDefault();
+    if (ev) ev.preventDefault();
     try {
       const r = await get(`/api/v1/debug/kafka/${encodeURIComponent(current())}/message?partition=${pIn.value}&offset=${oIn.value}&isolation=${iso.value}`);
       const body = el("tbody", {}, recordRow(r, ctx));
@@ -86,6 +86,15 @@ export async function mount(root, ctx) {
     el("form", { class: "inline", onsubmit: lookup }, el("span", {}, "Or one record at "), pIn, el("span", {}, ":"), oIn, el("button", { type: "submit" }, "Fetch")),
     note("Reads are invisible to the pipeline: no group is joined and no offset is committed. ",
       "View \u201ccommitted only\u201d shows what a read_committed consumer sees: no records of aborted transactions, nothing past an open one; \u201call records\u201d shows those too.")), out);
+  // Opened at one record (/debug?tab=kafka&alias=source&partition=P&offset=O,
+  // as a redrive line links where a record landed): fetch it.
+  const P = ctx.params || new URLSearchParams();
+  if (topics.some((t) => t.alias === P.get("alias"))) alias.value = P.get("alias");
+  if (/^\d+$/.test(P.get("partition") || "") && /^\d+$/.test(P.get("offset") || "")) {
+    pIn.value = P.get("partition");
+    oIn.value = P.get("offset");
+    await lookup();
+  }
   return () => { if (abort) abort.abort(); };
 }
 

@@ -216,7 +216,7 @@ export async function mount(root, ctx) {
   if (want) {
     const t = rows.tasks.find((r) => r.task_id === want);
     if (t) openTask(ctx, t, selfWorker);
-    else root.prepend(banner("info", `Task ${want} is not among the recent tasks; `, el("a", { href: "/history?task_id=" + encodeURIComponent(want) }, "trace it in History"), "."));
+    else openTaskById(ctx, want);
   }
   return () => { ended = true; clearInterval(poll); clearTimeout(sampledClear); sockets.forEach((s) => s.close()); };
 }
@@ -249,10 +249,41 @@ function labelText(labels) {
   return Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
 }
 
+// openTaskById opens the panel of a task Live may not list (an older one,
+// another worker's, one still running): its row is rebuilt from its trace,
+// which this worker reads across the cluster (api.md, "Fleet-wide trace").
+export async function openTaskById(ctx, id) {
+  let tr;
+  try {
+    tr = await get("/api/v1/debug/trace?task_id=" + encodeURIComponent(id));
+  } catch (err) {
+    panel(`Task ${id}`, banner("error", "Trace unavailable: " + err.message));
+    return;
+  }
+  const evs = tr.events || [];
+  if (!evs.length) {
+    panel(`Task ${id}`, note("No event of this task was found in the cluster's history."),
+      el("p", {}, el("a", { href: "/history?task_id=" + encodeURIComponent(id), class: "trace-link" }, "Trace it in History")));
+    return;
+  }
+  const pl = (e) => (e && e.payload && typeof e.payload === "object" ? e.payload : {});
+  const rec = pl(evs.find((e) => e.type === "task_received"));
+  const fin = evs.filter((e) => e.type === "executor_finished");
+  const last = fin.length ? pl(fin[fin.length - 1]) : null;
+  const labels = {};
+  for (const e of evs) Object.assign(labels, e.labels || {});
+  openTask(ctx, {
+    task_id: id, ts_ms: evs[evs.length - 1].ts_ms, worker: (fin[fin.length - 1] || evs[0]).worker, source: rec.source || "",
+    alias: rec.alias || "", partition: rec.partition ?? -1, offset: rec.offset ?? -1, key: rec.key ?? "", labels,
+    status: last ? last.status : "running", attempts: fin.length, duration_ms: fin.reduce((a, e) => a + (pl(e).duration_ms || 0), 0),
+    error: last?.error || "", output_size_bytes: last?.output_size_bytes || 0,
+  }, null, tr);
+}
+
 // openTask shows a task's detail: its row, then its trace from the worker
 // that ran it (attempts, stderr, annotations, where the result went) and,
-// for a Kafka message, the message itself.
-async function openTask(ctx, t, worker) {
+// for a Kafka message, the message itself. A trace already read is given.
+export async function openTask(ctx, t, worker, trace) {
   const body = el("div", { class: "loading" }, "Loading the trace…");
   const p = panel(`Task ${t.task_id}`,
     el("dl", { class: "facts" },
@@ -266,7 +297,7 @@ async function openTask(ctx, t, worker) {
     body);
   const base = worker && !worker.self && worker.trusted ? worker.base : "";
   try {
-    const tr = await get("/api/v1/debug/trace?task_id=" + encodeURIComponent(t.task_id), base);
+    const tr = trace || await get("/api/v1/debug/trace?task_id=" + encodeURIComponent(t.task_id), base);
     if (!p.isConnected) return;
     body.replaceWith(traceSummary(tr.events || []));
   } catch (err) {
