@@ -47,8 +47,7 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.Handle("GET /ws", s.ws)
 
 	mux.HandleFunc("GET /api/v1/fleet/workers", s.fleetWorkers)
-	mux.HandleFunc("GET /api/v1/running", s.withCORS(s.running))
-	mux.HandleFunc("OPTIONS /api/v1/running", s.corsPreflight)
+	mux.HandleFunc("GET /api/v1/running", s.running)
 	mux.HandleFunc("GET /api/v1/debug/cache", s.debugCache)
 	mux.HandleFunc("GET /api/v1/peer/cache/changes", s.peerCacheChanges)
 

@@ -65,6 +65,31 @@ func (r *RunningTasks) Len() int {
 	return len(r.tasks)
 }
 
+// Find returns the task of that id if it runs now (a scan: for the API,
+// never the pipeline).
+func (r *RunningTasks) Find(id string) (RunningTask, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for t, e := range r.tasks {
+		if t.ID == id {
+			return r.show(t, e), true
+		}
+	}
+	return RunningTask{}, false
+}
+
+// Attempts returns, by task id, the executor attempt of each running task
+// (0 while it waits for a slot): the head-of-line view joins it.
+func (r *RunningTasks) Attempts() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.tasks))
+	for t := range r.tasks {
+		out[t.ID] = int(atomic.LoadInt32(&t.attempt))
+	}
+	return out
+}
+
 // Snapshot returns the limit longest-running tasks, longest first (ties by
 // task id), and how many run in all. limit <= 0 returns none.
 func (r *RunningTasks) Snapshot(limit int) ([]RunningTask, int) {
@@ -93,23 +118,26 @@ func (r *RunningTasks) Snapshot(limit int) ([]RunningTask, int) {
 	}
 	out := make([]RunningTask, len(all))
 	for i, x := range all {
-		t := x.t
-		rt := RunningTask{TaskID: t.ID, Source: x.e.source, RequestID: t.requestID,
-			Attempt: int(atomic.LoadInt32(&t.attempt)), Started: x.e.started}
-		if m := t.Msg; m != nil {
-			rt.Alias, rt.Partition, rt.Offset = m.Alias, m.Partition, m.Offset
-			if x.e.source != SourceKafka {
-				rt.Alias, rt.Partition, rt.Offset = "", 0, 0
-			}
-			key := m.Key
-			if len(key) > MaxRunningKey {
-				key, rt.KeyTruncated = key[:MaxRunningKey], true
-			}
-			if key != nil {
-				rt.Key = append([]byte{}, key...)
-			}
-		}
-		out[i] = rt
+		out[i] = r.show(x.t, x.e)
 	}
 	return out, total
+}
+
+// show copies what the API shows of a running task.
+func (r *RunningTasks) show(t *Task, e runningEntry) RunningTask {
+	rt := RunningTask{TaskID: t.ID, Source: e.source, RequestID: t.requestID,
+		Attempt: int(atomic.LoadInt32(&t.attempt)), Started: e.started}
+	if m := t.Msg; m != nil {
+		if e.source == SourceKafka {
+			rt.Alias, rt.Partition, rt.Offset = m.Alias, m.Partition, m.Offset
+		}
+		key := m.Key
+		if len(key) > MaxRunningKey {
+			key, rt.KeyTruncated = key[:MaxRunningKey], true
+		}
+		if key != nil {
+			rt.Key = append([]byte{}, key...)
+		}
+	}
+	return rt
 }
