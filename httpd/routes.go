@@ -28,6 +28,7 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("GET /api/v1/debug/dlq/records", s.streams.guard(s.dlqRecords))
 	mux.HandleFunc("GET /api/v1/debug/kafka/topics", s.kafkaTopics)
 	mux.HandleFunc("GET /api/v1/debug/kafka/group", s.kafkaGroup)
+	mux.HandleFunc("GET /api/v1/debug/kafka/head-of-line", s.kafkaHeadOfLine)
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", s.kafkaMessage)
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", s.streams.guard(s.kafkaMessages))
 
