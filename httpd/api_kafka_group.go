@@ -104,7 +104,7 @@ func (s *UIServer) peersHeadOfLine(ctx context.Context, out *GroupAnswer) {
 	if len(owners) == 0 {
 		return
 	}
-	ask, missing := s.livePeers(func(w fleet.Worker) bool { return owners[w.Name] })
+	ask, missing := s.livePeers(func(w fleet.Worker) bool { return owners[w.Name] }, unreachable)
 	got, failed := askPeers[HeadOfLineAnswer](ctx, s, ask, "/api/v1/debug/kafka/head-of-line", nil)
 	out.HeadOfLineMissing = append(append(out.HeadOfLineMissing, missing...), failed...)
 	for _, m := range out.HeadOfLineMissing {

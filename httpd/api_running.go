@@ -79,7 +79,7 @@ func (s *UIServer) running(w http.ResponseWriter, r *http.Request) {
 		out.Tasks, out.Total = s.runningTasks(int(limit), q.Get("task_id"))
 	}
 	if scope == "fleet" && s.fleet != nil {
-		asked, skipped := s.livePeers(func(fleet.Worker) bool { return true })
+		asked, skipped := s.livePeers(func(fleet.Worker) bool { return true }, unreachable)
 		pq := url.Values{"limit": {fmt.Sprint(limit)}}
 		if id := q.Get("task_id"); id != "" {
 			pq.Set("task_id", id)
@@ -128,11 +128,16 @@ func (s *UIServer) runningTasks(limit int, id string) ([]RunningTask, int) {
 	return out, total
 }
 
+// unreachable is why a worker whose card has no recent heartbeat is not
+// asked.
+const unreachable = "unreachable: its card has no recent heartbeat"
+
 // livePeers splits the other workers of the registry that want keeps into
 // those to ask (live, or a static peer; trusted, since the request carries
 // the UI token; one per origin, never this worker's own) and the others,
-// named with the reason.
-func (s *UIServer) livePeers(want func(fleet.Worker) bool) (ask []fleet.Worker, missing []TraceMissing) {
+// named with the reason (unreachableWhy for a worker without a recent
+// heartbeat).
+func (s *UIServer) livePeers(want func(fleet.Worker) bool, unreachableWhy string) (ask []fleet.Worker, missing []TraceMissing) {
 	list := s.fleet.Workers()
 	asked := map[string]bool{}
 	for _, w := range list {
@@ -149,7 +154,7 @@ func (s *UIServer) livePeers(want func(fleet.Worker) bool) (ask []fleet.Worker, 
 		case w.State == fleet.StateStopped:
 			missing = append(missing, TraceMissing{w.Name, w.URL, "stopped: it runs nothing"})
 		case w.State == fleet.StateUnreachable && w.Provider != fleet.ProviderStatic:
-			missing = append(missing, TraceMissing{w.Name, w.URL, "unreachable: its card has no recent heartbeat"})
+			missing = append(missing, TraceMissing{w.Name, w.URL, unreachableWhy})
 		case origin == "":
 			missing = append(missing, TraceMissing{w.Name, w.URL, "its card names no usable http(s) URL"})
 		case !w.Trusted:
