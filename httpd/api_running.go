@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"svc/kafkaread/payload"
+	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/fleet"
 )
@@ -105,13 +106,12 @@ func (s *UIServer) running(w http.ResponseWriter, r *http.Request) {
 // runningTasks is this worker's running tasks as the API shows them: the
 // limit longest-running, or the task id alone (when it runs).
 func (s *UIServer) runningTasks(limit int, id string) ([]RunningTask, int) {
-	reg := s.app.Running()
-	list, total := reg.Snapshot(limit)
-	if id != "" {
-		list, total = nil, 0
-		if t, ok := reg.Find(id); ok {
-			list, total = append(list, t), 1
-		}
+	var list []worker.RunningTask
+	var total int
+	if id == "" {
+		list, total = s.app.Running().Snapshot(limit)
+	} else if t, ok := s.app.Running().Find(id); ok {
+		list, total = append(list, t), 1
 	}
 	now := time.Now()
 	out := make([]RunningTask, 0, len(list))
