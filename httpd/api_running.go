@@ -16,7 +16,8 @@ import (
 // RunningTask is one task of GET /api/v1/running. Alias, partition and
 // offset are set for a Kafka task, request_id for an HTTP one. Key follows
 // the UTF-8-or-base64 rule (key_encoding), at most 1 KiB of it
-// (key_truncated). Attempt 0 means the task waits for an executor slot.
+// (key_truncated). Attempt 0 means the task waits for an executor slot;
+// attempt_ended that the attempt ended and the next has not started.
 type RunningTask struct {
 	TaskID       string `json:"task_id"`
 	Source       string `json:"source"`
@@ -28,6 +29,7 @@ type RunningTask struct {
 	KeyEncoding  string `json:"key_encoding"`
 	KeyTruncated bool   `json:"key_truncated,omitempty"`
 	Attempt      int    `json:"attempt"`
+	AttemptEnded bool   `json:"attempt_ended"`
 	StartedAtMS  int64  `json:"started_at_ms"`
 	ElapsedMS    int64  `json:"elapsed_ms"`
 }
@@ -117,7 +119,7 @@ func (s *UIServer) runningTasks(limit int, id string) ([]RunningTask, int) {
 	out := make([]RunningTask, 0, len(list))
 	for _, t := range list {
 		rt := RunningTask{TaskID: t.TaskID, Source: t.Source, RequestID: t.RequestID, KeyTruncated: t.KeyTruncated,
-			Attempt: t.Attempt, StartedAtMS: t.Started.UnixMilli(), ElapsedMS: now.Sub(t.Started).Milliseconds()}
+			Attempt: t.Attempt, AttemptEnded: t.AttemptEnded, StartedAtMS: t.Started.UnixMilli(), ElapsedMS: now.Sub(t.Started).Milliseconds()}
 		if t.Alias != "" {
 			p, o := t.Partition, t.Offset
 			rt.Alias, rt.Partition, rt.Offset = t.Alias, &p, &o

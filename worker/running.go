@@ -25,7 +25,9 @@ type runningEntry struct {
 // RunningTask is one running task as the API reports it. Key is a copy of
 // at most MaxRunningKey bytes of the message key (KeyTruncated then says
 // so). Attempt is the executor attempt running now: 0 while the task waits
-// for an executor slot (or the executor), 1 for the first, and so on.
+// for an executor slot (or the executor), 1 for the first, and so on;
+// AttemptEnded says it ended and the next has not started (the retry
+// backoff, or waiting for a slot for it).
 type RunningTask struct {
 	TaskID       string
 	Source       string
@@ -36,7 +38,20 @@ type RunningTask struct {
 	Key          []byte
 	KeyTruncated bool
 	Attempt      int
+	AttemptEnded bool
 	Started      time.Time
+}
+
+// AttemptNow is a running task's executor attempt (RunningTask's
+// Attempt and AttemptEnded).
+type AttemptNow struct {
+	N     int
+	Ended bool
+}
+
+func attemptOf(t *Task) AttemptNow {
+	n := int(atomic.LoadInt32(&t.attempt))
+	return AttemptNow{N: max(n, -n), Ended: n < 0}
 }
 
 // MaxRunningKey bounds the key bytes a running-task snapshot copies.
@@ -80,12 +95,12 @@ func (r *RunningTasks) Find(id string) (RunningTask, bool) {
 
 // Attempts returns, by task id, the executor attempt of each running task
 // (0 while it waits for a slot): the head-of-line view joins it.
-func (r *RunningTasks) Attempts() map[string]int {
+func (r *RunningTasks) Attempts() map[string]AttemptNow {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]int, len(r.tasks))
+	out := make(map[string]AttemptNow, len(r.tasks))
 	for t := range r.tasks {
-		out[t.ID] = int(atomic.LoadInt32(&t.attempt))
+		out[t.ID] = attemptOf(t)
 	}
 	return out
 }
@@ -125,8 +140,8 @@ func (r *RunningTasks) Snapshot(limit int) ([]RunningTask, int) {
 
 // show copies what the API shows of a running task.
 func (r *RunningTasks) show(t *Task, e runningEntry) RunningTask {
-	rt := RunningTask{TaskID: t.ID, Source: e.source, RequestID: t.requestID,
-		Attempt: int(atomic.LoadInt32(&t.attempt)), Started: e.started}
+	a := attemptOf(t)
+	rt := RunningTask{TaskID: t.ID, Source: e.source, RequestID: t.requestID, Attempt: a.N, AttemptEnded: a.Ended, Started: e.started}
 	if m := t.Msg; m != nil {
 		if e.source == SourceKafka {
 			rt.Alias, rt.Partition, rt.Offset = m.Alias, m.Partition, m.Offset

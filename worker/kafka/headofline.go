@@ -35,7 +35,9 @@ type HeldKey struct {
 	// executor pool (the running-tasks registry, joined by task id): 0
 	// while it waits for an executor slot, null when none of its tasks is
 	// in the pool (waiting for a free slot, or its results are delivered).
-	Attempt *int `json:"attempt"`
+	// AttemptEnded: that attempt ended and the next has not started.
+	Attempt      *int `json:"attempt"`
+	AttemptEnded bool `json:"attempt_ended"`
 	// State is "running" (its tasks run or its results are delivered) or
 	// "waiting" (for a free slot); SinceMS is when it started running.
 	State   string `json:"state"`
@@ -91,8 +93,8 @@ func (s *Source) headOfLine() map[int32]*HeadOfLine {
 			for i := range w.tasks {
 				id := w.tasks[i].ID
 				hk.TaskIDs = append(hk.TaskIDs, id)
-				if n, ok := attempts[id]; ok && hk.Attempt == nil {
-					hk.Attempt = &n
+				if a, ok := attempts[id]; ok && hk.Attempt == nil {
+					hk.Attempt, hk.AttemptEnded = &a.N, a.Ended
 				}
 			}
 			if w.started {

@@ -60,7 +60,7 @@ exec `+gate.Path+`
 		}
 		k, k1 := h0.Keys[0], h1.Keys[0]
 		ok := k.Key == "stuck" && k.KeyEncoding == "utf-8" && k.Offset == 0 && k.State == "running" && k.SinceMS != nil && *k.SinceMS >= before &&
-			k.Behind == 4 && k.HoldsCommit && len(k.TaskIDs) == 1 && k.TaskIDs[0] != "" && k.Attempt != nil && *k.Attempt == 2 && h0.KeysHolding == 1 &&
+			k.Behind == 4 && k.HoldsCommit && len(k.TaskIDs) == 1 && k.TaskIDs[0] != "" && k.Attempt != nil && *k.Attempt == 2 && !k.AttemptEnded && h0.KeysHolding == 1 &&
 			h0.OldestUnfinishedOffset != nil && *h0.OldestUnfinishedOffset == 0 && h0.Running == 1 && h0.Waiting == 4 &&
 			k1.Key == "free-0" && k1.Behind == 0 && k1.HoldsCommit && k1.State == "running" && k1.Attempt != nil && *k1.Attempt == 2 && h1.Running == 5 && h1.Waiting == 0
 		return ok, fmt.Sprintf("%+v %+v attempt %v / %+v %+v", h0, k, ptr(k.Attempt), h1, k1)
