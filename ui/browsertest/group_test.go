@@ -217,7 +217,7 @@ func TestGroupLagView(t *testing.T) {
 	}
 	checkPage(t, dash, false)
 	if *updateShots {
-		for _, name := range []string{"lag-view", "lag-dashboard-time"} {
+		for _, name := range []string{"lag-view", "lag-dashboard-time", "live-running-task"} {
 			data, err := os.ReadFile(filepath.Join(dir, name+".png"))
 			if err == nil {
 				err = os.WriteFile(filepath.Join(docsScreenshots, name+".png"), data, 0o600)

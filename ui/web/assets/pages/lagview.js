@@ -65,7 +65,8 @@ function holding(r, g) {
   const live = (id) => peer ? el("a", { href: peer.url.replace(/\/+$/, "") + "/live?task=" + encodeURIComponent(id), class: "task-link", rel: "noreferrer", target: "_blank" }, id)
     : el("a", { href: "/live?task=" + encodeURIComponent(id), class: "task-link" }, id);
   const since = k.since_ms ? `running ${ago((Date.now() - k.since_ms) / 1000)}` : "waiting for a slot";
-  const attempt = k.attempt === null || k.attempt === undefined ? "" : k.attempt === 0 ? ", waiting for an executor" : `, attempt ${k.attempt}`;
+  const attempt = k.attempt === null || k.attempt === undefined ? "" : k.attempt === 0 ? ", waiting for an executor"
+    : k.attempt_ended ? `, attempt ${k.attempt} ended, the next waiting` : `, attempt ${k.attempt}`;
   return el("div", { class: "held-key", "data-key": k.key, "data-behind": k.behind, "data-attempt": k.attempt ?? "" },
     "key ", el("code", {}, k.key_encoding === "base64" ? `base64:${k.key}` : k.key), k.key_truncated ? "…" : "", " ",
     task ? live(task) : null,

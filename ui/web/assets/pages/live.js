@@ -309,7 +309,7 @@ async function openRunning(ctx, id) {
       fact("Outcome", badge("running", { running: "blue" })), fact("Worker", ctx.identity.worker), fact("Source", r.source),
       fact("Message", r.alias ? el("span", {}, r.alias, " ", coords(ctx, r.alias, r.partition, r.offset)) : r.request_id ? ["request ", el("code", {}, r.request_id)] : "—"),
       fact("Key", r.key === "" ? "—" : encoded(r.key, r.key_encoding, 200)),
-      fact("Attempt", r.attempt === 0 ? "waiting for an executor slot" : String(r.attempt)),
+      fact("Attempt", r.attempt === 0 ? "waiting for an executor slot" : r.attempt_ended ? `${r.attempt} ended; the next waits for its backoff or an executor slot` : String(r.attempt)),
       fact("Running for", el("span", { class: "running-for" }, duration(r.elapsed_ms))), fact("Started", timeEl(r.started_at_ms))),
     note("Still running: this is what is known so far. The panel shows the outcome, output and destination once the task finishes."),
     body);

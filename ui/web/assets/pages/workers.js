@@ -103,7 +103,8 @@ function runningBlock(head, r, url) {
         el("td", {}, where(t)),
         el("td", {}, t.key === "" && t.key_encoding !== "base64" ? el("span", { class: "muted" }, "–") : encoded(t.key, t.key_encoding, 80),
           t.key_truncated ? el("span", { class: "muted small" }, " (first 1 KiB)") : null),
-        el("td", { class: "num" }, t.attempt === 0 ? el("span", { class: "muted", title: "waiting for an executor slot" }, "waiting") : String(t.attempt)),
+        el("td", { class: "num" }, t.attempt === 0 ? el("span", { class: "muted", title: "waiting for an executor slot" }, "waiting")
+          : t.attempt_ended ? el("span", { title: `attempt ${t.attempt} ended; the next waits for its backoff or an executor slot` }, `${t.attempt}, ended`) : String(t.attempt)),
         el("td", { class: "num", title: "since " + new Date(t.started_at_ms).toISOString() }, duration(t.elapsed_ms))))))));
 }
 
