@@ -3,6 +3,7 @@ package httpd
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,14 +11,15 @@ import (
 	"time"
 
 	"svc/worker/config"
+	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
 
 // TestRunningListsHeldTasks holds two HTTP requests in a real executor
 // (a script waiting for a marker file): GET /api/v1/running lists both,
 // longest-running first, with request id, key and attempt, bounds the list
-// by limit while total counts all, needs the token, answers a CORS
-// preflight, and lists nothing once the executor is released.
+// by limit while total counts all, finds one task by id, needs the token,
+// and lists nothing once the executor is released.
 func TestRunningListsHeldTasks(t *testing.T) {
 	t.Parallel()
 	mark := filepath.Join(t.TempDir(), "go")
@@ -76,8 +78,11 @@ func TestRunningListsHeldTasks(t *testing.T) {
 	if r := do(t, "GET", s.uiURL+"/api/v1/running", ""); r.status != 401 {
 		t.Errorf("without token = %d, want 401", r.status)
 	}
-	if r := do(t, "OPTIONS", s.uiURL+"/api/v1/running", "", "Origin", s.uiURL, "Access-Control-Request-Method", "GET"); r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != s.uiURL {
-		t.Errorf("preflight = %d %v, want 204 allowing %s", r.status, r.header, s.uiURL)
+	if one := get("?task_id=" + second.TaskID); one.Total != 1 || len(one.Tasks) != 1 || one.Tasks[0].TaskID != second.TaskID || one.Tasks[0].Key != "//4=" {
+		t.Errorf("task_id=%s: %+v, want that task alone", second.TaskID, one)
+	}
+	if none := get("?task_id=nope"); none.Total != 0 || len(none.Tasks) != 0 {
+		t.Errorf("task_id=nope: %+v, want none", none)
 	}
 
 	if err := os.WriteFile(mark, nil, 0o644); err != nil {
@@ -90,5 +95,138 @@ func TestRunningListsHeldTasks(t *testing.T) {
 	}
 	if g := get(""); g.Total != 0 || len(g.Tasks) != 0 {
 		t.Errorf("after release: %+v, want none running", g)
+	}
+}
+
+// TestRunningSendsNoCORS: GET /api/v1/running is not a cross-origin route
+// (spec 5.6-5.7: only trace, trace-by-label and databases are): an origin
+// that /api/v1/debug/trace answers gets no CORS header from it, neither on
+// the read nor on a preflight, and the preflight is not let past the token.
+func TestRunningSendsNoCORS(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, script(t, "cat\n"))
+	cfg.UI.AuthToken = "tok-0123456789abcdef"
+	cfg.UI.AllowedWSOrigins = []string{"http://console.example"}
+	s := startStack(t, cfg)
+	auth := []string{"Authorization", "Bearer tok-0123456789abcdef"}
+	origin := []string{"Origin", "http://console.example"}
+	if r := do(t, "GET", s.uiURL+"/api/v1/debug/trace?task_id=x", "", append(auth, origin...)...); r.header.Get("Access-Control-Allow-Origin") != "http://console.example" {
+		t.Fatalf("trace = %d %v: the origin should pass for a CORS route", r.status, r.header)
+	}
+	r := do(t, "GET", s.uiURL+"/api/v1/running", "", append(auth, origin...)...)
+	if r.status != 200 {
+		t.Errorf("GET running = %d %s, want 200", r.status, r.body)
+	}
+	for k := range r.header {
+		if strings.HasPrefix(k, "Access-Control-") {
+			t.Errorf("GET running from another origin answers %s: %v; no CORS header may be sent", k, r.header)
+		}
+	}
+	r = do(t, "OPTIONS", s.uiURL+"/api/v1/running", "", "Origin", "http://console.example", "Access-Control-Request-Method", "GET")
+	if r.status == 204 || r.header.Get("Access-Control-Allow-Origin") != "" || r.header.Get("Access-Control-Allow-Methods") != "" {
+		t.Errorf("preflight of running = %d %v, want no CORS answer", r.status, r.header)
+	}
+}
+
+// TestRunningFleet runs two workers sharing a folder and trusting each
+// other, each holding one HTTP request in its executor: alpha's
+// GET /api/v1/running?scope=fleet lists its own task and beta's (asked by
+// alpha with the token, beta's URL given for the Live link) and names
+// every other worker of the folder it could not list: one that refuses
+// connections, one that never answers (within 3 s) and one not trusted
+// (never asked). task_id finds beta's task through alpha; scope local
+// (the default) lists alpha's alone; a bad scope is a 400.
+func TestRunningFleet(t *testing.T) {
+	t.Parallel()
+	shared := t.TempDir()
+	mark := filepath.Join(t.TempDir(), "go")
+	exe := script(t, fmt.Sprintf("while [ ! -e %q ]; do sleep 0.02; done\ncat\n", mark))
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // accepts and never answers
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() { hung.Close() })
+	portA, portB, deadPort, strangerPort := workertest.FreePort(t), workertest.FreePort(t), workertest.FreePort(t), workertest.FreePort(t)
+	url := func(p int) string { return fmt.Sprintf("http://127.0.0.1:%d", p) }
+	hungURL := "http://" + hung.Addr().String()
+	worker := func(name string, port int, trusts ...string) *stack {
+		cfg := testConfig(t, exe)
+		cfg.Worker.Name = name
+		cfg.UI.Port = port
+		cfg.UI.AuthToken = "tok-0123456789abcdef"
+		cfg.Shared.Dir = shared
+		cfg.Fleet.TrustedURLs = trusts
+		cfg.Executor.Timeout = config.Duration(time.Minute)
+		return startStack(t, cfg)
+	}
+	a := worker("alpha", portA, url(portB), url(deadPort), hungURL)
+	b := worker("beta", portB, url(portA))
+	writeCard(t, shared, "dead", url(deadPort))         // trusted, refuses connections
+	writeCard(t, shared, "hung", hungURL)               // trusted, never answers
+	writeCard(t, shared, "stranger", url(strangerPort)) // not trusted: never asked
+	auth := []string{"Authorization", "Bearer tok-0123456789abcdef"}
+	get := func(q string) Running {
+		t.Helper()
+		r := do(t, "GET", a.uiURL+"/api/v1/running"+q, "", auth...)
+		var out Running
+		if r.status != 200 || json.Unmarshal([]byte(r.body), &out) != nil {
+			t.Fatalf("GET running%s = %d %s", q, r.status, r.body)
+		}
+		return out
+	}
+
+	done := make(chan resp, 2)
+	go func() { done <- do(t, "POST", a.inURL+"/v1/process", "a", "X-Svc-Key", "key-a") }()
+	go func() { done <- do(t, "POST", b.inURL+"/v1/process", "b", "X-Svc-Key", "key-b") }()
+	var got Running
+	wait.For(t, wait.Long, "alpha's fleet list with beta's task and three workers missing", func() (bool, string) {
+		got = get("?scope=fleet")
+		return got.Total == 1 && len(got.Peers) == 1 && got.Peers[0].Total == 1 && len(got.Missing) == 3, fmt.Sprintf("%+v", got)
+	})
+	if got.Worker != "alpha" || got.Scope != "fleet" || got.Tasks[0].Key != "key-a" || got.Tasks[0].Attempt != 1 {
+		t.Errorf("alpha's own part = %+v, want alpha's task of key-a at attempt 1", got)
+	}
+	peer := got.Peers[0]
+	if peer.Worker != "beta" || peer.URL != url(portB) || len(peer.Tasks) != 1 || peer.Tasks[0].Key != "key-b" || peer.Tasks[0].Source != "http" || peer.Tasks[0].Attempt != 1 {
+		t.Errorf("peer = %+v, want beta at %s running the task of key-b at attempt 1", peer, url(portB))
+	}
+	reasons := map[string]string{}
+	for _, m := range got.Missing {
+		reasons[m.Worker] = m.Reason
+	}
+	if !strings.HasPrefix(reasons["dead"], "did not answer") || reasons["hung"] != "did not answer within 3s" || !strings.HasPrefix(reasons["stranger"], "not trusted") {
+		t.Errorf("missing = %+v, want dead not answering, hung not answering within 3s, stranger not trusted", got.Missing)
+	}
+	if one := get("?scope=fleet&task_id=" + peer.Tasks[0].TaskID); len(one.Tasks) != 0 || len(one.Peers) != 1 || len(one.Peers[0].Tasks) != 1 || one.Peers[0].Tasks[0].TaskID != peer.Tasks[0].TaskID {
+		t.Errorf("fleet task_id = %+v, want beta's task alone", one)
+	}
+	if local := get(""); local.Scope != "local" || local.Total != 1 || len(local.Peers) != 0 || len(local.Missing) != 0 {
+		t.Errorf("scope local = %+v, want alpha's task alone", local)
+	}
+	if r := do(t, "GET", a.uiURL+"/api/v1/running?scope=all", "", auth...); r.status != 400 || !strings.Contains(r.body, "scope must be local") {
+		t.Errorf("scope=all = %d %s, want 400 naming scope", r.status, r.body)
+	}
+	if err := os.WriteFile(mark, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := <-done; r.status != 200 {
+			t.Errorf("request = %d %s, want 200", r.status, r.body)
+		}
 	}
 }

@@ -83,7 +83,7 @@ func requireToken(check tokenCheck, next http.Handler) http.Handler {
 // isCORSRoute reports the routes that answer cross-origin reads.
 func isCORSRoute(path string) bool {
 	switch path {
-	case "/api/v1/debug/trace", "/api/v1/debug/trace-by-label", "/api/v1/debug/databases", "/api/v1/running":
+	case "/api/v1/debug/trace", "/api/v1/debug/trace-by-label", "/api/v1/debug/databases":
 		return true
 	}
 	return false

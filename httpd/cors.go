@@ -13,7 +13,7 @@ const (
 	corsMaxAge       = 600 // seconds a browser may cache a preflight answer
 )
 
-// withCORS wraps one of the CORS routes (trace, trace-by-label, running,
+// withCORS wraps one of the CORS routes (trace, trace-by-label,
 // databases). The read is always served, since the token gate in front of
 // it decides access; only a request whose Origin passes originAllowed gets
 // Access-Control-Allow-Origin, so the browser hands a refused origin no

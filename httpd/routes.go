@@ -28,6 +28,7 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.HandleFunc("GET /api/v1/debug/dlq/records", s.streams.guard(s.dlqRecords))
 	mux.HandleFunc("GET /api/v1/debug/kafka/topics", s.kafkaTopics)
 	mux.HandleFunc("GET /api/v1/debug/kafka/group", s.kafkaGroup)
+	mux.HandleFunc("GET /api/v1/debug/kafka/head-of-line", s.kafkaHeadOfLine)
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/message", s.kafkaMessage)
 	mux.HandleFunc("GET /api/v1/debug/kafka/{alias}/messages", s.streams.guard(s.kafkaMessages))
 
@@ -47,8 +48,7 @@ func (s *UIServer) routes() *http.ServeMux {
 	mux.Handle("GET /ws", s.ws)
 
 	mux.HandleFunc("GET /api/v1/fleet/workers", s.fleetWorkers)
-	mux.HandleFunc("GET /api/v1/running", s.withCORS(s.running))
-	mux.HandleFunc("OPTIONS /api/v1/running", s.corsPreflight)
+	mux.HandleFunc("GET /api/v1/running", s.running)
 	mux.HandleFunc("GET /api/v1/debug/cache", s.debugCache)
 	mux.HandleFunc("GET /api/v1/peer/cache/changes", s.peerCacheChanges)
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"svc/recorder"
-	"svc/worker/config"
 	"svc/worker/fleet"
 )
 
@@ -100,39 +99,13 @@ func newPeerClient() *http.Client {
 // tracePeers splits the other workers of this cluster into those a trace
 // asks for their live file and those it cannot: listed as missing when
 // their live file may hold events (not trusted, no URL, unreachable). A
-// stopped worker sealed its live file as it stopped: it is neither. Only
-// trusted workers are asked, because the request carries this worker's
-// UI token; one origin is asked once, and never this worker's own.
+// stopped worker sealed its live file as it stopped: it is neither.
 func (s *UIServer) tracePeers() (ask []fleet.Worker, missing []TraceMissing) {
 	if s.fleet == nil {
 		return nil, nil
 	}
-	list := s.fleet.Workers()
-	asked := map[string]bool{}
-	for _, w := range list {
-		if w.Self {
-			asked[config.Origin(w.URL)] = true
-		}
-	}
-	for _, w := range list {
-		if w.Self || w.Cluster != s.cfg.Worker.Cluster || w.State == fleet.StateStopped {
-			continue
-		}
-		origin := config.Origin(w.URL)
-		switch {
-		case w.State == fleet.StateUnreachable && w.Provider != fleet.ProviderStatic:
-			missing = append(missing, TraceMissing{w.Name, w.URL, "unreachable: its card has no recent heartbeat; what its live file holds is traced once it restarts and seals it"})
-		case origin == "":
-			missing = append(missing, TraceMissing{w.Name, w.URL, "its card names no usable http(s) URL"})
-		case !w.Trusted:
-			missing = append(missing, TraceMissing{w.Name, w.URL, "not trusted: its origin is not in fleet.trusted_urls, so it is not sent the UI token nor asked"})
-		case asked[origin]:
-		default:
-			asked[origin] = true
-			ask = append(ask, w)
-		}
-	}
-	return ask, missing
+	return s.livePeers(func(w fleet.Worker) bool { return w.Cluster == s.cfg.Worker.Cluster && w.State != fleet.StateStopped },
+		"unreachable: its card has no recent heartbeat; what its live file holds is traced once it restarts and seals it")
 }
 
 // askPeers sends GET path?query&scope=local to each worker of ask in

@@ -204,9 +204,13 @@ func (r *Events) Received(t *Task) {
 
 // Attempt records an executor start (res nil) or end.
 func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
-	if res == nil {
-		atomic.StoreInt32(&t.attempt, int32(n)) // RunningTasks reads it
+	// RunningTasks reads it: n while attempt n runs, -n once it ended
+	// (until the next one starts).
+	v := int32(n)
+	if res != nil {
+		v = -v
 	}
+	atomic.StoreInt32(&t.attempt, v)
 	rec := r.get()
 	if rec == nil {
 		return

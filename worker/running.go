@@ -25,7 +25,9 @@ type runningEntry struct {
 // RunningTask is one running task as the API reports it. Key is a copy of
 // at most MaxRunningKey bytes of the message key (KeyTruncated then says
 // so). Attempt is the executor attempt running now: 0 while the task waits
-// for an executor slot (or the executor), 1 for the first, and so on.
+// for an executor slot (or the executor), 1 for the first, and so on;
+// AttemptEnded says it ended and the next has not started (the retry
+// backoff, or waiting for a slot for it).
 type RunningTask struct {
 	TaskID       string
 	Source       string
@@ -36,7 +38,20 @@ type RunningTask struct {
 	Key          []byte
 	KeyTruncated bool
 	Attempt      int
+	AttemptEnded bool
 	Started      time.Time
+}
+
+// AttemptNow is a running task's executor attempt (RunningTask's
+// Attempt and AttemptEnded).
+type AttemptNow struct {
+	N     int
+	Ended bool
+}
+
+func attemptOf(t *Task) AttemptNow {
+	n := int(atomic.LoadInt32(&t.attempt))
+	return AttemptNow{N: max(n, -n), Ended: n < 0}
 }
 
 // MaxRunningKey bounds the key bytes a running-task snapshot copies.
@@ -63,6 +78,31 @@ func (r *RunningTasks) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.tasks)
+}
+
+// Find returns the task of that id if it runs now (a scan: for the API,
+// never the pipeline).
+func (r *RunningTasks) Find(id string) (RunningTask, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for t, e := range r.tasks {
+		if t.ID == id {
+			return r.show(t, e), true
+		}
+	}
+	return RunningTask{}, false
+}
+
+// Attempts returns, by task id, the executor attempt of each running task
+// (0 while it waits for a slot): the head-of-line view joins it.
+func (r *RunningTasks) Attempts() map[string]AttemptNow {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]AttemptNow, len(r.tasks))
+	for t := range r.tasks {
+		out[t.ID] = attemptOf(t)
+	}
+	return out
 }
 
 // Snapshot returns the limit longest-running tasks, longest first (ties by
@@ -93,23 +133,26 @@ func (r *RunningTasks) Snapshot(limit int) ([]RunningTask, int) {
 	}
 	out := make([]RunningTask, len(all))
 	for i, x := range all {
-		t := x.t
-		rt := RunningTask{TaskID: t.ID, Source: x.e.source, RequestID: t.requestID,
-			Attempt: int(atomic.LoadInt32(&t.attempt)), Started: x.e.started}
-		if m := t.Msg; m != nil {
-			rt.Alias, rt.Partition, rt.Offset = m.Alias, m.Partition, m.Offset
-			if x.e.source != SourceKafka {
-				rt.Alias, rt.Partition, rt.Offset = "", 0, 0
-			}
-			key := m.Key
-			if len(key) > MaxRunningKey {
-				key, rt.KeyTruncated = key[:MaxRunningKey], true
-			}
-			if key != nil {
-				rt.Key = append([]byte{}, key...)
-			}
-		}
-		out[i] = rt
+		out[i] = r.show(x.t, x.e)
 	}
 	return out, total
+}
+
+// show copies what the API shows of a running task.
+func (r *RunningTasks) show(t *Task, e runningEntry) RunningTask {
+	a := attemptOf(t)
+	rt := RunningTask{TaskID: t.ID, Source: e.source, RequestID: t.requestID, Attempt: a.N, AttemptEnded: a.Ended, Started: e.started}
+	if m := t.Msg; m != nil {
+		if e.source == SourceKafka {
+			rt.Alias, rt.Partition, rt.Offset = m.Alias, m.Partition, m.Offset
+		}
+		key := m.Key
+		if len(key) > MaxRunningKey {
+			key, rt.KeyTruncated = key[:MaxRunningKey], true
+		}
+		if key != nil {
+			rt.Key = append([]byte{}, key...)
+		}
+	}
+	return rt
 }

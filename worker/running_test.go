@@ -22,9 +22,11 @@ func TestRunningTasksListsWhatRunsNow(t *testing.T) {
 	release := make(chan struct{})
 	var ev *Events
 	runner := runnerFunc(func(_ context.Context, tk *Task) TaskResult {
-		ev.Attempt(tk, 1, nil) // what the pool's OnAttempt hook does
-		if tk.Msg.Source == SourceKafka {
+		ev.Attempt(tk, 1, nil)            // what the pool's OnAttempt hook does
+		if tk.Msg.Source == SourceKafka { // attempt 1 failed, 2 runs and ends; a third would wait
+			ev.Attempt(tk, 1, &AttemptResult{Status: StatusFailed})
 			ev.Attempt(tk, 2, nil)
+			ev.Attempt(tk, 2, &AttemptResult{Status: StatusFailed})
 		}
 		<-release
 		return TaskResult{Task: tk, Status: StatusOK, Attempts: 1}
@@ -52,14 +54,23 @@ func TestRunningTasksListsWhatRunsNow(t *testing.T) {
 		t.Fatalf("Snapshot = %d tasks, total %d; want 2, 2", len(got), total)
 	}
 	k, h := got[0], got[1]
-	if k.TaskID != "t-kafka" || k.Source != SourceKafka || k.Alias != "source" || k.Partition != 3 || k.Offset != 41 || k.Attempt != 2 {
-		t.Errorf("first (oldest) = %+v, want the Kafka task source 3:41 at attempt 2", k)
+	if k.TaskID != "t-kafka" || k.Source != SourceKafka || k.Alias != "source" || k.Partition != 3 || k.Offset != 41 || k.Attempt != 2 || !k.AttemptEnded {
+		t.Errorf("first (oldest) = %+v, want the Kafka task source 3:41 with attempt 2 ended", k)
 	}
 	if len(k.Key) != MaxRunningKey || !k.KeyTruncated {
 		t.Errorf("Kafka key: %d bytes, truncated %v; want %d, true", len(k.Key), k.KeyTruncated, MaxRunningKey)
 	}
-	if h.Source != SourceHTTP || h.RequestID != "req-7" || string(h.Key) != "user-1" || h.Alias != "" || h.Attempt != 1 || h.TaskID == "" {
-		t.Errorf("second = %+v, want the HTTP task of req-7, key user-1, attempt 1", h)
+	if h.Source != SourceHTTP || h.RequestID != "req-7" || string(h.Key) != "user-1" || h.Alias != "" || h.Attempt != 1 || h.AttemptEnded || h.TaskID == "" {
+		t.Errorf("second = %+v, want the HTTP task of req-7, key user-1, attempt 1 running", h)
+	}
+	if f, ok := app.Running().Find(h.TaskID); !ok || f.RequestID != "req-7" {
+		t.Errorf("Find(%s) = %+v %v, want the HTTP task", h.TaskID, f, ok)
+	}
+	if _, ok := app.Running().Find("nope"); ok {
+		t.Error("Find(nope) found a task")
+	}
+	if a := app.Running().Attempts(); len(a) != 2 || a["t-kafka"] != (AttemptNow{2, true}) || a[h.TaskID] != (AttemptNow{1, false}) {
+		t.Errorf("Attempts() = %+v, want t-kafka 2 ended, %s 1 running", a, h.TaskID)
 	}
 	if !k.Started.Before(h.Started) {
 		t.Errorf("started: kafka %v, http %v; want the Kafka task older", k.Started, h.Started)

@@ -59,7 +59,7 @@ type Task struct {
 
 	arrangeErr error  // set when Arrange failed: the task goes to the DLQ unrun
 	requestID  string // the ingress request's id (HTTP source), for RunningTasks
-	attempt    int32  // the attempt running now (atomic), for RunningTasks
+	attempt    int32  // the attempt running now, negated once it ended (atomic), for RunningTasks
 }
 
 // Annotation is a structured note a task attaches to its trace (from the

@@ -17,17 +17,19 @@ import (
 	"svc/worker/workertest/wait"
 )
 
-// gatedExecutor holds every task while the file GATE exists.
+// gatedExecutor fails every first attempt and holds every later one while
+// the file GATE exists.
 const gatedExecutor = `#!/bin/sh
 in=$(cat)
+[ "$SVC_ATTEMPT" = 1 ] && exit 1
 while [ -e "GATE" ]; do sleep 0.1; done
 echo '{"done":true}'
 `
 
 // defaultKafkaWorker runs kfake (topic "orders", 2 partitions) and a
 // Kafka worker on a default config (no consume pause, every other UI key
-// at its default) whose executor holds every task while the file gate
-// exists.
+// at its default) whose executor fails every first attempt and holds every
+// later one while the file gate exists.
 func defaultKafkaWorker(t *testing.T) (w *uiWorker, cl *kgo.Client, gate string) {
 	t.Helper()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "orders", "orders-out", "orders_dlq"))
@@ -95,8 +97,11 @@ topic = "orders-out"
 // the executor lets go, the lag and the lag in time fall to 0 and the
 // partitions are caught up. Partition 0's messages share one key, so the
 // page names that key as holding the partition (its running task linked,
-// 4 messages behind it, the commit waiting for it). svc_consumer_lag_seconds
-// says the same. No console error on either page.
+// at attempt 2 since the executor failed the first, 4 messages behind it,
+// the commit waiting for it); the task's link opens Live with the task's
+// panel showing it running (attempt 2, its trace so far: received,
+// started) rather than "not among the recent tasks". svc_consumer_lag_seconds
+// says the same. No console error on any page.
 func TestGroupLagView(t *testing.T) {
 	bin := chromiumOrSkip(t)
 	dir := shots(t)
@@ -153,8 +158,9 @@ func TestGroupLagView(t *testing.T) {
 	}
 	// Which key holds partition 0: stuck-key, its running task, 4 behind.
 	dash.waitFor(`(() => { const k = document.querySelector("table.lag-table tr[data-partition='0'] .held-key");
-		return k && k.dataset.key === "stuck-key" && k.dataset.behind === "4" && k.querySelector("a.task-link") && k.innerText.includes("running") && k.innerText.includes("the commit waits for it"); })()`,
-		"stuck-key named as holding partition 0, running, 4 behind, the commit waiting for it")
+		return k && k.dataset.key === "stuck-key" && k.dataset.behind === "4" && k.dataset.attempt === "2" && k.querySelector("a.task-link") &&
+			k.innerText.includes("running") && k.innerText.includes("attempt 2") && k.innerText.includes("the commit waits for it"); })()`,
+		"stuck-key named as holding partition 0, running at attempt 2, 4 behind, the commit waiting for it")
 	var hol struct {
 		Parts []struct {
 			HeadOfLine struct {
@@ -177,6 +183,28 @@ func TestGroupLagView(t *testing.T) {
 	}
 	dash.screenshot(dir, "lag-view")
 
+	// The held key's task opens on Live, shown as running: what is known
+	// so far rather than "not among the recent tasks".
+	wait.For(t, wait.Long, "the held task's trace has its received and started events", func() (bool, string) {
+		_, body := w.get(t, "/api/v1/debug/trace?task_id="+task)
+		return strings.Contains(body, `"task_received"`) && strings.Contains(body, `"executor_started"`), body
+	})
+	dash.click("table.lag-table tr[data-partition='0'] .held-key a.task-link", task)
+	dash.waitFor(`location.pathname === "/live" && document.querySelector("#detail-panel[data-running] .timeline")`, "Live's panel of the running task with its trace so far")
+	live := dash.str(`document.querySelector("#detail-panel").innerText`)
+	for _, want := range []string{"Task " + task, "running", "Attempt\n2", "stuck-key", "Still running", "task_received", "executor_started"} {
+		if !strings.Contains(live, want) {
+			t.Errorf("Live's panel of the running task lacks %q:\n%s", want, live)
+		}
+	}
+	if strings.Contains(dash.text(), "not among the recent tasks") {
+		t.Errorf("Live says the running task is not among the recent tasks:\n%s", dash.text())
+	}
+	dash.screenshot(dir, "live-running-task")
+	checkPage(t, dash, false)
+	dash.click("nav a[href='/lag']", "Lag")
+	dash.waitFor(`location.pathname === "/lag" && document.querySelectorAll("table.lag-table tbody tr").length === 2`, "back on the Consumer lag page")
+
 	// The executor lets go: everything is consumed and committed.
 	if err := os.Remove(gate); err != nil {
 		t.Fatal(err)
@@ -189,7 +217,7 @@ func TestGroupLagView(t *testing.T) {
 	}
 	checkPage(t, dash, false)
 	if *updateShots {
-		for _, name := range []string{"lag-view", "lag-dashboard-time"} {
+		for _, name := range []string{"lag-view", "lag-dashboard-time", "live-running-task"} {
 			data, err := os.ReadFile(filepath.Join(dir, name+".png"))
 			if err == nil {
 				err = os.WriteFile(filepath.Join(docsScreenshots, name+".png"), data, 0o600)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,9 +28,10 @@ echo '{"done":true}'
 // 2-partition topic, sharing a folder and trusting each other, with an
 // executor that holds its tasks on a marker file. The Workers page of one
 // lists, under "Running now", the task each worker runs (its own and the
-// peer's, asked from the browser with the token), with the alias,
-// partition:offset, key, attempt and elapsed time; once the executor is
-// released both lists empty. No console error.
+// peer's, which the worker asked with the token: the browser sends no
+// request to the peer), with the alias, partition:offset, key, attempt and
+// elapsed time; once the executor is released both lists empty, and once
+// the peer stops it is named as not listed. No console error.
 func TestWorkersRunningNow(t *testing.T) {
 	bin := chromiumOrSkip(t)
 	b := startBrowser(t, bin)
@@ -171,6 +173,13 @@ heartbeat = "300ms"
 	if len(rows) != 2 || !keys["order-0"] || !keys["order-1"] {
 		t.Errorf("Running now rows = %+v, want the tasks of order-0 and order-1", rows)
 	}
+	var asked []string
+	jsonOf(t, p, `performance.getEntriesByType("resource").map((e) => e.name)`, &asked)
+	for _, u := range asked {
+		if strings.HasPrefix(u, ws[1].base) {
+			t.Errorf("the browser asked the peer itself (%s): the worker asks its peers, the page only its own worker", u)
+		}
+	}
 	p.screenshot(shots(t), "workers-running-now")
 
 	if err := os.WriteFile(mark, nil, 0o644); err != nil {
@@ -179,5 +188,10 @@ heartbeat = "300ms"
 	p.waitFor(`document.querySelectorAll("section[data-running-worker] tr[data-task]").length === 0 &&
 		[...document.querySelectorAll("section[data-running-worker] .running-total")].filter((e) => e.innerText === "Nothing running.").length === 2`,
 		"both lists empty once the executor is released")
+	if err := ws[1].proc.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(`(() => { const s = document.querySelector("section[data-running-worker=beta][data-skipped]"); return s && s.innerText.includes("Not listed: stopped"); })()`,
+		"beta named as not listed once it stopped")
 	checkPage(t, p, false)
 }

@@ -31,6 +31,13 @@ type HeldKey struct {
 	// TaskIDs are the tasks of the message at the head of the lane (the
 	// Live panel opens them).
 	TaskIDs []string `json:"task_ids"`
+	// Attempt is the executor attempt of its first task still in the
+	// executor pool (the running-tasks registry, joined by task id): 0
+	// while it waits for an executor slot, null when none of its tasks is
+	// in the pool (waiting for a free slot, or its results are delivered).
+	// AttemptEnded: that attempt ended and the next has not started.
+	Attempt      *int `json:"attempt"`
+	AttemptEnded bool `json:"attempt_ended"`
 	// State is "running" (its tasks run or its results are delivered) or
 	// "waiting" (for a free slot); SinceMS is when it started running.
 	State   string `json:"state"`
@@ -57,6 +64,7 @@ type HeadOfLine struct {
 
 // headOfLine is, by partition, what holds this worker's partitions back.
 func (s *Source) headOfLine() map[int32]*HeadOfLine {
+	attempts := s.app.Running().Attempts()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[int32]*HeadOfLine, len(s.parts))
@@ -83,7 +91,11 @@ func (s *Source) headOfLine() map[int32]*HeadOfLine {
 			hk := HeldKey{Offset: w.msg.Offset, Behind: len(lane) - 1, HoldsCommit: holds, State: "waiting", TaskIDs: make([]string, 0, len(w.tasks))}
 			hk.Key, hk.KeyEncoding, hk.KeyTruncated = showKey(k)
 			for i := range w.tasks {
-				hk.TaskIDs = append(hk.TaskIDs, w.tasks[i].ID)
+				id := w.tasks[i].ID
+				hk.TaskIDs = append(hk.TaskIDs, id)
+				if a, ok := attempts[id]; ok && hk.Attempt == nil {
+					hk.Attempt, hk.AttemptEnded = &a.N, a.Ended
+				}
 			}
 			if w.started {
 				ms := w.startedAt.UnixMilli()
@@ -133,6 +145,17 @@ func trimRune(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// HeadOfLine is, by partition, what holds this worker's partitions back,
+// read from memory (no broker read): what another worker's group view
+// asks for the partitions this worker owns. ErrConsumerNotRunning when
+// the consumer is not running.
+func (s *Source) HeadOfLine() (map[int32]*HeadOfLine, error) {
+	if !s.live.Load() {
+		return nil, ErrConsumerNotRunning
+	}
+	return s.headOfLine(), nil
 }
 
 // fillHeadOfLine sets the head of line of this worker's partitions.

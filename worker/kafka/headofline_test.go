@@ -10,18 +10,23 @@ import (
 	"svc/worker/workertest/wait"
 )
 
-// TestKafkaHeadOfLine: while the executor holds every task, partition 0's
-// five messages of key "stuck" run one at a time, so the group view names
-// "stuck" as holding partition 0, running since it started with its task
-// id, 4 messages behind it and holding the commit; partition 1's messages
-// of five different keys all run, none behind another, and the one at the
-// oldest offset holds its commit. Once the gate opens nothing holds.
+// TestKafkaHeadOfLine: while the executor fails every first attempt and
+// holds every second one, partition 0's five messages of key "stuck" run
+// one at a time, so the group view names "stuck" as holding partition 0,
+// running since it started with its task id at attempt 2 (the running
+// tasks' registry joined by task id), 4 messages behind it and holding the
+// commit; partition 1's messages of five different keys all run, none
+// behind another, and the one at the oldest offset holds its commit. Once
+// the gate opens nothing holds.
 func TestKafkaHeadOfLine(t *testing.T) {
 	t.Parallel()
 	c := ktCluster(t, 2)
 	addrs := c.ListenAddrs()
 	gate := workertest.NewGate(t)
-	cfg := ktConfig(t, addrs, gate.Path)
+	exe := workertest.Script(t, `[ "$SVC_ATTEMPT" = 1 ] && { cat >/dev/null; exit 1; }
+exec `+gate.Path+`
+`)
+	cfg := ktConfig(t, addrs, exe)
 	cfg.Executor.PoolSize = 8
 	cfg.Pipeline.MaxInFlight = 10
 	w := ktNew(t, cfg)
@@ -55,10 +60,10 @@ func TestKafkaHeadOfLine(t *testing.T) {
 		}
 		k, k1 := h0.Keys[0], h1.Keys[0]
 		ok := k.Key == "stuck" && k.KeyEncoding == "utf-8" && k.Offset == 0 && k.State == "running" && k.SinceMS != nil && *k.SinceMS >= before &&
-			k.Behind == 4 && k.HoldsCommit && len(k.TaskIDs) == 1 && k.TaskIDs[0] != "" && h0.KeysHolding == 1 &&
+			k.Behind == 4 && k.HoldsCommit && len(k.TaskIDs) == 1 && k.TaskIDs[0] != "" && k.Attempt != nil && *k.Attempt == 2 && !k.AttemptEnded && h0.KeysHolding == 1 &&
 			h0.OldestUnfinishedOffset != nil && *h0.OldestUnfinishedOffset == 0 && h0.Running == 1 && h0.Waiting == 4 &&
-			k1.Key == "free-0" && k1.Behind == 0 && k1.HoldsCommit && k1.State == "running" && h1.Running == 5 && h1.Waiting == 0
-		return ok, fmt.Sprintf("%+v %+v / %+v %+v", h0, k, h1, k1)
+			k1.Key == "free-0" && k1.Behind == 0 && k1.HoldsCommit && k1.State == "running" && k1.Attempt != nil && *k1.Attempt == 2 && h1.Running == 5 && h1.Waiting == 0
+		return ok, fmt.Sprintf("%+v %+v attempt %v / %+v %+v", h0, k, ptr(k.Attempt), h1, k1)
 	})
 	gate.Open(t)
 	wait.For(t, ktWait, "nothing holding once the gate opened", func() (bool, string) {
@@ -86,4 +91,11 @@ func TestShowKey(t *testing.T) {
 			t.Errorf("showKey(%q) = %q %s %v, want %q %s %v", c.in, got, enc, cut, c.want, c.enc, c.cut)
 		}
 	}
+}
+
+func ptr(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

@@ -8,11 +8,13 @@ import { el, num, timeEl } from "../dom.js";
 import { get } from "../api.js";
 import { badge } from "../render.js";
 
-// readGroup reads the group view; {off} says why there is none (the Kafka
-// read API switched off, the consumer not running, the brokers silent).
-export async function readGroup() {
+// readGroup reads the group view (scope fleet: with the key holding each
+// of the other workers' partitions, as their owners answer); {off} says
+// why there is none (the Kafka read API switched off, the consumer not
+// running, the brokers silent).
+export async function readGroup(scope = "local") {
   try {
-    return { g: await get("/api/v1/debug/kafka/group") };
+    return { g: await get("/api/v1/debug/kafka/group?scope=" + scope) };
   } catch (err) {
     if (err.status === 401) throw err;
     if (err.status === 403) return { off: "the group view is off on this worker (ui.kafka_read_enabled = false)" };

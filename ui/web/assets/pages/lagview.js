@@ -47,19 +47,30 @@ function ownerText(r) {
 }
 
 // holding says which key holds a partition back (head_of_line: this
-// worker's partitions only): the key, its task (a link to the Live
-// panel), how long it has run and how many of its key wait behind it.
-function holding(r) {
+// worker's partitions, and with scope fleet the other owners' as they
+// answered): the key, its task (a link to the Live panel, on the owner's
+// UI for another worker's), its attempt, how long it has run and how many
+// of its key wait behind it.
+function holding(r, g) {
   const h = r.head_of_line;
-  if (!h) return el("span", { class: "muted" }, r.mine ? "–" : "see its worker");
+  const owner = r.owner && r.owner.worker;
+  if (!h) {
+    const miss = !r.mine && (g.head_of_line_missing || []).find((m) => m.worker === owner);
+    return el("span", { class: "muted" }, r.mine ? "–" : miss ? `not known: ${miss.reason}` : "–");
+  }
   if (!h.keys.length) return el("span", { class: "muted" }, h.running || h.waiting ? "no key holds others" : "nothing");
   const k = h.keys[0];
   const task = k.task_ids[0];
+  const peer = !r.mine && (g.head_of_line_peers || []).find((p) => p.worker === owner);
+  const live = (id) => peer ? el("a", { href: peer.url.replace(/\/+$/, "") + "/live?task=" + encodeURIComponent(id), class: "task-link", rel: "noreferrer", target: "_blank" }, id)
+    : el("a", { href: "/live?task=" + encodeURIComponent(id), class: "task-link" }, id);
   const since = k.since_ms ? `running ${ago((Date.now() - k.since_ms) / 1000)}` : "waiting for a slot";
-  return el("div", { class: "held-key", "data-key": k.key, "data-behind": k.behind },
+  const attempt = k.attempt === null || k.attempt === undefined ? "" : k.attempt === 0 ? ", waiting for an executor"
+    : k.attempt_ended ? `, attempt ${k.attempt} ended, the next waiting` : `, attempt ${k.attempt}`;
+  return el("div", { class: "held-key", "data-key": k.key, "data-behind": k.behind, "data-attempt": k.attempt ?? "" },
     "key ", el("code", {}, k.key_encoding === "base64" ? `base64:${k.key}` : k.key), k.key_truncated ? "…" : "", " ",
-    task ? el("a", { href: "/live?task=" + encodeURIComponent(task), class: "task-link" }, task) : null,
-    el("div", { class: "muted small" }, since, k.behind ? ` · ${num(k.behind)} of its key behind` : "",
+    task ? live(task) : null,
+    el("div", { class: "muted small" }, since, attempt, k.behind ? ` · ${num(k.behind)} of its key behind` : "",
       k.holds_commit ? " · the commit waits for it" : "",
       h.keys_holding > 1 ? ` · ${h.keys_holding - 1} more key${h.keys_holding === 2 ? "" : "s"}` : ""));
 }
@@ -81,7 +92,7 @@ export function lagTable(g) {
         el("td", { class: "num behind", title: r.oldest_unconsumed_ms ? "oldest unconsumed message produced " + new Date(r.oldest_unconsumed_ms).toLocaleString() : "" }, r.lag === null ? "–" : behind(r.lag_seconds)),
         el("td", {}, drainBadge(r.drain)),
         el("td", {}, sparkline(r.lag_trend)),
-        el("td", { class: "holding" }, holding(r)),
+        el("td", { class: "holding" }, holding(r, g)),
         el("td", {}, badge(st, { [st]: color }), r.unowned ? [" since ", timeEl(r.unowned_since_ms, true)] : null));
     }))));
 }
@@ -94,17 +105,28 @@ export function totalLine(g) {
     " · ", summary(g), " · read ", timeEl(g.offsets_read_at_ms, true));
 }
 
+// oneAtATime runs f unless its previous run is still under way: a read
+// that waits on the brokers (10 s) or a peer (3 s) is not piled up on.
+function oneAtATime(f) {
+  let busy = false;
+  return async () => {
+    if (busy) return;
+    busy = true;
+    try { await f(); } finally { busy = false; }
+  };
+}
+
 // lagPanel is the Pause tab's card: the whole group's lag, re-read every
 // 5 s while the tab is open.
 export async function lagPanel(root) {
   const body = el("div", { "aria-live": "polite" });
   root.append(card("Consumer lag of the group", body,
     note("Every partition of the topic, whoever owns it, with offsets read from the brokers now. During a pause the paused partitions' lag grows as messages arrive; it falls back once intake resumes and the group commits. Another worker's paused state is what its card said at its last heartbeat.")));
-  const load = async () => {
-    const { g, off } = await readGroup();
+  const load = oneAtATime(async () => {
+    const { g, off } = await readGroup("fleet");
     if (off) { body.replaceChildren(note(off)); return; }
     body.replaceChildren(totalLine(g), lagTable(g));
-  };
+  });
   await load().catch(() => {});
   const timer = setInterval(() => load().catch(() => {}), 5000);
   return () => clearInterval(timer);
@@ -125,14 +147,14 @@ export async function mount(root, ctx) {
     note("Offsets are read from the brokers now. ", el("strong", {}, "Behind"), " is how old the oldest message not yet consumed is (the timestamp of the record at the committed offset, read at most every 10 s per partition). ",
       el("strong", {}, "Drain"), " compares what was consumed and what arrived over the last 5 minutes: how long until the lag is 0 at that pace, or why it will not be. ",
       el("strong", {}, "Last minutes"), " is the lag at each 10 s read. ",
-      el("strong", {}, "Holding it"), " names, for this worker's partitions, the key whose message runs while later messages of that key wait (messages of one key run in order) or that the commit waits for; its task opens on Live."),
+      el("strong", {}, "Holding it"), " names the key whose message runs while later messages of that key wait (messages of one key run in order) or that the commit waits for, with its attempt; its task opens on Live (on the owner's UI for another worker's partition, which this worker asks when that worker is trusted)."),
     note("Limits: the timestamp is the producer's, so a producer's clock skew or a replayed old message shows as lag; the committed offset moves with each commit (sources.kafka.commit_interval), so a draining partition looks up to that much older; a burst or a pause inside the 5 minutes moves the estimate. Another worker's paused state is what its card said at its last heartbeat."),
     f.consume_pause ? el("p", {}, "To hold this worker's intake: ", el("a", { href: "/debug?tab=pause" }, "Debug › Consume pause"), ".") : null));
-  const load = async () => {
-    const { g, off } = await readGroup();
+  const load = oneAtATime(async () => {
+    const { g, off } = await readGroup("fleet");
     if (off) { body.replaceChildren(note(off)); return; }
     body.replaceChildren(totalLine(g), lagTable(g));
-  };
+  });
   await load().catch((err) => { if (err.status !== 401) body.replaceChildren(note("The group could not be read: " + err.message)); });
   const timer = setInterval(() => load().catch(() => {}), 5000);
   return () => clearInterval(timer);

@@ -84,7 +84,16 @@ export async function mount(root, ctx) {
     setHead();
     tbody.replaceChildren(...rows[state.mode].filter(matches).slice(0, MAX_ROWS).map(state.mode === "tasks" ? taskRow : eventRow));
   };
+  // awaiting is a running task whose panel is on show: its finished row
+  // replaces it when it arrives.
+  let awaiting = "";
   const add = (items) => {
+    if (awaiting) {
+      const done = items.find((it) => it._kind === "tasks" && it.task_id === awaiting);
+      const p = document.getElementById("detail-panel");
+      if (done && p && p.dataset.running === awaiting) openTask(ctx, done, byBase.get(done._base) || selfWorker);
+      if (done || !p || p.dataset.running !== awaiting) awaiting = "";
+    }
     for (const kind of ["tasks", "events"]) { // newest first, at most MAX_ROWS * 2 kept
       const mine = items.filter((it) => it._kind === kind);
       if (mine.length) rows[kind] = mine.slice(-MAX_ROWS * 2).reverse().concat(rows[kind]).slice(0, MAX_ROWS * 2);
@@ -216,6 +225,7 @@ export async function mount(root, ctx) {
   if (want) {
     const t = rows.tasks.find((r) => r.task_id === want);
     if (t) openTask(ctx, t, selfWorker);
+    else if (await openRunning(ctx, want)) awaiting = want;
     else openTaskById(ctx, want);
   }
   return () => { ended = true; clearInterval(poll); clearTimeout(sampledClear); sockets.forEach((s) => s.close()); };
@@ -311,6 +321,37 @@ export async function openTask(ctx, t, worker, trace) {
       if (p.isConnected) p.querySelector(".panel-body").append(note("Message unavailable: " + err.message));
     }
   }
+}
+
+// openRunning shows a task that runs now on this worker (not yet among
+// the finished ones): what the running tasks' list says of it and its
+// trace so far (received, started). False when it does not run here.
+async function openRunning(ctx, id) {
+  let r;
+  try {
+    r = (await get("/api/v1/running?task_id=" + encodeURIComponent(id))).tasks[0];
+  } catch {
+    return false;
+  }
+  if (!r) return false;
+  const body = el("div", { class: "loading" }, "Loading the trace so far…");
+  const p = panel(`Task ${id}`,
+    el("dl", { class: "facts" },
+      fact("Outcome", badge("running", { running: "blue" })), fact("Worker", ctx.identity.worker), fact("Source", r.source),
+      fact("Message", r.alias ? el("span", {}, r.alias, " ", coords(ctx, r.alias, r.partition, r.offset)) : r.request_id ? ["request ", el("code", {}, r.request_id)] : "—"),
+      fact("Key", r.key === "" ? "—" : encoded(r.key, r.key_encoding, 200)),
+      fact("Attempt", r.attempt === 0 ? "waiting for an executor slot" : r.attempt_ended ? `${r.attempt} ended; the next waits for its backoff or an executor slot` : String(r.attempt)),
+      fact("Running for", el("span", { class: "running-for" }, duration(r.elapsed_ms))), fact("Started", timeEl(r.started_at_ms))),
+    note("Still running: this is what is known so far. The panel shows the outcome, output and destination once the task finishes."),
+    body);
+  p.dataset.running = id;
+  try {
+    const tr = await get("/api/v1/debug/trace?task_id=" + encodeURIComponent(id));
+    if (p.isConnected) body.replaceWith(traceSummary(tr.events || []));
+  } catch (err) {
+    body.replaceWith(banner("error", "Trace unavailable: " + err.message));
+  }
+  return true;
 }
 
 const fact = (k, v) => [el("dt", {}, k), el("dd", {}, v)];

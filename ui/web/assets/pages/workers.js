@@ -2,9 +2,9 @@
 // with the load each one wrote on its card at its last heartbeat: a card
 // is all the table needs, so a stopped or unreachable worker shows as such
 // instead of as an error. "Running now" lists each live worker's running
-// tasks (GET /api/v1/running): this worker's, and every trusted peer's,
-// asked from the browser with the token as Live does; an untrusted worker
-// gets no request.
+// tasks (GET /api/v1/running?scope=fleet): this worker asks every trusted
+// peer for its list and answers them all, naming the workers it could not
+// list and why; the browser asks no other worker.
 import { el, note, banner, num, timeEl, duration, encoded } from "../dom.js";
 import { get } from "../api.js";
 import { badge } from "../render.js";
@@ -32,7 +32,7 @@ export async function mount(root) {
     note("Each worker writes its card into the shared folder at every heartbeat, with its load then: partitions owned, messages and executors in flight, tasks per second since its previous heartbeat, consumer lag, intake and sink breakers. A card whose heartbeat is older than three of its worker's intervals is unreachable (killed, hung or cut off); a clean shutdown leaves it stopped. Cards stay listed for fleet.registry.card_retention (default 24 h)."));
   const running = el("div", { class: "running-now" });
   root.append(el("h2", {}, "Running now"), running,
-    note(`The tasks each worker runs at this moment, longest-running first (at most ${RUNNING_LIMIT} a worker): where the message came from, its key, the executor attempt (0: waiting for an executor slot) and how long it has run. Other workers are asked from this browser, with the token, only when their origin is trusted (fleet.trusted_urls or a static peer).`));
+    note(`The tasks each worker runs at this moment, longest-running first (at most ${RUNNING_LIMIT} a worker): where the message came from, its key, the executor attempt (0: waiting for an executor slot) and how long it has run. This worker asks the others, with the token, only when their origin is trusted (fleet.trusted_urls or a static peer), and names those it could not list.`));
 
   let fetchedAt = 0;
   let workers = [];
@@ -50,87 +50,51 @@ export async function mount(root) {
       fetchedAt = Date.now();
       msg.replaceChildren();
       draw();
-      await drawRunning(running, targets(workers));
     } catch (err) {
-      if (err.status === 404) {
-        msg.replaceChildren(banner("info", "This worker runs no registry: it lists no other workers."));
-        await drawRunning(running, [{ name: "", base: "", self: true, url: "" }]).catch(() => {});
-        return;
-      }
-      if (err.status !== 401) msg.replaceChildren(banner("error", "Cannot read the workers list: " + err.message));
+      if (err.status === 404) msg.replaceChildren(banner("info", "This worker runs no registry: it lists no other workers."));
+      else if (err.status !== 401) msg.replaceChildren(banner("error", "Cannot read the workers list: " + err.message));
     }
   };
-  await refresh();
-  const timer = setInterval(refresh, REFRESH_MS);
+  // One running-now request at a time: a peer that does not answer holds
+  // it for 3 s, and the page does not pile up requests meanwhile.
+  let asking = false;
+  const refreshRunning = async () => {
+    if (asking) return;
+    asking = true;
+    try {
+      drawRunning(running, await get(`/api/v1/running?scope=fleet&limit=${RUNNING_LIMIT}`));
+    } catch (err) {
+      if (err.status !== 401) running.replaceChildren(banner("error", "Cannot read the running tasks: " + err.message));
+    } finally {
+      asking = false;
+    }
+  };
+  await Promise.all([refresh(), refreshRunning()]);
+  const timer = setInterval(() => { refresh(); refreshRunning(); }, REFRESH_MS);
   const tick = setInterval(draw, 1000); // heartbeat ages move between reads
   return () => { clearInterval(timer); clearInterval(tick); };
 }
 
-// targets are the workers whose running tasks the page asks for: this
-// one (same origin) and every trusted peer in a live state, one per
-// origin. The others are listed with the reason they are not asked.
-function targets(workers) {
-  const out = [];
-  const seen = new Set();
-  let self = false;
-  for (const w of workers) {
-    if (w.self) {
-      if (!self) out.unshift({ name: w.name, base: "", self: true, url: "" });
-      self = true;
-      continue;
-    }
-    let base = null;
-    try { base = /^https?:\/\//.test(w.url || "") ? new URL(w.url).origin : null; } catch { base = null; }
-    if (base === location.origin) continue;
-    if (!w.trusted) { out.push({ name: w.name, skip: "not trusted: not asked" }); continue; }
-    if (!live.has(w.state)) { out.push({ name: w.name, skip: w.state }); continue; }
-    if (!base || seen.has(base)) continue;
-    seen.add(base);
-    out.push({ name: w.name, base, self: false, url: base });
-  }
-  if (!self) out.unshift({ name: "", base: "", self: true, url: "" });
-  return out;
+// drawRunning draws one block per worker of the answer: this worker's,
+// each peer's that answered, then the workers not listed, with why.
+function drawRunning(box, r) {
+  const head = (name, self) => el("h3", {}, name, self ? el("span", { class: "muted" }, " (this worker)") : null);
+  box.replaceChildren(runningBlock(head(r.worker, true), r, null),
+    ...(r.peers || []).map((p) => runningBlock(head(p.worker, false), p, p.url)),
+    ...(r.missing || []).map((m) => el("section", { "data-running-worker": m.worker, "data-skipped": "true" },
+      head(m.worker, false), el("p", { class: "muted" }, `Not listed: ${m.reason}.`))));
 }
 
-// pendingRunning holds each worker's request while it is in flight: a
-// hung worker gets one request at a time, however often the page
-// refreshes, and the others are drawn after RUNNING_WAIT_MS at most.
-const pendingRunning = new Map();
-const RUNNING_WAIT_MS = 5000;
-
-function askRunning(base) {
-  let p = pendingRunning.get(base);
-  if (!p) {
-    p = get(`/api/v1/running?limit=${RUNNING_LIMIT}`, base).finally(() => pendingRunning.delete(base));
-    pendingRunning.set(base, p);
-  }
-  return Promise.race([p, new Promise((_, reject) => setTimeout(() => reject(new Error(`no answer within ${RUNNING_WAIT_MS / 1000} s`)), RUNNING_WAIT_MS))]);
-}
-
-// drawRunning asks every target for its running tasks at once and draws
-// one block per worker.
-async function drawRunning(box, list) {
-  const answers = await Promise.allSettled(list.map((w) => w.skip ? Promise.resolve(null) : askRunning(w.base)));
-  box.replaceChildren(...list.map((w, i) => {
-    const a = answers[i];
-    const name = w.name || (a.status === "fulfilled" && a.value ? a.value.worker : "this worker");
-    const head = el("h3", {}, name, w.self ? el("span", { class: "muted" }, " (this worker)") : null);
-    if (w.skip) return el("section", { "data-running-worker": name, "data-skipped": "true" }, head, el("p", { class: "muted" }, `Not asked: ${w.skip}.`));
-    if (a.status === "rejected") {
-      return el("section", { "data-running-worker": name }, head, banner("error", `Cannot read ${name}'s running tasks: ${a.reason.message}`));
-    }
-    return runningBlock(name, head, a.value, w);
-  }));
-}
-
-function runningBlock(name, head, r, w) {
+// runningBlock is one worker's tasks; url is a peer's UI, where its task
+// links open Live.
+function runningBlock(head, r, url) {
   const tasks = r.tasks || [];
   const sum = el("p", { class: "muted running-total" }, r.total === 0 ? "Nothing running." :
     `${num(r.total)} task${r.total === 1 ? "" : "s"} running` + (r.total > tasks.length ? `, the ${num(tasks.length)} longest-running shown.` : "."));
-  if (!tasks.length) return el("section", { "data-running-worker": name }, head, sum);
-  const link = (id) => w.self ? el("a", { href: "/live?task=" + encodeURIComponent(id) }, id)
-    : el("a", { href: w.url + "/live?task=" + encodeURIComponent(id), rel: "noreferrer", target: "_blank" }, id);
-  return el("section", { "data-running-worker": name }, head, sum,
+  if (!tasks.length) return el("section", { "data-running-worker": r.worker }, head, sum);
+  const link = (id) => !url ? el("a", { href: "/live?task=" + encodeURIComponent(id) }, id)
+    : /^https?:\/\//.test(url) ? el("a", { href: url.replace(/\/+$/, "") + "/live?task=" + encodeURIComponent(id), rel: "noreferrer", target: "_blank" }, id) : id;
+  return el("section", { "data-running-worker": r.worker }, head, sum,
     el("div", { class: "scroll" }, el("table", { class: "grid running" },
       el("thead", {}, el("tr", {}, ["Task", "Source", "Where", "Key", "Attempt", "Running for"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, tasks.map((t) => el("tr", { "data-task": t.task_id },
@@ -139,7 +103,8 @@ function runningBlock(name, head, r, w) {
         el("td", {}, where(t)),
         el("td", {}, t.key === "" && t.key_encoding !== "base64" ? el("span", { class: "muted" }, "–") : encoded(t.key, t.key_encoding, 80),
           t.key_truncated ? el("span", { class: "muted small" }, " (first 1 KiB)") : null),
-        el("td", { class: "num" }, t.attempt === 0 ? el("span", { class: "muted", title: "waiting for an executor slot" }, "waiting") : String(t.attempt)),
+        el("td", { class: "num" }, t.attempt === 0 ? el("span", { class: "muted", title: "waiting for an executor slot" }, "waiting")
+          : t.attempt_ended ? el("span", { title: `attempt ${t.attempt} ended; the next waits for its backoff or an executor slot` }, `${t.attempt}, ended`) : String(t.attempt)),
         el("td", { class: "num", title: "since " + new Date(t.started_at_ms).toISOString() }, duration(t.elapsed_ms))))))));
 }
 
