@@ -362,7 +362,7 @@ func adoptDB(ctx context.Context, path, source string) error {
 	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
 		return err
 	}
-	if version != len(schemaSteps()) {
+	if version != schemaVersion {
 		return fmt.Errorf("schema version %d", version)
 	}
 	got, err := schemaObjects(ctx, db)

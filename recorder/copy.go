@@ -44,24 +44,6 @@ func copyFrom(ctx context.Context, db *sql.DB, srcURI, sourceName string) (copie
 	if err := checkVersion(ctx, conn, "src"); err != nil {
 		return c, fmt.Errorf("copy %s: %w", sourceName, err)
 	}
-	// A format-1 source has no summary columns: its rows keep the defaults.
-	cols := taskColumns
-	var srcVersion int
-	if err := conn.QueryRowContext(ctx, `PRAGMA src.user_version`).Scan(&srcVersion); err != nil {
-		return c, fmt.Errorf("copy %s: read user_version: %w", sourceName, err)
-	}
-	if srcVersion >= 2 {
-		cols += `, ` + summaryColumns
-	}
-	if srcVersion >= extrasVersion {
-		cols += `, ` + extraColumns
-	}
-	// Before step 3 a label has no ts_ms: it takes its task row's.
-	labelsCopy := `INSERT INTO task_labels(name, value, task_id, ts_ms) SELECT name, value, task_id, ts_ms FROM src.task_labels`
-	if srcVersion < labelTsVersion {
-		labelsCopy = `INSERT INTO task_labels(name, value, task_id, ts_ms) SELECT l.name, l.value, l.task_id,
-			coalesce((SELECT max(t.ts_ms) FROM src.tasks t WHERE t.task_id = l.task_id), 0) FROM src.task_labels l`
-	}
 	if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
 		return c, fmt.Errorf("begin copy %s: %w", sourceName, err)
 	}
@@ -71,8 +53,8 @@ func copyFrom(ctx context.Context, db *sql.DB, srcURI, sourceName string) (copie
 	}{
 		{`INSERT INTO events(ts_ms, type, kind, task_id, worker, labels, payload)
 			SELECT ts_ms, type, kind, task_id, worker, labels, payload FROM src.events ORDER BY id`, &c.events},
-		{`INSERT INTO tasks(` + cols + `) SELECT ` + cols + ` FROM src.tasks ORDER BY id`, &c.tasks},
-		{labelsCopy, nil},
+		{`INSERT INTO tasks(` + rowColumns + `) SELECT ` + rowColumns + ` FROM src.tasks ORDER BY id`, &c.tasks},
+		{`INSERT INTO task_labels(name, value, task_id, ts_ms) SELECT name, value, task_id, ts_ms FROM src.task_labels`, nil},
 		{`INSERT INTO config_snapshots(ts_ms, config) SELECT ts_ms, config FROM src.config_snapshots ORDER BY id`, nil},
 		{`INSERT INTO state_timeline(ts_ms, state, detail) SELECT ts_ms, state, detail FROM src.state_timeline ORDER BY id`, nil},
 	}

@@ -213,8 +213,7 @@ func (r *Recorder) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 	return out, nil
 }
 
-// listEvents is Events over one file: its event rows and, from format 3,
-// the annotations and deliveries folded into its task rows, newest first,
+// listEvents is Events over one file: its event rows and the annotations and deliveries folded into its task rows, newest first,
 // at most q.Limit.
 func (r *Recorder) listEvents(ctx context.Context, db *sql.DB, q EventQuery) ([]Event, error) {
 	query, args := eventsSQL(q)
@@ -231,17 +230,13 @@ func (r *Recorder) listEvents(ctx context.Context, db *sql.DB, q EventQuery) ([]
 	if len(types) == 0 {
 		return out, nil
 	}
-	v, err := fileVersion(ctx, db)
-	if err != nil || v < extrasVersion {
-		return out, err
-	}
 	best := newIDFloor(q.Limit)
 	for _, e := range out {
 		best.offer(e.ID)
 	}
 	n := len(out)
 	for _, typ := range types {
-		more, err := r.foldedEvents(ctx, db, v, typ, q, best)
+		more, err := r.foldedEvents(ctx, db, typ, q, best)
 		if err != nil {
 			return nil, fmt.Errorf("folded %s events: %w", typ, err)
 		}
@@ -261,9 +256,9 @@ func (r *Recorder) listEvents(ctx context.Context, db *sql.DB, q EventQuery) ([]
 // foldSpan above its row's task_received, so paging below q.BeforeID only
 // reads rows whose highest ID is below q.BeforeID + foldSpan and whose
 // task_received is below q.BeforeID.
-func (r *Recorder) foldedEvents(ctx context.Context, db *sql.DB, version int, typ string, q EventQuery, best *idFloor) ([]Event, error) {
+func (r *Recorder) foldedEvents(ctx context.Context, db *sql.DB, typ string, q EventQuery, best *idFloor) ([]Event, error) {
 	col := extraTopColumns[typ]
-	query := `SELECT ` + taskColumns + `, ` + summaryColumns + `, ` + extraColumns + ` FROM tasks WHERE ` + col + ` != 0`
+	query := `SELECT ` + rowColumns + ` FROM tasks WHERE ` + col + ` != 0`
 	var args []any
 	if q.BeforeID > 0 {
 		// A folded event lies above its row's task_received and at most
@@ -283,7 +278,7 @@ func (r *Recorder) foldedEvents(ctx context.Context, db *sql.DB, version int, ty
 	defer rows.Close()
 	var out []Event
 	for rows.Next() {
-		t, err := r.scanTaskRow(rows, version)
+		t, err := r.scanTaskRow(rows, true)
 		if err != nil {
 			return nil, err
 		}

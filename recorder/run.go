@@ -426,7 +426,7 @@ func (lf *liveFile) batch(conn *zsqlite.Conn) *batchWriter {
 		w.events = multiInsert{w: w.txWriter, what: "event", ncols: 8,
 			prefix: `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES `}
 		w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 26,
-			prefix: `INSERT INTO tasks(` + taskColumns + `, ` + summaryColumns + `, ` + extraColumns + `) VALUES `}
+			prefix: `INSERT INTO tasks(` + rowColumns + `) VALUES `}
 		w.labels = multiInsert{w: w.txWriter, what: "task label", ncols: 4,
 			prefix: `INSERT INTO task_labels(name, value, task_id, ts_ms) VALUES `}
 		lf.bw = w

@@ -14,30 +14,20 @@ import (
 )
 
 // FormatVersion is the on-disk layout version written to every file's meta
-// table and .meta.json (see docs/storage-format.md). It changes only when a reader of the
-// old layout would misread the new one.
-const FormatVersion = 3
+// table and .meta.json (see docs/storage-format.md).
+const FormatVersion = 1
 
-// schemaSteps returns the schema steps in order; PRAGMA user_version holds
-// how many have run. Append new steps, never edit old ones.
-func schemaSteps() []string { return []string{schemaStep1, schemaStep2, schemaStep3, schemaStep4} }
+// schemaVersion is the PRAGMA user_version of a file with the schema: the
+// number of schema steps applied. The format has one step.
+const schemaVersion = 1
 
-// schemaStep3 gives each task label its task row's ts_ms and indexes the
-// labels by (name, value, ts_ms), so a label search reads the newest rows
-// of one label straight off the index instead of sorting every task that
-// carries it (50,000 tasks of one archive: 97 ms → 0.5 ms). A file
-// migrated from step 2 (a live file recovered after a crash) gets its
-// labels' ts_ms from their tasks.
-const schemaStep3 = `ALTER TABLE task_labels ADD COLUMN ts_ms INTEGER NOT NULL DEFAULT 0;
-	UPDATE task_labels SET ts_ms = coalesce((SELECT max(ts_ms) FROM tasks WHERE tasks.task_id = task_labels.task_id), 0);
-	DROP INDEX task_labels_name_value;
-	CREATE INDEX task_labels_name_value_ts ON task_labels(name, value, ts_ms);`
-
-// labelTsVersion is the first schema version whose task_labels has ts_ms.
-const labelTsVersion = 3
-
-// schemaStep1 is the initial layout.
-const schemaStep1 = `CREATE TABLE meta (
+// schema is the layout of every recorder file (docs/storage-format.md,
+// section 3). The sum_* columns of tasks stand for a successful task's
+// lifecycle events, annotations and deliveries (summary.go); task_labels
+// carries its task row's ts_ms, indexed so that a label search reads the
+// newest rows of one label straight off the index (50,000 tasks of one
+// archive: 97 ms → 0.5 ms against sorting every task with the label).
+const schema = `CREATE TABLE meta (
 		key   TEXT PRIMARY KEY,
 		value TEXT NOT NULL
 	);
@@ -69,15 +59,29 @@ const schemaStep1 = `CREATE TABLE meta (
 		duration_ms       INTEGER NOT NULL DEFAULT 0,
 		error             TEXT NOT NULL DEFAULT '',
 		output_size_bytes INTEGER NOT NULL DEFAULT 0,
-		env               TEXT NOT NULL DEFAULT '{}'
+		env               TEXT NOT NULL DEFAULT '{}',
+		sum_received_id   INTEGER NOT NULL DEFAULT 0,
+		sum_started_did   INTEGER NOT NULL DEFAULT 0,
+		sum_finished_did  INTEGER NOT NULL DEFAULT 0,
+		sum_received_ms   INTEGER NOT NULL DEFAULT 0,
+		sum_started_dms   INTEGER NOT NULL DEFAULT 0,
+		sum_finished_dms  INTEGER NOT NULL DEFAULT 0,
+		sum_input_bytes   INTEGER NOT NULL DEFAULT 0,
+		sum_attempt_ms    INTEGER NOT NULL DEFAULT 0,
+		sum_events        TEXT NOT NULL DEFAULT '',
+		sum_ann_top       INTEGER NOT NULL DEFAULT 0,
+		sum_del_top       INTEGER NOT NULL DEFAULT 0
 	);
 	CREATE INDEX tasks_task_id ON tasks(task_id);
+	CREATE INDEX tasks_sum_ann_top ON tasks(sum_ann_top) WHERE sum_ann_top != 0;
+	CREATE INDEX tasks_sum_del_top ON tasks(sum_del_top) WHERE sum_del_top != 0;
 	CREATE TABLE task_labels (
 		name    TEXT NOT NULL,
 		value   TEXT NOT NULL,
-		task_id TEXT NOT NULL
+		task_id TEXT NOT NULL,
+		ts_ms   INTEGER NOT NULL
 	);
-	CREATE INDEX task_labels_name_value ON task_labels(name, value);
+	CREATE INDEX task_labels_name_value_ts ON task_labels(name, value, ts_ms);
 	CREATE TABLE config_snapshots (
 		id     INTEGER PRIMARY KEY,
 		ts_ms  INTEGER NOT NULL,
@@ -174,8 +178,8 @@ func openReadOnly(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// checkVersion refuses a file written by a newer schema than this build
-// knows; schema names "main" or an attached database.
+// checkVersion refuses a file whose schema is not this format's; schema
+// names "main" or an attached database.
 func checkVersion(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }, schema string) error {
@@ -184,39 +188,42 @@ func checkVersion(ctx context.Context, q interface {
 	if err := q.QueryRowContext(ctx, `PRAGMA `+schema+`.user_version`).Scan(&v); err != nil {
 		return fmt.Errorf("read user_version: %w", err)
 	}
-	if v > len(schemaSteps()) {
-		return fmt.Errorf("schema version %d is newer than this build (%d)", v, len(schemaSteps()))
+	return versionError(v)
+}
+
+// versionError says why a file of schema version v cannot be read.
+func versionError(v int) error {
+	if v != schemaVersion {
+		return fmt.Errorf("schema version %d is not this build's (%d)", v, schemaVersion)
 	}
 	return nil
 }
 
-// migrate applies the schema steps not yet recorded in user_version.
+// migrate creates the schema in a new (empty) file and refuses a file of
+// another version.
 func migrate(ctx context.Context, db *sql.DB) error {
 	var version int
 	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
 		return fmt.Errorf("read user_version: %w", err)
 	}
-	steps := schemaSteps()
-	if version > len(steps) {
-		return fmt.Errorf("schema version %d is newer than this build (%d)", version, len(steps))
+	if version != 0 {
+		return versionError(version)
 	}
-	for i := version; i < len(steps); i++ {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("begin schema step %d: %w", i+1, err)
-		}
-		if _, err := tx.ExecContext(ctx, steps[i]); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("schema step %d: %w", i+1, err)
-		}
-		// PRAGMA takes no bind parameters; i is an int we control.
-		if _, err := tx.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(i+1)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("set user_version %d: %w", i+1, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("commit schema step %d: %w", i+1, err)
-		}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin schema: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("schema: %w", err)
+	}
+	// PRAGMA takes no bind parameters; schemaVersion is a constant.
+	if _, err := tx.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(schemaVersion)); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("set user_version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit schema: %w", err)
 	}
 	return nil
 }

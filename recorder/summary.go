@@ -11,13 +11,13 @@ import (
 	"time"
 )
 
-// Summarized tasks (format 2).
+// Summarized tasks.
 //
 // A task that succeeded at its first attempt without stderr is the bulk of
 // a busy worker's traffic and the least interesting part of its history.
 // Its three lifecycle events (task_received, executor_started,
 // executor_finished) are not stored as event rows: the writer folds them
-// into eight integer columns of the task's row (schemaStep2), and Trace
+// into eight integer columns of the task's row (schema), and Trace
 // rebuilds them from there, byte for byte the events that were emitted
 // (same IDs, times, labels and payloads), except that a successful first
 // attempt's stdout_tail is not kept (Live subscribers still receive it).
@@ -52,12 +52,12 @@ type Summary struct {
 	InputSizeBytes  int64 // task_received's input_size_bytes
 	AttemptDuration int64 // executor_finished's duration_ms
 	// Extras are the task's annotations and sink_delivered events folded
-	// into the row (format 3, columns sum_events and sum_top_id).
+	// into the row (columns sum_events, sum_ann_top and sum_del_top).
 	Extras []Extra
 }
 
 // Extra is an annotation or a sink_delivered event folded into a
-// summarized task row (format 3). The event has the row's task_id, worker
+// summarized task row. The event has the row's task_id, worker
 // and labels.
 type Extra struct {
 	DID     int64  // event ID − ReceivedID (> 0)
@@ -67,24 +67,13 @@ type Extra struct {
 	Payload json.RawMessage
 }
 
-// extraColumns are the tasks columns of a Summary's Extras (format 3):
+// extraColumns are the tasks columns of a Summary's Extras:
 // the encoded extras, then the highest folded annotation and delivery IDs.
 const extraColumns = `sum_events, sum_ann_top, sum_del_top`
-
-// schemaStep4 adds the folded annotations and deliveries (format 3). The
-// partial indexes let Events list folded events of a type newest first.
-const schemaStep4 = `ALTER TABLE tasks ADD COLUMN sum_events TEXT NOT NULL DEFAULT '';
-	ALTER TABLE tasks ADD COLUMN sum_ann_top INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_del_top INTEGER NOT NULL DEFAULT 0;
-	CREATE INDEX tasks_sum_ann_top ON tasks(sum_ann_top) WHERE sum_ann_top != 0;
-	CREATE INDEX tasks_sum_del_top ON tasks(sum_del_top) WHERE sum_del_top != 0;`
 
 // extraTopColumns names, per folded type, the column holding a row's
 // highest folded ID of that type.
 var extraTopColumns = map[string]string{TypeAnnotation: "sum_ann_top", TypeSinkDelivered: "sum_del_top"}
-
-// extrasVersion is the first schema version with extraColumns.
-const extrasVersion = 4
 
 // foldSpan bounds how far past its task's task_received an event may be
 // folded (in event IDs), so that Events, paging below an ID, knows which
@@ -182,15 +171,9 @@ func addExtra(t *TaskRow, e *Event) {
 // summaryColumns are the tasks columns of a Summary, in field order.
 const summaryColumns = `sum_received_id, sum_started_did, sum_finished_did, sum_received_ms, sum_started_dms, sum_finished_dms, sum_input_bytes, sum_attempt_ms`
 
-// schemaStep2 adds the summary columns (format 2).
-const schemaStep2 = `ALTER TABLE tasks ADD COLUMN sum_received_id INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_started_did INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_finished_did INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_received_ms INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_started_dms INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_finished_dms INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_input_bytes INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_attempt_ms INTEGER NOT NULL DEFAULT 0;`
+// rowColumns are every column of a task row: taskColumns, summaryColumns,
+// extraColumns.
+const rowColumns = taskColumns + `, ` + summaryColumns + `, ` + extraColumns
 
 // appendReceived and appendFinished encode task_received and
 // executor_finished as the worker does (worker/events.go); fold checks that
@@ -616,25 +599,10 @@ func sameLabels(a, b map[string]string) bool {
 	return len(a) == len(b) && maps.Equal(a, b)
 }
 
-// fileVersion is a database's schema version (PRAGMA user_version).
-func fileVersion(ctx context.Context, db *sql.DB) (int, error) {
-	var v int
-	err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v)
-	return v, err
-}
-
 // summarizedEvents rebuilds the lifecycle events of taskID's summarized
-// rows in db; a format-1 file has none.
+// rows in db.
 func summarizedEvents(ctx context.Context, r *Recorder, db *sql.DB, taskID string) ([]Event, error) {
-	v, err := fileVersion(ctx, db)
-	if err != nil || v < 2 {
-		return nil, err
-	}
-	cols := summaryColumns
-	if v >= extrasVersion {
-		cols += `, ` + extraColumns
-	}
-	rows, err := r.queryTasksWith(ctx, db, v, `SELECT `+taskColumns+`, `+cols+
+	rows, err := r.queryTasksWith(ctx, db, true, `SELECT `+rowColumns+
 		` FROM tasks WHERE task_id = ? AND sum_received_id != 0 ORDER BY id LIMIT ?`, taskID, maxTraceEvents)
 	if err != nil {
 		return nil, fmt.Errorf("summarized rows: %w", err)

@@ -33,8 +33,8 @@ type TaskRow struct {
 	OutputSizeBytes int64             `json:"output_size_bytes"`
 	Env             map[string]string `json:"env"`
 
-	// summary, when set, stands for the task's lifecycle events (format 2,
-	// summary.go); only the writer sets it and only Trace reads it.
+	// summary, when set, stands for the task's lifecycle events
+	// (summary.go); only the writer sets it and only Trace reads it.
 	summary Summary
 
 	// AwaitDeliveries, set by the worker and never stored, is how many
@@ -139,13 +139,12 @@ const taskColumns = `task_id, ts_ms, worker, source, alias, partition, "offset",
 
 // queryTasks runs a query selecting taskColumns.
 func (r *Recorder) queryTasks(ctx context.Context, db *sql.DB, query string, args ...any) ([]TaskRow, error) {
-	return r.queryTasksWith(ctx, db, 0, query, args...)
+	return r.queryTasksWith(ctx, db, false, query, args...)
 }
 
-// queryTasksWith runs a query selecting taskColumns, followed by
-// summaryColumns when version (the file's schema version; 0: none) is 2 or
-// more, then extraColumns from extrasVersion on.
-func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, version int, query string, args ...any) ([]TaskRow, error) {
+// queryTasksWith runs a query selecting taskColumns, or rowColumns when
+// summarized.
+func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, summarized bool, query string, args ...any) ([]TaskRow, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -153,7 +152,7 @@ func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, version int, 
 	defer rows.Close()
 	var out []TaskRow
 	for rows.Next() {
-		t, err := r.scanTaskRow(rows, version)
+		t, err := r.scanTaskRow(rows, summarized)
 		if err != nil {
 			return nil, err
 		}
@@ -163,20 +162,17 @@ func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, version int, 
 }
 
 // scanTaskRow reads one row of a queryTasksWith query.
-func (r *Recorder) scanTaskRow(rows *sql.Rows, version int) (TaskRow, error) {
+func (r *Recorder) scanTaskRow(rows *sql.Rows, summarized bool) (TaskRow, error) {
 	var t TaskRow
 	var labels, env string
 	dest := []any{&t.TaskID, &t.TSms, &t.Worker, &t.Source, &t.Alias, &t.Partition, &t.Offset,
 		&t.Key, &labels, &t.Status, &t.Attempts, &t.DurationMs, &t.Error, &t.OutputSizeBytes, &env}
 	var extras string
 	var annTop, delTop int64
-	if version >= 2 {
+	if summarized {
 		s := &t.summary
 		dest = append(dest, &s.ReceivedID, &s.StartedDID, &s.FinishedDID, &s.ReceivedMs, &s.StartedDMs,
-			&s.FinishedDMs, &s.InputSizeBytes, &s.AttemptDuration)
-	}
-	if version >= extrasVersion {
-		dest = append(dest, &extras, &annTop, &delTop)
+			&s.FinishedDMs, &s.InputSizeBytes, &s.AttemptDuration, &extras, &annTop, &delTop)
 	}
 	if err := rows.Scan(dest...); err != nil {
 		return t, err

@@ -149,16 +149,8 @@ func (r *Recorder) TraceByLabelName(ctx context.Context, name string, limit int)
 // when value is nil, in the files of scope.
 func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *string, limit int, scope Scope) ([]TaskRow, error) {
 	limit = clampLimit(limit, 100, 1000)
-	query, args := labelQuery(labelTsVersion, name, value, limit)
-	// A file older than step 3 has no ts_ms in task_labels.
-	queryFile := func(db *sql.DB) ([]TaskRow, error) {
-		v, err := fileVersion(ctx, db)
-		if err != nil {
-			return nil, err
-		}
-		q, a := labelQuery(v, name, value, limit)
-		return r.queryTasks(ctx, db, q, a...)
-	}
+	query, args := labelQuery(name, value, limit)
+	queryFile := func(db *sql.DB) ([]TaskRow, error) { return r.queryTasks(ctx, db, query, args...) }
 	matches := func(t TaskRow) bool {
 		v, ok := t.Labels[name]
 		return ok && (value == nil || v == *value)
@@ -251,22 +243,16 @@ func MergeTaskRows(name string, value *string, limit int, lists ...[]TaskRow) []
 }
 
 // labelQuery selects the newest limit task rows carrying label name with
-// value (any value when value is nil) in a file of schema version v. From
-// step 3 the newest label rows come straight off the (name, value, ts_ms)
-// index; before it every matching task is read and sorted.
-func labelQuery(v int, name string, value *string, limit int) (string, []any) {
+// value (any value when value is nil): the newest label rows come straight
+// off the (name, value, ts_ms) index.
+func labelQuery(name string, value *string, limit int) (string, []any) {
 	match, args := `name = ?`, []any{name}
 	if value != nil {
 		match, args = `name = ? AND value = ?`, append(args, *value)
 	}
-	if v >= labelTsVersion {
-		return `SELECT ` + taskColumns + ` FROM tasks
+	return `SELECT ` + taskColumns + ` FROM tasks
 		WHERE task_id IN (SELECT task_id FROM task_labels WHERE ` + match + ` ORDER BY ts_ms DESC LIMIT ?)
 		ORDER BY ts_ms DESC LIMIT ?`, append(args, limit, limit)
-	}
-	return `SELECT ` + taskColumns + ` FROM tasks
-		WHERE task_id IN (SELECT task_id FROM task_labels WHERE ` + match + `)
-		ORDER BY ts_ms DESC LIMIT ?`, append(args, limit)
 }
 
 // newestRow is the newest ts_ms file f may hold: its to_ms, or the end of
