@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // BenchmarkIngest measures events per second stored in the live file through
@@ -120,23 +121,20 @@ func buildTraceFixture(b *testing.B, shared string, files, perFile, tasks int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		db.Exec(`PRAGMA journal_mode=OFF`)
-		db.Exec(`PRAGMA synchronous=OFF`)
-		tx, _ := db.Begin()
-		st, err := tx.Prepare(`INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES(?, ?, ?, '', ?, ?, '{}', ?)`)
-		if err != nil {
-			b.Fatal(err)
-		}
+		execSQL(db, `PRAGMA journal_mode=OFF`)
+		execSQL(db, `PRAGMA synchronous=OFF`)
+		execSQL(db, `BEGIN`)
 		for i := range perFile {
 			n := f*perFile + i
-			if _, err := st.Exec(n+1, from+int64(i), TypeExecutorFinished, "task-"+strconv.Itoa(n%tasks), fmt.Sprintf("w%d", f%5), payload); err != nil {
+			if err := execSQL(db, `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES(?, ?, ?, '', ?, ?, '{}', ?)`,
+				n+1, from+int64(i), TypeExecutorFinished, "task-"+strconv.Itoa(n%tasks), fmt.Sprintf("w%d", f%5), payload); err != nil {
 				b.Fatal(err)
 			}
 		}
-		if err := tx.Commit(); err != nil {
+		if err := execSQL(db, `COMMIT`); err != nil {
 			b.Fatal(err)
 		}
-		setMeta(ctx, db, "format", "1", "kind", "sealed", "worker", fmt.Sprintf("w%d", f%5), "cluster", "c1",
+		setMeta(db, "format", "1", "kind", "sealed", "worker", fmt.Sprintf("w%d", f%5), "cluster", "c1",
 			"from_ms", strconv.FormatInt(from, 10), "to_ms", strconv.FormatInt(from+60000, 10))
 		db.Close()
 	}
@@ -199,9 +197,9 @@ func BenchmarkSuccessfulTask(b *testing.B) {
 				b.Fatalf("dropped: %+v", s)
 			}
 			var size int64
-			r.withLive(func(db *sql.DB) error {
-				db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
-				return db.QueryRow(`SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&size)
+			r.withLive(b.Context(), func(db *sqlite.Conn) error {
+				execSQL(db, `PRAGMA wal_checkpoint(TRUNCATE)`)
+				return scan(db, `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`, []any{&size})
 			})
 			if n >= 1000 {
 				b.ReportMetric(float64(size)/float64(n), "disk-B/task")

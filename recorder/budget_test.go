@@ -69,15 +69,15 @@ func writeHist(t testing.TB, shared, kind string, ws, from, to int64, pad int) i
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.Exec(`INSERT INTO events(ts_ms, type, task_id, worker) VALUES(?, 'task_received', ?, 'w')`, from, "t"+strconv.FormatInt(from, 10))
+	err = execSQL(db, `INSERT INTO events(ts_ms, type, task_id, worker) VALUES(?, 'task_received', ?, 'w')`, from, "t"+strconv.FormatInt(from, 10))
 	if err == nil {
-		_, err = db.Exec(`CREATE TABLE pad(b BLOB)`)
+		err = execSQL(db, `CREATE TABLE pad(b BLOB)`)
 	}
 	if err == nil {
-		_, err = db.Exec(`INSERT INTO pad VALUES(randomblob(?))`, pad)
+		err = execSQL(db, `INSERT INTO pad VALUES(randomblob(?))`, pad)
 	}
 	if err == nil {
-		err = setMeta(t.Context(), db, "format", "1", "kind", kind, "cluster", "c1",
+		err = setMeta(db, "format", "1", "kind", kind, "cluster", "c1",
 			"from_ms", strconv.FormatInt(from, 10), "to_ms", strconv.FormatInt(to, 10))
 	}
 	if cerr := db.Close(); err == nil {

@@ -3,7 +3,6 @@ package recorder
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // Event types the worker emits; they are the recorder's vocabulary.
@@ -182,9 +183,9 @@ func (r *Recorder) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 		return r.ring.events(q), nil
 	}
 	var out []Event
-	err := r.withLive(func(db *sql.DB) error {
+	err := r.withLive(ctx, func(db *sqlite.Conn) error {
 		var err error
-		out, err = r.listEvents(ctx, db, q)
+		out, err = r.listEvents(db, q)
 		return err
 	})
 	if err != nil {
@@ -199,8 +200,8 @@ func (r *Recorder) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 		}
 		sub := q
 		sub.Limit -= len(out)
-		more, err := queryShared(ctx, r, segs, func(db *sql.DB) ([]Event, error) {
-			return r.listEvents(ctx, db, sub)
+		more, err := queryShared(ctx, r, segs, func(db *sqlite.Conn) ([]Event, error) {
+			return r.listEvents(db, sub)
 		})
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) { // archived meanwhile: expected
@@ -215,9 +216,9 @@ func (r *Recorder) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 
 // listEvents is Events over one file: its event rows and the annotations and deliveries folded into its task rows, newest first,
 // at most q.Limit.
-func (r *Recorder) listEvents(ctx context.Context, db *sql.DB, q EventQuery) ([]Event, error) {
+func (r *Recorder) listEvents(db *sqlite.Conn, q EventQuery) ([]Event, error) {
 	query, args := eventsSQL(q)
-	out, err := queryEvents(ctx, db, query, args...)
+	out, err := queryEvents(db, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +237,7 @@ func (r *Recorder) listEvents(ctx context.Context, db *sql.DB, q EventQuery) ([]
 	}
 	n := len(out)
 	for _, typ := range types {
-		more, err := r.foldedEvents(ctx, db, typ, q, best)
+		more, err := r.foldedEvents(db, typ, q, best)
 		if err != nil {
 			return nil, fmt.Errorf("folded %s events: %w", typ, err)
 		}
@@ -256,43 +257,42 @@ func (r *Recorder) listEvents(ctx context.Context, db *sql.DB, q EventQuery) ([]
 // foldSpan above its row's task_received, so paging below q.BeforeID only
 // reads rows whose highest ID is below q.BeforeID + foldSpan and whose
 // task_received is below q.BeforeID.
-func (r *Recorder) foldedEvents(ctx context.Context, db *sql.DB, typ string, q EventQuery, best *idFloor) ([]Event, error) {
+func (r *Recorder) foldedEvents(db *sqlite.Conn, typ string, q EventQuery, best *idFloor) ([]Event, error) {
 	col := extraTopColumns[typ]
-	query := `SELECT ` + rowColumns + ` FROM tasks WHERE ` + col + ` != 0`
+	sqlq := `SELECT ` + rowColumns + ` FROM tasks WHERE ` + col + ` != 0`
 	var args []any
 	if q.BeforeID > 0 {
 		// A folded event lies above its row's task_received and at most
 		// foldSpan above it: rows received at or after BeforeID hold none
 		// below it, and SQLite skips them without handing them over.
-		query += ` AND ` + col + ` < ? AND sum_received_id < ?`
+		sqlq += ` AND ` + col + ` < ? AND sum_received_id < ?`
 		args = append(args, q.BeforeID+foldSpan, q.BeforeID)
 	}
 	if q.TaskID != "" {
-		query += ` AND task_id = ?`
+		sqlq += ` AND task_id = ?`
 		args = append(args, q.TaskID)
 	}
-	rows, err := db.QueryContext(ctx, query+` ORDER BY `+col+` DESC`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var out []Event
-	for rows.Next() {
-		t, err := r.scanTaskRow(rows, true)
-		if err != nil {
-			return nil, err
-		}
+	err := query(db, sqlq+` ORDER BY `+col+` DESC`, func(st *sqlite.Stmt) error {
+		t := r.scanTaskRow(st, true)
 		if top := t.summary.topID(typ); !best.beats(top) {
-			break
+			return errStop
 		}
 		for _, e := range t.summary.expandExtras(&t) {
 			if e.Type == typ && (q.BeforeID <= 0 || e.ID < q.BeforeID) && best.offer(e.ID) {
 				out = append(out, e)
 			}
 		}
+		return nil
+	}, args...)
+	if errors.Is(err, errStop) {
+		err = nil
 	}
-	return out, rows.Err()
+	return out, err
 }
+
+// errStop ends a query's rows early.
+var errStop = errors.New("stop")
 
 // idFloor keeps the n highest event IDs offered (a min-heap).
 type idFloor struct {
@@ -371,24 +371,15 @@ func eventsSQL(q EventQuery) (string, []any) {
 }
 
 // queryEvents runs a query selecting the eight event columns in order.
-func queryEvents(ctx context.Context, db *sql.DB, query string, args ...any) ([]Event, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
+func queryEvents(db *sqlite.Conn, q string, args ...any) ([]Event, error) {
 	var out []Event
-	for rows.Next() {
-		var e Event
-		var labels, payload string
-		if err := rows.Scan(&e.ID, &e.TSms, &e.Type, &e.Kind, &e.TaskID, &e.Worker, &labels, &payload); err != nil {
-			return nil, err
-		}
-		e.Labels = decodeLabels(labels)
-		e.Payload = normalizeJSON(json.RawMessage(payload))
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	err := query(db, q, func(st *sqlite.Stmt) error {
+		out = append(out, Event{ID: st.ColumnInt64(0), TSms: st.ColumnInt64(1), Type: st.ColumnText(2), Kind: st.ColumnText(3),
+			TaskID: st.ColumnText(4), Worker: st.ColumnText(5), Labels: decodeLabels(st.ColumnText(6)),
+			Payload: normalizeJSON(json.RawMessage(st.ColumnText(7)))})
+		return nil
+	}, args...)
+	return out, err
 }
 
 // insertEvent writes e, plus its config_snapshots or state_timeline row.

@@ -3,7 +3,6 @@ package recorder
 import (
 	"bytes"
 	"compress/gzip"
-	"database/sql"
 	"encoding/json"
 	"flag"
 	"io/fs"
@@ -15,6 +14,9 @@ import (
 	"testing"
 
 	"svc/worker/config"
+
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
 )
 
 var update = flag.Bool("update", false, "rebuild the SQLite files of testdata/recorder/shared-v1 from docs/storage-format.md")
@@ -104,14 +106,10 @@ func buildGolden(t *testing.T) {
 			build = filepath.Join(t.TempDir(), "archive.db")
 		}
 		os.Remove(build)
-		db, err := sql.Open("sqlite", build)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.SetMaxOpenConns(1)
+		db := openTestConn(t, build)
 		stmts := append([]string{`PRAGMA page_size = 512`, schema, `PRAGMA user_version = ` + itoa(schemaVersion)}, g.rows...)
 		for _, s := range append(stmts, `VACUUM`) {
-			if _, err := db.Exec(s); err != nil {
+			if err := sqlitex.ExecuteScript(db, s, nil); err != nil {
 				t.Fatalf("%s: %v\n%s", g.path, err, s)
 			}
 		}
@@ -264,19 +262,19 @@ func checkGoldenConsistent(t *testing.T) {
 			path = filepath.Join(t.TempDir(), "archive.db")
 			os.WriteFile(path, buf.Bytes(), 0o600)
 		}
-		db, err := openReadOnly(path)
+		db, err := openReadOnly(t.Context(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var events, tasks int64
 		var version int
 		var mode string
-		err = db.QueryRow(`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`).Scan(&events, &tasks)
+		err = scan(db, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`, []any{&events, &tasks})
 		if err == nil {
-			err = db.QueryRow(`PRAGMA user_version`).Scan(&version)
+			err = scan(db, `PRAGMA user_version`, []any{&version})
 		}
 		if err == nil {
-			err = db.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
+			err = scan(db, `PRAGMA journal_mode`, []any{&mode})
 		}
 		db.Close()
 		if err != nil || events != m.Events || tasks != m.Tasks || version != schemaVersion || mode != "delete" {
@@ -287,33 +285,21 @@ func checkGoldenConsistent(t *testing.T) {
 }
 
 // schemaOf lists a database's schema statements, whitespace removed.
-func schemaOf(db *sql.DB) ([]string, error) {
-	rows, err := db.Query(`SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name`)
-	if err != nil {
-		return nil, err
+func schemaOf(db *sqlite.Conn) ([]string, error) {
+	rows, err := texts(db, `SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name`)
+	for i, s := range rows {
+		rows[i] = strings.Join(strings.Fields(s), "")
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, strings.Join(strings.Fields(s), ""))
-	}
-	return out, rows.Err()
+	return rows, err
 }
 
 // schemaFromDoc builds the doc's schema in a scratch database and lists it
 // like schemaOf.
 func schemaFromDoc(t *testing.T) []string {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "doc.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openTestConn(t, filepath.Join(t.TempDir(), "doc.db"))
 	defer db.Close()
-	if _, err := db.Exec(docSchema(t)); err != nil {
+	if err := sqlitex.ExecuteScript(db, docSchema(t), nil); err != nil {
 		t.Fatal(err)
 	}
 	out, err := schemaOf(db)

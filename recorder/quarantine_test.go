@@ -185,12 +185,12 @@ func TestCrashedRunDamagedWALQuarantined(t *testing.T) {
 			var recovered int64
 			sealed, _ := filepath.Glob(filepath.Join(shared, "history", "c1", "walchild-*.db"))
 			for _, p := range sealed {
-				db, err := openReadOnly(p)
+				db, err := openReadOnly(t.Context(), p)
 				if err != nil {
 					t.Fatal(err)
 				}
 				var n int64
-				if err := db.QueryRow(`SELECT count(*) FROM tasks`).Scan(&n); err != nil {
+				if err := scan(db, `SELECT count(*) FROM tasks`, []any{&n}); err != nil {
 					t.Fatal(err)
 				}
 				db.Close()

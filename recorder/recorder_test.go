@@ -3,7 +3,6 @@ package recorder
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -160,11 +159,14 @@ func TestEventsAndTasksOnDisk(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "snap.db")
 	os.WriteFile(path, snap.Bytes(), 0o600)
-	db, _ := openReadOnly(path)
+	db, err := openReadOnly(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer db.Close()
 	var nEvents, nConfig, nState int
-	db.QueryRow(`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM config_snapshots), (SELECT count(*) FROM state_timeline)`).
-		Scan(&nEvents, &nConfig, &nState)
+	scan(db, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM config_snapshots), (SELECT count(*) FROM state_timeline)`,
+		[]any{&nEvents, &nConfig, &nState})
 	if nEvents != 33 || nConfig != 1 || nState != 1 {
 		t.Errorf("snapshot has %d events, %d config snapshots, %d states; want 33, 1, 1", nEvents, nConfig, nState)
 	}
@@ -205,13 +207,9 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 	r := mustOpen(t, cfg)
 	startRun(t, r)
 	// Block the writer: another connection holds the write lock.
-	blocker, err := sql.Open("sqlite", sqliteURI(r.live.path, "_pragma=busy_timeout(5000)"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	blocker := openTestConn(t, r.live.path)
 	defer blocker.Close()
-	conn, _ := blocker.Conn(t.Context())
-	if _, err := conn.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
+	if err := execSQL(blocker, `BEGIN IMMEDIATE`); err != nil {
 		t.Fatalf("BEGIN IMMEDIATE error = %v", err)
 	}
 	r.Event(Event{Type: TypeTaskReceived}) // the writer takes it, lingers for more, then blocks
@@ -229,8 +227,7 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 		s.Overflowed > overflowMaxBytes/itemOverhead {
 		t.Errorf("Stats() = %+v, want at least %d items dropped or overflowed (at most %d), some tasks dropped", s, 2*n-64-maxBatch, overflowMaxBytes/itemOverhead)
 	}
-	conn.ExecContext(t.Context(), `ROLLBACK`)
-	conn.Close()
+	execSQL(blocker, `ROLLBACK`)
 	waitStats(t, r, "queue drained", func(s Stats) bool { return s.Queued == 0 })
 	waitStats(t, r, "all accounted", func(s Stats) bool {
 		return s.EventsWritten+s.EventsDropped == n+1 && s.TasksWritten+s.TasksDropped == n

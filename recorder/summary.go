@@ -2,13 +2,13 @@ package recorder
 
 import (
 	"bytes"
-	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
 	"time"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // Summarized tasks.
@@ -601,8 +601,8 @@ func sameLabels(a, b map[string]string) bool {
 
 // summarizedEvents rebuilds the lifecycle events of taskID's summarized
 // rows in db.
-func summarizedEvents(ctx context.Context, r *Recorder, db *sql.DB, taskID string) ([]Event, error) {
-	rows, err := r.queryTasksWith(ctx, db, true, `SELECT `+rowColumns+
+func summarizedEvents(r *Recorder, db *sqlite.Conn, taskID string) ([]Event, error) {
+	rows, err := r.queryTasksWith(db, true, `SELECT `+rowColumns+
 		` FROM tasks WHERE task_id = ? AND sum_received_id != 0 ORDER BY id LIMIT ?`, taskID, maxTraceEvents)
 	if err != nil {
 		return nil, fmt.Errorf("summarized rows: %w", err)

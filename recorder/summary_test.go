@@ -3,7 +3,6 @@ package recorder
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // emitTask emits what the worker emits for one task (worker/events.go):
@@ -55,18 +56,11 @@ func emitPlainTask(r *Recorder, clk *clock, id string) {
 func storedEventRows(t *testing.T, r *Recorder, taskID string) map[string]string {
 	t.Helper()
 	got := map[string]string{}
-	err := r.withLive(func(db *sql.DB) error {
-		rows, err := db.Query(`SELECT type, payload FROM events WHERE task_id = ?`, taskID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var typ, payload string
-			rows.Scan(&typ, &payload)
-			got[typ] = payload
-		}
-		return rows.Err()
+	err := r.withLive(t.Context(), func(db *sqlite.Conn) error {
+		return query(db, `SELECT type, payload FROM events WHERE task_id = ?`, func(st *sqlite.Stmt) error {
+			got[st.ColumnText(0)] = st.ColumnText(1)
+			return nil
+		}, taskID)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -249,13 +243,13 @@ func TestShutdownWritesWaitingEvents(t *testing.T) {
 	if len(matches) != 1 {
 		t.Fatalf("sealed files %v, want one", matches)
 	}
-	db, err := openReadOnly(matches[0])
+	db, err := openReadOnly(t.Context(), matches[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM events WHERE task_id = 'cut'`).Scan(&n); err != nil || n != 2 {
+	if err := scan(db, `SELECT count(*) FROM events WHERE task_id = 'cut'`, []any{&n}); err != nil || n != 2 {
 		t.Errorf("sealed file holds %d events of the cut task (%v), want 2", n, err)
 	}
 }
@@ -317,9 +311,9 @@ func TestSamplingAboveARate(t *testing.T) {
 		t.Errorf("Counts() = %+v, %v; want exactly %d ok and %d failed", c, err, ok, failed)
 	}
 	var rows, badRows int
-	r.withLive(func(db *sql.DB) error {
-		db.QueryRow(`SELECT count(*) FROM tasks`).Scan(&rows)
-		return db.QueryRow(`SELECT count(*) FROM tasks WHERE status = 'failed'`).Scan(&badRows)
+	r.withLive(t.Context(), func(db *sqlite.Conn) error {
+		scan(db, `SELECT count(*) FROM tasks`, []any{&rows})
+		return scan(db, `SELECT count(*) FROM tasks WHERE status = 'failed'`, []any{&badRows})
 	})
 	// Annotations of stored rows are folded into them, those of sampled
 	// rows stored as event rows: the API lists every one.
@@ -329,8 +323,8 @@ func TestSamplingAboveARate(t *testing.T) {
 	}
 	notes := len(evs)
 	var annotatedRows int
-	r.withLive(func(db *sql.DB) error {
-		return db.QueryRow(`SELECT count(*) FROM tasks WHERE sum_ann_top != 0`).Scan(&annotatedRows)
+	r.withLive(t.Context(), func(db *sqlite.Conn) error {
+		return scan(db, `SELECT count(*) FROM tasks WHERE sum_ann_top != 0`, []any{&annotatedRows})
 	})
 	if uint64(rows) != s.TasksWritten || badRows != failed || notes != annotated+failed || annotatedRows != annotated {
 		t.Errorf("live file: %d task rows (%d failed, %d holding annotations), %d annotations; want %d rows, every failure, every annotated task and all %d annotations",

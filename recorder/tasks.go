@@ -2,11 +2,12 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"sync"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // TaskRow is one task result. Partition and Offset are -1 when the source
@@ -111,9 +112,9 @@ func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error
 	}
 	query := `SELECT ` + taskColumns + ` FROM tasks ORDER BY id DESC LIMIT ?`
 	var out []TaskRow
-	err := r.withLive(func(db *sql.DB) error {
+	err := r.withLive(ctx, func(db *sqlite.Conn) error {
 		var err error
-		out, err = r.queryTasks(ctx, db, query, limit)
+		out, err = r.queryTasks(db, query, limit)
 		return err
 	})
 	if err != nil {
@@ -123,8 +124,8 @@ func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error
 		if len(out) >= limit {
 			break
 		}
-		more, err := queryShared(ctx, r, segs, func(db *sql.DB) ([]TaskRow, error) {
-			return r.queryTasks(ctx, db, query, limit-len(out))
+		more, err := queryShared(ctx, r, segs, func(db *sqlite.Conn) ([]TaskRow, error) {
+			return r.queryTasks(db, query, limit-len(out))
 		})
 		if err != nil {
 			continue
@@ -138,51 +139,36 @@ func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error
 const taskColumns = `task_id, ts_ms, worker, source, alias, partition, "offset", key, labels, status, attempts, duration_ms, error, output_size_bytes, env`
 
 // queryTasks runs a query selecting taskColumns.
-func (r *Recorder) queryTasks(ctx context.Context, db *sql.DB, query string, args ...any) ([]TaskRow, error) {
-	return r.queryTasksWith(ctx, db, false, query, args...)
+func (r *Recorder) queryTasks(db *sqlite.Conn, query string, args ...any) ([]TaskRow, error) {
+	return r.queryTasksWith(db, false, query, args...)
 }
 
 // queryTasksWith runs a query selecting taskColumns, or rowColumns when
 // summarized.
-func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, summarized bool, query string, args ...any) ([]TaskRow, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
+func (r *Recorder) queryTasksWith(db *sqlite.Conn, summarized bool, q string, args ...any) ([]TaskRow, error) {
 	var out []TaskRow
-	for rows.Next() {
-		t, err := r.scanTaskRow(rows, summarized)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	err := query(db, q, func(st *sqlite.Stmt) error {
+		out = append(out, r.scanTaskRow(st, summarized))
+		return nil
+	}, args...)
+	return out, err
 }
 
 // scanTaskRow reads one row of a queryTasksWith query.
-func (r *Recorder) scanTaskRow(rows *sql.Rows, summarized bool) (TaskRow, error) {
-	var t TaskRow
-	var labels, env string
-	dest := []any{&t.TaskID, &t.TSms, &t.Worker, &t.Source, &t.Alias, &t.Partition, &t.Offset,
-		&t.Key, &labels, &t.Status, &t.Attempts, &t.DurationMs, &t.Error, &t.OutputSizeBytes, &env}
-	var extras string
-	var annTop, delTop int64
-	if summarized {
-		s := &t.summary
-		dest = append(dest, &s.ReceivedID, &s.StartedDID, &s.FinishedDID, &s.ReceivedMs, &s.StartedDMs,
-			&s.FinishedDMs, &s.InputSizeBytes, &s.AttemptDuration, &extras, &annTop, &delTop)
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return t, err
-	}
-	t.summary.Extras = decodeExtras(extras)
-	t.Labels = decodeLabels(labels)
-	if m := decodeLabels(env); len(m) > 0 {
+func (r *Recorder) scanTaskRow(st *sqlite.Stmt, summarized bool) TaskRow {
+	t := TaskRow{TaskID: st.ColumnText(0), TSms: st.ColumnInt64(1), Worker: st.ColumnText(2), Source: st.ColumnText(3),
+		Alias: st.ColumnText(4), Partition: st.ColumnInt32(5), Offset: st.ColumnInt64(6), Key: st.ColumnText(7),
+		Labels: decodeLabels(st.ColumnText(8)), Status: st.ColumnText(9), Attempts: st.ColumnInt(10),
+		DurationMs: st.ColumnInt64(11), Error: st.ColumnText(12), OutputSizeBytes: st.ColumnInt64(13)}
+	if m := decodeLabels(st.ColumnText(14)); len(m) > 0 {
 		t.Env = r.maskEnv(m)
 	}
-	return t, nil
+	if summarized {
+		t.summary = Summary{ReceivedID: st.ColumnInt64(15), StartedDID: st.ColumnInt64(16), FinishedDID: st.ColumnInt64(17),
+			ReceivedMs: st.ColumnInt64(18), StartedDMs: st.ColumnInt64(19), FinishedDMs: st.ColumnInt64(20),
+			InputSizeBytes: st.ColumnInt64(21), AttemptDuration: st.ColumnInt64(22), Extras: decodeExtras(st.ColumnText(23))}
+	}
+	return t
 }
 
 // The env column of a task without executor.env keys, and of a Kafka

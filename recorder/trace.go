@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // maxTraceEvents caps one Trace answer.
@@ -57,15 +58,15 @@ func (r *Recorder) TraceIn(ctx context.Context, taskID string, scope Scope) ([]E
 		all = r.ring.taskEvents(taskID)
 	}
 	// taskEvents reads taskID's event rows and rebuilds its summarized ones.
-	taskEvents := func(db *sql.DB) ([]Event, error) {
-		evs, err := queryEvents(ctx, db, query, taskID, maxTraceEvents)
+	taskEvents := func(db *sqlite.Conn) ([]Event, error) {
+		evs, err := queryEvents(db, query, taskID, maxTraceEvents)
 		if err != nil {
 			return nil, err
 		}
-		more, err := summarizedEvents(ctx, r, db, taskID)
+		more, err := summarizedEvents(r, db, taskID)
 		return append(evs, more...), err
 	}
-	err := r.withLive(func(db *sql.DB) error {
+	err := r.withLive(ctx, func(db *sqlite.Conn) error {
 		var err error
 		all, err = taskEvents(db)
 		return err
@@ -150,7 +151,7 @@ func (r *Recorder) TraceByLabelName(ctx context.Context, name string, limit int)
 func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *string, limit int, scope Scope) ([]TaskRow, error) {
 	limit = clampLimit(limit, 100, 1000)
 	query, args := labelQuery(name, value, limit)
-	queryFile := func(db *sql.DB) ([]TaskRow, error) { return r.queryTasks(ctx, db, query, args...) }
+	queryFile := func(db *sqlite.Conn) ([]TaskRow, error) { return r.queryTasks(db, query, args...) }
 	matches := func(t TaskRow) bool {
 		v, ok := t.Labels[name]
 		return ok && (value == nil || v == *value)
@@ -177,8 +178,8 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 	if r.memory {
 		add(r.ring.tasksWhere(matches, limit))
 	}
-	err := r.withLive(func(db *sql.DB) error {
-		rows, err := r.queryTasks(ctx, db, query, args...)
+	err := r.withLive(ctx, func(db *sqlite.Conn) error {
+		rows, err := r.queryTasks(db, query, args...)
 		add(rows)
 		return err
 	})
@@ -292,25 +293,26 @@ func (h *histIndex) close() {
 
 // queryPath runs fn on a finished database file in a private folder (the
 // archive cache), opened read-only by path.
-func queryPath[T any](ctx context.Context, path string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+func queryPath[T any](ctx context.Context, path string, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
-	db, err := openReadOnly(path)
+	db, err := openReadOnly(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	if err := checkVersion(ctx, db, "main"); err != nil {
-		return nil, err
+	if err := checkVersion(db, "main"); err != nil {
+		return nil, ctxErr(ctx, err)
 	}
-	return fn(db)
+	out, err := fn(db)
+	return out, ctxErr(ctx, err)
 }
 
 // queryShared runs fn on a sealed or merged file of the shared folder,
 // opened through the symlink-refusing walk and read by SQLite from that
 // open file.
-func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	f, _, err := r.openSharedFile(segs, false)
 	if err != nil {
 		return nil, err
@@ -323,7 +325,7 @@ func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func
 // an archive. A file that vanished meanwhile yields nothing, and so does a
 // refused archive (logged once by the cache): one that does not inflate to
 // a database within its cap, or whose copy SQLite finds corrupt.
-func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	var out []T
 	var err error
 	if f.shape == shapeArchive {
@@ -356,11 +358,6 @@ func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sql
 // notDatabase reports SQLite's verdict that a file is not a database or
 // is corrupt (SQLITE_NOTADB, SQLITE_CORRUPT and their extended codes).
 func notDatabase(err error) bool {
-	const sqliteCorrupt, sqliteNotADB = 11, 26
-	var coded interface{ Code() int }
-	if !errors.As(err, &coded) {
-		return false
-	}
-	code := coded.Code() & 0xff
-	return code == sqliteCorrupt || code == sqliteNotADB
+	code := sqlite.ErrCode(err).ToPrimary()
+	return code == sqlite.ResultCorrupt || code == sqlite.ResultNotADB
 }
