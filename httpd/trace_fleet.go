@@ -15,6 +15,7 @@ import (
 
 	"svc/recorder"
 	"svc/worker/config"
+	"svc/worker/event"
 	"svc/worker/fleet"
 )
 
@@ -52,9 +53,9 @@ type TraceMissing struct {
 
 // TraceAnswer is GET /api/v1/debug/trace.
 type TraceAnswer struct {
-	TaskID string           `json:"task_id"`
-	Scope  string           `json:"scope"`
-	Events []recorder.Event `json:"events"`
+	TaskID string        `json:"task_id"`
+	Scope  string        `json:"scope"`
+	Events []event.Event `json:"events"`
 	// Sources are the workers whose live files were searched: this one
 	// and each peer that answered.
 	Sources []string       `json:"sources"`
@@ -63,10 +64,10 @@ type TraceAnswer struct {
 
 // LabelAnswer is GET /api/v1/debug/trace-by-label.
 type LabelAnswer struct {
-	Tasks   []recorder.TaskRow `json:"tasks"`
-	Scope   string             `json:"scope"`
-	Sources []string           `json:"sources"`
-	Missing []TraceMissing     `json:"missing"`
+	Tasks   []event.TaskRow `json:"tasks"`
+	Scope   string          `json:"scope"`
+	Sources []string        `json:"sources"`
+	Missing []TraceMissing  `json:"missing"`
 }
 
 // traceScope reads query scope: cluster (default) or local.

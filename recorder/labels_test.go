@@ -3,6 +3,8 @@ package recorder
 import (
 	"fmt"
 	"testing"
+
+	"svc/worker/event"
 )
 
 // TestLabelSearchNewestFirst: a label on 300 tasks answers its newest 100
@@ -15,7 +17,7 @@ func TestLabelSearchNewestFirst(t *testing.T) {
 	startRun(t, r)
 	const n = 300
 	for i := range n {
-		r.Task(TaskRow{TaskID: fmt.Sprintf("t%03d", i), TSms: clk.tick().UnixMilli(), Source: "http", Status: "ok", Attempts: 1,
+		r.Task(event.TaskRow{TaskID: fmt.Sprintf("t%03d", i), TSms: clk.tick().UnixMilli(), Source: "http", Status: "ok", Attempts: 1,
 			Labels: map[string]string{"batch": "x", "shard": fmt.Sprint(i % 3)}})
 	}
 	waitWritten(t, r, 0, n)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 func TestMergeContent(t *testing.T) {
@@ -20,9 +22,9 @@ func TestMergeContent(t *testing.T) {
 		r.ConfigSnapshot(json.RawMessage(`{"n":1}`))
 		r.State("running", nil)
 		for range 5 + i {
-			r.Event(Event{Type: TypeExecutorStarted, TaskID: "t"})
+			r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: "t"})
 		}
-		r.Task(TaskRow{TaskID: "t", Status: "ok", Labels: map[string]string{"k": "v", "x": "y"}})
+		r.Task(event.TaskRow{TaskID: "t", Status: "ok", Labels: map[string]string{"k": "v", "x": "y"}})
 		waitWritten(t, r, uint64(7+i), 1)
 		clk.add(time.Second)
 		seal(t, r)

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // TestCorruptSealedFileQuarantined: one sealed file of random bytes among
@@ -218,7 +220,7 @@ func TestWALChild(t *testing.T) {
 	}
 	go r.Run(context.Background())
 	for i := range 2000 {
-		r.Task(TaskRow{TaskID: "task-" + strconv.Itoa(i), Source: "kafka", Status: "failed", Attempts: 1, Error: "boom"})
+		r.Task(event.TaskRow{TaskID: "task-" + strconv.Itoa(i), Source: "kafka", Status: "failed", Attempts: 1, Error: "boom"})
 		if i%100 == 99 {
 			waitWritten(t, r, 0, uint64(i+1)) // many transactions, many commits
 		}

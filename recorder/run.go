@@ -306,7 +306,10 @@ func itemBytes(it *item) int {
 	}
 	t := it.task
 	n := 2*row + len(t.TaskID) + len(t.Key) + len(t.Error) + 2*label*len(t.Labels) + label*len(t.Env) // labels: the column and task_labels
-	for _, x := range t.summary.Extras {
+	if it.sum == nil {
+		return n
+	}
+	for _, x := range it.sum.Extras {
 		n += 32 + len(x.Type) + len(x.Kind) + len(x.Payload)
 	}
 	return n
@@ -372,7 +375,7 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 		case it.sampled:
 			continue
 		default:
-			err = insertTask(w, it.task)
+			err = insertTask(w, it.task, it.sum)
 		}
 		if err != nil {
 			rollback()
@@ -394,7 +397,7 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 // file (liveFile.writeConn), each prepared once per file and kept by the
 // connection. The transaction is plain BEGIN and COMMIT on it.
 //
-// The writer binds 26 columns a task row with typed values on a
+// The writer binds 27 columns a task row with typed values on a
 // connection without a mutex (SQLITE_OPEN_NOMUTEX: one goroutine uses it),
 // through zombiezen.com/go/sqlite like every other part of the recorder
 // (schema.go). Same schema, 64-row INSERTs of Kafka task rows, 4,096 rows
@@ -421,7 +424,7 @@ func (lf *liveFile) batch(conn *sqlite.Conn) *batchWriter {
 		w := &batchWriter{txWriter: &txWriter{}}
 		w.events = multiInsert{w: w.txWriter, what: "event", ncols: 8,
 			prefix: `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES `}
-		w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 26,
+		w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 27,
 			prefix: `INSERT INTO tasks(` + rowColumns + `) VALUES `}
 		w.labels = multiInsert{w: w.txWriter, what: "task label", ncols: 4,
 			prefix: `INSERT INTO task_labels(name, value, task_id, ts_ms) VALUES `}
@@ -440,7 +443,7 @@ func (w *batchWriter) flush() error {
 	return errors.Join(w.events.flush(), w.tasks.flush(), w.labels.flush())
 }
 
-// insertChunk is how many rows one multi-row INSERT carries (26 columns ×
+// insertChunk is how many rows one multi-row INSERT carries (27 columns ×
 // 64 rows stays far below SQLite's 32766 bound parameters).
 const insertChunk = 64
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"zombiezen.com/go/sqlite"
+
+	"svc/worker/event"
 )
 
 // writeDB creates a finished database at path holding one event of taskID.
@@ -153,7 +155,7 @@ func TestSymlinkedHistoryFolder(t *testing.T) {
 			cfg.ArchiveEnabled = true
 			r := mustOpen(t, cfg)
 			startRun(t, r)
-			r.Event(Event{Type: TypeTaskReceived, TaskID: "t-live"})
+			r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t-live"})
 			waitWritten(t, r, 1, 0)
 			clk.add(time.Minute)
 			if err := r.sealNow(t.Context()); !errors.Is(err, ErrUnsafePath) {
@@ -199,7 +201,7 @@ func TestVFSReadsTheCheckedFile(t *testing.T) {
 	if err := os.Rename(filepath.Join(shared, "swap.db"), filepath.Join(c1, "w-1-2.db")); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := queryOpen(t.Context(), r, f, func(db *sqlite.Conn) ([]Event, error) {
+	evs, err := queryOpen(t.Context(), r, f, func(db *sqlite.Conn) ([]event.Event, error) {
 		return queryEvents(db, `SELECT id, ts_ms, type, kind, task_id, worker, labels, payload FROM events`)
 	})
 	if err != nil || len(evs) != 1 || evs[0].TaskID != "checked" {

@@ -60,6 +60,7 @@ const schema = `CREATE TABLE meta (
 		error             TEXT NOT NULL DEFAULT '',
 		output_size_bytes INTEGER NOT NULL DEFAULT 0,
 		env               TEXT NOT NULL DEFAULT '{}',
+		key_encoding      TEXT NOT NULL DEFAULT '',
 		sum_received_id   INTEGER NOT NULL DEFAULT 0,
 		sum_started_did   INTEGER NOT NULL DEFAULT 0,
 		sum_finished_did  INTEGER NOT NULL DEFAULT 0,

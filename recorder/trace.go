@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"zombiezen.com/go/sqlite"
+
+	"svc/worker/event"
 )
 
 // maxTraceEvents caps one Trace answer.
@@ -31,7 +33,7 @@ const maxTraceEvents = 10000
 // event seen in two files (an archive pass in progress) is returned once.
 // Files removed by a concurrent archive pass are skipped. It stops when ctx
 // ends.
-func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
+func (r *Recorder) Trace(ctx context.Context, taskID string) ([]event.Event, error) {
 	return r.TraceIn(ctx, taskID, ScopeCluster)
 }
 
@@ -48,17 +50,17 @@ const (
 )
 
 // TraceIn is Trace over the files of scope.
-func (r *Recorder) TraceIn(ctx context.Context, taskID string, scope Scope) ([]Event, error) {
+func (r *Recorder) TraceIn(ctx context.Context, taskID string, scope Scope) ([]event.Event, error) {
 	if taskID == "" {
 		return nil, nil
 	}
 	const query = `SELECT id, ts_ms, type, kind, task_id, worker, labels, payload FROM events WHERE task_id = ? ORDER BY id LIMIT ?`
-	var all []Event
+	var all []event.Event
 	if r.memory {
 		all = r.ring.taskEvents(taskID)
 	}
 	// taskEvents reads taskID's event rows and rebuilds its summarized ones.
-	taskEvents := func(db *sqlite.Conn) ([]Event, error) {
+	taskEvents := func(db *sqlite.Conn) ([]event.Event, error) {
 		evs, err := queryEvents(db, query, taskID, maxTraceEvents)
 		if err != nil {
 			return nil, err
@@ -105,14 +107,14 @@ func (r *Recorder) TraceIn(ctx context.Context, taskID string, scope Scope) ([]E
 // while it was asked for) appears once, identified by (worker, ts_ms,
 // type, kind, payload) with the payload compacted, as in storage-format.md;
 // oldest first (then by worker and id), at most maxTraceEvents.
-func MergeEvents(lists ...[]Event) []Event {
-	var all []Event
+func MergeEvents(lists ...[]event.Event) []event.Event {
+	var all []event.Event
 	for _, l := range lists {
 		all = append(all, l...)
 	}
 	seen := map[string]bool{}
 	var buf bytes.Buffer
-	all = slices.DeleteFunc(all, func(e Event) bool {
+	all = slices.DeleteFunc(all, func(e event.Event) bool {
 		buf.Reset()
 		payload := string(e.Payload)
 		if json.Compact(&buf, e.Payload) == nil {
@@ -123,7 +125,7 @@ func MergeEvents(lists ...[]Event) []Event {
 		seen[k] = true
 		return dup
 	})
-	slices.SortStableFunc(all, func(a, b Event) int {
+	slices.SortStableFunc(all, func(a, b event.Event) int {
 		return cmp.Or(cmp.Compare(a.TSms, b.TSms), strings.Compare(a.Worker, b.Worker), cmp.Compare(a.ID, b.ID))
 	})
 	if len(all) > maxTraceEvents {
@@ -137,22 +139,22 @@ func MergeEvents(lists ...[]Event) []Event {
 // the task_labels index. Files are read newest first (by their to_ms), and
 // no further once limit rows newer than the next file's to_ms are found;
 // archives whose .idx lacks the label are skipped.
-func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit int) ([]TaskRow, error) {
+func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit int) ([]event.TaskRow, error) {
 	return r.TraceByLabelIn(ctx, name, &value, limit, ScopeCluster)
 }
 
 // TraceByLabelName is TraceByLabel matching any value of label name.
-func (r *Recorder) TraceByLabelName(ctx context.Context, name string, limit int) ([]TaskRow, error) {
+func (r *Recorder) TraceByLabelName(ctx context.Context, name string, limit int) ([]event.TaskRow, error) {
 	return r.TraceByLabelIn(ctx, name, nil, limit, ScopeCluster)
 }
 
 // TraceByLabelIn matches tasks whose label name has value, or any value
 // when value is nil, in the files of scope.
-func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *string, limit int, scope Scope) ([]TaskRow, error) {
+func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *string, limit int, scope Scope) ([]event.TaskRow, error) {
 	limit = clampLimit(limit, 100, 1000)
 	query, args := labelQuery(name, value, limit)
-	queryFile := func(db *sqlite.Conn) ([]TaskRow, error) { return r.queryTasks(db, query, args...) }
-	matches := func(t TaskRow) bool {
+	queryFile := func(db *sqlite.Conn) ([]event.TaskRow, error) { return r.queryTasks(db, query, args...) }
+	matches := func(t event.TaskRow) bool {
 		v, ok := t.Labels[name]
 		return ok && (value == nil || v == *value)
 	}
@@ -160,9 +162,9 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 	if value != nil {
 		key = labelKey(name, *value)
 	}
-	var all []TaskRow
+	var all []event.TaskRow
 	seen := map[string]bool{}
-	add := func(rows []TaskRow) {
+	add := func(rows []event.TaskRow) {
 		for _, t := range rows {
 			k := taskRowKey(t)
 			if !seen[k] && matches(t) {
@@ -170,7 +172,7 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 			}
 			seen[k] = true
 		}
-		slices.SortStableFunc(all, func(a, b TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
+		slices.SortStableFunc(all, func(a, b event.TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
 		if len(all) > limit {
 			all = all[:limit]
 		}
@@ -215,7 +217,7 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 }
 
 // taskRowKey identifies a task row found in more than one file.
-func taskRowKey(t TaskRow) string {
+func taskRowKey(t event.TaskRow) string {
 	return t.Worker + "\x00" + t.TaskID + "\x00" + strconv.FormatInt(t.TSms, 10) + "\x00" + t.Status + "\x00" + strconv.Itoa(t.Attempts)
 }
 
@@ -223,9 +225,9 @@ func taskRowKey(t TaskRow) string {
 // or from the answers of peers asked for their live files): rows carrying
 // label name (with value, when not nil) only, each once, newest first, at
 // most limit (1-1000, default 100).
-func MergeTaskRows(name string, value *string, limit int, lists ...[]TaskRow) []TaskRow {
+func MergeTaskRows(name string, value *string, limit int, lists ...[]event.TaskRow) []event.TaskRow {
 	limit = clampLimit(limit, 100, 1000)
-	var all []TaskRow
+	var all []event.TaskRow
 	seen := map[string]bool{}
 	for _, l := range lists {
 		for _, t := range l {
@@ -236,7 +238,7 @@ func MergeTaskRows(name string, value *string, limit int, lists ...[]TaskRow) []
 			}
 		}
 	}
-	slices.SortStableFunc(all, func(a, b TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
+	slices.SortStableFunc(all, func(a, b event.TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
 	if len(all) > limit {
 		all = all[:limit]
 	}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"svc/worker/event"
 )
 
 // TestLiveWriterConn: the writer's own connection to a live file has the
@@ -58,10 +60,10 @@ func TestLiveWriterConn(t *testing.T) {
 	if err := w.exec(`BEGIN`); err != nil {
 		t.Fatal(err)
 	}
-	row := TaskRow{TaskID: "t-1", TSms: 1700000000123, Worker: "w", Source: "kafka", Alias: "in", Partition: 3, Offset: 1 << 40,
+	row := event.TaskRow{TaskID: "t-1", TSms: 1700000000123, Worker: "w", Source: "kafka", Alias: "in", Partition: 3, Offset: 1 << 40,
 		Key: "k\x00é", Labels: map[string]string{"tenant": "a\"b"}, Status: "ok", Attempts: 2, DurationMs: 7, OutputSizeBytes: 1024,
-		Env: map[string]string{KeyEncodingEnv: "utf-8"}}
-	if err := insertTask(w, &row); err != nil {
+		KeyEncoding: "utf-8", Env: map[string]string{"SVC_KEY_ENCODING": "utf-8"}}
+	if err := insertTask(w, &row, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.flush(); err != nil {
@@ -78,7 +80,7 @@ func TestLiveWriterConn(t *testing.T) {
 	if err := scan(db, `SELECT task_id, partition, "offset", key, labels, attempts, env FROM tasks`, []any{&id, &part, &off, &key, &labels, &attempts, &env}); err != nil {
 		t.Fatal(err)
 	}
-	if id != "t-1" || part != 3 || off != 1<<40 || key != "k\x00é" || labels != `{"tenant":"a\"b"}` || attempts != 2 || env != utf8Env {
+	if id != "t-1" || part != 3 || off != 1<<40 || key != "k\x00é" || labels != `{"tenant":"a\"b"}` || attempts != 2 || env != `{"SVC_KEY_ENCODING":"utf-8"}` {
 		t.Errorf("row read back: %q %d %d %q %s %d %s", id, part, off, key, labels, attempts, env)
 	}
 	if err := scan(db, `SELECT value FROM task_labels WHERE name = 'tenant' AND task_id = 't-1'`, []any{&label}); err != nil || label != `a"b` {
