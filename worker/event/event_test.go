@@ -130,3 +130,60 @@ func BenchmarkEventAppendJSON(b *testing.B) {
 		}
 	})
 }
+
+// TestFoldExpand: a successful first attempt's lifecycle events, as the
+// worker emits them, fold into a Lifecycle and expand back to the same
+// events (stdout tail aside) for a Kafka row with a key, an HTTP row and a
+// base64 key; anything Fold could not rebuild exactly is refused.
+func TestFoldExpand(t *testing.T) {
+	part, off, exit := int32(3), int64(41), 0
+	kafka := TaskRow{TaskID: "t1", Worker: "w", Labels: map[string]string{"order": "7"}, Source: "kafka", Alias: "orders",
+		Partition: part, Offset: off, Key: "k-7", KeyEncoding: "utf-8", Status: "ok", Attempts: 1, OutputSizeBytes: 12}
+	http := TaskRow{TaskID: "t2", Worker: "w", Source: "http", Partition: -1, Offset: -1, Status: "ok", Attempts: 1}
+	b64 := kafka
+	b64.TaskID, b64.Key, b64.KeyEncoding = "t3", "/wA=", "base64"
+	emitted := func(row TaskRow) []*Event {
+		rcv := Received{Source: row.Source, Alias: row.Alias, InputSizeBytes: 1024}
+		if row.Source == "kafka" {
+			rcv.Partition, rcv.Offset, rcv.Key, rcv.KeyEncoding = &part, &off, row.Key, row.KeyEncoding
+		}
+		fin := Attempt{Attempt: 1, Status: "ok", ExitCode: &exit, DurationMS: 5, OutputSizeBytes: row.OutputSizeBytes, StdoutTail: "out"}
+		ev := func(id int64, typ string, p []byte) *Event {
+			return &Event{ID: id, TSms: 1000 + id, Type: typ, TaskID: row.TaskID, Worker: "w", Labels: row.Labels, Payload: p}
+		}
+		return []*Event{ev(100, TypeTaskReceived, rcv.AppendJSON(nil)), ev(101, TypeExecutorStarted, Attempt{Attempt: 1}.AppendJSON(nil)),
+			ev(103, TypeExecutorFinished, fin.AppendJSON(nil))}
+	}
+	for _, row := range []TaskRow{kafka, http, b64} {
+		evs := emitted(row)
+		l, ok := Fold(evs, &row)
+		if !ok {
+			t.Fatalf("%s: Fold refused the worker's own events", row.TaskID)
+		}
+		got := l.Expand(&row)
+		for i, e := range got {
+			want := DropOKTail(evs[i])
+			if e.ID != want.ID || e.TSms != want.TSms || e.Type != want.Type || string(e.Payload) != string(want.Payload) ||
+				e.TaskID != row.TaskID || e.Worker != "w" || e.Labels == nil || len(e.Labels) != len(row.Labels) {
+				t.Errorf("%s: expanded %+v (%s), want %+v (%s)", row.TaskID, e, e.Payload, *want, want.Payload)
+			}
+		}
+	}
+	for name, change := range map[string]func(row *TaskRow, evs []*Event){
+		"retry":        func(row *TaskRow, _ []*Event) { row.Attempts = 2 },
+		"failed":       func(row *TaskRow, _ []*Event) { row.Status = "failed" },
+		"other labels": func(_ *TaskRow, evs []*Event) { evs[1].Labels = map[string]string{"x": "y"} },
+		"other alias":  func(row *TaskRow, _ []*Event) { row.Alias = "other" },
+		"stderr": func(_ *TaskRow, evs []*Event) {
+			evs[2].Payload = []byte(`{"attempt":1,"status":"ok","exit_code":0,"stderr_tail":"w"}`)
+		},
+		"kind": func(_ *TaskRow, evs []*Event) { evs[0].Kind = "k" },
+	} {
+		row := kafka
+		evs := emitted(row)
+		change(&row, evs)
+		if _, ok := Fold(evs, &row); ok {
+			t.Errorf("%s: Fold folded events it cannot rebuild exactly", name)
+		}
+	}
+}
