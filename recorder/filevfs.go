@@ -98,9 +98,15 @@ func queryOpen[T any](ctx context.Context, r *Recorder, f *os.File, fn func(*sql
 		return nil, err
 	}
 	defer done()
+	return queryFinished(ctx, uri, f.Name(), fn)
+}
+
+// queryFinished runs fn on the finished database at uri, read-only, after
+// checking its schema version; name names it in errors.
+func queryFinished[T any](ctx context.Context, uri, name string, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	db, err := openConn(ctx, uri, sqlite.OpenReadOnly)
 	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("open database %s: %w", name, err)
 	}
 	defer db.Close()
 	if err := checkVersion(db, "main"); err != nil {

@@ -190,3 +190,14 @@ func openTestConn(t testing.TB, path string) *sqlite.Conn {
 	c.SetBusyTimeout(5 * time.Second)
 	return c
 }
+
+// openReadOnly opens a finished (sealed, archived, merged) file. immutable=1
+// skips locking and never creates -wal or -shm files beside it, which keeps
+// the shared folder clean and works on read-only mounts.
+func openReadOnly(ctx context.Context, path string) (*sqlite.Conn, error) {
+	c, err := openConn(ctx, sqliteURI(path, "mode=ro&immutable=1"), sqlite.OpenReadOnly)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return c, nil
+}

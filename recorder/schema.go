@@ -215,18 +215,7 @@ func openBuildDB(ctx context.Context, path string) (*sqlite.Conn, error) {
 	return c, nil
 }
 
-// openReadOnly opens a finished (sealed, archived, merged) file. immutable=1
-// skips locking and never creates -wal or -shm files beside it, which keeps
-// the shared folder clean and works on read-only mounts.
-func openReadOnly(ctx context.Context, path string) (*sqlite.Conn, error) {
-	c, err := openConn(ctx, sqliteURI(path, "mode=ro&immutable=1"), sqlite.OpenReadOnly)
-	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
-	return c, nil
-}
-
-// exec runs one statement with args (bound by position). Statements are
+// execSQL runs one statement with args (bound by position). Statements are
 // prepared once per connection and kept.
 func execSQL(c *sqlite.Conn, query string, args ...any) error {
 	return sqlitex.Execute(c, query, &sqlitex.ExecOptions{Args: args})

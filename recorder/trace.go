@@ -299,16 +299,8 @@ func queryPath[T any](ctx context.Context, path string, fn func(*sqlite.Conn) ([
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
-	db, err := openReadOnly(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	if err := checkVersion(db, "main"); err != nil {
-		return nil, ctxErr(ctx, err)
-	}
-	out, err := fn(db)
-	return out, ctxErr(ctx, err)
+	// immutable=1: no locking, no -wal or -shm beside the copy.
+	return queryFinished(ctx, sqliteURI(path, "mode=ro&immutable=1"), path, fn)
 }
 
 // queryShared runs fn on a sealed or merged file of the shared folder,

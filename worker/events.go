@@ -80,8 +80,8 @@ func (r *Events) emit(rec EventRecorder, typ, kind, taskID string, labels map[st
 	rec.Event(event.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw, PayloadValid: valid})
 }
 
-// eventJSON records an event whose payload the caller encoded (a
-// jsonAppender's appendJSON, called on its concrete type): handing the
+// eventJSON records an event whose payload the caller encoded (an event
+// payload's AppendJSON, called on its concrete type): handing the
 // per-task payload structs (and annotations' payloads) to Event as an
 // interface copied each one to the heap first, two of them an attempt
 // (1.2 µs of the worker's CPU a Kafka message, CPU profile;
