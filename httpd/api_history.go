@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"svc/recorder"
+	"svc/worker/event"
 )
 
 // intQuery reads an optional integer query parameter within [lo, hi].
@@ -42,7 +43,7 @@ func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := recorder.EventQuery{Limit: int(limit), TaskID: r.URL.Query().Get("task_id"), BeforeID: before}
-	known := recorder.EventTypes()
+	known := event.Types()
 	for _, t := range strings.Split(r.URL.Query().Get("types"), ",") {
 		if t = strings.TrimSpace(t); t == "" {
 			continue
@@ -59,7 +60,7 @@ func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if evs == nil {
-		evs = []recorder.Event{}
+		evs = []event.Event{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
 }
@@ -77,7 +78,7 @@ func (s *UIServer) taskResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rows == nil {
-		rows = []recorder.TaskRow{}
+		rows = []event.TaskRow{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": rows})
 }
@@ -141,14 +142,14 @@ func (s *UIServer) trace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	lists := [][]recorder.Event{evs}
+	lists := [][]event.Event{evs}
 	for _, name := range sortedKeys(peers) {
 		out.Sources = append(out.Sources, name)
-		lists = append(lists, slices.DeleteFunc(peers[name].Events, func(e recorder.Event) bool { return e.TaskID != id }))
+		lists = append(lists, slices.DeleteFunc(peers[name].Events, func(e event.Event) bool { return e.TaskID != id }))
 	}
 	out.Events = recorder.MergeEvents(lists...)
 	if out.Events == nil {
-		out.Events = []recorder.Event{}
+		out.Events = []event.Event{}
 	}
 	sortMissing(out.Missing)
 	writeJSON(w, http.StatusOK, out)
@@ -189,14 +190,14 @@ func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	lists := [][]recorder.TaskRow{rows}
+	lists := [][]event.TaskRow{rows}
 	for _, peer := range sortedKeys(peers) {
 		out.Sources = append(out.Sources, peer)
 		lists = append(lists, peers[peer].Tasks)
 	}
 	out.Tasks = recorder.MergeTaskRows(name, value, int(limit), lists...)
 	if out.Tasks == nil {
-		out.Tasks = []recorder.TaskRow{}
+		out.Tasks = []event.TaskRow{}
 	}
 	sortMissing(out.Missing)
 	writeJSON(w, http.StatusOK, out)

@@ -13,6 +13,7 @@ import (
 	"svc/recorder"
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/event"
 	"svc/worker/workertest/wait"
 )
 
@@ -40,7 +41,7 @@ echo done`)
 	taskID := body.Tasks[0].TaskID
 
 	var results struct {
-		Results []recorder.TaskRow `json:"results"`
+		Results []event.TaskRow `json:"results"`
 	}
 	wait.For(t, wait.Long, "the task row", func() (bool, string) {
 		body := do(t, "GET", s.uiURL+"/api/v1/live/task-results?limit=10", "").body
@@ -53,8 +54,8 @@ echo done`)
 	}
 
 	var trace struct {
-		TaskID string           `json:"task_id"`
-		Events []recorder.Event `json:"events"`
+		TaskID string        `json:"task_id"`
+		Events []event.Event `json:"events"`
 	}
 	wait.For(t, wait.Long, "the trace", func() (bool, string) {
 		body := do(t, "GET", s.uiURL+"/api/v1/debug/trace?task_id="+taskID, "").body
@@ -75,14 +76,14 @@ echo done`)
 	}
 
 	var evs struct {
-		Events []recorder.Event `json:"events"`
+		Events []event.Event `json:"events"`
 	}
 	_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/events?types=annotation&limit=5", "").body), &evs)
 	if len(evs.Events) != 1 || evs.Events[0].Kind != "billing.check" || !strings.Contains(string(evs.Events[0].Payload), `"ok":true`) {
 		t.Errorf("annotation events = %+v", evs.Events)
 	}
 	var byLabel struct {
-		Tasks []recorder.TaskRow `json:"tasks"`
+		Tasks []event.TaskRow `json:"tasks"`
 	}
 	_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/debug/trace-by-label?name=customer&value=acme", "").body), &byLabel)
 	if len(byLabel.Tasks) != 1 || byLabel.Tasks[0].TaskID != taskID {
@@ -272,9 +273,9 @@ func TestHistorySummarizesSuccessfulTasks(t *testing.T) {
 	t.Parallel()
 	lifecycle := "/api/v1/events?types=task_received,executor_started,executor_finished&limit=1000"
 	type traced struct {
-		Events []recorder.Event `json:"events"`
+		Events []event.Event `json:"events"`
 	}
-	trace := func(t *testing.T, s *stack, taskID string, n int) []recorder.Event {
+	trace := func(t *testing.T, s *stack, taskID string, n int) []event.Event {
 		var tr traced
 		wait.For(t, wait.Long, "the trace of "+taskID, func() (bool, string) {
 			body := do(t, "GET", s.uiURL+"/api/v1/debug/trace?task_id="+taskID, "").body
@@ -283,7 +284,7 @@ func TestHistorySummarizesSuccessfulTasks(t *testing.T) {
 		})
 		return tr.Events
 	}
-	events := func(t *testing.T, s *stack, path string) []recorder.Event {
+	events := func(t *testing.T, s *stack, path string) []event.Event {
 		var evs traced
 		if err := json.Unmarshal([]byte(do(t, "GET", s.uiURL+path, "").body), &evs); err != nil {
 			t.Fatal(err)
@@ -346,7 +347,7 @@ func TestHistorySummarizesSuccessfulTasks(t *testing.T) {
 			return counts.BySource["kafka"]["ok"] == 30, body
 		})
 		var tasks struct {
-			Results []recorder.TaskRow `json:"results"`
+			Results []event.TaskRow `json:"results"`
 		}
 		_ = json.Unmarshal([]byte(do(t, "GET", s.uiURL+"/api/v1/live/task-results?limit=1", "").body), &tasks)
 		if len(tasks.Results) != 1 {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/recorder"
+	"svc/worker/event"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
@@ -29,7 +30,7 @@ func TestRecorderRetentionMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old.Event(recorder.Event{Type: recorder.TypeTaskReceived, TaskID: "t1"})
+	old.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t1"})
 	if err := old.Close(); err != nil { // seals the live file into history/c1/
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"svc/recorder"
+	"svc/worker/event"
 	"svc/worker/fleet"
 )
 
@@ -51,9 +52,9 @@ type TraceMissing struct {
 
 // TraceAnswer is GET /api/v1/debug/trace.
 type TraceAnswer struct {
-	TaskID string           `json:"task_id"`
-	Scope  string           `json:"scope"`
-	Events []recorder.Event `json:"events"`
+	TaskID string        `json:"task_id"`
+	Scope  string        `json:"scope"`
+	Events []event.Event `json:"events"`
 	// Sources are the workers whose live files were searched: this one
 	// and each peer that answered.
 	Sources []string       `json:"sources"`
@@ -62,10 +63,10 @@ type TraceAnswer struct {
 
 // LabelAnswer is GET /api/v1/debug/trace-by-label.
 type LabelAnswer struct {
-	Tasks   []recorder.TaskRow `json:"tasks"`
-	Scope   string             `json:"scope"`
-	Sources []string           `json:"sources"`
-	Missing []TraceMissing     `json:"missing"`
+	Tasks   []event.TaskRow `json:"tasks"`
+	Scope   string          `json:"scope"`
+	Sources []string        `json:"sources"`
+	Missing []TraceMissing  `json:"missing"`
 }
 
 // traceScope reads query scope: cluster (default) or local.

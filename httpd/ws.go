@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/websocket"
 
 	"svc/recorder"
+	"svc/worker/event"
 )
 
 // Limits of /ws.
@@ -278,9 +279,9 @@ func wsError(code, detail string) *wsFrame {
 // {"stream":"error","data":{"error","detail"}} and then sends
 //
 //	{"stream":"batch","data":[item...]}   at most one every 100 ms, each item one of
-//	    {"stream":"tasks","data":<recorder.TaskRow>}
-//	    {"stream":"events","data":<recorder.Event>}   (only event_types, when given)
-//	    {"stream":"state","data":<recorder.Event of type state>}
+//	    {"stream":"tasks","data":<event.TaskRow>}
+//	    {"stream":"events","data":<event.Event>}   (only event_types, when given)
+//	    {"stream":"state","data":<event.Event of type state>}
 //	{"stream":"dropped","data":{"count":n,"total":n}}   items this socket missed
 //	{"stream":"sampled","data":{"tasks":n,"events":n,"per_second":n,"sent":{"tasks":n,"events":n}}}
 //	                                   routine items not sent in the last second, and those sent
@@ -451,8 +452,8 @@ type wsBatch struct {
 	buf    bytes.Buffer
 	enc    *json.Encoder
 	n      int // frames in buf
-	events []recorder.Event
-	tasks  []recorder.TaskRow
+	events []event.Event
+	tasks  []event.TaskRow
 }
 
 // take adds everything sub queued that f wants: events first (a state
@@ -471,7 +472,7 @@ func (b *wsBatch) take(sub *recorder.Subscription, f wsFilter) error {
 				return err
 			}
 		}
-		if f.state && ev.Type == recorder.TypeState {
+		if f.state && ev.Type == event.TypeState {
 			if err := b.add("state", ev); err != nil {
 				return err
 			}
@@ -502,7 +503,7 @@ func (b *wsBatch) add(stream string, v any) error {
 	b.buf.WriteString(`{"stream":"`)
 	b.buf.WriteString(stream)
 	b.buf.WriteString(`","data":`)
-	if ev, ok := v.(*recorder.Event); ok {
+	if ev, ok := v.(*event.Event); ok {
 		// Events by hand: every annotation is sent (never sampled), so
 		// at full load most items are events (bench/speed.sh's Live page:
 		// 10,000 annotations for 10,000 tasks).

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/net/websocket"
 
-	"svc/recorder"
+	"svc/worker/event"
 )
 
 // floodStack runs the worker `svc run` builds with the demo executor in
@@ -39,8 +39,8 @@ func floodStack(t testing.TB) *stack {
 
 // wsTally is what one Live page saw of a flood.
 type wsTally struct {
-	rows          map[string]recorder.TaskRow
-	events        map[string][]recorder.Event // by task id
+	rows          map[string]event.TaskRow
+	events        map[string][]event.Event // by task id
 	sampledTasks  int
 	sampledEvents int
 	sentTasks     int // routine task rows sent, as the sampled frames say
@@ -52,7 +52,7 @@ func (w *wsTally) take(t *testing.T, f testFrame) {
 	t.Helper()
 	switch f.Stream {
 	case "tasks":
-		var row recorder.TaskRow
+		var row event.TaskRow
 		if err := json.Unmarshal(f.Data, &row); err != nil {
 			t.Fatalf("task item %s: %v", f.Data, err)
 		}
@@ -181,7 +181,7 @@ func TestWSFloodIsCoalescedFailuresComplete(t *testing.T) {
 		t.Fatalf("%d ok and %d failed requests, want %d and %d", len(ok), len(failed), n-(n+failEvery-1)/failEvery, (n+failEvery-1)/failEvery)
 	}
 
-	w := &wsTally{rows: map[string]recorder.TaskRow{}, events: map[string][]recorder.Event{}}
+	w := &wsTally{rows: map[string]event.TaskRow{}, events: map[string][]event.Event{}}
 	okListed := func() int {
 		k := 0
 		for id := range ok {
@@ -198,7 +198,7 @@ func TestWSFloodIsCoalescedFailuresComplete(t *testing.T) {
 			}
 		}
 		for id := range ok {
-			if !hasType(w.events[id], recorder.TypeAnnotation) {
+			if !hasType(w.events[id], event.TypeAnnotation) {
 				return false, "task " + id + " has no annotation"
 			}
 		}
@@ -239,8 +239,8 @@ func TestWSFloodIsCoalescedFailuresComplete(t *testing.T) {
 		for _, e := range evs {
 			count[e.Type]++
 		}
-		if count[recorder.TypeTaskReceived] != 1 || count[recorder.TypeExecutorStarted] != row.Attempts ||
-			count[recorder.TypeExecutorFinished] != row.Attempts || count[recorder.TypeAnnotation] == 0 {
+		if count[event.TypeTaskReceived] != 1 || count[event.TypeExecutorStarted] != row.Attempts ||
+			count[event.TypeExecutorFinished] != row.Attempts || count[event.TypeAnnotation] == 0 {
 			t.Errorf("failed task %s events %v, want task_received once, executor_started and executor_finished %d times, annotations", id, count, row.Attempts)
 		}
 	}
@@ -248,7 +248,7 @@ func TestWSFloodIsCoalescedFailuresComplete(t *testing.T) {
 		n, len(failed), elapsed.Round(time.Millisecond), ws.frames["batch"], ws.items, w.sampledFrames, w.sampledTasks, w.sampledEvents, okListed())
 }
 
-func hasType(evs []recorder.Event, typ string) bool {
+func hasType(evs []event.Event, typ string) bool {
 	for _, e := range evs {
 		if e.Type == typ {
 			return true
@@ -276,11 +276,11 @@ func BenchmarkWSFlood(b *testing.B) {
 	labels := map[string]string{"tenant": "acme"}
 	task := func(i int) {
 		id := "bench-" + strconv.Itoa(i)
-		s.rec.Event(recorder.Event{Type: recorder.TypeTaskReceived, TaskID: id, Labels: labels, Payload: received})
-		s.rec.Event(recorder.Event{Type: recorder.TypeExecutorStarted, TaskID: id, Labels: labels, Payload: started})
-		s.rec.Event(recorder.Event{Type: recorder.TypeExecutorFinished, TaskID: id, Labels: labels, Payload: fin})
-		s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "echo.size", TaskID: id, Labels: labels, Payload: payload})
-		s.rec.Task(recorder.TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, Labels: labels, Partition: -1, Offset: -1})
+		s.rec.Event(event.Event{Type: event.TypeTaskReceived, TaskID: id, Labels: labels, Payload: received})
+		s.rec.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: id, Labels: labels, Payload: started})
+		s.rec.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: id, Labels: labels, Payload: fin})
+		s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: "echo.size", TaskID: id, Labels: labels, Payload: payload})
+		s.rec.Task(event.TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, Labels: labels, Partition: -1, Offset: -1})
 	}
 	b.Run("no_subscriber", func(b *testing.B) {
 		b.ReportAllocs()

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/websocket"
 
 	"svc/recorder"
+	"svc/worker/event"
 	"svc/worker/workertest/wait"
 )
 
@@ -156,9 +157,9 @@ func readUntil(t *testing.T, ws *wsClient, done func(testFrame) bool) []testFram
 	}
 }
 
-func decodeEvent(t *testing.T, f testFrame) recorder.Event {
+func decodeEvent(t *testing.T, f testFrame) event.Event {
 	t.Helper()
-	var e recorder.Event
+	var e event.Event
 	if err := json.Unmarshal(f.Data, &e); err != nil {
 		t.Fatalf("%s frame data %s: %v", f.Stream, f.Data, err)
 	}
@@ -231,12 +232,12 @@ func TestWSStreamsTaskOfIngressRequest(t *testing.T) {
 		t.Fatalf("ingress = %d %s", r.status, r.body)
 	}
 	id := out.Tasks[0].TaskID
-	var row recorder.TaskRow
+	var row event.TaskRow
 	types := map[string]bool{}
 	readUntil(t, ws, func(f testFrame) bool {
 		switch f.Stream {
 		case "tasks":
-			var tr recorder.TaskRow
+			var tr event.TaskRow
 			if err := json.Unmarshal(f.Data, &tr); err != nil {
 				t.Fatalf("task frame %s: %v", f.Data, err)
 			}
@@ -248,7 +249,7 @@ func TestWSStreamsTaskOfIngressRequest(t *testing.T) {
 				types[e.Type] = true
 			}
 		}
-		return row.TaskID != "" && types[recorder.TypeTaskReceived] && types[recorder.TypeExecutorFinished]
+		return row.TaskID != "" && types[event.TypeTaskReceived] && types[event.TypeExecutorFinished]
 	})
 	if row.Status != "ok" || row.Source != "http" {
 		t.Errorf("task row = %+v, want status ok, source http", row)
@@ -260,17 +261,17 @@ func TestWSEventTypesAndStreams(t *testing.T) {
 	s := startStack(t, testConfig(t, "/bin/cat"))
 	ws := wsDial(t, s.ui.Addr(), "/ws", s.uiURL)
 	ann := func(kind string) {
-		s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: kind, Payload: json.RawMessage(`{}`)})
+		s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: kind, Payload: json.RawMessage(`{}`)})
 	}
 
 	t.Run("event_types", func(t *testing.T) {
 		subscribe(t, ws, `{"subscribe":["events"],"event_types":["annotation"]}`)
-		s.rec.Event(recorder.Event{Type: recorder.TypeTaskReceived, TaskID: "ws-filtered"})
+		s.rec.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "ws-filtered"})
 		s.rec.State("ws-state-filtered", nil)
 		ann("ws-k1")
 		got := readUntil(t, ws, func(f testFrame) bool { return f.Stream == "events" && decodeEvent(t, f).Kind == "ws-k1" })
 		for _, f := range got {
-			if e := decodeEvent(t, f); f.Stream != "events" || e.Type != recorder.TypeAnnotation {
+			if e := decodeEvent(t, f); f.Stream != "events" || e.Type != event.TypeAnnotation {
 				t.Errorf("got %s frame of type %s, want only annotation events", f.Stream, e.Type)
 			}
 		}
@@ -279,7 +280,7 @@ func TestWSEventTypesAndStreams(t *testing.T) {
 		subscribe(t, ws, `{"subscribe":["state","tasks"]}`)
 		ann("ws-k2")
 		s.rec.State("ws-state-1", nil)
-		s.rec.Task(recorder.TaskRow{TaskID: "ws-t1", Source: "probe", Status: "ok"})
+		s.rec.Task(event.TaskRow{TaskID: "ws-t1", Source: "probe", Status: "ok"})
 		var state, task bool
 		got := readUntil(t, ws, func(f testFrame) bool {
 			switch f.Stream {
@@ -294,7 +295,7 @@ func TestWSEventTypesAndStreams(t *testing.T) {
 			if f.Stream == "events" {
 				t.Errorf("events frame %s after unsubscribing events", f.Data)
 			}
-			if f.Stream == "state" && decodeEvent(t, f).Type != recorder.TypeState {
+			if f.Stream == "state" && decodeEvent(t, f).Type != event.TypeState {
 				t.Errorf("state frame carries %s", f.Data)
 			}
 		}
@@ -313,7 +314,7 @@ func TestWSEventTypesAndStreams(t *testing.T) {
 	t.Run("unsubscribe all", func(t *testing.T) {
 		subscribe(t, ws, `{"subscribe":[]}`)
 		ann("ws-k3")
-		s.rec.Task(recorder.TaskRow{TaskID: "ws-t2"})
+		s.rec.Task(event.TaskRow{TaskID: "ws-t2"})
 		subscribe(t, ws, `{"subscribe":["events"],"event_types":["annotation"]}`)
 		ann("ws-k4")
 		got := readUntil(t, ws, func(f testFrame) bool { return f.Stream == "events" && decodeEvent(t, f).Kind == "ws-k4" })
@@ -400,13 +401,13 @@ func TestWSSlowClientDoesNotBlockRecorder(t *testing.T) {
 		go func() {
 			defer close(done)
 			for range k {
-				s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "ws-flood", Payload: payload})
+				s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: "ws-flood", Payload: payload})
 			}
 		}()
 		select {
 		case <-done:
 		case <-time.After(wsWait):
-			t.Fatal("recorder.Event blocked behind a client that does not read")
+			t.Fatal("event.Event blocked behind a client that does not read")
 		}
 	}
 	flood(n)
@@ -460,7 +461,7 @@ func TestWSDroppedFrame(t *testing.T) {
 	before := s.rec.Stats().SubscriberDrops
 	payload := json.RawMessage(`"` + strings.Repeat("x", 1<<10) + `"`)
 	for range 2000 {
-		s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "ws-flood", Payload: payload})
+		s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: "ws-flood", Payload: payload})
 	}
 	drops := s.rec.Stats().SubscriberDrops - before
 	if drops == 0 {
@@ -510,18 +511,18 @@ func TestWSSamplesRoutineItems(t *testing.T) {
 	subscribe(t, ws, `{"subscribe":["tasks","events"]}`)
 	const ok, failed = 1000, 10
 	for i := range ok {
-		s.rec.Event(recorder.Event{Type: recorder.TypeTaskReceived, TaskID: fmt.Sprint("ok-", i), Payload: json.RawMessage(`{"source":"http"}`)})
-		s.rec.Task(recorder.TaskRow{TaskID: fmt.Sprint("ok-", i), Source: "http", Status: "ok", Attempts: 1})
+		s.rec.Event(event.Event{Type: event.TypeTaskReceived, TaskID: fmt.Sprint("ok-", i), Payload: json.RawMessage(`{"source":"http"}`)})
+		s.rec.Task(event.TaskRow{TaskID: fmt.Sprint("ok-", i), Source: "http", Status: "ok", Attempts: 1})
 		if i%(ok/failed) == 0 {
-			s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "note", TaskID: fmt.Sprint("ok-", i), Payload: json.RawMessage(`{}`)})
-			s.rec.Task(recorder.TaskRow{TaskID: fmt.Sprint("bad-", i), Source: "http", Status: "failed", Attempts: 1})
+			s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: "note", TaskID: fmt.Sprint("ok-", i), Payload: json.RawMessage(`{}`)})
+			s.rec.Task(event.TaskRow{TaskID: fmt.Sprint("bad-", i), Source: "http", Status: "failed", Attempts: 1})
 		}
 	}
 	var gotOK, gotFailed, gotReceived, gotNotes, sampledTasks, sampledEvents int
 	readUntil(t, ws, func(f testFrame) bool {
 		switch f.Stream {
 		case "tasks":
-			var row recorder.TaskRow
+			var row event.TaskRow
 			json.Unmarshal(f.Data, &row)
 			if row.Status == "ok" {
 				gotOK++
@@ -534,7 +535,7 @@ func TestWSSamplesRoutineItems(t *testing.T) {
 			// subscription when the stack starts slowly.
 			if e := decodeEvent(t, f); !strings.HasPrefix(e.TaskID, "ok-") {
 				break
-			} else if e.Type == recorder.TypeAnnotation {
+			} else if e.Type == event.TypeAnnotation {
 				gotNotes++
 			} else {
 				gotReceived++

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/net/websocket"
 
-	"svc/recorder"
+	"svc/worker/event"
 	"svc/worker/workertest/wait"
 )
 
@@ -108,9 +108,9 @@ func TestWSIdleWatchersAreBounded(t *testing.T) {
 		for range 10 {
 			seq++
 			id := fmt.Sprint("idle-", seq)
-			s.rec.Event(recorder.Event{Type: recorder.TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http"}`)})
-			s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: fmt.Sprint("seq-", seq), TaskID: id, Payload: payload})
-			s.rec.Task(recorder.TaskRow{TaskID: id, Source: "http", Status: "failed", Attempts: 1})
+			s.rec.Event(event.Event{Type: event.TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http"}`)})
+			s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: fmt.Sprint("seq-", seq), TaskID: id, Payload: payload})
+			s.rec.Task(event.TaskRow{TaskID: id, Source: "http", Status: "failed", Attempts: 1})
 		}
 	}
 	var peakHeap, peakHeld uint64
@@ -165,7 +165,7 @@ func TestWSShedSocketIsTold(t *testing.T) {
 	payload := json.RawMessage(`"` + strings.Repeat("x", 16<<10) + `"`)
 	wait.For(t, wsWait, "the socket to be shed", func() (bool, string) {
 		for range 20 {
-			s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "ws-shed", Payload: payload})
+			s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: "ws-shed", Payload: payload})
 		}
 		return e.hub.shedTotal() == 1, fmt.Sprintf("%d shed", e.hub.shedTotal())
 	})
@@ -218,7 +218,7 @@ func TestWSSubscriptionsShared(t *testing.T) {
 	if n, g := s.rec.Stats().Subscribers, e.hub.subscriptions(); n != 2 || g != 2 {
 		t.Errorf("%d recorder subscriptions, %d groups, want 2", n, g)
 	}
-	s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: "shared", Payload: json.RawMessage(`{}`)})
+	s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: "shared", Payload: json.RawMessage(`{}`)})
 	s.rec.State("shared-state", nil)
 	for _, ws := range []*wsClient{b, c} { // c kept its subscription
 		if f := recv(t, ws, false); f.Stream != "events" || decodeEvent(t, f).Kind != "shared" {
@@ -279,7 +279,7 @@ func TestWSBudgetShedsFurthestBehind(t *testing.T) {
 	wait.For(t, wsWait, "the idle sockets to be shed", func() (bool, string) {
 		for range 10 {
 			seq++
-			s.rec.Event(recorder.Event{Type: recorder.TypeAnnotation, Kind: fmt.Sprint("seq-", seq), Payload: payload})
+			s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: fmt.Sprint("seq-", seq), Payload: payload})
 		}
 		return e.hub.shedTotal() >= idle, fmt.Sprintf("%d shed", e.hub.shedTotal())
 	})

@@ -3,7 +3,6 @@ package recorder
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // maxFoldInflateBytes caps what an existing archive part may decompress
@@ -232,7 +233,7 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	}
 	defer db.Close()
 	meta := fileMeta{Kind: "archive", Cluster: r.cfg.Cluster, Format: FormatVersion}
-	if m, err := readMeta(ctx, db); err == nil {
+	if m, err := readMeta(db); err == nil {
 		meta.FromMs, _ = strconv.ParseInt(m["from_ms"], 10, 64)
 		meta.ToMs, _ = strconv.ParseInt(m["to_ms"], 10, 64)
 	}
@@ -264,19 +265,19 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 		return nil // nothing left to add
 	}
 	files = folded
-	if meta.Events, meta.Tasks, err = countRows(ctx, db); err != nil {
+	if meta.Events, meta.Tasks, err = countRows(db); err != nil {
 		return fmt.Errorf("count %s: %w", name, err)
 	}
-	if meta.Sources, err = sourceNames(ctx, db); err != nil {
+	if meta.Sources, err = sourceNames(db); err != nil {
 		return fmt.Errorf("list sources of %s: %w", name, err)
 	}
-	err = setMeta(ctx, db, "format", strconv.Itoa(FormatVersion), "kind", "archive", "cluster", r.cfg.Cluster,
+	err = setMeta(db, "format", strconv.Itoa(FormatVersion), "kind", "archive", "cluster", r.cfg.Cluster,
 		"window_start_ms", strconv.FormatInt(ws, 10), "window_ms", strconv.FormatInt(r.cfg.ArchiveWindow.Milliseconds(), 10),
 		"from_ms", strconv.FormatInt(meta.FromMs, 10), "to_ms", strconv.FormatInt(meta.ToMs, 10))
 	if err != nil {
 		return err
 	}
-	hashes, err := indexKeys(ctx, db)
+	hashes, err := indexKeys(db)
 	if err != nil {
 		return fmt.Errorf("index %s: %w", name, err)
 	}
@@ -352,90 +353,63 @@ func adoptSealed(ctx context.Context, hist *dir, scratch *dir, work string, f hi
 // adoptDB checks and turns the copy of a sealed file at path into an
 // archive's start (see adoptSealed).
 func adoptDB(ctx context.Context, path, source string) error {
-	db, err := sql.Open("sqlite", sqliteURI(path, "_pragma=busy_timeout(5000)&_pragma=trusted_schema(0)"))
+	db, err := openConn(ctx, sqliteURI(path, ""), sqlite.OpenReadWrite)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(1)
-	var version int
-	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+	db.SetBusyTimeout(5 * time.Second)
+	if err := execSQL(db, `PRAGMA trusted_schema=0`); err != nil {
 		return err
 	}
-	if version != len(schemaSteps()) {
-		return fmt.Errorf("schema version %d", version)
+	if err := checkVersion(db, "main"); err != nil {
+		return err
 	}
-	got, err := schemaObjects(ctx, db)
+	got, err := texts(db, `SELECT type || ' ' || name FROM sqlite_master ORDER BY 1`)
 	if err != nil {
 		return err
 	}
-	ref, err := sql.Open("sqlite", "file::memory:")
+	ref, err := openConn(ctx, "file::memory:", sqlite.OpenReadWrite|sqlite.OpenMemory)
 	if err != nil {
 		return err
 	}
 	defer ref.Close()
-	ref.SetMaxOpenConns(1)
-	if err := migrate(ctx, ref); err != nil {
+	if err := migrate(ref); err != nil {
 		return err
 	}
-	want, err := schemaObjects(ctx, ref)
+	want, err := texts(ref, `SELECT type || ' ' || name FROM sqlite_master ORDER BY 1`)
 	if err != nil {
 		return err
 	}
 	if !slices.Equal(got, want) {
 		return fmt.Errorf("schema objects %v, want %v", got, want)
 	}
-	var mode string
-	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode=DELETE`).Scan(&mode); err != nil {
+	if err := execSQL(db, `PRAGMA journal_mode=DELETE`); err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, `DELETE FROM meta WHERE key = 'worker'`); err != nil {
+	if err := execSQL(db, `DELETE FROM meta WHERE key = 'worker'`); err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, `INSERT OR IGNORE INTO sources(name) VALUES(?)`, source); err != nil {
+	if err := execSQL(db, `INSERT OR IGNORE INTO sources(name) VALUES(?)`, source); err != nil {
 		return err
 	}
 	return db.Close()
 }
 
-// schemaObjects lists the type and name of every schema object of db.
-func schemaObjects(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT type || ' ' || name FROM sqlite_master ORDER BY 1`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
+// texts returns the first column of every row of a query.
+func texts(c *sqlite.Conn, q string) ([]string, error) {
 	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	err := query(c, q, func(st *sqlite.Stmt) error { out = append(out, st.ColumnText(0)); return nil })
+	return out, err
 }
 
 // sourceNames lists the sources table of db.
-func sourceNames(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT name FROM sources ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		out = append(out, name)
-	}
-	return out, rows.Err()
+func sourceNames(db *sqlite.Conn) ([]string, error) {
+	return texts(db, `SELECT name FROM sources ORDER BY name`)
 }
 
 // foldOne copies one sealed file, opened through hist, into db.
-func (r *Recorder) foldOne(ctx context.Context, db *sql.DB, hist *dir, f histFile) error {
+func (r *Recorder) foldOne(ctx context.Context, db *sqlite.Conn, hist *dir, f histFile) error {
 	base := f.segs[len(f.segs)-1]
 	src, _, err := hist.openFile(base)
 	if err != nil {
@@ -447,7 +421,7 @@ func (r *Recorder) foldOne(ctx context.Context, db *sql.DB, hist *dir, f histFil
 		return err
 	}
 	defer done()
-	_, err = copyFrom(ctx, db, uri, base)
+	_, err = copyFrom(db, uri, base)
 	return err
 }
 

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 var foldTasks = flag.Int("fold.tasks", 50000, "BenchmarkFold: tasks in each sealed file folded (about 2.6 KB each)")
@@ -55,15 +57,15 @@ func recordTasks(tb testing.TB, r *Recorder, prefix string, n int) {
 		}
 		p, _ := json.Marshal(map[string]any{"source": "kafka", "alias": "source", "partition": i % 6, "offset": i,
 			"key": fmt.Sprintf("key-%d", i), "key_encoding": "utf-8", "input_size_bytes": 1024})
-		r.Event(Event{Type: TypeTaskReceived, TaskID: id, Labels: labels, Payload: p})
-		r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1}`)})
+		r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: id, Labels: labels, Payload: p})
+		r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1}`)})
 		p, _ = json.Marshal(map[string]any{"attempt": 1, "status": "ok", "exit_code": 0, "duration_ms": rng.IntN(40),
 			"output_size_bytes": out.Len(), "stdout_tail": out.String()})
-		r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Labels: labels, Payload: p})
-		r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"sink":"out","output_size_bytes":` + fmt.Sprint(out.Len()) + `}`)})
-		r.Task(TaskRow{TaskID: id, Source: "kafka", Alias: "source", Partition: int32(i % 6), Offset: int64(i),
+		r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: id, Labels: labels, Payload: p})
+		r.Event(event.Event{Type: event.TypeSinkDelivered, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"sink":"out","output_size_bytes":` + fmt.Sprint(out.Len()) + `}`)})
+		r.Task(event.TaskRow{TaskID: id, Source: "kafka", Alias: "source", Partition: int32(i % 6), Offset: int64(i),
 			Key: fmt.Sprintf("key-%d", i), Labels: labels, Status: "ok", Attempts: 1, DurationMs: int64(rng.IntN(40)),
-			OutputSizeBytes: int64(out.Len()), Env: map[string]string{KeyEncodingEnv: "utf-8"}})
+			OutputSizeBytes: int64(out.Len()), KeyEncoding: "utf-8", Env: map[string]string{"SVC_KEY_ENCODING": "utf-8"}})
 	}
 	waitWritten(tb, r, before.EventsWritten+uint64(4*n), before.TasksWritten+uint64(n))
 }

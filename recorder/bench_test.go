@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +14,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"zombiezen.com/go/sqlite"
+
+	"svc/worker/event"
 )
 
 // BenchmarkIngest measures events per second stored in the live file through
@@ -34,7 +37,7 @@ func BenchmarkIngest(b *testing.B) {
 		for r.queued.Load() == int64(r.cfg.BufferSize) {
 			runtime.Gosched()
 		}
-		r.Event(Event{Type: TypeExecutorFinished, TaskID: "task-" + strconv.FormatUint(n/4, 10), Labels: labels, Payload: payload})
+		r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: "task-" + strconv.FormatUint(n/4, 10), Labels: labels, Payload: payload})
 		n++
 	}
 	waitWritten(b, r, n, 0)
@@ -72,7 +75,7 @@ func BenchmarkIngestParallel(b *testing.B) {
 				if i > total {
 					return
 				}
-				r.Event(Event{Type: TypeExecutorFinished, TaskID: "task-" + strconv.FormatInt(i/4, 10), Labels: labels, Payload: payload})
+				r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: "task-" + strconv.FormatInt(i/4, 10), Labels: labels, Payload: payload})
 				time.Sleep(640 * time.Microsecond)
 			}
 		})
@@ -120,23 +123,20 @@ func buildTraceFixture(b *testing.B, shared string, files, perFile, tasks int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		db.Exec(`PRAGMA journal_mode=OFF`)
-		db.Exec(`PRAGMA synchronous=OFF`)
-		tx, _ := db.Begin()
-		st, err := tx.Prepare(`INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES(?, ?, ?, '', ?, ?, '{}', ?)`)
-		if err != nil {
-			b.Fatal(err)
-		}
+		execSQL(db, `PRAGMA journal_mode=OFF`)
+		execSQL(db, `PRAGMA synchronous=OFF`)
+		execSQL(db, `BEGIN`)
 		for i := range perFile {
 			n := f*perFile + i
-			if _, err := st.Exec(n+1, from+int64(i), TypeExecutorFinished, "task-"+strconv.Itoa(n%tasks), fmt.Sprintf("w%d", f%5), payload); err != nil {
+			if err := execSQL(db, `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES(?, ?, ?, '', ?, ?, '{}', ?)`,
+				n+1, from+int64(i), event.TypeExecutorFinished, "task-"+strconv.Itoa(n%tasks), fmt.Sprintf("w%d", f%5), payload); err != nil {
 				b.Fatal(err)
 			}
 		}
-		if err := tx.Commit(); err != nil {
+		if err := execSQL(db, `COMMIT`); err != nil {
 			b.Fatal(err)
 		}
-		setMeta(ctx, db, "format", "1", "kind", "sealed", "worker", fmt.Sprintf("w%d", f%5), "cluster", "c1",
+		setMeta(db, "format", "1", "kind", "sealed", "worker", fmt.Sprintf("w%d", f%5), "cluster", "c1",
 			"from_ms", strconv.FormatInt(from, 10), "to_ms", strconv.FormatInt(from+60000, 10))
 		db.Close()
 	}
@@ -152,6 +152,7 @@ func buildTraceFixture(b *testing.B, shared string, files, perFile, tasks int) {
 func BenchmarkSuccessfulTask(b *testing.B) {
 	tail, _ := json.Marshal(strings.Repeat("x", 1024))
 	fin := json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":3,"output_size_bytes":1024,"stdout_tail":` + string(tail) + `}`)
+	kafkaEnv := map[string]string{"SVC_KEY_ENCODING": "utf-8"} // as the worker shares it between rows
 	for _, name := range []string{"summary", "full", "kafka"} {
 		full, kafka := name == "full", name == "kafka"
 		b.Run(name, func(b *testing.B) {
@@ -179,17 +180,17 @@ func BenchmarkSuccessfulTask(b *testing.B) {
 				if kafka { // the row below reproduces it, so it folds
 					received = json.RawMessage(fmt.Sprintf(`{"source":"kafka","alias":"source","partition":%d,"offset":%d,"key":"key-%d","key_encoding":"utf-8","input_size_bytes":1024}`, n%6, n, n%1000))
 				}
-				r.Event(Event{Type: TypeTaskReceived, TaskID: id, Payload: received, PayloadValid: true})
-				r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`), PayloadValid: true})
-				r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Payload: finPayload, PayloadValid: true})
-				r.Event(Event{Type: TypeAnnotation, Kind: "echo.size", TaskID: id, Payload: json.RawMessage(`{"attempt":1,"bytes":1024}`)})
-				row := TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, DurationMs: 3, OutputSizeBytes: 1024, Partition: -1, Offset: -1, AwaitDeliveries: 1}
+				r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: id, Payload: received, PayloadValid: true})
+				r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`), PayloadValid: true})
+				r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: id, Payload: finPayload, PayloadValid: true})
+				r.Event(event.Event{Type: event.TypeAnnotation, Kind: "echo.size", TaskID: id, Payload: json.RawMessage(`{"attempt":1,"bytes":1024}`)})
+				row := event.TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, DurationMs: 3, OutputSizeBytes: 1024, Partition: -1, Offset: -1, Deliveries: 1}
 				if kafka {
 					row.Source, row.Alias, row.Partition, row.Offset = "kafka", "source", int32(n%6), int64(n)
-					row.Key, row.Env = "key-"+strconv.FormatUint(n%1000, 10), map[string]string{KeyEncodingEnv: "utf-8"}
+					row.Key, row.KeyEncoding, row.Env = "key-"+strconv.FormatUint(n%1000, 10), "utf-8", kafkaEnv
 				}
 				r.Task(row)
-				r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Payload: json.RawMessage(`{"output_size_bytes":1024,"sink":"out"}`), PayloadValid: true})
+				r.Event(event.Event{Type: event.TypeSinkDelivered, TaskID: id, Payload: json.RawMessage(`{"output_size_bytes":1024,"sink":"out"}`), PayloadValid: true})
 				n++
 			}
 			waitWritten(b, r, 5*n, n)
@@ -199,9 +200,9 @@ func BenchmarkSuccessfulTask(b *testing.B) {
 				b.Fatalf("dropped: %+v", s)
 			}
 			var size int64
-			r.withLive(func(db *sql.DB) error {
-				db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
-				return db.QueryRow(`SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&size)
+			r.withLive(b.Context(), func(db *sqlite.Conn) error {
+				execSQL(db, `PRAGMA wal_checkpoint(TRUNCATE)`)
+				return scan(db, `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`, []any{&size})
 			})
 			if n >= 1000 {
 				b.ReportMetric(float64(size)/float64(n), "disk-B/task")

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // TestLiveFileSealedAtItsSize: a busy worker's live file is sealed as soon
@@ -30,7 +32,7 @@ func TestLiveFileSealedAtItsSize(t *testing.T) {
 	for burst := range 2 {
 		for range 600 { // about 700 KiB with the indexes
 			clk.tick()
-			r.Event(Event{Type: TypeExecutorFinished, TaskID: "t" + itoa(burst), Payload: payload})
+			r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: "t" + itoa(burst), Payload: payload})
 			written++
 		}
 		waitWritten(t, r, written, 0)
@@ -69,15 +71,15 @@ func writeHist(t testing.TB, shared, kind string, ws, from, to int64, pad int) i
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.Exec(`INSERT INTO events(ts_ms, type, task_id, worker) VALUES(?, 'task_received', ?, 'w')`, from, "t"+strconv.FormatInt(from, 10))
+	err = execSQL(db, `INSERT INTO events(ts_ms, type, task_id, worker) VALUES(?, 'task_received', ?, 'w')`, from, "t"+strconv.FormatInt(from, 10))
 	if err == nil {
-		_, err = db.Exec(`CREATE TABLE pad(b BLOB)`)
+		err = execSQL(db, `CREATE TABLE pad(b BLOB)`)
 	}
 	if err == nil {
-		_, err = db.Exec(`INSERT INTO pad VALUES(randomblob(?))`, pad)
+		err = execSQL(db, `INSERT INTO pad VALUES(randomblob(?))`, pad)
 	}
 	if err == nil {
-		err = setMeta(t.Context(), db, "format", "1", "kind", kind, "cluster", "c1",
+		err = setMeta(db, "format", "1", "kind", kind, "cluster", "c1",
 			"from_ms", strconv.FormatInt(from, 10), "to_ms", strconv.FormatInt(to, 10))
 	}
 	if cerr := db.Close(); err == nil {
@@ -180,7 +182,7 @@ func TestHistoryBudget(t *testing.T) {
 			traced(t, r, ws(5)+1000), traced(t, r, peerWindow+1))
 	}
 	clk.tick()
-	peer.Event(Event{Type: TypeTaskReceived, TaskID: "live-task"})
+	peer.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "live-task"})
 	waitWritten(t, peer, 1, 0)
 	seal(t, peer)
 	if evs, _ := r.Trace(t.Context(), "live-task"); len(evs) != 1 {
@@ -289,12 +291,12 @@ func TestBudgetNeverDeletesTheLiveFile(t *testing.T) {
 	cfg.ArchiveEnabled, cfg.MaxBytes = true, 1
 	r := mustOpen(t, cfg)
 	startRun(t, r)
-	r.Event(Event{Type: TypeTaskReceived, TaskID: "old"})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "old"})
 	waitWritten(t, r, 1, 0)
 	clk.add(time.Minute)
 	seal(t, r)
 	clk.add(3 * time.Hour) // the sealed file's window is no longer protected
-	r.Event(Event{Type: TypeTaskReceived, TaskID: "new"})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "new"})
 	waitWritten(t, r, 2, 0)
 	live, _ := filepath.Glob(filepath.Join(dir, "recorder", "w-*.db"))
 	if err := r.archivePass(t.Context()); err != nil {
@@ -306,7 +308,7 @@ func TestBudgetNeverDeletesTheLiveFile(t *testing.T) {
 	if len(live) != 1 || !fileExists(live[0]) {
 		t.Fatalf("live file %v gone after the pass", live)
 	}
-	r.Event(Event{Type: TypeTaskReceived, TaskID: "newer"})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "newer"})
 	waitWritten(t, r, 3, 0)
 	for _, task := range []string{"new", "newer"} {
 		if evs, err := r.Trace(t.Context(), task); err != nil || len(evs) != 1 {
@@ -335,12 +337,12 @@ func TestLiveSizeSealRetriesSlowly(t *testing.T) {
 	startRun(t, r)
 	payload := json.RawMessage(`{"stdout_tail":"` + strings.Repeat("x", 1000) + `"}`)
 	for range 400 {
-		r.Event(Event{Type: TypeExecutorFinished, TaskID: "t", Payload: payload})
+		r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: "t", Payload: payload})
 	}
 	waitWritten(t, r, 400, 0)
 	waitStats(t, r, "a failed seal for size", func(s Stats) bool { return s.SealErrors >= 1 })
 	for range 400 { // many more transactions, each followed by a size check
-		r.Event(Event{Type: TypeExecutorFinished, TaskID: "t", Payload: payload})
+		r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: "t", Payload: payload})
 	}
 	waitWritten(t, r, 800, 0)
 	if s := r.Stats(); s.SealErrors != 1 || s.Seals != 0 {
@@ -349,7 +351,7 @@ func TestLiveSizeSealRetriesSlowly(t *testing.T) {
 	if n := len(logs.named("recorder_seal_failed")); n != 1 {
 		t.Errorf("recorder_seal_failed logged %d times, want once", n)
 	}
-	r.Event(Event{Type: TypeTaskReceived, TaskID: "after"})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "after"})
 	waitWritten(t, r, 801, 0)
 	if evs, err := r.Events(t.Context(), EventQuery{TaskID: "after"}); err != nil || len(evs) != 1 {
 		t.Errorf("Events(after) = %v, %v; want the live file still recording", evs, err)

@@ -3,12 +3,14 @@ package recorder
 import (
 	"compress/gzip"
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
 )
 
 // copied tells what copyFrom added.
@@ -23,47 +25,21 @@ type copied struct {
 // its sources table, all in one transaction. Rows get new ids in db. A
 // source already listed in sources is skipped, which makes folding the same
 // sealed file twice harmless.
-func copyFrom(ctx context.Context, db *sql.DB, srcURI, sourceName string) (copied, error) {
-	var c copied
-	conn, err := db.Conn(ctx)
+func copyFrom(db *sqlite.Conn, srcURI, sourceName string) (c copied, err error) {
+	var n int64
+	err = query(db, `SELECT count(*) FROM sources WHERE name = ?`, func(st *sqlite.Stmt) error { n = st.ColumnInt64(0); return nil }, sourceName)
 	if err != nil {
-		return c, err
-	}
-	defer conn.Close()
-	var n int
-	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sources WHERE name = ?`, sourceName).Scan(&n); err != nil {
 		return c, fmt.Errorf("check source %s: %w", sourceName, err)
 	}
 	if n > 0 {
 		return c, nil
 	}
-	if _, err := conn.ExecContext(ctx, `ATTACH DATABASE ? AS src`, srcURI); err != nil {
+	if err := execSQL(db, `ATTACH DATABASE ? AS src`, srcURI); err != nil {
 		return c, fmt.Errorf("attach %s: %w", sourceName, err)
 	}
-	defer conn.ExecContext(context.Background(), `DETACH DATABASE src`)
-	if err := checkVersion(ctx, conn, "src"); err != nil {
+	defer execSQL(db, `DETACH DATABASE src`)
+	if err := checkVersion(db, "src"); err != nil {
 		return c, fmt.Errorf("copy %s: %w", sourceName, err)
-	}
-	// A format-1 source has no summary columns: its rows keep the defaults.
-	cols := taskColumns
-	var srcVersion int
-	if err := conn.QueryRowContext(ctx, `PRAGMA src.user_version`).Scan(&srcVersion); err != nil {
-		return c, fmt.Errorf("copy %s: read user_version: %w", sourceName, err)
-	}
-	if srcVersion >= 2 {
-		cols += `, ` + summaryColumns
-	}
-	if srcVersion >= extrasVersion {
-		cols += `, ` + extraColumns
-	}
-	// Before step 3 a label has no ts_ms: it takes its task row's.
-	labelsCopy := `INSERT INTO task_labels(name, value, task_id, ts_ms) SELECT name, value, task_id, ts_ms FROM src.task_labels`
-	if srcVersion < labelTsVersion {
-		labelsCopy = `INSERT INTO task_labels(name, value, task_id, ts_ms) SELECT l.name, l.value, l.task_id,
-			coalesce((SELECT max(t.ts_ms) FROM src.tasks t WHERE t.task_id = l.task_id), 0) FROM src.task_labels l`
-	}
-	if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
-		return c, fmt.Errorf("begin copy %s: %w", sourceName, err)
 	}
 	steps := []struct {
 		query string
@@ -71,50 +47,45 @@ func copyFrom(ctx context.Context, db *sql.DB, srcURI, sourceName string) (copie
 	}{
 		{`INSERT INTO events(ts_ms, type, kind, task_id, worker, labels, payload)
 			SELECT ts_ms, type, kind, task_id, worker, labels, payload FROM src.events ORDER BY id`, &c.events},
-		{`INSERT INTO tasks(` + cols + `) SELECT ` + cols + ` FROM src.tasks ORDER BY id`, &c.tasks},
-		{labelsCopy, nil},
+		{`INSERT INTO tasks(` + rowColumns + `) SELECT ` + rowColumns + ` FROM src.tasks ORDER BY id`, &c.tasks},
+		{`INSERT INTO task_labels(name, value, task_id, ts_ms) SELECT name, value, task_id, ts_ms FROM src.task_labels`, nil},
 		{`INSERT INTO config_snapshots(ts_ms, config) SELECT ts_ms, config FROM src.config_snapshots ORDER BY id`, nil},
 		{`INSERT INTO state_timeline(ts_ms, state, detail) SELECT ts_ms, state, detail FROM src.state_timeline ORDER BY id`, nil},
 	}
-	for _, s := range steps {
-		res, err := conn.ExecContext(ctx, s.query)
-		if err != nil {
-			conn.ExecContext(context.Background(), `ROLLBACK`)
-			return c, fmt.Errorf("copy %s: %w", sourceName, err)
-		}
-		if s.n != nil {
-			*s.n, _ = res.RowsAffected()
-		}
-	}
-	if _, err := conn.ExecContext(ctx, `INSERT INTO sources(name) VALUES(?)`, sourceName); err != nil {
-		conn.ExecContext(context.Background(), `ROLLBACK`)
-		return c, fmt.Errorf("record source %s: %w", sourceName, err)
-	}
-	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
-		conn.ExecContext(context.Background(), `ROLLBACK`)
-		return c, fmt.Errorf("commit copy %s: %w", sourceName, err)
-	}
-	rows, err := conn.QueryContext(ctx, `SELECT key, value FROM src.meta WHERE key IN ('from_ms', 'to_ms')`)
-	if err == nil {
-		for rows.Next() {
-			var k, v string
-			if rows.Scan(&k, &v) == nil {
-				ms, _ := strconv.ParseInt(v, 10, 64)
-				if k == "from_ms" {
-					c.fromMs = ms
-				} else {
-					c.toMs = ms
-				}
+	err = func() (err error) {
+		defer sqlitex.Save(db)(&err)
+		for _, s := range steps {
+			// Run once per source: not kept prepared.
+			if err := sqlitex.ExecuteTransient(db, s.query, nil); err != nil {
+				return err
+			}
+			if s.n != nil {
+				*s.n = int64(db.Changes())
 			}
 		}
-		rows.Close()
+		if err := execSQL(db, `INSERT INTO sources(name) VALUES(?)`, sourceName); err != nil {
+			return fmt.Errorf("record source: %w", err)
+		}
+		return nil
+	}()
+	if err != nil {
+		return c, fmt.Errorf("copy %s: %w", sourceName, err)
 	}
+	query(db, `SELECT key, value FROM src.meta WHERE key IN ('from_ms', 'to_ms')`, func(st *sqlite.Stmt) error {
+		ms, _ := strconv.ParseInt(st.ColumnText(1), 10, 64)
+		if st.ColumnText(0) == "from_ms" {
+			c.fromMs = ms
+		} else {
+			c.toMs = ms
+		}
+		return nil
+	})
 	return c, nil
 }
 
 // countRows returns the events and tasks row counts of db.
-func countRows(ctx context.Context, db *sql.DB) (events, tasks int64, err error) {
-	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`).Scan(&events, &tasks)
+func countRows(db *sqlite.Conn) (events, tasks int64, err error) {
+	err = queryInts(db, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`, &events, &tasks)
 	return events, tasks, err
 }
 

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // TestCrashDetected re-executes the test binary as a worker process, kills
@@ -34,7 +36,7 @@ func TestCrashDetected(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "crashy.watchdog")); !os.IsNotExist(err) {
 		t.Errorf("Open left the old watchdog file: %v", err)
 	}
-	evs, err := r.Events(t.Context(), EventQuery{Types: []string{TypeCrashDetected}})
+	evs, err := r.Events(t.Context(), EventQuery{Types: []string{event.TypeCrashDetected}})
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("Events(crash_detected) = %v, %v; want one event", evs, err)
 	}
@@ -113,7 +115,7 @@ func recorderChild(t *testing.T, env, worker, parent string) {
 		t.Fatal(err)
 	}
 	go r.Run(context.Background())
-	r.Event(Event{Type: TypeTaskReceived, TaskID: "child-task"})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "child-task"})
 	waitWritten(t, r, 1, 0)
 	waitFile(t, filepath.Join(dir, worker+".watchdog"))
 	fmt.Println("CHILD_READY")

@@ -48,16 +48,23 @@
 // for a trace or a fold). An archive a trace cannot read is
 // refused once and remembered while its size and mtime stay the same.
 //
-// Every database file has the same schema, built by numbered steps recorded
-// in PRAGMA user_version (currently 1): meta(key, value); events(id, ts_ms,
+// Every database file has the same schema (PRAGMA user_version 1; a file
+// of another version is refused): meta(key, value); events(id, ts_ms,
 // type, kind, task_id, worker, labels JSON, payload JSON) indexed on task_id
 // and type; tasks(id, task_id, ts_ms, worker, source, alias, partition,
 // offset, key, labels JSON, status, attempts, duration_ms, error,
-// output_size_bytes, env JSON) indexed on task_id; task_labels(name, value,
-// task_id) indexed on (name, value); config_snapshots(id, ts_ms, config);
+// output_size_bytes, env JSON, then the sum_* columns of a summarized task)
+// indexed on task_id; task_labels(name, value, task_id, ts_ms) indexed on
+// (name, value, ts_ms); config_snapshots(id, ts_ms, config);
 // state_timeline(id, ts_ms, state, detail); sources(name). meta holds format
 // ("1"), kind (live, sealed, archive, merged), worker, cluster, from_ms,
 // to_ms (0 while live); archives add window_start_ms and window_ms.
+//
+// A task that succeeded at its first attempt is one task row: its
+// task_received, executor_started and executor_finished events, and the
+// annotations and deliveries that come with it, are folded into the row's
+// sum_* columns and rebuilt by readers (summary.go); every other event is an
+// events row.
 //
 // Each .meta.json is {"kind","worker","cluster","from_ms","to_ms","events",
 // "tasks","format"} plus "sources" for archives (folded file names) and merge

@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +10,8 @@ import (
 	"sync"
 
 	"modernc.org/sqlite/vfs"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // fileVFS lets SQLite read files of the shared folder that the recorder
@@ -28,7 +29,7 @@ type fileVFS struct {
 }
 
 // uri lends f to SQLite: it returns a URI that opens f read-only (for
-// sql.Open or ATTACH) and a function that ends the loan. f must stay open
+// openConn or ATTACH) and a function that ends the loan. f must stay open
 // until every connection that opened the URI is closed or detached.
 func (v *fileVFS) uri(f *os.File) (string, func(), error) {
 	v.mu.Lock()
@@ -91,20 +92,26 @@ func (v *fileVFS) close() {
 
 // queryOpen runs fn on the finished database f (opened by the caller,
 // usually through openSharedFile) after checking its schema version.
-func queryOpen[T any](ctx context.Context, r *Recorder, f *os.File, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+func queryOpen[T any](ctx context.Context, r *Recorder, f *os.File, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	uri, done, err := r.vfs.uri(f)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	db, err := sql.Open("sqlite", uri)
+	return queryFinished(ctx, uri, f.Name(), fn)
+}
+
+// queryFinished runs fn on the finished database at uri, read-only, after
+// checking its schema version; name names it in errors.
+func queryFinished[T any](ctx context.Context, uri, name string, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
+	db, err := openConn(ctx, uri, sqlite.OpenReadOnly)
 	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("open database %s: %w", name, err)
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(1)
-	if err := checkVersion(ctx, db, "main"); err != nil {
-		return nil, err
+	if err := checkVersion(db, "main"); err != nil {
+		return nil, ctxErr(ctx, err)
 	}
-	return fn(db)
+	out, err := fn(db)
+	return out, ctxErr(ctx, err)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // TestFleetSharedHistory runs two workers on one shared folder: each sees
@@ -27,10 +29,10 @@ func TestFleetSharedHistory(t *testing.T) {
 	emit := func(r *Recorder, n int, phase string) {
 		for i := range n {
 			clk.tick()
-			r.Event(Event{Type: TypeExecutorFinished, TaskID: "t1", Payload: json.RawMessage(`{"phase":"` + phase + `","i":` + itoa(i) + `}`)})
-			r.Event(Event{Type: TypeTaskReceived, TaskID: "other"})
+			r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: "t1", Payload: json.RawMessage(`{"phase":"` + phase + `","i":` + itoa(i) + `}`)})
+			r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "other"})
 		}
-		r.Task(TaskRow{TaskID: "t1", Source: "kafka", Status: "ok", Labels: map[string]string{"order": "o-1", "phase": phase}})
+		r.Task(event.TaskRow{TaskID: "t1", Source: "kafka", Status: "ok", Labels: map[string]string{"order": "o-1", "phase": phase}})
 	}
 	// Phase 1: both workers seal a file; each sees the other's.
 	emit(a, 3, "a1")
@@ -205,7 +207,7 @@ func TestRunLoops(t *testing.T) {
 	go func() {
 		defer close(done)
 		for r.Stats().ArchivedFiles < 2 {
-			r.Event(Event{Type: TypeTaskReceived, TaskID: "t"})
+			r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t"})
 			time.Sleep(time.Millisecond)
 		}
 	}()

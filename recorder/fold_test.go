@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // emitTraffic emits, into r, what a worker with two sinks emits for n
@@ -26,20 +28,20 @@ func emitTraffic(r *Recorder, clk *clock, n int) {
 			status = "failed"
 		}
 		clk.tick()
-		r.Event(Event{Type: TypeTaskReceived, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"source":"http","input_size_bytes":4}`)})
-		r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1}`)})
+		r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"source":"http","input_size_bytes":4}`)})
+		r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1}`)})
 		clk.add(3 * time.Millisecond)
-		r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Labels: labels,
+		r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: id, Labels: labels,
 			Payload: json.RawMessage(`{"attempt":1,"status":"` + status + `","exit_code":0,"duration_ms":3,"output_size_bytes":5}`)})
 		for a := range i % 3 {
-			r.Event(Event{Type: TypeAnnotation, Kind: fmt.Sprint("echo.k", a), TaskID: id, Labels: labels,
+			r.Event(event.Event{Type: event.TypeAnnotation, Kind: fmt.Sprint("echo.k", a), TaskID: id, Labels: labels,
 				Payload: json.RawMessage(fmt.Sprintf(`{"i":%d,"a":%d}`, i, a))})
 		}
-		row := TaskRow{TaskID: id, Source: "http", Status: status, Attempts: 1, OutputSizeBytes: 5, Labels: labels, Partition: -1, Offset: -1}
+		row := event.TaskRow{TaskID: id, Source: "http", Status: status, Attempts: 1, OutputSizeBytes: 5, Labels: labels, Partition: -1, Offset: -1}
 		if status != "ok" {
 			row.Error = "exit status 1"
 		} else {
-			row.AwaitDeliveries = 1 + i%2
+			row.Deliveries = 1 + i%2
 		}
 		r.Task(row)
 		for _, f := range late {
@@ -47,13 +49,13 @@ func emitTraffic(r *Recorder, clk *clock, n int) {
 		}
 		late = late[:0]
 		if status == "ok" {
-			for s := range row.AwaitDeliveries {
+			for s := range row.Deliveries {
 				if i%7 == 0 && s == 0 {
 					continue // never acknowledged
 				}
 				late = append(late, func() {
 					clk.tick()
-					r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Labels: labels,
+					r.Event(event.Event{Type: event.TypeSinkDelivered, TaskID: id, Labels: labels,
 						Payload: json.RawMessage(fmt.Sprintf(`{"output_size_bytes":5,"sink":"s%d"}`, s))})
 				})
 			}
@@ -68,7 +70,7 @@ func emitTraffic(r *Recorder, clk *clock, n int) {
 }
 
 // eventLines renders events as comparable lines, IDs included.
-func eventLines(evs []Event) []string {
+func eventLines(evs []event.Event) []string {
 	out := make([]string, 0, len(evs))
 	for _, e := range evs {
 		labels, _ := json.Marshal(e.Labels)
@@ -104,15 +106,15 @@ func TestFoldedEventsListLikeRows(t *testing.T) {
 		t.Fatalf("%d events folded, not more than the plain successes' lifecycle events: no annotation or delivery was folded", s.EventsSummarized)
 	}
 
-	lifecycleOfOK := func(e Event) bool {
-		if !lifecycle(&e) {
+	lifecycleOfOK := func(e event.Event) bool {
+		if !event.IsLifecycle(&e) {
 			return false
 		}
 		var i int
 		fmt.Sscanf(e.TaskID, "t-%d", &i)
 		return i%10 != 5
 	}
-	list := func(r *Recorder, q EventQuery) []Event {
+	list := func(r *Recorder, q EventQuery) []event.Event {
 		t.Helper()
 		evs, err := r.Events(t.Context(), q)
 		if err != nil {
@@ -122,7 +124,7 @@ func TestFoldedEventsListLikeRows(t *testing.T) {
 	}
 	// page lists every event q selects, limit at a time, following before_id.
 	page := func(r *Recorder, q EventQuery, dropLifecycle bool) []string {
-		var all []Event
+		var all []event.Event
 		for {
 			evs := list(r, q)
 			all = append(all, evs...)
@@ -137,11 +139,11 @@ func TestFoldedEventsListLikeRows(t *testing.T) {
 		return eventLines(all)
 	}
 	for _, q := range []EventQuery{
-		{Types: []string{TypeAnnotation}, Limit: 1000},
-		{Types: []string{TypeAnnotation}, Limit: 7},
-		{Types: []string{TypeSinkDelivered}, Limit: 13},
-		{Types: []string{TypeAnnotation, TypeSinkDelivered, TypeState}, Limit: 11},
-		{Types: []string{TypeState}, Limit: 3},
+		{Types: []string{event.TypeAnnotation}, Limit: 1000},
+		{Types: []string{event.TypeAnnotation}, Limit: 7},
+		{Types: []string{event.TypeSinkDelivered}, Limit: 13},
+		{Types: []string{event.TypeAnnotation, event.TypeSinkDelivered, event.TypeState}, Limit: 11},
+		{Types: []string{event.TypeState}, Limit: 3},
 		{TaskID: "t-4", Limit: 2},
 		{TaskID: "t-15", Limit: 1000},
 		{Limit: 1000},
@@ -194,12 +196,12 @@ func BenchmarkEventsFolded(b *testing.B) {
 		}
 		id := fmt.Sprint("t-", i)
 		clk.tick()
-		r.Event(Event{Type: TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http","input_size_bytes":4}`)})
-		r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`)})
-		r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Payload: json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":3,"output_size_bytes":5}`)})
-		r.Event(Event{Type: TypeAnnotation, Kind: "echo.size", TaskID: id, Payload: json.RawMessage(`{"bytes":5}`)})
-		r.Task(TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, OutputSizeBytes: 5, Partition: -1, Offset: -1, AwaitDeliveries: 1})
-		r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Payload: json.RawMessage(`{"output_size_bytes":5,"sink":"out"}`)})
+		r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http","input_size_bytes":4}`)})
+		r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`)})
+		r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: id, Payload: json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":3,"output_size_bytes":5}`)})
+		r.Event(event.Event{Type: event.TypeAnnotation, Kind: "echo.size", TaskID: id, Payload: json.RawMessage(`{"bytes":5}`)})
+		r.Task(event.TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, OutputSizeBytes: 5, Partition: -1, Offset: -1, Deliveries: 1})
+		r.Event(event.Event{Type: event.TypeSinkDelivered, TaskID: id, Payload: json.RawMessage(`{"output_size_bytes":5,"sink":"out"}`)})
 	}
 	waitStats(b, r, "every task stored", func(s Stats) bool { return s.TasksWritten == n })
 	mid, err := r.Events(b.Context(), EventQuery{Limit: 1000})
@@ -210,7 +212,7 @@ func BenchmarkEventsFolded(b *testing.B) {
 		name string
 		q    EventQuery
 	}{
-		{"annotations_1000", EventQuery{Types: []string{TypeAnnotation}, Limit: 1000}},
+		{"annotations_1000", EventQuery{Types: []string{event.TypeAnnotation}, Limit: 1000}},
 		{"newest_200", EventQuery{Limit: 200}},
 		{"page_200_deep", EventQuery{Limit: 200, BeforeID: mid[len(mid)-1].ID - 20_000}},
 	} {

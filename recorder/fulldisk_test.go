@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"svc/worker/event"
 )
 
 // mountTmpfs mounts a small tmpfs (opts such as "size=2m" or "ro") on a new
@@ -106,7 +108,7 @@ func TestFullDiskAtRuntime(t *testing.T) {
 	wave := func(n int) {
 		t.Helper()
 		for range n {
-			r.Task(TaskRow{TaskID: "t", Source: "http", Status: "ok", Labels: map[string]string{"k": strings.Repeat("v", 200)}})
+			r.Task(event.TaskRow{TaskID: "t", Source: "http", Status: "ok", Labels: map[string]string{"k": strings.Repeat("v", 200)}})
 			sent++
 		}
 		waitStats(t, r, "the writer to store or lose every row", func(s Stats) bool {
@@ -213,8 +215,8 @@ func TestMemoryOnlyFallback(t *testing.T) {
 				t.Errorf("MemoryOnly() = false after the fallback")
 			}
 			stop := startRun(t, r)
-			r.Event(Event{Type: TypeTaskReceived, TaskID: "t"})
-			r.Task(TaskRow{TaskID: "t", Source: "http", Status: "ok"})
+			r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t"})
+			r.Task(event.TaskRow{TaskID: "t", Source: "http", Status: "ok"})
 			if evs, _ := r.Events(t.Context(), EventQuery{}); len(evs) != 1 {
 				t.Errorf("Events() = %v, want the event kept in memory", evs)
 			}
@@ -236,7 +238,7 @@ func TestFallbackKeepsCrash(t *testing.T) {
 	os.WriteFile(filepath.Join(mnt, "w.watchdog"), []byte(`{"pid":4242,"rss_bytes":1,"ts_ms":1}`), 0o600)
 	fillDisk(t, mnt)
 	r := mustOpen(t, baseConfig(t, mnt, t.TempDir(), "w", newClock()))
-	evs, _ := r.Events(t.Context(), EventQuery{Types: []string{TypeCrashDetected}})
+	evs, _ := r.Events(t.Context(), EventQuery{Types: []string{event.TypeCrashDetected}})
 	if !r.MemoryOnly() || len(evs) != 1 || !strings.Contains(string(evs[0].Payload), "4242") {
 		t.Errorf("memory-only %v, crash events %v; want the crash kept in memory", r.MemoryOnly(), evs)
 	}

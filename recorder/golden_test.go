@@ -3,7 +3,6 @@ package recorder
 import (
 	"bytes"
 	"compress/gzip"
-	"database/sql"
 	"encoding/json"
 	"flag"
 	"io/fs"
@@ -15,6 +14,9 @@ import (
 	"testing"
 
 	"svc/worker/config"
+
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
 )
 
 var update = flag.Bool("update", false, "rebuild the SQLite files of testdata/recorder/shared-v1 from docs/storage-format.md")
@@ -41,8 +43,8 @@ var goldenFiles = []goldenFile{
 			(1700000000000003, 1700000100000, 'executor_started', '', 'order-7', 'w1', '{"order":"7"}', '{"attempt":2}'),
 			(1700000000000004, 1700000100250, 'executor_finished', '', 'order-7', 'w1', '{"order":"7"}', '{"status":"ok","exit_code":0,"duration_ms":250,"output_size_bytes":12}'),
 			(1700000000000005, 1700000200000, 'annotation', 'progress', 'order-8', 'w1', '{}', '{"pct":50}')`,
-		`INSERT INTO tasks VALUES (1, 'order-7', 1700000100300, 'w1', 'kafka', 'orders', 2, 41, 'k7', '{"order":"7"}', 'ok', 2, 250, '', 12, '{"API_TOKEN":"***","REGION":"eu"}')`,
-		`INSERT INTO task_labels VALUES ('order', '7', 'order-7')`,
+		`INSERT INTO tasks(id, task_id, ts_ms, worker, source, alias, partition, "offset", key, labels, status, attempts, duration_ms, error, output_size_bytes, env) VALUES (1, 'order-7', 1700000100300, 'w1', 'kafka', 'orders', 2, 41, 'k7', '{"order":"7"}', 'ok', 2, 250, '', 12, '{"API_TOKEN":"***","REGION":"eu"}')`,
+		`INSERT INTO task_labels VALUES ('order', '7', 'order-7', 1700000100300)`,
 		`INSERT INTO config_snapshots VALUES (1, 1700000000200, '{"worker":{"name":"w1"}}')`,
 		`INSERT INTO state_timeline VALUES (1, 1700000000100, 'running', '{}')`,
 	}},
@@ -51,15 +53,15 @@ var goldenFiles = []goldenFile{
 		`INSERT INTO events VALUES
 			(1700000300000001, 1700000400000, 'sink_delivered', '', 'order-7', 'w-2', '{"order":"7"}', '{"sink":"results","topic":"out","partition":0,"offset":9}'),
 			(1700000300000002, 1700000500000, 'task_received', '', 'order-9', 'w-2', '{}', '{"source":"http"}')`,
-		`INSERT INTO tasks VALUES (1, 'order-9', 1700000500100, 'w-2', 'http', '', -1, -1, '', '{}', 'failed', 3, 40, 'exit status 1', 0, '{}')`,
+		`INSERT INTO tasks(id, task_id, ts_ms, worker, source, alias, partition, "offset", key, labels, status, attempts, duration_ms, error, output_size_bytes, env) VALUES (1, 'order-9', 1700000500100, 'w-2', 'http', '', -1, -1, '', '{}', 'failed', 3, 40, 'exit status 1', 0, '{}')`,
 	}},
 	{"history/c1/c1-1699992000000.db.gz", []string{
 		`INSERT INTO meta VALUES ('format','1'),('kind','archive'),('cluster','c1'),('window_start_ms','1699992000000'),('window_ms','3600000'),('from_ms','1699992000000'),('to_ms','1699992600000')`,
 		`INSERT INTO events VALUES
 			(1, 1699992100000, 'task_received', '', 'order-7', 'w1', '{"order":"7"}', '{"source":"kafka","alias":"orders","partition":2,"offset":41,"key":"k7"}'),
 			(2, 1699992100500, 'executor_finished', '', 'order-7', 'w1', '{"order":"7"}', '{"status":"tempfail","exit_code":75,"duration_ms":500,"output_size_bytes":0}')`,
-		`INSERT INTO tasks VALUES (1, 'order-7', 1699992100600, 'w1', 'kafka', 'orders', 2, 41, 'k7', '{"order":"7"}', 'tempfail', 1, 500, 'exit status 75', 0, '{}')`,
-		`INSERT INTO task_labels VALUES ('order', '7', 'order-7')`,
+		`INSERT INTO tasks(id, task_id, ts_ms, worker, source, alias, partition, "offset", key, labels, status, attempts, duration_ms, error, output_size_bytes, env) VALUES (1, 'order-7', 1699992100600, 'w1', 'kafka', 'orders', 2, 41, 'k7', '{"order":"7"}', 'tempfail', 1, 500, 'exit status 75', 0, '{}')`,
+		`INSERT INTO task_labels VALUES ('order', '7', 'order-7', 1699992100600)`,
 		`INSERT INTO sources VALUES ('w1-1699992000000-1699992600000.db')`,
 	}},
 	{"history/c2/w3-1700000000000-1700000600000.db", []string{
@@ -75,15 +77,9 @@ var goldenFiles = []goldenFile{
 	}},
 }
 
-// docSchema returns step 1 of docs/storage-format.md section 3: the
-// format-1 schema the fixture is built with.
-func docSchema(t testing.TB) string { return docSchemaSteps(t)[0] }
-
-// docSchemaSteps returns every SQL block of section 3 of
-// docs/storage-format.md (step 1, step 2, ...): the schema a file written
-// by this build has. The fixture stays at step 1 (format 1) so that reading
-// old files stays tested.
-func docSchemaSteps(t testing.TB) []string {
+// docSchema returns the SQL block of docs/storage-format.md section 3:
+// the schema every file of the format has.
+func docSchema(t testing.TB) string {
 	t.Helper()
 	doc, err := os.ReadFile("../docs/storage-format.md")
 	if err != nil {
@@ -93,14 +89,11 @@ func docSchemaSteps(t testing.TB) []string {
 	if sec == nil {
 		t.Fatal("no section 3 in docs/storage-format.md")
 	}
-	var steps []string
-	for _, m := range regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllSubmatch(sec[1], -1) {
-		steps = append(steps, string(m[1]))
+	blocks := regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllSubmatch(sec[1], -1)
+	if len(blocks) != 1 {
+		t.Fatalf("docs/storage-format.md section 3 has %d SQL blocks, want the one schema", len(blocks))
 	}
-	if len(steps) != len(schemaSteps()) {
-		t.Fatalf("docs/storage-format.md section 3 has %d SQL steps, the recorder %d", len(steps), len(schemaSteps()))
-	}
-	return steps
+	return string(blocks[0][1])
 }
 
 // buildGolden rebuilds the fixture's databases from the doc's schema.
@@ -113,14 +106,14 @@ func buildGolden(t *testing.T) {
 			build = filepath.Join(t.TempDir(), "archive.db")
 		}
 		os.Remove(build)
-		db, err := sql.Open("sqlite", build)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.SetMaxOpenConns(1)
-		stmts := append([]string{`PRAGMA page_size = 512`, schema, `PRAGMA user_version = 1`}, g.rows...)
+		db := openTestConn(t, build)
+		stmts := append([]string{`PRAGMA page_size = 512`, schema, `PRAGMA user_version = ` + itoa(schemaVersion)}, g.rows...)
 		for _, s := range append(stmts, `VACUUM`) {
-			if _, err := db.Exec(s); err != nil {
+			run := sqlitex.ExecuteTransient // one statement; VACUUM runs outside a transaction
+			if s == schema {
+				run = sqlitex.ExecuteScript
+			}
+			if err := run(db, s, nil); err != nil {
 				t.Fatalf("%s: %v\n%s", g.path, err, s)
 			}
 		}
@@ -273,22 +266,22 @@ func checkGoldenConsistent(t *testing.T) {
 			path = filepath.Join(t.TempDir(), "archive.db")
 			os.WriteFile(path, buf.Bytes(), 0o600)
 		}
-		db, err := openReadOnly(path)
+		db, err := openReadOnly(t.Context(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var events, tasks int64
 		var version int
 		var mode string
-		err = db.QueryRow(`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`).Scan(&events, &tasks)
+		err = scan(db, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`, []any{&events, &tasks})
 		if err == nil {
-			err = db.QueryRow(`PRAGMA user_version`).Scan(&version)
+			err = scan(db, `PRAGMA user_version`, []any{&version})
 		}
 		if err == nil {
-			err = db.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
+			err = scan(db, `PRAGMA journal_mode`, []any{&mode})
 		}
 		db.Close()
-		if err != nil || events != m.Events || tasks != m.Tasks || version != 1 || mode != "delete" {
+		if err != nil || events != m.Events || tasks != m.Tasks || version != schemaVersion || mode != "delete" {
 			t.Errorf("%s: %d events, %d tasks, user_version %d, journal %s, %v; .meta.json says %d and %d (run with -update?)",
 				g.path, events, tasks, version, mode, err, m.Events, m.Tasks)
 		}
@@ -296,40 +289,60 @@ func checkGoldenConsistent(t *testing.T) {
 }
 
 // schemaOf lists a database's schema statements, whitespace removed.
-func schemaOf(db *sql.DB) ([]string, error) {
-	rows, err := db.Query(`SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name`)
-	if err != nil {
-		return nil, err
+func schemaOf(db *sqlite.Conn) ([]string, error) {
+	rows, err := texts(db, `SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name`)
+	for i, s := range rows {
+		rows[i] = strings.Join(strings.Fields(s), "")
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, strings.Join(strings.Fields(s), ""))
-	}
-	return out, rows.Err()
+	return rows, err
 }
 
 // schemaFromDoc builds the doc's schema in a scratch database and lists it
 // like schemaOf.
 func schemaFromDoc(t *testing.T) []string {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "doc.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openTestConn(t, filepath.Join(t.TempDir(), "doc.db"))
 	defer db.Close()
-	for _, step := range docSchemaSteps(t) {
-		if _, err := db.Exec(step); err != nil {
-			t.Fatal(err)
-		}
+	if err := sqlitex.ExecuteScript(db, docSchema(t), nil); err != nil {
+		t.Fatal(err)
 	}
 	out, err := schemaOf(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestDocsStateFormatVersion: docs/storage-format.md (title, meta key,
+// .meta.json example) and the package doc state the format this build
+// writes.
+func TestDocsStateFormatVersion(t *testing.T) {
+	v := itoa(FormatVersion)
+	doc, err := os.ReadFile("../docs/storage-format.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		where string
+		text  []byte
+		re    string
+	}{
+		{"docs/storage-format.md title", doc, `(?m)^# Flight recorder on-disk format, version (\d+)$`},
+		{"docs/storage-format.md meta format", doc, "(?m)^\\| `format` \\| `(\\d+)` \\|$"},
+		{"docs/storage-format.md .meta.json", doc, `"format":(\d+)\}`},
+		{"docs/storage-format.md user_version", doc, "`PRAGMA user_version` is `(\\d+)`"},
+		{"recorder/doc.go", pkg, `# On-disk format \(version (\d+)\)`},
+	} {
+		m := regexp.MustCompile(c.re).FindAllSubmatch(c.text, -1)
+		if len(m) != 1 || string(m[0][1]) != v {
+			t.Errorf("%s states format %q, want exactly one statement of %s", c.where, m, v)
+		}
+	}
+	if schemaVersion != FormatVersion {
+		t.Errorf("user_version %d, format %d: one format, numbered alike", schemaVersion, FormatVersion)
+	}
 }

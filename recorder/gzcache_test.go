@@ -24,7 +24,10 @@ func writeArchive(t testing.TB, path, taskID string, pad int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = db.Exec(`CREATE TABLE pad(b BLOB); INSERT INTO pad VALUES(zeroblob(?))`, pad)
+		err = execSQL(db, `CREATE TABLE pad(b BLOB)`)
+		if err == nil {
+			err = execSQL(db, `INSERT INTO pad VALUES(zeroblob(?))`, pad)
+		}
 		if cerr := db.Close(); err == nil {
 			err = cerr
 		}

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // diskSampler samples, every interval, the bytes on disk of the shared
@@ -101,7 +103,7 @@ func TestHistoryBudgetHeldUnderLoad(t *testing.T) {
 	const bursts, perBurst = 30, 200 // 6,000 events of about 1.2 KB: 7 MB in about 0.6 s
 	for b := range bursts {
 		for i := range perBurst {
-			r.Event(Event{Type: TypeExecutorFinished, TaskID: "t" + itoa(b*perBurst+i), Payload: payload})
+			r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: "t" + itoa(b*perBurst+i), Payload: payload})
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -195,11 +197,11 @@ func TestBudgetFigure(t *testing.T) {
 				tail[i] = 'a' + byte(rng.IntN(26))
 			}
 			fin, _ := json.Marshal(map[string]any{"attempt": 1, "status": "ok", "exit_code": 0, "duration_ms": 3, "stdout_tail": string(tail)})
-			r.Event(Event{Type: TypeTaskReceived, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"source":"kafka","partition":1,"offset":` + strconv.Itoa(sent) + `}`)})
-			r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1}`)})
-			r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Labels: labels, Payload: fin})
-			r.Event(Event{Type: TypeSinkDelivered, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"sink":"out","output_size_bytes":1000}`)})
-			r.Task(TaskRow{TaskID: id, Source: "kafka", Alias: "source", Partition: 1, Offset: int64(sent), Key: id,
+			r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"source":"kafka","partition":1,"offset":` + strconv.Itoa(sent) + `}`)})
+			r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1}`)})
+			r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: id, Labels: labels, Payload: fin})
+			r.Event(event.Event{Type: event.TypeSinkDelivered, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"sink":"out","output_size_bytes":1000}`)})
+			r.Task(event.TaskRow{TaskID: id, Source: "kafka", Alias: "source", Partition: 1, Offset: int64(sent), Key: id,
 				Labels: labels, Status: "ok", Attempts: 1, DurationMs: 3, OutputSizeBytes: 1000})
 		}
 		if time.Since(lastReport) >= 30*time.Second {

@@ -11,6 +11,8 @@ import (
 
 	"svc/worker/config"
 	"svc/worker/workertest/wait"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // t0 is an hour boundary plus one second, so early files share a window.
@@ -145,4 +147,57 @@ func mustStat(t testing.TB, path string) os.FileInfo {
 func fileExists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
+}
+
+// scan reads the first row of query q (with args) into dest: *int,
+// *int64 or *string each; no row is an error.
+func scan(c *sqlite.Conn, q string, dest []any, args ...any) error {
+	found := false
+	err := query(c, q, func(st *sqlite.Stmt) error {
+		if found {
+			return nil
+		}
+		found = true
+		for i, d := range dest {
+			switch d := d.(type) {
+			case *int:
+				*d = st.ColumnInt(i)
+			case *int32:
+				*d = st.ColumnInt32(i)
+			case *int64:
+				*d = st.ColumnInt64(i)
+			case *string:
+				*d = st.ColumnText(i)
+			default:
+				return fmt.Errorf("scan: %T", d)
+			}
+		}
+		return nil
+	}, args...)
+	if err == nil && !found {
+		err = fmt.Errorf("%s: no row", q)
+	}
+	return err
+}
+
+// openTestConn opens path read-write (creating it) on its own connection.
+func openTestConn(t testing.TB, path string) *sqlite.Conn {
+	t.Helper()
+	c, err := sqlite.OpenConn(sqliteURI(path, ""), sqlite.OpenReadWrite|sqlite.OpenCreate|sqlite.OpenURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetBusyTimeout(5 * time.Second)
+	return c
+}
+
+// openReadOnly opens a finished (sealed, archived, merged) file. immutable=1
+// skips locking and never creates -wal or -shm files beside it, which keeps
+// the shared folder clean and works on read-only mounts.
+func openReadOnly(ctx context.Context, path string) (*sqlite.Conn, error) {
+	c, err := openConn(ctx, sqliteURI(path, "mode=ro&immutable=1"), sqlite.OpenReadOnly)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return c, nil
 }

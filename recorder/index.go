@@ -2,14 +2,14 @@ package recorder
 
 import (
 	"cmp"
-	"context"
-	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
 	"slices"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // An archive part's .idx file tells which task ids and labels the part
@@ -63,7 +63,7 @@ func idxPrint(h uint64) uint32            { return uint32(h) & 0xffffff }
 
 // indexKeys collects the hashes of every key of the database db: its task
 // ids, label names and label pairs.
-func indexKeys(ctx context.Context, db *sql.DB) ([]uint64, error) {
+func indexKeys(db *sqlite.Conn) ([]uint64, error) {
 	var hashes []uint64
 	queries := []struct {
 		sql string
@@ -74,20 +74,11 @@ func indexKeys(ctx context.Context, db *sql.DB) ([]uint64, error) {
 		{`SELECT DISTINCT name, value FROM task_labels`, labelKey},
 	}
 	for _, q := range queries {
-		rows, err := db.QueryContext(ctx, q.sql)
+		err := query(db, q.sql, func(st *sqlite.Stmt) error {
+			hashes = append(hashes, keyHash(q.key(st.ColumnText(0), st.ColumnText(1))))
+			return nil
+		})
 		if err != nil {
-			return nil, fmt.Errorf("index keys: %w", err)
-		}
-		for rows.Next() {
-			var a, b string
-			if err := rows.Scan(&a, &b); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("index keys: %w", err)
-			}
-			hashes = append(hashes, keyHash(q.key(a, b)))
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return nil, fmt.Errorf("index keys: %w", err)
 		}
 	}

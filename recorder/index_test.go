@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // indexedFolder folds one sealed file of tasks "a-0".."a-9" (labels
@@ -121,7 +123,7 @@ func TestTraceByLabelStopsAtLimit(t *testing.T) {
 	startRun(t, w)
 	for i := range 5 {
 		clk.tick()
-		w.Task(TaskRow{TaskID: "live-" + itoa(i), Status: "ok", Labels: map[string]string{"batch": "a"}})
+		w.Task(event.TaskRow{TaskID: "live-" + itoa(i), Status: "ok", Labels: map[string]string{"batch": "a"}})
 	}
 	waitWritten(t, w, 0, 5)
 	rows, err := w.TraceByLabel(t.Context(), "batch", "a", 5)

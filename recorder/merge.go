@@ -2,10 +2,11 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strconv"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // MergeResult describes a merge result file.
@@ -103,7 +104,7 @@ func (r *Recorder) buildMerged(ctx context.Context, path string, rels []string) 
 	}
 	defer db.Close()
 	for _, rel := range rels {
-		c, err := r.copyShared(ctx, db, rel)
+		c, err := r.copyShared(db, rel)
 		if err != nil {
 			return meta, err
 		}
@@ -112,10 +113,10 @@ func (r *Recorder) buildMerged(ctx context.Context, path string, rels []string) 
 		}
 		meta.ToMs = max(meta.ToMs, c.toMs)
 	}
-	if meta.Events, meta.Tasks, err = countRows(ctx, db); err != nil {
+	if meta.Events, meta.Tasks, err = countRows(db); err != nil {
 		return meta, fmt.Errorf("count rows: %w", err)
 	}
-	err = setMeta(ctx, db, "format", strconv.Itoa(FormatVersion), "kind", "merged", "worker", r.cfg.Worker,
+	err = setMeta(db, "format", strconv.Itoa(FormatVersion), "kind", "merged", "worker", r.cfg.Worker,
 		"cluster", r.cfg.Cluster, "from_ms", strconv.FormatInt(meta.FromMs, 10), "to_ms", strconv.FormatInt(meta.ToMs, 10))
 	if err != nil {
 		return meta, err
@@ -124,7 +125,7 @@ func (r *Recorder) buildMerged(ctx context.Context, path string, rels []string) 
 }
 
 // copyShared copies the servable file rel into db (see copyFrom).
-func (r *Recorder) copyShared(ctx context.Context, db *sql.DB, rel string) (copied, error) {
+func (r *Recorder) copyShared(db *sqlite.Conn, rel string) (copied, error) {
 	f, _, err := r.openServable(rel)
 	if err != nil {
 		return copied{}, fmt.Errorf("copy %q: %w", rel, err)
@@ -135,5 +136,5 @@ func (r *Recorder) copyShared(ctx context.Context, db *sql.DB, rel string) (copi
 		return copied{}, err
 	}
 	defer done()
-	return copyFrom(ctx, db, uri, rel)
+	return copyFrom(db, uri, rel)
 }

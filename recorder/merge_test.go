@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 func TestMergeContent(t *testing.T) {
@@ -20,9 +22,9 @@ func TestMergeContent(t *testing.T) {
 		r.ConfigSnapshot(json.RawMessage(`{"n":1}`))
 		r.State("running", nil)
 		for range 5 + i {
-			r.Event(Event{Type: TypeExecutorStarted, TaskID: "t"})
+			r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: "t"})
 		}
-		r.Task(TaskRow{TaskID: "t", Status: "ok", Labels: map[string]string{"k": "v", "x": "y"}})
+		r.Task(event.TaskRow{TaskID: "t", Status: "ok", Labels: map[string]string{"k": "v", "x": "y"}})
 		waitWritten(t, r, uint64(7+i), 1)
 		clk.add(time.Second)
 		seal(t, r)
@@ -48,24 +50,20 @@ func TestMergeContent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ResolveDownload(%s) = %v", res.Path, err)
 	}
-	db, _ := openReadOnly(abs)
+	db, err := openReadOnly(t.Context(), abs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer db.Close()
 	var events, tasks, labels, configs, states, sources int
-	db.QueryRow(`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks), (SELECT count(*) FROM task_labels),
-		(SELECT count(*) FROM config_snapshots), (SELECT count(*) FROM state_timeline), (SELECT count(*) FROM sources)`).
-		Scan(&events, &tasks, &labels, &configs, &states, &sources)
+	scan(db, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks), (SELECT count(*) FROM task_labels),
+		(SELECT count(*) FROM config_snapshots), (SELECT count(*) FROM state_timeline), (SELECT count(*) FROM sources)`,
+		[]any{&events, &tasks, &labels, &configs, &states, &sources})
 	if events != 15 || tasks != 2 || labels != 4 || configs != 2 || states != 2 || sources != 2 {
 		t.Errorf("merged file rows = %d events %d tasks %d labels %d configs %d states %d sources; want 15 2 4 2 2 2",
 			events, tasks, labels, configs, states, sources)
 	}
-	var workers []string
-	rows, _ := db.Query(`SELECT DISTINCT worker FROM events ORDER BY worker`)
-	for rows.Next() {
-		var w string
-		rows.Scan(&w)
-		workers = append(workers, w)
-	}
-	rows.Close()
+	workers, _ := texts(db, `SELECT DISTINCT worker FROM events ORDER BY worker`)
 	if !slices.Equal(workers, []string{"w-a", "w-b"}) {
 		t.Errorf("merged workers = %v, want w-a and w-b", workers)
 	}

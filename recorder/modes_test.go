@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // TestFileModes checks the spec's modes (files 0600, folders 0700) with the
@@ -26,8 +28,8 @@ func TestFileModes(t *testing.T) {
 	cfg.ArchiveEnabled = true
 	r := mustOpen(t, cfg)
 	stop := startRun(t, r)
-	r.Event(Event{Type: TypeTaskReceived, TaskID: "t"})
-	r.Task(TaskRow{TaskID: "t", Status: "ok", Labels: map[string]string{"a": "b"}})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t"})
+	r.Task(event.TaskRow{TaskID: "t", Status: "ok", Labels: map[string]string{"a": "b"}})
 	waitWritten(t, r, 1, 1)
 
 	livePath := r.live.path

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"svc/worker/event"
 )
 
 // Open validates cfg, prepares storage.dir (created 0700 when missing),
@@ -123,7 +125,7 @@ func (r *Recorder) openLiveAtStart(ctx context.Context, crash json.RawMessage) e
 		return err
 	}
 	if crash != nil {
-		ev := r.fillEvent(Event{Type: TypeCrashDetected, Payload: crash})
+		ev := r.fillEvent(event.Event{Type: event.TypeCrashDetected, Payload: crash})
 		ev.ID = r.nextID
 		r.nextID++
 		if err := r.insertItems(ctx, []item{{ev: &ev}}); err != nil {
@@ -153,7 +155,7 @@ func (r *Recorder) fallBack(cause error, crash json.RawMessage) {
 	r.log.Warn("recorder_memory_only_fallback", "dir", r.cfg.Dir, "error", cause.Error(),
 		"detail", "storage.dir cannot hold the flight recorder's live file: recent events and task rows are kept in memory only, nothing is sealed, there is no watchdog file")
 	if crash != nil {
-		ev := r.fillEvent(Event{Type: TypeCrashDetected, Payload: crash})
+		ev := r.fillEvent(event.Event{Type: event.TypeCrashDetected, Payload: crash})
 		ev.ID = r.nextID
 		r.nextID++
 		r.ring.addEvent(ev)

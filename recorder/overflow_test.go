@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"svc/worker/event"
 )
 
 // TestFullQueueOverflowsInsteadOfDropping: while the writer cannot write
@@ -22,7 +24,7 @@ func TestFullQueueOverflowsInsteadOfDropping(t *testing.T) {
 
 	const n = 2000
 	for i := range n {
-		r.Event(Event{Type: TypeState, Kind: "step", Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		r.Event(event.Event{Type: event.TypeState, Kind: "step", Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
 	}
 	if s := r.Stats(); s.EventsDropped != 0 || s.Overflowed != n-16 || s.Queued != n {
 		t.Fatalf("with the writer stopped: dropped %d, overflowed %d, queued %d; want 0, %d, %d", s.EventsDropped, s.Overflowed, s.Queued, n-16, n)
@@ -30,10 +32,10 @@ func TestFullQueueOverflowsInsteadOfDropping(t *testing.T) {
 	startRun(t, r)
 	waitWritten(t, r, n, 0)
 
-	var got []Event
+	var got []event.Event
 	before := int64(0)
 	for {
-		evs, err := r.Events(context.Background(), EventQuery{Types: []string{TypeState}, Limit: 1000, BeforeID: before})
+		evs, err := r.Events(context.Background(), EventQuery{Types: []string{event.TypeState}, Limit: 1000, BeforeID: before})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +70,7 @@ func TestOverflowIsBounded(t *testing.T) {
 	big := json.RawMessage(`"` + strings.Repeat("x", 1<<20) + `"`)
 	const n = 40 // 40 MiB of payloads, over the 32 MiB bound
 	for range n {
-		r.Event(Event{Type: TypeState, Kind: "big", Payload: big})
+		r.Event(event.Event{Type: event.TypeState, Kind: "big", Payload: big})
 	}
 	s := r.Stats()
 	kept := 1 + s.Overflowed

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // TestSecondProcessRefused runs a worker in a child process, then opens a
@@ -52,7 +54,7 @@ func TestSecondProcessRefused(t *testing.T) {
 	}
 	cmd.Wait()
 	r = mustOpen(t, baseConfig(t, dir, shared, "twin", clk))
-	evs, err := r.Events(t.Context(), EventQuery{Types: []string{TypeCrashDetected}})
+	evs, err := r.Events(t.Context(), EventQuery{Types: []string{event.TypeCrashDetected}})
 	if err != nil || len(evs) != 1 || !strings.Contains(string(evs[0].Payload), pid) {
 		t.Errorf("Events(crash_detected) after the child died = %v, %v; want one naming pid %s", evs, err, pid)
 	}

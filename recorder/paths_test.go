@@ -36,7 +36,7 @@ func pathFixture(t testing.TB) (r *Recorder, shared string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.Exec(`INSERT INTO events(ts_ms, type, task_id) VALUES(1, 'task_received', 't')`)
+	execSQL(db, `INSERT INTO events(ts_ms, type, task_id) VALUES(1, 'task_received', 't')`)
 	db.Close()
 	files := []string{filepath.Join(c1, "c1-0.db.gz"), filepath.Join(c1, ".hidden.db"),
 		filepath.Join(shared, "merged", "m.db"), filepath.Join(base, "outside", "secret.db")}

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // TestCorruptSealedFileQuarantined: one sealed file of random bytes among
@@ -185,12 +187,12 @@ func TestCrashedRunDamagedWALQuarantined(t *testing.T) {
 			var recovered int64
 			sealed, _ := filepath.Glob(filepath.Join(shared, "history", "c1", "walchild-*.db"))
 			for _, p := range sealed {
-				db, err := openReadOnly(p)
+				db, err := openReadOnly(t.Context(), p)
 				if err != nil {
 					t.Fatal(err)
 				}
 				var n int64
-				if err := db.QueryRow(`SELECT count(*) FROM tasks`).Scan(&n); err != nil {
+				if err := scan(db, `SELECT count(*) FROM tasks`, []any{&n}); err != nil {
 					t.Fatal(err)
 				}
 				db.Close()
@@ -218,7 +220,7 @@ func TestWALChild(t *testing.T) {
 	}
 	go r.Run(context.Background())
 	for i := range 2000 {
-		r.Task(TaskRow{TaskID: "task-" + strconv.Itoa(i), Source: "kafka", Status: "failed", Attempts: 1, Error: "boom"})
+		r.Task(event.TaskRow{TaskID: "task-" + strconv.Itoa(i), Source: "kafka", Status: "failed", Attempts: 1, Error: "boom"})
 		if i%100 == 99 {
 			waitWritten(t, r, 0, uint64(i+1)) // many transactions, many commits
 		}

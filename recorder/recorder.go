@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"svc/worker/event"
 )
 
 // Sentinel errors callers map to HTTP statuses.
@@ -107,10 +109,12 @@ type Recorder struct {
 
 // item is one queued write: exactly one field is set.
 type item struct {
-	ev   *Event
-	task *TaskRow
-	// folded is how many lifecycle events task's summary stands for
-	// (see summary.go); they count as events written or lost with it.
+	ev   *event.Event
+	task *event.TaskRow
+	// sum, when set, stands for task's lifecycle events, annotations and
+	// deliveries (summary.go); folded is how many events it stands for:
+	// they count as events written or lost with it.
+	sum    *Summary
 	folded int
 	// sampled: the task row is counted but not stored (history.sample_above_per_second).
 	sampled bool

@@ -3,7 +3,6 @@ package recorder
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 func TestOpenValidates(t *testing.T) {
@@ -44,12 +45,12 @@ func TestMemoryMode(t *testing.T) {
 	r := mustOpen(t, Config{Worker: "w", Cluster: "c1", MemoryEvents: 50, Now: clk.now})
 	stop := startRun(t, r)
 	for i := range 120 {
-		typ := TypeTaskReceived
+		typ := event.TypeTaskReceived
 		if i%2 == 1 {
-			typ = TypeExecutorFinished
+			typ = event.TypeExecutorFinished
 		}
-		r.Event(Event{Type: typ, TaskID: "t" + string(rune('a'+i%3))})
-		r.Task(TaskRow{TaskID: "t", Source: []string{"kafka", "http"}[i%2], Status: "ok",
+		r.Event(event.Event{Type: typ, TaskID: "t" + string(rune('a'+i%3))})
+		r.Task(event.TaskRow{TaskID: "t", Source: []string{"kafka", "http"}[i%2], Status: "ok",
 			Labels: map[string]string{"n": string(rune('a' + i%3))}})
 	}
 	evs, err := r.Events(t.Context(), EventQuery{Limit: 1000})
@@ -59,12 +60,12 @@ func TestMemoryMode(t *testing.T) {
 	if len(evs) != 50 {
 		t.Fatalf("len(Events()) = %d, want 50 (ring size)", len(evs))
 	}
-	if !slices.IsSortedFunc(evs, func(a, b Event) int { return int(b.ID - a.ID) }) {
+	if !slices.IsSortedFunc(evs, func(a, b event.Event) int { return int(b.ID - a.ID) }) {
 		t.Errorf("Events() not newest first")
 	}
-	evs, _ = r.Events(t.Context(), EventQuery{Types: []string{TypeExecutorFinished}, Limit: 10, BeforeID: evs[0].ID})
+	evs, _ = r.Events(t.Context(), EventQuery{Types: []string{event.TypeExecutorFinished}, Limit: 10, BeforeID: evs[0].ID})
 	for _, e := range evs {
-		if e.Type != TypeExecutorFinished {
+		if e.Type != event.TypeExecutorFinished {
 			t.Errorf("Events(types filter) returned type %q", e.Type)
 		}
 	}
@@ -110,16 +111,16 @@ func TestEventsAndTasksOnDisk(t *testing.T) {
 	r.State("running", map[string]any{"reason": "test"})
 	for i := range 30 {
 		clk.tick()
-		r.Event(Event{Type: TypeAnnotation, Kind: "note", TaskID: "t1", Labels: map[string]string{"i": "x"},
+		r.Event(event.Event{Type: event.TypeAnnotation, Kind: "note", TaskID: "t1", Labels: map[string]string{"i": "x"},
 			Payload: json.RawMessage(`{"i":` + string(rune('0'+i%10)) + `}`)})
 	}
-	r.Event(Event{Type: TypeAnnotation, Payload: json.RawMessage(`not json`)})
-	r.Task(TaskRow{TaskID: "t1", Source: "kafka", Status: "failed", Partition: 3, Offset: 42,
+	r.Event(event.Event{Type: event.TypeAnnotation, Payload: json.RawMessage(`not json`)})
+	r.Task(event.TaskRow{TaskID: "t1", Source: "kafka", Status: "failed", Partition: 3, Offset: 42,
 		Labels: map[string]string{"customer": "acme"},
 		Env:    map[string]string{"DB_PASSWORD": "hunter2", "API_Key": "k", "aws_credentials": "c", "HOME": "/root", "auth_TOKEN": "t"}})
 	waitWritten(t, r, 33, 1)
 
-	evs, err := r.Events(t.Context(), EventQuery{Types: []string{TypeAnnotation}, TaskID: "t1", Limit: 5})
+	evs, err := r.Events(t.Context(), EventQuery{Types: []string{event.TypeAnnotation}, TaskID: "t1", Limit: 5})
 	if err != nil || len(evs) != 5 {
 		t.Fatalf("Events() = %d events, %v; want 5", len(evs), err)
 	}
@@ -160,11 +161,14 @@ func TestEventsAndTasksOnDisk(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "snap.db")
 	os.WriteFile(path, snap.Bytes(), 0o600)
-	db, _ := openReadOnly(path)
+	db, err := openReadOnly(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer db.Close()
 	var nEvents, nConfig, nState int
-	db.QueryRow(`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM config_snapshots), (SELECT count(*) FROM state_timeline)`).
-		Scan(&nEvents, &nConfig, &nState)
+	scan(db, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM config_snapshots), (SELECT count(*) FROM state_timeline)`,
+		[]any{&nEvents, &nConfig, &nState})
 	if nEvents != 33 || nConfig != 1 || nState != 1 {
 		t.Errorf("snapshot has %d events, %d config snapshots, %d states; want 33, 1, 1", nEvents, nConfig, nState)
 	}
@@ -178,13 +182,13 @@ func TestEventsContinueIntoSealedFiles(t *testing.T) {
 	r := mustOpen(t, baseConfig(t, t.TempDir(), t.TempDir(), "w1", clk))
 	startRun(t, r)
 	for range 10 {
-		r.Event(Event{Type: TypeTaskReceived})
+		r.Event(event.Event{Type: event.TypeTaskReceived})
 	}
 	waitWritten(t, r, 10, 0)
 	clk.add(time.Minute)
 	seal(t, r)
 	for range 5 {
-		r.Event(Event{Type: TypeTaskReceived})
+		r.Event(event.Event{Type: event.TypeTaskReceived})
 	}
 	waitWritten(t, r, 15, 0)
 	evs, err := r.Events(t.Context(), EventQuery{Limit: 12})
@@ -205,22 +209,18 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 	r := mustOpen(t, cfg)
 	startRun(t, r)
 	// Block the writer: another connection holds the write lock.
-	blocker, err := sql.Open("sqlite", sqliteURI(r.live.path, "_pragma=busy_timeout(5000)"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	blocker := openTestConn(t, r.live.path)
 	defer blocker.Close()
-	conn, _ := blocker.Conn(t.Context())
-	if _, err := conn.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
+	if err := execSQL(blocker, `BEGIN IMMEDIATE`); err != nil {
 		t.Fatalf("BEGIN IMMEDIATE error = %v", err)
 	}
-	r.Event(Event{Type: TypeTaskReceived}) // the writer takes it, lingers for more, then blocks
+	r.Event(event.Event{Type: event.TypeTaskReceived}) // the writer takes it, lingers for more, then blocks
 	waitStats(t, r, "writer to dequeue", func(s Stats) bool { return s.Queued == 0 })
 	time.Sleep(2 * writeLinger)
 	const n = 100000
 	for range n {
-		r.Event(Event{Type: TypeTaskReceived})
-		r.Task(TaskRow{TaskID: "t", Status: "ok"})
+		r.Event(event.Event{Type: event.TypeTaskReceived})
+		r.Task(event.TaskRow{TaskID: "t", Status: "ok"})
 	}
 	s := r.Stats()
 	// At most the queue (64) plus one lingering batch (maxBatch) got in;
@@ -229,8 +229,7 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 		s.Overflowed > overflowMaxBytes/itemOverhead {
 		t.Errorf("Stats() = %+v, want at least %d items dropped or overflowed (at most %d), some tasks dropped", s, 2*n-64-maxBatch, overflowMaxBytes/itemOverhead)
 	}
-	conn.ExecContext(t.Context(), `ROLLBACK`)
-	conn.Close()
+	execSQL(blocker, `ROLLBACK`)
 	waitStats(t, r, "queue drained", func(s Stats) bool { return s.Queued == 0 })
 	waitStats(t, r, "all accounted", func(s Stats) bool {
 		return s.EventsWritten+s.EventsDropped == n+1 && s.TasksWritten+s.TasksDropped == n
@@ -242,9 +241,9 @@ func TestSlowSubscriberNeverBlocks(t *testing.T) {
 	slow := r.Subscribe(1)
 	fast := r.Subscribe(2000)
 	for range 1000 { // annotations: never sampled (routine items are, see TestWSSamplesRoutineItems)
-		r.Event(Event{Type: TypeAnnotation, Kind: "k"})
+		r.Event(event.Event{Type: event.TypeAnnotation, Kind: "k"})
 	}
-	r.Task(TaskRow{TaskID: "x"})
+	r.Task(event.TaskRow{TaskID: "x"})
 	if got := slow.Dropped(); got != 999 {
 		t.Errorf("slow.Dropped() = %d, want 999", got)
 	}
@@ -283,7 +282,7 @@ func TestSlowSubscriberNeverBlocks(t *testing.T) {
 	if _, _, ok := slow.Take(nil, nil); ok {
 		t.Errorf("Take() ok after Close")
 	}
-	r.Event(Event{Type: TypeTaskReceived}) // no panic on a closed subscriber
+	r.Event(event.Event{Type: event.TypeTaskReceived}) // no panic on a closed subscriber
 	if s := r.Stats(); s.Subscribers != 1 {
 		t.Errorf("Stats().Subscribers = %d after Close, want 1", s.Subscribers)
 	}
@@ -296,7 +295,7 @@ func TestCloseWithoutRunSeals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Event(Event{Type: TypeTaskReceived, TaskID: "t"})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t"})
 	if err := r.Close(); err != nil {
 		t.Fatalf("Close() error = %v", err)
 	}
@@ -320,13 +319,12 @@ func TestCloseWithoutRunSeals(t *testing.T) {
 func TestTaskRowJSON(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		row  TaskRow
+		row  event.TaskRow
 		want []string
 	}{
-		{TaskRow{TaskID: "a"}, []string{`"key":null`, `"key_encoding":null`, `"env":{}`}},
-		{TaskRow{TaskID: "b", Key: "", Env: map[string]string{KeyEncodingEnv: "utf-8"}}, []string{`"key":""`, `"key_encoding":"utf-8"`}},
-		{TaskRow{TaskID: "c", Key: "/wAB", Env: map[string]string{KeyEncodingEnv: "base64"}}, []string{`"key":"/wAB"`, `"key_encoding":"base64"`}},
-		{TaskRow{TaskID: "d", Key: "old"}, []string{`"key":"old"`, `"key_encoding":"utf-8"`}},
+		{event.TaskRow{TaskID: "a"}, []string{`"key":null`, `"key_encoding":null`, `"env":{}`}},
+		{event.TaskRow{TaskID: "b", Key: "", KeyEncoding: "utf-8"}, []string{`"key":""`, `"key_encoding":"utf-8"`}},
+		{event.TaskRow{TaskID: "c", Key: "/wAB", KeyEncoding: "base64"}, []string{`"key":"/wAB"`, `"key_encoding":"base64"`}},
 	} {
 		b, err := json.Marshal(c.row)
 		if err != nil {

@@ -2,12 +2,13 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"zombiezen.com/go/sqlite"
 )
 
 // recoverOrphans seals live files an earlier run of this worker left in
@@ -95,24 +96,25 @@ func (r *Recorder) recoverOne(ctx context.Context, path string, fromMs int64) (i
 	if err != nil {
 		return 0, r.unreadableOrphan(name, damage, copied, err)
 	}
-	var maxID, rows, toMs sql.NullInt64
-	err = db.QueryRowContext(ctx, `SELECT
+	var maxID, rows, toMs int64 // max(id) of no events: NULL, read as 0
+	err = withPool(ctx, db, func(c *sqlite.Conn) error {
+		return queryInts(c, `SELECT
 		(SELECT max(id) FROM events),
 		(SELECT count(*) FROM events) + (SELECT count(*) FROM tasks),
-		max(coalesce((SELECT max(ts_ms) FROM events), 0), coalesce((SELECT max(ts_ms) FROM tasks), 0))`).
-		Scan(&maxID, &rows, &toMs)
+		max(coalesce((SELECT max(ts_ms) FROM events), 0), coalesce((SELECT max(ts_ms) FROM tasks), 0))`, &maxID, &rows, &toMs)
+	})
 	db.Close()
 	if err != nil {
 		return 0, r.unreadableOrphan(name, damage, copied, fmt.Errorf("inspect %s: %w", name, err))
 	}
-	if rows.Int64 == 0 {
+	if rows == 0 {
 		removeDB(path)
 		if copied != "" {
 			r.quarantineOrphan(name, damage, 0, copied)
 		}
 		return 0, nil
 	}
-	sealed, err := r.sealFile(ctx, path, r.cfg.Worker, fromMs, max(toMs.Int64, fromMs))
+	sealed, err := r.sealFile(ctx, path, r.cfg.Worker, fromMs, max(toMs, fromMs))
 	if err != nil {
 		return 0, err
 	}
@@ -120,11 +122,11 @@ func (r *Recorder) recoverOne(ctx context.Context, path string, fromMs int64) (i
 	r.addRecent(sealed)
 	hist := "history/" + r.cfg.Cluster + "/" + sealed
 	if copied != "" {
-		r.quarantineOrphan(name, damage, rows.Int64, copied, "sealed", hist)
+		r.quarantineOrphan(name, damage, rows, copied, "sealed", hist)
 	} else {
-		r.log.Warn("recorder_recovered", "file", hist, "rows", rows.Int64)
+		r.log.Warn("recorder_recovered", "file", hist, "rows", rows)
 	}
-	return maxID.Int64, nil
+	return maxID, nil
 }
 
 // unreadableOrphan handles a live file SQLite could not open or read:

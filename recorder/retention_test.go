@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // TestArchivingOffDeletesNothing: with archiving off, sealed files however
@@ -29,7 +31,7 @@ func TestArchivingOffDeletesNothing(t *testing.T) {
 	stop := startRun(t, r)
 	// Let the loops turn several times: three live files sealed.
 	waitStats(t, r, "three seals", func(s Stats) bool {
-		r.Event(Event{Type: TypeTaskReceived, TaskID: "t"})
+		r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t"})
 		return s.Seals >= 3
 	})
 	if err := r.archivePass(t.Context()); err != nil {

@@ -4,14 +4,16 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+
+	"svc/worker/event"
 )
 
 // ring keeps the most recent events and task rows in memory-only mode; each
 // holds up to size items and overwrites the oldest.
 type ring struct {
 	mu  sync.Mutex
-	evs lastN[Event]
-	tks lastN[TaskRow]
+	evs lastN[event.Event]
+	tks lastN[event.TaskRow]
 }
 
 // lastN holds the last size items appended; at(i) is the i-th oldest.
@@ -34,16 +36,16 @@ func (l *lastN[T]) len() int   { return len(l.items) }
 func (l *lastN[T]) at(i int) T { return l.items[(l.next+i)%len(l.items)] }
 
 func newRing(size int) *ring {
-	return &ring{evs: lastN[Event]{size: size}, tks: lastN[TaskRow]{size: size}}
+	return &ring{evs: lastN[event.Event]{size: size}, tks: lastN[event.TaskRow]{size: size}}
 }
 
-func (g *ring) addEvent(e Event) {
+func (g *ring) addEvent(e event.Event) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.evs.add(e)
 }
 
-func (g *ring) addTask(t TaskRow) {
+func (g *ring) addTask(t event.TaskRow) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.tks.add(t)
@@ -51,10 +53,10 @@ func (g *ring) addTask(t TaskRow) {
 
 // events returns matching events newest first. Events are appended in ID
 // order only approximately (concurrent callers), so the result is sorted.
-func (g *ring) events(q EventQuery) []Event {
+func (g *ring) events(q EventQuery) []event.Event {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []Event
+	var out []event.Event
 	for i := g.evs.len() - 1; i >= 0; i-- {
 		e := g.evs.at(i)
 		if q.BeforeID > 0 && e.ID >= q.BeforeID {
@@ -68,7 +70,7 @@ func (g *ring) events(q EventQuery) []Event {
 		}
 		out = append(out, e)
 	}
-	slices.SortStableFunc(out, func(a, b Event) int { return cmp.Compare(b.ID, a.ID) })
+	slices.SortStableFunc(out, func(a, b event.Event) int { return cmp.Compare(b.ID, a.ID) })
 	if len(out) > q.Limit {
 		out = out[:q.Limit]
 	}
@@ -76,10 +78,10 @@ func (g *ring) events(q EventQuery) []Event {
 }
 
 // tasks returns up to limit task rows newest first.
-func (g *ring) tasks(limit int) []TaskRow {
+func (g *ring) tasks(limit int) []event.TaskRow {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make([]TaskRow, 0, min(limit, g.tks.len()))
+	out := make([]event.TaskRow, 0, min(limit, g.tks.len()))
 	for i := g.tks.len() - 1; i >= 0 && len(out) < limit; i-- {
 		out = append(out, g.tks.at(i))
 	}
@@ -87,10 +89,10 @@ func (g *ring) tasks(limit int) []TaskRow {
 }
 
 // taskEvents returns the events of one task, oldest first.
-func (g *ring) taskEvents(taskID string) []Event {
+func (g *ring) taskEvents(taskID string) []event.Event {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []Event
+	var out []event.Event
 	for i := range g.evs.len() {
 		if e := g.evs.at(i); e.TaskID == taskID {
 			out = append(out, e)
@@ -100,10 +102,10 @@ func (g *ring) taskEvents(taskID string) []Event {
 }
 
 // tasksWhere returns the task rows match accepts, newest first.
-func (g *ring) tasksWhere(match func(TaskRow) bool, limit int) []TaskRow {
+func (g *ring) tasksWhere(match func(event.TaskRow) bool, limit int) []event.TaskRow {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []TaskRow
+	var out []event.TaskRow
 	for i := g.tks.len() - 1; i >= 0 && len(out) < limit; i-- {
 		if t := g.tks.at(i); match(t) {
 			out = append(out, t)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	zsqlite "zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite"
 )
 
 // maxBatch bounds how many queued items one transaction writes. Below it
@@ -306,7 +306,10 @@ func itemBytes(it *item) int {
 	}
 	t := it.task
 	n := 2*row + len(t.TaskID) + len(t.Key) + len(t.Error) + 2*label*len(t.Labels) + label*len(t.Env) // labels: the column and task_labels
-	for _, x := range t.summary.Extras {
+	if it.sum == nil {
+		return n
+	}
+	for _, x := range it.sum.Extras {
 		n += 32 + len(x.Type) + len(x.Kind) + len(x.Payload)
 	}
 	return n
@@ -372,7 +375,7 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 		case it.sampled:
 			continue
 		default:
-			err = insertTask(w, it.task)
+			err = insertTask(w, it.task, it.sum)
 		}
 		if err != nil {
 			rollback()
@@ -394,24 +397,20 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 // file (liveFile.writeConn), each prepared once per file and kept by the
 // connection. The transaction is plain BEGIN and COMMIT on it.
 //
-// The connection is zombiezen.com/go/sqlite's, over the same SQLite as
-// the modernc.org/sqlite driver every other part of the recorder reads
-// through, not a database/sql one: the writer binds 26 columns a task row,
-// and the driver's bind path cost more than SQLite spent storing the row.
-// It boxes each argument in an interface (15 allocations a Kafka task
-// row), looks up each parameter's name, and enters the connection's mutex
-// on every call, since it opens every connection SQLITE_OPEN_FULLMUTEX; a
-// connection used by one goroutine at a time needs none
-// (SQLITE_OPEN_NOMUTEX). Same schema, 64-row INSERTs of Kafka task rows,
-// 4,096 rows a transaction: 8.9-9.1 µs a row through the driver,
+// The writer binds 27 columns a task row with typed values on a
+// connection without a mutex (SQLITE_OPEN_NOMUTEX: one goroutine uses it),
+// through zombiezen.com/go/sqlite like every other part of the recorder
+// (schema.go). Same schema, 64-row INSERTs of Kafka task rows, 4,096 rows
+// a transaction: 8.9-9.1 µs a row through database/sql's modernc driver
+// (an interface box per argument, a name lookup and a mutex per bind),
 // 5.8 µs here.
 type txWriter struct {
-	conn *zsqlite.Conn
+	conn *sqlite.Conn
 }
 
 // batchWriter is a txWriter that inserts events, task rows and task labels
 // insertChunk rows per statement: one statement per row cost the writer
-// more in database/sql and binding than SQLite spent storing the row. A
+// more in binding than SQLite spent storing the row. A
 // live file keeps one (liveFile.batch), so the argument slices are reused
 // from batch to batch.
 type batchWriter struct {
@@ -420,13 +419,13 @@ type batchWriter struct {
 }
 
 // batch returns the file's batch writer for a batch on conn.
-func (lf *liveFile) batch(conn *zsqlite.Conn) *batchWriter {
+func (lf *liveFile) batch(conn *sqlite.Conn) *batchWriter {
 	if lf.bw == nil {
 		w := &batchWriter{txWriter: &txWriter{}}
 		w.events = multiInsert{w: w.txWriter, what: "event", ncols: 8,
 			prefix: `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES `}
-		w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 26,
-			prefix: `INSERT INTO tasks(` + taskColumns + `, ` + summaryColumns + `, ` + extraColumns + `) VALUES `}
+		w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 27,
+			prefix: `INSERT INTO tasks(` + rowColumns + `) VALUES `}
 		w.labels = multiInsert{w: w.txWriter, what: "task label", ncols: 4,
 			prefix: `INSERT INTO task_labels(name, value, task_id, ts_ms) VALUES `}
 		lf.bw = w
@@ -444,7 +443,7 @@ func (w *batchWriter) flush() error {
 	return errors.Join(w.events.flush(), w.tasks.flush(), w.labels.flush())
 }
 
-// insertChunk is how many rows one multi-row INSERT carries (26 columns ×
+// insertChunk is how many rows one multi-row INSERT carries (27 columns ×
 // 64 rows stays far below SQLite's 32766 bound parameters).
 const insertChunk = 64
 

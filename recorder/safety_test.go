@@ -2,13 +2,16 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"zombiezen.com/go/sqlite"
+
+	"svc/worker/event"
 )
 
 // writeDB creates a finished database at path holding one event of taskID.
@@ -22,10 +25,10 @@ func writeDB(t testing.TB, path, taskID string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`INSERT INTO events(ts_ms, type, task_id, worker) VALUES(?, 'task_received', ?, 'other')`, t0-5000, taskID); err != nil {
+	if err := execSQL(db, `INSERT INTO events(ts_ms, type, task_id, worker) VALUES(?, 'task_received', ?, 'other')`, t0-5000, taskID); err != nil {
 		t.Fatal(err)
 	}
-	if err := setMeta(context.Background(), db, "format", "1", "kind", "sealed"); err != nil {
+	if err := setMeta(db, "format", "1", "kind", "sealed"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -152,7 +155,7 @@ func TestSymlinkedHistoryFolder(t *testing.T) {
 			cfg.ArchiveEnabled = true
 			r := mustOpen(t, cfg)
 			startRun(t, r)
-			r.Event(Event{Type: TypeTaskReceived, TaskID: "t-live"})
+			r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t-live"})
 			waitWritten(t, r, 1, 0)
 			clk.add(time.Minute)
 			if err := r.sealNow(t.Context()); !errors.Is(err, ErrUnsafePath) {
@@ -198,8 +201,8 @@ func TestVFSReadsTheCheckedFile(t *testing.T) {
 	if err := os.Rename(filepath.Join(shared, "swap.db"), filepath.Join(c1, "w-1-2.db")); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := queryOpen(t.Context(), r, f, func(db *sql.DB) ([]Event, error) {
-		return queryEvents(t.Context(), db, `SELECT id, ts_ms, type, kind, task_id, worker, labels, payload FROM events`)
+	evs, err := queryOpen(t.Context(), r, f, func(db *sqlite.Conn) ([]event.Event, error) {
+		return queryEvents(db, `SELECT id, ts_ms, type, kind, task_id, worker, labels, payload FROM events`)
 	})
 	if err != nil || len(evs) != 1 || evs[0].TaskID != "checked" {
 		t.Errorf("query of the opened file = %v, %v; want the checked file's event", evs, err)

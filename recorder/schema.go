@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -10,34 +9,25 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
 )
 
 // FormatVersion is the on-disk layout version written to every file's meta
-// table and .meta.json (see docs/storage-format.md). It changes only when a reader of the
-// old layout would misread the new one.
-const FormatVersion = 3
+// table and .meta.json (see docs/storage-format.md).
+const FormatVersion = 1
 
-// schemaSteps returns the schema steps in order; PRAGMA user_version holds
-// how many have run. Append new steps, never edit old ones.
-func schemaSteps() []string { return []string{schemaStep1, schemaStep2, schemaStep3, schemaStep4} }
+// schemaVersion is the PRAGMA user_version of a file with the schema: the
+// number of schema steps applied. The format has one step.
+const schemaVersion = 1
 
-// schemaStep3 gives each task label its task row's ts_ms and indexes the
-// labels by (name, value, ts_ms), so a label search reads the newest rows
-// of one label straight off the index instead of sorting every task that
-// carries it (50,000 tasks of one archive: 97 ms → 0.5 ms). A file
-// migrated from step 2 (a live file recovered after a crash) gets its
-// labels' ts_ms from their tasks.
-const schemaStep3 = `ALTER TABLE task_labels ADD COLUMN ts_ms INTEGER NOT NULL DEFAULT 0;
-	UPDATE task_labels SET ts_ms = coalesce((SELECT max(ts_ms) FROM tasks WHERE tasks.task_id = task_labels.task_id), 0);
-	DROP INDEX task_labels_name_value;
-	CREATE INDEX task_labels_name_value_ts ON task_labels(name, value, ts_ms);`
-
-// labelTsVersion is the first schema version whose task_labels has ts_ms.
-const labelTsVersion = 3
-
-// schemaStep1 is the initial layout.
-const schemaStep1 = `CREATE TABLE meta (
+// schema is the layout of every recorder file (docs/storage-format.md,
+// section 3). The sum_* columns of tasks stand for a successful task's
+// lifecycle events, annotations and deliveries (summary.go); task_labels
+// carries its task row's ts_ms, indexed so that a label search reads the
+// newest rows of one label straight off the index (50,000 tasks of one
+// archive: 97 ms → 0.5 ms against sorting every task with the label).
+const schema = `CREATE TABLE meta (
 		key   TEXT PRIMARY KEY,
 		value TEXT NOT NULL
 	);
@@ -69,15 +59,30 @@ const schemaStep1 = `CREATE TABLE meta (
 		duration_ms       INTEGER NOT NULL DEFAULT 0,
 		error             TEXT NOT NULL DEFAULT '',
 		output_size_bytes INTEGER NOT NULL DEFAULT 0,
-		env               TEXT NOT NULL DEFAULT '{}'
+		env               TEXT NOT NULL DEFAULT '{}',
+		key_encoding      TEXT NOT NULL DEFAULT '',
+		sum_received_id   INTEGER NOT NULL DEFAULT 0,
+		sum_started_did   INTEGER NOT NULL DEFAULT 0,
+		sum_finished_did  INTEGER NOT NULL DEFAULT 0,
+		sum_received_ms   INTEGER NOT NULL DEFAULT 0,
+		sum_started_dms   INTEGER NOT NULL DEFAULT 0,
+		sum_finished_dms  INTEGER NOT NULL DEFAULT 0,
+		sum_input_bytes   INTEGER NOT NULL DEFAULT 0,
+		sum_attempt_ms    INTEGER NOT NULL DEFAULT 0,
+		sum_events        TEXT NOT NULL DEFAULT '',
+		sum_ann_top       INTEGER NOT NULL DEFAULT 0,
+		sum_del_top       INTEGER NOT NULL DEFAULT 0
 	);
 	CREATE INDEX tasks_task_id ON tasks(task_id);
+	CREATE INDEX tasks_sum_ann_top ON tasks(sum_ann_top) WHERE sum_ann_top != 0;
+	CREATE INDEX tasks_sum_del_top ON tasks(sum_del_top) WHERE sum_del_top != 0;
 	CREATE TABLE task_labels (
 		name    TEXT NOT NULL,
 		value   TEXT NOT NULL,
-		task_id TEXT NOT NULL
+		task_id TEXT NOT NULL,
+		ts_ms   INTEGER NOT NULL
 	);
-	CREATE INDEX task_labels_name_value ON task_labels(name, value);
+	CREATE INDEX task_labels_name_value_ts ON task_labels(name, value, ts_ms);
 	CREATE TABLE config_snapshots (
 		id     INTEGER PRIMARY KEY,
 		ts_ms  INTEGER NOT NULL,
@@ -107,12 +112,53 @@ func sqliteURI(path, query string) string {
 const liveBusyTimeout = 5 * time.Second
 
 // livePragmas are the settings of every connection to a live file, the
-// writer's (liveFile.writeConn) and db's (openLiveDB), besides the busy
-// timeout and WAL mode.
+// writer's (liveFile.writeConn) and the readers' (openLiveDB), besides the
+// busy timeout and WAL mode.
 var livePragmas = []string{"synchronous(NORMAL)", "cache_size(-256)", "temp_store(MEMORY)"}
 
+// liveReaders is how many connections the live file's readers share.
+const liveReaders = 4
+
+// The recorder reaches SQLite (modernc.org/sqlite's, pure Go) through
+// zombiezen.com/go/sqlite alone: the writer binds typed values on a
+// connection without a mutex, where database/sql boxed every argument and
+// locked the connection on each bind (BenchmarkSuccessfulTask: 7.7-8.3
+// against 10.4-10.8 µs of CPU a task; see the commit that made readers use
+// it too).
+
+// openConn opens one connection to uri with flags; SQLite work on it stops
+// when ctx ends.
+func openConn(ctx context.Context, uri string, flags sqlite.OpenFlags) (*sqlite.Conn, error) {
+	c, err := sqlite.OpenConn(uri, flags|sqlite.OpenURI)
+	if err != nil {
+		return nil, err
+	}
+	c.SetInterrupt(ctx.Done())
+	return c, nil
+}
+
+// ctxErr names ctx's error as the cause of err when ctx has ended: SQLite
+// reports work that ctx interrupted as "interrupted".
+func ctxErr(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+// prepareLive gives a connection to a live file its settings.
+func prepareLive(c *sqlite.Conn) error {
+	c.SetBusyTimeout(liveBusyTimeout)
+	for _, p := range livePragmas {
+		if err := execSQL(c, "PRAGMA "+p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // openLiveDB opens (creating if needed) a live file in WAL mode with a busy
-// timeout, and applies the schema steps.
+// timeout, for its readers, and creates the schema in a new file.
 //
 // Each connection's page cache is 256 KiB instead of SQLite's 2 MB: the
 // writer appends (rowids and task ids grow, so the B-tree paths it walks
@@ -124,113 +170,129 @@ var livePragmas = []string{"synchronous(NORMAL)", "cache_size(-256)", "temp_stor
 // tasks: 28.6-31.0 µs of CPU a task with 2 MB, 28.7 µs with 256 KiB).
 // temp_store=MEMORY keeps the statement journal of the writer's multi-row
 // INSERTs in memory: on disk its writes were 3.6 % of the worker's CPU.
-func openLiveDB(ctx context.Context, path string) (*sql.DB, error) {
+func openLiveDB(ctx context.Context, path string) (*sqlitex.Pool, error) {
 	if err := createPrivateFile(path); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
-	query := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)", liveBusyTimeout.Milliseconds())
-	for _, p := range livePragmas {
-		query += "&_pragma=" + p
-	}
-	db, err := sql.Open("sqlite", sqliteURI(path, query))
+	pool, err := sqlitex.NewPool(sqliteURI(path, ""), sqlitex.PoolOptions{
+		Flags:    sqlite.OpenReadWrite | sqlite.OpenWAL | sqlite.OpenURI,
+		PoolSize: liveReaders, PrepareConn: prepareLive,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(4)
-	if err := migrate(ctx, db); err != nil {
-		db.Close()
+	c, err := pool.Take(ctx)
+	if err == nil {
+		err = migrate(c)
+		pool.Put(c)
+	}
+	if err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
-	return db, nil
+	return pool, nil
 }
 
 // openBuildDB opens a new file that one goroutine fills (archive, merge):
-// rollback journal, one connection so ATTACH applies to every statement.
-func openBuildDB(ctx context.Context, path string) (*sql.DB, error) {
+// rollback journal, one connection.
+func openBuildDB(ctx context.Context, path string) (*sqlite.Conn, error) {
 	if err := createPrivateFile(path); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", sqliteURI(path, "_pragma=busy_timeout(5000)&_pragma=journal_mode(DELETE)"))
+	c, err := openConn(ctx, sqliteURI(path, ""), sqlite.OpenReadWrite)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(1)
-	if err := migrate(ctx, db); err != nil {
-		db.Close()
+	c.SetBusyTimeout(5 * time.Second)
+	if err := execSQL(c, `PRAGMA journal_mode=DELETE`); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if err := migrate(c); err != nil {
+		c.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
-	return db, nil
+	return c, nil
 }
 
-// openReadOnly opens a finished (sealed, archived, merged) file. immutable=1
-// skips locking and never creates -wal or -shm files beside it, which keeps
-// the shared folder clean and works on read-only mounts.
-func openReadOnly(path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", sqliteURI(path, "mode=ro&immutable=1"))
-	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
+// execSQL runs one statement with args (bound by position). Statements are
+// prepared once per connection and kept.
+func execSQL(c *sqlite.Conn, query string, args ...any) error {
+	return sqlitex.Execute(c, query, &sqlitex.ExecOptions{Args: args})
+}
+
+// query runs query with args, calling row for each result row.
+func query(c *sqlite.Conn, query string, row func(*sqlite.Stmt) error, args ...any) error {
+	return sqlitex.Execute(c, query, &sqlitex.ExecOptions{Args: args, ResultFunc: row})
+}
+
+// queryInts runs a query returning one row of integers into dest.
+func queryInts(c *sqlite.Conn, q string, dest ...*int64) error {
+	n := 0
+	err := query(c, q, func(st *sqlite.Stmt) error {
+		for i, d := range dest {
+			*d = st.ColumnInt64(i)
+		}
+		n++
+		return nil
+	})
+	if err == nil && n != 1 {
+		err = fmt.Errorf("%s: %d rows", q, n)
 	}
-	db.SetMaxOpenConns(1)
-	return db, nil
+	return err
 }
 
-// checkVersion refuses a file written by a newer schema than this build
-// knows; schema names "main" or an attached database.
-func checkVersion(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, schema string) error {
-	var v int
+// queryText runs a query returning one text value.
+func queryText(c *sqlite.Conn, q string) (string, error) {
+	var out string
+	err := query(c, q, func(st *sqlite.Stmt) error { out = st.ColumnText(0); return nil })
+	return out, err
+}
+
+// checkVersion refuses a file whose schema is not this format's; schema
+// names "main" or an attached database.
+func checkVersion(c *sqlite.Conn, schema string) error {
+	var v int64
 	// PRAGMA takes no bind parameters; schema is "main" or "src".
-	if err := q.QueryRowContext(ctx, `PRAGMA `+schema+`.user_version`).Scan(&v); err != nil {
+	if err := queryInts(c, `PRAGMA `+schema+`.user_version`, &v); err != nil {
 		return fmt.Errorf("read user_version: %w", err)
 	}
-	if v > len(schemaSteps()) {
-		return fmt.Errorf("schema version %d is newer than this build (%d)", v, len(schemaSteps()))
+	return versionError(int(v))
+}
+
+// versionError says why a file of schema version v cannot be read.
+func versionError(v int) error {
+	if v != schemaVersion {
+		return fmt.Errorf("schema version %d is not this build's (%d)", v, schemaVersion)
 	}
 	return nil
 }
 
-// migrate applies the schema steps not yet recorded in user_version.
-func migrate(ctx context.Context, db *sql.DB) error {
-	var version int
-	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+// migrate creates the schema in a new (empty) file and refuses a file of
+// another version.
+func migrate(c *sqlite.Conn) (err error) {
+	var version int64
+	if err := queryInts(c, `PRAGMA user_version`, &version); err != nil {
 		return fmt.Errorf("read user_version: %w", err)
 	}
-	steps := schemaSteps()
-	if version > len(steps) {
-		return fmt.Errorf("schema version %d is newer than this build (%d)", version, len(steps))
+	if version != 0 {
+		return versionError(int(version))
 	}
-	for i := version; i < len(steps); i++ {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("begin schema step %d: %w", i+1, err)
-		}
-		if _, err := tx.ExecContext(ctx, steps[i]); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("schema step %d: %w", i+1, err)
-		}
-		// PRAGMA takes no bind parameters; i is an int we control.
-		if _, err := tx.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(i+1)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("set user_version %d: %w", i+1, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("commit schema step %d: %w", i+1, err)
-		}
+	defer sqlitex.Save(c)(&err)
+	if err := sqlitex.ExecuteScript(c, schema, nil); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
+	// PRAGMA takes no bind parameters; schemaVersion is a constant.
+	if err := execSQL(c, `PRAGMA user_version = `+strconv.Itoa(schemaVersion)); err != nil {
+		return fmt.Errorf("set user_version: %w", err)
 	}
 	return nil
-}
-
-// execer is the part of *sql.DB, *sql.Tx and *sql.Conn the meta helpers use.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // setMeta upserts meta rows from alternating key, value pairs.
-func setMeta(ctx context.Context, db execer, kv ...string) error {
+func setMeta(c *sqlite.Conn, kv ...string) error {
 	for i := 0; i+1 < len(kv); i += 2 {
-		if _, err := db.ExecContext(ctx,
-			`INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+		if err := execSQL(c, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
 			kv[i], kv[i+1]); err != nil {
 			return fmt.Errorf("set meta %s: %w", kv[i], err)
 		}
@@ -239,19 +301,14 @@ func setMeta(ctx context.Context, db execer, kv ...string) error {
 }
 
 // readMeta returns the meta table as a map.
-func readMeta(ctx context.Context, db *sql.DB) (map[string]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT key, value FROM meta`)
+func readMeta(c *sqlite.Conn) (map[string]string, error) {
+	m := map[string]string{}
+	err := query(c, `SELECT key, value FROM meta`, func(st *sqlite.Stmt) error {
+		m[st.ColumnText(0)] = st.ColumnText(1)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read meta: %w", err)
 	}
-	defer rows.Close()
-	m := map[string]string{}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, fmt.Errorf("read meta: %w", err)
-		}
-		m[k] = v
-	}
-	return m, rows.Err()
+	return m, nil
 }

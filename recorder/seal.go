@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,21 +12,18 @@ import (
 	"strings"
 	"time"
 
-	zsqlite "zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
 )
 
 // liveFile is the open live database.
 type liveFile struct {
-	db     *sql.DB
+	pool   *sqlitex.Pool // the readers' connections
 	path   string
 	fromMs int64
 	// conn is the writer's own connection (see txWriter), with the
-	// statements it prepared, once per file; only the writer uses it. On a
-	// connection of db's pool, a batch could land on any of its
-	// connections, each preparing the statements anew (and again whenever
-	// database/sql closed an idle one): 3.6 % of svc's CPU in the Kafka
-	// bench went to SQLite's prepare.
-	conn *zsqlite.Conn
+	// statements it prepared, once per file; only the writer uses it.
+	conn *sqlite.Conn
 	bw   *batchWriter
 	// gen tells live files apart: a new one may take the name of the one
 	// just sealed (the clock did not move), and one reopened after a
@@ -36,35 +32,22 @@ type liveFile struct {
 }
 
 // writeConn is the writer's connection to the file, opened on first use
-// with the settings openLiveDB gives db's connections.
-func (lf *liveFile) writeConn() (*zsqlite.Conn, error) {
+// with the settings openLiveDB gives the readers' connections.
+func (lf *liveFile) writeConn() (*sqlite.Conn, error) {
 	if lf.conn != nil {
 		return lf.conn, nil
 	}
 	// The file exists (openLiveDB made it, in WAL mode): no OpenCreate.
-	c, err := zsqlite.OpenConn(sqliteURI(lf.path, ""), zsqlite.OpenReadWrite|zsqlite.OpenURI)
+	c, err := sqlite.OpenConn(sqliteURI(lf.path, ""), sqlite.OpenReadWrite|sqlite.OpenURI)
 	if err != nil {
 		return nil, err
 	}
-	c.SetBusyTimeout(liveBusyTimeout)
-	for _, p := range livePragmas {
-		if err := execScript(c, "PRAGMA "+p); err != nil {
-			c.Close()
-			return nil, err
-		}
+	if err := prepareLive(c); err != nil {
+		c.Close()
+		return nil, err
 	}
 	lf.conn = c
 	return c, nil
-}
-
-// execScript runs a statement without keeping it prepared.
-func execScript(c *zsqlite.Conn, query string) error {
-	st, _, err := c.PrepareTransient(query)
-	if err != nil {
-		return err
-	}
-	_, err = st.Step()
-	return errors.Join(err, st.Finalize())
 }
 
 // dropConn closes the writer's connection and its statements; the next
@@ -76,10 +59,10 @@ func (lf *liveFile) dropConn() {
 	}
 }
 
-// close closes the writer's statements and connection, then the database.
+// close closes the writer's statements and connection, then the readers'.
 func (lf *liveFile) close() error {
 	lf.dropConn()
-	return lf.db.Close()
+	return lf.pool.Close()
 }
 
 // newLiveFile creates {Dir}/recorder/<worker>-<start_ms>.db, moving the
@@ -93,20 +76,22 @@ func (r *Recorder) newLiveFile(ctx context.Context, startMs int64) (*liveFile, e
 		startMs++
 		path = filepath.Join(r.liveDir, fmt.Sprintf("%s-%d.db", r.cfg.Worker, startMs))
 	}
-	db, err := openLiveDB(ctx, path)
+	pool, err := openLiveDB(ctx, path)
 	if err != nil {
 		removeDB(path)
 		return nil, err
 	}
-	err = setMeta(ctx, db, "format", strconv.Itoa(FormatVersion), "kind", "live",
-		"worker", r.cfg.Worker, "cluster", r.cfg.Cluster, "from_ms", strconv.FormatInt(startMs, 10), "to_ms", "0")
+	err = withPool(ctx, pool, func(c *sqlite.Conn) error {
+		return setMeta(c, "format", strconv.Itoa(FormatVersion), "kind", "live",
+			"worker", r.cfg.Worker, "cluster", r.cfg.Cluster, "from_ms", strconv.FormatInt(startMs, 10), "to_ms", "0")
+	})
 	if err != nil {
-		db.Close()
+		pool.Close()
 		removeDB(path)
 		return nil, err
 	}
 	r.liveGen++
-	return &liveFile{db: db, path: path, fromMs: startMs, gen: r.liveGen}, nil
+	return &liveFile{pool: pool, path: path, fromMs: startMs, gen: r.liveGen}, nil
 }
 
 // openLive installs a fresh live file.
@@ -163,15 +148,25 @@ func (r *Recorder) closeLive() {
 	}
 }
 
-// withLive runs fn on the live database while no seal can swap it. With no
-// live file (after shutdown) fn is not called.
-func (r *Recorder) withLive(fn func(*sql.DB) error) error {
+// withLive runs fn on a reader's connection to the live database while no
+// seal can swap it. With no live file (after shutdown) fn is not called.
+func (r *Recorder) withLive(ctx context.Context, fn func(*sqlite.Conn) error) error {
 	r.liveMu.RLock()
 	defer r.liveMu.RUnlock()
 	if r.live == nil {
 		return nil
 	}
-	return fn(r.live.db)
+	return withPool(ctx, r.live.pool, fn)
+}
+
+// withPool runs fn on a connection of pool.
+func withPool(ctx context.Context, pool *sqlitex.Pool, fn func(*sqlite.Conn) error) error {
+	c, err := pool.Take(ctx)
+	if err != nil {
+		return ctxErr(ctx, err)
+	}
+	defer pool.Put(c)
+	return ctxErr(ctx, fn(c))
 }
 
 // sealLive moves the live file into history and, unless final, starts a new
@@ -186,7 +181,9 @@ func (r *Recorder) sealLive(ctx context.Context, final bool) error {
 		return r.openLive(ctx, r.cfg.Now().UnixMilli())
 	}
 	var rows int64
-	err := lf.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM tasks)`).Scan(&rows)
+	err := withPool(ctx, lf.pool, func(c *sqlite.Conn) error {
+		return queryInts(c, `SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM tasks)`, &rows)
+	})
 	if err != nil {
 		r.stats.sealErrors.Add(1)
 		return fmt.Errorf("seal %s: count rows: %w", filepath.Base(lf.path), err)
@@ -211,9 +208,9 @@ func (r *Recorder) sealLive(ctx context.Context, final bool) error {
 		r.log.Error("recorder_seal_failed", "file", filepath.Base(lf.path), "error", err)
 		if !final {
 			// Keep recording into the same file; the next tick retries.
-			if db, oerr := openLiveDB(ctx, lf.path); oerr == nil {
-				setMeta(ctx, db, "kind", "live", "to_ms", "0")
-				r.live = &liveFile{db: db, path: lf.path, fromMs: lf.fromMs, gen: lf.gen}
+			if pool, oerr := openLiveDB(ctx, lf.path); oerr == nil {
+				withPool(ctx, pool, func(c *sqlite.Conn) error { return setMeta(c, "kind", "live", "to_ms", "0") })
+				r.live = &liveFile{pool: pool, path: lf.path, fromMs: lf.fromMs, gen: lf.gen}
 			}
 		}
 		return err
@@ -312,30 +309,32 @@ func publishAt(d *dir, tmp, name string, meta fileMeta) error {
 // self-contained file), stamps to_ms and kind, and returns the row counts.
 func finalizeDB(ctx context.Context, path string, toMs int64) (fileMeta, error) {
 	var m fileMeta
-	db, err := sql.Open("sqlite", sqliteURI(path, "_pragma=busy_timeout(5000)"))
+	db, err := openConn(ctx, sqliteURI(path, ""), sqlite.OpenReadWrite)
 	if err != nil {
 		return m, fmt.Errorf("finalize %s: %w", filepath.Base(path), err)
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
+	db.SetBusyTimeout(5 * time.Second)
 	var mode string
-	if _, err = db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err == nil {
-		err = db.QueryRowContext(ctx, `PRAGMA journal_mode=DELETE`).Scan(&mode)
+	if err = execSQL(db, `PRAGMA wal_checkpoint(TRUNCATE)`); err == nil {
+		mode, err = queryText(db, `PRAGMA journal_mode=DELETE`)
 	}
 	if err == nil && !strings.EqualFold(mode, "delete") {
 		err = fmt.Errorf("journal_mode is still %s", mode)
 	}
 	if err == nil {
-		err = setMeta(ctx, db, "kind", "sealed", "to_ms", strconv.FormatInt(toMs, 10))
+		err = setMeta(db, "kind", "sealed", "to_ms", strconv.FormatInt(toMs, 10))
 	}
 	if err == nil {
-		err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`).Scan(&m.Events, &m.Tasks)
+		err = queryInts(db, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`, &m.Events, &m.Tasks)
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return m, fmt.Errorf("finalize %s: %w", filepath.Base(path), err)
 	}
 	m.Format, m.ToMs = FormatVersion, toMs
-	return m, db.Close()
+	return m, nil
 }
 
 // addRecent remembers a file this process sealed (its name in the

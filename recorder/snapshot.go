@@ -2,11 +2,13 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
 )
 
 // SnapshotLive writes a consistent copy of the live file to w (the
@@ -25,10 +27,9 @@ func (r *Recorder) SnapshotLive(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("snapshot live: %w", err)
 	}
 	live := false
-	err := r.withLive(func(db *sql.DB) error {
+	err := r.withLive(ctx, func(db *sqlite.Conn) error {
 		live = true
-		_, err := db.ExecContext(ctx, `VACUUM INTO ?`, tmp)
-		return err
+		return sqlitex.ExecuteTransient(db, `VACUUM INTO ?`, &sqlitex.ExecOptions{Args: []any{tmp}})
 	})
 	if err != nil {
 		return fmt.Errorf("snapshot live: %w", err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"svc/worker/event"
 )
 
 // cancelWriter cancels its context on the first write and counts bytes.
@@ -26,7 +28,7 @@ func TestSnapshotStopsWithContext(t *testing.T) {
 	r := mustOpen(t, baseConfig(t, t.TempDir(), "", "w", newClock()))
 	startRun(t, r)
 	for range 2000 {
-		r.Event(Event{Type: TypeTaskReceived, TaskID: "t", Labels: map[string]string{"pad": strings.Repeat("x", 200)}})
+		r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t", Labels: map[string]string{"pad": strings.Repeat("x", 200)}})
 	}
 	waitWritten(t, r, 2000, 0)
 	var full countWriter

@@ -1,5 +1,7 @@
 package recorder
 
+import "svc/worker/event"
+
 // heldEvents are the routine events of unfinished tasks a subscriber was
 // not sent over its budget (task_received, executor_started, ...), by task
 // ID. A task that fails, retries or times out releases them into the queue
@@ -18,22 +20,27 @@ type heldEvents struct {
 }
 
 // heldTask is one task's held events; entries are reused.
-type heldTask struct{ evs []Event }
+type heldTask struct{ evs []event.Event }
 
 const (
-	heldTasks   = 2048 // tasks held at most: far more than run at once (pipeline.max_in_flight)
-	heldPerTask = 16   // routine events held per task; more count as sampled at once
+	// heldTasks is the recorder's own bound on the tasks whose routine
+	// events a subscriber holds, whatever the worker's concurrency: past it
+	// the oldest held task's events count as sampled, so a task that fails
+	// after more than heldTasks newer tasks started reaches the subscriber
+	// without its earlier routine events (its failure and row still do).
+	heldTasks   = 2048
+	heldPerTask = 16 // routine events held per task; more count as sampled at once
 )
 
 // failureEvent tells an event that makes its task a failure as far as live
 // subscribers care: an executor run that did not succeed cleanly (a
 // non-routine executor_finished) or a DLQ record.
-func failureEvent(e *Event) bool {
-	return e.Type == TypeExecutorFinished || e.Type == TypeDLQSent
+func failureEvent(e *event.Event) bool {
+	return e.Type == event.TypeExecutorFinished || e.Type == event.TypeDLQSent
 }
 
 // hold keeps e, a routine event over the budget, until its task's outcome.
-func (s *Subscription) hold(e *Event) {
+func (s *Subscription) hold(e *event.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -56,7 +63,7 @@ func (s *Subscription) hold(e *Event) {
 		if n := len(h.free); n > 0 {
 			ht, h.free = h.free[n-1], h.free[:n-1]
 		} else {
-			ht = &heldTask{evs: make([]Event, 0, 3)} // received, started, finished
+			ht = &heldTask{evs: make([]event.Event, 0, 3)} // received, started, finished
 		}
 		h.tasks[e.TaskID] = ht
 	}
@@ -69,7 +76,7 @@ func (s *Subscription) hold(e *Event) {
 
 // take returns the events held for task id, or nil; the caller hands them
 // back with recycle once it copied them (caller holds mu).
-func (h *heldEvents) take(id string) []Event {
+func (h *heldEvents) take(id string) []event.Event {
 	if ht := h.tasks[id]; ht != nil {
 		return ht.evs
 	}
@@ -78,7 +85,7 @@ func (h *heldEvents) take(id string) []Event {
 
 // recycle removes task id, whose events evs are, and keeps its entry for
 // the next task.
-func (h *heldEvents) recycle(id string, evs []Event) {
+func (h *heldEvents) recycle(id string, evs []event.Event) {
 	ht := h.tasks[id]
 	delete(h.tasks, id)
 	clear(evs) // drop the payloads' references

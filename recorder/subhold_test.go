@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"svc/worker/event"
 )
 
 // Over the routine budget a subscriber is not sent a task's routine events
@@ -16,8 +18,8 @@ func TestSubscriptionHoldsRoutineEventsUntilOutcome(t *testing.T) {
 	sub := r.Subscribe(10000)
 	defer sub.Close()
 	lifecycle := func(id string) {
-		r.Event(Event{Type: TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{}`)})
-		r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`)})
+		r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{}`)})
+		r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`)})
 	}
 	// The budget is per unix second: a run that straddles a second
 	// boundary is run again.
@@ -26,7 +28,7 @@ func TestSubscriptionHoldsRoutineEventsUntilOutcome(t *testing.T) {
 		t0, e0 := sub.Sampled()
 		for i := 0; ; i++ { // spend this second's budget
 			lifecycle(fmt.Sprint(p, "warm-", i))
-			r.Task(TaskRow{TaskID: fmt.Sprint(p, "warm-", i), Status: "ok", Attempts: 1, Source: "http"})
+			r.Task(event.TaskRow{TaskID: fmt.Sprint(p, "warm-", i), Status: "ok", Attempts: 1, Source: "http"})
 			if tasks, ev := sub.Sampled(); tasks > t0 && ev > e0 {
 				break
 			}
@@ -38,11 +40,11 @@ func TestSubscriptionHoldsRoutineEventsUntilOutcome(t *testing.T) {
 		lifecycle(p + "failed")
 		lifecycle(p + "ok")
 		lifecycle(p + "retried")
-		r.Event(Event{Type: TypeExecutorFinished, TaskID: p + "failed", Payload: json.RawMessage(`{"attempt":1,"status":"failed","stderr_tail":"boom"}`)})
-		r.Task(TaskRow{TaskID: p + "ok", Status: "ok", Attempts: 1, Source: "http"})
-		r.Event(Event{Type: TypeExecutorFinished, TaskID: p + "retried", Payload: json.RawMessage(`{"attempt":2,"status":"ok"}`)})
-		r.Task(TaskRow{TaskID: p + "retried", Status: "ok", Attempts: 2, Source: "http"})
-		r.Task(TaskRow{TaskID: p + "failed", Status: "failed", Attempts: 1, Source: "http"})
+		r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: p + "failed", Payload: json.RawMessage(`{"attempt":1,"status":"failed","stderr_tail":"boom"}`)})
+		r.Task(event.TaskRow{TaskID: p + "ok", Status: "ok", Attempts: 1, Source: "http"})
+		r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: p + "retried", Payload: json.RawMessage(`{"attempt":2,"status":"ok"}`)})
+		r.Task(event.TaskRow{TaskID: p + "retried", Status: "ok", Attempts: 2, Source: "http"})
+		r.Task(event.TaskRow{TaskID: p + "failed", Status: "failed", Attempts: 1, Source: "http"})
 		if time.Now().Unix() != sec && run < 3 {
 			continue
 		}
@@ -80,7 +82,7 @@ func TestSubscriptionHeldEventsAreBounded(t *testing.T) {
 	defer sub.Close()
 	const n = 5 * heldTasks
 	for i := range n {
-		r.Event(Event{Type: TypeTaskReceived, TaskID: fmt.Sprint("lost-", i), Payload: json.RawMessage(`{}`)})
+		r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: fmt.Sprint("lost-", i), Payload: json.RawMessage(`{}`)})
 	}
 	sub.mu.Lock()
 	held := len(sub.held.tasks)

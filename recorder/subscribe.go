@@ -1,10 +1,11 @@
 package recorder
 
 import (
-	"bytes"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"svc/worker/event"
 )
 
 // Subscription is one live consumer of events and task rows: for the /ws
@@ -17,7 +18,7 @@ import (
 // recorder: when the queue of a kind already holds its bound the item is
 // skipped for this subscriber and counted in Dropped.
 //
-// Routine items (see routineEvent, routineTask: the task rows and
+// Routine items (see event.Routine, event.RoutineTask: the task rows and
 // lifecycle events of successful tasks) are queued at most
 // LiveRoutinePerSecond a second per subscriber; the rest of a second's
 // routine items are counted in Sampled, not queued. Failures, annotations,
@@ -35,8 +36,8 @@ type Subscription struct {
 
 	mu     sync.Mutex // guards the queue and the held events below
 	max    int        // bound of each queue
-	events []Event
-	tasks  []TaskRow
+	events []event.Event
+	tasks  []event.TaskRow
 	closed bool
 	held   heldEvents
 
@@ -57,8 +58,8 @@ type LiveFilter struct {
 	Tasks      bool
 }
 
-func (f *LiveFilter) wantsEvent(e *Event) bool {
-	return f.Events && (f.EventTypes == nil || f.EventTypes[e.Type]) || f.State && e.Type == TypeState
+func (f *LiveFilter) wantsEvent(e *event.Event) bool {
+	return f.Events && (f.EventTypes == nil || f.EventTypes[e.Type]) || f.State && e.Type == event.TypeState
 }
 
 // Filter sets what the subscriber is sent from now on; items it does not
@@ -104,24 +105,6 @@ func (b *budget) admit(now int64) bool {
 	return b.used.Add(1) <= LiveRoutinePerSecond
 }
 
-// routineEvent tells the events of successful work, which a subscriber
-// may be sampled out of.
-func routineEvent(e *Event) bool {
-	switch e.Type {
-	case TypeTaskReceived, TypeExecutorStarted, TypeSinkDelivered, TypeOffsetCommitted:
-		return true
-	case TypeExecutorFinished:
-		return bytes.Contains(e.Payload, []byte(`"status":"ok"`)) && !bytes.Contains(e.Payload, []byte(`"stderr_tail":`))
-	case TypeRuntimeHealth:
-		return e.Kind == "sample"
-	}
-	return false
-}
-
-// routineTask tells the row of a task that succeeded at its first attempt
-// (probes are never routine).
-func routineTask(t *TaskRow) bool { return t.Status == "ok" && t.Attempts <= 1 && t.Source != "probe" }
-
 // Ready receives a signal when items were queued after the queue was
 // empty (at most one pending signal: after it, Take everything queued);
 // it is closed by Close.
@@ -132,7 +115,7 @@ func (s *Subscription) Ready() <-chan struct{} { return s.ready }
 // (length 0; nil is fine) become the next queue, so a consumer that passes
 // back what it got last time, cleared, allocates nothing. ok is false once
 // the subscription is closed.
-func (s *Subscription) Take(events []Event, tasks []TaskRow) (queuedEvents []Event, queuedTasks []TaskRow, ok bool) {
+func (s *Subscription) Take(events []event.Event, tasks []event.TaskRow) (queuedEvents []event.Event, queuedTasks []event.TaskRow, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	queuedEvents, queuedTasks = s.events, s.tasks
@@ -209,12 +192,12 @@ func (ss *subscribers) current() []*Subscription {
 	return nil
 }
 
-func (ss *subscribers) publishEvent(e Event) {
+func (ss *subscribers) publishEvent(e event.Event) {
 	list := ss.current()
 	if len(list) == 0 {
 		return
 	}
-	routine, now := routineEvent(&e), time.Now().Unix()
+	routine, now := event.Routine(&e), time.Now().Unix()
 	release := !routine && e.TaskID != "" && failureEvent(&e)
 	for _, s := range list {
 		if !s.offerEvent(&e, routine, release, now) {
@@ -225,7 +208,7 @@ func (ss *subscribers) publishEvent(e Event) {
 
 // offerEvent queues e for s, holds it or counts it sampled; false when
 // the queue was full.
-func (s *Subscription) offerEvent(e *Event, routine, release bool, now int64) bool {
+func (s *Subscription) offerEvent(e *event.Event, routine, release bool, now int64) bool {
 	if f := s.filter.Load(); f != nil && !f.wantsEvent(e) {
 		return true
 	}
@@ -246,12 +229,12 @@ func (s *Subscription) offerEvent(e *Event, routine, release bool, now int64) bo
 	return s.queueEvent(e)
 }
 
-func (ss *subscribers) publishTask(t TaskRow) {
+func (ss *subscribers) publishTask(t event.TaskRow) {
 	list := ss.current()
 	if len(list) == 0 {
 		return
 	}
-	routine, now := routineTask(&t), time.Now().Unix()
+	routine, now := event.RoutineTask(&t), time.Now().Unix()
 	for _, s := range list {
 		if !s.offerTask(&t, routine, now) {
 			ss.dropped(s, 1)
@@ -261,7 +244,7 @@ func (ss *subscribers) publishTask(t TaskRow) {
 
 // offerTask queues t for s or counts it sampled, after settling the
 // events held for its task; false when the queue was full.
-func (s *Subscription) offerTask(t *TaskRow, routine bool, now int64) bool {
+func (s *Subscription) offerTask(t *event.TaskRow, routine bool, now int64) bool {
 	if routine {
 		s.forget(t.TaskID) // its held events stay unsent: counted as sampled
 	} else {
@@ -283,9 +266,9 @@ func (s *Subscription) offerTask(t *TaskRow, routine bool, now int64) bool {
 // queueEvent and queueTask queue one item and signal Ready when the
 // queue was empty; false when that kind's queue is full. A closed
 // subscription takes nothing and misses nothing.
-func (s *Subscription) queueEvent(e *Event) bool { return queueItem(s, &s.events, e) }
+func (s *Subscription) queueEvent(e *event.Event) bool { return queueItem(s, &s.events, e) }
 
-func (s *Subscription) queueTask(t *TaskRow) bool { return queueItem(s, &s.tasks, t) }
+func (s *Subscription) queueTask(t *event.TaskRow) bool { return queueItem(s, &s.tasks, t) }
 
 // queueItem appends *v to q, one of s's queues, under s.mu.
 func queueItem[T any](s *Subscription, q *[]T, v *T) bool {

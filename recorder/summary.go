@@ -1,35 +1,35 @@
 package recorder
 
 import (
-	"bytes"
-	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
 	"time"
+
+	"zombiezen.com/go/sqlite"
+
+	"svc/worker/event"
 )
 
-// Summarized tasks (format 2).
+// Summarized tasks.
 //
 // A task that succeeded at its first attempt without stderr is the bulk of
 // a busy worker's traffic and the least interesting part of its history.
 // Its three lifecycle events (task_received, executor_started,
-// executor_finished) are not stored as event rows: the writer folds them
-// into eight integer columns of the task's row (schemaStep2), and Trace
-// rebuilds them from there, byte for byte the events that were emitted
-// (same IDs, times, labels and payloads), except that a successful first
-// attempt's stdout_tail is not kept (Live subscribers still receive it).
-// Annotations, deliveries, DLQ records and every event of a task that
-// failed, retried, timed out, wrote to stderr or ran longer than
-// summaryHold stay rows, as before.
+// executor_finished) are not stored as event rows: the writer has the
+// event vocabulary fold them (event.Fold) into eight integer columns of the
+// task's row, and Trace rebuilds them from there (event.Lifecycle.Expand),
+// byte for byte the events that were emitted, except that a successful
+// first attempt's stdout_tail is not kept (Live subscribers still receive
+// it). DLQ records and every event of a task that failed, retried, timed
+// out, wrote to stderr or ran longer than summaryHold stay rows.
 //
 // The writer holds a task's lifecycle events until its row arrives or
-// summaryHold passes, whichever comes first, and folds them only after
-// checking that the events it would rebuild equal the ones it holds; when
-// they do not, it writes the events it holds. So a summary can only drop
-// what the policy drops, never misstate what happened.
+// summaryHold passes, whichever comes first; event.Fold folds them only
+// when the events it would rebuild equal the ones held, else the writer
+// writes the events it holds. So a summary can only drop what the policy
+// drops, never misstate what happened.
 
 // summaryHold (wall time, not Config.Now) is how long the writer keeps a task's lifecycle events
 // waiting for its row before writing them as rows.
@@ -39,25 +39,19 @@ const summaryHold = time.Second
 // past it, events are written as rows at once.
 const maxSummaryPending = 16384
 
-// Summary is the part of a task row that stands for its lifecycle events
-// (columns sum_* in the tasks table). ReceivedID 0 means the events are
-// stored as rows.
+// Summary is what a summarized task row stores beside the row's own
+// columns (the sum_* columns): its lifecycle events, folded by the event
+// vocabulary (event.Fold), and the annotations and deliveries folded with
+// them. ReceivedID 0 means the events are stored as rows.
 type Summary struct {
-	ReceivedID      int64 // event ID of task_received
-	StartedDID      int64 // executor_started ID − ReceivedID
-	FinishedDID     int64 // executor_finished ID − ReceivedID
-	ReceivedMs      int64 // ts_ms of task_received
-	StartedDMs      int64 // executor_started ts_ms − ReceivedMs
-	FinishedDMs     int64 // executor_finished ts_ms − ReceivedMs
-	InputSizeBytes  int64 // task_received's input_size_bytes
-	AttemptDuration int64 // executor_finished's duration_ms
+	event.Lifecycle
 	// Extras are the task's annotations and sink_delivered events folded
-	// into the row (format 3, columns sum_events and sum_top_id).
+	// into the row (columns sum_events, sum_ann_top and sum_del_top).
 	Extras []Extra
 }
 
 // Extra is an annotation or a sink_delivered event folded into a
-// summarized task row (format 3). The event has the row's task_id, worker
+// summarized task row. The event has the row's task_id, worker
 // and labels.
 type Extra struct {
 	DID     int64  // event ID − ReceivedID (> 0)
@@ -67,24 +61,13 @@ type Extra struct {
 	Payload json.RawMessage
 }
 
-// extraColumns are the tasks columns of a Summary's Extras (format 3):
+// extraColumns are the tasks columns of a Summary's Extras:
 // the encoded extras, then the highest folded annotation and delivery IDs.
 const extraColumns = `sum_events, sum_ann_top, sum_del_top`
 
-// schemaStep4 adds the folded annotations and deliveries (format 3). The
-// partial indexes let Events list folded events of a type newest first.
-const schemaStep4 = `ALTER TABLE tasks ADD COLUMN sum_events TEXT NOT NULL DEFAULT '';
-	ALTER TABLE tasks ADD COLUMN sum_ann_top INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_del_top INTEGER NOT NULL DEFAULT 0;
-	CREATE INDEX tasks_sum_ann_top ON tasks(sum_ann_top) WHERE sum_ann_top != 0;
-	CREATE INDEX tasks_sum_del_top ON tasks(sum_del_top) WHERE sum_del_top != 0;`
-
 // extraTopColumns names, per folded type, the column holding a row's
 // highest folded ID of that type.
-var extraTopColumns = map[string]string{TypeAnnotation: "sum_ann_top", TypeSinkDelivered: "sum_del_top"}
-
-// extrasVersion is the first schema version with extraColumns.
-const extrasVersion = 4
+var extraTopColumns = map[string]string{event.TypeAnnotation: "sum_ann_top", event.TypeSinkDelivered: "sum_del_top"}
 
 // foldSpan bounds how far past its task's task_received an event may be
 // folded (in event IDs), so that Events, paging below an ID, knows which
@@ -92,13 +75,13 @@ const extrasVersion = 4
 const foldSpan = 1 << 16
 
 // deliveryHold (wall time) is how long the writer keeps a summarized row
-// waiting for the sink_delivered events its worker announced
-// (TaskRow.AwaitDeliveries); deliveries later than that are written as
-// event rows.
+// waiting for the sink_delivered events its row announces
+// (TaskRow.Deliveries); deliveries later than that are written as event
+// rows.
 const deliveryHold = 500 * time.Millisecond
 
 // extraCodes are the stored type codes of folded events.
-var extraCodes = map[string]string{TypeAnnotation: "a", TypeSinkDelivered: "d"}
+var extraCodes = map[string]string{event.TypeAnnotation: "a", event.TypeSinkDelivered: "d"}
 
 // topID is the highest event ID of type typ folded into the row's Extras
 // (0: none).
@@ -126,8 +109,8 @@ func encodeExtras(extras []Extra) string {
 		}
 		b = strconv.AppendInt(append(b, '['), x.DID, 10)
 		b = strconv.AppendInt(append(b, ','), x.DMs, 10)
-		b = AppendJSONString(append(b, ','), extraCodes[x.Type])
-		b = AppendJSONString(append(b, ','), x.Kind)
+		b = event.AppendJSONString(append(b, ','), extraCodes[x.Type])
+		b = event.AppendJSONString(append(b, ','), x.Kind)
 		b = append(append(append(b, ','), x.Payload...), ']')
 	}
 	return string(append(b, ']'))
@@ -167,149 +150,48 @@ func decodeExtras(s string) []Extra {
 // foldable reports whether e can be folded into the summarized row t:
 // an annotation or sink_delivered event of the same worker and labels,
 // after its task_received and within foldSpan of it.
-func foldable(t *TaskRow, e *Event) bool {
-	d := e.ID - t.summary.ReceivedID
-	return extraCodes[e.Type] != "" && t.summary.ReceivedID > 0 && d > 0 && d <= foldSpan &&
-		e.Worker == t.Worker && e.TaskID == t.TaskID && sameLabels(e.Labels, t.Labels)
+func foldable(t *event.TaskRow, s *Summary, e *event.Event) bool {
+	d := e.ID - s.ReceivedID
+	return extraCodes[e.Type] != "" && s.ReceivedID > 0 && d > 0 && d <= foldSpan &&
+		e.Worker == t.Worker && e.TaskID == t.TaskID && maps.Equal(e.Labels, t.Labels)
 }
 
-// addExtra folds e into t's summary.
-func addExtra(t *TaskRow, e *Event) {
-	s := &t.summary
+// addExtra folds e into s.
+func addExtra(s *Summary, e *event.Event) {
 	s.Extras = append(s.Extras, Extra{DID: e.ID - s.ReceivedID, DMs: e.TSms - s.ReceivedMs, Type: e.Type, Kind: e.Kind, Payload: e.Payload})
 }
 
 // summaryColumns are the tasks columns of a Summary, in field order.
 const summaryColumns = `sum_received_id, sum_started_did, sum_finished_did, sum_received_ms, sum_started_dms, sum_finished_dms, sum_input_bytes, sum_attempt_ms`
 
-// schemaStep2 adds the summary columns (format 2).
-const schemaStep2 = `ALTER TABLE tasks ADD COLUMN sum_received_id INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_started_did INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_finished_did INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_received_ms INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_started_dms INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_finished_dms INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_input_bytes INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE tasks ADD COLUMN sum_attempt_ms INTEGER NOT NULL DEFAULT 0;`
+// rowColumns are every column of a task row: taskColumns, summaryColumns,
+// extraColumns.
+const rowColumns = taskColumns + `, ` + summaryColumns + `, ` + extraColumns
 
-// appendReceived and appendFinished encode task_received and
-// executor_finished as the worker does (worker/events.go); fold checks that
-// they give back the bytes emitted before it folds anything.
-
-// expand rebuilds the three lifecycle events of a summarized task row.
-func (s Summary) expand(t *TaskRow) []Event {
-	ev := func(id, ts int64, typ string, p []byte) Event {
-		return Event{ID: id, TSms: ts, Type: typ, TaskID: t.TaskID, Worker: t.Worker, Labels: cloneLabels(t.Labels), Payload: p}
-	}
-	out := []Event{
-		ev(s.ReceivedID, s.ReceivedMs, TypeTaskReceived, s.appendReceived(nil, t)),
-		ev(s.ReceivedID+s.StartedDID, s.ReceivedMs+s.StartedDMs, TypeExecutorStarted, []byte(startedFirst)),
-		ev(s.ReceivedID+s.FinishedDID, s.ReceivedMs+s.FinishedDMs, TypeExecutorFinished, s.appendFinished(nil, t)),
-	}
-	return append(out, s.expandExtras(t)...)
+// expand rebuilds the lifecycle events, annotations and deliveries of the
+// summarized row t.
+func (s Summary) expand(t *event.TaskRow) []event.Event {
+	return append(s.Lifecycle.Expand(t), s.expandExtras(t)...)
 }
 
 // expandExtras rebuilds the folded annotations and deliveries of row t.
-func (s Summary) expandExtras(t *TaskRow) []Event {
-	out := make([]Event, 0, len(s.Extras))
+func (s Summary) expandExtras(t *event.TaskRow) []event.Event {
+	out := make([]event.Event, 0, len(s.Extras))
 	for _, x := range s.Extras {
-		out = append(out, Event{ID: s.ReceivedID + x.DID, TSms: s.ReceivedMs + x.DMs, Type: x.Type, Kind: x.Kind,
+		out = append(out, event.Event{ID: s.ReceivedID + x.DID, TSms: s.ReceivedMs + x.DMs, Type: x.Type, Kind: x.Kind,
 			TaskID: t.TaskID, Worker: t.Worker, Labels: cloneLabels(t.Labels), Payload: x.Payload})
 	}
 	return out
 }
 
-// startedFirst is executor_started's payload for a first attempt.
-const startedFirst = `{"attempt":1}`
-
-// appendReceived appends task_received's payload, encoded as the worker's
-// receivedPayload is by encoding/json (field order, omitempty).
-func (s Summary) appendReceived(b []byte, t *TaskRow) []byte {
-	b = append(b, '{')
-	if t.Source != "" {
-		b = AppendJSONString(append(b, `"source":`...), t.Source)
-		b = append(b, ',')
-	}
-	if t.Alias != "" {
-		b = AppendJSONString(append(b, `"alias":`...), t.Alias)
-		b = append(b, ',')
-	}
-	if t.Source == "kafka" {
-		b = strconv.AppendInt(append(b, `"partition":`...), int64(t.Partition), 10)
-		b = strconv.AppendInt(append(b, `,"offset":`...), t.Offset, 10)
-		b = append(b, ',')
-	}
-	if enc := t.KeyEncoding(); enc != "" && t.Key != "" {
-		b = AppendJSONString(append(b, `"key":`...), t.Key)
-		b = AppendJSONString(append(b, `,"key_encoding":`...), enc)
-		b = append(b, ',')
-	} else if enc != "" {
-		b = AppendJSONString(append(b, `"key_encoding":`...), enc)
-		b = append(b, ',')
-	}
-	b = strconv.AppendInt(append(b, `"input_size_bytes":`...), s.InputSizeBytes, 10)
-	return append(b, '}')
-}
-
-// appendFinished appends a successful first attempt's executor_finished
-// payload without its stdout tail, encoded as the worker's attemptPayload is.
-func (s Summary) appendFinished(b []byte, t *TaskRow) []byte {
-	b = append(b, `{"attempt":1`...)
-	if t.Status != "" {
-		b = AppendJSONString(append(b, `,"status":`...), t.Status)
-	}
-	b = append(b, `,"exit_code":0`...)
-	if s.AttemptDuration != 0 {
-		b = strconv.AppendInt(append(b, `,"duration_ms":`...), s.AttemptDuration, 10)
-	}
-	if t.OutputSizeBytes != 0 {
-		b = strconv.AppendInt(append(b, `,"output_size_bytes":`...), t.OutputSizeBytes, 10)
-	}
-	return append(b, '}')
-}
-
-// AppendJSONString appends s as encoding/json encodes a string (HTML
-// characters escaped): plain ASCII directly, anything else through
-// encoding/json itself.
-func AppendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// intMember returns the integer value of member key (`"key":`) in a JSON
-// object p, scanning bytes; ok is false when it is absent or not a plain
-// integer. Callers check the whole payload afterwards, so a false match
-// can only make a fold fail, never misstate.
-func intMember(p []byte, key string) (int64, bool) {
-	i := bytes.Index(p, []byte(`"`+key+`":`))
-	if i < 0 {
-		return 0, false
-	}
-	rest := p[i+len(key)+3:]
-	j := 0
-	for j < len(rest) && (rest[j] == '-' || rest[j] >= '0' && rest[j] <= '9') {
-		j++
-	}
-	v, err := strconv.ParseInt(string(rest[:j]), 10, 64)
-	return v, err == nil
-}
-
 // pendingTask is a task whose lifecycle events wait for its row.
 type pendingTask struct {
-	events []*Event // lifecycle events
-	extras []*Event // annotations, folded with them when the row folds
+	events []*event.Event // lifecycle events
+	extras []*event.Event // annotations, folded with them when the row folds
 	since  time.Time
 	// first holds a task's usual three lifecycle events (received,
 	// started, finished) without growing events three times.
-	first [3]*Event
+	first [3]*event.Event
 }
 
 // heldRow is a summarized task row waiting for its deliveries.
@@ -335,18 +217,6 @@ type summarizer struct {
 	spare       []item   // the last written batch's slice, for the next filter
 }
 
-// lifecycle reports whether e is one of the events a summary stands for.
-func lifecycle(e *Event) bool {
-	if e.TaskID == "" || e.Kind != "" {
-		return false
-	}
-	switch e.Type {
-	case TypeTaskReceived, TypeExecutorStarted, TypeExecutorFinished:
-		return true
-	}
-	return false
-}
-
 // filter turns a batch taken off the queue into the items to write now:
 // lifecycle events wait for their task row, task rows take the summary of
 // their waiting events (or have them written first), and events that
@@ -360,7 +230,7 @@ func (s *summarizer) filter(items []item, now time.Time) []item {
 	}
 	for _, it := range items {
 		switch {
-		case it.ev != nil && s.on && lifecycle(it.ev) && len(s.pending) < maxSummaryPending:
+		case it.ev != nil && s.on && event.IsLifecycle(it.ev) && len(s.pending) < maxSummaryPending:
 			p := s.pending[it.ev.TaskID]
 			if p == nil {
 				p = &pendingTask{since: now}
@@ -369,18 +239,18 @@ func (s *summarizer) filter(items []item, now time.Time) []item {
 				s.order = append(s.order, it.ev.TaskID)
 			}
 			p.events = append(p.events, it.ev)
-		case it.ev != nil && it.ev.Type == TypeAnnotation && s.pending[it.ev.TaskID] != nil:
+		case it.ev != nil && it.ev.Type == event.TypeAnnotation && s.pending[it.ev.TaskID] != nil:
 			// An annotation comes just before its task row: it waits with the
 			// lifecycle events and is folded with them.
 			p := s.pending[it.ev.TaskID]
 			p.extras = append(p.extras, it.ev)
-		case it.ev != nil && it.ev.Type == TypeSinkDelivered && s.held[it.ev.TaskID] != nil:
+		case it.ev != nil && it.ev.Type == event.TypeSinkDelivered && s.held[it.ev.TaskID] != nil:
 			h := s.held[it.ev.TaskID]
-			if !foldable(h.it.task, it.ev) {
+			if !foldable(h.it.task, h.it.sum, it.ev) {
 				out = append(out, it)
 				continue
 			}
-			addExtra(h.it.task, it.ev)
+			addExtra(h.it.sum, it.ev)
 			h.it.folded++
 			if h.want--; h.want <= 0 {
 				delete(s.held, it.ev.TaskID)
@@ -406,7 +276,7 @@ func (s *summarizer) row(out []item, it item, now time.Time) []item {
 		return append(out, it)
 	}
 	delete(s.pending, it.task.TaskID)
-	sum, ok := fold(p.events, it.task)
+	lc, ok := event.Fold(p.events, it.task)
 	if !ok {
 		for _, e := range p.events {
 			out = append(out, item{ev: s.dropOKTail(e)})
@@ -416,25 +286,24 @@ func (s *summarizer) row(out []item, it item, now time.Time) []item {
 		}
 		return append(out, it)
 	}
-	t := *it.task
-	t.summary = sum
-	row := item{task: &t, folded: len(p.events)}
+	t := it.task
+	row := item{task: t, sum: &Summary{Lifecycle: lc}, folded: len(p.events)}
 	for _, e := range p.extras {
-		if !foldable(&t, e) {
+		if !foldable(t, row.sum, e) {
 			out = append(out, item{ev: e})
 			continue
 		}
-		addExtra(&t, e)
+		addExtra(row.sum, e)
 		row.folded++
 	}
 	// Only a row that stands for nothing but its lifecycle is sampled: a
 	// row holding annotations or deliveries costs less stored than its
 	// events would as rows (BenchmarkSuccessfulTask/sampled).
-	row.sampled = len(t.summary.Extras) == 0 && t.AwaitDeliveries <= 0 && s.sampleOut(now)
-	if row.sampled || t.AwaitDeliveries <= 0 || len(s.held) >= maxSummaryPending {
+	row.sampled = len(row.sum.Extras) == 0 && t.Deliveries <= 0 && s.sampleOut(now)
+	if row.sampled || t.Deliveries <= 0 || len(s.held) >= maxSummaryPending {
 		return append(out, row)
 	}
-	s.held[t.TaskID] = &heldRow{it: row, want: t.AwaitDeliveries, since: now}
+	s.held[t.TaskID] = &heldRow{it: row, want: t.Deliveries, since: now}
 	s.heldOrder = append(s.heldOrder, t.TaskID)
 	return out
 }
@@ -515,133 +384,25 @@ func (s *summarizer) waiting() int { return len(s.pending) + len(s.held) }
 // dropOKTail returns e without the stdout tail when summaries are on and it
 // is the executor_finished of a successful first attempt without stderr;
 // other events are returned as they are.
-func (s *summarizer) dropOKTail(e *Event) *Event {
+func (s *summarizer) dropOKTail(e *event.Event) *event.Event {
 	if !s.on {
 		return e
 	}
-	return dropOKTail(e)
-}
-
-func dropOKTail(e *Event) *Event {
-	p := e.Payload
-	if e.Type != TypeExecutorFinished || len(p) == 0 || p[len(p)-1] != '}' {
-		return e
-	}
-	// Cut the tail bytewise: decoding a 2 KiB tail costs more than the rest
-	// of the write. An unescaped `,"stdout_tail":"` can only be the key
-	// itself (quotes inside JSON strings are escaped), and the tail must be
-	// the last member; everything else stays as emitted.
-	i := bytes.Index(p, tailKey)
-	if i < 0 || !oneJSONString(p[i+len(tailKey)-1:len(p)-1]) {
-		return e
-	}
-	// The worker's member order: attempt, status, ..., error, stderr_tail,
-	// stdout_tail. Raw key texts cannot occur inside strings.
-	head := p[:i]
-	if !bytes.HasPrefix(head, []byte(`{"attempt":1,"status":"ok",`)) ||
-		bytes.Contains(head, []byte(`"error":`)) || bytes.Contains(head, []byte(`"stderr_tail":`)) {
-		return e
-	}
-	rest := make(json.RawMessage, 0, i+1)
-	rest = append(append(rest, head...), '}')
-	c := *e
-	c.Payload = rest
-	return &c
-}
-
-var tailKey = []byte(`,"stdout_tail":"`)
-
-// oneJSONString reports whether b is exactly one JSON string literal: it
-// opens and closes with a quote and holds no other unescaped quote.
-func oneJSONString(b []byte) bool {
-	if len(b) < 2 || b[0] != '"' {
-		return false
-	}
-	j := 1
-	for j < len(b)-1 {
-		switch b[j] {
-		case '\\':
-			j += 2
-			continue
-		case '"':
-			return false
-		}
-		j++
-	}
-	return j == len(b)-1 && b[j] == '"'
-}
-
-// fold returns the summary of events for row t when the events are exactly
-// one received, one started and one finished (first attempt, ok, exit 0,
-// no error, no stderr) and rebuilding them from the summary gives the same
-// events (stdout tail aside).
-func fold(events []*Event, t *TaskRow) (Summary, bool) {
-	if len(events) != 3 || t.Status != "ok" || t.Attempts != 1 || t.Error != "" {
-		return Summary{}, false
-	}
-	rcv, st, fin := events[0], events[1], dropOKTail(events[2])
-	if rcv.Type != TypeTaskReceived || st.Type != TypeExecutorStarted || fin.Type != TypeExecutorFinished {
-		return Summary{}, false
-	}
-	in, ok1 := intMember(rcv.Payload, "input_size_bytes")
-	dur, ok2 := intMember(fin.Payload, "duration_ms")
-	if !ok1 || !ok2 && bytes.Contains(fin.Payload, []byte(`"duration_ms"`)) {
-		return Summary{}, false
-	}
-	s := Summary{
-		ReceivedID: rcv.ID, StartedDID: st.ID - rcv.ID, FinishedDID: fin.ID - rcv.ID,
-		ReceivedMs: rcv.TSms, StartedDMs: st.TSms - rcv.TSms, FinishedDMs: fin.TSms - rcv.TSms,
-		InputSizeBytes: in, AttemptDuration: dur,
-	}
-	if s.ReceivedID <= 0 {
-		return Summary{}, false
-	}
-	// Rebuilding must give back exactly what was emitted.
-	var buf [256]byte
-	for _, e := range events {
-		if e.Worker != t.Worker || e.Kind != "" || !sameLabels(e.Labels, t.Labels) {
-			return Summary{}, false
-		}
-	}
-	if !bytes.Equal(s.appendReceived(buf[:0], t), rcv.Payload) ||
-		string(st.Payload) != startedFirst ||
-		!bytes.Equal(s.appendFinished(buf[:0], t), fin.Payload) {
-		return Summary{}, false
-	}
-	return s, true
-}
-
-// sameLabels compares label sets, nil and empty being equal.
-func sameLabels(a, b map[string]string) bool {
-	return len(a) == len(b) && maps.Equal(a, b)
-}
-
-// fileVersion is a database's schema version (PRAGMA user_version).
-func fileVersion(ctx context.Context, db *sql.DB) (int, error) {
-	var v int
-	err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v)
-	return v, err
+	return event.DropOKTail(e)
 }
 
 // summarizedEvents rebuilds the lifecycle events of taskID's summarized
-// rows in db; a format-1 file has none.
-func summarizedEvents(ctx context.Context, r *Recorder, db *sql.DB, taskID string) ([]Event, error) {
-	v, err := fileVersion(ctx, db)
-	if err != nil || v < 2 {
-		return nil, err
-	}
-	cols := summaryColumns
-	if v >= extrasVersion {
-		cols += `, ` + extraColumns
-	}
-	rows, err := r.queryTasksWith(ctx, db, v, `SELECT `+taskColumns+`, `+cols+
-		` FROM tasks WHERE task_id = ? AND sum_received_id != 0 ORDER BY id LIMIT ?`, taskID, maxTraceEvents)
+// rows in db.
+func summarizedEvents(r *Recorder, db *sqlite.Conn, taskID string) ([]event.Event, error) {
+	var out []event.Event
+	err := query(db, `SELECT `+rowColumns+` FROM tasks WHERE task_id = ? AND sum_received_id != 0 ORDER BY id LIMIT ?`,
+		func(st *sqlite.Stmt) error {
+			t := r.scanTaskRow(st)
+			out = append(out, scanSummary(st).expand(&t)...)
+			return nil
+		}, taskID, maxTraceEvents)
 	if err != nil {
 		return nil, fmt.Errorf("summarized rows: %w", err)
-	}
-	var out []Event
-	for i := range rows {
-		out = append(out, rows[i].summary.expand(&rows[i])...)
 	}
 	return out, nil
 }

@@ -1,38 +1,39 @@
 package recorder
 
 import (
-	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"zombiezen.com/go/sqlite"
+
+	"svc/worker/event"
 )
 
 // emitTask emits what the worker emits for one task (worker/events.go):
 // task_received, executor_started, executor_finished, an annotation, then
 // the task row. received is task_received's payload; status and stderr
 // shape the attempt.
-func emitTask(r *Recorder, clk *clock, id, source, received, status string, stderr bool, row TaskRow) {
+func emitTask(r *Recorder, clk *clock, id, source, received, status string, stderr bool, row event.TaskRow) {
 	labels := row.Labels
 	clk.tick()
-	r.Event(Event{Type: TypeTaskReceived, TaskID: id, Labels: labels, Payload: json.RawMessage(received)})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: id, Labels: labels, Payload: json.RawMessage(received)})
 	clk.tick()
-	r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1}`)})
+	r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1}`)})
 	clk.add(7 * time.Millisecond)
 	fin := `{"attempt":1,"status":"` + status + `","exit_code":0,"duration_ms":7,"output_size_bytes":5`
 	if stderr {
 		fin += `,"stderr_tail":"warn"`
 	}
 	fin += `,"stdout_tail":"hello"}`
-	r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Labels: labels, Payload: json.RawMessage(fin)})
-	r.Event(Event{Type: TypeAnnotation, Kind: "echo.size", TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1,"bytes":5}`)})
+	r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: id, Labels: labels, Payload: json.RawMessage(fin)})
+	r.Event(event.Event{Type: event.TypeAnnotation, Kind: "echo.size", TaskID: id, Labels: labels, Payload: json.RawMessage(`{"attempt":1,"bytes":5}`)})
 	row.TaskID, row.Source, row.Status, row.Attempts, row.OutputSizeBytes = id, source, status, 1, 5
 	if status != "ok" {
 		row.Error = "exit status 1"
@@ -44,29 +45,22 @@ func emitTask(r *Recorder, clk *clock, id, source, received, status string, stde
 // emitPlainTask emits a successful task without annotations.
 func emitPlainTask(r *Recorder, clk *clock, id string) {
 	clk.tick()
-	r.Event(Event{Type: TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http","input_size_bytes":4}`)})
-	r.Event(Event{Type: TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`)})
-	r.Event(Event{Type: TypeExecutorFinished, TaskID: id, Payload: json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":7,"output_size_bytes":5}`)})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: id, Payload: json.RawMessage(`{"source":"http","input_size_bytes":4}`)})
+	r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: id, Payload: json.RawMessage(`{"attempt":1}`)})
+	r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: id, Payload: json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":7,"output_size_bytes":5}`)})
 	clk.tick()
-	r.Task(TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, DurationMs: 7, OutputSizeBytes: 5, Partition: -1, Offset: -1})
+	r.Task(event.TaskRow{TaskID: id, Source: "http", Status: "ok", Attempts: 1, DurationMs: 7, OutputSizeBytes: 5, Partition: -1, Offset: -1})
 }
 
 // storedEventRows counts taskID's rows in the events table of the live file.
 func storedEventRows(t *testing.T, r *Recorder, taskID string) map[string]string {
 	t.Helper()
 	got := map[string]string{}
-	err := r.withLive(func(db *sql.DB) error {
-		rows, err := db.Query(`SELECT type, payload FROM events WHERE task_id = ?`, taskID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var typ, payload string
-			rows.Scan(&typ, &payload)
-			got[typ] = payload
-		}
-		return rows.Err()
+	err := r.withLive(t.Context(), func(db *sqlite.Conn) error {
+		return query(db, `SELECT type, payload FROM events WHERE task_id = ?`, func(st *sqlite.Stmt) error {
+			got[st.ColumnText(0)] = st.ColumnText(1)
+			return nil
+		}, taskID)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -102,17 +96,17 @@ func TestSummarizedTasks(t *testing.T) {
 	r := mustOpen(t, cfg)
 	startRun(t, r)
 
-	kafkaRow := TaskRow{Alias: "orders", Partition: 3, Offset: 41, Key: "k-7",
-		Env: map[string]string{KeyEncodingEnv: "utf-8"}, Labels: map[string]string{"order": "7"}}
+	kafkaRow := event.TaskRow{Alias: "orders", Partition: 3, Offset: 41, Key: "k-7",
+		KeyEncoding: "utf-8", Env: map[string]string{"SVC_KEY_ENCODING": "utf-8"}, Labels: map[string]string{"order": "7"}}
 	emitTask(r, clk, "t-kafka", "kafka",
 		`{"source":"kafka","alias":"orders","partition":3,"offset":41,"key":"k-7","key_encoding":"utf-8","input_size_bytes":12}`,
 		"ok", false, kafkaRow)
 	emitTask(r, clk, "t-http", "http", `{"source":"http","input_size_bytes":1024}`, "ok", false,
-		TaskRow{Partition: -1, Offset: -1})
+		event.TaskRow{Partition: -1, Offset: -1})
 	emitTask(r, clk, "t-failed", "http", `{"source":"http","input_size_bytes":4}`, "failed", false,
-		TaskRow{Partition: -1, Offset: -1})
+		event.TaskRow{Partition: -1, Offset: -1})
 	emitTask(r, clk, "t-stderr", "http", `{"source":"http","input_size_bytes":4}`, "ok", true,
-		TaskRow{Partition: -1, Offset: -1})
+		event.TaskRow{Partition: -1, Offset: -1})
 	waitWritten(t, r, 4*4, 4)
 	if s := r.Stats(); s.EventsSummarized != 8 {
 		t.Errorf("EventsSummarized = %d, want 8 (three lifecycle events and the annotation of each of the two plain successes)", s.EventsSummarized)
@@ -194,7 +188,7 @@ func TestSummariesOff(t *testing.T) {
 	cfg.FullDetail = true
 	r := mustOpen(t, cfg)
 	startRun(t, r)
-	emitTask(r, clk, "t1", "http", `{"source":"http","input_size_bytes":1024}`, "ok", false, TaskRow{Partition: -1, Offset: -1})
+	emitTask(r, clk, "t1", "http", `{"source":"http","input_size_bytes":1024}`, "ok", false, event.TaskRow{Partition: -1, Offset: -1})
 	waitWritten(t, r, 4, 1)
 	rows := storedEventRows(t, r, "t1")
 	if len(rows) != 4 || !strings.Contains(rows["executor_finished"], `"stdout_tail":"hello"`) {
@@ -214,14 +208,14 @@ func TestSlowTaskEventsAreWritten(t *testing.T) {
 	cfg := baseConfig(t, t.TempDir(), "", "w1", clk)
 	r := mustOpen(t, cfg)
 	startRun(t, r)
-	r.Event(Event{Type: TypeTaskReceived, TaskID: "slow", Payload: json.RawMessage(`{"source":"http","input_size_bytes":1}`)})
-	r.Event(Event{Type: TypeExecutorStarted, TaskID: "slow", Payload: json.RawMessage(`{"attempt":1}`)})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "slow", Payload: json.RawMessage(`{"source":"http","input_size_bytes":1}`)})
+	r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: "slow", Payload: json.RawMessage(`{"attempt":1}`)})
 	waitWritten(t, r, 2, 0)
 	if rows := storedEventRows(t, r, "slow"); len(rows) != 2 {
 		t.Fatalf("event rows of a running task %v, want received and started", rows)
 	}
-	r.Event(Event{Type: TypeExecutorFinished, TaskID: "slow", Payload: json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":1500,"output_size_bytes":1,"stdout_tail":"x"}`)})
-	r.Task(TaskRow{TaskID: "slow", Source: "http", Status: "ok", Attempts: 1, Partition: -1, Offset: -1, OutputSizeBytes: 1})
+	r.Event(event.Event{Type: event.TypeExecutorFinished, TaskID: "slow", Payload: json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":1500,"output_size_bytes":1,"stdout_tail":"x"}`)})
+	r.Task(event.TaskRow{TaskID: "slow", Source: "http", Status: "ok", Attempts: 1, Partition: -1, Offset: -1, OutputSizeBytes: 1})
 	waitWritten(t, r, 3, 1)
 	rows := storedEventRows(t, r, "slow")
 	if len(rows) != 3 || strings.Contains(rows["executor_finished"], "stdout_tail") {
@@ -240,8 +234,8 @@ func TestShutdownWritesWaitingEvents(t *testing.T) {
 	shared := t.TempDir()
 	r := mustOpen(t, baseConfig(t, t.TempDir(), shared, "w1", clk))
 	stop := startRun(t, r)
-	r.Event(Event{Type: TypeTaskReceived, TaskID: "cut", Payload: json.RawMessage(`{"source":"http","input_size_bytes":1}`)})
-	r.Event(Event{Type: TypeExecutorStarted, TaskID: "cut", Payload: json.RawMessage(`{"attempt":1}`)})
+	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "cut", Payload: json.RawMessage(`{"source":"http","input_size_bytes":1}`)})
+	r.Event(event.Event{Type: event.TypeExecutorStarted, TaskID: "cut", Payload: json.RawMessage(`{"attempt":1}`)})
 	if err := stop(); err != nil {
 		t.Fatalf("Run() = %v", err)
 	}
@@ -249,38 +243,14 @@ func TestShutdownWritesWaitingEvents(t *testing.T) {
 	if len(matches) != 1 {
 		t.Fatalf("sealed files %v, want one", matches)
 	}
-	db, err := openReadOnly(matches[0])
+	db, err := openReadOnly(t.Context(), matches[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM events WHERE task_id = 'cut'`).Scan(&n); err != nil || n != 2 {
+	if err := scan(db, `SELECT count(*) FROM events WHERE task_id = 'cut'`, []any{&n}); err != nil || n != 2 {
 		t.Errorf("sealed file holds %d events of the cut task (%v), want 2", n, err)
-	}
-}
-
-func TestDropOKTail(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct{ in, want string }{
-		{`{"attempt":1,"status":"ok","exit_code":0,"stdout_tail":"a\"b,\"stdout_tail\":\"c"}`, `{"attempt":1,"status":"ok","exit_code":0}`},
-		{`{"attempt":1,"status":"ok","exit_code":0,"future":[1],"stdout_tail":"x\\"}`, `{"attempt":1,"status":"ok","exit_code":0,"future":[1]}`},
-		{`{"attempt":2,"status":"ok","stdout_tail":"x"}`, ``},                   // a retry keeps everything
-		{`{"attempt":1,"status":"failed","stdout_tail":"x"}`, ``},               // a failure too
-		{`{"attempt":1,"status":"ok","stderr_tail":"w","stdout_tail":"x"}`, ``}, // and stderr
-		{`{"attempt":1,"status":"ok","stdout_tail":"x","later":1}`, ``},         // not the last member
-		{`{"attempt":1,"status":"ok","stdout_tail":"x\"}`, ``},                  // not one string
-		{`{"attempt":1,"status":"ok","stdout_tail":"x" ,"y":"z"}`, ``},          // two members
-	} {
-		e := &Event{Type: TypeExecutorFinished, Payload: json.RawMessage(c.in)}
-		got := string(dropOKTail(e).Payload)
-		want := c.want
-		if want == "" {
-			want = c.in
-		}
-		if got != want {
-			t.Errorf("dropOKTail(%s) = %s, want %s", c.in, got, want)
-		}
 	}
 }
 
@@ -299,12 +269,12 @@ func TestSamplingAboveARate(t *testing.T) {
 		id := fmt.Sprint("ok-", i)
 		if i%(ok/annotated) == 1 {
 			// An annotated task folds its annotation into its row: stored.
-			emitTask(r, clk, id, "http", `{"source":"http","input_size_bytes":4}`, "ok", false, TaskRow{Partition: -1, Offset: -1})
+			emitTask(r, clk, id, "http", `{"source":"http","input_size_bytes":4}`, "ok", false, event.TaskRow{Partition: -1, Offset: -1})
 		} else {
 			emitPlainTask(r, clk, id)
 		}
 		if i%(ok/failed) == 0 {
-			emitTask(r, clk, fmt.Sprint("bad-", i), "http", `{"source":"http","input_size_bytes":4}`, "failed", false, TaskRow{Partition: -1, Offset: -1})
+			emitTask(r, clk, fmt.Sprint("bad-", i), "http", `{"source":"http","input_size_bytes":4}`, "failed", false, event.TaskRow{Partition: -1, Offset: -1})
 		}
 	}
 	waitStats(t, r, "every task row stored or sampled", func(s Stats) bool { return s.TasksWritten+s.TasksSampled == ok+failed })
@@ -317,20 +287,20 @@ func TestSamplingAboveARate(t *testing.T) {
 		t.Errorf("Counts() = %+v, %v; want exactly %d ok and %d failed", c, err, ok, failed)
 	}
 	var rows, badRows int
-	r.withLive(func(db *sql.DB) error {
-		db.QueryRow(`SELECT count(*) FROM tasks`).Scan(&rows)
-		return db.QueryRow(`SELECT count(*) FROM tasks WHERE status = 'failed'`).Scan(&badRows)
+	r.withLive(t.Context(), func(db *sqlite.Conn) error {
+		scan(db, `SELECT count(*) FROM tasks`, []any{&rows})
+		return scan(db, `SELECT count(*) FROM tasks WHERE status = 'failed'`, []any{&badRows})
 	})
 	// Annotations of stored rows are folded into them, those of sampled
 	// rows stored as event rows: the API lists every one.
-	evs, err := r.Events(t.Context(), EventQuery{Types: []string{TypeAnnotation}, Limit: 1000})
+	evs, err := r.Events(t.Context(), EventQuery{Types: []string{event.TypeAnnotation}, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	notes := len(evs)
 	var annotatedRows int
-	r.withLive(func(db *sql.DB) error {
-		return db.QueryRow(`SELECT count(*) FROM tasks WHERE sum_ann_top != 0`).Scan(&annotatedRows)
+	r.withLive(t.Context(), func(db *sqlite.Conn) error {
+		return scan(db, `SELECT count(*) FROM tasks WHERE sum_ann_top != 0`, []any{&annotatedRows})
 	})
 	if uint64(rows) != s.TasksWritten || badRows != failed || notes != annotated+failed || annotatedRows != annotated {
 		t.Errorf("live file: %d task rows (%d failed, %d holding annotations), %d annotations; want %d rows, every failure, every annotated task and all %d annotations",
@@ -347,8 +317,8 @@ func TestSamplingAboveARate(t *testing.T) {
 func TestEncodeStringMapMatchesMarshal(t *testing.T) {
 	cases := []map[string]string{
 		{"a": "b"},
-		{KeyEncodingEnv: "utf-8"},
-		{KeyEncodingEnv: "base64", "TOKEN": "***"},
+		{"SVC_KEY_ENCODING": "utf-8"},
+		{"SVC_KEY_ENCODING": "base64", "TOKEN": "***"},
 		{"z": "1", "a": "2", "m": "<&>", "ü": "é\u2028", "q\"uote": "back\\slash", "ctl": "\x00\x1f", "bad": "\xff\xfe"},
 	}
 	rng := rand.New(rand.NewPCG(7, 9))
@@ -373,69 +343,4 @@ func TestEncodeStringMapMatchesMarshal(t *testing.T) {
 			t.Fatalf("encodeStringMap(%q) = %s, want %s", m, got, want)
 		}
 	}
-	if got := utf8Env; got != `{"SVC_KEY_ENCODING":"utf-8"}` {
-		t.Errorf("utf8Env = %s", got)
-	}
-}
-
-// TestEventAppendJSONMatchesMarshal: the Live stream's event encoding is
-// json.Marshal's, byte for byte, for every kind of label and payload
-// (whitespace to compact, HTML characters and U+2028 to escape, escaped
-// quotes, nested values, no labels, no payload).
-func TestEventAppendJSONMatchesMarshal(t *testing.T) {
-	payloads := []string{
-		"", `{}`, `[]`, `{"a":1}`, `{"a": 1}`, "{\n\"a\":1}", `{"s":"a b"}`, `{"s":"<b>"}`, `{"s":"x&y"}`,
-		`{"s":"\u2028"}`, "{\"s\":\"\u2028\"}", `{"s":"q\"uote \\ back"}`, `{"s":"\\"}`, `{"n":[1,2,{"x":null}],"t":true}`,
-		`{"s":"é日"}`, `[1, 2]`, `{"a":"b","c":{"d":"e f"}}`, `"str"`, `12`, `null`,
-		"{\"s\":\"\xff\xfe\"}", "{\"s\":\"\x7f\"}", "{\"s\":\"\xe2\x80\"}", `{"s":"\\\""}`,
-	}
-	rng := rand.New(rand.NewPCG(3, 5))
-	alphabet := []string{"a", " ", "\"", "\\\\", "\\\"", "<", "&", "é", "\u2028", "\\n", "日", ":", ","}
-	for range 300 {
-		var v strings.Builder
-		for range rng.IntN(10) {
-			v.WriteString(alphabet[rng.IntN(len(alphabet))])
-		}
-		p := `{"k":"` + v.String() + `","n":[` + strconv.Itoa(rng.IntN(100)) + `]}`
-		if json.Valid([]byte(p)) {
-			payloads = append(payloads, p)
-		}
-	}
-	labelSets := []map[string]string{nil, {}, {"a": "b"}, {"z": "<&>", "ü": "é\u2028", "q\"": "\\"}}
-	for i, p := range payloads {
-		e := Event{ID: int64(i), TSms: 1795750000000 + int64(i), Type: TypeAnnotation, Kind: "svc.<kind>",
-			TaskID: "t-\"" + strconv.Itoa(i), Worker: "w-é", Labels: labelSets[i%len(labelSets)]}
-		if p != "" {
-			e.Payload = json.RawMessage(p)
-		}
-		want, err := json.Marshal(&e)
-		if err != nil {
-			t.Fatalf("json.Marshal(%s): %v", p, err)
-		}
-		got, err := e.AppendJSON(nil)
-		if err != nil || string(got) != string(want) {
-			t.Fatalf("AppendJSON with payload %q = %s, %v\nwant %s", p, got, err, want)
-		}
-	}
-}
-
-// BenchmarkEventAppendJSON: an executor annotation encoded for the Live
-// stream, by hand and by encoding/json's Encoder (what the stream used).
-func BenchmarkEventAppendJSON(b *testing.B) {
-	e := Event{ID: 1, TSms: 1795750000000, Type: TypeAnnotation, Kind: "echo", TaskID: "t-0123456789abcdef", Worker: "speed",
-		Payload: json.RawMessage(`{"bytes":1024,"note":"echoed the input as it came","sha":"0f1e2d3c4b5a69788796a5b4c3d2e1f0"}`)}
-	b.Run("append", func(b *testing.B) {
-		buf := make([]byte, 0, 512)
-		for range b.N {
-			buf, _ = e.AppendJSON(buf[:0])
-		}
-	})
-	b.Run("encoder", func(b *testing.B) {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		for range b.N {
-			buf.Reset()
-			_ = enc.Encode(&e)
-		}
-	})
 }

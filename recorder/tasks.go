@@ -2,85 +2,18 @@ package recorder
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"sync"
+
+	"zombiezen.com/go/sqlite"
+
+	"svc/worker/event"
 )
-
-// TaskRow is one task result. Partition and Offset are -1 when the source
-// is not Kafka. Key is the message key as text; the encoding the executor
-// got it in is the SVC_KEY_ENCODING entry of Env (a row without it and
-// with an empty Key had no key). Env is the environment the task ran with,
-// masked by Config.MaskEnv before it is stored. In JSON, key and
-// key_encoding are null for a message without a key and env is always an
-// object.
-type TaskRow struct {
-	TaskID          string            `json:"task_id"`
-	TSms            int64             `json:"ts_ms"`
-	Worker          string            `json:"worker,omitempty"`
-	Source          string            `json:"source"` // kafka, http, probe
-	Alias           string            `json:"alias"`
-	Partition       int32             `json:"partition"`
-	Offset          int64             `json:"offset"`
-	Key             string            `json:"key"`
-	Labels          map[string]string `json:"labels"`
-	Status          string            `json:"status"` // ok, failed, timeout, tempfail, dlq, ...
-	Attempts        int               `json:"attempts"`
-	DurationMs      int64             `json:"duration_ms"`
-	Error           string            `json:"error"`
-	OutputSizeBytes int64             `json:"output_size_bytes"`
-	Env             map[string]string `json:"env"`
-
-	// summary, when set, stands for the task's lifecycle events (format 2,
-	// summary.go); only the writer sets it and only Trace reads it.
-	summary Summary
-
-	// AwaitDeliveries, set by the worker and never stored, is how many
-	// sink_delivered events will follow for this task (the sinks its ok
-	// result goes to): the writer may hold a summarized row up to
-	// deliveryHold to fold them into it.
-	AwaitDeliveries int `json:"-"`
-}
-
-// KeyEncoding is how Key is written: "utf-8", "base64", or "" when the
-// message had no key.
-func (t TaskRow) KeyEncoding() string {
-	if enc := t.Env[KeyEncodingEnv]; enc != "" {
-		return enc
-	}
-	if t.Key != "" {
-		return "utf-8" // a row written before the encoding was kept
-	}
-	return ""
-}
-
-// KeyEncodingEnv is the task env entry that holds the key's encoding.
-const KeyEncodingEnv = "SVC_KEY_ENCODING"
-
-// MarshalJSON writes key and key_encoding as null for a message without a
-// key, and env as {} when empty.
-func (t TaskRow) MarshalJSON() ([]byte, error) {
-	type plain TaskRow
-	out := struct {
-		plain
-		Key         *string           `json:"key"`
-		KeyEncoding *string           `json:"key_encoding"`
-		Env         map[string]string `json:"env"`
-	}{plain: plain(t), Env: t.Env}
-	if enc := t.KeyEncoding(); enc != "" {
-		out.Key, out.KeyEncoding = &t.Key, &enc
-	}
-	if out.Env == nil {
-		out.Env = map[string]string{}
-	}
-	return json.Marshal(out)
-}
 
 // Task records t without blocking; a full write queue drops and counts it.
 // Live subscribers receive the masked row either way.
-func (r *Recorder) Task(t TaskRow) {
+func (r *Recorder) Task(t event.TaskRow) {
 	if t.TSms == 0 {
 		t.TSms = r.cfg.Now().UnixMilli()
 	}
@@ -104,16 +37,16 @@ func (r *Recorder) Task(t TaskRow) {
 
 // TaskResults returns recent task rows, newest first (limit 1-1000, default
 // 200), from the same data Events reads.
-func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error) {
+func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]event.TaskRow, error) {
 	limit = clampLimit(limit, 200, 1000)
 	if r.memory {
 		return r.ring.tasks(limit), nil
 	}
 	query := `SELECT ` + taskColumns + ` FROM tasks ORDER BY id DESC LIMIT ?`
-	var out []TaskRow
-	err := r.withLive(func(db *sql.DB) error {
+	var out []event.TaskRow
+	err := r.withLive(ctx, func(db *sqlite.Conn) error {
 		var err error
-		out, err = r.queryTasks(ctx, db, query, limit)
+		out, err = r.queryTasks(db, query, limit)
 		return err
 	})
 	if err != nil {
@@ -123,8 +56,8 @@ func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error
 		if len(out) >= limit {
 			break
 		}
-		more, err := queryShared(ctx, r, segs, func(db *sql.DB) ([]TaskRow, error) {
-			return r.queryTasks(ctx, db, query, limit-len(out))
+		more, err := queryShared(ctx, r, segs, func(db *sqlite.Conn) ([]event.TaskRow, error) {
+			return r.queryTasks(db, query, limit-len(out))
 		})
 		if err != nil {
 			continue
@@ -135,81 +68,51 @@ func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]TaskRow, error
 }
 
 // taskColumns lists the tasks columns in TaskRow order, for scanTask.
-const taskColumns = `task_id, ts_ms, worker, source, alias, partition, "offset", key, labels, status, attempts, duration_ms, error, output_size_bytes, env`
+const taskColumns = `task_id, ts_ms, worker, source, alias, partition, "offset", key, labels, status, attempts, duration_ms, error, output_size_bytes, env, key_encoding`
 
 // queryTasks runs a query selecting taskColumns.
-func (r *Recorder) queryTasks(ctx context.Context, db *sql.DB, query string, args ...any) ([]TaskRow, error) {
-	return r.queryTasksWith(ctx, db, 0, query, args...)
+func (r *Recorder) queryTasks(db *sqlite.Conn, q string, args ...any) ([]event.TaskRow, error) {
+	var out []event.TaskRow
+	err := query(db, q, func(st *sqlite.Stmt) error {
+		out = append(out, r.scanTaskRow(st))
+		return nil
+	}, args...)
+	return out, err
 }
 
-// queryTasksWith runs a query selecting taskColumns, followed by
-// summaryColumns when version (the file's schema version; 0: none) is 2 or
-// more, then extraColumns from extrasVersion on.
-func (r *Recorder) queryTasksWith(ctx context.Context, db *sql.DB, version int, query string, args ...any) ([]TaskRow, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []TaskRow
-	for rows.Next() {
-		t, err := r.scanTaskRow(rows, version)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
-}
-
-// scanTaskRow reads one row of a queryTasksWith query.
-func (r *Recorder) scanTaskRow(rows *sql.Rows, version int) (TaskRow, error) {
-	var t TaskRow
-	var labels, env string
-	dest := []any{&t.TaskID, &t.TSms, &t.Worker, &t.Source, &t.Alias, &t.Partition, &t.Offset,
-		&t.Key, &labels, &t.Status, &t.Attempts, &t.DurationMs, &t.Error, &t.OutputSizeBytes, &env}
-	var extras string
-	var annTop, delTop int64
-	if version >= 2 {
-		s := &t.summary
-		dest = append(dest, &s.ReceivedID, &s.StartedDID, &s.FinishedDID, &s.ReceivedMs, &s.StartedDMs,
-			&s.FinishedDMs, &s.InputSizeBytes, &s.AttemptDuration)
-	}
-	if version >= extrasVersion {
-		dest = append(dest, &extras, &annTop, &delTop)
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return t, err
-	}
-	t.summary.Extras = decodeExtras(extras)
-	t.Labels = decodeLabels(labels)
-	if m := decodeLabels(env); len(m) > 0 {
+// scanTaskRow reads the taskColumns of a row.
+func (r *Recorder) scanTaskRow(st *sqlite.Stmt) event.TaskRow {
+	t := event.TaskRow{TaskID: st.ColumnText(0), TSms: st.ColumnInt64(1), Worker: st.ColumnText(2), Source: st.ColumnText(3),
+		Alias: st.ColumnText(4), Partition: st.ColumnInt32(5), Offset: st.ColumnInt64(6), Key: st.ColumnText(7),
+		Labels: decodeLabels(st.ColumnText(8)), Status: st.ColumnText(9), Attempts: st.ColumnInt(10),
+		DurationMs: st.ColumnInt64(11), Error: st.ColumnText(12), OutputSizeBytes: st.ColumnInt64(13), KeyEncoding: st.ColumnText(15)}
+	if m := decodeLabels(st.ColumnText(14)); len(m) > 0 {
 		t.Env = r.maskEnv(m)
 	}
-	return t, nil
+	return t
 }
 
-// The env column of a task without executor.env keys, and of a Kafka
-// task whose key is UTF-8 (the Kafka bench's every row).
-const (
-	noEnv   = "{}"
-	utf8Env = `{"` + KeyEncodingEnv + `":"utf-8"}`
-)
+// scanSummary reads the summaryColumns and extraColumns of a rowColumns row.
+func scanSummary(st *sqlite.Stmt) Summary {
+	return Summary{Lifecycle: event.Lifecycle{ReceivedID: st.ColumnInt64(16), StartedDID: st.ColumnInt64(17), FinishedDID: st.ColumnInt64(18),
+		ReceivedMs: st.ColumnInt64(19), StartedDMs: st.ColumnInt64(20), FinishedDMs: st.ColumnInt64(21),
+		InputSizeBytes: st.ColumnInt64(22), AttemptDuration: st.ColumnInt64(23)}, Extras: decodeExtras(st.ColumnText(24))}
+}
 
-// insertTask writes t and one task_labels row per label.
-func insertTask(w *batchWriter, t *TaskRow) error {
-	env := noEnv // most workers set no executor.env: no encoding, no allocation
-	switch {
-	case len(t.Env) == 1 && t.Env[KeyEncodingEnv] == "utf-8":
-		env = utf8Env
-	case len(t.Env) > 0:
+// insertTask writes t, with its summary s when set, and one task_labels
+// row per label.
+func insertTask(w *batchWriter, t *event.TaskRow, s *Summary) error {
+	env := "{}" // most workers set no executor.env: no encoding, no allocation
+	if len(t.Env) > 0 {
 		env = encodeStringMap(t.Env)
 	}
-	s := &t.summary
+	if s == nil {
+		s = &Summary{}
+	}
 	if err := w.tasks.add(str(t.TaskID), num(t.TSms), str(t.Worker), str(t.Source), str(t.Alias), num(int64(t.Partition)), num(t.Offset),
 		str(t.Key), str(encodeLabels(t.Labels)), str(t.Status), num(int64(t.Attempts)), num(t.DurationMs), str(t.Error), num(t.OutputSizeBytes), str(env),
-		num(s.ReceivedID), num(s.StartedDID), num(s.FinishedDID), num(s.ReceivedMs), num(s.StartedDMs), num(s.FinishedDMs), num(s.InputSizeBytes), num(s.AttemptDuration),
-		str(encodeExtras(s.Extras)), num(s.topID(TypeAnnotation)), num(s.topID(TypeSinkDelivered))); err != nil {
+		str(t.KeyEncoding), num(s.ReceivedID), num(s.StartedDID), num(s.FinishedDID), num(s.ReceivedMs), num(s.StartedDMs), num(s.FinishedDMs), num(s.InputSizeBytes), num(s.AttemptDuration),
+		str(encodeExtras(s.Extras)), num(s.topID(event.TypeAnnotation)), num(s.topID(event.TypeSinkDelivered))); err != nil {
 		return err
 	}
 	for name, value := range t.Labels {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"zombiezen.com/go/sqlite"
+
+	"svc/worker/event"
 )
 
 // maxTraceEvents caps one Trace answer.
@@ -30,7 +33,7 @@ const maxTraceEvents = 10000
 // event seen in two files (an archive pass in progress) is returned once.
 // Files removed by a concurrent archive pass are skipped. It stops when ctx
 // ends.
-func (r *Recorder) Trace(ctx context.Context, taskID string) ([]Event, error) {
+func (r *Recorder) Trace(ctx context.Context, taskID string) ([]event.Event, error) {
 	return r.TraceIn(ctx, taskID, ScopeCluster)
 }
 
@@ -47,25 +50,25 @@ const (
 )
 
 // TraceIn is Trace over the files of scope.
-func (r *Recorder) TraceIn(ctx context.Context, taskID string, scope Scope) ([]Event, error) {
+func (r *Recorder) TraceIn(ctx context.Context, taskID string, scope Scope) ([]event.Event, error) {
 	if taskID == "" {
 		return nil, nil
 	}
 	const query = `SELECT id, ts_ms, type, kind, task_id, worker, labels, payload FROM events WHERE task_id = ? ORDER BY id LIMIT ?`
-	var all []Event
+	var all []event.Event
 	if r.memory {
 		all = r.ring.taskEvents(taskID)
 	}
 	// taskEvents reads taskID's event rows and rebuilds its summarized ones.
-	taskEvents := func(db *sql.DB) ([]Event, error) {
-		evs, err := queryEvents(ctx, db, query, taskID, maxTraceEvents)
+	taskEvents := func(db *sqlite.Conn) ([]event.Event, error) {
+		evs, err := queryEvents(db, query, taskID, maxTraceEvents)
 		if err != nil {
 			return nil, err
 		}
-		more, err := summarizedEvents(ctx, r, db, taskID)
+		more, err := summarizedEvents(r, db, taskID)
 		return append(evs, more...), err
 	}
-	err := r.withLive(func(db *sql.DB) error {
+	err := r.withLive(ctx, func(db *sqlite.Conn) error {
 		var err error
 		all, err = taskEvents(db)
 		return err
@@ -104,14 +107,14 @@ func (r *Recorder) TraceIn(ctx context.Context, taskID string, scope Scope) ([]E
 // while it was asked for) appears once, identified by (worker, ts_ms,
 // type, kind, payload) with the payload compacted, as in storage-format.md;
 // oldest first (then by worker and id), at most maxTraceEvents.
-func MergeEvents(lists ...[]Event) []Event {
-	var all []Event
+func MergeEvents(lists ...[]event.Event) []event.Event {
+	var all []event.Event
 	for _, l := range lists {
 		all = append(all, l...)
 	}
 	seen := map[string]bool{}
 	var buf bytes.Buffer
-	all = slices.DeleteFunc(all, func(e Event) bool {
+	all = slices.DeleteFunc(all, func(e event.Event) bool {
 		buf.Reset()
 		payload := string(e.Payload)
 		if json.Compact(&buf, e.Payload) == nil {
@@ -122,7 +125,7 @@ func MergeEvents(lists ...[]Event) []Event {
 		seen[k] = true
 		return dup
 	})
-	slices.SortStableFunc(all, func(a, b Event) int {
+	slices.SortStableFunc(all, func(a, b event.Event) int {
 		return cmp.Or(cmp.Compare(a.TSms, b.TSms), strings.Compare(a.Worker, b.Worker), cmp.Compare(a.ID, b.ID))
 	})
 	if len(all) > maxTraceEvents {
@@ -136,30 +139,22 @@ func MergeEvents(lists ...[]Event) []Event {
 // the task_labels index. Files are read newest first (by their to_ms), and
 // no further once limit rows newer than the next file's to_ms are found;
 // archives whose .idx lacks the label are skipped.
-func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit int) ([]TaskRow, error) {
+func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit int) ([]event.TaskRow, error) {
 	return r.TraceByLabelIn(ctx, name, &value, limit, ScopeCluster)
 }
 
 // TraceByLabelName is TraceByLabel matching any value of label name.
-func (r *Recorder) TraceByLabelName(ctx context.Context, name string, limit int) ([]TaskRow, error) {
+func (r *Recorder) TraceByLabelName(ctx context.Context, name string, limit int) ([]event.TaskRow, error) {
 	return r.TraceByLabelIn(ctx, name, nil, limit, ScopeCluster)
 }
 
 // TraceByLabelIn matches tasks whose label name has value, or any value
 // when value is nil, in the files of scope.
-func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *string, limit int, scope Scope) ([]TaskRow, error) {
+func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *string, limit int, scope Scope) ([]event.TaskRow, error) {
 	limit = clampLimit(limit, 100, 1000)
-	query, args := labelQuery(labelTsVersion, name, value, limit)
-	// A file older than step 3 has no ts_ms in task_labels.
-	queryFile := func(db *sql.DB) ([]TaskRow, error) {
-		v, err := fileVersion(ctx, db)
-		if err != nil {
-			return nil, err
-		}
-		q, a := labelQuery(v, name, value, limit)
-		return r.queryTasks(ctx, db, q, a...)
-	}
-	matches := func(t TaskRow) bool {
+	query, args := labelQuery(name, value, limit)
+	queryFile := func(db *sqlite.Conn) ([]event.TaskRow, error) { return r.queryTasks(db, query, args...) }
+	matches := func(t event.TaskRow) bool {
 		v, ok := t.Labels[name]
 		return ok && (value == nil || v == *value)
 	}
@@ -167,9 +162,9 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 	if value != nil {
 		key = labelKey(name, *value)
 	}
-	var all []TaskRow
+	var all []event.TaskRow
 	seen := map[string]bool{}
-	add := func(rows []TaskRow) {
+	add := func(rows []event.TaskRow) {
 		for _, t := range rows {
 			k := taskRowKey(t)
 			if !seen[k] && matches(t) {
@@ -177,7 +172,7 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 			}
 			seen[k] = true
 		}
-		slices.SortStableFunc(all, func(a, b TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
+		slices.SortStableFunc(all, func(a, b event.TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
 		if len(all) > limit {
 			all = all[:limit]
 		}
@@ -185,8 +180,8 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 	if r.memory {
 		add(r.ring.tasksWhere(matches, limit))
 	}
-	err := r.withLive(func(db *sql.DB) error {
-		rows, err := r.queryTasks(ctx, db, query, args...)
+	err := r.withLive(ctx, func(db *sqlite.Conn) error {
+		rows, err := r.queryTasks(db, query, args...)
 		add(rows)
 		return err
 	})
@@ -222,7 +217,7 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 }
 
 // taskRowKey identifies a task row found in more than one file.
-func taskRowKey(t TaskRow) string {
+func taskRowKey(t event.TaskRow) string {
 	return t.Worker + "\x00" + t.TaskID + "\x00" + strconv.FormatInt(t.TSms, 10) + "\x00" + t.Status + "\x00" + strconv.Itoa(t.Attempts)
 }
 
@@ -230,9 +225,9 @@ func taskRowKey(t TaskRow) string {
 // or from the answers of peers asked for their live files): rows carrying
 // label name (with value, when not nil) only, each once, newest first, at
 // most limit (1-1000, default 100).
-func MergeTaskRows(name string, value *string, limit int, lists ...[]TaskRow) []TaskRow {
+func MergeTaskRows(name string, value *string, limit int, lists ...[]event.TaskRow) []event.TaskRow {
 	limit = clampLimit(limit, 100, 1000)
-	var all []TaskRow
+	var all []event.TaskRow
 	seen := map[string]bool{}
 	for _, l := range lists {
 		for _, t := range l {
@@ -243,7 +238,7 @@ func MergeTaskRows(name string, value *string, limit int, lists ...[]TaskRow) []
 			}
 		}
 	}
-	slices.SortStableFunc(all, func(a, b TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
+	slices.SortStableFunc(all, func(a, b event.TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
 	if len(all) > limit {
 		all = all[:limit]
 	}
@@ -251,22 +246,16 @@ func MergeTaskRows(name string, value *string, limit int, lists ...[]TaskRow) []
 }
 
 // labelQuery selects the newest limit task rows carrying label name with
-// value (any value when value is nil) in a file of schema version v. From
-// step 3 the newest label rows come straight off the (name, value, ts_ms)
-// index; before it every matching task is read and sorted.
-func labelQuery(v int, name string, value *string, limit int) (string, []any) {
+// value (any value when value is nil): the newest label rows come straight
+// off the (name, value, ts_ms) index.
+func labelQuery(name string, value *string, limit int) (string, []any) {
 	match, args := `name = ?`, []any{name}
 	if value != nil {
 		match, args = `name = ? AND value = ?`, append(args, *value)
 	}
-	if v >= labelTsVersion {
-		return `SELECT ` + taskColumns + ` FROM tasks
+	return `SELECT ` + taskColumns + ` FROM tasks
 		WHERE task_id IN (SELECT task_id FROM task_labels WHERE ` + match + ` ORDER BY ts_ms DESC LIMIT ?)
 		ORDER BY ts_ms DESC LIMIT ?`, append(args, limit, limit)
-	}
-	return `SELECT ` + taskColumns + ` FROM tasks
-		WHERE task_id IN (SELECT task_id FROM task_labels WHERE ` + match + `)
-		ORDER BY ts_ms DESC LIMIT ?`, append(args, limit)
 }
 
 // newestRow is the newest ts_ms file f may hold: its to_ms, or the end of
@@ -306,25 +295,18 @@ func (h *histIndex) close() {
 
 // queryPath runs fn on a finished database file in a private folder (the
 // archive cache), opened read-only by path.
-func queryPath[T any](ctx context.Context, path string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+func queryPath[T any](ctx context.Context, path string, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
-	db, err := openReadOnly(path)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	if err := checkVersion(ctx, db, "main"); err != nil {
-		return nil, err
-	}
-	return fn(db)
+	// immutable=1: no locking, no -wal or -shm beside the copy.
+	return queryFinished(ctx, sqliteURI(path, "mode=ro&immutable=1"), path, fn)
 }
 
 // queryShared runs fn on a sealed or merged file of the shared folder,
 // opened through the symlink-refusing walk and read by SQLite from that
 // open file.
-func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	f, _, err := r.openSharedFile(segs, false)
 	if err != nil {
 		return nil, err
@@ -337,7 +319,7 @@ func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func
 // an archive. A file that vanished meanwhile yields nothing, and so does a
 // refused archive (logged once by the cache): one that does not inflate to
 // a database within its cap, or whose copy SQLite finds corrupt.
-func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sql.DB) ([]T, error)) ([]T, error) {
+func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	var out []T
 	var err error
 	if f.shape == shapeArchive {
@@ -370,11 +352,6 @@ func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sql
 // notDatabase reports SQLite's verdict that a file is not a database or
 // is corrupt (SQLITE_NOTADB, SQLITE_CORRUPT and their extended codes).
 func notDatabase(err error) bool {
-	const sqliteCorrupt, sqliteNotADB = 11, 26
-	var coded interface{ Code() int }
-	if !errors.As(err, &coded) {
-		return false
-	}
-	code := coded.Code() & 0xff
-	return code == sqliteCorrupt || code == sqliteNotADB
+	code := sqlite.ErrCode(err).ToPrimary()
+	return code == sqlite.ResultCorrupt || code == sqlite.ResultNotADB
 }

@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"svc/worker/event"
 )
 
-// TestLiveWriterConn: the writer's own connection to a live file (not
-// database/sql's) has the settings of the file's other connections, opens
-// a path with the characters URIs give a meaning to, writes rows the
-// database/sql side reads back, and opens anew after dropConn.
+// TestLiveWriterConn: the writer's own connection to a live file has the
+// settings of the file's readers' connections, opens a path with the
+// characters URIs give a meaning to, writes rows a reader reads back, and
+// opens anew after dropConn.
 func TestLiveWriterConn(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "a%20b?c#d")
@@ -18,12 +20,22 @@ func TestLiveWriterConn(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "w-1.db")
-	db, err := openLiveDB(ctx, path)
+	pool, err := openLiveDB(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lf := &liveFile{db: db, path: path}
+	lf := &liveFile{pool: pool, path: path}
 	defer lf.close()
+	db, err := pool.Take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Put(db)
+	for pragma, want := range map[string]string{"synchronous": "1", "cache_size": "-256", "temp_store": "2", "busy_timeout": "5000"} {
+		if got, err := queryText(db, "PRAGMA "+pragma); err != nil || got != want {
+			t.Errorf("reader's PRAGMA %s = %s, %v; want %s", pragma, got, err, want)
+		}
+	}
 	c, err := lf.writeConn()
 	if err != nil {
 		t.Fatalf("writeConn: %v", err)
@@ -48,10 +60,10 @@ func TestLiveWriterConn(t *testing.T) {
 	if err := w.exec(`BEGIN`); err != nil {
 		t.Fatal(err)
 	}
-	row := TaskRow{TaskID: "t-1", TSms: 1700000000123, Worker: "w", Source: "kafka", Alias: "in", Partition: 3, Offset: 1 << 40,
+	row := event.TaskRow{TaskID: "t-1", TSms: 1700000000123, Worker: "w", Source: "kafka", Alias: "in", Partition: 3, Offset: 1 << 40,
 		Key: "k\x00é", Labels: map[string]string{"tenant": "a\"b"}, Status: "ok", Attempts: 2, DurationMs: 7, OutputSizeBytes: 1024,
-		Env: map[string]string{KeyEncodingEnv: "utf-8"}}
-	if err := insertTask(w, &row); err != nil {
+		KeyEncoding: "utf-8", Env: map[string]string{"SVC_KEY_ENCODING": "utf-8"}}
+	if err := insertTask(w, &row, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.flush(); err != nil {
@@ -65,13 +77,13 @@ func TestLiveWriterConn(t *testing.T) {
 		part, attempts              int
 		off                         int64
 	)
-	if err := db.QueryRow(`SELECT task_id, partition, "offset", key, labels, attempts, env FROM tasks`).Scan(&id, &part, &off, &key, &labels, &attempts, &env); err != nil {
+	if err := scan(db, `SELECT task_id, partition, "offset", key, labels, attempts, env FROM tasks`, []any{&id, &part, &off, &key, &labels, &attempts, &env}); err != nil {
 		t.Fatal(err)
 	}
-	if id != "t-1" || part != 3 || off != 1<<40 || key != "k\x00é" || labels != `{"tenant":"a\"b"}` || attempts != 2 || env != utf8Env {
+	if id != "t-1" || part != 3 || off != 1<<40 || key != "k\x00é" || labels != `{"tenant":"a\"b"}` || attempts != 2 || env != `{"SVC_KEY_ENCODING":"utf-8"}` {
 		t.Errorf("row read back: %q %d %d %q %s %d %s", id, part, off, key, labels, attempts, env)
 	}
-	if err := db.QueryRow(`SELECT value FROM task_labels WHERE name = 'tenant' AND task_id = 't-1'`).Scan(&label); err != nil || label != `a"b` {
+	if err := scan(db, `SELECT value FROM task_labels WHERE name = 'tenant' AND task_id = 't-1'`, []any{&label}); err != nil || label != `a"b` {
 		t.Errorf("task_labels: %q, %v", label, err)
 	}
 	// After a failed batch the writer drops its connection; the next
@@ -85,7 +97,7 @@ func TestLiveWriterConn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM sources`).Scan(&n); err != nil || n != 1 {
+	if err := scan(db, `SELECT count(*) FROM sources`, []any{&n}); err != nil || n != 1 {
 		t.Errorf("sources rows = %d, %v", n, err)
 	}
 }

@@ -39,6 +39,9 @@
 //	worker/cache/        the handler cache (SQLite in storage.dir, last write
 //	                     wins), the task hook (SVC_CACHE_* reads, fd 3
 //	                     writes) and the cache exchange between peers
+//	worker/event/        the event vocabulary: event and task row types,
+//	                     the per-task payloads, their one JSON codec and
+//	                     string escaper; the recorder imports only this leaf
 //	worker/fleet/        the worker registry: cards in the shared folder,
 //	                     static peers, derived states, which of them the
 //	                     UI trusts with its token (fleet.trusted_urls)

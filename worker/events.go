@@ -2,12 +2,11 @@ package worker
 
 import (
 	"encoding/json"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	"svc/recorder"
 	"svc/worker/config"
+	"svc/worker/event"
 	"svc/worker/payload"
 )
 
@@ -25,8 +24,8 @@ type Events struct {
 	// encoded at all, since the recorder would not store it.
 	KeepOKTail bool
 	// Deliveries, when set, tells how many sinks an ok result of source
-	// goes to: the task row announces that many sink_delivered events, so
-	// the recorder can fold them into the row (recorder.TaskRow.AwaitDeliveries).
+	// goes to: the task row announces that many sink_delivered events
+	// (event.TaskRow.Deliveries).
 	Deliveries func(source string, res *TaskResult) int
 }
 
@@ -78,97 +77,17 @@ func (r *Events) Event(typ, kind, taskID string, labels map[string]string, paylo
 // emit hands one event to rec; valid says raw is fresh valid JSON that
 // the recorder need neither check nor copy.
 func (r *Events) emit(rec EventRecorder, typ, kind, taskID string, labels map[string]string, raw json.RawMessage, valid bool) {
-	rec.Event(recorder.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw, PayloadValid: valid})
+	rec.Event(event.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw, PayloadValid: valid})
 }
 
-// eventJSON records an event whose payload the caller encoded (a
-// jsonAppender's appendJSON, called on its concrete type): handing the
+// eventJSON records an event whose payload the caller encoded (an event
+// payload's AppendJSON, called on its concrete type): handing the
 // per-task payload structs (and annotations' payloads) to Event as an
 // interface copied each one to the heap first, two of them an attempt
 // (1.2 µs of the worker's CPU a Kafka message, CPU profile;
 // TestEventsAllocs).
 func (r *Events) eventJSON(rec EventRecorder, typ, taskID string, labels map[string]string, raw []byte) {
 	r.emit(rec, typ, "", taskID, labels, raw, true)
-}
-
-// jsonAppender is a payload that appends its JSON encoding, byte for byte
-// what json.Marshal gives (TestPayloadAppendersMatchMarshal).
-type jsonAppender interface {
-	appendJSON(b []byte) []byte
-}
-
-// receivedPayload is the payload of task_received.
-type receivedPayload struct {
-	Source         string `json:"source,omitempty"`
-	Alias          string `json:"alias,omitempty"`
-	Partition      *int32 `json:"partition,omitempty"`
-	Offset         *int64 `json:"offset,omitempty"`
-	Key            string `json:"key,omitempty"`
-	KeyEncoding    string `json:"key_encoding,omitempty"`
-	InputSizeBytes int    `json:"input_size_bytes"`
-}
-
-func (p receivedPayload) appendJSON(b []byte) []byte {
-	b = append(b, '{')
-	if p.Source != "" {
-		b = append(recorder.AppendJSONString(append(b, `"source":`...), p.Source), ',')
-	}
-	if p.Alias != "" {
-		b = append(recorder.AppendJSONString(append(b, `"alias":`...), p.Alias), ',')
-	}
-	if p.Partition != nil {
-		b = append(strconv.AppendInt(append(b, `"partition":`...), int64(*p.Partition), 10), ',')
-	}
-	if p.Offset != nil {
-		b = append(strconv.AppendInt(append(b, `"offset":`...), *p.Offset, 10), ',')
-	}
-	if p.Key != "" {
-		b = append(recorder.AppendJSONString(append(b, `"key":`...), p.Key), ',')
-	}
-	if p.KeyEncoding != "" {
-		b = append(recorder.AppendJSONString(append(b, `"key_encoding":`...), p.KeyEncoding), ',')
-	}
-	b = strconv.AppendInt(append(b, `"input_size_bytes":`...), int64(p.InputSizeBytes), 10)
-	return append(b, '}')
-}
-
-// attemptPayload is the payload of executor_started and executor_finished.
-type attemptPayload struct {
-	Attempt         int    `json:"attempt"`
-	Status          string `json:"status,omitempty"`
-	ExitCode        *int   `json:"exit_code,omitempty"`
-	DurationMS      int64  `json:"duration_ms,omitempty"`
-	OutputSizeBytes int    `json:"output_size_bytes,omitempty"`
-	Error           string `json:"error,omitempty"`
-	StderrTail      string `json:"stderr_tail,omitempty"`
-	// StdoutTail is the end of stdout, for the Live page's task panel.
-	StdoutTail string `json:"stdout_tail,omitempty"`
-}
-
-func (p attemptPayload) appendJSON(b []byte) []byte {
-	b = strconv.AppendInt(append(b, `{"attempt":`...), int64(p.Attempt), 10)
-	if p.Status != "" {
-		b = recorder.AppendJSONString(append(b, `,"status":`...), p.Status)
-	}
-	if p.ExitCode != nil {
-		b = strconv.AppendInt(append(b, `,"exit_code":`...), int64(*p.ExitCode), 10)
-	}
-	if p.DurationMS != 0 {
-		b = strconv.AppendInt(append(b, `,"duration_ms":`...), p.DurationMS, 10)
-	}
-	if p.OutputSizeBytes != 0 {
-		b = strconv.AppendInt(append(b, `,"output_size_bytes":`...), int64(p.OutputSizeBytes), 10)
-	}
-	if p.Error != "" {
-		b = recorder.AppendJSONString(append(b, `,"error":`...), p.Error)
-	}
-	if p.StderrTail != "" {
-		b = recorder.AppendJSONString(append(b, `,"stderr_tail":`...), p.StderrTail)
-	}
-	if p.StdoutTail != "" {
-		b = recorder.AppendJSONString(append(b, `,"stdout_tail":`...), p.StdoutTail)
-	}
-	return append(b, '}')
 }
 
 // eventTail bounds the stdout and stderr kept in an executor_finished event.
@@ -189,7 +108,7 @@ func (r *Events) Received(t *Task) {
 	if rec == nil {
 		return
 	}
-	p := receivedPayload{InputSizeBytes: len(t.Input)}
+	p := event.Received{InputSizeBytes: int64(len(t.Input))}
 	if m := t.Msg; m != nil {
 		p.Source, p.Alias = m.Source, m.Alias
 		if m.Source == SourceKafka {
@@ -199,7 +118,7 @@ func (r *Events) Received(t *Task) {
 			p.Key, p.KeyEncoding = payload.Encode(m.Key)
 		}
 	}
-	r.eventJSON(rec, recorder.TypeTaskReceived, t.ID, t.Labels, p.appendJSON(make([]byte, 0, 128)))
+	r.eventJSON(rec, event.TypeTaskReceived, t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 128)))
 }
 
 // Attempt records an executor start (res nil) or end.
@@ -216,12 +135,12 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 		return
 	}
 	if res == nil {
-		p := attemptPayload{Attempt: n}
-		r.eventJSON(rec, recorder.TypeExecutorStarted, t.ID, t.Labels, p.appendJSON(make([]byte, 0, 16)))
+		p := event.Attempt{Attempt: n}
+		r.eventJSON(rec, event.TypeExecutorStarted, t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 16)))
 		return
 	}
-	p := attemptPayload{Attempt: n, Status: res.Status, ExitCode: &res.ExitCode,
-		DurationMS: res.Duration.Milliseconds(), OutputSizeBytes: len(res.Output)}
+	p := event.Attempt{Attempt: n, Status: res.Status, ExitCode: &res.ExitCode,
+		DurationMS: res.Duration.Milliseconds(), OutputSizeBytes: int64(len(res.Output))}
 	if res.Err != nil {
 		p.Error = res.Err.Error()
 	}
@@ -231,7 +150,7 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 	if len(res.Output) > 0 && (r.KeepOKTail || n > 1 || res.Status != StatusOK || len(res.Stderr) > 0 || res.Err != nil) {
 		p.StdoutTail = tail(res.Output)
 	}
-	r.eventJSON(rec, recorder.TypeExecutorFinished, t.ID, t.Labels, p.appendJSON(make([]byte, 0, 128)))
+	r.eventJSON(rec, event.TypeExecutorFinished, t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 128)))
 }
 
 // Finished records the task row and the executor's annotations.
@@ -242,9 +161,9 @@ func (r *Events) Finished(source string, res *TaskResult) {
 	}
 	t := res.Task
 	for _, an := range res.Annotations {
-		r.emit(rec, recorder.TypeAnnotation, an.Kind, t.ID, res.Labels, an.Payload, false) // checked and copied by the recorder
+		r.emit(rec, event.TypeAnnotation, an.Kind, t.ID, res.Labels, an.Payload, false) // checked and copied by the recorder
 	}
-	row := recorder.TaskRow{
+	row := event.TaskRow{
 		TaskID: t.ID, TSms: time.Now().UnixMilli(), Worker: r.worker, Source: source, Labels: res.Labels,
 		Status: res.Status, Attempts: res.Attempts, DurationMs: res.Duration.Milliseconds(),
 		OutputSizeBytes: int64(len(res.Output)), Env: r.taskEnv(t), Partition: -1, Offset: -1,
@@ -253,7 +172,7 @@ func (r *Events) Finished(source string, res *TaskResult) {
 		row.Error = res.Err.Error()
 	}
 	if r.Deliveries != nil && res.Status == StatusOK {
-		row.AwaitDeliveries = r.Deliveries(source, res)
+		row.Deliveries = r.Deliveries(source, res)
 	}
 	if m := t.Msg; m != nil {
 		row.Alias = m.Alias
@@ -261,15 +180,14 @@ func (r *Events) Finished(source string, res *TaskResult) {
 			row.Partition, row.Offset = m.Partition, m.Offset
 		}
 		if m.Key != nil {
-			var enc string
-			row.Key, enc = payload.Encode(m.Key)
-			switch shared := keyEncodingEnvs[enc]; {
+			row.Key, row.KeyEncoding = payload.Encode(m.Key)
+			switch shared := keyEncodingEnvs[row.KeyEncoding]; {
 			case row.Env == nil && shared != nil:
 				row.Env = shared
 			case row.Env == nil:
-				row.Env = map[string]string{recorder.KeyEncodingEnv: enc}
+				row.Env = map[string]string{KeyEncodingEnv: row.KeyEncoding}
 			default: // taskEnv's own copy
-				row.Env[recorder.KeyEncodingEnv] = enc
+				row.Env[KeyEncodingEnv] = row.KeyEncoding
 			}
 		}
 	}
@@ -281,9 +199,13 @@ func (r *Events) Finished(source string, res *TaskResult) {
 // such task row (the recorder and Live subscribers only read a row's Env),
 // instead of a new map a message.
 var keyEncodingEnvs = map[string]map[string]string{
-	"utf-8":  {recorder.KeyEncodingEnv: "utf-8"},
-	"base64": {recorder.KeyEncodingEnv: "base64"},
+	"utf-8":  {KeyEncodingEnv: "utf-8"},
+	"base64": {KeyEncodingEnv: "base64"},
 }
+
+// KeyEncodingEnv is the executor's environment variable that holds the
+// key's encoding (docs/executor.md); a task row's env names it too.
+const KeyEncodingEnv = "SVC_KEY_ENCODING"
 
 // taskEnv is the environment a task ran with, redacted like config views:
 // every executor.env value masked, task env masked by key name.
@@ -301,26 +223,14 @@ func (r *Events) taskEnv(t *Task) map[string]string {
 	return out
 }
 
-// deliveredPayload is the payload of sink_delivered, its keys in the order
-// a map gave them before (sorted), so stored bytes do not change.
-type deliveredPayload struct {
-	OutputSizeBytes int    `json:"output_size_bytes"`
-	Sink            string `json:"sink"`
-}
-
-func (p deliveredPayload) appendJSON(b []byte) []byte {
-	b = strconv.AppendInt(append(b, `{"output_size_bytes":`...), int64(p.OutputSizeBytes), 10)
-	return append(recorder.AppendJSONString(append(b, `,"sink":`...), p.Sink), '}')
-}
-
 // Delivered records a result acknowledged by a sink.
 func (r *Events) Delivered(res *TaskResult, sink string) {
 	rec := r.get()
 	if rec == nil {
 		return
 	}
-	p := deliveredPayload{OutputSizeBytes: len(res.Output), Sink: sink}
-	r.eventJSON(rec, recorder.TypeSinkDelivered, res.Task.ID, res.Labels, p.appendJSON(make([]byte, 0, 64)))
+	p := event.Delivered{OutputSizeBytes: int64(len(res.Output)), Sink: sink}
+	r.eventJSON(rec, event.TypeSinkDelivered, res.Task.ID, res.Labels, p.AppendJSON(make([]byte, 0, 64)))
 }
 
 // TransactionAbortedKind is the annotation kind that marks a task whose
@@ -335,7 +245,7 @@ func (r *Events) TransactionAborted(res *TaskResult, reason string) {
 	if r.get() == nil {
 		return
 	}
-	r.Event(recorder.TypeAnnotation, TransactionAbortedKind, res.Task.ID, res.Labels, map[string]any{"reason": reason})
+	r.Event(event.TypeAnnotation, TransactionAbortedKind, res.Task.ID, res.Labels, map[string]any{"reason": reason})
 }
 
 // DLQRecordAt is where a DLQ record landed: its partition and offset in
@@ -354,7 +264,7 @@ func (r *Events) DeadLettered(res *TaskResult, outcome, reason string, at *DLQRe
 	if at != nil {
 		p["dlq_partition"], p["dlq_offset"] = at.Partition, at.Offset
 	}
-	r.Event(recorder.TypeDLQSent, "", res.Task.ID, res.Labels, p)
+	r.Event(event.TypeDLQSent, "", res.Task.ID, res.Labels, p)
 }
 
 // State records a worker state change (lifecycle, breakers, pauses, stalls)
@@ -367,5 +277,5 @@ func (r *Events) State(name string, detail map[string]any) {
 
 // Committed records an offset commit (partition → next offset).
 func (r *Events) Committed(offsets map[int32]int64) {
-	r.Event(recorder.TypeOffsetCommitted, "", "", nil, map[string]any{"offsets": offsets})
+	r.Event(event.TypeOffsetCommitted, "", "", nil, map[string]any{"offsets": offsets})
 }

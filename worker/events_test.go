@@ -7,21 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"svc/recorder"
+	"svc/worker/event"
 )
 
 // capture is an EventRecorder that keeps what it is given.
 type capture struct {
 	mu     sync.Mutex
-	events []recorder.Event
+	events []event.Event
 }
 
-func (c *capture) Event(e recorder.Event) {
+func (c *capture) Event(e event.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.events = append(c.events, e)
 }
-func (c *capture) Task(recorder.TaskRow)          {}
+func (c *capture) Task(event.TaskRow)             {}
 func (c *capture) State(string, map[string]any)   {}
 func (c *capture) ConfigSnapshot(json.RawMessage) {}
 
@@ -72,49 +72,13 @@ func TestOKAttemptTail(t *testing.T) {
 	}
 }
 
-// The per-task payloads are encoded by hand; each gives exactly the bytes
-// json.Marshal gives, so stored events and the recorder's summary checks
-// see no difference.
-func TestPayloadAppendersMatchMarshal(t *testing.T) {
-	t.Parallel()
-	for _, s := range []string{"", "kafka", "a\"b\\c", "<html>&", "\x00\x1f\x7f", "ünï", "\u2028\u2029", "\xff\xfe", strings.Repeat("x", 3000)} {
-		checkPayloadAppenders(t, s, 7, -3)
-	}
-}
-
-func FuzzPayloadAppenders(f *testing.F) {
-	f.Add("kafka", int64(12), int64(-1))
-	f.Add("\xffa<b>\u2028", int64(0), int64(1<<40))
-	f.Fuzz(func(t *testing.T, s string, n, m int64) { checkPayloadAppenders(t, s, n, m) })
-}
-
-func checkPayloadAppenders(t *testing.T, s string, n, m int64) {
-	t.Helper()
-	part, off, code := int32(n), m, int(n)
-	for _, p := range []jsonAppender{
-		receivedPayload{}, receivedPayload{Source: s, Alias: s, Partition: &part, Offset: &off, Key: s, KeyEncoding: s, InputSizeBytes: int(m)},
-		receivedPayload{Source: s, InputSizeBytes: 1024},
-		attemptPayload{}, attemptPayload{Attempt: int(n), Status: s, ExitCode: &code, DurationMS: m, OutputSizeBytes: int(n), Error: s, StderrTail: s, StdoutTail: s},
-		attemptPayload{Attempt: 1, Status: s, ExitCode: &code},
-		deliveredPayload{}, deliveredPayload{OutputSizeBytes: int(m), Sink: s},
-	} {
-		want, err := json.Marshal(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := p.appendJSON(nil); string(got) != string(want) {
-			t.Errorf("%T appendJSON = %s, json.Marshal = %s", p, got, want)
-		}
-	}
-}
-
 // rowCapture keeps the task rows it is given.
 type rowCapture struct {
 	capture
-	rows []recorder.TaskRow
+	rows []event.TaskRow
 }
 
-func (c *rowCapture) Task(r recorder.TaskRow) {
+func (c *rowCapture) Task(r event.TaskRow) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rows = append(c.rows, r)
@@ -159,8 +123,8 @@ func TestFinishedKeyEncodingEnv(t *testing.T) {
 // discard is an EventRecorder that drops everything.
 type discard struct{}
 
-func (discard) Event(recorder.Event)           {}
-func (discard) Task(recorder.TaskRow)          {}
+func (discard) Event(event.Event)              {}
+func (discard) Task(event.TaskRow)             {}
 func (discard) State(string, map[string]any)   {}
 func (discard) ConfigSnapshot(json.RawMessage) {}
 

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"svc/recorder"
+	"svc/worker/event"
 )
 
 // TaskRunner runs one task to its final result, all attempts included. The
@@ -61,8 +61,8 @@ var ErrDeliveryStalled = errors.New("dlq send failed: partition stalled (dlq.on_
 // write queue drops and counts instead. Events of one goroutine are stored
 // in call order.
 type EventRecorder interface {
-	Event(recorder.Event)
-	Task(recorder.TaskRow)
+	Event(event.Event)
+	Task(event.TaskRow)
 	State(name string, detail map[string]any)
 	ConfigSnapshot(json.RawMessage)
 }

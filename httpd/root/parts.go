@@ -14,6 +14,7 @@ import (
 	"svc/worker"
 	"svc/worker/cache"
 	"svc/worker/config"
+	"svc/worker/event"
 	"svc/worker/fleet"
 	"svc/worker/runtimehealth"
 	"svc/worker/throughput"
@@ -96,7 +97,7 @@ func newMonitors(cfg *config.Config, events *worker.Events, pool worker.PoolStat
 		Interval: cfg.RuntimeHealth.Interval.D(), StallThreshold: cfg.RuntimeHealth.StallThreshold.D(),
 		Registerer: reg, Logger: log.With("component", "runtime_health"),
 		Emit: func(kind string, payload any) {
-			events.Event(recorder.TypeRuntimeHealth, kind, "", nil, payload)
+			events.Event(event.TypeRuntimeHealth, kind, "", nil, payload)
 		},
 		PoolQueue: func() (int, int, int) {
 			if pool == nil { // a swapped task runner without pool stats
@@ -156,7 +157,7 @@ func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recor
 // name check (1.0 % of the worker's CPU in the Kafka bench).
 func maskEnvOnce(env map[string]string) map[string]string {
 	for k := range env {
-		if k != recorder.KeyEncodingEnv && config.IsSecretName(k) {
+		if k != worker.KeyEncodingEnv && config.IsSecretName(k) {
 			return config.MaskEnv(env)
 		}
 	}

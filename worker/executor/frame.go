@@ -12,8 +12,8 @@ import (
 	"slices"
 	"strconv"
 
-	"svc/recorder"
 	"svc/worker"
+	"svc/worker/event"
 	"svc/worker/payload"
 )
 
@@ -94,7 +94,7 @@ func execEncodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 	at := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	dst = append(dst, `{"type":"task","task_id":`...)
-	dst = recorder.AppendJSONString(dst, t.ID)
+	dst = event.AppendJSONString(dst, t.ID)
 	dst = append(dst, `,"attempt":`...)
 	dst = strconv.AppendInt(dst, int64(n), 10)
 	var source, alias string
@@ -105,9 +105,9 @@ func execEncodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 		source, alias, partition, offset, key = m.Source, m.Alias, m.Partition, m.Offset, m.Key
 	}
 	dst = append(dst, `,"source":`...)
-	dst = recorder.AppendJSONString(dst, source)
+	dst = event.AppendJSONString(dst, source)
 	dst = append(dst, `,"topic_alias":`...)
-	dst = recorder.AppendJSONString(dst, alias)
+	dst = event.AppendJSONString(dst, alias)
 	dst = append(dst, `,"partition":`...)
 	dst = strconv.AppendInt(dst, int64(partition), 10)
 	dst = append(dst, `,"offset":`...)
@@ -115,9 +115,9 @@ func execEncodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 	if key != nil {
 		k, enc := payload.EncodeEnv(key) // as SVC_KEY in spawn mode
 		dst = append(dst, `,"key":`...)
-		dst = recorder.AppendJSONString(dst, k)
+		dst = event.AppendJSONString(dst, k)
 		dst = append(dst, `,"key_encoding":`...)
-		dst = recorder.AppendJSONString(dst, enc)
+		dst = event.AppendJSONString(dst, enc)
 	} else {
 		dst = append(dst, `,"key":null,"key_encoding":null`...)
 	}
@@ -151,9 +151,9 @@ func execAppendMap(dst []byte, m map[string]string) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = recorder.AppendJSONString(dst, k)
+		dst = event.AppendJSONString(dst, k)
 		dst = append(dst, ':')
-		dst = recorder.AppendJSONString(dst, m[k])
+		dst = event.AppendJSONString(dst, m[k])
 	}
 	return append(dst, '}')
 }

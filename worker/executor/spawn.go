@@ -120,7 +120,7 @@ func (s *Spawner) env(t *worker.Task, attempt int) []string {
 		add("SVC_OFFSET", strconv.FormatInt(m.Offset, 10))
 		if m.Key != nil { // no key: SVC_KEY and SVC_KEY_ENCODING stay unset
 			key, enc := payload.EncodeEnv(m.Key)
-			add("SVC_KEY_ENCODING", enc)
+			add(worker.KeyEncodingEnv, enc)
 			if len(key) > execEnvValueMax {
 				add("SVC_KEY_TRUNCATED", strconv.Itoa(len(key)))
 			}

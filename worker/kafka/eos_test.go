@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"svc/recorder"
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/event"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
@@ -176,7 +176,7 @@ func TestExactlyOnceSinkOutage(t *testing.T) {
 	})
 	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
 	w := ktNew(t, cfg)
-	rec := &modeRecorder{tasks: map[string]recorder.TaskRow{}}
+	rec := &modeRecorder{tasks: map[string]event.TaskRow{}}
 	w.Events.Attach(rec)
 	w.Start()
 	w.WaitJoined()
@@ -213,10 +213,10 @@ func TestExactlyOnceSinkOutage(t *testing.T) {
 	// The flight recorder: every task got sink_delivered only once its
 	// transaction committed (one per message), and the attempts the
 	// outage aborted carry svc.transaction_aborted.
-	aborted, delivered := 0, rec.count(recorder.TypeSinkDelivered)
+	aborted, delivered := 0, rec.count(event.TypeSinkDelivered)
 	rec.mu.Lock()
 	for _, e := range rec.events {
-		if e.Type == recorder.TypeAnnotation && e.Kind == worker.TransactionAbortedKind && strings.Contains(string(e.Payload), "POLICY_VIOLATION") {
+		if e.Type == event.TypeAnnotation && e.Kind == worker.TransactionAbortedKind && strings.Contains(string(e.Payload), "POLICY_VIOLATION") {
 			aborted++
 		}
 	}

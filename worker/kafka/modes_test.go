@@ -11,10 +11,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/recorder"
 	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/demo"
+	"svc/worker/event"
 	"svc/worker/sink"
 	"svc/worker/workertest"
 )
@@ -36,17 +36,17 @@ func TestMain(m *testing.M) {
 // modeRecorder keeps the flight-recorder events and task rows of a worker.
 type modeRecorder struct {
 	mu     sync.Mutex
-	events []recorder.Event
-	tasks  map[string]recorder.TaskRow
+	events []event.Event
+	tasks  map[string]event.TaskRow
 }
 
-func (c *modeRecorder) Event(e recorder.Event) {
+func (c *modeRecorder) Event(e event.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.events = append(c.events, e)
 }
 
-func (c *modeRecorder) Task(r recorder.TaskRow) {
+func (c *modeRecorder) Task(r event.TaskRow) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tasks[r.TaskID] = r
@@ -102,7 +102,7 @@ func TestPipelineInBothModes(t *testing.T) {
 func checkModePipeline(t *testing.T, cfg *config.Config, failReason string) {
 	addrs := cfg.Sources.Kafka.Brokers
 	w := ktNew(t, cfg)
-	rec := &modeRecorder{tasks: map[string]recorder.TaskRow{}}
+	rec := &modeRecorder{tasks: map[string]event.TaskRow{}}
 	w.Events.Attach(rec)
 	w.Start()
 
@@ -210,12 +210,12 @@ func checkModePipeline(t *testing.T, cfg *config.Config, failReason string) {
 		}
 	}
 	for typ, min := range map[string]int{
-		recorder.TypeTaskReceived:     n,
-		recorder.TypeExecutorStarted:  int(attempts),
-		recorder.TypeExecutorFinished: int(attempts),
-		recorder.TypeAnnotation:       n, // the sample annotates every task, failed ones too
-		recorder.TypeSinkDelivered:    want["plain"] + want["tempfail"],
-		recorder.TypeDLQSent:          want["fail"],
+		event.TypeTaskReceived:     n,
+		event.TypeExecutorStarted:  int(attempts),
+		event.TypeExecutorFinished: int(attempts),
+		event.TypeAnnotation:       n, // the sample annotates every task, failed ones too
+		event.TypeSinkDelivered:    want["plain"] + want["tempfail"],
+		event.TypeDLQSent:          want["fail"],
 	} {
 		if got := rec.count(typ); got < min {
 			t.Errorf("%d %s events, want at least %d", got, typ, min)

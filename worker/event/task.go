@@ -1,0 +1,52 @@
+package event
+
+import "encoding/json"
+
+// TaskRow is one task result. Partition and Offset are -1 when the message
+// is no Kafka record. Key is the message key as text in KeyEncoding
+// ("utf-8" or "base64"; "" for a message without a key). Env is the
+// environment the task ran with, masked like config views. In JSON, key
+// and key_encoding are null for a message without a key and env is always
+// an object.
+type TaskRow struct {
+	TaskID          string            `json:"task_id"`
+	TSms            int64             `json:"ts_ms"`
+	Worker          string            `json:"worker,omitempty"`
+	Source          string            `json:"source"` // kafka, http, probe
+	Alias           string            `json:"alias"`
+	Partition       int32             `json:"partition"`
+	Offset          int64             `json:"offset"`
+	Key             string            `json:"key"`
+	KeyEncoding     string            `json:"key_encoding"`
+	Labels          map[string]string `json:"labels"`
+	Status          string            `json:"status"` // ok, failed, timeout, tempfail, dlq, ...
+	Attempts        int               `json:"attempts"`
+	DurationMs      int64             `json:"duration_ms"`
+	Error           string            `json:"error"`
+	OutputSizeBytes int64             `json:"output_size_bytes"`
+	Env             map[string]string `json:"env"`
+
+	// Deliveries is how many sink_delivered events follow the row of an
+	// ok result (the sinks it goes to); never stored. A recorder may wait
+	// that long for them to store them with the row.
+	Deliveries int `json:"-"`
+}
+
+// MarshalJSON writes key and key_encoding as null for a message without a
+// key, and env as {} when empty.
+func (t TaskRow) MarshalJSON() ([]byte, error) {
+	type plain TaskRow
+	out := struct {
+		plain
+		Key         *string           `json:"key"`
+		KeyEncoding *string           `json:"key_encoding"`
+		Env         map[string]string `json:"env"`
+	}{plain: plain(t), Env: t.Env}
+	if t.KeyEncoding != "" {
+		out.Key, out.KeyEncoding = &t.Key, &t.KeyEncoding
+	}
+	if out.Env == nil {
+		out.Env = map[string]string{}
+	}
+	return json.Marshal(out)
+}
