@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,7 +114,11 @@ type nfScenario struct {
 	// rebalance cuts the first worker while its group rebalances:
 	// "join" when a second worker (on w2) joins, "leave" when the second,
 	// which shared the backlog, stops and leaves. The cut starts as the
-	// broker receives that JoinGroup or LeaveGroup.
+	// broker receives that JoinGroup or LeaveGroup. "rejoin": a second
+	// worker joins and the cut starts as the broker receives the first
+	// worker's own JoinGroup (its rejoin), held until the cut is in place,
+	// so the worker waits for its join's answer with nothing else in
+	// flight.
 	rebalance string
 	// longOnly scenarios run only in the long mode (SVC_NETFAULT_LONG=1),
 	// to keep the CI run within its budget.
@@ -172,7 +178,7 @@ func TestNetfaultPartitionWorkerFromBroker(t *testing.T) {
 	// Cut during a rebalance: a second worker joins, or leaves, as the
 	// first is cut; the cut outlasts the session, so the group expels the
 	// cut worker in the middle of that rebalance.
-	for _, rb := range []string{"join", "leave"} {
+	for _, rb := range []string{"join", "leave", "rejoin"} {
 		for _, d := range []string{"at_least_once", "exactly_once"} {
 			// The joining worker joins within a second or two of its start
 			// (startup_align_seconds = 1): 3,000 messages leave work to do
@@ -200,6 +206,9 @@ func TestNetfaultPartitionWorkerFromBroker(t *testing.T) {
 	}
 }
 
+// silentFor finds the silence in the kafka_brokers reason.
+var silentFor = regexp.MustCompile(`unreachable since \S+ \(no broker answered for (\d+)s`)
+
 type nfResult struct {
 	lost, dups            int
 	readyAfter, doneAfter time.Duration
@@ -216,7 +225,7 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 	var ws []*nfWorker
 	opts := nfWorkerOpts{delivery: sc.delivery, session: sc.session, persistent: sc.persistent}
 	for i := 1; i <= workers; i++ {
-		if sc.rebalance == "join" && i > 1 {
+		if (sc.rebalance == "join" || sc.rebalance == "rejoin") && i > 1 {
 			break // joins at the cut
 		}
 		ws = append(ws, l.startWorker(l.host(fmt.Sprintf("w%d", i)), opts))
@@ -238,8 +247,9 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 		}
 	}
 	var second *nfWorker // rebalance: the worker that joins or leaves
+	release := func() {}
 	if sc.rebalance != "" {
-		second = rebalanceAtCut(t, l, broker, sink, &ws, sc, opts)
+		second, release = rebalanceAtCut(t, l, broker, sink, &ws, sc, opts)
 	}
 	before, _, _ := sink.tally(sc.n)
 	if sc.rebalance != "" && before == sc.n {
@@ -251,6 +261,7 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 		w.host.partition(sc.dir, l.host("broker"))
 	}
 	cutAt := time.Now()
+	release()
 
 	// What /readyz says while the broker is unreachable.
 	var mu sync.Mutex
@@ -296,6 +307,16 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 		}
 		if !found {
 			t.Errorf("/readyz during a %s partition from the broker never said the brokers are unreachable; it said %q", sc.cut, res.cutReasons)
+		}
+		// It says so after 10 s of silence (docs/operations.md), whatever
+		// the client was doing; the margin is for a loaded machine.
+		for _, r := range res.cutReasons {
+			if m := silentFor.FindStringSubmatch(r); m != nil {
+				if n, _ := strconv.Atoi(m[1]); n > 15 {
+					t.Errorf("/readyz said the brokers are unreachable only after %d s without an answer, want 10 s (+5 s of margin): %q", n, r)
+				}
+				break
+			}
 		}
 	}
 
@@ -353,11 +374,13 @@ func readyString(w *nfWorker) string {
 }
 
 // rebalanceAtCut starts the group's rebalance the scenario cuts the first
-// worker in: it starts the second worker (join) or stops the running
-// second one (leave), and returns, with that worker, as the broker
-// receives its JoinGroup or LeaveGroup, so the caller's cut lands while
-// the group rebalances. A worker that leaves is taken out of *ws.
-func rebalanceAtCut(t *testing.T, l *lab, broker *kfake.Cluster, sink *sinkReader, ws *[]*nfWorker, sc nfScenario, opts nfWorkerOpts) *nfWorker {
+// worker in: it starts the second worker (join, rejoin) or stops the
+// running second one (leave), and returns, with that worker, as the
+// broker receives its JoinGroup or LeaveGroup (rejoin: the first worker's
+// JoinGroup, held until the caller calls release once its cut is in
+// place), so the caller's cut lands while the group rebalances. A worker
+// that leaves is taken out of *ws.
+func rebalanceAtCut(t *testing.T, l *lab, broker *kfake.Cluster, sink *sinkReader, ws *[]*nfWorker, sc nfScenario, opts nfWorkerOpts) (*nfWorker, func()) {
 	t.Helper()
 	key := kmsg.JoinGroup
 	if sc.rebalance == "leave" {
@@ -368,14 +391,27 @@ func rebalanceAtCut(t *testing.T, l *lab, broker *kfake.Cluster, sink *sinkReade
 			return a > 0 && b > 0, fmt.Sprintf("w1 %d, w2 %d", a, b)
 		})
 	}
-	seen := make(chan struct{})
-	broker.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+	seen, cut := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(cut) }) }
+	t.Cleanup(release)
+	first := (*ws)[0].name
+	broker.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if sc.rebalance == "rejoin" {
+			if id := req.(*kmsg.JoinGroupRequest).InstanceID; id == nil || *id != first {
+				return nil, nil, false // the joining worker's: kept for the next
+			}
+			broker.DropControl()
+			close(seen)
+			broker.SleepControl(func() { <-cut })
+			return nil, nil, false // its answer goes into the cut
+		}
 		broker.DropControl()
 		close(seen)
 		return nil, nil, false // handled as usual: the rebalance begins
 	})
 	var second *nfWorker
-	if sc.rebalance == "join" {
+	if sc.rebalance == "join" || sc.rebalance == "rejoin" {
 		opts.alignSeconds = 1 // joins now, not at the next 10 s of the clock
 		second = l.startWorker(l.host("w2"), opts)
 		*ws = append(*ws, second)
@@ -391,5 +427,5 @@ func rebalanceAtCut(t *testing.T, l *lab, broker *kfake.Cluster, sink *sinkReade
 	case <-time.After(wait.Long):
 		t.Fatalf("no %s reached the broker within %s", key.Name(), wait.Long)
 	}
-	return second
+	return second, release
 }
