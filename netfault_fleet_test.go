@@ -399,6 +399,26 @@ func nfNewestOwnRow(t *testing.T, c *http.Client, w *nfWorker, since time.Time) 
 	return ""
 }
 
+// nfHistMean is the count and mean of w's histogram name.
+func nfHistMean(t *testing.T, c *http.Client, w *nfWorker, name string) (int, time.Duration) {
+	t.Helper()
+	var d struct {
+		Families []struct {
+			Name    string
+			Samples []struct{ Value, Sum float64 }
+		}
+	}
+	if err := nfGet(c, w.ui+"/api/v1/debug/metrics", &d); err != nil {
+		t.Fatalf("%s's metrics: %v", w.host.name, err)
+	}
+	for _, f := range d.Families {
+		if f.Name == name && len(f.Samples) == 1 && f.Samples[0].Value > 0 {
+			return int(f.Samples[0].Value), time.Duration(f.Samples[0].Sum / f.Samples[0].Value * float64(time.Second))
+		}
+	}
+	return 0, 0
+}
+
 // nfMetric sums w's samples of the metric family name (with label
 // result=result unless result is empty).
 func nfMetric(t *testing.T, c *http.Client, w *nfWorker, name, result string) float64 {

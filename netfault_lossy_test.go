@@ -71,11 +71,16 @@ type lossyResult struct {
 	p50, p99, worst time.Duration
 	lost, dups      int
 	dropped         int // packets the loss rules dropped
+	// txns and txnMean: the worker's transactions (exactly-once) and their
+	// mean duration, from produce to end.
+	txns    int
+	txnMean time.Duration
 }
 
 func (r lossyResult) String() string {
 	return fmt.Sprintf("backlog %4.0f msgs/s; paced e2e p50 %s p99 %s max %s; lost %d, duplicates %d; packets dropped %d",
-		r.rate, r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.worst.Round(time.Millisecond), r.lost, r.dups, r.dropped)
+		r.rate, r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.worst.Round(time.Millisecond), r.lost, r.dups, r.dropped) +
+		fmt.Sprintf("; %d transactions of %s on average", r.txns, r.txnMean.Round(time.Millisecond))
 }
 
 const (
@@ -179,6 +184,7 @@ chain in { type filter hook input priority 0; policy accept; ip saddr %[1]s numg
 	// Late duplicates would show within a few commit intervals.
 	time.Sleep(2 * time.Second)
 	_, res.lost, res.dups = sink.tally(lossyBacklog + lossyPaced)
+	res.txns, res.txnMean = nfHistMean(t, h.httpClient(), w, "svc_kafka_transaction_duration_seconds")
 	if lossPct > 0 {
 		res.dropped = droppedPackets(t, h)
 		if res.dropped == 0 {
