@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -35,15 +36,12 @@ import (
 // missing ("did not answer within 3s"), and its own name the others. The
 // views recover once the network heals.
 //
-// The long mode (SVC_NETFAULT_LONG=1) runs it nfRuns() times.
+// It runs nfRuns() times (2 in CI, one after the other; 10 in the long
+// mode, SVC_NETFAULT_LONG=1).
 func TestNetfaultFleet(t *testing.T) {
 	needLab(t)
 	t.Parallel()
-	for run := 1; run <= nfRuns(); run++ {
-		if !t.Run(fmt.Sprintf("run%d", run), runFleet) {
-			return
-		}
-	}
+	nfRepeat(t, false, runFleet)
 }
 
 func runFleet(t *testing.T) {
@@ -53,7 +51,7 @@ func runFleet(t *testing.T) {
 	var ws []*nfWorker
 	for _, h := range hosts {
 		peers := slices.DeleteFunc(slices.Clone(hosts), func(p *labHost) bool { return p == h })
-		ws = append(ws, l.startWorker(h, nfWorkerOpts{delivery: "at_least_once", session: nfSession, fleet: peers}))
+		ws = append(ws, l.startWorker(h, nfWorkerOpts{delivery: "at_least_once", session: nfSession, fleet: peers, cache: true}))
 	}
 	for _, w := range ws {
 		w.waitReady(t, wait.Long)
@@ -139,9 +137,27 @@ func runFleet(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	rateBefore := float64(sink.deliveredBy(cut.name)-b0) / time.Since(t0).Seconds()
 
+	// The cache exchange works across the hosts: each worker's rows
+	// reach the two others.
+	for _, w := range ws {
+		wait.For(t, wait.Long, w.host.name+" to hold cache rows of the two others", func() (bool, string) {
+			rows, err := nfCacheRows(client, w, "")
+			origins := map[string]int{}
+			for _, r := range rows {
+				origins[r.Origin]++
+			}
+			ok := err == nil
+			for _, o := range ws {
+				ok = ok && origins[o.name] > 0
+			}
+			return ok, fmt.Sprintf("rows by origin %v (%v)", origins, err)
+		})
+	}
+
 	cut.host.partition(both, hosts[1], hosts[2])
 	cutAt := time.Now()
 	before := sink.deliveredBy(cut.name)
+	cycles0 := nfMetric(t, client, cut, "svc_cache_exchange_cycles_total", "")
 	for _, o := range others {
 		wait.For(t, 30*time.Second, o.host.name+"'s fleet views to miss "+cut.host.name, func() (bool, string) {
 			_, missing, err := nfFleetTrace(client, o)
@@ -164,8 +180,30 @@ func runFleet(t *testing.T) {
 		n := sink.deliveredBy(cut.name)
 		return n > before+50, fmt.Sprintf("%d delivered by the cut, %d since", before, n-before)
 	})
+	time.Sleep(time.Until(cutAt.Add(12 * time.Second))) // several pulls' timeouts
 	during := sink.deliveredBy(cut.name) - before
 	cutFor := time.Since(cutAt)
+	// Its exchange pulls fail within their timeout and its cycles go on;
+	// the rows it writes meanwhile stay on its side of the cut, the
+	// others' on theirs.
+	cycles := nfMetric(t, client, cut, "svc_cache_exchange_cycles_total", "") - cycles0
+	failed := nfMetric(t, client, cut, "svc_fleet_peer_requests_total", "timeout") + nfMetric(t, client, cut, "svc_fleet_peer_requests_total", "unreachable")
+	if cycles < 1 || failed < 1 {
+		t.Errorf("%s's cache exchange during a %s cut: %v cycles, %v pulls failed; want pulls failing within %s and cycles going on",
+			cut.host.name, cutFor.Round(time.Second), cycles, failed, nfCacheTimeout)
+	}
+	mine := nfNewestOwnRow(t, client, cut, cutAt)
+	theirs := nfNewestOwnRow(t, client, others[0], cutAt)
+	for _, o := range others {
+		if _, ok := nfCacheRow(t, client, o, mine); ok {
+			t.Errorf("%s holds %s, written by %s during the cut", o.host.name, mine, cut.host.name)
+		}
+	}
+	if _, ok := nfCacheRow(t, client, cut, theirs); ok {
+		t.Errorf("%s holds %s, written by %s during the cut", cut.host.name, theirs, others[0].host.name)
+	}
+	t.Logf("during the cut, %s's cache exchange: %v cycles in %s (%.1f s a cycle), %v pulls failed (timeout %s)",
+		cut.host.name, cycles, cutFor.Round(time.Second), cutFor.Seconds()/max(cycles, 1), failed, nfCacheTimeout)
 	_, traceMissing, _ := nfFleetTrace(client, others[0])
 	trendsMissing, _ := nfFleetTrendsMissing(client, others[0])
 	t.Logf("during a %s cut: %s delivered %d (%.1f/s; %.1f/s before the cut); the others' workers lists show it %v; on %s, trace missing %v, trends missing %v",
@@ -182,6 +220,21 @@ func runFleet(t *testing.T) {
 		})
 	}
 	t.Logf("fleet views recovered %s after the heal", time.Since(healAt).Round(100*time.Millisecond))
+	// The rows written on each side during the cut cross once it heals.
+	for _, x := range []struct {
+		w   *nfWorker
+		key string
+	}{{others[0], mine}, {others[1], mine}, {cut, theirs}} {
+		wait.For(t, 30*time.Second, x.w.host.name+" to pull "+x.key+" after the heal", func() (bool, string) {
+			r, ok := nfCacheRow(t, client, x.w, x.key)
+			return ok, fmt.Sprintf("%+v", r)
+		})
+	}
+	t.Logf("cache rows of the cut crossed %s after the heal; %s's exchange events %v", time.Since(healAt).Round(100*time.Millisecond),
+		cut.host.name, cut.events("cache_exchange_peer_ok", "cache_exchange_peer_failed"))
+	if ev := cut.events("cache_exchange_peer_ok", "cache_exchange_peer_failed"); !slices.Contains(ev, "cache_exchange_peer_failed") || ev[len(ev)-1] != "cache_exchange_peer_ok" {
+		t.Errorf("%s's exchange events %v: want cache_exchange_peer_failed in the cut, cache_exchange_peer_ok after the heal", cut.host.name, ev)
+	}
 
 	stop()
 	<-done
@@ -302,4 +355,96 @@ func nfStateOf(c *http.Client, w *nfWorker, name string) string {
 		}
 	}
 	return w.host.name + ": not listed"
+}
+
+// nfCacheRows is w's cluster cache rows whose key starts with prefix,
+// newest first (at most 1,000).
+func nfCacheRows(c *http.Client, w *nfWorker, prefix string) ([]cacheRow, error) {
+	var a struct {
+		Rows []cacheRow `json:"rows"`
+	}
+	err := nfGet(c, w.ui+"/api/v1/debug/cache?scope=cluster&limit=1000&prefix="+url.QueryEscape(prefix), &a)
+	return a.Rows, err
+}
+
+// nfCacheRow is w's cluster row of key.
+func nfCacheRow(t *testing.T, c *http.Client, w *nfWorker, key string) (cacheRow, bool) {
+	t.Helper()
+	rows, err := nfCacheRows(c, w, key)
+	if err != nil {
+		t.Fatalf("%s's cache: %v", w.host.name, err)
+	}
+	for _, r := range rows {
+		if r.Key == key {
+			return r, true
+		}
+	}
+	return cacheRow{}, false
+}
+
+// nfNewestOwnRow is the key of the newest cluster row w wrote itself,
+// which must be stamped after since.
+func nfNewestOwnRow(t *testing.T, c *http.Client, w *nfWorker, since time.Time) string {
+	t.Helper()
+	rows, err := nfCacheRows(c, w, "")
+	if err != nil {
+		t.Fatalf("%s's cache: %v", w.host.name, err)
+	}
+	for _, r := range rows {
+		if r.Origin == w.name && r.TSms > since.UnixMilli() {
+			return r.Key
+		}
+	}
+	t.Fatalf("%s wrote no cache row since %s", w.host.name, since.Format(time.RFC3339Nano))
+	return ""
+}
+
+// nfHistMean is the count and mean of w's histogram name.
+func nfHistMean(t *testing.T, c *http.Client, w *nfWorker, name string) (int, time.Duration) {
+	t.Helper()
+	var d struct {
+		Families []struct {
+			Name    string
+			Samples []struct{ Value, Sum float64 }
+		}
+	}
+	if err := nfGet(c, w.ui+"/api/v1/debug/metrics", &d); err != nil {
+		t.Fatalf("%s's metrics: %v", w.host.name, err)
+	}
+	for _, f := range d.Families {
+		if f.Name == name && len(f.Samples) == 1 && f.Samples[0].Value > 0 {
+			return int(f.Samples[0].Value), time.Duration(f.Samples[0].Sum / f.Samples[0].Value * float64(time.Second))
+		}
+	}
+	return 0, 0
+}
+
+// nfMetric sums w's samples of the metric family name (with label
+// result=result unless result is empty).
+func nfMetric(t *testing.T, c *http.Client, w *nfWorker, name, result string) float64 {
+	t.Helper()
+	var d struct {
+		Families []struct {
+			Name    string
+			Samples []struct {
+				Labels map[string]string
+				Value  float64
+			}
+		}
+	}
+	if err := nfGet(c, w.ui+"/api/v1/debug/metrics", &d); err != nil {
+		t.Fatalf("%s's metrics: %v", w.host.name, err)
+	}
+	var v float64
+	for _, f := range d.Families {
+		if f.Name != name {
+			continue
+		}
+		for _, s := range f.Samples {
+			if result == "" || s.Labels["result"] == result {
+				v += s.Value
+			}
+		}
+	}
+	return v
 }

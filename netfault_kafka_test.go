@@ -47,11 +47,24 @@ const (
 // test ends.
 func (l *lab) startBroker() *kfake.Cluster {
 	l.t.Helper()
+	return l.startBrokerWith(nil)
+}
+
+// startBrokerWith is startBroker with every connection the broker accepts
+// passed through wrap (nil: none).
+func (l *lab) startBrokerWith(wrap func(net.Conn) net.Conn) *kfake.Cluster {
+	l.t.Helper()
 	b := l.host("broker")
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.Ports(nfBrokerPort),
-		kfake.ListenFn(func(_, _ string) (net.Listener, error) { return b.listen(nfBrokerPort) }),
+		kfake.ListenFn(func(_, _ string) (net.Listener, error) {
+			ln, err := b.listen(nfBrokerPort)
+			if err != nil || wrap == nil {
+				return ln, err
+			}
+			return wrapListener{ln, wrap}, nil
+		}),
 		kfake.SeedTopics(nfPartitions, nfIn, nfOut, nfDLQ),
 	)
 	if err != nil {
@@ -59,6 +72,20 @@ func (l *lab) startBroker() *kfake.Cluster {
 	}
 	l.t.Cleanup(c.Close)
 	return c
+}
+
+// wrapListener passes every accepted connection through wrap.
+type wrapListener struct {
+	net.Listener
+	wrap func(net.Conn) net.Conn
+}
+
+func (w wrapListener) Accept() (net.Conn, error) {
+	c, err := w.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return w.wrap(c), nil
 }
 
 // brokerAddr is the broker's bootstrap address on the lab network.
@@ -224,7 +251,23 @@ type nfWorkerOpts struct {
 	fleet []*labHost
 	// uiOnHost binds the UI to the host's address (implied by fleet).
 	uiOnHost bool
+	// cache turns the handler cache and its exchange on (pulls every
+	// 500 ms, nfCacheTimeout per peer request); the executor writes the
+	// cluster row "nf:" + payload for each message.
+	cache bool
+	// alignSeconds is sources.kafka.startup_align_seconds (0: the default,
+	// 10 s: a worker joins its group at the next multiple of it).
+	alignSeconds int
 }
+
+// nfCacheTimeout is fleet.cache_exchange.timeout of the workers with the
+// cache: the bound on one pull from a peer that does not answer.
+const nfCacheTimeout = 2 * time.Second
+
+// nfCacheEcho is EchoBody writing a cluster cache row per message.
+const nfCacheEcho = `IFS= read -r in
+printf '{"cache":{"key":"nf:%s","value":"%s","scope":"cluster"}}\n' "$in" "$in" >&3
+printf 'out:%s' "$in"`
 
 // nfToken is the fleet's shared ui.auth_token.
 const nfToken = "netfault-fleet-token-0123456789"
@@ -250,6 +293,14 @@ func (l *lab) startWorker(h *labHost, o nfWorkerOpts) *nfWorker {
 		if out, err := build.CombinedOutput(); err != nil {
 			l.t.Fatalf("build the persistent executor: %v\n%s", err, out)
 		}
+	}
+	extra, kafkaExtra := "", ""
+	if o.alignSeconds > 0 {
+		kafkaExtra = fmt.Sprintf("startup_align_seconds = %d", o.alignSeconds)
+	}
+	if o.cache {
+		exe = workertest.Script(l.t, nfCacheEcho)
+		extra = fmt.Sprintf("[cache]\nenabled = true\n[fleet.cache_exchange]\ninterval = \"500ms\"\ntimeout = %q\n", nfCacheTimeout.String())
 	}
 	ui, uiConfig := fmt.Sprintf("http://127.0.0.1:%d", nfUIPort), `host = "127.0.0.1"`
 	if o.uiOnHost || o.fleet != nil {
@@ -292,10 +343,11 @@ group = "nf"
 delivery = %q
 max_poll_records = 100
 client_config = %s
+%s
 [[sinks.kafka]]
 name = "out"
 topic = %q
-`, name, nfUIPort, uiConfig, storage, l.shared, exe, mode, l.brokerAddr(), nfIn, o.delivery, clientConfig, nfOut))
+%s`, name, nfUIPort, uiConfig, storage, l.shared, exe, mode, l.brokerAddr(), nfIn, o.delivery, clientConfig, kafkaExtra, nfOut, extra))
 	p := workertest.Start(l.t, "ip", h.command(svcBin, "run", "-config", cfg)[1:]...)
 	if os.Getenv("SVC_NETFAULT_VERBOSE") != "" {
 		p.Output.Tee(os.Stderr)

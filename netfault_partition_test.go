@@ -3,22 +3,56 @@ package main
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"svc/worker/workertest/wait"
 )
 
-// nfRuns is how many times each scenario runs: 1, or 10 in the long mode
-// (SVC_NETFAULT_LONG=1) so an intermittent stall shows.
+// nfRuns is how many times each scenario runs: 2 (CI), or 10 in the
+// long mode (SVC_NETFAULT_LONG=1) so an intermittent stall shows.
 func nfRuns() int {
 	if os.Getenv("SVC_NETFAULT_LONG") != "" {
 		return 10
 	}
-	return 1
+	return 2
+}
+
+// nfRepeat runs fn nfRuns() times as subtests run1, run2, ... In the long
+// mode the runs follow each other and stop at the first failure; in CI,
+// with concurrent set, the two runs go at once, each in its own lab (the
+// partition scenarios spend most of their time waiting out the cut, so
+// the pair takes about the wall time of one run; the load of two labs at
+// once is part of what they must survive).
+func nfRepeat(t *testing.T, concurrent bool, fn func(t *testing.T)) {
+	t.Helper()
+	n := nfRuns()
+	if !concurrent || n > 2 {
+		for run := 1; run <= n; run++ {
+			if !t.Run(fmt.Sprintf("run%d", run), fn) {
+				return
+			}
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for run := 1; run <= n; run++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(fmt.Sprintf("run%d", run), fn)
+		}()
+	}
+	wg.Wait()
 }
 
 // Smoke: three worker hosts consume the backlog from the broker host over
@@ -77,6 +111,15 @@ type nfScenario struct {
 	// linkDown takes the worker's link down instead of dropping packets:
 	// its sends fail at once (no route) rather than hang.
 	linkDown bool
+	// rebalance cuts the first worker while its group rebalances:
+	// "join" when a second worker (on w2) joins, "leave" when the second,
+	// which shared the backlog, stops and leaves. The cut starts as the
+	// broker receives that JoinGroup or LeaveGroup. "rejoin": a second
+	// worker joins and the cut starts as the broker receives the first
+	// worker's own JoinGroup (its rejoin), held until the cut is in place,
+	// so the worker waits for its join's answer with nothing else in
+	// flight.
+	rebalance string
 	// longOnly scenarios run only in the long mode (SVC_NETFAULT_LONG=1),
 	// to keep the CI run within its budget.
 	longOnly bool
@@ -132,6 +175,17 @@ func TestNetfaultPartitionWorkerFromBroker(t *testing.T) {
 	for _, d := range []string{"at_least_once", "exactly_once"} {
 		scenarios = append(scenarios, nfScenario{name: "45s-one-of-three/" + d, delivery: d, cut: 45 * time.Second, n: 3000, session: nfSession, workers: 3, longOnly: d == "at_least_once"})
 	}
+	// Cut during a rebalance: a second worker joins, or leaves, as the
+	// first is cut; the cut outlasts the session, so the group expels the
+	// cut worker in the middle of that rebalance.
+	for _, rb := range []string{"join", "leave", "rejoin"} {
+		for _, d := range []string{"at_least_once", "exactly_once"} {
+			// The joining worker joins within a second or two of its start
+			// (startup_align_seconds = 1): 3,000 messages leave work to do
+			// when it does.
+			scenarios = append(scenarios, nfScenario{name: "20s-rebalance-" + rb + "/" + d, delivery: d, cut: 20 * time.Second, n: 3000, session: nfSession, workers: 2, rebalance: rb})
+		}
+	}
 	// Cut while a transaction is open at the coordinator, past the
 	// transaction timeout: the coordinator aborts it on its own.
 	scenarios = append(scenarios, nfScenario{name: "50s-in-transaction/exactly_once", delivery: "exactly_once", cut: 50 * time.Second, n: 2000, session: nfSession, inTxn: true})
@@ -143,18 +197,17 @@ func TestNetfaultPartitionWorkerFromBroker(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			for run := 1; run <= nfRuns(); run++ {
-				if !t.Run(fmt.Sprintf("run%d", run), func(t *testing.T) {
-					res := runPartition(t, sc)
-					t.Logf("lost %d, duplicates %d, ready %s after the heal, all delivered %s after the heal; readyz during the cut: %q",
-						res.lost, res.dups, res.readyAfter.Round(100*time.Millisecond), res.doneAfter.Round(100*time.Millisecond), res.cutReasons)
-				}) {
-					return
-				}
-			}
+			nfRepeat(t, true, func(t *testing.T) {
+				res := runPartition(t, sc)
+				t.Logf("lost %d, duplicates %d, ready %s after the heal, all delivered %s after the heal; readyz during the cut: %q",
+					res.lost, res.dups, res.readyAfter.Round(100*time.Millisecond), res.doneAfter.Round(100*time.Millisecond), res.cutReasons)
+			})
 		})
 	}
 }
+
+// silentFor finds the silence in the kafka_brokers reason.
+var silentFor = regexp.MustCompile(`unreachable since \S+ \(no broker answered for (\d+)s`)
 
 type nfResult struct {
 	lost, dups            int
@@ -170,8 +223,12 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 	l.produceBacklog(sc.n)
 	sink := l.readSink()
 	var ws []*nfWorker
+	opts := nfWorkerOpts{delivery: sc.delivery, session: sc.session, persistent: sc.persistent}
 	for i := 1; i <= workers; i++ {
-		ws = append(ws, l.startWorker(l.host(fmt.Sprintf("w%d", i)), nfWorkerOpts{delivery: sc.delivery, session: sc.session, persistent: sc.persistent}))
+		if (sc.rebalance == "join" || sc.rebalance == "rejoin") && i > 1 {
+			break // joins at the cut
+		}
+		ws = append(ws, l.startWorker(l.host(fmt.Sprintf("w%d", i)), opts))
 	}
 	w := ws[0]
 	// Cut once a tenth is delivered: the worker is then in the middle of
@@ -189,13 +246,22 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 			t.Fatal("no transactional produce to cut during")
 		}
 	}
+	var second *nfWorker // rebalance: the worker that joins or leaves
+	release := func() {}
+	if sc.rebalance != "" {
+		second, release = rebalanceAtCut(t, l, broker, sink, &ws, sc, opts)
+	}
 	before, _, _ := sink.tally(sc.n)
+	if sc.rebalance != "" && before == sc.n {
+		t.Fatalf("the rebalance came after the whole backlog was delivered: the cut would prove nothing")
+	}
 	if sc.linkDown {
 		w.host.linkDown()
 	} else {
 		w.host.partition(sc.dir, l.host("broker"))
 	}
 	cutAt := time.Now()
+	release()
 
 	// What /readyz says while the broker is unreachable.
 	var mu sync.Mutex
@@ -214,7 +280,12 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 		time.Sleep(500 * time.Millisecond)
 	}
 	during, _, _ := sink.tally(sc.n)
-	if workers > 1 && during == before {
+	if sc.rebalance == "leave" {
+		if code := second.proc.Wait(t); code != 0 {
+			t.Errorf("the leaving worker exited with %d", code)
+		}
+	}
+	if workers > 1 && sc.rebalance == "" && during == before {
 		t.Errorf("the %d workers not cut delivered nothing during the %s cut (%d of %d delivered)", workers-1, sc.cut, during, sc.n)
 	}
 	if sc.linkDown {
@@ -236,6 +307,16 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 		}
 		if !found {
 			t.Errorf("/readyz during a %s partition from the broker never said the brokers are unreachable; it said %q", sc.cut, res.cutReasons)
+		}
+		// It says so after 10 s of silence (docs/operations.md), whatever
+		// the client was doing; the margin is for a loaded machine.
+		for _, r := range res.cutReasons {
+			if m := silentFor.FindStringSubmatch(r); m != nil {
+				if n, _ := strconv.Atoi(m[1]); n > 15 {
+					t.Errorf("/readyz said the brokers are unreachable only after %d s without an answer, want 10 s (+5 s of margin): %q", n, r)
+				}
+				break
+			}
 		}
 	}
 
@@ -274,6 +355,10 @@ func runPartition(t *testing.T, sc nfScenario) nfResult {
 	t.Logf("events: %v", w.events("partitions_lost", "partitions_revoked", "partitions_assigned", "offset_commit_failed",
 		"kafka_fetch_error", "sink_breaker_open", "sink_breaker_closed", "kafka_transaction_aborted",
 		"kafka_transaction_session_restart", "kafka_transaction_timed_out", "kafka_brokers_unreachable", "kafka_brokers_reachable"))
+	if second != nil {
+		t.Logf("%s (%s): %d results; events %v", second.host.name, sc.rebalance, sink.deliveredBy(second.name),
+			second.events("partitions_assigned", "partitions_revoked", "partitions_lost", "kafka_group_left"))
+	}
 	if sc.inTxn && len(w.events("kafka_transaction_timed_out")) == 0 {
 		t.Errorf("no kafka_transaction_timed_out: the coordinator did not time the open transaction out, the scenario proves nothing")
 	}
@@ -286,4 +371,61 @@ func readyString(w *nfWorker) string {
 		return "ready"
 	}
 	return why
+}
+
+// rebalanceAtCut starts the group's rebalance the scenario cuts the first
+// worker in: it starts the second worker (join, rejoin) or stops the
+// running second one (leave), and returns, with that worker, as the
+// broker receives its JoinGroup or LeaveGroup (rejoin: the first worker's
+// JoinGroup, held until the caller calls release once its cut is in
+// place), so the caller's cut lands while the group rebalances. A worker
+// that leaves is taken out of *ws.
+func rebalanceAtCut(t *testing.T, l *lab, broker *kfake.Cluster, sink *sinkReader, ws *[]*nfWorker, sc nfScenario, opts nfWorkerOpts) (*nfWorker, func()) {
+	t.Helper()
+	key := kmsg.JoinGroup
+	if sc.rebalance == "leave" {
+		key = kmsg.LeaveGroup
+		// Both share the backlog first.
+		wait.For(t, 2*time.Minute, "both workers to deliver", func() (bool, string) {
+			a, b := sink.deliveredBy((*ws)[0].name), sink.deliveredBy((*ws)[1].name)
+			return a > 0 && b > 0, fmt.Sprintf("w1 %d, w2 %d", a, b)
+		})
+	}
+	seen, cut := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(cut) }) }
+	t.Cleanup(release)
+	first := (*ws)[0].name
+	broker.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if sc.rebalance == "rejoin" {
+			if id := req.(*kmsg.JoinGroupRequest).InstanceID; id == nil || *id != first {
+				return nil, nil, false // the joining worker's: kept for the next
+			}
+			broker.DropControl()
+			close(seen)
+			broker.SleepControl(func() { <-cut })
+			return nil, nil, false // its answer goes into the cut
+		}
+		broker.DropControl()
+		close(seen)
+		return nil, nil, false // handled as usual: the rebalance begins
+	})
+	var second *nfWorker
+	if sc.rebalance == "join" || sc.rebalance == "rejoin" {
+		opts.alignSeconds = 1 // joins now, not at the next 10 s of the clock
+		second = l.startWorker(l.host("w2"), opts)
+		*ws = append(*ws, second)
+	} else {
+		second = (*ws)[1]
+		*ws = (*ws)[:1]
+		if err := second.proc.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-seen:
+	case <-time.After(wait.Long):
+		t.Fatalf("no %s reached the broker within %s", key.Name(), wait.Long)
+	}
+	return second, release
 }

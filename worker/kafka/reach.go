@@ -20,6 +20,19 @@ import (
 // never flips readiness.
 const unreachableAfter = 10 * time.Second
 
+// probeAfter is how long a silence without a failure lasts before the
+// worker asks a broker itself (a metadata request, probeTimeout at most):
+// a client whose only request in flight waits by design (a JoinGroup
+// waits for the group's other members, up to the rebalance timeout)
+// sees no failure for a long time even when every packet is dropped,
+// and an idle one sends nothing. The probe's answer refreshes the last
+// answer; its failure counts as one, so a silence of unreachableAfter
+// is reported whatever the client was doing.
+const (
+	probeAfter   = 5 * time.Second
+	probeTimeout = 4 * time.Second
+)
+
 // reach tracks whether the consumer's brokers answer, from the client's
 // hooks: the time of the last response read from any broker, and the last
 // failed read or connection attempt. A loop turns a silence of
@@ -81,13 +94,42 @@ func (r *reach) unreachable(now time.Time) (bool, time.Time, string) {
 	return true, since, r.lastErr
 }
 
+// quiet reports a silence of at least d with no failure in it.
+func (r *reach) quiet(now time.Time, d time.Duration) bool {
+	ok, bad := r.lastOK.Load(), r.lastBad.Load()
+	return bad <= ok && now.Sub(time.Unix(0, ok)) >= d
+}
+
+// probe asks a broker for metadata within probeTimeout with the
+// consumer's client: an answer is recorded by the client's hooks, a
+// failure here.
+func (s *Source) probe(ctx context.Context) {
+	s.mu.Lock()
+	cl := s.cl
+	s.mu.Unlock()
+	if cl == nil {
+		return // a transactional session restarting
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	err := cl.Ping(pctx)
+	if err == nil || ctx.Err() != nil || errors.Is(err, kgo.ErrClientClosed) {
+		return
+	}
+	s.reach.failed(fmt.Errorf("no broker answered a metadata request within %s: %w", probeTimeout, err))
+}
+
 // reachLoop checks the brokers' reachability every second until ctx ends,
-// then clears any reason it set.
+// then clears any reason it set. A silence of probeAfter without a
+// failure starts a probe.
 func (s *Source) reachLoop(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var down bool
 	var downSince time.Time
+	var probes sync.WaitGroup
+	defer probes.Wait()
+	var probing atomic.Bool
 	for {
 		select {
 		case <-ctx.Done():
@@ -98,6 +140,12 @@ func (s *Source) reachLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		now := time.Now()
+		if s.reach.quiet(now, probeAfter) && probing.CompareAndSwap(false, true) {
+			probes.Go(func() {
+				defer probing.Store(false)
+				s.probe(ctx)
+			})
+		}
 		un, since, lastErr := s.reach.unreachable(now)
 		switch {
 		case un && !down:
