@@ -5,6 +5,13 @@
 //
 // # Map
 //
+// Every package of the module, one entry each (bench/ and testdata/ aside):
+// the path, then what it holds. TestPackageMap (doc_test.go) checks the
+// entries against the tree, so a package added, moved or removed gets its
+// line here in the same change.
+//
+//	./                   package main: the svc command (run, check, demo,
+//	                     health, ui, version), flags and exit codes
 //	worker/              App (app.go), tasks and handler hooks (task.go), the
 //	                     interfaces between the parts (interfaces.go), the exec
 //	                     handler (exec_handler.go), HTTP requests (http_source.go),
@@ -23,7 +30,7 @@
 //	                     long-lived children speaking length-prefixed frames,
 //	                     persistent.go, child.go, frame.go), the fd 3 side
 //	                     channel, the guard that kills orphaned trees, the
-//	                     pool with retries
+//	                     reaper, the pool with retries
 //	worker/kafka/        the consumer-group source: poll loop, intake queues
 //	                     and fair dispatch, per-key lanes, offsets, rebalance
 //	                     callbacks, consume pause, backpressure, lag and the
@@ -38,25 +45,36 @@
 //	worker/fleet/        the worker registry: cards in the shared folder,
 //	                     static peers, derived states, which of them the
 //	                     UI trusts with its token (fleet.trusted_urls)
+//	worker/gcfloor/      the floor under the Go collector's heap goal
 //	worker/runtimehealth/ the runtime monitor: scheduler lag heartbeats, GC,
 //	                     memory, goroutines, stalls with sampled stacks
 //	worker/throughput/   task costs by throughput.cost_label over a window
 //	worker/trends/       throughput, failures and lag sampled every 10 s into
 //	                     bounded rings (1 h of 10 s steps, 24 h of 5 min)
 //	worker/demo/         `svc demo`: embedded Kafka, demo executor and config
-//	worker/workertest/   helpers shared by the test suites; workertest/wait
-//	                     holds wait.For, the one wait-until helper
+//	worker/workertest/   helpers shared by the test suites
+//	worker/workertest/wait/ wait.For, the one wait-until helper (stdlib only)
+//	httpd/               the UI server (API, /ws, probes), the HTTP ingress and
+//	                     the metrics exporter
+//	kafkaread/           the read-only Kafka view: topic aliases, one record by
+//	                     coordinates, records by time window
+//	kafkaread/kconn/     a Kafka connection block → franz-go options, for every
+//	                     Kafka client of the worker
+//	kafkaread/payload/   the UTF-8-or-base64 rule of every JSON surface and
+//	                     executor variable
+//	kafkaread/triage/    DLQ pages for an operator: newest first, filtered,
+//	                     reasons counted, bounded reads
+//	recorder/            the SQLite flight recorder: live file, seals, archives,
+//	                     traces, merges
+//	ui/                  the browser UI's source and the declared-pages and
+//	                     probe-details models (the only part of ui the worker
+//	                     imports)
+//	ui/release/          packs, fetches, caches and serves UI releases
+//	ui/browsertest/      the browser tests of the UI (no code of its own)
 //
-// Elsewhere: httpd/ serves the UI server (API, /ws, probes), the HTTP
-// ingress and the metrics exporter; kafkaread/ is the read-only Kafka view
-// (kafkaread/kconn builds every Kafka client's connection, and
-// kafkaread/payload is the UTF-8-or-base64 rule of every JSON surface and
-// executor variable: worker and worker/config import these two leaves,
-// never kafkaread itself, and httpd builds the read API's aliases from the
-// config); recorder/ is the SQLite flight recorder; ui/ the browser UI
-// source and the declared pages and probe-details models (the only part of
-// ui the worker imports); ui/release packs, fetches, caches and serves UI
-// releases; worker/build is the composition root.
+// worker and worker/config import kafkaread/kconn and kafkaread/payload,
+// never kafkaread itself; httpd builds the read API's aliases from the
+// config.
 //
 // # Data flow: Kafka
 //
