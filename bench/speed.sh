@@ -3,8 +3,7 @@
 # round by round, 1 KiB messages, executor mode persistent with pool 8 and
 # the Go echo executor (testdata/executors/echo-go), default config
 # otherwise (flight recorder file in storage.dir, metrics, runtime health,
-# UI on; ports are free ones picked per run). docs/operations.md,
-# "Benchmarks", says what each row means.
+# UI on; ports are free ones picked per run). Rows:
 #
 #   kafka   a backlog of RECORDS records over 6 partitions on a kfake broker
 #           in its own process (bench/kbroker) -> svc run (Kafka source, one

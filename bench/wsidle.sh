@@ -3,8 +3,8 @@
 # p99 and peak RSS of `svc run` (HTTP ingress, echo-go persistent pool 8,
 # the recorder file on) with no /ws watcher and with WATCHERS sockets
 # subscribed to tasks, events and state that never read (bench/wsidle),
-# bench/load at c=8, rounds interleaved. docs/operations.md, "Live stream
-# (/ws) limits", has the figures.
+# bench/load at c=8, rounds interleaved. bench/RESULTS.md has the latest
+# figures; docs/operations.md, "Live stream (/ws) limits", the bounds.
 #
 # Usage: bench/wsidle.sh [rounds, default 3]
 # Environment: HTTP_N (measured requests a run, default 30000), WATCHERS

@@ -5,6 +5,13 @@
 //
 // # Map
 //
+// Every package of the module, one entry each (bench/ and testdata/ aside):
+// the path, then what it holds. TestPackageMap (doc_test.go) checks the
+// entries against the tree, so a package added, moved or removed gets its
+// line here in the same change.
+//
+//	./                   package main: the svc command (run, check, demo,
+//	                     health, ui, version), flags and exit codes
 //	worker/              App (app.go), tasks and handler hooks (task.go), the
 //	                     interfaces between the parts (interfaces.go), the exec
 //	                     handler (exec_handler.go), HTTP requests (http_source.go),
@@ -27,7 +34,7 @@
 //	                     long-lived children speaking length-prefixed frames,
 //	                     persistent.go, child.go, frame.go), the fd 3 side
 //	                     channel, the guard that kills orphaned trees, the
-//	                     pool with retries
+//	                     reaper, the pool with retries
 //	worker/kafka/        the consumer-group source: poll loop, intake queues
 //	                     and fair dispatch, per-key lanes, offsets, rebalance
 //	                     callbacks, consume pause, backpressure, lag and the
@@ -45,26 +52,38 @@
 //	worker/fleet/        the worker registry: cards in the shared folder,
 //	                     static peers, derived states, which of them the
 //	                     UI trusts with its token (fleet.trusted_urls)
+//	worker/gcfloor/      the floor under the Go collector's heap goal
 //	worker/runtimehealth/ the runtime monitor: scheduler lag heartbeats, GC,
 //	                     memory, goroutines, stalls with sampled stacks
 //	worker/throughput/   task costs by throughput.cost_label over a window
 //	worker/trends/       throughput, failures and lag sampled every 10 s into
 //	                     bounded rings (1 h of 10 s steps, 24 h of 5 min)
 //	worker/demo/         `svc demo`: embedded Kafka, demo executor and config
-//	worker/workertest/   helpers shared by the test suites; workertest/wait
-//	                     holds wait.For, the one wait-until helper
+//	worker/workertest/   helpers shared by the test suites
+//	worker/workertest/wait/ wait.For, the one wait-until helper (stdlib only)
+//	httpd/               the UI server (API, /ws, probes), the HTTP ingress and
+//	                     the metrics exporter
+//	httpd/root/          the composition root: config → every part, socket and
+//	                     feature switch under one Lifecycle, identity's
+//	                     features (features.go), the config loaded with ui's
+//	                     checks (config.go); main.go, cmd_*.go and the tests
+//	                     that need a whole worker call it
+//	kafkaread/           the read-only Kafka view: topic aliases, one record by
+//	                     coordinates, records by time window
+//	kafkaread/triage/    DLQ pages for an operator: newest first, filtered,
+//	                     reasons counted, bounded reads
+//	recorder/            the SQLite flight recorder: live file, seals, archives,
+//	                     traces, merges
+//	ui/                  the browser UI's source and the declared-pages and
+//	                     probe-details models (the only part of ui the worker
+//	                     imports)
+//	ui/release/          packs, fetches, caches and serves UI releases
+//	ui/browsertest/      the browser tests of the UI (no code of its own)
 //
-// Elsewhere: httpd/root is the composition root: config → every part,
-// socket and feature switch, run under one Lifecycle, identity's features
-// derived from what was built (features.go), the config loaded with ui's
-// checks (config.go); main.go and cmd_*.go call it. httpd/ serves the UI
-// server (API, /ws, probes), the HTTP ingress and the metrics exporter;
-// kafkaread/ is the read-only Kafka view (under worker/ only
-// worker/redrive imports it; httpd builds the read API's aliases from the
-// config); recorder/ is the SQLite flight recorder; ui/ the browser UI
-// source and the declared pages and probe-details models with their
-// validation (worker/config does not import it); ui/release packs,
-// fetches, caches and serves UI releases.
+// Layering: nothing under worker/ imports httpd; under worker/ only
+// worker/redrive imports kafkaread (httpd builds the read API's aliases
+// from the config); the recorder imports worker/event and nothing else of
+// worker/; worker/config does not import ui.
 //
 // # Data flow: Kafka
 //

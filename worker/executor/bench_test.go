@@ -17,20 +17,20 @@ import (
 	"svc/worker"
 )
 
-// execBenchParallelism is how many tasks are in flight at once, in both
+// benchParallelism is how many tasks are in flight at once, in both
 // benchmarks (and the pool size of the spawn one).
-const execBenchParallelism = 8
+const benchParallelism = 8
 
 // BenchmarkSpawnCat measures Pool.Run with cat and 1 KiB of input, to be
 // read against BenchmarkBareExecCat from the same run.
 func BenchmarkSpawnCat(b *testing.B) {
-	cat, input := execBenchSetup(b)
-	p, err := NewPool(Options{BinaryPath: cat, PoolSize: execBenchParallelism, Timeout: time.Minute, MaxAttempts: 1})
+	cat, input := benchSetup(b)
+	p, err := NewPool(Options{BinaryPath: cat, PoolSize: benchParallelism, Timeout: time.Minute, MaxAttempts: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	execBenchRun(b, func(i int64) error {
+	benchRun(b, func(i int64) error {
 		task := &worker.Task{ID: fmt.Sprint("bench-", i), Input: input, Labels: map[string]string{"tenant": "bench"},
 			Msg: &worker.Message{Source: worker.SourceKafka, Alias: "bench", Partition: 1, Offset: i, Key: []byte("key")}}
 		res := p.Run(ctx, task)
@@ -44,8 +44,8 @@ func BenchmarkSpawnCat(b *testing.B) {
 // BenchmarkBareExecCat is the floor: a bare os/exec loop of cat with the
 // same input and parallelism, nothing else.
 func BenchmarkBareExecCat(b *testing.B) {
-	cat, input := execBenchSetup(b)
-	execBenchRun(b, func(int64) error {
+	cat, input := benchSetup(b)
+	benchRun(b, func(int64) error {
 		cmd := exec.Command(cat)
 		cmd.Stdin = bytes.NewReader(input)
 		out, err := cmd.Output()
@@ -56,7 +56,7 @@ func BenchmarkBareExecCat(b *testing.B) {
 	})
 }
 
-func execBenchSetup(b *testing.B) (string, []byte) {
+func benchSetup(b *testing.B) (string, []byte) {
 	cat, err := exec.LookPath("cat")
 	if err != nil {
 		b.Skip("cat not installed")
@@ -64,15 +64,15 @@ func execBenchSetup(b *testing.B) (string, []byte) {
 	return cat, bytes.Repeat([]byte("0123456789abcdef"), 64)
 }
 
-// execBenchRun runs op b.N times from execBenchParallelism goroutines and
+// benchRun runs op b.N times from benchParallelism goroutines and
 // reports tasks/s and CPU time per task, of this process and of its
 // children.
-func execBenchRun(b *testing.B, op func(i int64) error) {
-	self0, kids0 := execCPU(syscall.RUSAGE_SELF), execCPU(syscall.RUSAGE_CHILDREN)
+func benchRun(b *testing.B, op func(i int64) error) {
+	self0, kids0 := cpu(syscall.RUSAGE_SELF), cpu(syscall.RUSAGE_CHILDREN)
 	b.ResetTimer()
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range execBenchParallelism {
+	for range benchParallelism {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
 				if err := op(i); err != nil {
@@ -84,15 +84,15 @@ func execBenchRun(b *testing.B, op func(i int64) error) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	self, kids := execCPU(syscall.RUSAGE_SELF)-self0, execCPU(syscall.RUSAGE_CHILDREN)-kids0
+	self, kids := cpu(syscall.RUSAGE_SELF)-self0, cpu(syscall.RUSAGE_CHILDREN)-kids0
 	n := float64(b.N)
 	b.ReportMetric(n/b.Elapsed().Seconds(), "tasks/s")
 	b.ReportMetric(float64(self.Microseconds())/n, "worker-cpu-µs/task")
 	b.ReportMetric(float64(kids.Microseconds())/n, "child-cpu-µs/task")
 }
 
-// execCPU is user plus system CPU time of who.
-func execCPU(who int) time.Duration {
+// cpu is user plus system CPU time of who.
+func cpu(who int) time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(who, &ru) != nil {
 		return 0
@@ -104,9 +104,9 @@ func execCPU(who int) time.Duration {
 // echo child (the test binary's helper) and 1 KiB of input, to be read
 // against BenchmarkBareFrameLoop from the same run.
 func BenchmarkPersistentEcho(b *testing.B) {
-	self, input := execBenchSelf(b)
+	self, input := benchSelf(b)
 	p, err := NewPool(Options{Mode: ModePersistent, BinaryPath: self, Args: []string{"exec-helper"},
-		PoolSize: execBenchParallelism, Timeout: time.Minute, MaxAttempts: 1})
+		PoolSize: benchParallelism, Timeout: time.Minute, MaxAttempts: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func BenchmarkPersistentEcho(b *testing.B) {
 	if res := p.Run(ctx, &worker.Task{ID: "warm", Input: input}); res.Status != worker.StatusOK {
 		b.Fatal(res.Err)
 	}
-	execBenchRun(b, func(i int64) error {
+	benchRun(b, func(i int64) error {
 		task := &worker.Task{ID: fmt.Sprint("bench-", i), Input: input, Labels: map[string]string{"tenant": "bench"},
 			Msg: &worker.Message{Source: worker.SourceKafka, Alias: "bench", Partition: 1, Offset: i, Key: []byte("key")}}
 		res := p.Run(ctx, task)
@@ -130,14 +130,14 @@ func BenchmarkPersistentEcho(b *testing.B) {
 // children and frames, each driven by its own goroutine with nothing else
 // (no pool, no timeouts, no stderr, no result parsing beyond the frame).
 func BenchmarkBareFrameLoop(b *testing.B) {
-	self, input := execBenchSelf(b)
+	self, input := benchSelf(b)
 	type child struct {
 		w   io.Writer
 		r   *bufio.Reader
 		cmd *exec.Cmd
 	}
-	children := make(chan *child, execBenchParallelism)
-	for range execBenchParallelism {
+	children := make(chan *child, benchParallelism)
+	for range benchParallelism {
 		cmd := exec.Command(self, "exec-helper")
 		cmd.Env = []string{"SVC_EXECUTOR_MODE=persistent"}
 		w, _ := cmd.StdinPipe()
@@ -146,20 +146,20 @@ func BenchmarkBareFrameLoop(b *testing.B) {
 			b.Fatal(err)
 		}
 		c := &child{w: w, r: bufio.NewReaderSize(r, 64<<10), cmd: cmd}
-		if _, _, err := execReadFrame(c.r, 0); err != nil {
+		if _, _, err := readFrame(c.r, 0); err != nil {
 			b.Fatal(err)
 		}
 		defer func() { w.Close(); _ = cmd.Wait() }()
 		children <- c
 	}
-	execBenchRun(b, func(i int64) error {
+	benchRun(b, func(i int64) error {
 		c := <-children
 		defer func() { children <- c }()
-		frame, _ := execEncodeTask(nil, &worker.Task{ID: fmt.Sprint("bench-", i), Input: input}, 1)
+		frame, _ := encodeTask(nil, &worker.Task{ID: fmt.Sprint("bench-", i), Input: input}, 1)
 		if _, err := c.w.Write(frame); err != nil {
 			return err
 		}
-		_, body, err := execReadFrame(c.r, 1<<20)
+		_, body, err := readFrame(c.r, 1<<20)
 		if err != nil || len(body) != len(input) {
 			return fmt.Errorf("frame = %d bytes, %v", len(body), err)
 		}
@@ -167,7 +167,7 @@ func BenchmarkBareFrameLoop(b *testing.B) {
 	})
 }
 
-func execBenchSelf(b *testing.B) (string, []byte) {
+func benchSelf(b *testing.B) (string, []byte) {
 	self, err := os.Executable()
 	if err != nil {
 		b.Skip(err)
@@ -179,7 +179,7 @@ func execBenchSelf(b *testing.B) (string, []byte) {
 // persistent pool of one Go echo child, 1 KiB of input: the latency of a
 // round trip, and the CPU time and allocations it costs the worker.
 func BenchmarkPersistentRoundTrip(b *testing.B) {
-	self, input := execBenchSelf(b)
+	self, input := benchSelf(b)
 	p, err := NewPool(Options{Mode: ModePersistent, BinaryPath: self, Args: []string{"exec-helper"},
 		PoolSize: 1, Timeout: time.Minute, MaxAttempts: 1})
 	if err != nil {
@@ -193,13 +193,13 @@ func BenchmarkPersistentRoundTrip(b *testing.B) {
 		b.Fatal(res.Err)
 	}
 	b.ReportAllocs()
-	self0 := execCPU(syscall.RUSAGE_SELF)
+	self0 := cpu(syscall.RUSAGE_SELF)
 	for b.Loop() {
 		if res := p.Run(ctx, task); res.Status != worker.StatusOK || len(res.Output) != len(input) {
 			b.Fatalf("Run = %s, %d bytes, %v", res.Status, len(res.Output), res.Err)
 		}
 	}
-	b.ReportMetric(float64((execCPU(syscall.RUSAGE_SELF)-self0).Nanoseconds())/float64(b.N), "worker-cpu-ns/op")
+	b.ReportMetric(float64((cpu(syscall.RUSAGE_SELF)-self0).Nanoseconds())/float64(b.N), "worker-cpu-ns/op")
 }
 
 // BenchmarkChildPreTaskLook measures what a persistent task does before
@@ -209,7 +209,7 @@ func BenchmarkPersistentRoundTrip(b *testing.B) {
 // quiet), "poll" one ppoll(2) of both (child.quiet), which then needs no
 // read.
 func BenchmarkChildPreTaskLook(b *testing.B) {
-	var pp execPipes
+	var pp pipes
 	if err := pp.open(3); err != nil {
 		b.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func BenchmarkParseResult(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var res worker.AttemptResult
-		if _, err := execParseResult(header, &res); err != nil || len(res.Annotations) != 1 {
+		if _, err := parseResult(header, &res); err != nil || len(res.Annotations) != 1 {
 			b.Fatal(err)
 		}
 	}
@@ -274,7 +274,7 @@ func BenchmarkEncodeTask(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		frame, err := execEncodeTask(buf[:0], t, 1)
+		frame, err := encodeTask(buf[:0], t, 1)
 		if err != nil {
 			b.Fatal(err)
 		}

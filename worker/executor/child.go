@@ -25,7 +25,7 @@ type child struct {
 	stdin   *os.File
 	stdout  *os.File
 	r       *bufio.Reader
-	stderr  *execStderr
+	stderr  *stderr
 	exited  chan struct{} // closed once the process was reaped
 	startAt time.Time
 	readyAt time.Time // set by its seat when it got ready
@@ -38,7 +38,7 @@ type child struct {
 	// quietOut and quietErr poll stdout and stderr at once (quiet; nil:
 	// not available); pfd holds the poll's file descriptors and results.
 	quietOut, quietErr func(fd uintptr)
-	pfd                [2]execPollFD
+	pfd                [2]pollFD
 	// watch stops a task past its timeout or context (persistent.run).
 	watch runWatch
 
@@ -55,29 +55,29 @@ type child struct {
 	downCh    chan struct{} // closed when the child leaves service
 }
 
-// execStartChild starts one child and waits for its ready frame, at most
+// startChild starts one child and waits for its ready frame, at most
 // readyTimeout or until ctx ends. onReaped is called from the reaper
 // goroutine once the process is gone. The child comes back busy (held by
 // the caller). The error wraps ErrStart; why is the restart reason.
 func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, onReaped func(*child)) (c *child, why string, err error) {
 	bin, err := s.binary()
 	if err != nil {
-		return nil, execReasonStartFailed, execStartError(s.opts.BinaryPath, err)
+		return nil, reasonStartFailed, startError(s.opts.BinaryPath, err)
 	}
-	var pp execPipes
+	var pp pipes
 	if err := pp.open(3); err != nil {
-		return nil, execReasonStartFailed, fmt.Errorf("%w: %w", ErrStart, err)
+		return nil, reasonStartFailed, fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	cmd := &exec.Cmd{
 		Path: bin, Args: s.argv, Env: s.persistentEnv,
 		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
-		SysProcAttr: execSysProcAttr(),
+		SysProcAttr: sysProcAttr(),
 	}
-	cmd, err = execStart(cmd, execStartCmd)
+	cmd, err = start(cmd, startCmd)
 	pp.closeChild()
 	if err != nil {
 		pp.closeParent()
-		return nil, execReasonStartFailed, execStartError(s.opts.BinaryPath, err)
+		return nil, reasonStartFailed, startError(s.opts.BinaryPath, err)
 	}
 	nc := &child{
 		cmd: cmd, pgid: cmd.Process.Pid, stdin: pp.parent[0], stdout: pp.parent[1],
@@ -91,7 +91,7 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 	go c.stderr.loop()
 	go func() {
 		_ = cmd.Wait()
-		execWaited(nc.pgid)
+		waited(nc.pgid)
 		// Leftovers of its group die with it rather than hold the pipes.
 		_ = syscall.Kill(-nc.pgid, syscall.SIGKILL)
 		s.guard.note('-', nc.pgid)
@@ -104,62 +104,62 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 	// variable c, which the returns below overwrite.
 	timer := time.AfterFunc(readyTimeout, func() { timedOut.Store(true); nc.kill() })
 	unwatch := context.AfterFunc(ctx, nc.kill)
-	header, _, err := execReadFrame(c.r, 0)
+	header, _, err := readFrame(c.r, 0)
 	timer.Stop()
 	unwatch()
 	if err == nil {
-		err = execCheckReady(header)
+		err = checkReady(header)
 		if err == nil {
 			return c, "", nil
 		}
 	}
 	c.kill()
 	<-c.exited
-	tail := execTailText(c.stderr.take())
+	tail := tailText(c.stderr.take())
 	c.closePipes()
 	switch {
 	case timedOut.Load():
-		return nil, execReasonNotReady, &execReadyErr{cause: "no ready frame within executor.ready_timeout",
+		return nil, reasonNotReady, &readyErr{cause: "no ready frame within executor.ready_timeout",
 			err: fmt.Errorf("%w: no ready frame within %s (executor.ready_timeout)%s", ErrStart, readyTimeout, tail)}
 	case ctx.Err() != nil:
-		return nil, execReasonStopped, fmt.Errorf("%w: %w", ErrStart, ctx.Err())
-	case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && execSignaled(c.cmd.ProcessState):
+		return nil, reasonStopped, fmt.Errorf("%w: %w", ErrStart, ctx.Err())
+	case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && signaled(c.cmd.ProcessState):
 		// Killed from outside (an operator, the OOM killer): not a broken
 		// executor, so it does not count toward a crash loop.
-		return nil, execReasonKilled, fmt.Errorf("%w: executor.binary_path %q was killed before its ready frame (%s)%s",
+		return nil, reasonKilled, fmt.Errorf("%w: executor.binary_path %q was killed before its ready frame (%s)%s",
 			ErrStart, s.opts.BinaryPath, c.cmd.ProcessState, tail)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, execReasonNotReady, &execReadyErr{cause: "they exit before their ready frame",
+		return nil, reasonNotReady, &readyErr{cause: "they exit before their ready frame",
 			err: fmt.Errorf("%w: executor.binary_path %q exited before its ready frame (%s)%s", ErrStart, s.opts.BinaryPath, c.cmd.ProcessState, tail)}
 	}
-	return nil, execReasonNotReady, &execReadyErr{cause: "their first frame is not a ready frame",
+	return nil, reasonNotReady, &readyErr{cause: "their first frame is not a ready frame",
 		err: fmt.Errorf("%w: executor.binary_path %q: %w%s", ErrStart, s.opts.BinaryPath, err, tail)}
 }
 
-// execReadyErr is a child's failed start-up; cause says it in short,
+// readyErr is a child's failed start-up; cause says it in short,
 // without the child's output.
-type execReadyErr struct {
+type readyErr struct {
 	cause string
 	err   error
 }
 
-func (e *execReadyErr) Error() string { return e.err.Error() }
-func (e *execReadyErr) Unwrap() error { return e.err }
+func (e *readyErr) Error() string { return e.err.Error() }
+func (e *readyErr) Unwrap() error { return e.err }
 
-// execCheckReady accepts a ready frame's header.
-func execCheckReady(header []byte) error {
-	var h execResultHeader
+// checkReady accepts a ready frame's header.
+func checkReady(header []byte) error {
+	var h resultHeader
 	if err := json.Unmarshal(header, &h); err != nil {
 		return fmt.Errorf("%w: ready header is not JSON: %v", errFrameProtocol, err)
 	}
-	if h.Type != execFrameTypeReady {
-		return fmt.Errorf("%w: first frame has type %q, want %q", errFrameProtocol, h.Type, execFrameTypeReady)
+	if h.Type != frameTypeReady {
+		return fmt.Errorf("%w: first frame has type %q, want %q", errFrameProtocol, h.Type, frameTypeReady)
 	}
 	return nil
 }
 
-// execTailText is the end of a stderr tail for an error message.
-func execTailText(b []byte) string {
+// tailText is the end of a stderr tail for an error message.
+func tailText(b []byte) string {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return ""
@@ -205,14 +205,14 @@ func (c *child) initPeek() {
 func (c *child) stray(pipe bool) (n int, text bool) {
 	if n = c.r.Buffered(); n > 0 {
 		b, _ := c.r.Peek(min(n, 4))
-		return n, len(b) == 4 && execLooksLikeText(b)
+		return n, len(b) == 4 && looksLikeText(b)
 	}
 	if !pipe || c.outRC == nil {
 		return 0, false
 	}
 	c.peekN = 0
 	_ = c.outRC.Control(c.peekFn)
-	return c.peekN, c.peekN >= 4 && execLooksLikeText(c.peek[:4])
+	return c.peekN, c.peekN >= 4 && looksLikeText(c.peek[:4])
 }
 
 // kill SIGKILLs the child's whole process group.
@@ -263,27 +263,27 @@ func (c *child) closePipes() {
 	c.stderr.close()
 }
 
-// execStderr keeps the tail of a child's stderr. A goroutine drains the
+// stderr keeps the tail of a child's stderr. A goroutine drains the
 // pipe as data comes; take drains what is left in the pipe under the same
 // lock, so every byte written before a result frame is in that result.
-type execStderr struct {
+type stderr struct {
 	mu    sync.Mutex
 	f     *os.File
 	rc    syscall.RawConn
-	tail  execTail
+	tail  tail
 	buf   []byte
 	drain func(fd uintptr) // drainLocked for rc.Control, built once
 }
 
-func newExecStderr(f *os.File, keep int) *execStderr {
-	s := &execStderr{f: f, tail: execTail{max: keep}, buf: make([]byte, 4096)}
+func newExecStderr(f *os.File, keep int) *stderr {
+	s := &stderr{f: f, tail: tail{max: keep}, buf: make([]byte, 4096)}
 	s.rc, _ = f.SyscallConn()
 	s.drain = func(fd uintptr) { s.drainLocked(fd) }
 	return s
 }
 
 // loop drains the pipe until EOF or close.
-func (s *execStderr) loop() {
+func (s *stderr) loop() {
 	if s.rc == nil {
 		return
 	}
@@ -295,7 +295,7 @@ func (s *execStderr) loop() {
 }
 
 // drainLocked reads what the pipe holds; true at EOF or on a hard error.
-func (s *execStderr) drainLocked(fd uintptr) bool {
+func (s *stderr) drainLocked(fd uintptr) bool {
 	for {
 		n, err := syscall.Read(int(fd), s.buf)
 		if n > 0 {
@@ -313,7 +313,7 @@ func (s *execStderr) drainLocked(fd uintptr) bool {
 }
 
 // take returns and forgets the tail, including bytes still in the pipe.
-func (s *execStderr) take() []byte {
+func (s *stderr) take() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rc != nil {
@@ -329,16 +329,16 @@ func (s *execStderr) take() []byte {
 
 // discard forgets the tail without reading the pipe: for a caller that
 // knows the pipe holds nothing (child.quiet).
-func (s *execStderr) discard() {
+func (s *stderr) discard() {
 	s.mu.Lock()
 	s.tail.buf = s.tail.buf[:0]
 	s.mu.Unlock()
 }
 
-func (s *execStderr) close() { _ = s.f.Close() }
+func (s *stderr) close() { _ = s.f.Close() }
 
-// execSignaled reports a process that ended by a signal.
-func execSignaled(st *os.ProcessState) bool {
+// signaled reports a process that ended by a signal.
+func signaled(st *os.ProcessState) bool {
 	ws, ok := st.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled()
 }

@@ -21,7 +21,7 @@ func TestSIGKILLedWorkerLeavesNoExecutorTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	execEachMode(t, func(t *testing.T, mode string) {
+	eachMode(t, func(t *testing.T, mode string) {
 		dir := t.TempDir()
 		w := exec.Command(self, "exec-worker", mode, dir)
 		if err := w.Start(); err != nil {
@@ -33,21 +33,21 @@ func TestSIGKILLedWorkerLeavesNoExecutorTree(t *testing.T) {
 			b, err := os.ReadFile(pidFile)
 			return err == nil && len(b) > 0, fmt.Sprintf("pid file %q, %v", b, err)
 		})
-		grandchild := execReadPid(t, pidFile)
-		executors := execChildrenOf(w.Process.Pid)
+		grandchild := readPid(t, pidFile)
+		executors := childrenOf(w.Process.Pid)
 		if len(executors) == 0 {
 			t.Fatal("found no executor process under the worker")
 		}
 		_ = w.Process.Kill()
 		_ = w.Wait()
 		for _, pid := range append(executors, grandchild) {
-			execWaitGone(t, pid)
+			waitGone(t, pid)
 		}
 	})
 }
 
-// execChildrenOf lists the pids whose parent is pid, from procfs.
-func execChildrenOf(pid int) []int {
+// childrenOf lists the pids whose parent is pid, from procfs.
+func childrenOf(pid int) []int {
 	dirs, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, d := range dirs {

@@ -23,8 +23,8 @@ func TestExampleExecutors(t *testing.T) {
 		}
 		opts := helperOptions(t, ModePersistent)
 		opts.BinaryPath, opts.Args = bin, nil
-		p := execNewPool(t, opts)
-		res := p.Run(t.Context(), execTask("bytes \x00\xff\n kept"))
+		p := newPool(t, opts)
+		res := p.Run(t.Context(), task("bytes \x00\xff\n kept"))
 		if res.Status != worker.StatusOK || res.Output == nil || string(res.Output) != "bytes \x00\xff\n kept" {
 			t.Errorf("echo-go Run = %s %q (%v), want the payload back", res.Status, res.Output, res.Err)
 		}
@@ -32,12 +32,12 @@ func TestExampleExecutors(t *testing.T) {
 		if !reflect.DeepEqual(anns(res.Annotations), want) {
 			t.Errorf("echo-go annotations = %+v, want %+v", res.Annotations, want)
 		}
-		res = p.Run(t.Context(), execTask("fail please"))
+		res = p.Run(t.Context(), task("fail please"))
 		if res.Status != worker.StatusFailed || !strings.Contains(res.Err.Error(), "the message asked to fail") ||
 			string(res.Stderr) != "task t-1 asked to fail\n" {
 			t.Errorf("echo-go Run(fail) = %s (%v), stderr %q; want failed with its reason and stderr", res.Status, res.Err, res.Stderr)
 		}
-		execWantEchoes(t, p)
+		wantEchoes(t, p)
 	})
 	t.Run("python", func(t *testing.T) {
 		t.Parallel()
@@ -47,23 +47,23 @@ func TestExampleExecutors(t *testing.T) {
 		bin, _ := filepath.Abs("../../testdata/executors/echo.py")
 		opts := helperOptions(t, ModePersistent)
 		opts.BinaryPath, opts.Args, opts.MaxAttempts = bin, nil, 2
-		p := execNewPool(t, opts)
-		res := p.Run(t.Context(), execTask("hello"))
+		p := newPool(t, opts)
+		res := p.Run(t.Context(), task("hello"))
 		if res.Status != worker.StatusOK || string(res.Output) != "HELLO" || res.Labels["handled_by"] != "echo.py" {
 			t.Errorf("echo.py Run = %s %q labels %v (%v), want HELLO with its label", res.Status, res.Output, res.Labels, res.Err)
 		}
-		res = p.Run(t.Context(), execTask("busy"))
+		res = p.Run(t.Context(), task("busy"))
 		if res.Status != worker.StatusFailed || res.Attempts != 2 || string(res.Stderr) != "task t-1: dependency busy\n" {
 			t.Errorf("echo.py Run(busy) = %s after %d attempts, stderr %q (%v); want failed after 2 retries", res.Status, res.Attempts, res.Stderr, res.Err)
 		}
-		execWantEchoes(t, p)
+		wantEchoes(t, p)
 	})
 }
 
-// execWantEchoes fails t unless an idle child of p answered a task and no
+// wantEchoes fails t unless an idle child of p answered a task and no
 // child broke the protocol (a result without its task's task_id and
 // attempt is a violation).
-func execWantEchoes(t *testing.T, p *Pool) {
+func wantEchoes(t *testing.T, p *Pool) {
 	t.Helper()
 	b := p.backend.(*persistent)
 	b.mu.Lock()
@@ -77,8 +77,8 @@ func execWantEchoes(t *testing.T, p *Pool) {
 	if answered == 0 {
 		t.Errorf("no idle child that answered a task to check")
 	}
-	for _, k := range execViolationKinds {
-		if n := execMetricValue(b.metrics.violations.WithLabelValues(k)); n != 0 {
+	for _, k := range violationKinds {
+		if n := metricValue(b.metrics.violations.WithLabelValues(k)); n != 0 {
 			t.Errorf("violations{kind=%s} = %v, want 0", k, n)
 		}
 	}

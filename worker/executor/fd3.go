@@ -12,9 +12,9 @@ import (
 // Limits on what an executor may report over fd 3. Lines past them are
 // ignored and counted, never fatal: fd 3 is diagnostics, not the result.
 const (
-	execEventLineMax  = 64 << 10 // bytes per line
-	execEventLinesMax = 1000     // non-empty lines per attempt
-	execEventBytesMax = 1 << 20  // bytes of accepted lines per attempt
+	eventLineMax  = 64 << 10 // bytes per line
+	eventLinesMax = 1000     // non-empty lines per attempt
+	eventBytesMax = 1 << 20  // bytes of accepted lines per attempt
 )
 
 // InvalidEventsKind is the annotation kind that reports how many fd 3
@@ -22,32 +22,32 @@ const (
 // cannot write annotations with it.
 const InvalidEventsKind = "svc.fd3_invalid"
 
-// execEvents collects an attempt's fd 3 NDJSON lines.
-type execEvents struct {
+// events collects an attempt's fd 3 NDJSON lines.
+type events struct {
 	annotations []worker.Annotation
 	labels      map[string]string
 	cache       []worker.CacheWrite
 	lines       int // non-empty lines seen
 	bytes       int // bytes of accepted lines
 	malformed   int // not JSON, unknown shape or bad field
-	tooLong     int // over execEventLineMax
-	overLimit   int // past execEventLinesMax or execEventBytesMax
+	tooLong     int // over eventLineMax
+	overLimit   int // past eventLinesMax or eventBytesMax
 }
 
-// execEventLine is one fd 3 line; at least one member must be set and every
+// eventLine is one fd 3 line; at least one member must be set and every
 // member set must be well formed. Unknown members are ignored.
-type execEventLine struct {
+type eventLine struct {
 	Annotation *worker.Annotation `json:"annotation"`
 	Labels     map[string]string  `json:"labels"`
 	Cache      *worker.CacheWrite `json:"cache"`
 }
 
 // readFrom reads NDJSON lines until EOF or a read error (a deadline).
-func (e *execEvents) readFrom(r io.Reader) {
+func (e *events) readFrom(r io.Reader) {
 	var (
 		chunk = make([]byte, 4096)
 		line  []byte // the current line's bytes when it spans reads
-		long  bool   // the current line went over execEventLineMax
+		long  bool   // the current line went over eventLineMax
 	)
 	for {
 		n, err := r.Read(chunk)
@@ -60,7 +60,7 @@ func (e *execEvents) readFrom(r io.Reader) {
 			}
 			switch {
 			case long:
-			case len(line)+len(part) > execEventLineMax:
+			case len(line)+len(part) > eventLineMax:
 				long, line = true, line[:0]
 			case i >= 0 && len(line) == 0:
 				// Whole line in the chunk: parse it in place.
@@ -87,18 +87,18 @@ func (e *execEvents) readFrom(r io.Reader) {
 }
 
 // add handles one complete line.
-func (e *execEvents) add(b []byte, long bool) {
+func (e *events) add(b []byte, long bool) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 && !long {
 		return
 	}
 	e.lines++
 	switch {
-	case e.lines > execEventLinesMax:
+	case e.lines > eventLinesMax:
 		e.overLimit++
 	case long:
 		e.tooLong++
-	case e.bytes+len(b) > execEventBytesMax:
+	case e.bytes+len(b) > eventBytesMax:
 		e.overLimit++
 	case !e.apply(b):
 		e.malformed++
@@ -108,8 +108,8 @@ func (e *execEvents) add(b []byte, long bool) {
 }
 
 // apply decodes and applies a line; false leaves e unchanged.
-func (e *execEvents) apply(b []byte) bool {
-	var l execEventLine
+func (e *events) apply(b []byte) bool {
+	var l eventLine
 	if json.Unmarshal(b, &l) != nil {
 		return false
 	}
@@ -118,10 +118,10 @@ func (e *execEvents) apply(b []byte) bool {
 
 // entry counts one side-channel entry (a protocol v2 annotation, label or
 // cache write), ignoring it past the line limit or when apply fails.
-func (e *execEvents) entry(apply func() bool) {
+func (e *events) entry(apply func() bool) {
 	e.lines++
 	switch {
-	case e.lines > execEventLinesMax:
+	case e.lines > eventLinesMax:
 		e.overLimit++
 	case !apply():
 		e.malformed++
@@ -129,7 +129,7 @@ func (e *execEvents) entry(apply func() bool) {
 }
 
 // applyLine checks and applies a decoded line; false leaves e unchanged.
-func (e *execEvents) applyLine(l execEventLine) bool {
+func (e *events) applyLine(l eventLine) bool {
 	if l.Annotation == nil && l.Labels == nil && l.Cache == nil {
 		return false
 	}
@@ -174,7 +174,7 @@ func (e *execEvents) applyLine(l execEventLine) bool {
 
 // result returns what was collected; ignored lines add one
 // InvalidEventsKind annotation.
-func (e *execEvents) result() ([]worker.Annotation, map[string]string, []worker.CacheWrite, int) {
+func (e *events) result() ([]worker.Annotation, map[string]string, []worker.CacheWrite, int) {
 	invalid := e.malformed + e.tooLong + e.overLimit
 	if invalid > 0 {
 		e.annotations = append(e.annotations, worker.Annotation{Kind: InvalidEventsKind, Payload: worker.AnnotationPayload(map[string]any{
@@ -187,14 +187,14 @@ func (e *execEvents) result() ([]worker.Annotation, map[string]string, []worker.
 	return e.annotations, e.labels, e.cache, invalid
 }
 
-// execTail keeps the last max bytes written to it.
-type execTail struct {
+// tail keeps the last max bytes written to it.
+type tail struct {
 	max int
 	buf []byte
 }
 
 // readFrom reads r until EOF or a read error (a deadline).
-func (t *execTail) readFrom(r io.Reader) {
+func (t *tail) readFrom(r io.Reader) {
 	chunk := make([]byte, 4096)
 	for {
 		n, err := r.Read(chunk)
@@ -207,7 +207,7 @@ func (t *execTail) readFrom(r io.Reader) {
 
 // write appends p, compacting once the buffer holds twice max, so each byte
 // is copied O(1) times.
-func (t *execTail) write(p []byte) {
+func (t *tail) write(p []byte) {
 	if len(p) >= t.max {
 		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
 		return
@@ -218,17 +218,17 @@ func (t *execTail) write(p []byte) {
 	}
 }
 
-func (t *execTail) bytes() []byte {
+func (t *tail) bytes() []byte {
 	if len(t.buf) > t.max {
 		return t.buf[len(t.buf)-t.max:]
 	}
 	return t.buf
 }
 
-// execReadCapped reads r to EOF and returns at most limit bytes. Past the
+// readCapped reads r to EOF and returns at most limit bytes. Past the
 // limit it calls onOverflow and discards the rest, so the writer never
 // blocks on a full pipe.
-func execReadCapped(r io.Reader, limit int64, onOverflow func()) ([]byte, bool) {
+func readCapped(r io.Reader, limit int64, onOverflow func()) ([]byte, bool) {
 	out, _ := io.ReadAll(io.LimitReader(r, limit+1))
 	if int64(len(out)) <= limit {
 		return out, false

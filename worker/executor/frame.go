@@ -22,14 +22,14 @@ import (
 // on one line ending in '\n', then the body (task input, or result bytes),
 // raw. JSON never holds a raw newline, so the first '\n' ends the header.
 const (
-	execFrameTypeTask   = "task"
-	execFrameTypeReady  = "ready"
-	execFrameTypeResult = "result"
-	// execMaxHeaderBytes bounds a result frame's header line (annotations,
+	frameTypeTask   = "task"
+	frameTypeReady  = "ready"
+	frameTypeResult = "result"
+	// maxHeaderBytes bounds a result frame's header line (annotations,
 	// labels and cache writes included).
-	execMaxHeaderBytes = 1 << 20
-	// execMaxErrorText bounds the executor's error text kept in a result.
-	execMaxErrorText = 1 << 10
+	maxHeaderBytes = 1 << 20
+	// maxErrorText bounds the executor's error text kept in a result.
+	maxErrorText = 1 << 10
 )
 
 // Frame errors; each one makes the child unusable (it is replaced).
@@ -41,9 +41,9 @@ var (
 	errFrameText = errors.New("frame length prefix is text")
 )
 
-// execTaskHeader is the header of a task frame (worker → executor). It
+// taskHeader is the header of a task frame (worker → executor). It
 // carries what mode spawn passes as SVC_* variables.
-type execTaskHeader struct {
+type taskHeader struct {
 	Type        string            `json:"type"`
 	TaskID      string            `json:"task_id"`
 	Attempt     int               `json:"attempt"`
@@ -57,18 +57,18 @@ type execTaskHeader struct {
 	Env         map[string]string `json:"env"`
 }
 
-// execResultHeader is the header of a ready or result frame (executor →
+// resultHeader is the header of a ready or result frame (executor →
 // worker). Entries are decoded one by one so that a bad one is ignored
 // and counted rather than failing the task.
-type execResultHeader struct {
-	execResultTop
+type resultHeader struct {
+	resultTop
 	Annotations []json.RawMessage `json:"annotations"`
 	Labels      map[string]any    `json:"labels"`
 	Cache       []json.RawMessage `json:"cache"`
 }
 
-// execResultTop is the part of a result header that is not entries.
-type execResultTop struct {
+// resultTop is the part of a result header that is not entries.
+type resultTop struct {
 	Type    string `json:"type"`
 	TaskID  string `json:"task_id"` // echo of the task frame's task_id (required)
 	Attempt int    `json:"attempt"` // echo of the task frame's attempt (required)
@@ -76,21 +76,21 @@ type execResultTop struct {
 	Error   string `json:"error"`
 }
 
-// execResultFast is a result header whose entries all have the right
+// resultFast is a result header whose entries all have the right
 // shape, decoded in one pass.
-type execResultFast struct {
-	execResultTop
+type resultFast struct {
+	resultTop
 	Annotations []worker.Annotation `json:"annotations"`
 	Labels      map[string]*string  `json:"labels"` // nil: null, not a string
 	Cache       []worker.CacheWrite `json:"cache"`
 }
 
-// execEncodeTask appends the task frame of attempt n of t to dst (its
-// header the bytes json.Marshal writes for execTaskHeader, checked by
+// encodeTask appends the task frame of attempt n of t to dst (its
+// header the bytes json.Marshal writes for taskHeader, checked by
 // TestTaskFrameHeaderMatchesMarshal): the frame is built in a buffer the
 // attempt reuses, with no reflection (json.Marshal and the copy into a
 // fresh frame were 8 % of the bytes svc allocated in the Kafka bench).
-func execEncodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
+func encodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 	at := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	dst = append(dst, `{"type":"task","task_id":`...)
@@ -122,9 +122,9 @@ func execEncodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 		dst = append(dst, `,"key":null,"key_encoding":null`...)
 	}
 	dst = append(dst, `,"labels":`...)
-	dst = execAppendMap(dst, t.Labels)
+	dst = appendMap(dst, t.Labels)
 	dst = append(dst, `,"env":`...)
-	dst = execAppendMap(dst, t.Env)
+	dst = appendMap(dst, t.Env)
 	dst = append(dst, "}\n"...)
 	dst = append(dst, t.Input...)
 	n64 := int64(len(dst) - at - 4)
@@ -135,9 +135,9 @@ func execEncodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 	return dst, nil
 }
 
-// execAppendMap appends m as a JSON object, keys sorted as json.Marshal
+// appendMap appends m as a JSON object, keys sorted as json.Marshal
 // sorts them; nil is {}.
-func execAppendMap(dst []byte, m map[string]string) []byte {
+func appendMap(dst []byte, m map[string]string) []byte {
 	if len(m) == 0 {
 		return append(dst, "{}"...)
 	}
@@ -158,19 +158,19 @@ func execAppendMap(dst []byte, m map[string]string) []byte {
 	return append(dst, '}')
 }
 
-// execReadFrame reads one frame from r and splits it into header and body.
+// readFrame reads one frame from r and splits it into header and body.
 // A body over maxBody fails with errFrameTooLarge (the body returned is cut
 // to maxBody, or empty when the length alone was too large to read); a
 // frame without a header line fails with errFrameProtocol. io.EOF means
 // the stream ended before the frame began, io.ErrUnexpectedEOF inside it.
-func execReadFrame(r *bufio.Reader, maxBody int64) (header, body []byte, err error) {
+func readFrame(r *bufio.Reader, maxBody int64) (header, body []byte, err error) {
 	var lb [4]byte
 	if _, err := io.ReadFull(r, lb[:]); err != nil {
 		return nil, nil, err
 	}
 	n := int64(binary.BigEndian.Uint32(lb[:]))
-	if n > maxBody+execMaxHeaderBytes+1 {
-		if execLooksLikeText(lb[:]) {
+	if n > maxBody+maxHeaderBytes+1 {
+		if looksLikeText(lb[:]) {
 			return nil, nil, fmt.Errorf("%w: %w %q: is the executor speaking protocol v2?", errFrameProtocol, errFrameText, lb[:])
 		}
 		return nil, nil, fmt.Errorf("%w: frame of %d bytes", errFrameTooLarge, n)
@@ -184,17 +184,17 @@ func execReadFrame(r *bufio.Reader, maxBody int64) (header, body []byte, err err
 	}
 	i := bytes.IndexByte(buf, '\n')
 	switch {
-	case i < 0 || i > execMaxHeaderBytes:
-		return nil, nil, fmt.Errorf("%w: frame of %d bytes has no header line of at most %d bytes", errFrameProtocol, n, execMaxHeaderBytes)
+	case i < 0 || i > maxHeaderBytes:
+		return nil, nil, fmt.Errorf("%w: frame of %d bytes has no header line of at most %d bytes", errFrameProtocol, n, maxHeaderBytes)
 	case int64(len(buf)-i-1) > maxBody:
 		return buf[:i], buf[i+1 : int64(i+1)+maxBody], fmt.Errorf("%w: body of %d bytes", errFrameTooLarge, len(buf)-i-1)
 	}
 	return buf[:i], buf[i+1:], nil
 }
 
-// execLooksLikeText reports whether a length prefix is printable text,
+// looksLikeText reports whether a length prefix is printable text,
 // the mark of an executor writing protocol v1 output to a v2 pool.
-func execLooksLikeText(b []byte) bool {
+func looksLikeText(b []byte) bool {
 	for _, c := range b {
 		if (c < 0x20 || c > 0x7e) && c != '\n' && c != '\r' && c != '\t' {
 			return false
@@ -203,16 +203,16 @@ func execLooksLikeText(b []byte) bool {
 	return true
 }
 
-// execEcho is what a result frame says of the task it answers: the task
+// echo is what a result frame says of the task it answers: the task
 // frame's task_id and attempt, each zero when the executor left it out
 // (a protocol violation).
-type execEcho struct {
+type echo struct {
 	taskID  string
 	attempt int
 }
 
 // missing names the fields the echo lacks.
-func (e execEcho) missing() string {
+func (e echo) missing() string {
 	switch {
 	case e.taskID == "" && e.attempt == 0:
 		return "task_id and no attempt"
@@ -224,72 +224,72 @@ func (e execEcho) missing() string {
 
 // namesOther reports whether the echo names a task other than attempt n of
 // task id (a missing field names nothing).
-func (e execEcho) namesOther(id string, n int) bool {
+func (e echo) namesOther(id string, n int) bool {
 	return (e.taskID != "" && e.taskID != id) || (e.attempt != 0 && e.attempt != n)
 }
 
-// execParseResult decodes a result frame's header into res: status, error
+// parseResult decodes a result frame's header into res: status, error
 // text, annotations, labels and cache writes (bad entries ignored and
 // counted as in fd 3), and returns the task it names. It fails on a header
 // that is not a result frame.
-func execParseResult(header []byte, res *worker.AttemptResult) (execEcho, error) {
+func parseResult(header []byte, res *worker.AttemptResult) (echo, error) {
 	// Most headers decode whole into typed entries: one pass, no second
-	// decoding per entry, by hand for the common shape (execScanResult). A header with an entry of the wrong shape is
+	// decoding per entry, by hand for the common shape (scanResult). A header with an entry of the wrong shape is
 	// decoded again entry by entry, so only that entry is lost.
-	f, ok := execScanResult(header)
+	f, ok := scanResult(header)
 	if ok || json.Unmarshal(header, &f) == nil {
-		return execApplyResult(f.execResultTop, res, func(e *execEvents) {
+		return applyResult(f.resultTop, res, func(e *events) {
 			for i := range f.Annotations {
-				e.entry(func() bool { return e.applyLine(execEventLine{Annotation: &f.Annotations[i]}) })
+				e.entry(func() bool { return e.applyLine(eventLine{Annotation: &f.Annotations[i]}) })
 			}
 			for k, v := range f.Labels {
-				e.entry(func() bool { return v != nil && e.applyLine(execEventLine{Labels: map[string]string{k: *v}}) })
+				e.entry(func() bool { return v != nil && e.applyLine(eventLine{Labels: map[string]string{k: *v}}) })
 			}
 			for i := range f.Cache {
-				e.entry(func() bool { return e.applyLine(execEventLine{Cache: &f.Cache[i]}) })
+				e.entry(func() bool { return e.applyLine(eventLine{Cache: &f.Cache[i]}) })
 			}
 		})
 	}
-	return execParseResultByEntry(header, res)
+	return parseResultByEntry(header, res)
 }
 
-// execParseResultByEntry decodes a result header entry by entry.
-func execParseResultByEntry(header []byte, res *worker.AttemptResult) (execEcho, error) {
-	var h execResultHeader
+// parseResultByEntry decodes a result header entry by entry.
+func parseResultByEntry(header []byte, res *worker.AttemptResult) (echo, error) {
+	var h resultHeader
 	if err := json.Unmarshal(header, &h); err != nil {
-		return execEcho{}, fmt.Errorf("%w: result header is not JSON: %v", errFrameProtocol, err)
+		return echo{}, fmt.Errorf("%w: result header is not JSON: %v", errFrameProtocol, err)
 	}
-	return execApplyResult(h.execResultTop, res, func(e *execEvents) {
+	return applyResult(h.resultTop, res, func(e *events) {
 		for _, raw := range h.Annotations {
 			e.entry(func() bool {
 				var a worker.Annotation
-				return json.Unmarshal(raw, &a) == nil && e.applyLine(execEventLine{Annotation: &a})
+				return json.Unmarshal(raw, &a) == nil && e.applyLine(eventLine{Annotation: &a})
 			})
 		}
 		for k, v := range h.Labels {
 			e.entry(func() bool {
 				s, ok := v.(string)
-				return ok && e.applyLine(execEventLine{Labels: map[string]string{k: s}})
+				return ok && e.applyLine(eventLine{Labels: map[string]string{k: s}})
 			})
 		}
 		for _, raw := range h.Cache {
 			e.entry(func() bool {
 				var c worker.CacheWrite
-				return json.Unmarshal(raw, &c) == nil && e.applyLine(execEventLine{Cache: &c})
+				return json.Unmarshal(raw, &c) == nil && e.applyLine(eventLine{Cache: &c})
 			})
 		}
 	})
 }
 
-// execApplyResult applies a decoded header's status and error text to res,
+// applyResult applies a decoded header's status and error text to res,
 // then its entries through apply.
-func execApplyResult(h execResultTop, res *worker.AttemptResult, apply func(*execEvents)) (execEcho, error) {
-	if h.Type != execFrameTypeResult {
-		return execEcho{}, fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, h.Type, execFrameTypeResult)
+func applyResult(h resultTop, res *worker.AttemptResult, apply func(*events)) (echo, error) {
+	if h.Type != frameTypeResult {
+		return echo{}, fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, h.Type, frameTypeResult)
 	}
 	text := h.Error
-	if len(text) > execMaxErrorText {
-		text = text[:execMaxErrorText] + "…"
+	if len(text) > maxErrorText {
+		text = text[:maxErrorText] + "…"
 	}
 	switch h.Status {
 	case "ok":
@@ -301,13 +301,13 @@ func execApplyResult(h execResultTop, res *worker.AttemptResult, apply func(*exe
 		res.Status, res.ExitCode = worker.StatusFailed, 1
 		res.Err = errors.New("executor answered status failed")
 	default:
-		return execEcho{}, fmt.Errorf("%w: result status %q is not one of ok, retry, failed", errFrameProtocol, h.Status)
+		return echo{}, fmt.Errorf("%w: result status %q is not one of ok, retry, failed", errFrameProtocol, h.Status)
 	}
 	if res.Err != nil && text != "" {
 		res.Err = fmt.Errorf("%w: %s", res.Err, text)
 	}
-	var e execEvents
+	var e events
 	apply(&e)
 	res.Annotations, res.Labels, res.CacheWrites, res.InvalidEvents = e.result()
-	return execEcho{taskID: h.TaskID, attempt: h.Attempt}, nil
+	return echo{taskID: h.TaskID, attempt: h.Attempt}, nil
 }

@@ -43,8 +43,8 @@ func RunGuard(r io.Reader) int {
 	return 0
 }
 
-// execGuard is the worker's side of the guard process.
-type execGuard struct {
+// guard is the worker's side of the guard process.
+type guard struct {
 	once sync.Once
 	bin  string
 	mu   sync.Mutex
@@ -54,7 +54,7 @@ type execGuard struct {
 // note tells the guard that process group pgid started (+) or ended (-).
 // A guard that failed or died is ignored: the parent-death signal still
 // covers the executors themselves.
-func (g *execGuard) note(op byte, pgid int) {
+func (g *guard) note(op byte, pgid int) {
 	if g == nil || g.bin == "" {
 		return
 	}
@@ -71,7 +71,7 @@ func (g *execGuard) note(op byte, pgid int) {
 	}
 }
 
-func (g *execGuard) start() {
+func (g *guard) start() {
 	cmd := exec.Command(g.bin, GuardArg)
 	cmd.Env = []string{}
 	// Its own group: a signal to the worker's group (Ctrl-C) leaves it to
@@ -81,16 +81,16 @@ func (g *execGuard) start() {
 	if err != nil {
 		return
 	}
-	cmd, err = execStart(cmd, func(c *exec.Cmd) (*exec.Cmd, error) { return c, c.Start() })
+	cmd, err = start(cmd, func(c *exec.Cmd) (*exec.Cmd, error) { return c, c.Start() })
 	if err != nil {
 		return
 	}
-	go func() { _ = cmd.Wait(); execWaited(cmd.Process.Pid) }()
+	go func() { _ = cmd.Wait(); waited(cmd.Process.Pid) }()
 	g.w = w
 }
 
 // close ends the guard (EOF): it kills what is still listed, then exits.
-func (g *execGuard) close() {
+func (g *guard) close() {
 	if g == nil {
 		return
 	}

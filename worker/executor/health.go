@@ -29,27 +29,27 @@ import (
 // Spawn mode's re-check of an unavailable binary: stat and exec permission
 // (exec.LookPath) after base·2^n, capped. A check never runs the executor.
 const (
-	execRecheckBase = 100 * time.Millisecond
-	execRecheckMax  = 5 * time.Second
+	recheckBase = 100 * time.Millisecond
+	recheckMax  = 5 * time.Second
 )
 
-// execProbation is how long a persistent child that got ready while the
+// probation is how long a persistent child that got ready while the
 // executor was unavailable must live (or answer a task) before the
 // executor counts as available again, so that children that die right
 // after their ready frame do not flap the health.
-const execProbation = time.Second
+const probation = time.Second
 
-// execWaitPolicy is how an attempt behaves while the executor is
+// waitPolicy is how an attempt behaves while the executor is
 // unavailable (from worker.ExecutorWait).
-type execWaitPolicy struct {
+type waitPolicy struct {
 	wait bool            // wait for the executor instead of failing at once
 	stop <-chan struct{} // closed: stop waiting (nil: never)
 }
 
-// execHealth tracks the pool's health: it publishes changes of the
+// health tracks the pool's health: it publishes changes of the
 // backend's state (status) to the gauge, the log and the watchers, one
 // change at a time, in order.
-type execHealth struct {
+type health struct {
 	mu       sync.Mutex // serialises refresh and the watchers
 	status   func() worker.ExecutorHealth
 	cur      worker.ExecutorHealth
@@ -60,8 +60,8 @@ type execHealth struct {
 	mode     string
 }
 
-func newExecHealth(reg prometheus.Registerer, log *slog.Logger, mode string) (*execHealth, error) {
-	h := &execHealth{log: log, mode: mode, gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+func newExecHealth(reg prometheus.Registerer, log *slog.Logger, mode string) (*health, error) {
+	h := &health{log: log, mode: mode, gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "svc_executor_healthy",
 		Help: "0 while the executor is unavailable (its binary cannot be started, or no persistent child gets ready): tasks wait and Kafka intake is held; else 1.",
 	})}
@@ -75,18 +75,18 @@ func newExecHealth(reg prometheus.Registerer, log *slog.Logger, mode string) (*e
 }
 
 // bind sets the backend's state function and takes the state now.
-func (h *execHealth) bind(status func() worker.ExecutorHealth) {
+func (h *health) bind(status func() worker.ExecutorHealth) {
 	h.status = status
 	h.cur = status()
 }
 
 // get is the health now.
-func (h *execHealth) get() worker.ExecutorHealth { return h.status() }
+func (h *health) get() worker.ExecutorHealth { return h.status() }
 
 // refresh publishes the backend's state if it changed. Backends call it
 // after every change that may matter, outside their own locks; a refresh
 // always reads the latest state, so the last one wins.
-func (h *execHealth) refresh() {
+func (h *health) refresh() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	next, prev := h.status(), h.cur
@@ -112,51 +112,51 @@ func (h *execHealth) refresh() {
 }
 
 // watch adds a watcher and calls it with the health now.
-func (h *execHealth) watch(f func(worker.ExecutorHealth)) {
+func (h *health) watch(f func(worker.ExecutorHealth)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.watchers = append(h.watchers, f)
 	f(h.cur)
 }
 
-// execUnavailable is the error of a task that found the executor
+// unavailable is the error of a task that found the executor
 // unavailable; it wraps worker.ErrExecutorUnavailable and the start-up
 // error (which wraps ErrStart).
-func execUnavailable(cause error) error {
+func unavailable(cause error) error {
 	return fmt.Errorf("%w: %w", worker.ErrExecutorUnavailable, cause)
 }
 
-// execStartCause is the reason a start-up error gives, short and without
+// startCause is the reason a start-up error gives, short and without
 // the executor's output (for /readyz): the errno text of a failed exec.
-func execStartCause(err error) string {
-	var se *execStartErr
+func startCause(err error) string {
+	var se *startErr
 	if errors.As(err, &se) {
 		return "executor.binary_path cannot be started (" + se.err.Error() + ")"
 	}
 	return "the executor cannot be started"
 }
 
-// execMessageStartError reports a start failure caused by the task rather
+// messageStartError reports a start failure caused by the task rather
 // than the executor: an environment too large for exec (E2BIG, from a Go
 // handler's task environment). It fails the task, as before.
-func execMessageStartError(err error) bool { return errors.Is(err, syscall.E2BIG) }
+func messageStartError(err error) bool { return errors.Is(err, syscall.E2BIG) }
 
-// execStartErr is a failed exec of the executor binary; it wraps ErrStart
+// startErr is a failed exec of the executor binary; it wraps ErrStart
 // and the cause.
-type execStartErr struct {
+type startErr struct {
 	bin string
 	err error
 }
 
-func (e *execStartErr) Error() string {
+func (e *startErr) Error() string {
 	return fmt.Sprintf("%s: executor.binary_path %q: %s", ErrStart, e.bin, e.err)
 }
 
-func (e *execStartErr) Unwrap() []error { return []error{ErrStart, e.err} }
+func (e *startErr) Unwrap() []error { return []error{ErrStart, e.err} }
 
-// execStartError explains a failed start, naming the config key; it wraps
+// startError explains a failed start, naming the config key; it wraps
 // ErrStart.
-func execStartError(bin string, err error) error {
+func startError(bin string, err error) error {
 	var pe *fs.PathError
 	var ee *exec.Error
 	switch {
@@ -165,11 +165,11 @@ func execStartError(bin string, err error) error {
 	case errors.As(err, &ee):
 		err = ee.Err
 	}
-	return &execStartErr{bin: bin, err: err}
+	return &startErr{bin: bin, err: err}
 }
 
-// execBackoffAt is base·2^n capped at limit.
-func execBackoffAt(base, limit time.Duration, n int) time.Duration {
+// backoffAt is base·2^n capped at limit.
+func backoffAt(base, limit time.Duration, n int) time.Duration {
 	if n > 20 {
 		return limit
 	}

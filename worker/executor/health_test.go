@@ -21,9 +21,9 @@ import (
 	"svc/worker/workertest/wait"
 )
 
-// execWatched is a pool under test with its logs, metrics and the health
+// watched is a pool under test with its logs, metrics and the health
 // states its watcher saw.
-type execWatched struct {
+type watched struct {
 	*Pool
 	reg    *prometheus.Registry
 	logMu  sync.Mutex
@@ -32,12 +32,12 @@ type execWatched struct {
 	states []string
 }
 
-func execWatchedPool(t *testing.T, opts Options) *execWatched {
+func watchedPool(t *testing.T, opts Options) *watched {
 	t.Helper()
-	w := &execWatched{reg: prometheus.NewRegistry()}
+	w := &watched{reg: prometheus.NewRegistry()}
 	opts.Registerer = w.reg
-	opts.Logger = slog.New(slog.NewTextHandler(&execLockedWriter{w: &w.logs, mu: &w.logMu}, nil))
-	w.Pool = execNewPool(t, opts)
+	opts.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &w.logs, mu: &w.logMu}, nil))
+	w.Pool = newPool(t, opts)
 	w.WatchExecutorHealth(func(h worker.ExecutorHealth) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -46,26 +46,26 @@ func execWatchedPool(t *testing.T, opts Options) *execWatched {
 	return w
 }
 
-func (w *execWatched) seen() []string {
+func (w *watched) seen() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.states)
 }
 
 // logged counts the log lines of event.
-func (w *execWatched) logged(event string) int {
+func (w *watched) logged(event string) int {
 	w.logMu.Lock()
 	defer w.logMu.Unlock()
 	return strings.Count(w.logs.String(), "msg="+event+" ")
 }
 
-func (w *execWatched) healthy(t *testing.T) float64 {
+func (w *watched) healthy(t *testing.T) float64 {
 	return workertest.Metric(t, w.reg, "svc_executor_healthy")
 }
 
-// execInstall puts an executor in place at path atomically (a rename), so
+// install puts an executor in place at path atomically (a rename), so
 // that no start sees it half written.
-func execInstall(t *testing.T, path, body string) {
+func install(t *testing.T, path, body string) {
 	t.Helper()
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
@@ -76,8 +76,8 @@ func execInstall(t *testing.T, path, body string) {
 	}
 }
 
-// execAwait waits for a Run started in the background.
-func execAwait(t *testing.T, done <-chan worker.TaskResult) worker.TaskResult {
+// await waits for a Run started in the background.
+func await(t *testing.T, done <-chan worker.TaskResult) worker.TaskResult {
 	t.Helper()
 	select {
 	case res := <-done:
@@ -98,14 +98,14 @@ func TestPoolWaitsForUnavailableExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	execEachMode(t, func(t *testing.T, mode string) {
+	eachMode(t, func(t *testing.T, mode string) {
 		bin := filepath.Join(t.TempDir(), "executor.sh")
 		opts := helperOptions(t, mode)
 		opts.BinaryPath, opts.Args, opts.MaxAttempts = bin, nil, 1
-		p := execWatchedPool(t, opts)
+		p := watchedPool(t, opts)
 		p.Start()
 		done := make(chan worker.TaskResult, 1)
-		go func() { done <- p.Run(worker.WaitForExecutor(t.Context(), nil), execTask("payload")) }()
+		go func() { done <- p.Run(worker.WaitForExecutor(t.Context(), nil), task("payload")) }()
 		wait.For(t, wait.Long, "the executor is reported unavailable with the task waiting", func() (bool, string) {
 			h := p.ExecutorHealth()
 			return h.State == worker.ExecutorUnavailable && p.Waiting() == 1, fmt.Sprintf("%+v, %d waiting", h, p.Waiting())
@@ -122,8 +122,8 @@ func TestPoolWaitsForUnavailableExecutor(t *testing.T) {
 			t.Errorf("svc_executor_healthy = %v while unavailable, want 0", got)
 		}
 
-		execInstall(t, bin, "exec "+self+" exec-helper")
-		res := execAwait(t, done)
+		install(t, bin, "exec "+self+" exec-helper")
+		res := await(t, done)
 		if res.Status != worker.StatusOK || res.Attempts != 1 || string(res.Output) != "payload" {
 			t.Errorf("Run = %s %q after %d attempts (%v), want ok payload after 1", res.Status, res.Output, res.Attempts, res.Err)
 		}
@@ -144,19 +144,19 @@ func TestPoolWaitsForUnavailableExecutor(t *testing.T) {
 // A waiting task stops waiting for an unavailable executor when its stop
 // channel closes (the worker's drain): it ends unrun and uncharged.
 func TestPoolWaitEndsAtStop(t *testing.T) {
-	execEachMode(t, func(t *testing.T, mode string) {
+	eachMode(t, func(t *testing.T, mode string) {
 		opts := helperOptions(t, mode)
 		opts.BinaryPath, opts.Args = filepath.Join(t.TempDir(), "missing"), nil
-		p := execWatchedPool(t, opts)
+		p := watchedPool(t, opts)
 		stop := make(chan struct{})
 		done := make(chan worker.TaskResult, 1)
-		go func() { done <- p.Run(worker.WaitForExecutor(t.Context(), stop), execTask("payload")) }()
+		go func() { done <- p.Run(worker.WaitForExecutor(t.Context(), stop), task("payload")) }()
 		wait.For(t, wait.Long, "the executor is reported unavailable with the task waiting", func() (bool, string) {
 			h := p.ExecutorHealth()
 			return h.State == worker.ExecutorUnavailable && p.Waiting() == 1, fmt.Sprintf("%+v, %d waiting", h, p.Waiting())
 		})
 		close(stop)
-		res := execAwait(t, done)
+		res := await(t, done)
 		if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, worker.ErrExecutorUnavailable) {
 			t.Errorf("Run = %s after %d attempts (%v), want failed after 0 with ErrExecutorUnavailable", res.Status, res.Attempts, res.Err)
 		}
@@ -169,7 +169,7 @@ func TestPersistentStartsChildrenAtStart(t *testing.T) {
 	t.Parallel()
 	opts := helperOptions(t, ModePersistent)
 	opts.PoolSize = 2
-	p := execWatchedPool(t, opts)
+	p := watchedPool(t, opts)
 	if h := p.ExecutorHealth(); h.State != worker.ExecutorStarting || h.Reason == "" {
 		t.Errorf("ExecutorHealth before Start = %+v, want starting with a reason", h)
 	}
@@ -199,14 +199,14 @@ func TestPersistentReadyThenExitIsUnavailable(t *testing.T) {
 	dir := t.TempDir()
 	fixed := filepath.Join(dir, "fixed")
 	bin := filepath.Join(dir, "executor.sh")
-	execInstall(t, bin, fmt.Sprintf(`[ -e %q ] && exec %q exec-helper
+	install(t, bin, fmt.Sprintf(`[ -e %q ] && exec %q exec-helper
 printf '\000\000\000\021{"type":"ready"}\n'
 exit 0`, fixed, self))
 	opts := helperOptions(t, ModePersistent)
 	opts.BinaryPath, opts.Args, opts.PoolSize, opts.MaxAttempts = bin, nil, 2, 1
-	p := execWatchedPool(t, opts)
+	p := watchedPool(t, opts)
 	done := make(chan worker.TaskResult, 1)
-	go func() { done <- p.Run(worker.WaitForExecutor(t.Context(), nil), execTask("payload")) }()
+	go func() { done <- p.Run(worker.WaitForExecutor(t.Context(), nil), task("payload")) }()
 	wait.For(t, wait.Long, "the executor is reported unavailable", func() (bool, string) {
 		h := p.ExecutorHealth()
 		return h.State == worker.ExecutorUnavailable, fmt.Sprintf("%+v", h)
@@ -225,7 +225,7 @@ exit 0`, fixed, self))
 	if err := os.WriteFile(fixed, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res := execAwait(t, done)
+	res := await(t, done)
 	if res.Status != worker.StatusOK || res.Attempts != 1 || string(res.Output) != "payload" {
 		t.Errorf("Run = %s %q after %d attempts (%v), want ok payload after 1", res.Status, res.Output, res.Attempts, res.Err)
 	}
@@ -244,12 +244,12 @@ func TestSpawnClosedPoolUnavailableEndsAtOnce(t *testing.T) {
 	t.Parallel()
 	opts := helperOptions(t, ModeSpawn)
 	opts.BinaryPath, opts.Args = filepath.Join(t.TempDir(), "missing"), nil
-	p := execWatchedPool(t, opts)
+	p := watchedPool(t, opts)
 	p.Close()
 	for _, ctx := range []context.Context{t.Context(), worker.WaitForExecutor(t.Context(), nil)} {
 		done := make(chan worker.TaskResult, 1)
-		go func() { done <- p.Run(ctx, execTask("x")) }()
-		res := execAwait(t, done)
+		go func() { done <- p.Run(ctx, task("x")) }()
+		res := await(t, done)
 		if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, worker.ErrExecutorUnavailable) {
 			t.Errorf("Run on a closed pool = %s after %d attempts (%v), want failed after 0 with ErrExecutorUnavailable", res.Status, res.Attempts, res.Err)
 		}

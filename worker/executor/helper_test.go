@@ -33,10 +33,10 @@ func TestMain(m *testing.M) {
 		os.Exit(RunGuard(os.Stdin))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "exec-reaper" {
-		os.Exit(execReaperMain())
+		os.Exit(reaperMain())
 	}
 	if len(os.Args) > 3 && os.Args[1] == "exec-worker" {
-		os.Exit(execWorkerMain(os.Args[2], os.Args[3]))
+		os.Exit(workerMain(os.Args[2], os.Args[3]))
 	}
 	// Most tests wait on children (timeouts, crash loops, readiness):
 	// -short runs run more of them at once.
@@ -340,10 +340,10 @@ func helperServe(t *helperTask) helperAnswer {
 	return helperAnswer{status: "failed", output: []byte("unknown command " + cmd)}
 }
 
-// execWorkerMain is the test binary run as a worker: it starts one task in
+// workerMain is the test binary run as a worker: it starts one task in
 // a pool of the given mode (its executor leaves a grandchild) and blocks
 // until it is killed.
-func execWorkerMain(mode, dir string) int {
+func workerMain(mode, dir string) int {
 	self, _ := os.Executable()
 	opts := Options{Mode: mode, BinaryPath: self, Args: []string{"exec-helper"}, PoolSize: 1, Timeout: time.Hour,
 		MaxAttempts: 1, GuardBinary: self}

@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// execMetrics are the persistent pool's series.
-type execMetrics struct {
+// metrics are the persistent pool's series.
+type metrics struct {
 	restarts     *prometheus.CounterVec
 	violations   *prometheus.CounterVec
 	crashLoops   prometheus.Counter
@@ -17,8 +17,8 @@ type execMetrics struct {
 
 // newExecMetrics builds the series and registers them on reg (nil: kept
 // private). Every restart reason starts at 0.
-func newExecMetrics(reg prometheus.Registerer) (*execMetrics, error) {
-	m := &execMetrics{
+func newExecMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_executor_restarts_total",
 			Help: "Persistent executor children replaced, by reason (start_failed, not_ready, exited, timeout, canceled, protocol, oversized, recycled).",
@@ -38,10 +38,10 @@ func newExecMetrics(reg prometheus.Registerer) (*execMetrics, error) {
 			Name: "svc_executor_children_ready", Help: "Persistent executor children alive and past their ready frame.",
 		}),
 	}
-	for _, r := range execRestartReasons {
+	for _, r := range restartReasons {
 		m.restarts.WithLabelValues(r)
 	}
-	for _, k := range execViolationKinds {
+	for _, k := range violationKinds {
 		m.violations.WithLabelValues(k)
 	}
 	if reg == nil {

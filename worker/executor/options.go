@@ -21,15 +21,15 @@ const (
 
 // Executor defaults for zero Options fields.
 const (
-	execDefaultTimeout        = 30 * time.Second
-	execDefaultMaxOutputBytes = 8 << 20
-	execDefaultMaxAttempts    = 3
-	execDefaultStderrTail     = 8 << 10
-	execDefaultReadyTimeout   = 10 * time.Second
-	execDefaultStopGrace      = 2 * time.Second
-	// execMaxRetryBackoff caps the exponential backoff between attempts
+	defaultTimeout        = 30 * time.Second
+	defaultMaxOutputBytes = 8 << 20
+	defaultMaxAttempts    = 3
+	defaultStderrTail     = 8 << 10
+	defaultReadyTimeout   = 10 * time.Second
+	defaultStopGrace      = 2 * time.Second
+	// maxRetryBackoff caps the exponential backoff between attempts
 	// (unless RetryBackoff itself is larger).
-	execMaxRetryBackoff = 10 * time.Second
+	maxRetryBackoff = 10 * time.Second
 )
 
 // Options configures the executor pool. Zero values take the defaults
@@ -82,22 +82,22 @@ func (o Options) withDefaults() Options {
 		o.PoolSize = runtime.NumCPU()
 	}
 	if o.Timeout == 0 {
-		o.Timeout = execDefaultTimeout
+		o.Timeout = defaultTimeout
 	}
 	if o.MaxOutputBytes == 0 {
-		o.MaxOutputBytes = execDefaultMaxOutputBytes
+		o.MaxOutputBytes = defaultMaxOutputBytes
 	}
 	if o.MaxAttempts == 0 {
-		o.MaxAttempts = execDefaultMaxAttempts
+		o.MaxAttempts = defaultMaxAttempts
 	}
 	if o.StderrTail == 0 {
-		o.StderrTail = execDefaultStderrTail
+		o.StderrTail = defaultStderrTail
 	}
 	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = execDefaultReadyTimeout
+		o.ReadyTimeout = defaultReadyTimeout
 	}
 	if o.StopGrace == 0 {
-		o.StopGrace = execDefaultStopGrace
+		o.StopGrace = defaultStopGrace
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -105,9 +105,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// execMaxFrameInput bounds a task frame's payload: the length prefix is 32
+// maxFrameInput bounds a task frame's payload: the length prefix is 32
 // bits and the header needs room.
-const execMaxFrameInput = 1<<32 - 1 - execMaxHeaderBytes - 1
+const maxFrameInput = 1<<32 - 1 - maxHeaderBytes - 1
 
 // validate names the TOML key of the first bad field.
 func (o Options) validate() error {
@@ -122,8 +122,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("executor.timeout: must not be negative (got %s)", o.Timeout)
 	case o.MaxOutputBytes < 0:
 		return fmt.Errorf("executor.max_output_bytes: must not be negative (got %d)", o.MaxOutputBytes)
-	case o.MaxOutputBytes > execMaxFrameInput:
-		return fmt.Errorf("executor.max_output_bytes: %d is over the limit of %d", o.MaxOutputBytes, int64(execMaxFrameInput))
+	case o.MaxOutputBytes > maxFrameInput:
+		return fmt.Errorf("executor.max_output_bytes: %d is over the limit of %d", o.MaxOutputBytes, int64(maxFrameInput))
 	case o.MaxAttempts < 0:
 		return fmt.Errorf("handler.max_attempts: must not be negative (got %d)", o.MaxAttempts)
 	case o.RetryBackoff < 0:
@@ -138,7 +138,7 @@ func (o Options) validate() error {
 		return fmt.Errorf("executor stop grace: must not be negative (got %s)", o.StopGrace)
 	}
 	for k, v := range o.Env {
-		if !execEnvOK(k, v) {
+		if !envOK(k, v) {
 			return fmt.Errorf("executor.env: bad variable %q (empty name, or '=' or NUL in it)", k)
 		}
 	}

@@ -18,46 +18,46 @@ import (
 // Restart reasons of persistent children (the reason label of
 // svc_executor_restarts_total).
 const (
-	execReasonStartFailed = "start_failed" // the binary could not be started
-	execReasonNotReady    = "not_ready"    // no ready frame (exit, garbage or ready_timeout)
-	execReasonKilled      = "killed"       // killed by a signal from outside before its ready frame
-	execReasonExited      = "exited"       // the process ended by itself
-	execReasonTimeout     = "timeout"      // a task ran over executor.timeout
-	execReasonCanceled    = "canceled"     // a task's context ended
-	execReasonProtocol    = "protocol"     // a malformed frame
-	execReasonOversized   = "oversized"    // a result over executor.max_output_bytes
-	execReasonRecycled    = "recycled"     // executor.max_tasks_per_child reached
-	execReasonStopped     = "stopped"      // the pool closed
+	reasonStartFailed = "start_failed" // the binary could not be started
+	reasonNotReady    = "not_ready"    // no ready frame (exit, garbage or ready_timeout)
+	reasonKilled      = "killed"       // killed by a signal from outside before its ready frame
+	reasonExited      = "exited"       // the process ended by itself
+	reasonTimeout     = "timeout"      // a task ran over executor.timeout
+	reasonCanceled    = "canceled"     // a task's context ended
+	reasonProtocol    = "protocol"     // a malformed frame
+	reasonOversized   = "oversized"    // a result over executor.max_output_bytes
+	reasonRecycled    = "recycled"     // executor.max_tasks_per_child reached
+	reasonStopped     = "stopped"      // the pool closed
 )
 
-var execRestartReasons = []string{
-	execReasonStartFailed, execReasonNotReady, execReasonKilled, execReasonExited, execReasonTimeout, execReasonCanceled,
-	execReasonProtocol, execReasonOversized, execReasonRecycled,
+var restartReasons = []string{
+	reasonStartFailed, reasonNotReady, reasonKilled, reasonExited, reasonTimeout, reasonCanceled,
+	reasonProtocol, reasonOversized, reasonRecycled,
 }
 
 // Protocol violations of persistent children past their ready frame (the
 // kind label of svc_executor_protocol_violations_total). Each one replaces
 // the child.
 const (
-	execViolationUnsolicited = "unsolicited_output" // stdout output while the child had no task
-	execViolationWrongTask   = "wrong_task"         // a result not naming its task's task_id and attempt
-	execViolationMalformed   = "malformed_frame"    // a reply that is not a well-formed result frame
+	violationUnsolicited = "unsolicited_output" // stdout output while the child had no task
+	violationWrongTask   = "wrong_task"         // a result not naming its task's task_id and attempt
+	violationMalformed   = "malformed_frame"    // a reply that is not a well-formed result frame
 )
 
-var execViolationKinds = []string{execViolationUnsolicited, execViolationWrongTask, execViolationMalformed}
+var violationKinds = []string{violationUnsolicited, violationWrongTask, violationMalformed}
 
-// execRunEnd says what a run means for the attempt it is part of.
-type execRunEnd uint8
+// runEnd says what a run means for the attempt it is part of.
+type runEnd uint8
 
 const (
-	execRunAnswered execRunEnd = iota // res is the attempt's result
-	execRunUnread                     // the child died before it read the task frame: re-run at no cost
-	execRunStray                      // the child's output from before this task, provably not its answer: re-run at no cost
-	execRunSuspect                    // text in place of the result from a child that answered before: likely stray, one re-run at no cost
+	runAnswered runEnd = iota // res is the attempt's result
+	runUnread                 // the child died before it read the task frame: re-run at no cost
+	runStray                  // the child's output from before this task, provably not its answer: re-run at no cost
+	runSuspect                // text in place of the result from a child that answered before: likely stray, one re-run at no cost
 )
 
-// execViolation is a protocol violation a run saw ("" kind: none).
-type execViolation struct {
+// violation is a protocol violation a run saw ("" kind: none).
+type violation struct {
 	kind   string
 	detail string // what was wrong, never payload or result bytes
 	after  bool   // seen after the task's result, which the task keeps
@@ -66,10 +66,10 @@ type execViolation struct {
 // Crash-loop backoff: a seat whose children die before answering a task
 // waits base·2^(n-2) (capped) before start n; the first restart is at once.
 const (
-	execCrashBackoffBase = 100 * time.Millisecond
-	execCrashBackoffMax  = 10 * time.Second
-	// execCrashLoopAfter consecutive start-up deaths make a crash loop.
-	execCrashLoopAfter = 3
+	crashBackoffBase = 100 * time.Millisecond
+	crashBackoffMax  = 10 * time.Second
+	// crashLoopAfter consecutive start-up deaths make a crash loop.
+	crashLoopAfter = 3
 )
 
 // errPoolClosed ends attempts that arrive after Close.
@@ -83,7 +83,7 @@ var errPoolClosed = errors.New("executor pool closed")
 // their ready frame or right after it), no trusted child is alive and no
 // seat without failures is starting one. A child that gets ready while
 // the executor is unavailable, or from a seat in a crash loop, is on
-// probation until it answers a task or lives execProbation; until then it
+// probation until it answers a task or lives probation; until then it
 // serves but does not make the executor available. Tasks that do not wait
 // for an unavailable executor are failed when it becomes so
 // (failFastLocked).
@@ -91,7 +91,7 @@ type persistent struct {
 	sp      *Spawner
 	opts    Options
 	log     *slog.Logger
-	metrics *execMetrics
+	metrics *metrics
 	stop    chan struct{} // closed by close
 	seats   sync.WaitGroup
 	changed func() // the health may have changed (called outside mu)
@@ -100,7 +100,7 @@ type persistent struct {
 	started    bool
 	closed     bool
 	idle       []*child
-	waiters    []*execWaiter
+	waiters    []*waiter
 	busyN      int
 	live       int    // children ready and not down
 	probation  int    // live children on probation
@@ -113,8 +113,8 @@ type persistent struct {
 	waitCount  atomic.Int64
 }
 
-// execWaiter is a task waiting for an idle child.
-type execWaiter struct {
+// waiter is a task waiting for an idle child.
+type waiter struct {
 	done     chan struct{} // closed once c or err is set
 	c        *child
 	err      error
@@ -180,7 +180,7 @@ func (p *persistent) failFastLocked() {
 	if !p.unavailableLocked() {
 		return
 	}
-	err := execUnavailable(p.startErr)
+	err := unavailable(p.startErr)
 	kept := p.waiters[:0]
 	for _, w := range p.waiters {
 		if w.failFast {
@@ -209,14 +209,14 @@ func (p *persistent) trustLocked(c *child) bool {
 	return true
 }
 
-// execFrames holds task frame buffers between attempts; one larger than
-// execKeptFrameBytes (a large input) is left to the collector.
-var execFrames = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+// frames holds task frame buffers between attempts; one larger than
+// keptFrameBytes (a large input) is left to the collector.
+var frames = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-const execKeptFrameBytes = 256 << 10
+const keptFrameBytes = 256 << 10
 
-// execUnnamed numbers the tasks that came without an id.
-var execUnnamed atomic.Uint64
+// unnamed numbers the tasks that came without an id.
+var unnamed atomic.Uint64
 
 // attempt runs attempt n of t on an idle child. A child found dead before
 // it read the task frame costs no attempt: the task moves to another. Nor
@@ -227,25 +227,25 @@ var execUnnamed atomic.Uint64
 // Under a waiting policy, a child that died before it read the task frame
 // never costs the attempt (however many do): a crash-looping executor is
 // unavailable, not the task's failure.
-func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started func(), pol execWaitPolicy) (worker.AttemptResult, error) {
-	fb := execFrames.Get().(*[]byte)
+func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started func(), pol waitPolicy) (worker.AttemptResult, error) {
+	fb := frames.Get().(*[]byte)
 	defer func() {
-		if cap(*fb) <= execKeptFrameBytes {
-			execFrames.Put(fb)
+		if cap(*fb) <= keptFrameBytes {
+			frames.Put(fb)
 		}
 	}()
 	if t.ID == "" {
 		// A result proves its task by naming its task_id: a task without
 		// one (a library caller's) gets one of its own for the frame.
 		named := *t
-		named.ID = "svc-unnamed-" + strconv.FormatUint(execUnnamed.Add(1), 10)
+		named.ID = "svc-unnamed-" + strconv.FormatUint(unnamed.Add(1), 10)
 		t = &named
 	}
-	frame, err := execEncodeTask((*fb)[:0], t, n)
+	frame, err := encodeTask((*fb)[:0], t, n)
 	*fb = frame[:0]
 	if err != nil {
 		started()
-		return execFailed(err), nil
+		return failed(err), nil
 	}
 	begun := false
 	spare, suspectSpare := p.opts.PoolSize, true
@@ -261,11 +261,11 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 		res, end, v := p.run(ctx, c, t, n, frame)
 		rerun := false
 		switch end {
-		case execRunUnread:
+		case runUnread:
 			rerun = spare > 0 || pol.wait
-		case execRunStray:
+		case runStray:
 			rerun = spare > 0
-		case execRunSuspect:
+		case runSuspect:
 			rerun = spare > 0 && suspectSpare
 			suspectSpare = false
 		}
@@ -283,7 +283,7 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 
 // violation logs and counts a protocol violation of c seen by attempt n of
 // t; rerun says the task moves to another child at no cost.
-func (p *persistent) violation(c *child, t *worker.Task, n int, v execViolation, rerun bool) {
+func (p *persistent) violation(c *child, t *worker.Task, n int, v violation, rerun bool) {
 	p.metrics.violations.WithLabelValues(v.kind).Inc()
 	task := "attempt_failed" // the attempt failed and counts
 	switch {
@@ -301,7 +301,7 @@ func (p *persistent) violation(c *child, t *worker.Task, n int, v execViolation,
 // unavailable error (wrapping worker.ErrExecutorUnavailable and the last
 // start-up error) when the executor is or becomes unavailable. Past
 // pol.stop the task no longer waits for an unavailable executor.
-func (p *persistent) acquire(ctx context.Context, pol *execWaitPolicy) (*child, error) {
+func (p *persistent) acquire(ctx context.Context, pol *waitPolicy) (*child, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -316,11 +316,11 @@ func (p *persistent) acquire(ctx context.Context, pol *execWaitPolicy) (*child, 
 		return c, nil
 	}
 	if !pol.wait && p.unavailableLocked() {
-		err := execUnavailable(p.startErr)
+		err := unavailable(p.startErr)
 		p.mu.Unlock()
 		return nil, err
 	}
-	w := &execWaiter{done: make(chan struct{}), failFast: !pol.wait}
+	w := &waiter{done: make(chan struct{}), failFast: !pol.wait}
 	p.waiters = append(p.waiters, w)
 	p.waitCount.Add(1)
 	p.mu.Unlock()
@@ -351,7 +351,7 @@ func (p *persistent) acquire(ctx context.Context, pol *execWaitPolicy) (*child, 
 			p.handLocked(c)
 		}
 	default:
-		p.waiters = slices.DeleteFunc(p.waiters, func(x *execWaiter) bool { return x == w })
+		p.waiters = slices.DeleteFunc(p.waiters, func(x *waiter) bool { return x == w })
 		p.waitCount.Add(-1)
 	}
 	return nil, ctx.Err()
@@ -420,7 +420,7 @@ func (p *persistent) markDown(c *child, why string) {
 // its holder lets go.
 func (p *persistent) reaped(c *child) {
 	p.mu.Lock()
-	p.markDownLocked(c, execReasonExited)
+	p.markDownLocked(c, reasonExited)
 	hold := c.busy
 	c.closePend = hold
 	p.mu.Unlock()
@@ -449,9 +449,9 @@ func (p *persistent) release(c *child, broken string) {
 		p.markDownLocked(c, broken)
 	case c.down:
 	case p.closed:
-		p.markDownLocked(c, execReasonStopped) // its seat retires it
+		p.markDownLocked(c, reasonStopped) // its seat retires it
 	case p.opts.MaxTasksPerChild > 0 && c.served >= p.opts.MaxTasksPerChild:
-		p.markDownLocked(c, execReasonRecycled)
+		p.markDownLocked(c, reasonRecycled)
 		retire = true
 	default:
 		p.handLocked(c)
@@ -479,7 +479,7 @@ func (p *persistent) release(c *child, broken string) {
 // the child read this task's frame can name them). end says what the run
 // means for the attempt; v is the violation seen, if any (c is then
 // replaced).
-func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, frame []byte) (res worker.AttemptResult, end execRunEnd, v execViolation) {
+func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, frame []byte) (res worker.AttemptResult, end runEnd, v violation) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	res.ExitCode = -1
@@ -487,12 +487,12 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 	// are they read (most tasks find both empty: one system call, not two).
 	outWaiting, errWaiting := c.quiet()
 	if sn, text := c.stray(outWaiting); sn > 0 {
-		v = execViolation{kind: execViolationUnsolicited, detail: execStrayText(sn, text) + " on stdout before the task was sent"}
-		res.Status, res.Err = worker.StatusFailed, execViolationError("wrote to stdout while it had no task")
-		p.markDown(c, execReasonProtocol)
+		v = violation{kind: violationUnsolicited, detail: strayText(sn, text) + " on stdout before the task was sent"}
+		res.Status, res.Err = worker.StatusFailed, violationError("wrote to stdout while it had no task")
+		p.markDown(c, reasonProtocol)
 		c.kill()
-		p.release(c, execReasonProtocol)
-		return res, execRunStray, v
+		p.release(c, reasonProtocol)
+		return res, runStray, v
 	}
 	if errWaiting { // stderr between tasks belongs to none
 		_ = c.stderr.take()
@@ -507,69 +507,69 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 	var header, body []byte
 	rerr := werr
 	if werr == nil {
-		header, body, rerr = execReadFrame(c.r, p.opts.MaxOutputBytes)
+		header, body, rerr = readFrame(c.r, p.opts.MaxOutputBytes)
 	}
 	why := c.watch.disarm()
 	var broken string
 	if rerr == nil {
-		echo, err := execParseResult(header, &res)
+		echo, err := parseResult(header, &res)
 		switch {
 		case err != nil:
 			rerr = err
 		case echo.namesOther(t.ID, n):
-			v = execViolation{kind: execViolationWrongTask, detail: fmt.Sprintf("the result names task_id %q attempt %d; sent attempt %d of task_id %q",
-				execCapText(echo.taskID), echo.attempt, n, execCapText(t.ID))}
-			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: execViolationError("answered another task")}
-			end, broken = execRunStray, execReasonProtocol
+			v = violation{kind: violationWrongTask, detail: fmt.Sprintf("the result names task_id %q attempt %d; sent attempt %d of task_id %q",
+				capText(echo.taskID), echo.attempt, n, capText(t.ID))}
+			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: violationError("answered another task")}
+			end, broken = runStray, reasonProtocol
 		case echo.taskID == "" || echo.attempt == 0:
 			// Not provably this task's answer: it may be a late frame of
 			// an earlier task. Never taken; a child that named its tasks
 			// before (it answered) sent a stray, one that never did is an
 			// executor that does not echo, and the attempt fails.
-			v = execViolation{kind: execViolationWrongTask, detail: "the result names no " + echo.missing() +
+			v = violation{kind: violationWrongTask, detail: "the result names no " + echo.missing() +
 				"; protocol v2 requires the task frame's task_id and attempt in every result"}
 			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1,
-				Err: execViolationError("answered without the task_id and attempt of its task (protocol v2 requires them in every result)")}
-			broken = execReasonProtocol
+				Err: violationError("answered without the task_id and attempt of its task (protocol v2 requires them in every result)")}
+			broken = reasonProtocol
 			if c.answered > 0 {
-				end = execRunStray
+				end = runStray
 			}
 		default:
 			res.Output = body
 			if sn, text := c.stray(false); sn > 0 {
 				// More behind the result: the task keeps its answer,
 				// the child that wrote unasked output goes.
-				v = execViolation{kind: execViolationUnsolicited, after: true, detail: execStrayText(sn, text) + " on stdout behind the result"}
-				broken = execReasonProtocol
+				v = violation{kind: violationUnsolicited, after: true, detail: strayText(sn, text) + " on stdout behind the result"}
+				broken = reasonProtocol
 			}
 		}
 	}
 	if rerr != nil {
-		broken = execReasonProtocol
+		broken = reasonProtocol
 		switch r := why; {
-		case r == execReasonTimeout:
+		case r == reasonTimeout:
 			res.Status, res.Err = worker.StatusTimeout, fmt.Errorf("executor timed out after %s (executor.timeout)", p.opts.Timeout)
 			broken = r
-		case r == execReasonCanceled:
+		case r == reasonCanceled:
 			res.Status, res.Err = worker.StatusFailed, fmt.Errorf("run executor: %w", ctx.Err())
 			broken = r
 		case errors.Is(rerr, errFrameTooLarge):
 			res.Status, res.Err = worker.StatusFailed, fmt.Errorf("%w (%d): %w", ErrOutputTooLarge, p.opts.MaxOutputBytes, rerr)
-			res.Output, res.OutputTruncated, broken = body, true, execReasonOversized
+			res.Output, res.OutputTruncated, broken = body, true, reasonOversized
 		case errors.Is(rerr, errFrameProtocol):
 			res.Status, res.Err = worker.StatusFailed, rerr
-			v = execViolation{kind: execViolationMalformed, detail: execMalformedText(rerr)}
+			v = violation{kind: violationMalformed, detail: malformedText(rerr)}
 			if errors.Is(rerr, errFrameText) && c.answered > 0 {
 				// A child that answered in frames before is not speaking
 				// protocol v1: likely a print after its last result.
-				end = execRunSuspect
+				end = runSuspect
 			}
 		default: // the child closed stdin or stdout: it is exiting
-			if (werr != nil && wrote == 0) || (errors.Is(rerr, io.EOF) && execUnread(c.stdin) == len(frame)) {
-				end = execRunUnread
+			if (werr != nil && wrote == 0) || (errors.Is(rerr, io.EOF) && unread(c.stdin) == len(frame)) {
+				end = runUnread
 			}
 			c.awaitExit()
-			res.Status, res.ExitCode, broken = worker.StatusFailed, c.exitCode(), execReasonExited
+			res.Status, res.ExitCode, broken = worker.StatusFailed, c.exitCode(), reasonExited
 			where := "before answering"
 			if errors.Is(rerr, io.ErrUnexpectedEOF) {
 				where = "in the middle of its result frame"
@@ -577,7 +577,7 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 			res.Err = fmt.Errorf("executor exited %s (%s)", where, c.exitText())
 		}
 	}
-	if broken != "" && broken != execReasonExited {
+	if broken != "" && broken != reasonExited {
 		p.markDown(c, broken)
 		c.kill()
 	}
@@ -586,14 +586,14 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 	return res, end, v
 }
 
-// execViolationError is the error of an attempt that met a protocol
+// violationError is the error of an attempt that met a protocol
 // violation of its child.
-func execViolationError(what string) error {
+func violationError(what string) error {
 	return fmt.Errorf("%w: the executor %s (protocol violation); the child was replaced", errFrameProtocol, what)
 }
 
-// execStrayText describes stray stdout output without showing it.
-func execStrayText(n int, text bool) string {
+// strayText describes stray stdout output without showing it.
+func strayText(n int, text bool) string {
 	what := "binary output (a frame?)"
 	if text {
 		what = "text (a print to stdout?)"
@@ -601,18 +601,18 @@ func execStrayText(n int, text bool) string {
 	return fmt.Sprintf("at least %d bytes of %s", n, what)
 }
 
-// execMalformedText says what was wrong with a malformed result frame,
+// malformedText says what was wrong with a malformed result frame,
 // for the log: header facts at most (a type, a status, a JSON error),
 // never stray text or a body.
-func execMalformedText(err error) string {
+func malformedText(err error) string {
 	if errors.Is(err, errFrameText) {
 		return "text where a frame length prefix should be (a print to stdout, or protocol v1 output?)"
 	}
-	return execCapText(err.Error())
+	return capText(err.Error())
 }
 
-// execCapText cuts s to 200 bytes for a log line.
-func execCapText(s string) string {
+// capText cuts s to 200 bytes for a log line.
+func capText(s string) string {
 	if len(s) > 200 {
 		return s[:200] + "…"
 	}
@@ -622,7 +622,7 @@ func execCapText(s string) string {
 // awaitExit waits briefly for a child that closed its pipes to exit by
 // itself, then kills it.
 func (c *child) awaitExit() {
-	t := time.NewTimer(execIOGrace)
+	t := time.NewTimer(ioGrace)
 	defer t.Stop()
 	select {
 	case <-c.exited:

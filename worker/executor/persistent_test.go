@@ -25,8 +25,8 @@ import (
 	"svc/worker/payload"
 )
 
-// execPersistentPool is a persistent helper pool with its own metrics.
-func execPersistentPool(t *testing.T, edit func(*Options)) (*Pool, *prometheus.Registry) {
+// persistentPool is a persistent helper pool with its own metrics.
+func persistentPool(t *testing.T, edit func(*Options)) (*Pool, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts := helperOptions(t, ModePersistent)
@@ -34,17 +34,17 @@ func execPersistentPool(t *testing.T, edit func(*Options)) (*Pool, *prometheus.R
 	if edit != nil {
 		edit(&opts)
 	}
-	return execNewPool(t, opts), reg
+	return newPool(t, opts), reg
 }
 
-// execRestarts is svc_executor_restarts_total{reason}.
-func execRestarts(t *testing.T, p *Pool, reason string) float64 {
+// restarts is svc_executor_restarts_total{reason}.
+func restarts(t *testing.T, p *Pool, reason string) float64 {
 	t.Helper()
-	return execMetricValue(p.backend.(*persistent).metrics.restarts.WithLabelValues(reason))
+	return metricValue(p.backend.(*persistent).metrics.restarts.WithLabelValues(reason))
 }
 
-// execMetricValue reads a counter or gauge.
-func execMetricValue(m prometheus.Metric) float64 {
+// metricValue reads a counter or gauge.
+func metricValue(m prometheus.Metric) float64 {
 	var d dto.Metric
 	if m.Write(&d) != nil {
 		return -1
@@ -55,10 +55,10 @@ func execMetricValue(m prometheus.Metric) float64 {
 	return d.Gauge.GetValue()
 }
 
-// execPid runs a task that answers its child's pid.
-func execPid(t *testing.T, p *Pool) int {
+// pid runs a task that answers its child's pid.
+func pid(t *testing.T, p *Pool) int {
 	t.Helper()
-	res := p.Run(t.Context(), execTask("!pid"))
+	res := p.Run(t.Context(), task("!pid"))
 	pid, err := strconv.Atoi(string(res.Output))
 	if res.Status != worker.StatusOK || err != nil {
 		t.Fatalf("Run(pid) = %s %q (%v)", res.Status, res.Output, res.Err)
@@ -68,10 +68,10 @@ func execPid(t *testing.T, p *Pool) int {
 
 func TestPersistentChildServesManyTasks(t *testing.T) {
 	t.Parallel()
-	p, _ := execPersistentPool(t, func(o *Options) { o.PoolSize = 1 })
-	first := execPid(t, p)
+	p, _ := persistentPool(t, func(o *Options) { o.PoolSize = 1 })
+	first := pid(t, p)
 	for range 20 {
-		if pid := execPid(t, p); pid != first {
+		if pid := pid(t, p); pid != first {
 			t.Fatalf("task ran in child %d, want the long-lived child %d", pid, first)
 		}
 	}
@@ -83,26 +83,26 @@ func TestPersistentFailuresReplaceTheChild(t *testing.T) {
 		name, input, reason, errText string
 		restarts                     float64
 	}{
-		{"crash mid-frame", "!crash", execReasonExited, "executor exited in the middle of its result frame (exit status 1)", 1},
+		{"crash mid-frame", "!crash", reasonExited, "executor exited in the middle of its result frame (exit status 1)", 1},
 		// Text from a child that answered before may be a stray print:
 		// the task gets one fresh child at no cost, which answers text too.
-		{"garbage", "!garbage", execReasonProtocol, "is the executor speaking protocol v2?", 2},
-		{"oversized", "!big 5000", execReasonOversized, "output exceeds executor.max_output_bytes (1000)", 1},
-		{"hang", "!sleep 1h", execReasonTimeout, "executor timed out after 1s (executor.timeout)", 1},
+		{"garbage", "!garbage", reasonProtocol, "is the executor speaking protocol v2?", 2},
+		{"oversized", "!big 5000", reasonOversized, "output exceeds executor.max_output_bytes (1000)", 1},
+		{"hang", "!sleep 1h", reasonTimeout, "executor timed out after 1s (executor.timeout)", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, _ := execPersistentPool(t, func(o *Options) { o.PoolSize, o.MaxOutputBytes, o.Timeout = 1, 1000, time.Second })
-			before := execPid(t, p)
-			res := p.Run(t.Context(), execTask(tc.input))
+			p, _ := persistentPool(t, func(o *Options) { o.PoolSize, o.MaxOutputBytes, o.Timeout = 1, 1000, time.Second })
+			before := pid(t, p)
+			res := p.Run(t.Context(), task(tc.input))
 			if res.Status == worker.StatusOK || res.Err == nil || !strings.Contains(res.Err.Error(), tc.errText) {
 				t.Errorf("Run(%s) = %s (%v), want a failure saying %q", tc.input, res.Status, res.Err, tc.errText)
 			}
-			execWaitGone(t, before)
-			if after := execPid(t, p); after == before {
+			waitGone(t, before)
+			if after := pid(t, p); after == before {
 				t.Errorf("next task ran in the old child %d, want a fresh one", before)
 			}
-			if n := execRestarts(t, p, tc.reason); n != tc.restarts {
+			if n := restarts(t, p, tc.reason); n != tc.restarts {
 				t.Errorf("restarts{reason=%s} = %v, want %v", tc.reason, n, tc.restarts)
 			}
 		})
@@ -111,16 +111,16 @@ func TestPersistentFailuresReplaceTheChild(t *testing.T) {
 
 func TestPersistentExitAfterEveryTask(t *testing.T) {
 	t.Parallel()
-	p, _ := execPersistentPool(t, func(o *Options) {
+	p, _ := persistentPool(t, func(o *Options) {
 		o.PoolSize, o.Env = 2, map[string]string{"HELPER_EXIT_AFTER_TASK": "1"}
 	})
 	for i := range 10 {
-		res := p.Run(t.Context(), execTask("!pid"))
+		res := p.Run(t.Context(), task("!pid"))
 		if res.Status != worker.StatusOK || res.Attempts != 1 {
 			t.Fatalf("Run %d = %s after %d attempts (%v); want ok at the first attempt", i, res.Status, res.Attempts, res.Err)
 		}
 	}
-	if n := execRestarts(t, p, execReasonExited); n < 8 {
+	if n := restarts(t, p, reasonExited); n < 8 {
 		t.Errorf("restarts{reason=exited} = %v, want about one per task", n)
 	}
 }
@@ -130,13 +130,13 @@ func TestPersistentNeverReady(t *testing.T) {
 	for _, start := range []string{"never-ready", "garbage", "crash"} {
 		t.Run(start, func(t *testing.T) {
 			t.Parallel()
-			p, _ := execPersistentPool(t, func(o *Options) {
+			p, _ := persistentPool(t, func(o *Options) {
 				o.MaxAttempts, o.Env = 3, map[string]string{"HELPER_START": start}
 				if start == "never-ready" {
 					o.ReadyTimeout = 300 * time.Millisecond
 				}
 			})
-			res := p.Run(t.Context(), execTask("in"))
+			res := p.Run(t.Context(), task("in"))
 			if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, ErrStart) || !errors.Is(res.Err, worker.ErrExecutorUnavailable) {
 				t.Fatalf("Run = %s after %d attempts (%v); want failed after 0 (none charged) with ErrStart and ErrExecutorUnavailable", res.Status, res.Attempts, res.Err)
 			}
@@ -153,18 +153,18 @@ func TestPersistentCrashLoopBacksOff(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	var logMu sync.Mutex
-	p, reg := execPersistentPool(t, func(o *Options) {
+	p, reg := persistentPool(t, func(o *Options) {
 		o.PoolSize, o.Env = 2, map[string]string{"HELPER_START": "crash"}
-		o.Logger = slog.New(slog.NewTextHandler(&execLockedWriter{w: &logs, mu: &logMu}, nil))
+		o.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
 	})
-	p.Run(t.Context(), execTask("in")) // starts the seats
+	p.Run(t.Context(), task("in")) // starts the seats
 	time.Sleep(2 * time.Second)
-	starts := execRestarts(t, p, execReasonNotReady)
+	starts := restarts(t, p, reasonNotReady)
 	// Without backoff two seats would restart hundreds of times in 2 s.
 	if starts < 4 || starts > 30 {
 		t.Errorf("restarts{reason=not_ready} after 2s = %v, want a handful (backoff)", starts)
 	}
-	if n := execMetricValue(p.backend.(*persistent).metrics.crashLoops); n != 1 {
+	if n := metricValue(p.backend.(*persistent).metrics.crashLoops); n != 1 {
 		t.Errorf("svc_executor_crash_loops_total = %v, want 1 episode", n)
 	}
 	logMu.Lock()
@@ -191,14 +191,14 @@ func TestPersistentCrashLoopingSeatDoesNotStopOthers(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	self, _ := os.Executable()
-	p, _ := execPersistentPool(t, func(o *Options) {
+	p, _ := persistentPool(t, func(o *Options) {
 		o.PoolSize = 3
 		// Every start after the first two crashes: one seat crash-loops.
 		o.BinaryPath, o.Args = "/bin/sh", []string{"-c", `mkdir "$DIR/a" 2>/dev/null || mkdir "$DIR/b" 2>/dev/null || { echo broken >&2; exit 1; }; exec "$SELF" exec-helper`}
 		o.Env = map[string]string{"DIR": dir, "SELF": self}
 	})
 	for i := range 30 {
-		if res := p.Run(t.Context(), execTask("ok")); res.Status != worker.StatusOK {
+		if res := p.Run(t.Context(), task("ok")); res.Status != worker.StatusOK {
 			t.Fatalf("Run %d = %s (%v), want ok from the healthy children", i, res.Status, res.Err)
 		}
 	}
@@ -206,10 +206,10 @@ func TestPersistentCrashLoopingSeatDoesNotStopOthers(t *testing.T) {
 
 func TestPersistentMaxTasksPerChild(t *testing.T) {
 	t.Parallel()
-	p, _ := execPersistentPool(t, func(o *Options) { o.PoolSize, o.MaxTasksPerChild = 1, 3 })
+	p, _ := persistentPool(t, func(o *Options) { o.PoolSize, o.MaxTasksPerChild = 1, 3 })
 	var pids []int
 	for range 9 {
-		pids = append(pids, execPid(t, p))
+		pids = append(pids, pid(t, p))
 	}
 	for i := range pids {
 		if same := pids[i] == pids[i/3*3]; !same {
@@ -219,20 +219,20 @@ func TestPersistentMaxTasksPerChild(t *testing.T) {
 	if pids[0] == pids[3] || pids[3] == pids[6] {
 		t.Errorf("children per task = %v, want a new child every 3 tasks", pids)
 	}
-	execWaitGone(t, pids[0])
-	if n := execRestarts(t, p, execReasonRecycled); n < 2 {
+	waitGone(t, pids[0])
+	if n := restarts(t, p, reasonRecycled); n < 2 {
 		t.Errorf("restarts{reason=recycled} = %v, want 2", n)
 	}
 }
 
 func TestPersistentCloseStopsChildren(t *testing.T) {
 	t.Parallel()
-	p, _ := execPersistentPool(t, func(o *Options) { o.PoolSize, o.StopGrace = 2, 200*time.Millisecond })
-	a, b := execPid(t, p), execPid(t, p)
+	p, _ := persistentPool(t, func(o *Options) { o.PoolSize, o.StopGrace = 2, 200*time.Millisecond })
+	a, b := pid(t, p), pid(t, p)
 	p.Close()
-	execWaitGone(t, a)
-	execWaitGone(t, b)
-	if res := p.Run(t.Context(), execTask("late")); res.Status != worker.StatusFailed || !errors.Is(res.Err, errPoolClosed) {
+	waitGone(t, a)
+	waitGone(t, b)
+	if res := p.Run(t.Context(), task("late")); res.Status != worker.StatusFailed || !errors.Is(res.Err, errPoolClosed) {
 		t.Errorf("Run after Close = %s (%v), want failed: pool closed", res.Status, res.Err)
 	}
 }
@@ -246,7 +246,7 @@ func TestPersistentRandomKills(t *testing.T) {
 	}
 	t.Parallel()
 	const tasks = 10_000
-	p, _ := execPersistentPool(t, func(o *Options) {
+	p, _ := persistentPool(t, func(o *Options) {
 		o.PoolSize, o.MaxAttempts, o.Env = 4, 5, map[string]string{"HELPER_POOL": t.Name()}
 	})
 	var mu sync.Mutex
@@ -274,7 +274,7 @@ func TestPersistentRandomKills(t *testing.T) {
 				return
 			case <-time.After(time.Duration(50+rand.IntN(100)) * time.Millisecond):
 			}
-			if victims := execHelperChildren(t, "HELPER_POOL="+t.Name()); len(victims) > 0 {
+			if victims := helperChildren(t, "HELPER_POOL="+t.Name()); len(victims) > 0 {
 				_ = syscall.Kill(victims[rand.IntN(len(victims))], syscall.SIGKILL)
 				killed.Add(1)
 			}
@@ -296,7 +296,7 @@ func TestPersistentRandomKills(t *testing.T) {
 				if i >= tasks && (killed.Load() >= 5 || i >= 100*tasks) {
 					return
 				}
-				task := execTask("payload-" + strconv.FormatInt(i, 10))
+				task := task("payload-" + strconv.FormatInt(i, 10))
 				task.ID = "t-" + strconv.FormatInt(i, 10)
 				res := p.Run(t.Context(), task)
 				cmu.Lock()
@@ -324,21 +324,21 @@ func TestPersistentRandomKills(t *testing.T) {
 	t.Logf("%d tasks ok with %d children killed", ok, killed.Load())
 }
 
-// execLockedWriter serialises writes to w.
-type execLockedWriter struct {
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
 	w  *bytes.Buffer
 	mu *sync.Mutex
 }
 
-func (l *execLockedWriter) Write(b []byte) (int, error) {
+func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
 }
 
-// execHelperChildren are the pids of this process's exec-helper children
+// helperChildren are the pids of this process's exec-helper children
 // whose environment holds mark, busy or idle, from procfs.
-func execHelperChildren(t *testing.T, mark string) []int {
+func helperChildren(t *testing.T, mark string) []int {
 	t.Helper()
 	dirs, _ := os.ReadDir("/proc")
 	me := os.Getpid()
@@ -372,8 +372,8 @@ func FuzzParseResult(f *testing.F) {
 	f.Add([]byte(`{"type":"result","status":"ok","Labels":{"a":"1","a":"2"},"ANNOTATIONS":[{"Kind":"k","payload":null}]}`))
 	f.Fuzz(func(t *testing.T, header []byte) {
 		var fast, slow worker.AttemptResult
-		fe, ferr := execParseResult(header, &fast)
-		se, serr := execParseResultByEntry(header, &slow)
+		fe, ferr := parseResult(header, &fast)
+		se, serr := parseResultByEntry(header, &slow)
 		if (ferr == nil) != (serr == nil) || fe != se {
 			t.Fatalf("one pass: %v %+v; entry by entry: %v %+v", ferr, fe, serr, se)
 		}
@@ -389,10 +389,10 @@ func FuzzParseResult(f *testing.F) {
 	})
 }
 
-// taskFrameByMarshal is the task frame as json.Marshal of execTaskHeader
+// taskFrameByMarshal is the task frame as json.Marshal of taskHeader
 // writes it: the reference the hand-written encoder must match.
 func taskFrameByMarshal(t *worker.Task, n int) []byte {
-	h := execTaskHeader{Type: execFrameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
+	h := taskHeader{Type: frameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
 	if h.Labels == nil {
 		h.Labels = map[string]string{}
 	}
@@ -428,7 +428,7 @@ func TestTaskFrameHeaderMatchesMarshal(t *testing.T) {
 		{ID: "", Msg: &worker.Message{Key: []byte{}}},
 	} {
 		want := taskFrameByMarshal(task, 2)
-		got, err := execEncodeTask([]byte("prefix"), task, 2)
+		got, err := encodeTask([]byte("prefix"), task, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -446,7 +446,7 @@ func FuzzTaskFrame(f *testing.F) {
 		task := &worker.Task{ID: id, Input: input, Labels: map[string]string{lk: lv, "z" + lk: ev}, Env: map[string]string{ek: ev},
 			Msg: &worker.Message{Source: worker.SourceKafka, Alias: lv, Partition: int32(attempt), Offset: offset, Key: key}}
 		want := taskFrameByMarshal(task, attempt)
-		got, err := execEncodeTask(nil, task, attempt)
+		got, err := encodeTask(nil, task, attempt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -477,11 +477,11 @@ func FuzzScanResult(f *testing.F) {
 		f.Add([]byte(h))
 	}
 	f.Fuzz(func(t *testing.T, header []byte) {
-		got, ok := execScanResult(header)
+		got, ok := scanResult(header)
 		if !ok {
 			return
 		}
-		var want execResultFast
+		var want resultFast
 		if err := json.Unmarshal(header, &want); err != nil {
 			t.Fatalf("hand decoder took %q, encoding/json refuses it: %v", header, err)
 		}
@@ -499,7 +499,7 @@ func TestScanResultTakesTheCommonShape(t *testing.T) {
 		`{"type":"ready","protocol":2}`,
 		`{"type":"result","status":"failed","error":"the message asked to fail","labels":{"tenant":"a"}}`,
 	} {
-		_, ok := execScanResult([]byte(h))
+		_, ok := scanResult([]byte(h))
 		if want := !strings.Contains(h, "protocol"); ok != want {
 			t.Errorf("%s: taken by hand = %v, want %v", h, ok, want)
 		}

@@ -33,18 +33,18 @@ import (
 // report the state (see health.go).
 type Pool struct {
 	opts    Options
-	backend execBackend
-	guard   *execGuard
-	health  *execHealth
+	backend backend
+	guard   *guard
+	health  *health
 }
 
-// execBackend runs single attempts for a Pool: the mode-specific part.
-type execBackend interface {
+// backend runs single attempts for a Pool: the mode-specific part.
+type backend interface {
 	// attempt waits for a slot, calls started once it holds one, runs
 	// attempt n of t and releases the slot. A non-nil error says nothing
 	// ran: ctx ended, the pool closed, or the executor is unavailable
 	// (wrapping worker.ErrExecutorUnavailable) and pol does not wait.
-	attempt(ctx context.Context, t *worker.Task, n int, started func(), pol execWaitPolicy) (worker.AttemptResult, error)
+	attempt(ctx context.Context, t *worker.Task, n int, started func(), pol waitPolicy) (worker.AttemptResult, error)
 	busy() int
 	waiting() int
 	// start starts what runs ahead of tasks (persistent children).
@@ -142,11 +142,11 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 	var last *worker.AttemptResult
 	tempfails := 0
 	var stopErr error
-	var pol execWaitPolicy
+	var pol waitPolicy
 	pol.wait, pol.stop = worker.ExecutorWait(ctx)
 	for attempt := 1; attempt <= p.opts.MaxAttempts; attempt++ {
 		if attempt > 1 {
-			if stopErr = execSleep(ctx, p.backoff(attempt-1)); stopErr != nil {
+			if stopErr = sleep(ctx, p.backoff(attempt-1)); stopErr != nil {
 				break
 			}
 		}
@@ -178,7 +178,7 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 		res.ExitCode, res.Annotations, res.CacheWrites = last.ExitCode, last.Annotations, last.CacheWrites
 		got = last.Labels
 	}
-	res.Labels = execMergeLabels(t.Labels, got)
+	res.Labels = mergeLabels(t.Labels, got)
 	switch {
 	case errors.Is(stopErr, worker.ErrExecutorUnavailable):
 		res.Status, res.Err = worker.StatusFailed, stopErr
@@ -220,7 +220,7 @@ func newSpawnBackend(s *Spawner, changed func()) *spawnBackend {
 		retry: make(chan struct{}), stop: make(chan struct{})}
 }
 
-func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, n int, started func(), pol execWaitPolicy) (worker.AttemptResult, error) {
+func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, n int, started func(), pol waitPolicy) (worker.AttemptResult, error) {
 	for {
 		if err := b.gate(ctx, &pol); err != nil {
 			return worker.AttemptResult{}, err
@@ -239,10 +239,10 @@ func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, n int, start
 		if began {
 			return a, nil
 		}
-		if errors.Is(a.Err, ErrStart) && !execMessageStartError(a.Err) {
+		if errors.Is(a.Err, ErrStart) && !messageStartError(a.Err) {
 			// Not an attempt: the gate decides what comes next.
 			if !b.markDown(a.Err) {
-				return worker.AttemptResult{}, execUnavailable(a.Err) // closed: no re-check runs
+				return worker.AttemptResult{}, unavailable(a.Err) // closed: no re-check runs
 			}
 			continue
 		}
@@ -270,13 +270,13 @@ func (b *spawnBackend) status() worker.ExecutorHealth {
 	if b.downErr == nil {
 		return worker.ExecutorHealth{State: worker.ExecutorAvailable}
 	}
-	return worker.ExecutorHealth{State: worker.ExecutorUnavailable, Reason: execStartCause(b.downErr), Detail: b.downErr.Error()}
+	return worker.ExecutorHealth{State: worker.ExecutorUnavailable, Reason: startCause(b.downErr), Detail: b.downErr.Error()}
 }
 
 // gate lets an attempt through while the executor is available. While it
 // is not, the attempt waits for the re-check (pol.wait, until pol.stop)
 // or ends with the unavailable error.
-func (b *spawnBackend) gate(ctx context.Context, pol *execWaitPolicy) error {
+func (b *spawnBackend) gate(ctx context.Context, pol *waitPolicy) error {
 	if !b.down.Load() {
 		return nil
 	}
@@ -292,7 +292,7 @@ func (b *spawnBackend) gate(ctx context.Context, pol *execWaitPolicy) error {
 		case closed:
 			return errPoolClosed
 		case !pol.wait:
-			return execUnavailable(down)
+			return unavailable(down)
 		}
 		select {
 		case <-retry:
@@ -359,7 +359,7 @@ func (b *spawnBackend) upLocked() {
 // but still cannot be executed, such as one of another architecture).
 func (b *spawnBackend) recheck() {
 	for {
-		d := execBackoffAt(execRecheckBase, execRecheckMax, int(b.unproven.Add(1)-1))
+		d := backoffAt(recheckBase, recheckMax, int(b.unproven.Add(1)-1))
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -411,7 +411,7 @@ func (p *Pool) backoff(n int) time.Duration {
 	if base <= 0 {
 		return 0
 	}
-	limit := max(base, execMaxRetryBackoff)
+	limit := max(base, maxRetryBackoff)
 	d := limit
 	if n <= 30 {
 		if x := base << (n - 1); x > 0 && x < limit {
@@ -422,8 +422,8 @@ func (p *Pool) backoff(n int) time.Duration {
 	return half + rand.N(d-half)
 }
 
-// execSleep waits d or until ctx ends.
-func execSleep(ctx context.Context, d time.Duration) error {
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
@@ -437,8 +437,8 @@ func execSleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// execMergeLabels returns a new map with base overlaid by extra.
-func execMergeLabels(base, extra map[string]string) map[string]string {
+// mergeLabels returns a new map with base overlaid by extra.
+func mergeLabels(base, extra map[string]string) map[string]string {
 	if len(base)+len(extra) == 0 {
 		return nil
 	}
@@ -452,7 +452,7 @@ func execMergeLabels(base, extra map[string]string) map[string]string {
 	return m
 }
 
-// execEnvOK reports whether k=v can be put in a process environment.
-func execEnvOK(k, v string) bool {
+// envOK reports whether k=v can be put in a process environment.
+func envOK(k, v string) bool {
 	return k != "" && !strings.ContainsAny(k, "=\x00") && !strings.ContainsRune(v, 0)
 }

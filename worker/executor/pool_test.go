@@ -22,11 +22,11 @@ import (
 	"svc/worker/workertest/wait"
 )
 
-// execModes are the executor modes every behavioural pool test runs in.
-var execModes = []string{ModeSpawn, ModePersistent}
+// modes are the executor modes every behavioural pool test runs in.
+var modes = []string{ModeSpawn, ModePersistent}
 
-// execNewPool builds a pool closed when the test ends.
-func execNewPool(t *testing.T, opts Options) *Pool {
+// newPool builds a pool closed when the test ends.
+func newPool(t *testing.T, opts Options) *Pool {
 	t.Helper()
 	p, err := NewPool(opts)
 	if err != nil {
@@ -36,9 +36,9 @@ func execNewPool(t *testing.T, opts Options) *Pool {
 	return p
 }
 
-// execEachMode runs f as a parallel subtest per executor mode.
-func execEachMode(t *testing.T, f func(t *testing.T, mode string)) {
-	for _, mode := range execModes {
+// eachMode runs f as a parallel subtest per executor mode.
+func eachMode(t *testing.T, f func(t *testing.T, mode string)) {
+	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			f(t, mode)
@@ -46,8 +46,8 @@ func execEachMode(t *testing.T, f func(t *testing.T, mode string)) {
 	}
 }
 
-// execCountLines is the number of lines in path (0 when missing).
-func execCountLines(t *testing.T, path string) int {
+// countLines is the number of lines in path (0 when missing).
+func countLines(t *testing.T, path string) int {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -83,7 +83,7 @@ func TestExecutorOptionsValidate(t *testing.T) {
 			}
 		})
 	}
-	p := execNewPool(t, Options{BinaryPath: "cat"})
+	p := newPool(t, Options{BinaryPath: "cat"})
 	o := p.opts
 	if p.Size() != runtime.NumCPU() || o.Timeout != 30*time.Second || o.MaxOutputBytes != 8<<20 ||
 		o.MaxAttempts != 3 || o.StderrTail != 8<<10 || o.RetryBackoff != 0 || p.Busy() != 0 || p.Waiting() != 0 ||
@@ -93,7 +93,7 @@ func TestExecutorOptionsValidate(t *testing.T) {
 }
 
 func TestPoolBackoff(t *testing.T) {
-	p := execNewPool(t, Options{BinaryPath: "cat", RetryBackoff: 100 * time.Millisecond})
+	p := newPool(t, Options{BinaryPath: "cat", RetryBackoff: 100 * time.Millisecond})
 	for _, tc := range []struct {
 		retry int
 		full  time.Duration
@@ -112,10 +112,10 @@ func TestPoolBackoff(t *testing.T) {
 
 func TestPoolEchoesInput(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB, several pipe buffers
-	execEachMode(t, func(t *testing.T, mode string) {
-		p := execNewPool(t, helperOptions(t, mode))
+	eachMode(t, func(t *testing.T, mode string) {
+		p := newPool(t, helperOptions(t, mode))
 		for _, in := range [][]byte{nil, []byte("hello executor\n"), {0, 1, 2, 0xff, '\n', 0}, big} {
-			res := p.Run(t.Context(), execTask(string(in)))
+			res := p.Run(t.Context(), task(string(in)))
 			if res.Status != worker.StatusOK || res.Err != nil || res.ExitCode != 0 || res.Attempts != 1 {
 				t.Fatalf("Run(%d bytes) = %s, %v, exit %d, %d attempts; want ok, exit 0, 1 attempt", len(in), res.Status, res.Err, res.ExitCode, res.Attempts)
 			}
@@ -127,13 +127,13 @@ func TestPoolEchoesInput(t *testing.T) {
 }
 
 func TestPoolTaskMetadata(t *testing.T) {
-	execEachMode(t, func(t *testing.T, mode string) {
-		p := execNewPool(t, helperOptions(t, mode))
+	eachMode(t, func(t *testing.T, mode string) {
+		p := newPool(t, helperOptions(t, mode))
 		for _, tc := range []struct {
 			key          []byte
 			wantKey, enc string
 		}{{[]byte("k1"), "k1", "utf-8"}, {[]byte{0xff, 0, 1}, "/wAB", "base64"}} {
-			task := execTask("!view")
+			task := task("!view")
 			task.Msg.Key = tc.key
 			res := p.Run(t.Context(), task)
 			var got helperTask
@@ -150,7 +150,7 @@ func TestPoolTaskMetadata(t *testing.T) {
 }
 
 func TestPoolTempFailThenSuccess(t *testing.T) {
-	execEachMode(t, func(t *testing.T, mode string) {
+	eachMode(t, func(t *testing.T, mode string) {
 		opts := helperOptions(t, mode)
 		opts.MaxAttempts = 5
 		var mu sync.Mutex
@@ -164,9 +164,9 @@ func TestPoolTempFailThenSuccess(t *testing.T) {
 				events = append(events, "end "+strconv.Itoa(attempt)+" "+res.Status)
 			}
 		}
-		task := execTask("!count " + filepath.Join(t.TempDir(), "count"))
+		task := task("!count " + filepath.Join(t.TempDir(), "count"))
 		task.Labels = map[string]string{"tenant": "acme", "region": "from-task"}
-		res := execNewPool(t, opts).Run(t.Context(), task)
+		res := newPool(t, opts).Run(t.Context(), task)
 		if res.Status != worker.StatusOK || res.Attempts != 3 || string(res.Output) != "done\n" || res.Err != nil {
 			t.Fatalf("Run = %s after %d attempts, %q, %v; want ok after 3, %q", res.Status, res.Attempts, res.Output, res.Err, "done\n")
 		}
@@ -209,7 +209,7 @@ func TestPoolRetriesUntilMaxAttempts(t *testing.T) {
 			ModeSpawn: "executor timed out after TIMEOUT (executor.timeout)", ModePersistent: "executor timed out after TIMEOUT (executor.timeout)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			execEachMode(t, func(t *testing.T, mode string) {
+			eachMode(t, func(t *testing.T, mode string) {
 				opts := helperOptions(t, mode)
 				// Only the timeout case waits for executor.timeout; the others
 				// get a bound no loaded machine reaches (a helper executor
@@ -228,7 +228,7 @@ func TestPoolRetriesUntilMaxAttempts(t *testing.T) {
 						attempts.Add(1)
 					}
 				}
-				res := execNewPool(t, opts).Run(t.Context(), execTask(tc.input))
+				res := newPool(t, opts).Run(t.Context(), task(tc.input))
 				if res.Status != tc.status || res.Attempts != 3 || attempts.Load() != 3 {
 					t.Errorf("Run = %s after %d attempts (%d ended); want %s after 3", res.Status, res.Attempts, attempts.Load(), tc.status)
 				}
@@ -262,12 +262,12 @@ func TestPoolBadBinaryFailsAtOnce(t *testing.T) {
 		{"not a program", notProgram, "exec format error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			execEachMode(t, func(t *testing.T, mode string) {
+			eachMode(t, func(t *testing.T, mode string) {
 				opts := helperOptions(t, mode)
 				opts.BinaryPath, opts.Args, opts.MaxAttempts = tc.bin, nil, 3
-				p := execNewPool(t, opts)
+				p := newPool(t, opts)
 				for range 2 { // the second finds the pool already failing
-					res := p.Run(t.Context(), execTask("in"))
+					res := p.Run(t.Context(), task("in"))
 					if res.Status != worker.StatusFailed || res.Attempts != 0 || res.ExitCode != -1 || !errors.Is(res.Err, ErrStart) ||
 						!errors.Is(res.Err, worker.ErrExecutorUnavailable) {
 						t.Fatalf("Run(%s) = %s after %d attempts, exit %d, %v; want failed after 0 (none charged), exit -1, ErrStart and ErrExecutorUnavailable",
@@ -290,11 +290,11 @@ func TestPoolRecoversOnceBinaryIsFixed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	execEachMode(t, func(t *testing.T, mode string) {
+	eachMode(t, func(t *testing.T, mode string) {
 		bin := filepath.Join(t.TempDir(), "executor.sh")
 		opts := helperOptions(t, mode)
 		opts.BinaryPath, opts.Args = bin, nil
-		p := execNewPool(t, opts)
+		p := newPool(t, opts)
 		steps := []struct {
 			name   string
 			fix    func() error
@@ -308,12 +308,12 @@ func TestPoolRecoversOnceBinaryIsFixed(t *testing.T) {
 			if err := st.fix(); err != nil {
 				t.Fatal(err)
 			}
-			res := p.Run(t.Context(), execTask("payload"))
+			res := p.Run(t.Context(), task("payload"))
 			// A persistent seat backs off between failed starts: the fix is
 			// picked up at its next start.
 			for deadline := time.Now().Add(30 * time.Second); st.status == worker.StatusOK && res.Status != worker.StatusOK && time.Now().Before(deadline); {
 				time.Sleep(50 * time.Millisecond)
-				res = p.Run(t.Context(), execTask("payload"))
+				res = p.Run(t.Context(), task("payload"))
 			}
 			if res.Status != st.status {
 				t.Errorf("%s: Run = %s (%v), want %s", st.name, res.Status, res.Err, st.status)
@@ -332,10 +332,10 @@ func TestPoolSizeRespected(t *testing.T) {
 	t.Parallel()
 	const size = 3
 	const tasks = 3 * size
-	execEachMode(t, func(t *testing.T, mode string) {
+	eachMode(t, func(t *testing.T, mode string) {
 		opts := helperOptions(t, mode)
 		opts.PoolSize = size
-		p := execNewPool(t, opts)
+		p := newPool(t, opts)
 		var maxBusy, maxWaiting atomic.Int64
 		done := make(chan struct{})
 		go func() {
@@ -352,7 +352,7 @@ func TestPoolSizeRespected(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range tasks {
 			wg.Go(func() {
-				if res := p.Run(t.Context(), execTask("!sleep 300ms")); res.Status != worker.StatusOK {
+				if res := p.Run(t.Context(), task("!sleep 300ms")); res.Status != worker.StatusOK {
 					t.Errorf("Run(task %d) = %s (%v), want ok", i, res.Status, res.Err)
 				}
 			})
@@ -366,13 +366,13 @@ func TestPoolSizeRespected(t *testing.T) {
 }
 
 func TestPoolCancel(t *testing.T) {
-	execEachMode(t, func(t *testing.T, mode string) {
+	eachMode(t, func(t *testing.T, mode string) {
 		opts := helperOptions(t, mode)
 		opts.PoolSize, opts.MaxAttempts = 1, 3
-		p := execNewPool(t, opts)
+		p := newPool(t, opts)
 		runAsync := func(ctx context.Context) <-chan worker.TaskResult {
 			ch := make(chan worker.TaskResult, 1)
-			go func() { ch <- p.Run(ctx, execTask("!sleep 30s")) }()
+			go func() { ch <- p.Run(ctx, task("!sleep 30s")) }()
 			return ch
 		}
 		result := func(ch <-chan worker.TaskResult) worker.TaskResult {
@@ -409,17 +409,17 @@ func TestPoolCancel(t *testing.T) {
 			t.Errorf("after cancel: busy %d, waiting %d; want 0, 0", p.Busy(), p.Waiting())
 		}
 		// The pool still serves (persistent: a fresh child).
-		if res := p.Run(t.Context(), execTask("after")); res.Status != worker.StatusOK || string(res.Output) != "after" {
+		if res := p.Run(t.Context(), task("after")); res.Status != worker.StatusOK || string(res.Output) != "after" {
 			t.Errorf("Run after cancel = %s %q (%v), want ok", res.Status, res.Output, res.Err)
 		}
 	})
 }
 
 func TestPoolExecutorEvents(t *testing.T) {
-	execEachMode(t, func(t *testing.T, mode string) {
-		task := execTask("!events")
+	eachMode(t, func(t *testing.T, mode string) {
+		task := task("!events")
 		task.Labels = map[string]string{"customer": "from-header", "tier": "gold"}
-		res := execNewPool(t, helperOptions(t, mode)).Run(t.Context(), task)
+		res := newPool(t, helperOptions(t, mode)).Run(t.Context(), task)
 		if res.Status != worker.StatusOK || string(res.Output) != "with events" {
 			t.Fatalf("Run = %s %q (%v), want ok", res.Status, res.Output, res.Err)
 		}
@@ -440,18 +440,18 @@ func TestPoolExecutorEvents(t *testing.T) {
 }
 
 func TestPoolStderrPerTask(t *testing.T) {
-	execEachMode(t, func(t *testing.T, mode string) {
+	eachMode(t, func(t *testing.T, mode string) {
 		opts := helperOptions(t, mode)
 		opts.PoolSize, opts.StderrTail = 1, 100
-		p := execNewPool(t, opts)
+		p := newPool(t, opts)
 		for i := range 5 {
 			msg := fmt.Sprintf("task %d says %s", i, strings.Repeat("x", 150))
-			res := p.Run(t.Context(), execTask("!stderr "+msg))
+			res := p.Run(t.Context(), task("!stderr "+msg))
 			if want := msg[len(msg)-100:]; res.Status != worker.StatusOK || string(res.Stderr) != want {
 				t.Errorf("Run %d stderr = %q (%s), want its own last 100 bytes %q", i, res.Stderr, res.Status, want)
 			}
 		}
-		if res := p.Run(t.Context(), execTask("quiet")); len(res.Stderr) != 0 {
+		if res := p.Run(t.Context(), task("quiet")); len(res.Stderr) != 0 {
 			t.Errorf("Run(quiet) stderr = %q, want none", res.Stderr)
 		}
 	})
@@ -464,11 +464,11 @@ func TestPoolOutputCap(t *testing.T) {
 		status string
 	}{{1000, worker.StatusOK}, {1001, worker.StatusFailed}, {1 << 20, worker.StatusFailed}} {
 		t.Run(strconv.Itoa(tc.n), func(t *testing.T) {
-			execEachMode(t, func(t *testing.T, mode string) {
+			eachMode(t, func(t *testing.T, mode string) {
 				opts := helperOptions(t, mode)
 				opts.MaxOutputBytes = 1000
-				p := execNewPool(t, opts)
-				res := p.Run(t.Context(), execTask("!big "+strconv.Itoa(tc.n)))
+				p := newPool(t, opts)
+				res := p.Run(t.Context(), task("!big "+strconv.Itoa(tc.n)))
 				if res.Status != tc.status {
 					t.Fatalf("Run = %s (%v), want %s", res.Status, res.Err, tc.status)
 				}
@@ -481,7 +481,7 @@ func TestPoolOutputCap(t *testing.T) {
 				if !strings.Contains(res.Err.Error(), "output exceeds executor.max_output_bytes (1000)") {
 					t.Errorf("Run error = %q, want it to name executor.max_output_bytes (1000)", res.Err)
 				}
-				if res := p.Run(t.Context(), execTask("next")); res.Status != worker.StatusOK || string(res.Output) != "next" {
+				if res := p.Run(t.Context(), task("next")); res.Status != worker.StatusOK || string(res.Output) != "next" {
 					t.Errorf("Run after overflow = %s %q (%v), want ok", res.Status, res.Output, res.Err)
 				}
 			})
@@ -491,7 +491,7 @@ func TestPoolOutputCap(t *testing.T) {
 
 func TestPoolTimeoutKillsProcessGroup(t *testing.T) {
 	t.Parallel()
-	execEachMode(t, func(t *testing.T, mode string) {
+	eachMode(t, func(t *testing.T, mode string) {
 		// A loaded machine can take longer than the timeout to start the
 		// helper (spawn mode counts start-up), and then no grandchild
 		// exists to check: try again with a longer timeout.
@@ -500,8 +500,8 @@ func TestPoolTimeoutKillsProcessGroup(t *testing.T) {
 		for timeout := time.Second; ; timeout *= 4 {
 			opts := helperOptions(t, mode)
 			opts.Timeout, opts.PoolSize = timeout, 1
-			p = execNewPool(t, opts)
-			res := p.Run(t.Context(), execTask("!hang "+pidFile))
+			p = newPool(t, opts)
+			res := p.Run(t.Context(), task("!hang "+pidFile))
 			if res.Status != worker.StatusTimeout || res.ExitCode != -1 || res.Err == nil || !strings.Contains(res.Err.Error(), "executor.timeout") {
 				t.Errorf("Run = %s exit %d (%v), want timeout exit -1 naming executor.timeout", res.Status, res.ExitCode, res.Err)
 			}
@@ -509,11 +509,11 @@ func TestPoolTimeoutKillsProcessGroup(t *testing.T) {
 				break
 			}
 		}
-		execWaitGone(t, execReadPid(t, pidFile))
+		waitGone(t, readPid(t, pidFile))
 		if mode == ModeSpawn {
 			return
 		}
-		if res := p.Run(t.Context(), execTask("next")); res.Status != worker.StatusOK || string(res.Output) != "next" {
+		if res := p.Run(t.Context(), task("next")); res.Status != worker.StatusOK || string(res.Output) != "next" {
 			t.Errorf("Run after timeout = %s %q (%v), want ok from a fresh child", res.Status, res.Output, res.Err)
 		}
 	})

@@ -7,14 +7,14 @@ import (
 	"unsafe"
 )
 
-// execPollFD is struct pollfd of poll(2).
-type execPollFD struct {
+// pollFD is struct pollfd of poll(2).
+type pollFD struct {
 	fd      int32
 	events  int16
 	revents int16
 }
 
-const execPollIn = 0x1 // POLLIN; POLLHUP and POLLERR are reported unasked
+const pollIn = 0x1 // POLLIN; POLLHUP and POLLERR are reported unasked
 
 // initQuiet readies quiet: one ppoll(2) with a zero timeout on the
 // worker's ends of stdout and stderr, built once so a call allocates
@@ -24,13 +24,13 @@ func (c *child) initQuiet() {
 		return
 	}
 	c.quietOut = func(fd uintptr) {
-		c.pfd[0] = execPollFD{fd: int32(fd), events: execPollIn}
+		c.pfd[0] = pollFD{fd: int32(fd), events: pollIn}
 		if c.stderr.rc.Control(c.quietErr) != nil {
 			c.pfd[0].revents, c.pfd[1].revents = -1, -1 // closed: look with reads
 		}
 	}
 	c.quietErr = func(fd uintptr) {
-		c.pfd[1] = execPollFD{fd: int32(fd), events: execPollIn}
+		c.pfd[1] = pollFD{fd: int32(fd), events: pollIn}
 		var ts syscall.Timespec
 		for {
 			_, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&c.pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)

@@ -2,8 +2,8 @@
 
 package executor
 
-// execPollFD is unused outside Linux.
-type execPollFD struct{}
+// pollFD is unused outside Linux.
+type pollFD struct{}
 
 // initQuiet does nothing outside Linux: quiet always says "look".
 func (c *child) initQuiet() {}

@@ -5,10 +5,10 @@ import (
 	"sync"
 )
 
-// execProcs is every process this package started and waits for itself
+// procs is every process this package started and waits for itself
 // (os/exec's Wait): the reaper (StartReaper) must never reap one of them,
 // or its Wait would fail and its exit status be lost.
-var execProcs = struct {
+var procs = struct {
 	// gate is held shared while a process starts and is recorded, and
 	// held by the reaper while it reaps: a child that exits at once is
 	// never taken for an orphan before it is recorded.
@@ -17,33 +17,33 @@ var execProcs = struct {
 	pids map[int]int // pid → starts not waited for yet
 }{pids: map[int]int{}}
 
-// execStart starts cmd with start and records its process until
-// execWaited is called for it.
-func execStart(cmd *exec.Cmd, start func(*exec.Cmd) (*exec.Cmd, error)) (*exec.Cmd, error) {
-	execProcs.gate.RLock()
-	defer execProcs.gate.RUnlock()
+// start starts cmd with start and records its process until
+// waited is called for it.
+func start(cmd *exec.Cmd, start func(*exec.Cmd) (*exec.Cmd, error)) (*exec.Cmd, error) {
+	procs.gate.RLock()
+	defer procs.gate.RUnlock()
 	cmd, err := start(cmd)
 	if err == nil {
-		execProcs.mu.Lock()
-		execProcs.pids[cmd.Process.Pid]++
-		execProcs.mu.Unlock()
+		procs.mu.Lock()
+		procs.pids[cmd.Process.Pid]++
+		procs.mu.Unlock()
 	}
 	return cmd, err
 }
 
-// execWaited forgets a process started by execStart once Wait returned.
-func execWaited(pid int) {
-	execProcs.mu.Lock()
-	defer execProcs.mu.Unlock()
-	if execProcs.pids[pid]--; execProcs.pids[pid] <= 0 {
-		delete(execProcs.pids, pid)
+// waited forgets a process started by start once Wait returned.
+func waited(pid int) {
+	procs.mu.Lock()
+	defer procs.mu.Unlock()
+	if procs.pids[pid]--; procs.pids[pid] <= 0 {
+		delete(procs.pids, pid)
 	}
 }
 
-// execOwn reports whether pid is a process started by execStart and not
+// own reports whether pid is a process started by start and not
 // waited for yet.
-func execOwn(pid int) bool {
-	execProcs.mu.Lock()
-	defer execProcs.mu.Unlock()
-	return execProcs.pids[pid] > 0
+func own(pid int) bool {
+	procs.mu.Lock()
+	defer procs.mu.Unlock()
+	return procs.pids[pid] > 0
 }

@@ -17,11 +17,11 @@ import (
 // prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
 const prSetChildSubreaper = 36
 
-// Reaper pacing: a look on SIGCHLD, at most one per execReapMinGap, and
-// one every execReapEvery whatever the signals say.
+// Reaper pacing: a look on SIGCHLD, at most one per reapMinGap, and
+// one every reapEvery whatever the signals say.
 const (
-	execReapMinGap = 50 * time.Millisecond
-	execReapEvery  = time.Second
+	reapMinGap = 50 * time.Millisecond
+	reapEvery  = time.Second
 )
 
 // StartReaper makes the process the child subreaper of its descendants
@@ -46,20 +46,20 @@ func StartReaper(log *slog.Logger) (stop func()) {
 		return func() {}
 	}
 	log.Info("executor_reaper_started", "pid", os.Getpid(), "pid1", pid1, "subreaper", errno == 0)
-	r := execNewReaper()
+	r := newReaper()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGCHLD)
 	done, quit := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(execReapEvery)
+		tick := time.NewTicker(reapEvery)
 		defer tick.Stop()
 		for {
 			r.reap()
 			select {
 			case <-quit:
 				return
-			case <-time.After(execReapMinGap):
+			case <-time.After(reapMinGap):
 			}
 			select {
 			case <-quit:
@@ -79,14 +79,14 @@ func StartReaper(log *slog.Logger) (stop func()) {
 	}
 }
 
-// execReaper reaps the orphans re-parented to the process.
-type execReaper struct {
+// reaper reaps the orphans re-parented to the process.
+type reaper struct {
 	self int
 	kids bool // the kernel has /proc/PID/task/TID/children (else: scan /proc)
 }
 
-func execNewReaper() *execReaper {
-	r := &execReaper{self: os.Getpid()}
+func newReaper() *reaper {
+	r := &reaper{self: os.Getpid()}
 	_, err := os.Stat("/proc/self/task/" + strconv.Itoa(r.self) + "/children")
 	r.kids = err == nil
 	return r
@@ -94,11 +94,11 @@ func execNewReaper() *execReaper {
 
 // reap waits for every child that this package did not start and that
 // has exited, without blocking.
-func (r *execReaper) reap() {
-	execProcs.gate.Lock()
-	defer execProcs.gate.Unlock()
+func (r *reaper) reap() {
+	procs.gate.Lock()
+	defer procs.gate.Unlock()
 	for _, pid := range r.children() {
-		if execOwn(pid) {
+		if own(pid) {
 			continue
 		}
 		var ws syscall.WaitStatus
@@ -113,7 +113,7 @@ func (r *execReaper) reap() {
 // children lists the process's children: from each thread's children
 // file, else (a kernel without them) from a scan of /proc. A list may
 // miss a child that came meanwhile; the next look finds it.
-func (r *execReaper) children() []int {
+func (r *reaper) children() []int {
 	var out []int
 	if r.kids {
 		tasks, _ := os.ReadDir("/proc/self/task")

@@ -8,7 +8,7 @@ import "log/slog"
 // a worker is not PID 1 of a container there.
 func StartReaper(*slog.Logger) (stop func()) { return func() {} }
 
-type execReaper struct{}
+type reaper struct{}
 
-func execNewReaper() *execReaper { return &execReaper{} }
-func (*execReaper) reap()        {}
+func newReaper() *reaper { return &reaper{} }
+func (*reaper) reap()    {}

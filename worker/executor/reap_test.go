@@ -40,8 +40,8 @@ func TestReaperNeverStealsAnExitStatus(t *testing.T) {
 	}
 }
 
-// execReaperMain is TestReaperNeverStealsAnExitStatus's process.
-func execReaperMain() int {
+// reaperMain is TestReaperNeverStealsAnExitStatus's process.
+func reaperMain() int {
 	fail := func(f string, a ...any) int { fmt.Printf(f+"\n", a...); return 1 }
 	defer StartReaper(nil)()
 	p, err := NewPool(Options{Mode: ModeSpawn, BinaryPath: "/bin/sh",
@@ -83,7 +83,7 @@ func execReaperMain() int {
 	// exits within 50 ms; then none may be left, running or a zombie.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		kids := execTestChildren()
+		kids := testChildren()
 		if len(kids) == 0 {
 			break
 		}
@@ -96,9 +96,9 @@ func execReaperMain() int {
 	return 0
 }
 
-// execTestChildren describes this process's children other than its
+// testChildren describes this process's children other than its
 // executor guard, as "pid:state:comm".
-func execTestChildren() []string {
+func testChildren() []string {
 	var out []string
 	tasks, _ := os.ReadDir("/proc/self/task")
 	for _, t := range tasks {
@@ -120,12 +120,12 @@ func execTestChildren() []string {
 }
 
 // BenchmarkReaperLook is one look of the reaper (what each SIGCHLD costs,
-// at most once per execReapMinGap): list the children, reap none.
+// at most once per reapMinGap): list the children, reap none.
 func BenchmarkReaperLook(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("Linux only")
 	}
-	r := execNewReaper()
+	r := newReaper()
 	for b.Loop() {
 		r.reap()
 	}

@@ -8,16 +8,16 @@ import (
 	"svc/worker"
 )
 
-// execScanResult decodes the common shape of a result header by hand:
+// scanResult decodes the common shape of a result header by hand:
 // exact lowercase keys, each at most once; strings without escapes, in
 // valid UTF-8; an integer attempt; annotations that are objects with a
 // string kind and an object payload; labels whose values are strings; no
-// cache writes. It gives exactly what json.Unmarshal into execResultFast
+// cache writes. It gives exactly what json.Unmarshal into resultFast
 // gives (FuzzScanResult checks it) and reports false for anything else,
 // which the caller then decodes with encoding/json. encoding/json's
 // reflection was 6-10 % of the worker's CPU per task in both speed paths.
-func execScanResult(header []byte) (f execResultFast, ok bool) {
-	s := execScanner{b: header}
+func scanResult(header []byte) (f resultFast, ok bool) {
+	s := scanner{b: header}
 	if !s.byte('{') {
 		return f, false
 	}
@@ -65,13 +65,13 @@ func execScanResult(header []byte) (f execResultFast, ok bool) {
 	return f, s.i == len(s.b)
 }
 
-// execScanner reads JSON tokens from b at i.
-type execScanner struct {
+// scanner reads JSON tokens from b at i.
+type scanner struct {
 	b []byte
 	i int
 }
 
-func (s *execScanner) space() {
+func (s *scanner) space() {
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -83,7 +83,7 @@ func (s *execScanner) space() {
 }
 
 // byte consumes c (after whitespace) if it comes next.
-func (s *execScanner) byte(c byte) bool {
+func (s *scanner) byte(c byte) bool {
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == c {
 		s.i++
@@ -96,7 +96,7 @@ func (s *execScanner) byte(c byte) bool {
 // member's value: its key's bytes (compared as string(key), which does
 // not allocate), with more true; more is false at the closing
 // '}'. ok is false when the object is malformed there.
-func (s *execScanner) member(first bool) (key []byte, more, ok bool) {
+func (s *scanner) member(first bool) (key []byte, more, ok bool) {
 	if s.byte('}') {
 		return nil, false, true
 	}
@@ -109,7 +109,7 @@ func (s *execScanner) member(first bool) (key []byte, more, ok bool) {
 
 // raw returns the bytes of a string without escapes or control
 // characters, in valid UTF-8.
-func (s *execScanner) raw() ([]byte, bool) {
+func (s *scanner) raw() ([]byte, bool) {
 	if !s.byte('"') {
 		return nil, false
 	}
@@ -129,7 +129,7 @@ func (s *execScanner) raw() ([]byte, bool) {
 	return nil, false
 }
 
-func (s *execScanner) str() (string, bool) {
+func (s *scanner) str() (string, bool) {
 	r, ok := s.raw()
 	switch string(r) { // the values every result carries, without a copy
 	case "result":
@@ -145,7 +145,7 @@ func (s *execScanner) str() (string, bool) {
 }
 
 // int is an integer without fraction or exponent that fits an int.
-func (s *execScanner) int() (int, bool) {
+func (s *scanner) int() (int, bool) {
 	s.space()
 	start := s.i
 	if s.i < len(s.b) && s.b[s.i] == '-' {
@@ -169,7 +169,7 @@ func (s *execScanner) int() (int, bool) {
 }
 
 // annotations is an array of {"kind": string, "payload": object}.
-func (s *execScanner) annotations() ([]worker.Annotation, bool) {
+func (s *scanner) annotations() ([]worker.Annotation, bool) {
 	if !s.byte('[') {
 		return nil, false
 	}
@@ -216,7 +216,7 @@ func (s *execScanner) annotations() ([]worker.Annotation, bool) {
 }
 
 // object returns the bytes of a JSON object, checked valid.
-func (s *execScanner) object() (json.RawMessage, bool) {
+func (s *scanner) object() (json.RawMessage, bool) {
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return nil, false
@@ -251,7 +251,7 @@ func (s *execScanner) object() (json.RawMessage, bool) {
 }
 
 // labels is an object of string values.
-func (s *execScanner) labels() (map[string]*string, bool) {
+func (s *scanner) labels() (map[string]*string, bool) {
 	if !s.byte('{') {
 		return nil, false
 	}

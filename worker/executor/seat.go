@@ -24,7 +24,7 @@ func (p *persistent) seat() {
 	}()
 	deaths := 0 // consecutive children that died before answering
 	for first := true; ; first = false {
-		if deaths > 0 && !p.sleep(execCrashBackoff(deaths)) {
+		if deaths > 0 && !p.sleep(crashBackoff(deaths)) {
 			return
 		}
 		// A start after no failure may bring the executor up: until it
@@ -46,14 +46,14 @@ func (p *persistent) seat() {
 				p.fresh--
 			}
 			closed := p.closed
-			if why != execReasonKilled {
+			if why != reasonKilled {
 				deaths++
 			}
 			// The executor is unavailable (unless a trusted child is
 			// alive) when the binary cannot be run at all, or its children
 			// keep dying at start-up.
-			if !closed && (why == execReasonStartFailed || deaths >= execCrashLoopAfter) {
-				p.startErr, p.startCause = err, execReadyCause(why, err)
+			if !closed && (why == reasonStartFailed || deaths >= crashLoopAfter) {
+				p.startErr, p.startCause = err, readyCause(why, err)
 			}
 			p.failFastLocked()
 			p.mu.Unlock()
@@ -62,10 +62,10 @@ func (p *persistent) seat() {
 			}
 			p.changed()
 			p.metrics.restarts.WithLabelValues(why).Inc()
-			if why == execReasonKilled {
+			if why == reasonKilled {
 				// Not the executor's fault: start again soon, without
 				// growing the crash-loop backoff.
-				if !p.sleep(execCrashBackoff(1)) {
+				if !p.sleep(crashBackoff(1)) {
 					return
 				}
 				continue
@@ -79,7 +79,7 @@ func (p *persistent) seat() {
 			p.fresh--
 		}
 		c.busy = false
-		c.inLoop = deaths >= execCrashLoopAfter
+		c.inLoop = deaths >= crashLoopAfter
 		c.readyAt = time.Now()
 		p.everReady = true
 		closePipes := false
@@ -90,14 +90,14 @@ func (p *persistent) seat() {
 			closePipes = c.closePend
 			p.failFastLocked()
 		case p.closed:
-			p.markDownLocked(c, execReasonStopped)
+			p.markDownLocked(c, reasonStopped)
 		default:
 			if c.inLoop || p.unavailableLocked() {
 				// Not trusted yet: it may die right after its ready
 				// frame, like the ones before it.
 				c.probation = true
 				p.probation++
-				time.AfterFunc(execProbation, func() {
+				time.AfterFunc(probation, func() {
 					p.mu.Lock()
 					trusted := p.trustLocked(c)
 					p.mu.Unlock()
@@ -123,7 +123,7 @@ func (p *persistent) seat() {
 		p.mu.Lock()
 		why, answered, closed := c.downWhy, c.answered, p.closed
 		ended := false
-		if c.inLoop && why != execReasonExited {
+		if c.inLoop && why != reasonExited {
 			c.inLoop = false
 			ended = p.loopEndLocked()
 		}
@@ -131,22 +131,22 @@ func (p *persistent) seat() {
 		if ended {
 			p.log.Info("executor_crash_loop_ended")
 		}
-		if why == execReasonStopped || closed {
-			if why == execReasonStopped {
+		if why == reasonStopped || closed {
+			if why == reasonStopped {
 				c.retire(p.opts.StopGrace)
 			}
 			<-c.exited
 			return
 		}
 		p.metrics.restarts.WithLabelValues(why).Inc()
-		if answered > 0 || why != execReasonExited {
+		if answered > 0 || why != reasonExited {
 			deaths = 0
 			continue
 		}
 		<-c.exited
 		deaths++
-		detail := "executor exited before answering a task (" + c.exitText() + ")" + execTailText(c.stderr.take())
-		if deaths >= execCrashLoopAfter && time.Since(c.readyAt) < execProbation {
+		detail := "executor exited before answering a task (" + c.exitText() + ")" + tailText(c.stderr.take())
+		if deaths >= crashLoopAfter && time.Since(c.readyAt) < probation {
 			// Children that die right after their ready frame are no
 			// better than children that never get ready.
 			p.mu.Lock()
@@ -162,26 +162,26 @@ func (p *persistent) seat() {
 	}
 }
 
-// execReadyCause is a start-up failure in short, without the child's
+// readyCause is a start-up failure in short, without the child's
 // output (for /readyz).
-func execReadyCause(why string, err error) string {
-	var re *execReadyErr
+func readyCause(why string, err error) string {
+	var re *readyErr
 	switch {
-	case why == execReasonStartFailed:
-		return execStartCause(err)
+	case why == reasonStartFailed:
+		return startCause(err)
 	case errors.As(err, &re):
 		return "executor children do not get ready (" + re.cause + ")"
 	}
 	return "executor children do not get ready"
 }
 
-// execCrashBackoff is the wait before start n+1 after n start-up deaths.
-func execCrashBackoff(n int) time.Duration {
+// crashBackoff is the wait before start n+1 after n start-up deaths.
+func crashBackoff(n int) time.Duration {
 	if n <= 1 {
 		return 0
 	}
-	d := execCrashBackoffBase << min(n-2, 20)
-	return min(d, execCrashBackoffMax)
+	d := crashBackoffBase << min(n-2, 20)
+	return min(d, crashBackoffMax)
 }
 
 // sleep waits d; false when the pool closed first.
@@ -200,9 +200,9 @@ func (p *persistent) sleep(d time.Duration) bool {
 }
 
 // noteDeath counts a start-up death; the pool's first seat to reach
-// execCrashLoopAfter opens a crash-loop episode (one log line, one count).
+// crashLoopAfter opens a crash-loop episode (one log line, one count).
 func (p *persistent) noteDeath(n int, why, detail string) {
-	if n != execCrashLoopAfter {
+	if n != crashLoopAfter {
 		return
 	}
 	p.mu.Lock()
@@ -213,7 +213,7 @@ func (p *persistent) noteDeath(n int, why, detail string) {
 		p.metrics.crashLoops.Inc()
 		p.metrics.crashLooping.Set(1)
 		p.log.Warn("executor_crash_loop", "reason", why, "error", detail,
-			"detail", "executor children keep dying before they answer a task; restarts back off up to "+execCrashBackoffMax.String())
+			"detail", "executor children keep dying before they answer a task; restarts back off up to "+crashBackoffMax.String())
 	}
 }
 
@@ -242,7 +242,7 @@ func (p *persistent) close() {
 	idle := p.idle
 	p.idle = nil
 	for _, c := range idle {
-		p.markDownLocked(c, execReasonStopped)
+		p.markDownLocked(c, reasonStopped)
 	}
 	p.mu.Unlock()
 	p.seats.Wait()

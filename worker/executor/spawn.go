@@ -24,8 +24,8 @@ import (
 // more than executor.max_output_bytes to stdout.
 var ErrOutputTooLarge = errors.New("output exceeds executor.max_output_bytes")
 
-// execDefaultPath is the child's PATH when the worker has none.
-const execDefaultPath = "/usr/local/bin:/usr/bin:/bin"
+// defaultPath is the child's PATH when the worker has none.
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // Spawner runs one attempt of a task as one child process (executor
 // protocol v1, mode spawn). It does not bound concurrency (Pool
@@ -48,7 +48,7 @@ type Spawner struct {
 	baseEnv []string // inherited base + executor.env, built once
 	// persistentEnv is a persistent child's whole environment.
 	persistentEnv []string
-	guard         *execGuard
+	guard         *guard
 	log           *slog.Logger
 }
 
@@ -58,17 +58,17 @@ func NewSpawner(opts Options) (*Spawner, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	s := &Spawner{opts: opts, log: opts.Logger, guard: &execGuard{bin: opts.GuardBinary}}
+	s := &Spawner{opts: opts, log: opts.Logger, guard: &guard{bin: opts.GuardBinary}}
 	s.argv = append([]string{opts.BinaryPath}, opts.Args...)
 	// These are the only variables a child inherits from the worker: its
 	// environment may hold secrets (tokens, Kafka passwords), so nothing
 	// else leaks. Operators pass what an executor needs with executor.env,
 	// whose values may expand ${VAR}.
 	for _, k := range []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"} {
-		if v, ok := os.LookupEnv(k); ok && execEnvOK(k, v) {
+		if v, ok := os.LookupEnv(k); ok && envOK(k, v) {
 			s.baseEnv = append(s.baseEnv, k+"="+v)
 		} else if k == "PATH" {
-			s.baseEnv = append(s.baseEnv, "PATH="+execDefaultPath)
+			s.baseEnv = append(s.baseEnv, "PATH="+defaultPath)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(opts.Env)) {
@@ -94,16 +94,16 @@ func (s *Spawner) env(t *worker.Task, attempt int) []string {
 	env := make([]string, 0, len(s.baseEnv)+len(t.Env)+len(t.Labels)+10)
 	env = append(env, s.baseEnv...)
 	add := func(k, v string) {
-		if execEnvOK(k, v) {
+		if envOK(k, v) {
 			env = append(env, k+"="+v)
 		}
 	}
 	// The kernel refuses a single environment string over 128 KiB
-	// ("argument list too long"): a value over execEnvValueMax is cut, and
+	// ("argument list too long"): a value over envValueMax is cut, and
 	// for the message key the original length is passed along.
 	cut := func(v string) string {
-		if len(v) > execEnvValueMax {
-			return v[:execEnvValueMax]
+		if len(v) > envValueMax {
+			return v[:envValueMax]
 		}
 		return v
 	}
@@ -121,7 +121,7 @@ func (s *Spawner) env(t *worker.Task, attempt int) []string {
 		if m.Key != nil { // no key: SVC_KEY and SVC_KEY_ENCODING stay unset
 			key, enc := payload.EncodeEnv(m.Key)
 			add(worker.KeyEncodingEnv, enc)
-			if len(key) > execEnvValueMax {
+			if len(key) > envValueMax {
 				add("SVC_KEY_TRUNCATED", strconv.Itoa(len(key)))
 			}
 			add("SVC_KEY", cut(key))
@@ -130,19 +130,19 @@ func (s *Spawner) env(t *worker.Task, attempt int) []string {
 	// Sorted so that two labels mapping to one variable resolve the same
 	// way every time (the later name wins).
 	for _, name := range slices.Sorted(maps.Keys(t.Labels)) {
-		if v := execLabelVar(name); v != "" {
+		if v := labelVar(name); v != "" {
 			add("SVC_LABEL_"+v, cut(t.Labels[name]))
 		}
 	}
 	return env
 }
 
-// execEnvValueMax caps one environment value of a spawned executor.
-const execEnvValueMax = 32 << 10
+// envValueMax caps one environment value of a spawned executor.
+const envValueMax = 32 << 10
 
-// execLabelVar upper-cases a label name and maps every rune outside
+// labelVar upper-cases a label name and maps every rune outside
 // [A-Z0-9_] to '_'.
-func execLabelVar(name string) string {
+func labelVar(name string) string {
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z':
@@ -154,8 +154,8 @@ func execLabelVar(name string) string {
 	}, name)
 }
 
-// execFailed is the result of an attempt that never got a process.
-func execFailed(err error) worker.AttemptResult {
+// failed is the result of an attempt that never got a process.
+func failed(err error) worker.AttemptResult {
 	return worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: err}
 }
 
@@ -173,42 +173,42 @@ func (s *Spawner) SpawnAttempt(ctx context.Context, t *worker.Task, n int) worke
 	return res
 }
 
-// execIOGrace bounds how long a descendant that left the process group may
+// ioGrace bounds how long a descendant that left the process group may
 // keep an attempt's pipes open after the leader exited.
-const execIOGrace = time.Second
+const ioGrace = time.Second
 
 // Why an attempt's process group was killed; the first reason wins.
 const (
-	execStopTimeout int32 = iota + 1
-	execStopCanceled
-	execStopOverflow
+	stopTimeout int32 = iota + 1
+	stopCanceled
+	stopOverflow
 )
 
 // spawn runs the attempt; onStart (optional) is called once the process
 // started. A result whose Err wraps ErrStart means no process started.
 func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStart func()) worker.AttemptResult {
 	if err := ctx.Err(); err != nil {
-		return execFailed(fmt.Errorf("run executor: %w", err))
+		return failed(fmt.Errorf("run executor: %w", err))
 	}
 	bin, err := s.binary()
 	if err != nil {
-		return execFailed(execStartError(s.opts.BinaryPath, err))
+		return failed(startError(s.opts.BinaryPath, err))
 	}
-	var pp execPipes
+	var pp pipes
 	if err := pp.open(4); err != nil {
-		return execFailed(fmt.Errorf("start executor: %w", err))
+		return failed(fmt.Errorf("start executor: %w", err))
 	}
 	cmd := &exec.Cmd{
 		Path: bin, Args: s.argv, Env: s.env(t, attempt),
 		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
 		ExtraFiles:  pp.child[3:], // fd 3, SVC_EVENTS_FD
-		SysProcAttr: execSysProcAttr(),
+		SysProcAttr: sysProcAttr(),
 	}
-	cmd, err = execStart(cmd, execStartCmd)
+	cmd, err = start(cmd, startCmd)
 	pp.closeChild()
 	if err != nil {
 		pp.closeParent()
-		return execFailed(execStartError(s.opts.BinaryPath, err))
+		return failed(startError(s.opts.BinaryPath, err))
 	}
 	pgid := cmd.Process.Pid
 	s.guard.note('+', pgid)
@@ -223,22 +223,22 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStar
 			_ = cmd.Process.Kill()
 		}
 	}
-	timer := time.AfterFunc(s.opts.Timeout, func() { stop(execStopTimeout) })
-	unwatch := context.AfterFunc(ctx, func() { stop(execStopCanceled) })
+	timer := time.AfterFunc(s.opts.Timeout, func() { stop(stopTimeout) })
+	unwatch := context.AfterFunc(ctx, func() { stop(stopCanceled) })
 
 	var (
 		wg       sync.WaitGroup
 		out      []byte
 		overflow bool
-		stderr   = execTail{max: s.opts.StderrTail}
-		events   execEvents
+		stderr   = tail{max: s.opts.StderrTail}
+		events   events
 	)
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		// Over the cap the group is killed at once: the attempt has failed
 		// anyway and a runaway writer should not burn CPU until the timeout.
-		out, overflow = execReadCapped(pp.parent[1], s.opts.MaxOutputBytes, func() { stop(execStopOverflow) })
+		out, overflow = readCapped(pp.parent[1], s.opts.MaxOutputBytes, func() { stop(stopOverflow) })
 	}()
 	go func() { defer wg.Done(); stderr.readFrom(pp.parent[2]) }()
 	go func() { defer wg.Done(); events.readFrom(pp.parent[3]) }()
@@ -256,7 +256,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStar
 	}
 
 	waitErr := cmd.Wait()
-	execWaited(pgid)
+	waited(pgid)
 	timer.Stop()
 	unwatch()
 	// The leader is gone: what is left of its group dies now rather than
@@ -265,7 +265,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStar
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	s.guard.note('-', pgid)
 	var abandoned atomic.Bool
-	grace := time.AfterFunc(execIOGrace, func() { abandoned.Store(true); pp.expire() })
+	grace := time.AfterFunc(ioGrace, func() { abandoned.Store(true); pp.expire() })
 	wg.Wait()
 	grace.Stop()
 	pp.closeParent()
@@ -281,25 +281,25 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStar
 		res.ExitCode = st.ExitCode()
 	}
 	reason := why.Load()
-	if reason != execStopOverflow && st != nil && st.Exited() {
+	if reason != stopOverflow && st != nil && st.Exited() {
 		reason = 0 // the leader exited by itself before the kill landed
 	}
 	switch reason {
-	case execStopTimeout:
+	case stopTimeout:
 		res.Status, res.Err = worker.StatusTimeout, fmt.Errorf("executor timed out after %s (executor.timeout)", s.opts.Timeout)
-	case execStopCanceled:
+	case stopCanceled:
 		res.Status, res.Err = worker.StatusFailed, fmt.Errorf("run executor: %w", ctx.Err())
-	case execStopOverflow:
+	case stopOverflow:
 		res.Status, res.Err = worker.StatusFailed, fmt.Errorf("%w (%d)", ErrOutputTooLarge, s.opts.MaxOutputBytes)
 	default:
-		res.Status, res.Err = execExitStatus(st, waitErr)
+		res.Status, res.Err = exitStatus(st, waitErr)
 	}
 	return res
 }
 
-// execExitStatus maps how the leader ended to a status: 0 ok, 75 tempfail,
+// exitStatus maps how the leader ended to a status: 0 ok, 75 tempfail,
 // anything else failed.
-func execExitStatus(st *os.ProcessState, waitErr error) (string, error) {
+func exitStatus(st *os.ProcessState, waitErr error) (string, error) {
 	if st == nil {
 		return worker.StatusFailed, fmt.Errorf("wait for executor: %w", waitErr)
 	}
@@ -314,18 +314,18 @@ func execExitStatus(st *os.ProcessState, waitErr error) (string, error) {
 	return worker.StatusFailed, fmt.Errorf("executor terminated: %s", st)
 }
 
-// execPipes are an attempt's stdin, stdout, stderr and fd 3 pipes: child
+// pipes are an attempt's stdin, stdout, stderr and fd 3 pipes: child
 // ends are handed to the process, parent ends are read (or, for stdin,
 // written) by the worker. Only parent ends are non-blocking and registered
 // with the poller (so deadlines work); child ends skip that round trip,
 // which os.Pipe would make and os/exec undo.
-type execPipes struct {
+type pipes struct {
 	parent, child [4]*os.File
 }
 
 // set stores pipe i (read end fds[0], write end fds[1]); the worker's end
 // goes non-blocking so that it works with the poller and deadlines.
-func (p *execPipes) set(i int, fds [2]int) {
+func (p *pipes) set(i int, fds [2]int) {
 	parent, child := fds[0], fds[1]
 	if i == 0 { // stdin: the child reads
 		parent, child = child, parent
@@ -337,11 +337,11 @@ func (p *execPipes) set(i int, fds [2]int) {
 	p.child[i] = os.NewFile(uintptr(child), "|executor-child")
 }
 
-func (p *execPipes) closeChild()  { execCloseAll(p.child[:]) }
-func (p *execPipes) closeParent() { execCloseAll(p.parent[:]) }
+func (p *pipes) closeChild()  { closeAll(p.child[:]) }
+func (p *pipes) closeParent() { closeAll(p.parent[:]) }
 
 // expire makes pending reads and the stdin write return now.
-func (p *execPipes) expire() {
+func (p *pipes) expire() {
 	now := time.Now()
 	_ = p.parent[0].SetWriteDeadline(now)
 	for _, f := range p.parent[1:] {
@@ -351,7 +351,7 @@ func (p *execPipes) expire() {
 	}
 }
 
-func execCloseAll(files []*os.File) {
+func closeAll(files []*os.File) {
 	for _, f := range files {
 		if f != nil {
 			_ = f.Close()

@@ -12,15 +12,15 @@ import (
 	"unsafe"
 )
 
-// execSysProcAttr puts a child in its own process group and has the kernel
+// sysProcAttr puts a child in its own process group and has the kernel
 // SIGKILL it when the worker dies, even by SIGKILL.
-func execSysProcAttr() *syscall.SysProcAttr {
+func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // open creates the first n pipes (stdin, stdout, stderr, fd 3) with
 // close-on-exec set atomically.
-func (p *execPipes) open(n int) error {
+func (p *pipes) open(n int) error {
 	for i := range n {
 		var fds [2]int
 		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
@@ -33,9 +33,9 @@ func (p *execPipes) open(n int) error {
 	return nil
 }
 
-// execUnread is how many bytes written to the pipe f (a write end) are not
+// unread is how many bytes written to the pipe f (a write end) are not
 // read yet, -1 when unknown.
-func execUnread(f *os.File) int {
+func unread(f *os.File) int {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return -1
@@ -50,13 +50,13 @@ func execUnread(f *os.File) int {
 	return n
 }
 
-// execStartCmd starts cmd. "Text file busy" (ETXTBSY: the binary is still
+// startCmd starts cmd. "Text file busy" (ETXTBSY: the binary is still
 // open for writing somewhere, as when it was just written or replaced and
 // a concurrent fork holds the write descriptor for a moment) is retried a
 // few times with a fresh Cmd, about 300 ms in all, so that such a moment
 // is not taken for an executor that cannot run. It returns the Cmd that
 // started (or failed last).
-func execStartCmd(cmd *exec.Cmd) (*exec.Cmd, error) {
+func startCmd(cmd *exec.Cmd) (*exec.Cmd, error) {
 	err := cmd.Start()
 	for i := 0; i < 6 && errors.Is(err, syscall.ETXTBSY); i++ {
 		time.Sleep(time.Duration(5<<i) * time.Millisecond)

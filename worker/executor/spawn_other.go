@@ -9,14 +9,14 @@ import (
 	"syscall"
 )
 
-// execSysProcAttr puts a child in its own process group. Outside Linux
+// sysProcAttr puts a child in its own process group. Outside Linux
 // there is no parent-death signal: children of a killed worker survive it.
-func execSysProcAttr() *syscall.SysProcAttr {
+func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
 // open creates the first n pipes (stdin, stdout, stderr, fd 3).
-func (p *execPipes) open(n int) error {
+func (p *pipes) open(n int) error {
 	for i := range n {
 		var fds [2]int
 		syscall.ForkLock.RLock()
@@ -36,9 +36,9 @@ func (p *execPipes) open(n int) error {
 	return nil
 }
 
-// execUnread is unknown outside Linux: a child found dead counts as having
+// unread is unknown outside Linux: a child found dead counts as having
 // read its task.
-func execUnread(*os.File) int { return -1 }
+func unread(*os.File) int { return -1 }
 
-// execStartCmd starts cmd.
-func execStartCmd(cmd *exec.Cmd) (*exec.Cmd, error) { return cmd, cmd.Start() }
+// startCmd starts cmd.
+func startCmd(cmd *exec.Cmd) (*exec.Cmd, error) { return cmd, cmd.Start() }

@@ -21,8 +21,8 @@ import (
 	"svc/worker"
 )
 
-// execScript writes a /bin/sh executor into a fresh temp dir.
-func execScript(t *testing.T, body string) string {
+// script writes a /bin/sh executor into a fresh temp dir.
+func script(t *testing.T, body string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "executor.sh")
 	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
@@ -31,18 +31,18 @@ func execScript(t *testing.T, body string) string {
 	return path
 }
 
-// execTestOptions are small, fast settings; tests override what they probe.
-func execTestOptions(bin string) Options {
+// testOptions are small, fast settings; tests override what they probe.
+func testOptions(bin string) Options {
 	return Options{BinaryPath: bin, PoolSize: 2, Timeout: 20 * time.Second, MaxAttempts: 1, RetryBackoff: time.Millisecond}
 }
 
-func execTask(input string) *worker.Task {
+func task(input string) *worker.Task {
 	return &worker.Task{ID: "t-1", Input: []byte(input), Msg: &worker.Message{
 		Source: worker.SourceKafka, Alias: "orders", Partition: 2, Offset: 42, Key: []byte("k1"),
 	}}
 }
 
-func execSpawn(t *testing.T, opts Options, task *worker.Task) worker.AttemptResult {
+func spawn(t *testing.T, opts Options, task *worker.Task) worker.AttemptResult {
 	t.Helper()
 	s, err := NewSpawner(opts)
 	if err != nil {
@@ -51,8 +51,8 @@ func execSpawn(t *testing.T, opts Options, task *worker.Task) worker.AttemptResu
 	return s.Spawn(t.Context(), task)
 }
 
-// execWaitGone fails t unless pid is gone (or a zombie) within 5 s.
-func execWaitGone(t *testing.T, pid int) {
+// waitGone fails t unless pid is gone (or a zombie) within 5 s.
+func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	gone := func() bool {
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
@@ -71,8 +71,8 @@ func execWaitGone(t *testing.T, pid int) {
 	t.Errorf("process %d still alive", pid)
 }
 
-// execReadPid reads the pid a script wrote to path.
-func execReadPid(t *testing.T, path string) int {
+// readPid reads the pid a script wrote to path.
+func readPid(t *testing.T, path string) int {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -97,9 +97,9 @@ func TestSpawnCatEchoesInput(t *testing.T) {
 		{"256KiB", big},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			task := execTask("")
+			task := task("")
 			task.Input = tc.input
-			res := execSpawn(t, execTestOptions("cat"), task)
+			res := spawn(t, testOptions("cat"), task)
 			if res.Status != worker.StatusOK || res.Err != nil || res.ExitCode != 0 {
 				t.Fatalf("Spawn(cat) = %s, %v, exit %d, want ok", res.Status, res.Err, res.ExitCode)
 			}
@@ -112,7 +112,7 @@ func TestSpawnCatEchoesInput(t *testing.T) {
 
 func TestSpawnEnvironment(t *testing.T) {
 	t.Setenv("SVC_TEST_SECRET", "hunter2")
-	bin := execScript(t, "env")
+	bin := script(t, "env")
 	for _, tc := range []struct {
 		name    string
 		key     []byte
@@ -125,13 +125,13 @@ func TestSpawnEnvironment(t *testing.T) {
 		{"NUL in key", []byte("a\x00b"), "YQBi", "base64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := execTestOptions(bin)
+			opts := testOptions(bin)
 			opts.Env = map[string]string{"EXEC_VAR": "ev"}
-			task := execTask("")
+			task := task("")
 			task.Msg.Key = tc.key
 			task.Env = map[string]string{"TASK_VAR": "tv", "SVC_TASK_ID": "forged", "BAD=NAME": "x"}
 			task.Labels = map[string]string{"tenant-id": "acme", "Region": "eu", "ünï": "u", "nul": "a\x00b"}
-			res := execSpawn(t, opts, task)
+			res := spawn(t, opts, task)
 			if res.Status != worker.StatusOK {
 				t.Fatalf("Spawn(env) = %s, %v, want ok", res.Status, res.Err)
 			}
@@ -179,7 +179,7 @@ func TestSpawnExitStatus(t *testing.T) {
 		{"signal", "kill -9 $$", worker.StatusFailed, -1, "signal: killed", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := execSpawn(t, execTestOptions(execScript(t, tc.script)), execTask("in"))
+			res := spawn(t, testOptions(script(t, tc.script)), task("in"))
 			if res.Status != tc.status || res.ExitCode != tc.exit {
 				t.Errorf("Spawn = %s exit %d, want %s exit %d", res.Status, res.ExitCode, tc.status, tc.exit)
 			}
@@ -194,7 +194,7 @@ func TestSpawnExitStatus(t *testing.T) {
 }
 
 func TestSpawnStderrKeepsTail(t *testing.T) {
-	bin := execScript(t, `head -c 20000 /dev/zero | tr '\0' a >&2; printf END >&2; exit 3`)
+	bin := script(t, `head -c 20000 /dev/zero | tr '\0' a >&2; printf END >&2; exit 3`)
 	for _, tc := range []struct {
 		name string
 		tail int
@@ -204,9 +204,9 @@ func TestSpawnStderrKeepsTail(t *testing.T) {
 		{"custom", 100, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := execTestOptions(bin)
+			opts := testOptions(bin)
 			opts.StderrTail = tc.tail
-			res := execSpawn(t, opts, execTask(""))
+			res := spawn(t, opts, task(""))
 			if res.Status != worker.StatusFailed || res.ExitCode != 3 {
 				t.Errorf("Spawn = %s exit %d, want failed exit 3", res.Status, res.ExitCode)
 			}
@@ -227,7 +227,7 @@ func TestSpawnIgnoresStdin(t *testing.T) {
 		{"closes stdin", "exec 0<&-; sleep 0.1; echo ok"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := execSpawn(t, execTestOptions(execScript(t, tc.script)), execTask(input))
+			res := spawn(t, testOptions(script(t, tc.script)), task(input))
 			if res.Status != worker.StatusOK || string(res.Output) != "ok\n" {
 				t.Errorf("Spawn = %s %q (%v), want ok %q", res.Status, res.Output, res.Err, "ok\n")
 			}
@@ -246,9 +246,9 @@ func TestSpawnOutputCap(t *testing.T) {
 		{"endless from a grandchild", "yes & wait", worker.StatusFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := execTestOptions(execScript(t, tc.script))
+			opts := testOptions(script(t, tc.script))
 			opts.MaxOutputBytes = 1000
-			res := execSpawn(t, opts, execTask(""))
+			res := spawn(t, opts, task(""))
 			if res.Status != tc.status || len(res.Output) != 1000 {
 				t.Fatalf("Spawn = %s with %d bytes (%v), want %s with 1000", res.Status, len(res.Output), res.Err, tc.status)
 			}
@@ -271,14 +271,14 @@ func TestSpawnOutputCap(t *testing.T) {
 func TestSpawnTimeoutKillsProcessGroup(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
-	script := execScript(t, `sleep 300 & echo $! > "$PIDFILE.tmp" && mv "$PIDFILE.tmp" "$PIDFILE"; sleep 300`)
+	script := script(t, `sleep 300 & echo $! > "$PIDFILE.tmp" && mv "$PIDFILE.tmp" "$PIDFILE"; sleep 300`)
 	// A loaded machine can take longer than the timeout to start the
 	// script, and then no grandchild exists to check: try a longer one.
 	for timeout := 300 * time.Millisecond; ; timeout *= 4 {
-		opts := execTestOptions(script)
+		opts := testOptions(script)
 		opts.Env = map[string]string{"PIDFILE": pidFile}
 		opts.Timeout = timeout
-		res := execSpawn(t, opts, execTask(""))
+		res := spawn(t, opts, task(""))
 		if res.Status != worker.StatusTimeout || res.ExitCode != -1 {
 			t.Errorf("Spawn = %s exit %d, want timeout exit -1", res.Status, res.ExitCode)
 		}
@@ -292,21 +292,21 @@ func TestSpawnTimeoutKillsProcessGroup(t *testing.T) {
 			break
 		}
 	}
-	execWaitGone(t, execReadPid(t, pidFile))
+	waitGone(t, readPid(t, pidFile))
 }
 
 func TestSpawnLeftoverGrandchildIsKilled(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
-	opts := execTestOptions(execScript(t, `sleep 300 & echo $! > "$PIDFILE"; echo done`))
+	opts := testOptions(script(t, `sleep 300 & echo $! > "$PIDFILE"; echo done`))
 	opts.Env = map[string]string{"PIDFILE": pidFile}
-	res := execSpawn(t, opts, execTask(""))
+	res := spawn(t, opts, task(""))
 	if res.Status != worker.StatusOK || string(res.Output) != "done\n" {
 		t.Errorf("Spawn = %s %q (%v), want ok %q", res.Status, res.Output, res.Err, "done\n")
 	}
-	if res.Duration >= execIOGrace {
+	if res.Duration >= ioGrace {
 		t.Errorf("Spawn took %s, want no wait for the grandchild holding stdout", res.Duration)
 	}
-	execWaitGone(t, execReadPid(t, pidFile))
+	waitGone(t, readPid(t, pidFile))
 }
 
 func TestSpawnEscapedDescendantDoesNotBlock(t *testing.T) {
@@ -314,33 +314,33 @@ func TestSpawnEscapedDescendantDoesNotBlock(t *testing.T) {
 		t.Skip("setsid not installed")
 	}
 	pidFile := filepath.Join(t.TempDir(), "escaped.pid")
-	opts := execTestOptions(execScript(t, `setsid sleep 60 & echo $! > "$PIDFILE"; echo done`))
+	opts := testOptions(script(t, `setsid sleep 60 & echo $! > "$PIDFILE"; echo done`))
 	opts.Env = map[string]string{"PIDFILE": pidFile}
-	res := execSpawn(t, opts, execTask(""))
-	if pid := execReadPid(t, pidFile); pid > 0 {
+	res := spawn(t, opts, task(""))
+	if pid := readPid(t, pidFile); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	if res.Status != worker.StatusOK || string(res.Output) != "done\n" {
 		t.Errorf("Spawn = %s %q (%v), want ok %q", res.Status, res.Output, res.Err, "done\n")
 	}
 	if res.Duration > 30*time.Second {
-		t.Errorf("Spawn took %s, want the pipes abandoned after %s", res.Duration, execIOGrace)
+		t.Errorf("Spawn took %s, want the pipes abandoned after %s", res.Duration, ioGrace)
 	}
 }
 
-// execParseEvents runs the fd 3 reader over data, whole or a byte at a time.
-func execParseEvents(data []byte, oneByte bool) execEvents {
+// parseEvents runs the fd 3 reader over data, whole or a byte at a time.
+func parseEvents(data []byte, oneByte bool) events {
 	var r io.Reader = bytes.NewReader(data)
 	if oneByte {
 		r = iotest.OneByteReader(r)
 	}
-	var e execEvents
+	var e events
 	e.readFrom(r)
 	return e
 }
 
 func TestExecutorEventsParse(t *testing.T) {
-	long := `{"labels":{"x":"` + strings.Repeat("y", execEventLineMax) + `"}}`
+	long := `{"labels":{"x":"` + strings.Repeat("y", eventLineMax) + `"}}`
 	for _, tc := range []struct {
 		name        string
 		in          string
@@ -368,7 +368,7 @@ func TestExecutorEventsParse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, oneByte := range []bool{false, true} {
-				e := execParseEvents([]byte(tc.in), oneByte)
+				e := parseEvents([]byte(tc.in), oneByte)
 				if len(e.annotations) != tc.annotations || !maps.Equal(e.labels, tc.labels) || !slices.Equal(e.cache, tc.cache) {
 					t.Errorf("readFrom(oneByte=%v) = %d annotations, labels %v, cache %v; want %d, %v, %v",
 						oneByte, len(e.annotations), e.labels, e.cache, tc.annotations, tc.labels, tc.cache)
@@ -384,20 +384,20 @@ func TestExecutorEventsParse(t *testing.T) {
 
 func TestExecutorEventsLimits(t *testing.T) {
 	var b strings.Builder
-	for i := range execEventLinesMax + 5 {
+	for i := range eventLinesMax + 5 {
 		fmt.Fprintf(&b, "{\"labels\":{\"n\":\"%d\"}}\n", i)
 	}
-	e := execParseEvents([]byte(b.String()), false)
-	if e.labels["n"] != strconv.Itoa(execEventLinesMax-1) || e.overLimit != 5 {
-		t.Errorf("readFrom(%d lines) = label n %q, over limit %d; want %d, 5", execEventLinesMax+5, e.labels["n"], e.overLimit, execEventLinesMax-1)
+	e := parseEvents([]byte(b.String()), false)
+	if e.labels["n"] != strconv.Itoa(eventLinesMax-1) || e.overLimit != 5 {
+		t.Errorf("readFrom(%d lines) = label n %q, over limit %d; want %d, 5", eventLinesMax+5, e.labels["n"], e.overLimit, eventLinesMax-1)
 	}
 	b.Reset()
 	line := `{"annotation":{"kind":"k","payload":{"p":"` + strings.Repeat("z", 60<<10) + `"}}}` + "\n"
 	for range 20 {
 		b.WriteString(line)
 	}
-	e = execParseEvents([]byte(b.String()), false)
-	if got, want := len(e.annotations), execEventBytesMax/len(line); got != want || e.overLimit != 20-want {
+	e = parseEvents([]byte(b.String()), false)
+	if got, want := len(e.annotations), eventBytesMax/len(line); got != want || e.overLimit != 20-want {
 		t.Errorf("readFrom(20 × 60 KiB) = %d annotations, over limit %d; want %d, %d", got, e.overLimit, want, 20-want)
 	}
 	anns, _, _, invalid := e.result()
@@ -412,7 +412,7 @@ func FuzzExecutorEvents(f *testing.F) {
 	f.Add([]byte(`{"cache":{"key":"k","value":"v","scope":"cluster"}}` + "\r\n\n{]\n"))
 	f.Add([]byte("\xff\xfe\n{\"labels\":{\"\xff\":\"x\"}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		whole, bytewise := execParseEvents(data, false), execParseEvents(data, true)
+		whole, bytewise := parseEvents(data, false), parseEvents(data, true)
 		if !reflect.DeepEqual(whole, bytewise) {
 			t.Fatalf("readFrom depends on read sizes: %+v vs %+v", whole, bytewise)
 		}
@@ -442,12 +442,12 @@ func FuzzExecutorEvents(f *testing.F) {
 // cut to 32 KiB and the key's real length is passed along.
 func TestSpawnHugeKeyAndLabels(t *testing.T) {
 	t.Parallel()
-	bin := execScript(t, `printf '%s %s %s' "${#SVC_KEY}" "$SVC_KEY_TRUNCATED" "${#SVC_LABEL_BIG}"`)
-	task := execTask("")
+	bin := script(t, `printf '%s %s %s' "${#SVC_KEY}" "$SVC_KEY_TRUNCATED" "${#SVC_LABEL_BIG}"`)
+	task := task("")
 	task.Msg.Key = []byte(strings.Repeat("k", 200<<10))
 	task.Labels = map[string]string{"big": strings.Repeat("v", 150<<10)}
 	task.Env = map[string]string{"HUGE": strings.Repeat("e", 300<<10)}
-	res := execSpawn(t, execTestOptions(bin), task)
+	res := spawn(t, testOptions(bin), task)
 	if res.Status != worker.StatusOK {
 		t.Fatalf("Spawn(huge key) = %s, %v, want ok", res.Status, res.Err)
 	}
@@ -460,9 +460,9 @@ func TestSpawnHugeKeyAndLabels(t *testing.T) {
 // SVC_KEY_ENCODING unset, so an executor tells it from an empty key.
 func TestSpawnNullKey(t *testing.T) {
 	t.Parallel()
-	task := execTask("")
+	task := task("")
 	task.Msg.Key = nil
-	res := execSpawn(t, execTestOptions(execScript(t, `printf '%s|%s' "${SVC_KEY-unset}" "${SVC_KEY_ENCODING-unset}"`)), task)
+	res := spawn(t, testOptions(script(t, `printf '%s|%s' "${SVC_KEY-unset}" "${SVC_KEY_ENCODING-unset}"`)), task)
 	if got := string(res.Output); got != "unset|unset" {
 		t.Errorf("SVC_KEY|SVC_KEY_ENCODING for a null key = %q, want unset|unset", got)
 	}

@@ -15,26 +15,26 @@ import (
 	"svc/worker"
 )
 
-// execStrayPool is a persistent helper pool of one child whose stdout
+// strayPool is a persistent helper pool of one child whose stdout
 // misbehaves as env says, logging as JSON into the returned log.
-func execStrayPool(t *testing.T, env map[string]string) (*Pool, *execStrayLog) {
+func strayPool(t *testing.T, env map[string]string) (*Pool, *strayLog) {
 	t.Helper()
-	l := &execStrayLog{}
-	p, _ := execPersistentPool(t, func(o *Options) {
+	l := &strayLog{}
+	p, _ := persistentPool(t, func(o *Options) {
 		o.PoolSize, o.MaxAttempts, o.Env = 1, 3, env
-		o.Logger = slog.New(slog.NewJSONHandler(&execLockedWriter{w: &l.b, mu: &l.mu}, nil))
+		o.Logger = slog.New(slog.NewJSONHandler(&lockedWriter{w: &l.b, mu: &l.mu}, nil))
 	})
 	return p, l
 }
 
-// execStrayLog is a pool's JSON log.
-type execStrayLog struct {
+// strayLog is a pool's JSON log.
+type strayLog struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
 // violations are the executor_child_protocol_violation records.
-func (l *execStrayLog) violations(t *testing.T) []map[string]any {
+func (l *strayLog) violations(t *testing.T) []map[string]any {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -53,7 +53,7 @@ func (l *execStrayLog) violations(t *testing.T) []map[string]any {
 }
 
 // violationsWith are the violation records whose detail holds want.
-func (l *execStrayLog) violationsWith(t *testing.T, want string) []map[string]any {
+func (l *strayLog) violationsWith(t *testing.T, want string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, r := range l.violations(t) {
@@ -64,15 +64,15 @@ func (l *execStrayLog) violationsWith(t *testing.T, want string) []map[string]an
 	return out
 }
 
-// execRunInputs runs each input in turn as its own task and fails t unless
+// runInputs runs each input in turn as its own task and fails t unless
 // every result is ok at the first attempt with its own input as output.
-func execRunInputs(t *testing.T, p *Pool, pause time.Duration, inputs ...string) {
+func runInputs(t *testing.T, p *Pool, pause time.Duration, inputs ...string) {
 	t.Helper()
 	for i, in := range inputs {
 		if i > 0 {
 			time.Sleep(pause)
 		}
-		task := execTask(in)
+		task := task(in)
 		task.ID = "t-" + in
 		res := p.Run(t.Context(), task)
 		if res.Status != worker.StatusOK || string(res.Output) != in || res.Attempts != 1 {
@@ -82,17 +82,17 @@ func execRunInputs(t *testing.T, p *Pool, pause time.Duration, inputs ...string)
 	}
 }
 
-var execABCD = []string{"AAA", "BBB", "CCC", "DDD"}
+var abcd = []string{"AAA", "BBB", "CCC", "DDD"}
 
-// execWantViolations checks the violations counted and logged: at least
+// wantViolations checks the violations counted and logged: at least
 // min (at most max) in all, each of a kind in kinds, logged with the
 // child's pid, a task outcome in tasks and a detail with want; and never
 // the bytes the child wrote.
-func execWantViolations(t *testing.T, p *Pool, l *execStrayLog, min, max int, kinds, tasks []string, want string) {
+func wantViolations(t *testing.T, p *Pool, l *strayLog, min, max int, kinds, tasks []string, want string) {
 	t.Helper()
 	counted := 0.0
-	for _, k := range execViolationKinds {
-		n := execMetricValue(p.backend.(*persistent).metrics.violations.WithLabelValues(k))
+	for _, k := range violationKinds {
+		n := metricValue(p.backend.(*persistent).metrics.violations.WithLabelValues(k))
 		if n > 0 && !strings.Contains(strings.Join(kinds, " "), k) {
 			t.Errorf("violations{kind=%s} = %v, want none of that kind", k, n)
 		}
@@ -126,10 +126,10 @@ func execWantViolations(t *testing.T, p *Pool, l *execStrayLog, min, max int, ki
 // child is replaced.
 func TestPersistentExtraFrameAfterEachResult(t *testing.T) {
 	t.Parallel()
-	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "frame"})
-	execRunInputs(t, p, 0, execABCD...)
-	execWantViolations(t, p, l, 4, 4, []string{execViolationUnsolicited}, []string{"answered"}, "binary output (a frame?) on stdout behind the result")
-	if n := execRestarts(t, p, execReasonProtocol); n < 3 {
+	p, l := strayPool(t, map[string]string{"HELPER_STRAY": "frame"})
+	runInputs(t, p, 0, abcd...)
+	wantViolations(t, p, l, 4, 4, []string{violationUnsolicited}, []string{"answered"}, "binary output (a frame?) on stdout behind the result")
+	if n := restarts(t, p, reasonProtocol); n < 3 {
 		t.Errorf("restarts{reason=protocol} = %v, want a child per task", n)
 	}
 }
@@ -138,40 +138,40 @@ func TestPersistentExtraFrameAfterEachResult(t *testing.T) {
 // by the task it names: the task goes to a fresh child at no cost.
 func TestPersistentResultNamingAnotherTask(t *testing.T) {
 	t.Parallel()
-	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "stale-late"})
-	execRunInputs(t, p, 0, execABCD...)
-	execWantViolations(t, p, l, 3, 3, []string{execViolationWrongTask}, []string{"rerun"}, `the result names task_id "t-`)
+	p, l := strayPool(t, map[string]string{"HELPER_STRAY": "stale-late"})
+	runInputs(t, p, 0, abcd...)
+	wantViolations(t, p, l, 3, 3, []string{violationWrongTask}, []string{"rerun"}, `the result names task_id "t-`)
 }
 
 // A child that named its tasks and then sends a result naming none: a
 // stray (it answered before), the task moves at no cost.
 func TestPersistentResultNamingNoTaskAfterNamingThem(t *testing.T) {
 	t.Parallel()
-	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "stale-late-anon"})
-	execRunInputs(t, p, 0, execABCD...)
-	execWantViolations(t, p, l, 3, 3, []string{execViolationWrongTask}, []string{"rerun"}, "names no task_id")
+	p, l := strayPool(t, map[string]string{"HELPER_STRAY": "stale-late-anon"})
+	runInputs(t, p, 0, abcd...)
+	wantViolations(t, p, l, 3, 3, []string{violationWrongTask}, []string{"rerun"}, "names no task_id")
 }
 
 // A child writing a frame before it was sent any task is replaced before
 // it gets one.
 func TestPersistentFrameBeforeAnyTask(t *testing.T) {
 	t.Parallel()
-	p, l := execStrayPool(t, map[string]string{"HELPER_UNSOLICITED_ONCE": filepath.Join(t.TempDir(), "once")})
-	execRunInputs(t, p, 0, execABCD...)
-	execWantViolations(t, p, l, 1, 1, []string{execViolationUnsolicited}, []string{"rerun"}, "binary output (a frame?) on stdout before the task was sent")
+	p, l := strayPool(t, map[string]string{"HELPER_UNSOLICITED_ONCE": filepath.Join(t.TempDir(), "once")})
+	runInputs(t, p, 0, abcd...)
+	wantViolations(t, p, l, 1, 1, []string{violationUnsolicited}, []string{"rerun"}, "binary output (a frame?) on stdout before the task was sent")
 }
 
 // Children that all write unasked frames: the task fails after its
 // attempts (each one moved once at no cost), never loops.
 func TestPersistentEveryChildWritesUnasked(t *testing.T) {
 	t.Parallel()
-	p, l := execStrayPool(t, map[string]string{"HELPER_UNSOLICITED": "always"})
+	p, l := strayPool(t, map[string]string{"HELPER_UNSOLICITED": "always"})
 	p.opts.MaxAttempts = 2
-	res := p.Run(t.Context(), execTask("AAA"))
+	res := p.Run(t.Context(), task("AAA"))
 	if res.Status != worker.StatusFailed || res.Attempts != 2 || res.Err == nil || !strings.Contains(res.Err.Error(), "protocol violation") {
 		t.Errorf("Run = %s %q after %d attempts (%v); want failed after 2 with a protocol violation", res.Status, res.Output, res.Attempts, res.Err)
 	}
-	execWantViolations(t, p, l, 4, 4, []string{execViolationUnsolicited}, []string{"rerun", "attempt_failed"}, "before the task was sent")
+	wantViolations(t, p, l, 4, 4, []string{violationUnsolicited}, []string{"rerun", "attempt_failed"}, "before the task was sent")
 }
 
 // A debug line on stdout after a result used to fail the next, innocent
@@ -186,21 +186,21 @@ func TestPersistentTextLineAfterResult(t *testing.T) {
 		detail             string
 	}{
 		{"in the result's write", "text", "", 0, 4, 4,
-			[]string{execViolationUnsolicited}, []string{"answered"}, "text (a print to stdout?) on stdout behind the result"},
+			[]string{violationUnsolicited}, []string{"answered"}, "text (a print to stdout?) on stdout behind the result"},
 		// Seen before the next task is sent; or behind the result when
 		// the line came before the worker read it.
 		{"before the next task", "text-later", "0s", 200 * time.Millisecond, 3, 4,
-			[]string{execViolationUnsolicited}, []string{"rerun", "answered"}, "text (a print to stdout?)"},
+			[]string{violationUnsolicited}, []string{"rerun", "answered"}, "text (a print to stdout?)"},
 		// Read in place of the next task's result; or (a worker slower
 		// than the child's 100ms) before the next task is sent.
 		{"after the next task was sent", "text-later", "100ms", 0, 3, 3,
-			[]string{execViolationMalformed, execViolationUnsolicited}, []string{"rerun"}, "text"},
+			[]string{violationMalformed, violationUnsolicited}, []string{"rerun"}, "text"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": tc.stray, "HELPER_STRAY_DELAY": tc.delay})
-			execRunInputs(t, p, tc.pause, execABCD...)
-			execWantViolations(t, p, l, tc.min, tc.max, tc.kinds, tc.tasks, tc.detail)
+			p, l := strayPool(t, map[string]string{"HELPER_STRAY": tc.stray, "HELPER_STRAY_DELAY": tc.delay})
+			runInputs(t, p, tc.pause, abcd...)
+			wantViolations(t, p, l, tc.min, tc.max, tc.kinds, tc.tasks, tc.detail)
 		})
 	}
 }
@@ -209,26 +209,26 @@ func TestPersistentTextLineAfterResult(t *testing.T) {
 // is charged (protocol v1 output), not moved at no cost.
 func TestPersistentTextFromAFreshChildIsCharged(t *testing.T) {
 	t.Parallel()
-	p, l := execStrayPool(t, nil)
-	res := p.Run(t.Context(), execTask("!garbage"))
+	p, l := strayPool(t, nil)
+	res := p.Run(t.Context(), task("!garbage"))
 	if res.Status != worker.StatusFailed || res.Attempts != 3 {
 		t.Errorf("Run(garbage) = %s after %d attempts (%v); want failed after 3", res.Status, res.Attempts, res.Err)
 	}
-	execWantViolations(t, p, l, 3, 3, []string{execViolationMalformed}, []string{"attempt_failed"}, "text where a frame length prefix should be")
+	wantViolations(t, p, l, 3, 3, []string{violationMalformed}, []string{"attempt_failed"}, "text where a frame length prefix should be")
 }
 
 func TestExecEchoNamesOther(t *testing.T) {
 	for _, tc := range []struct {
-		echo execEcho
+		echo echo
 		want bool
 	}{
-		{execEcho{}, false},
-		{execEcho{taskID: "t-1"}, false},
-		{execEcho{taskID: "t-1", attempt: 2}, false},
-		{execEcho{attempt: 2}, false},
-		{execEcho{taskID: "t-0"}, true},
-		{execEcho{taskID: "t-1", attempt: 1}, true},
-		{execEcho{attempt: 3}, true},
+		{echo{}, false},
+		{echo{taskID: "t-1"}, false},
+		{echo{taskID: "t-1", attempt: 2}, false},
+		{echo{attempt: 2}, false},
+		{echo{taskID: "t-0"}, true},
+		{echo{taskID: "t-1", attempt: 1}, true},
+		{echo{attempt: 3}, true},
 	} {
 		if got := tc.echo.namesOther("t-1", 2); got != tc.want {
 			t.Errorf("%+v.namesOther(t-1, 2) = %v, want %v", tc.echo, got, tc.want)
@@ -241,14 +241,14 @@ func TestExecEchoNamesOther(t *testing.T) {
 // result's stderr, else to no task.
 func TestPersistentStderrBetweenTasksBelongsToNone(t *testing.T) {
 	t.Parallel()
-	p, _ := execStrayPool(t, nil) // one child: the next task goes to it
+	p, _ := strayPool(t, nil) // one child: the next task goes to it
 	for i := range 3 {
-		res := p.Run(t.Context(), execTask("!stderr-late LATE"))
+		res := p.Run(t.Context(), task("!stderr-late LATE"))
 		if res.Status != worker.StatusOK || (len(res.Stderr) != 0 && string(res.Stderr) != "LATE") {
 			t.Fatalf("task %d = %s (%v), stderr %q; want ok, stderr empty or its own late line", i, res.Status, res.Err, res.Stderr)
 		}
 		time.Sleep(100 * time.Millisecond) // the late line reaches the pipe
-		res = p.Run(t.Context(), execTask("!stderr OWN"))
+		res = p.Run(t.Context(), task("!stderr OWN"))
 		if res.Status != worker.StatusOK || string(res.Stderr) != "OWN" {
 			t.Fatalf("next task %d = %s (%v), stderr %q; want ok with its own stderr \"OWN\" only", i, res.Status, res.Err, res.Stderr)
 		}
@@ -277,11 +277,11 @@ func TestPersistentNoEchoNeverShiftsResults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, l := execStrayPool(t, tc.env)
+			p, l := strayPool(t, tc.env)
 			const n = 8
 			for i := range n {
 				in := fmt.Sprintf("in-%d", i)
-				task := execTask(in)
+				task := task(in)
 				task.ID = "t-" + in
 				res := p.Run(t.Context(), task)
 				if res.Output != nil && string(res.Output) != in {
@@ -294,7 +294,7 @@ func TestPersistentNoEchoNeverShiftsResults(t *testing.T) {
 			// 3 attempts a task, each a violation (a late frame may show
 			// up first, as unsolicited output, and move the task at no
 			// cost once).
-			execWantViolations(t, p, l, 3*n, 6*n, []string{execViolationWrongTask, execViolationUnsolicited},
+			wantViolations(t, p, l, 3*n, 6*n, []string{violationWrongTask, violationUnsolicited},
 				[]string{"attempt_failed", "rerun"}, "")
 			if got := len(l.violationsWith(t, "the result names no task_id and no attempt; protocol v2 requires")); got < 3*n {
 				t.Errorf("%d violations say the result names no task_id and no attempt, want one per attempt (%d)", got, 3*n)
@@ -309,7 +309,7 @@ func TestPersistentNoEchoNeverShiftsResults(t *testing.T) {
 // first attempt.
 func TestPersistentLateFramesNamingTheirTask(t *testing.T) {
 	t.Parallel()
-	p, l := execStrayPool(t, map[string]string{"HELPER_STRAY": "late", "HELPER_STRAY_DELAY": "20ms", "HELPER_SERVE_DELAY": "8ms"})
+	p, l := strayPool(t, map[string]string{"HELPER_STRAY": "late", "HELPER_STRAY_DELAY": "20ms", "HELPER_SERVE_DELAY": "8ms"})
 	var inputs []string
 	for i := range 30 {
 		inputs = append(inputs, fmt.Sprintf("in-%d", i))
@@ -318,7 +318,7 @@ func TestPersistentLateFramesNamingTheirTask(t *testing.T) {
 		}
 	}
 	for i, in := range inputs {
-		task := execTask(in)
+		task := task(in)
 		task.ID = fmt.Sprintf("t-%d", i)
 		res := p.Run(t.Context(), task)
 		want := in
@@ -329,16 +329,16 @@ func TestPersistentLateFramesNamingTheirTask(t *testing.T) {
 			t.Errorf("task %s = %s %q after %d attempts (%v); want ok %q at the first attempt", task.ID, res.Status, res.Output, res.Attempts, res.Err, want)
 		}
 	}
-	execWantViolations(t, p, l, 1, len(inputs), []string{execViolationWrongTask, execViolationUnsolicited}, []string{"rerun", "answered"}, "")
+	wantViolations(t, p, l, 1, len(inputs), []string{violationWrongTask, violationUnsolicited}, []string{"rerun", "answered"}, "")
 }
 
 // A task without an id (a library caller's) is sent one of its own, which
 // its result names: it is answered, not refused for a missing echo.
 func TestPersistentTaskWithoutID(t *testing.T) {
 	t.Parallel()
-	p, l := execStrayPool(t, nil)
+	p, l := strayPool(t, nil)
 	for range 2 {
-		task := execTask("!view")
+		task := task("!view")
 		task.ID = ""
 		res := p.Run(t.Context(), task)
 		var seen helperTask
@@ -349,5 +349,5 @@ func TestPersistentTaskWithoutID(t *testing.T) {
 			t.Errorf("the caller's task got id %q; want it left alone", task.ID)
 		}
 	}
-	execWantViolations(t, p, l, 0, 0, nil, nil, "")
+	wantViolations(t, p, l, 0, 0, nil, nil, "")
 }

@@ -43,7 +43,7 @@ func (w *runWatch) arm(ctx context.Context, timeout time.Duration) {
 		}
 		w.ctx, w.unwatch = ctx, context.AfterFunc(ctx, w.onCancel)
 	} else if ctx.Err() != nil { // its watch fired between two tasks
-		w.stopLocked(execReasonCanceled)
+		w.stopLocked(reasonCanceled)
 	}
 }
 
@@ -77,7 +77,7 @@ func (w *runWatch) onTimeout() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.armed && !time.Now().Before(w.deadline) {
-		w.stopLocked(execReasonTimeout)
+		w.stopLocked(reasonTimeout)
 	}
 }
 
@@ -87,7 +87,7 @@ func (w *runWatch) onCancel() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.armed {
-		w.stopLocked(execReasonCanceled)
+		w.stopLocked(reasonCanceled)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 func watchedChild(t *testing.T) (*child, *runWatch) {
 	t.Helper()
 	cmd := exec.Command("sleep", "30")
-	cmd.SysProcAttr = execSysProcAttr()
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +50,10 @@ func TestRunWatchStopsOnTimeoutOnly(t *testing.T) {
 	if !dead(t, c) {
 		t.Fatal("the child still runs 5 s after its task's 20 ms timeout")
 	}
-	if why := w.disarm(); why != execReasonTimeout {
-		t.Fatalf("stop reason = %q, want %q", why, execReasonTimeout)
+	if why := w.disarm(); why != reasonTimeout {
+		t.Fatalf("stop reason = %q, want %q", why, reasonTimeout)
 	}
-	if !c.down || c.downWhy != execReasonTimeout {
+	if !c.down || c.downWhy != reasonTimeout {
 		t.Errorf("child down = %v (%q), want down for timeout", c.down, c.downWhy)
 	}
 }
@@ -71,8 +71,8 @@ func TestRunWatchStopsOnCancel(t *testing.T) {
 	cancel()
 	time.Sleep(20 * time.Millisecond) // the watch fires with nothing armed
 	w.arm(ctx, time.Hour)
-	if why := w.disarm(); why != execReasonCanceled {
-		t.Fatalf("task armed under an ended context: stop reason %q, want %q", why, execReasonCanceled)
+	if why := w.disarm(); why != reasonCanceled {
+		t.Fatalf("task armed under an ended context: stop reason %q, want %q", why, reasonCanceled)
 	}
 	if !dead(t, c) {
 		t.Fatal("the child still runs after its task's context ended")
@@ -85,8 +85,8 @@ func TestRunWatchStopsOnCancel(t *testing.T) {
 	if !dead(t, c2) {
 		t.Fatal("the armed task's child still runs after its context ended")
 	}
-	if why := w2.disarm(); why != execReasonCanceled {
-		t.Fatalf("stop reason = %q, want %q", why, execReasonCanceled)
+	if why := w2.disarm(); why != reasonCanceled {
+		t.Fatalf("stop reason = %q, want %q", why, reasonCanceled)
 	}
 	w2.release()
 }

@@ -1,9 +1,11 @@
 // Package workertest holds the helpers the test suites share: small
-// /bin/sh executors, an in-process kfake cluster, a log capture and metric
-// reads, and the built svc binary run as a child process (process.go:
-// MainWithSvc, Start, Proc). A test that needs a whole worker builds it
-// with the one builder, httpd/root. Waiting for a condition is wait.For,
-// in the stdlib-only leaf package workertest/wait.
+// /bin/sh executors and a gate to hold them, an in-process kfake cluster
+// with produce faults (kafka.go), a log capture and metric reads, free
+// ports and unique names, and the built svc binary run as a child process
+// (process.go: MainWithSvc, Start, Proc). A test that needs a whole worker
+// in process builds it with the composition root, as `svc run` does.
+// Waiting for a condition is wait.For, in the stdlib-only leaf package
+// workertest/wait.
 package workertest
 
 import (
