@@ -91,9 +91,6 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	for _, k := range md.Undecoded() {
 		problems = append(problems, locate(lines, k.String())+": unknown key")
 	}
-	if cfg.Sources.Kafka.Delivery == DeliveryExactlyOnce && !md.IsDefined("sources", "kafka", "commit_interval") {
-		cfg.Sources.Kafka.CommitInterval = Duration(ExactlyOnceCommitInterval)
-	}
 	cfg.Resolve()
 	for _, p := range cfg.Validate() {
 		problems = append(problems, withLine(lines, p))
