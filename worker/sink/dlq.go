@@ -81,10 +81,7 @@ func (d *DLQ) Enabled() bool { return d.cl != nil }
 // record is acknowledged, dropped by policy or no DLQ exists, and
 // worker.ErrDeliveryStalled when it failed under the stall policy.
 func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
-	reason := res.Status
-	if res.Err != nil {
-		reason = res.Err.Error()
-	}
+	reason := dlqReason(res)
 	note := func(outcome string) { d.events.DeadLettered(res, outcome, reason, nil) }
 	if d.cl == nil {
 		note("dropped_unconfigured")
@@ -144,21 +141,15 @@ type dlqCut struct {
 // original headers dropped. at is where the acknowledged record landed;
 // cut is nil when nothing was cut.
 func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQRecordAt, cut *dlqCut, err error) {
-	if err := d.limit.wait(ctx); err != nil {
-		return at, nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
-	}
-	rec := d.record(res)
-	_, limit, err := d.limit.overLimit(ctx, RecordSize(rec))
+	rec, cut, err := d.build(ctx, res)
 	if err != nil {
 		return at, nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
-	}
-	if orig := fit(rec, originalHeaders(res), limit); orig >= 0 {
-		cut = &dlqCut{orig: orig, kept: len(rec.Value)}
 	}
 	sent := time.Now()
 	err = d.produce(ctx, rec)
 	if isTooLarge(err) {
 		refused := err
+		var limit int
 		if limit, err = d.limit.fresh(ctx, sent); err != nil {
 			return at, cut, fmt.Errorf("refused as too large (%w), and no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", refused, d.timeout, err)
 		}
@@ -180,6 +171,33 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQR
 		at = worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}
 	}
 	return at, cut, err
+}
+
+// build makes res's DLQ record, cut to the DLQ topic's limit (waiting
+// for its first lookup), for Send and Stage alike. err is ctx's, when it
+// ended first.
+func (d *DLQ) build(ctx context.Context, res *worker.TaskResult) (*kgo.Record, *dlqCut, error) {
+	if err := d.limit.wait(ctx); err != nil {
+		return nil, nil, err
+	}
+	rec := d.record(res)
+	_, limit, err := d.limit.overLimit(ctx, RecordSize(rec))
+	if err != nil {
+		return nil, nil, err
+	}
+	var cut *dlqCut
+	if orig := fit(rec, originalHeaders(res), limit); orig >= 0 {
+		cut = &dlqCut{orig: orig, kept: len(rec.Value)}
+	}
+	return rec, cut, nil
+}
+
+// dlqReason is res's svc-dlq-reason: its error, else its status.
+func dlqReason(res *worker.TaskResult) string {
+	if res.Err != nil {
+		return res.Err.Error()
+	}
+	return res.Status
 }
 
 // produce sends rec and waits for its acknowledgement or ctx.
@@ -266,10 +284,7 @@ func fit(rec *kgo.Record, nOrig, limit int) int {
 
 func (d *DLQ) record(res *worker.TaskResult) *kgo.Record {
 	rec := &kgo.Record{Topic: d.topic}
-	reason := res.Status
-	if res.Err != nil {
-		reason = res.Err.Error()
-	}
+	reason := dlqReason(res)
 	var partition, offset string
 	if m := res.Task.Msg; m != nil {
 		rec.Key, rec.Value = m.Key, m.Value

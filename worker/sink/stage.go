@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -47,33 +46,17 @@ func (ss *Set) Stage(ctx context.Context, res *worker.TaskResult) (*Staged, erro
 	if res.Status != worker.StatusOK {
 		return st, ss.stageDLQ(ctx, st, res)
 	}
-	for _, s := range ss.targets(res) {
-		if err := s.limit.wait(ctx); err != nil {
-			return nil, err
-		}
-		rec := resultRecord(s.topic, ss.name, s.forward, res)
-		size := RecordSize(rec)
-		over, limit, err := s.limit.overLimit(ctx, size)
-		if err != nil {
-			return nil, err
-		}
-		if over {
-			st.large = append(st.large, &TooLargeError{Sink: s.name, Size: size, Limit: limit})
-			continue
-		}
-		st.add(rec, s)
+	recs, large, err := ss.records(ctx, res, ss.targets(res))
+	if err != nil {
+		return nil, err
 	}
-	if len(st.large) == 0 {
+	for _, r := range recs {
+		st.add(r.rec, r.s)
+	}
+	if st.large = large; len(large) == 0 {
 		return st, nil
 	}
-	reasons := make([]string, len(st.large))
-	for i, tl := range st.large {
-		reasons[i] = tl.Error()
-	}
-	slices.Sort(reasons)
-	failed := *res
-	failed.Status, failed.Err = worker.StatusFailed, errors.New(strings.Join(reasons, "; "))
-	return st, ss.stageDLQ(ctx, st, &failed)
+	return st, ss.stageDLQ(ctx, st, tooLargeFailure(res, large))
 }
 
 func (st *Staged) add(rec *kgo.Record, s *kafkaSink) {
@@ -84,25 +67,14 @@ func (st *Staged) add(rec *kgo.Record, s *kafkaSink) {
 
 // stageDLQ adds res's DLQ record, cut to the DLQ topic's limit.
 func (ss *Set) stageDLQ(ctx context.Context, st *Staged, res *worker.TaskResult) error {
-	d := ss.dlq
-	if d.cl == nil {
+	if ss.dlq.cl == nil {
 		return errors.New("no DLQ: exactly-once needs one (dlq.topic or the source's <topic>_dlq)")
 	}
-	if err := d.limit.wait(ctx); err != nil {
-		return err
-	}
-	rec := d.record(res)
-	_, limit, err := d.limit.overLimit(ctx, RecordSize(rec))
+	rec, cut, err := ss.dlq.build(ctx, res)
 	if err != nil {
 		return err
 	}
-	if orig := fit(rec, originalHeaders(res), limit); orig >= 0 {
-		st.cut = &dlqCut{orig: orig, kept: len(rec.Value)}
-	}
-	st.dlq, st.reason = res, res.Status
-	if res.Err != nil {
-		st.reason = res.Err.Error()
-	}
+	st.cut, st.dlq, st.reason = cut, res, dlqReason(res)
 	st.add(rec, nil)
 	return nil
 }
@@ -160,8 +132,7 @@ func (ss *Set) Committed(st *Staged) {
 		ss.events.Delivered(st.res, s.name)
 	}
 	for _, tl := range st.large {
-		ss.m.tooLarge.WithLabelValues(tl.Sink).Inc()
-		ss.log.Warn("sink_record_too_large", "sink", tl.Sink, "task_id", st.res.Task.ID, "bytes", tl.Size, "limit", tl.Limit)
+		ss.tooLarge(st.res, tl)
 	}
 }
 
