@@ -33,7 +33,8 @@ import (
 func (ss *Set) DeliverAsync(ctx context.Context, res *worker.TaskResult, done func(error)) {
 	if res.Status == worker.StatusOK && ctx.Err() == nil {
 		if targets := ss.targets(res); len(targets) == 1 && targets[0].limit.ready() {
-			recs, large, err := ss.records(ctx, res, targets)
+			var buf [1]sinkRecord
+			recs, large, err := ss.records(ctx, res, targets, buf[:0])
 			if err == nil && len(large) == 0 && ss.produceAsync(ctx, recs[0], res, done) {
 				return
 			}

@@ -112,7 +112,8 @@ func (ss *Set) deliver(ctx context.Context, res *worker.TaskResult, to *kafkaSin
 	if res.Status != worker.StatusOK {
 		return ss.dlq.Send(ctx, res)
 	}
-	recs, large, err := ss.records(ctx, res, ss.targets(res))
+	var buf [1]sinkRecord // on the stack: one sink's record allocates nothing here
+	recs, large, err := ss.records(ctx, res, ss.targets(res), buf[:0])
 	if err != nil {
 		return err
 	}
@@ -164,15 +165,16 @@ type sinkRecord struct {
 }
 
 // records builds the records of ok result res for targets (ss.targets),
-// the one step of every delivery path: each is checked against its
-// sink's topic limit (waiting for the limit's first lookup), and one
-// over it is a *TooLargeError in large instead, its message bound for the
-// DLQ (tooLargeFailure). err is ctx's, when it ended first.
-func (ss *Set) records(ctx context.Context, res *worker.TaskResult, targets []*kafkaSink) (recs []sinkRecord, large []*TooLargeError, err error) {
+// the one step of every delivery path, appending them to recs: each is
+// checked against its sink's topic limit (waiting for the limit's first
+// lookup), and one over it is a *TooLargeError in large instead, its
+// message bound for the DLQ (tooLargeFailure). err is ctx's, when it
+// ended first.
+func (ss *Set) records(ctx context.Context, res *worker.TaskResult, targets []*kafkaSink, recs []sinkRecord) ([]sinkRecord, []*TooLargeError, error) {
 	for _, s := range targets {
 		s.limit.ready() // every lookup under way at once
 	}
-	recs = make([]sinkRecord, 0, len(targets))
+	var large []*TooLargeError
 	for _, s := range targets {
 		if err := s.limit.wait(ctx); err != nil {
 			return nil, nil, err

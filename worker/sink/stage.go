@@ -46,7 +46,7 @@ func (ss *Set) Stage(ctx context.Context, res *worker.TaskResult) (*Staged, erro
 	if res.Status != worker.StatusOK {
 		return st, ss.stageDLQ(ctx, st, res)
 	}
-	recs, large, err := ss.records(ctx, res, ss.targets(res))
+	recs, large, err := ss.records(ctx, res, ss.targets(res), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -290,19 +290,13 @@ func (ss *Set) Aborted(sts []*Staged, reason string) {
 // is open, so the transaction waits instead of committing offsets past
 // undelivered results. A true answer is followed by Settle.
 func (ss *Set) Acquire(sts []*Staged) bool {
-	var got []*kafkaSink
-	for _, st := range sts {
-		for _, s := range st.to {
-			if s == nil || slices.Contains(got, s) {
-				continue
+	got := sinksOf(sts)
+	for i, s := range got {
+		if !s.breaker.TryAcquire() {
+			for _, g := range got[:i] {
+				g.breaker.Release()
 			}
-			if !s.breaker.TryAcquire() {
-				for _, g := range got {
-					g.breaker.Release()
-				}
-				return false
-			}
-			got = append(got, s)
+			return false
 		}
 	}
 	return true
@@ -312,20 +306,26 @@ func (ss *Set) Acquire(sts []*Staged) bool {
 // of sts; otherwise the sinks whose records failed have counted it
 // (Failed), and the others are released.
 func (ss *Set) Settle(sts []*Staged, committed bool) {
-	var seen []*kafkaSink
+	for _, s := range sinksOf(sts) {
+		if committed {
+			s.breaker.Success()
+		} else {
+			s.breaker.Release()
+		}
+	}
+}
+
+// sinksOf is each sink of sts' records once (the DLQ's not).
+func sinksOf(sts []*Staged) []*kafkaSink {
+	var out []*kafkaSink
 	for _, st := range sts {
 		for _, s := range st.to {
-			if s == nil || slices.Contains(seen, s) {
-				continue
-			}
-			seen = append(seen, s)
-			if committed {
-				s.breaker.Success()
-			} else {
-				s.breaker.Release()
+			if s != nil && !slices.Contains(out, s) {
+				out = append(out, s)
 			}
 		}
 	}
+	return out
 }
 
 // TransactionOpts are the producer options of the exactly-once source's
