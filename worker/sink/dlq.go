@@ -94,28 +94,15 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	sctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	at, cut, err := d.write(sctx, res)
-	var attrs []any
-	if m := res.Task.Msg; m != nil {
-		attrs = append(attrs, "partition", m.Partition, "offset", m.Offset)
-	}
 	if err == nil {
-		d.m.dlq.WithLabelValues("sent").Inc()
-		d.events.DeadLettered(res, "sent", reason, &at)
-		if cut != nil {
-			d.m.truncated.Inc()
-			cattrs := append([]any{"task_id", res.Task.ID, "value_bytes", cut.orig, "kept_bytes", cut.kept, "limit", d.limit.get()}, attrs...)
-			if cut.refused != nil {
-				cattrs = append(cattrs, "error", cut.refused.Error())
-			}
-			d.log.Warn("dlq_record_truncated", cattrs...)
-		}
+		d.sent(res, at, cut)
 		return nil
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	d.m.dlq.WithLabelValues("failed").Inc()
-	attrs = append([]any{"task_id", res.Task.ID, "error", err.Error()}, attrs...)
+	attrs := append([]any{"task_id", res.Task.ID, "error", err.Error()}, msgAttrs(res)...)
 	if d.stall {
 		note("failed_stall")
 		d.log.Error("dlq_send_failed_stall", attrs...)
@@ -123,6 +110,31 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	}
 	note("failed_drop")
 	d.log.Error("dlq_send_failed_drop", attrs...)
+	return nil
+}
+
+// sent accounts for res's DLQ record, acknowledged at at (Send) or
+// committed (Stage): counted and recorded, and a cut logged.
+func (d *DLQ) sent(res *worker.TaskResult, at worker.DLQRecordAt, cut *dlqCut) {
+	d.m.dlq.WithLabelValues("sent").Inc()
+	d.events.DeadLettered(res, "sent", dlqReason(res), &at)
+	if cut == nil {
+		return
+	}
+	d.m.truncated.Inc()
+	attrs := append([]any{"task_id", res.Task.ID, "value_bytes", cut.orig, "kept_bytes", cut.kept, "limit", d.limit.get()}, msgAttrs(res)...)
+	if cut.refused != nil {
+		attrs = append(attrs, "error", cut.refused.Error())
+	}
+	d.log.Warn("dlq_record_truncated", attrs...)
+}
+
+// msgAttrs are the log attributes of res's message: its partition and
+// offset.
+func msgAttrs(res *worker.TaskResult) []any {
+	if m := res.Task.Msg; m != nil {
+		return []any{"partition", m.Partition, "offset", m.Offset}
+	}
 	return nil
 }
 

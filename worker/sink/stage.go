@@ -32,7 +32,6 @@ type Staged struct {
 	to      []*kafkaSink // the sink of each record; nil for the DLQ record
 	res     *worker.TaskResult
 	dlq     *worker.TaskResult // the result the DLQ record stands for, if any
-	reason  string             // its svc-dlq-reason
 	cut     *dlqCut
 	large   []*TooLargeError // sinks the result was too large for
 }
@@ -74,7 +73,7 @@ func (ss *Set) stageDLQ(ctx context.Context, st *Staged, res *worker.TaskResult)
 	if err != nil {
 		return err
 	}
-	st.cut, st.dlq, st.reason = cut, res, dlqReason(res)
+	st.cut, st.dlq = cut, res
 	st.add(rec, nil)
 	return nil
 }
@@ -119,13 +118,7 @@ func (ss *Set) Committed(st *Staged) {
 	for i, rec := range st.Records {
 		s := st.to[i]
 		if s == nil {
-			d := ss.dlq
-			d.m.dlq.WithLabelValues("sent").Inc()
-			d.events.DeadLettered(st.dlq, "sent", st.reason, &worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset})
-			if st.cut != nil {
-				d.m.truncated.Inc()
-				d.log.Warn("dlq_record_truncated", "task_id", st.res.Task.ID, "value_bytes", st.cut.orig, "kept_bytes", st.cut.kept, "limit", d.limit.get())
-			}
+			ss.dlq.sent(st.dlq, worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}, st.cut)
 			continue
 		}
 		s.delivered.Inc()
