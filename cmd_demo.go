@@ -49,13 +49,13 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer cluster.Close()
-	cfg := demo.Config(self, dir, ports, cluster.Brokers())
+	delivery := config.DeliveryAtLeastOnce
+	if *exactlyOnce {
+		delivery = config.DeliveryExactlyOnce
+	}
+	cfg := demo.Config(self, dir, ports, cluster.Brokers(), delivery)
 	if *persistent {
 		cfg.Executor.Mode = "persistent"
-	}
-	if *exactlyOnce {
-		cfg.Sources.Kafka.Delivery = config.DeliveryExactlyOnce
-		cfg.Sources.Kafka.CommitInterval = config.Duration(config.ExactlyOnceCommitInterval)
 	}
 	// The embedded UI release, staged under the demo's own folder: the UI
 	// works with no network and leaves nothing behind.

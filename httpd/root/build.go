@@ -160,10 +160,11 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 		return nil, err
 	}
 	if cfg.Sources.Kafka.Enabled {
-		w.Kafka = kafka.New(w.App, reg, log)
+		delivery := kafka.AtLeastOnce()
 		if cfg.ExactlyOnce() {
-			w.Kafka.SetStager(w.Sinks)
+			delivery = kafka.ExactlyOnce(w.Sinks)
 		}
+		w.Kafka = kafka.New(w.App, delivery, reg, log)
 	}
 	w.watchExecutor(runner)
 	var services []service

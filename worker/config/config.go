@@ -187,11 +187,14 @@ const (
 	DeliveryExactlyOnce = "exactly_once"
 )
 
-// ExactlyOnceCommitInterval is sources.kafka.commit_interval's default in
-// exactly-once mode, where it is the transaction interval and so the
-// latency before a read_committed consumer sees a result (Kafka Streams'
-// default for exactly_once_v2).
-const ExactlyOnceCommitInterval = 100 * time.Millisecond
+// sources.kafka.commit_interval's defaults (Resolve). In exactly-once
+// mode it is the transaction interval and so the latency before a
+// read_committed consumer sees a result (Kafka Streams' default for
+// exactly_once_v2).
+const (
+	atLeastOnceCommitInterval = 5 * time.Second
+	exactlyOnceCommitInterval = 100 * time.Millisecond
+)
 
 // ExactlyOnce reports whether the Kafka source is on in exactly-once mode.
 func (c *Config) ExactlyOnce() bool {
@@ -423,8 +426,8 @@ type Throughput struct {
 }
 
 // Default returns the configuration with every default applied.
-// Defaults that depend on other keys (pool sizes, max_in_flight, DLQ topic)
-// are resolved by Config.Resolve after decoding.
+// Defaults that depend on other keys (pool sizes, max_in_flight, DLQ topic,
+// commit_interval) are resolved by Config.Resolve after decoding.
 func Default() Config {
 	host, _ := os.Hostname()
 	return Config{
@@ -440,7 +443,7 @@ func Default() Config {
 		Handler:  Handler{MaxAttempts: 3, RetryBackoff: Duration(200 * time.Millisecond)},
 		Sources: Sources{
 			Kafka: KafkaSource{
-				StartupAlignEnabled: true, StartupAlignSeconds: 10, CommitInterval: Duration(5 * time.Second),
+				StartupAlignEnabled: true, StartupAlignSeconds: 10,
 				MaxPollRecords: 500, RevokeTimeout: Duration(30 * time.Second), LeaveGroupOnShutdown: true,
 				FetchBufferBytes: DefaultFetchBufferBytes,
 			},
@@ -472,8 +475,9 @@ const DefaultRPM = 600
 
 // Resolve fills the defaults that depend on other keys or on the machine,
 // so that the config shows the values the worker actually uses: pool
-// sizes, the DLQ topic, security protocols and the executor's path (a bare
-// name is looked up on PATH once, here). Calling it again changes nothing.
+// sizes, the DLQ topic, commit_interval, security protocols and the
+// executor's path (a bare name is looked up on PATH once, here). Calling
+// it again changes nothing.
 func (c *Config) Resolve() {
 	cpus := runtime.NumCPU()
 	if p := c.Executor.BinaryPath; p != "" && !strings.Contains(p, "/") {
@@ -487,6 +491,12 @@ func (c *Config) Resolve() {
 	}
 	if k.Delivery == "" {
 		k.Delivery = DeliveryAtLeastOnce
+	}
+	if k.CommitInterval == 0 {
+		k.CommitInterval = Duration(atLeastOnceCommitInterval)
+		if k.Delivery == DeliveryExactlyOnce {
+			k.CommitInterval = Duration(exactlyOnceCommitInterval)
+		}
 	}
 	if c.DLQ.Topic == "" && k.Enabled && k.Topic != "" {
 		c.DLQ.Topic = k.Topic + "_dlq"

@@ -309,4 +309,12 @@ func TestExactlyOnceCommitInterval(t *testing.T) {
 			t.Errorf("%q: commit_interval = %s, want %s", c.lines, got, c.want)
 		}
 	}
+	// A config built in code (svc demo's) gets the same default from
+	// Resolve.
+	cfg := Default()
+	cfg.Sources.Kafka.Delivery = DeliveryExactlyOnce
+	cfg.Resolve()
+	if got := cfg.Sources.Kafka.CommitInterval.D(); got != 100*time.Millisecond {
+		t.Errorf("Default with exactly_once, resolved: commit_interval = %s, want 100ms", got)
+	}
 }

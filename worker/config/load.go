@@ -92,12 +92,8 @@ func Parse(data []byte, lookup func(string) (string, bool), checks ...Check) (*C
 	cfg := Default()
 	// The checker removed every unknown key: what stays decodes, and keys
 	// inside plain tables (handler.ui_pages) are DecodeTables' to check.
-	md, err := toml.Decode(buf.String(), &cfg)
-	if err != nil {
+	if _, err := toml.Decode(buf.String(), &cfg); err != nil {
 		return nil, &Error{Problems: append(problems, tomlProblem(err))}
-	}
-	if cfg.Sources.Kafka.Delivery == DeliveryExactlyOnce && !md.IsDefined("sources", "kafka", "commit_interval") {
-		cfg.Sources.Kafka.CommitInterval = Duration(ExactlyOnceCommitInterval)
 	}
 	cfg.Resolve()
 	cfg.src = &source{lines: lines, expanded: expanded}

@@ -18,8 +18,9 @@ const IngressToken = "demo-token-0123456789"
 
 // Config returns the demo worker's configuration: everything on loopback,
 // the svc binary itself as the executor, storage under dir, the Kafka
-// source, a sink and the DLQ on the embedded cluster at brokers.
-func Config(self, dir string, p Ports, brokers []string) *config.Config {
+// source with delivery (sources.kafka.delivery; "" is at-least-once), a
+// sink and the DLQ on the embedded cluster at brokers.
+func Config(self, dir string, p Ports, brokers []string, delivery string) *config.Config {
 	cfg := config.Default()
 	cfg.Worker.Name = "demo"
 	cfg.Worker.ShutdownTimeout = config.Duration(5 * time.Second)
@@ -42,7 +43,12 @@ func Config(self, dir string, p Ports, brokers []string) *config.Config {
 	cfg.Sources.Kafka.Topic = TopicIn
 	cfg.Sources.Kafka.Group = "svc-demo"
 	cfg.Sources.Kafka.StartupAlignEnabled = false
-	cfg.Sources.Kafka.CommitInterval = config.Duration(time.Second)
+	cfg.Sources.Kafka.Delivery = delivery
+	if delivery != config.DeliveryExactlyOnce {
+		// Commits show in the UI within a second; exactly-once keeps
+		// its own default (Resolve).
+		cfg.Sources.Kafka.CommitInterval = config.Duration(time.Second)
+	}
 	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "results", Topic: TopicOut}}
 	cfg.DLQ.SendTimeout = config.Duration(10 * time.Second)
 	cfg.Cache.Enabled = true

@@ -2,18 +2,157 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"svc/worker"
 )
+
+// atLeastOnce is the at-least-once committer: a message's results are
+// delivered (the sinks' own idempotent producers), then it is finished,
+// and the commit point of each partition (its highest contiguous finished
+// offset + 1) is committed every sources.kafka.commit_interval, on revoke
+// and at shutdown.
+type atLeastOnce struct{ *Source }
+
+func (s atLeastOnce) newClient(opts []kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
+}
+
+func (s atLeastOnce) background(ctx context.Context) { s.commitLoop(ctx) }
+func (s atLeastOnce) turn(context.Context) bool      { return s.fenced.Load() == nil }
+func (atLeastOnce) again(context.Context) bool       { return false }
+func (atLeastOnce) pollWait() time.Duration          { return time.Second }
+func (atLeastOnce) transactional() bool              { return false }
+func (s atLeastOnce) last(ctx context.Context)       { s.commit(ctx, nil) }
+func (s atLeastOnce) onLost(ps []int32)              { s.forget(ps) }
+
+// onRevoked drops the revoked partitions' waiting messages, lets their
+// running ones finish (up to sources.kafka.revoke_timeout), commits what
+// finished and forgets them, clearing any stall so a later owner starts
+// clean. The commit happens during a consume pause too: the partitions
+// leave this worker, and what finished here would otherwise be processed
+// again by the next owner.
+func (s atLeastOnce) onRevoked(ctx context.Context, ps []int32) {
+	s.mu.Lock()
+	for _, p := range ps {
+		if st := s.parts[p]; st != nil {
+			s.dropWaitingLocked(st)
+		}
+	}
+	s.updateFlowLocked()
+	s.mu.Unlock()
+	deadline := time.After(s.cfg.RevokeTimeout.D())
+	// On shutdown run has already waited worker.shutdown_timeout for the
+	// work in flight; waiting revoke_timeout on top would overrun it.
+	for _, p := range ps {
+		if !s.live.Load() {
+			break
+		}
+		s.mu.Lock()
+		st := s.parts[p]
+		var wait <-chan struct{}
+		if st != nil {
+			wait = st.waitDrained()
+		}
+		s.mu.Unlock()
+		if wait == nil {
+			continue
+		}
+		select {
+		case <-wait:
+		case <-deadline:
+			s.log.Warn("revoke_drain_deadline_reached", "partition", p, "revoke_timeout", s.cfg.RevokeTimeout.D().String())
+		case <-ctx.Done():
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	s.commit(cctx, ps)
+	cancel()
+	s.forget(ps)
+}
+
+// memberFenced stops consuming for good after the group refused this
+// worker's static membership: another worker with the same worker.name
+// (group.instance.id) joined, and it owns the partitions now. Retrying
+// would only log the refusal every few seconds while the worker looked
+// ready. (Exactly-once, it is the fence of txn.go: the newer worker takes
+// the transactional id as well.)
+func (s atLeastOnce) memberFenced(err error) {
+	if !s.fenced.CompareAndSwap(nil, &err) {
+		return
+	}
+	name := s.wcfg.Worker.Name
+	s.log.Error("kafka_member_fenced", "instance_id", name, "error", err.Error(),
+		"detail", "another worker with this worker.name joined the group as the same static member and owns the partitions: this one stops consuming and reports not ready; give each worker its own name")
+	s.app.Events().State("kafka_member_fenced", map[string]any{"instance_id": name, "error": err.Error()})
+	s.app.SetReady("kafka", fmt.Sprintf("fenced: another worker joined the consumer group as %s (same worker.name); consuming stopped: %v", name, err))
+}
+
+// finished delivers j's results and then finishes its message: one result
+// asynchronously, several in order on a goroutine of their own. A result
+// cancelled past the drain deadline, or still waiting for an unavailable
+// executor when the drain began, is not a failure of the message: no DLQ,
+// and the message stays uncommitted (read again). The messages its end
+// admits start from there (finish): it returns none.
+func (s atLeastOnce) finished(j job, taskCtx context.Context, results []worker.TaskResult) []job {
+	var first [1]*worker.TaskResult // on the stack: the usual one result allocates nothing here
+	todo := first[:0]
+	unfinished := false
+	for i := range results {
+		if notRun(taskCtx, &results[i]) {
+			unfinished = true
+			continue
+		}
+		todo = append(todo, &results[i])
+	}
+	switch len(todo) {
+	case 0:
+		s.finish(j, false, unfinished)
+	case 1:
+		// A DLQ send failed under "stall", or the task context ended past
+		// the drain deadline: the message stays uncommitted.
+		s.app.DeliverAsync(todo[0], func(err error) { s.finish(j, err != nil, unfinished) })
+	default:
+		several := slices.Clone(todo)
+		go func() {
+			stalled := false
+			for _, r := range several {
+				if s.app.Deliver(r) != nil {
+					stalled = true
+				}
+			}
+			s.finish(j, stalled, unfinished)
+		}()
+	}
+	return nil
+}
+
+// finish accounts for j's delivered message (stalled: its partition
+// stalls; unfinished: it stays uncommitted, quietly), starts the messages
+// that lets in and lets j's hold go.
+func (s atLeastOnce) finish(j job, stalled, unfinished bool) {
+	s.mu.Lock()
+	s.doneLocked(j.w, stalled || unfinished, !stalled)
+	next := s.jobs(s.settleLocked(j.w.part))
+	wake := s.pollWakeLocked()
+	s.mu.Unlock()
+	if wake {
+		s.signalRoom()
+	}
+	s.start(next)
+	j.done()
+}
 
 // commitLoop commits finished offsets every sources.kafka.commit_interval,
 // except while the operator's consume pause holds intake (nothing is
 // committed while paused); the end of the pause asks for a commit at once.
-func (s *Source) commitLoop(ctx context.Context) {
+func (s atLeastOnce) commitLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.CommitInterval.D())
 	defer t.Stop()
 	for {
@@ -43,7 +182,7 @@ func (s *Source) commitSoon() {
 
 // commit sends the commit point of the given partitions (nil: all owned)
 // when it moved since the last commit.
-func (s *Source) commit(ctx context.Context, only []int32) {
+func (s atLeastOnce) commit(ctx context.Context, only []int32) {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	offsets := map[int32]kgo.EpochOffset{}
@@ -88,6 +227,12 @@ func (s *Source) commit(ctx context.Context, only []int32) {
 		s.log.Warn("offset_commit_failed", "error", failed.Error())
 		return
 	}
+	s.committed(offsets)
+}
+
+// committed counts and reports a successful commit of offsets, in either
+// mode.
+func (s *Source) committed(offsets map[int32]kgo.EpochOffset) {
 	s.m.commits.WithLabelValues("ok").Inc()
 	committed := make(map[int32]int64, len(offsets))
 	for p, eo := range offsets {

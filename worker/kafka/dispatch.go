@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"svc/worker"
-	"svc/worker/sink"
 )
 
 // Message workers: each started message runs in a goroutine, runs its
@@ -128,50 +126,7 @@ func (s *Source) process(j job) []job {
 	if wake {
 		s.signalRoom()
 	}
-	if s.stager != nil {
-		more := s.jobs(s.finishStaged(w, taskCtx, results))
-		j.done()
-		return append(next, more...)
-	}
-	s.deliver(j, taskCtx, results)
-	return next
-}
-
-// deliver delivers j's results and then finishes its message: one result
-// asynchronously, several in order on a goroutine of their own. A result
-// cancelled past the drain deadline, or still waiting for an unavailable
-// executor when the drain began, is not a failure of the message: no DLQ,
-// and the message stays uncommitted (read again).
-func (s *Source) deliver(j job, taskCtx context.Context, results []worker.TaskResult) {
-	var first [1]*worker.TaskResult // on the stack: the usual one result allocates nothing here
-	todo := first[:0]
-	unfinished := false
-	for i := range results {
-		if notRun(taskCtx, &results[i]) {
-			unfinished = true
-			continue
-		}
-		todo = append(todo, &results[i])
-	}
-	switch len(todo) {
-	case 0:
-		s.finish(j, false, unfinished)
-	case 1:
-		// A DLQ send failed under "stall", or the task context ended past
-		// the drain deadline: the message stays uncommitted.
-		s.app.DeliverAsync(todo[0], func(err error) { s.finish(j, err != nil, unfinished) })
-	default:
-		several := slices.Clone(todo)
-		go func() {
-			stalled := false
-			for _, r := range several {
-				if s.app.Deliver(r) != nil {
-					stalled = true
-				}
-			}
-			s.finish(j, stalled, unfinished)
-		}()
-	}
+	return append(next, s.c.finished(j, taskCtx, results)...)
 }
 
 // notRun reports a result that is not the message's outcome: cancelled
@@ -180,52 +135,6 @@ func (s *Source) deliver(j job, taskCtx context.Context, results []worker.TaskRe
 // no DLQ.
 func notRun(taskCtx context.Context, r *worker.TaskResult) bool {
 	return (taskCtx.Err() != nil && errors.Is(r.Err, context.Canceled)) || errors.Is(r.Err, worker.ErrExecutorUnavailable)
-}
-
-// finish accounts for j's delivered message (stalled: its partition
-// stalls; unfinished: it stays uncommitted, quietly), starts the messages
-// that lets in and lets j's hold go.
-func (s *Source) finish(j job, stalled, unfinished bool) {
-	s.mu.Lock()
-	s.doneLocked(j.w, stalled || unfinished, !stalled)
-	next := s.jobs(s.settleLocked(j.w.part))
-	wake := s.pollWakeLocked()
-	s.mu.Unlock()
-	if wake {
-		s.signalRoom()
-	}
-	s.start(next)
-	j.done()
-}
-
-// finishStaged finishes an exactly-once message: its results are staged
-// for the next transaction and its offset finished, which lets the next
-// message of its key in. A message cancelled by the shutdown or left
-// waiting for an unavailable executor stays unfinished (read again).
-func (s *Source) finishStaged(w *msgWork, taskCtx context.Context, results []worker.TaskResult) []*msgWork {
-	unfinished := false
-	for i := range results {
-		if notRun(taskCtx, &results[i]) {
-			unfinished = true
-		}
-	}
-	var staged []*sink.Staged
-	if !unfinished {
-		staged, unfinished = s.stageAll(taskCtx, results)
-		unfinished = !unfinished
-	}
-	s.mu.Lock()
-	if !unfinished {
-		s.stageLocked(w, staged)
-	}
-	s.doneLocked(w, unfinished, true)
-	next := s.settleLocked(w.part)
-	wake := s.pollWakeLocked()
-	s.mu.Unlock()
-	if wake {
-		s.signalRoom()
-	}
-	return next
 }
 
 // pollWakeLocked reports whether a finished message should wake the poll
@@ -237,7 +146,7 @@ func (s *Source) finishStaged(w *msgWork, taskCtx context.Context, results []wor
 // CPU a message on the Kafka bench (TestKafkaBackpressureQuietPoll counts the
 // wakes).
 func (s *Source) pollWakeLocked() bool {
-	return s.stager != nil || s.running == 0 || s.pollRoomLocked() > 0
+	return s.c.transactional() || s.running == 0 || s.pollRoomLocked() > 0
 }
 
 // signalRoom wakes a poll loop waiting for room, if one waits.

@@ -21,6 +21,12 @@
 // offset + 1, committed every sources.kafka.commit_interval (never while
 // the consume pause is active), at its end, on revoke and at shutdown.
 //
+// # Delivery
+//
+// At-least-once (commit.go) or exactly-once (txn.go) is a committer
+// chosen once where the source is built (Delivery); the poll loop, the
+// queues and the rebalance callbacks are the same for both.
+//
 // # Locks
 //
 // Source.commitMu → Source.mu → flowControl.mu → franz-go client;

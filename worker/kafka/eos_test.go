@@ -395,3 +395,30 @@ func eosBatches(t *testing.T, prod *kgo.Client, keys int, fails func(int) bool) 
 		ktProduce(t, prod, recs)
 	}
 }
+
+// TestExactlyOnceStagedCapStartsTheCommitPoint: finished messages wait for
+// their transaction at most 16 × pipeline.max_in_flight; at that cap no
+// further message starts, except the one a partition's commit point waits
+// for. Message 1 shares message 0's key, so it becomes ready only when 0
+// finishes, behind the 58 others of the same poll: with max_in_flight 1,
+// 16 of them finish and wait before it starts, and the transaction can
+// commit nothing past it. Held by the cap, it never started and the
+// worker stopped for good (seen as a stalled bench/speed.sh run: 1,051
+// staged, nothing running, no transaction).
+func TestExactlyOnceStagedCapStartsTheCommitPoint(t *testing.T) {
+	t.Parallel()
+	c := ktCluster(t, 1)
+	addrs := c.ListenAddrs()
+	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
+	cfg.Pipeline.MaxInFlight = 1
+	const n = 60
+	recs := []*kgo.Record{ktMsg(0, "a", false), ktMsg(1, "a", false)}
+	for i := 2; i < n; i++ {
+		recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i), false))
+	}
+	ktProduce(t, ktClient(t, addrs), recs) // a backlog: one poll takes it all
+	w := ktStart(t, cfg)
+	ktWaitCommitted(t, ktAdmin(t, addrs), cfg.Sources.Kafka.Group)
+	w.Stop()
+	eosCheckExactlyOnce(t, n, func(int) bool { return false }, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
+}

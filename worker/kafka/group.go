@@ -33,63 +33,15 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 	s.app.SetReady("kafka", "")
 }
 
-// revoked drops the revoked partitions' waiting messages, lets their
-// running ones finish (up to sources.kafka.revoke_timeout), commits what
-// finished and forgets them, clearing any stall so a later owner starts
-// clean. The commit happens during a consume pause too: the partitions
-// leave this worker, and what finished here would otherwise be processed
-// again by the next owner.
+// revoked takes partitions away in a rebalance: at least once, what
+// finished is committed first; exactly once, the open work is aborted.
 func (s *Source) revoked(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
 	ps := m[s.topic]
 	if len(ps) == 0 {
 		return
 	}
 	s.m.rebalance.WithLabelValues("revoked").Inc()
-	if s.stager != nil {
-		// Exactly-once: the session aborts the open work of every
-		// partition; the poll loop rewinds and starts over (txn.go).
-		s.forget(ps)
-		s.txnReset.Store(true)
-		s.signalRoom()
-		s.log.Info("partitions_revoked", "partitions", ps)
-		return
-	}
-	s.mu.Lock()
-	for _, p := range ps {
-		if st := s.parts[p]; st != nil {
-			s.dropWaitingLocked(st)
-		}
-	}
-	s.updateFlowLocked()
-	s.mu.Unlock()
-	deadline := time.After(s.cfg.RevokeTimeout.D())
-	// On shutdown run has already waited worker.shutdown_timeout for the
-	// work in flight; waiting revoke_timeout on top would overrun it.
-	for _, p := range ps {
-		if !s.live.Load() {
-			break
-		}
-		s.mu.Lock()
-		st := s.parts[p]
-		var wait <-chan struct{}
-		if st != nil {
-			wait = st.waitDrained()
-		}
-		s.mu.Unlock()
-		if wait == nil {
-			continue
-		}
-		select {
-		case <-wait:
-		case <-deadline:
-			s.log.Warn("revoke_drain_deadline_reached", "partition", p, "revoke_timeout", s.cfg.RevokeTimeout.D().String())
-		case <-ctx.Done():
-		}
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	s.commit(cctx, ps)
-	cancel()
-	s.forget(ps)
+	s.c.onRevoked(ctx, ps)
 	s.log.Info("partitions_revoked", "partitions", ps)
 }
 
@@ -101,21 +53,23 @@ func (s *Source) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 		return
 	}
 	s.m.rebalance.WithLabelValues("lost").Inc()
-	s.forget(ps)
-	if s.stager != nil {
-		s.txnReset.Store(true)
-		s.signalRoom()
-	}
+	s.c.onLost(ps)
 	s.log.Warn("partitions_lost", "partitions", ps)
 }
 
 // forget drops the partitions' state; their messages still running finish
 // against the dropped state and start nothing more. Fetch pauses of their
 // own (stall, too much waiting work) are lifted, so the partitions do not
-// arrive paused if they come back.
-func (s *Source) forget(ps []int32) {
-	var dropped []*sink.Staged // exactly-once: results that will never commit
+// arrive paused if they come back. It returns the staged results of the
+// partitions' finished messages (exactly-once), which will never commit.
+func (s *Source) forget(ps []int32) []*sink.Staged {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.forgetLocked(ps)
+}
+
+func (s *Source) forgetLocked(ps []int32) []*sink.Staged {
+	var dropped []*sink.Staged // exactly-once: results that will never commit
 	for _, p := range ps {
 		st := s.parts[p]
 		if st == nil {
@@ -136,10 +90,7 @@ func (s *Source) forget(ps []int32) {
 	}
 	s.updateFlowLocked()
 	s.flow.forget(ps)
-	s.mu.Unlock()
-	if len(dropped) > 0 {
-		s.stager.Aborted(dropped, "partition revoked or lost before its transaction")
-	}
+	return dropped
 }
 
 // drainAll waits until no message runs or timeout passes.

@@ -410,7 +410,7 @@ func (s *Source) ageReader() (*kgo.Client, error) {
 		kgo.FetchMaxPartitionBytes(ageFetchBytes),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
-	if s.stager != nil {
+	if s.c.transactional() {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
 	cl, err := kgo.NewClient(opts...)

@@ -105,6 +105,9 @@ func (s *Source) readyLocked(w *msgWork) {
 // admitLocked starts waiting messages while slots are free, one partition
 // at a time in turn; it returns the messages to start. Deliveries over
 // their caps hold every start: their sink is slower than the executors.
+// Finished messages at their cap (exactly-once: waiting for their
+// transaction) hold every start but that of a message a partition's
+// commit point waits for (startCommitPointsLocked).
 func (s *Source) admitLocked() []*msgWork {
 	var start []*msgWork
 	var now time.Time
@@ -112,7 +115,10 @@ func (s *Source) admitLocked() []*msgWork {
 		now = time.Now()
 	}
 	for s.executing < s.lim.maxRunning && s.running-s.executing < s.lim.maxDelivering &&
-		s.deliverBytes < deliverBytes && s.staged < s.lim.maxStaged && s.stagedBytes < deliverBytes && len(s.ring) > 0 {
+		s.deliverBytes < deliverBytes && len(s.ring) > 0 {
+		if s.staged >= s.lim.maxStaged || s.stagedBytes >= deliverBytes {
+			return s.startCommitPointsLocked(start, now)
+		}
 		p := s.ring[0]
 		s.ring[0] = nil
 		s.ring = s.ring[1:]
@@ -122,14 +128,44 @@ func (s *Source) admitLocked() []*msgWork {
 		if len(p.ready) > 0 {
 			s.ring = append(s.ring, p)
 		}
-		s.unwaitLocked(w)
-		w.started, w.startedAt = true, now
-		p.running++
-		s.running++
-		s.executing++
-		start = append(start, w)
+		start = append(start, s.startLocked(w, now))
 	}
 	return start
+}
+
+// startCommitPointsLocked starts, while finished messages wait at their
+// cap, each ready message that is its partition's oldest unfinished one:
+// the transaction commits nothing of the partition past it, so holding it
+// would hold the cap for ever. (One of a key waits behind the key's
+// earlier message and joins the ready queue behind every message polled
+// meanwhile: the cap can fill before its turn.)
+func (s *Source) startCommitPointsLocked(start []*msgWork, now time.Time) []*msgWork {
+	for _, p := range slices.Clone(s.ring) {
+		if s.executing >= s.lim.maxRunning || p.head >= len(p.pending) {
+			continue
+		}
+		oldest := p.pending[p.head].offset
+		i := slices.IndexFunc(p.ready, func(w *msgWork) bool { return w.msg.Offset == oldest })
+		if i < 0 {
+			continue
+		}
+		w := p.ready[i]
+		if p.ready = slices.Delete(p.ready, i, i+1); len(p.ready) == 0 {
+			s.ring = slices.DeleteFunc(s.ring, func(q *partState) bool { return q == p })
+		}
+		start = append(start, s.startLocked(w, now))
+	}
+	return start
+}
+
+// startLocked moves w from waiting to running.
+func (s *Source) startLocked(w *msgWork, now time.Time) *msgWork {
+	s.unwaitLocked(w)
+	w.started, w.startedAt = true, now
+	w.part.running++
+	s.running++
+	s.executing++
+	return w
 }
 
 func (s *Source) unwaitLocked(w *msgWork) {

@@ -14,6 +14,7 @@ import (
 	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/kconn"
+	"svc/worker/sink"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -49,29 +50,18 @@ type Source struct {
 
 	cl   *kgo.Client
 	live atomic.Bool
-	// Exactly-once (txn.go): stager is set, sess wraps cl. staged and
-	// stagedBytes count the finished messages whose results wait in the
-	// outboxes for their transaction; txnAt is when the last one closed.
-	stager         Stager
-	sess           *kgo.GroupTransactSession
-	staged         int
-	stagedBytes    int64
-	txnAt          time.Time
-	txnBegan       time.Time // when the last transaction began
-	txnRetryAt     time.Time
-	txnBackoff     time.Duration
-	txnRenew       bool        // the stager asked for a new session after the transaction aborts (poll loop only)
-	txnReset       atomic.Bool // a rebalance: abort and start over
-	restart        atomic.Bool // the session failed: Run starts a new one
-	restartedAt    time.Time
-	restartBackoff time.Duration
-	fenced         atomic.Pointer[error]         // set once: consuming stopped for good
-	producer       atomic.Pointer[producerEpoch] // the last transaction's (supplanted)
-	mu             sync.Mutex
-	parts          map[int32]*partState
-	ring           []*partState // partitions with ready messages, served in turn
-	running        int          // messages started and not finished
-	executing      int          // of them, those whose tasks have not ended
+	// c is the delivery guarantee, chosen once (Delivery).
+	c committer
+	// Exactly-once: staged and stagedBytes count the finished messages
+	// whose results wait in the outboxes for their transaction.
+	staged      int
+	stagedBytes int64
+	fenced      atomic.Pointer[error] // set once: consuming stopped for good
+	mu          sync.Mutex
+	parts       map[int32]*partState
+	ring        []*partState // partitions with ready messages, served in turn
+	running     int          // messages started and not finished
+	executing   int          // of them, those whose tasks have not ended
 	// deliverBytes is the results' bytes of the running messages whose
 	// tasks ended (their deliveries are under way).
 	deliverBytes int64
@@ -111,9 +101,56 @@ type msgWork struct {
 	dropped     bool
 }
 
-// New builds the Kafka source of app (sources.kafka); it connects nothing
-// until Run. log is the base logger.
-func New(app *worker.App, reg prometheus.Registerer, log *slog.Logger) *Source {
+// committer is how finished work becomes committed: at least once
+// (commit.go: results delivered, then offsets committed every
+// commit_interval) or exactly once (txn.go: results and offsets in one
+// Kafka transaction). It is chosen once, where the source is built
+// (Delivery); the rest of the source is the same for both.
+type committer interface {
+	// newClient builds the consumer from the source's options.
+	newClient(opts []kgo.Opt) (*kgo.Client, error)
+	// background runs beside the poll loop until ctx ends.
+	background(ctx context.Context)
+	// turn runs at the top of every poll loop turn; false ends the loop.
+	turn(ctx context.Context) bool
+	// again replaces a client whose poll loop ended on its own (false:
+	// Run stops).
+	again(ctx context.Context) bool
+	// pollWait bounds one wait of the poll loop.
+	pollWait() time.Duration
+	// finished sees to the results of j's message, whose tasks ended; it
+	// returns the messages admitted meanwhile, held.
+	finished(j job, taskCtx context.Context, results []worker.TaskResult) []job
+	// last commits what finished, at shutdown.
+	last(ctx context.Context)
+	// onRevoked and onLost take partitions away (the rebalance
+	// callbacks revoked and lost).
+	onRevoked(ctx context.Context, ps []int32)
+	onLost(ps []int32)
+	// memberFenced stops consuming after the group refused this worker's
+	// static membership.
+	memberFenced(err error)
+	// transactional: a finished message may make a transaction due (it
+	// wakes the poll loop), and only committed records are read.
+	transactional() bool
+}
+
+// Delivery is the source's guarantee, chosen by the builder:
+// AtLeastOnce, or ExactlyOnce with the worker's sinks.
+type Delivery func(*Source) committer
+
+// AtLeastOnce delivers every result, then commits its offset.
+func AtLeastOnce() Delivery { return func(s *Source) committer { return atLeastOnce{s} } }
+
+// ExactlyOnce commits results and offsets in Kafka transactions
+// (sources.kafka.delivery = "exactly_once"); sinks build the records.
+func ExactlyOnce(sinks *sink.Set) Delivery {
+	return func(s *Source) committer { return &transactions{Source: s, sinks: sinks} }
+}
+
+// New builds the Kafka source of app (sources.kafka) with delivery d; it
+// connects nothing until Run. log is the base logger.
+func New(app *worker.App, d Delivery, reg prometheus.Registerer, log *slog.Logger) *Source {
 	cfg := app.Config()
 	s := &Source{
 		app: app, wcfg: cfg, cfg: cfg.Sources.Kafka, topic: cfg.Sources.Kafka.Topic,
@@ -124,6 +161,7 @@ func New(app *worker.App, reg prometheus.Registerer, log *slog.Logger) *Source {
 		idle: make(chan job), stopped: make(chan struct{}),
 		lagEvery: lagInterval, reach: newReach(),
 	}
+	s.c = d(s)
 	s.flow.onRelease = s.commitSoon
 	reg.MustRegister(newPartitionCollector(s))
 	return s
@@ -169,24 +207,7 @@ func (s *Source) client() (*kgo.Client, error) {
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.wcfg.Worker.Name))
 	}
-	if s.stager == nil {
-		return kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
-	}
-	// Exactly-once: one transactional client consumes, produces every
-	// result and commits the offsets it marks inside the transaction. It
-	// reads committed records only, so an upstream transaction's aborted
-	// records are never processed.
-	opts = append(opts, s.stager.TransactionOpts()...)
-	opts = append(opts,
-		kgo.TransactionalID(s.wcfg.TransactionalID()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)
-	sess, err := kgo.NewGroupTransactSession(opts...)
-	if err != nil {
-		return nil, err
-	}
-	s.sess = sess
-	return sess.Client(), nil
+	return s.c.newClient(opts)
 }
 
 // fetchMaxWait is the consumer's default long-poll wait (client_config
@@ -236,16 +257,13 @@ func (s *Source) Run(ctx context.Context) error {
 	s.flow.attach(s)
 	var bg sync.WaitGroup
 	bgCtx, stopBG := context.WithCancel(context.Background())
-	if s.stager == nil {
-		bg.Go(func() { s.commitLoop(bgCtx) })
-	}
+	bg.Go(func() { s.c.background(bgCtx) })
 	bg.Go(func() { s.lagLoop(bgCtx) })
 	s.reach.lastOK.Store(time.Now().UnixNano()) // silence counts from the first connection
 	bg.Go(func() { s.reachLoop(bgCtx) })
-	s.txnAt = time.Now()
 
 	s.pollLoop(ctx)
-	for s.restart.Load() && ctx.Err() == nil && s.restartSession(ctx) {
+	for ctx.Err() == nil && s.c.again(ctx) {
 		s.pollLoop(ctx)
 	}
 	s.mu.Lock()
@@ -263,15 +281,10 @@ func (s *Source) Run(ctx context.Context) error {
 	close(s.stopped)
 	stopBG()
 	bg.Wait()
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	switch {
-	case s.stager == nil:
-		s.commit(cctx, nil)
-	case s.fenced.Load() == nil && cl != nil:
-		s.transact(cctx) // what finished commits in a last transaction
-	}
-	cancel()
 	if cl != nil { // nil: a session restart ended with the shutdown
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s.c.last(cctx) // what finished commits
+		cancel()
 		cl.CloseAllowingRebalance()
 	}
 	if s.fenced.Load() != nil {
@@ -286,17 +299,14 @@ func (s *Source) Run(ctx context.Context) error {
 
 func (s *Source) pollLoop(ctx context.Context) {
 	for ctx.Err() == nil {
-		if s.stager != nil {
-			s.maybeTransact(ctx)
-		}
-		if s.fenced.Load() != nil || s.restart.Load() {
+		if !s.c.turn(ctx) {
 			return
 		}
 		room := s.waitRoom(ctx)
 		if room == 0 {
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, s.pollWait())
+		pctx, cancel := context.WithTimeout(ctx, s.c.pollWait())
 		fetches := s.cl.PollRecords(pctx, room)
 		cancel()
 		if fetches.IsClientClosed() {
@@ -318,7 +328,7 @@ func (s *Source) pollLoop(ctx context.Context) {
 			}
 		})
 		if fencedErr != nil {
-			s.memberFenced(fencedErr)
+			s.c.memberFenced(fencedErr)
 			return
 		}
 		if fetches.NumRecords() > 0 {
@@ -345,27 +355,6 @@ func (s *Source) batchTooLarge(e *kgo.ErrDecompressTooLarge) {
 			e.Offset, e.NextOffset-1, MaxBatchBytes>>20, e.NextOffset-1))
 }
 
-// memberFenced stops consuming for good after the group refused this
-// worker's static membership: another worker with the same worker.name
-// (group.instance.id) joined, and it owns the partitions now. Retrying
-// would only log the refusal every few seconds while the worker looked
-// ready. In exactly-once mode it is the fence of txn.go (the newer worker
-// takes the transactional id as well).
-func (s *Source) memberFenced(err error) {
-	if s.stager != nil {
-		s.fence(err)
-		return
-	}
-	if !s.fenced.CompareAndSwap(nil, &err) {
-		return
-	}
-	name := s.wcfg.Worker.Name
-	s.log.Error("kafka_member_fenced", "instance_id", name, "error", err.Error(),
-		"detail", "another worker with this worker.name joined the group as the same static member and owns the partitions: this one stops consuming and reports not ready; give each worker its own name")
-	s.app.Events().State("kafka_member_fenced", map[string]any{"instance_id": name, "error": err.Error()})
-	s.app.SetReady("kafka", fmt.Sprintf("fenced: another worker joined the consumer group as %s (same worker.name); consuming stopped: %v", name, err))
-}
-
 // waitRoom waits until backpressure lets intake run and returns how many
 // records the next poll may take (0 when ctx ended or after a tick). It
 // never polls while backpressure holds: a poll of a paused topic makes the
@@ -386,24 +375,15 @@ func (s *Source) waitRoom(ctx context.Context) int {
 		}
 		select {
 		case <-s.room:
-			if s.stager != nil {
+			if s.c.transactional() {
 				return 0 // a message was staged: a transaction may be due
 			}
 		case <-ctx.Done():
 			return 0
-		case <-time.After(s.pollWait()):
+		case <-time.After(s.c.pollWait()):
 			return 0
 		}
 	}
-}
-
-// pollWait bounds one wait of the poll loop: a second, or until the next
-// transaction is due.
-func (s *Source) pollWait() time.Duration {
-	if s.stager == nil {
-		return time.Second
-	}
-	return s.txnWait()
 }
 
 // dispatch arranges a polled batch and starts its messages.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -38,27 +41,116 @@ import (
 // (resetAll): all of it is read and run again, and its earlier results
 // were never visible to read_committed consumers. A batch refused as too
 // large after a topic's max.message.bytes changed also restarts the
-// session (Stager.Failed's renew): franz-go reads a partition's batch cap
+// session (sink.Set.Failed's renew): franz-go reads a partition's batch cap
 // once per client. A fenced producer (a
 // newer worker with the same name took the transactional id) stops
 // consuming and reports not ready, committing nothing more.
 
-// Stager builds and accounts for the records of results in a transaction;
-// *sink.Set is the worker's.
-type Stager interface {
-	Stage(ctx context.Context, res *worker.TaskResult) (*sink.Staged, error)
-	Committed(st *sink.Staged)
-	Failed(fails []sink.Failure) (renew bool)
-	Acquire(sts []*sink.Staged) bool
-	Settle(sts []*sink.Staged, committed bool)
-	Aborted(sts []*sink.Staged, reason string)
-	TransactionOpts() []kgo.Opt
+// transactions is the exactly-once committer. sess wraps the source's
+// client; txnAt is when the last transaction closed.
+type transactions struct {
+	*Source
+	sinks          *sink.Set // builds the records and accounts for them
+	sess           *kgo.GroupTransactSession
+	txnAt          time.Time
+	txnBegan       time.Time // when the last transaction began
+	txnRetryAt     time.Time
+	txnBackoff     time.Duration
+	txnRenew       bool        // the sinks asked for a new session after the transaction aborts (poll loop only)
+	txnReset       atomic.Bool // a rebalance: abort and start over
+	restart        atomic.Bool // the session failed: Run starts a new one
+	restartedAt    time.Time
+	restartBackoff time.Duration
+	producer       atomic.Pointer[producerEpoch] // the last transaction's (supplanted)
 }
 
-// SetStager switches the source to exactly-once delivery through st;
-// called by the builder before Run when sources.kafka.delivery is
-// "exactly_once".
-func (s *Source) SetStager(st Stager) { s.stager = st }
+// newClient builds the one transactional client that consumes, produces
+// every result and commits the offsets it marks inside the transaction.
+// It reads committed records only, so an upstream transaction's aborted
+// records are never processed.
+func (s *transactions) newClient(opts []kgo.Opt) (*kgo.Client, error) {
+	opts = append(opts, s.sinks.TransactionOpts()...)
+	opts = append(opts,
+		kgo.TransactionalID(s.wcfg.TransactionalID()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.sess = sess
+	s.txnAt, s.txnRetryAt, s.txnBackoff = time.Now(), time.Time{}, 0
+	return sess.Client(), nil
+}
+
+func (*transactions) background(context.Context) {}
+func (*transactions) transactional() bool        { return true }
+func (s *transactions) pollWait() time.Duration  { return s.txnWait() }
+func (s *transactions) memberFenced(err error)   { s.fence(err) }
+
+func (s *transactions) turn(ctx context.Context) bool {
+	s.maybeTransact(ctx)
+	return s.fenced.Load() == nil && !s.restart.Load()
+}
+
+func (s *transactions) again(ctx context.Context) bool {
+	return s.restart.Load() && s.restartSession(ctx)
+}
+
+// last closes a last transaction with what finished, unless fenced.
+func (s *transactions) last(ctx context.Context) {
+	if s.fenced.Load() == nil {
+		s.transact(ctx)
+	}
+}
+
+// onRevoked: the session aborts the open work of every partition on any
+// revoke or loss; the poll loop rewinds and starts over (abortReset).
+func (s *transactions) onRevoked(_ context.Context, ps []int32) { s.onLost(ps) }
+
+func (s *transactions) onLost(ps []int32) {
+	s.sinks.Aborted(s.forget(ps), "partition revoked or lost before its transaction")
+	s.txnReset.Store(true)
+	s.signalRoom()
+}
+
+// finished stages the results of j's message for the next transaction
+// and finishes its offset, which lets the next message of its key in. A
+// message cancelled by the shutdown, left waiting for an unavailable
+// executor or whose results could not be staged stays unfinished (read
+// again); one whose partition left meanwhile (revoked, lost, or reset by
+// an abort) has its results dropped.
+func (s *transactions) finished(j job, taskCtx context.Context, results []worker.TaskResult) []job {
+	defer j.done()
+	unfinished := false
+	for i := range results {
+		unfinished = unfinished || notRun(taskCtx, &results[i])
+	}
+	m := stagedMsg{offset: j.w.msg.Offset}
+	for i := 0; i < len(results) && !unfinished; i++ {
+		st, err := s.sinks.Stage(taskCtx, &results[i])
+		if err != nil {
+			if taskCtx.Err() == nil {
+				s.log.Error("kafka_stage_failed", "task_id", results[i].Task.ID, "error", err.Error())
+			}
+			unfinished = true
+			break
+		}
+		m.results = append(m.results, st)
+		m.bytes += st.Bytes
+	}
+	s.mu.Lock()
+	if p := j.w.part; !unfinished && !p.gone {
+		p.outbox = append(p.outbox, m)
+		s.staged++
+		s.stagedBytes += m.bytes
+	}
+	s.doneLocked(j.w, unfinished, true)
+	next := s.jobs(s.settleLocked(j.w.part))
+	s.mu.Unlock()
+	s.signalRoom() // a transaction may be due
+	return next
+}
 
 // stagedMsg is a finished message's staged results, waiting in its
 // partition's outbox for the transaction that commits its offset.
@@ -77,42 +169,8 @@ const txnBytes = deliverBytes / 2
 // txnRetryMax bounds the wait between failed transactions.
 const txnRetryMax = 5 * time.Second
 
-// stageLocked puts w's staged results in its partition's outbox; the
-// results of a message whose partition left (revoked, lost, or reset by an
-// abort) are dropped: the message is read again.
-func (s *Source) stageLocked(w *msgWork, results []*sink.Staged) {
-	p := w.part
-	if p.gone {
-		return
-	}
-	m := stagedMsg{offset: w.msg.Offset, results: results}
-	for _, st := range results {
-		m.bytes += st.Bytes
-	}
-	p.outbox = append(p.outbox, m)
-	s.staged++
-	s.stagedBytes += m.bytes
-}
-
-// stageAll stages the results of a message; false when ctx ended first
-// (the message stays unfinished).
-func (s *Source) stageAll(ctx context.Context, results []worker.TaskResult) ([]*sink.Staged, bool) {
-	out := make([]*sink.Staged, 0, len(results))
-	for i := range results {
-		st, err := s.stager.Stage(ctx, &results[i])
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Error("kafka_stage_failed", "task_id", results[i].Task.ID, "error", err.Error())
-			}
-			return nil, false
-		}
-		out = append(out, st)
-	}
-	return out, true
-}
-
 // txnDue reports whether a transaction should close now.
-func (s *Source) txnDue() bool {
+func (s *transactions) txnDue() bool {
 	select {
 	case <-s.commitNow: // a consume pause ended
 		return true
@@ -126,7 +184,7 @@ func (s *Source) txnDue() bool {
 
 // txnWait is how long the poll loop may block before the next transaction
 // is due.
-func (s *Source) txnWait() time.Duration {
+func (s *transactions) txnWait() time.Duration {
 	return max(time.Millisecond, min(time.Second, s.cfg.CommitInterval.D()-time.Since(s.txnAt), time.Until(s.txnRetryAt)+time.Millisecond))
 }
 
@@ -134,7 +192,7 @@ func (s *Source) txnWait() time.Duration {
 // reset a rebalance asked for, then a transaction when one is due. Only
 // the poll loop calls it (the session must not poll, begin or end
 // concurrently).
-func (s *Source) maybeTransact(ctx context.Context) {
+func (s *transactions) maybeTransact(ctx context.Context) {
 	if s.txnReset.Swap(false) {
 		s.abortReset(ctx, "rebalance")
 	}
@@ -150,7 +208,7 @@ func (s *Source) maybeTransact(ctx context.Context) {
 
 // transact closes one transaction: the staged results below each
 // partition's commit point and the commit points themselves.
-func (s *Source) transact(ctx context.Context) {
+func (s *transactions) transact(ctx context.Context) {
 	s.txnAt = time.Now()
 	offsets := map[int32]kgo.EpochOffset{}
 	parts := map[int32]*partState{}
@@ -172,14 +230,14 @@ func (s *Source) transact(ctx context.Context) {
 	if len(offsets) == 0 {
 		return
 	}
-	if !s.stager.Acquire(batch) {
+	if !s.sinks.Acquire(batch) {
 		// A sink's breaker is open: nothing commits past its results.
 		s.txnRetryAt = time.Now().Add(100 * time.Millisecond)
 		return
 	}
 	start := time.Now()
 	committed, err, produceErr := s.commitTxn(ctx, batch, offsets)
-	s.stager.Settle(batch, committed)
+	s.sinks.Settle(batch, committed)
 	s.m.txnDuration.Observe(time.Since(start).Seconds())
 	switch {
 	case committed:
@@ -187,7 +245,7 @@ func (s *Source) transact(ctx context.Context) {
 		s.m.txns.WithLabelValues("committed").Inc()
 		s.committedTxn(parts, offsets)
 		for _, st := range batch {
-			s.stager.Committed(st)
+			s.sinks.Committed(st)
 		}
 	case isFenced(err):
 		s.fence(err)
@@ -225,7 +283,7 @@ var errBrokenSession = errors.New("transaction could not begin")
 // commitTxn produces batch and commits offsets in one transaction. err
 // is the session's (Begin, End); produceErr the first record refused,
 // which aborts the transaction but leaves the session working.
-func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets map[int32]kgo.EpochOffset) (committed bool, err, produceErr error) {
+func (s *transactions) commitTxn(ctx context.Context, batch []*sink.Staged, offsets map[int32]kgo.EpochOffset) (committed bool, err, produceErr error) {
 	s.txnRenew = false
 	s.txnBegan = time.Now()
 	if err := s.sess.Begin(); err != nil {
@@ -252,7 +310,7 @@ func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets ma
 		failed = append(failed, <-fails)
 	}
 	if len(failed) > 0 {
-		s.txnRenew = s.stager.Failed(failed)
+		s.txnRenew = s.sinks.Failed(failed)
 		produceErr = failed[0].Err
 		end = kgo.TryAbort
 	}
@@ -274,7 +332,7 @@ func (s *Source) commitTxn(ctx context.Context, batch []*sink.Staged, offsets ma
 // polls ahead of what is finished, so the request carries the commit
 // points instead: per partition the highest contiguous finished offset + 1,
 // whose results are in this transaction.
-func (s *Source) commitPoints(offsets map[int32]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRequest) error {
+func (s *transactions) commitPoints(offsets map[int32]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRequest) error {
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
 		s.producer.Store(&producerEpoch{req.ProducerID, req.ProducerEpoch})
 		t := kmsg.NewTxnOffsetCommitRequestTopic()
@@ -300,7 +358,7 @@ func (s *Source) commitPoints(offsets map[int32]kgo.EpochOffset) func(*kmsg.TxnO
 // what was polled at the last commit, not the commit points (commitPoints):
 // the brokers' committed offsets are asked for instead (the log start for
 // a partition without one, the consumer's reset policy).
-func (s *Source) rewind(ctx context.Context) {
+func (s *transactions) rewind(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, txnTimeout)
 	defer cancel()
 	adm := kadm.NewClient(s.cl)
@@ -343,11 +401,9 @@ func countRecords(batch []*sink.Staged) int {
 
 // committedTxn moves the committed partitions' sent offsets and drops the
 // committed messages from their outboxes.
-func (s *Source) committedTxn(parts map[int32]*partState, offsets map[int32]kgo.EpochOffset) {
-	committed := make(map[int32]int64, len(offsets))
+func (s *transactions) committedTxn(parts map[int32]*partState, offsets map[int32]kgo.EpochOffset) {
 	s.mu.Lock()
 	for id, eo := range offsets {
-		committed[id] = eo.Offset
 		p := parts[id]
 		if !p.gone {
 			p.sent = eo.Offset
@@ -369,17 +425,13 @@ func (s *Source) committedTxn(parts map[int32]*partState, offsets map[int32]kgo.
 	start := s.settleLocked()
 	s.mu.Unlock()
 	s.start(s.jobs(start))
-	s.m.commits.WithLabelValues("ok").Inc()
-	s.app.Events().Committed(committed)
-	if s.onCommit != nil {
-		s.onCommit(committed)
-	}
+	s.committed(offsets)
 }
 
 // abortReset ends the session's transaction state after a rebalance: an
 // empty transaction is aborted, which rewinds every partition to its
 // committed offset, and all polled work is forgotten.
-func (s *Source) abortReset(ctx context.Context, why string) {
+func (s *transactions) abortReset(ctx context.Context, why string) {
 	err := s.sess.Begin()
 	if err == nil {
 		tctx, cancel := context.WithTimeout(ctx, txnTimeout)
@@ -400,36 +452,22 @@ func (s *Source) abortReset(ctx context.Context, why string) {
 // the committed offset. Messages still running finish against the old
 // state and their results are dropped. The staged tasks are marked in the
 // flight recorder with why.
-func (s *Source) resetAll(why string) {
-	var dropped []*sink.Staged
+func (s *transactions) resetAll(why string) {
 	s.mu.Lock()
-	ids := make([]int32, 0, len(s.parts))
-	for id, p := range s.parts {
-		s.dropWaitingLocked(p)
-		for _, m := range p.outbox {
-			s.staged--
-			s.stagedBytes -= m.bytes
-			dropped = append(dropped, m.results...)
-		}
-		p.outbox = nil
-		p.gone = true
-		if p.stallPaused {
-			s.m.stalled.Dec()
-		}
+	ids := slices.Collect(maps.Keys(s.parts))
+	dropped := s.forgetLocked(ids)
+	for _, id := range ids {
 		s.parts[id] = newPartState(id)
-		ids = append(ids, id)
 	}
-	s.flow.forget(ids)
-	s.updateFlowLocked()
 	s.mu.Unlock()
-	s.stager.Aborted(dropped, why)
+	s.sinks.Aborted(dropped, why)
 }
 
 // fence stops consuming for good, committing nothing more: a newer
 // producer holds this worker's transactional id (fenced), or the
 // transactional producer failed in a way franz-go does not recover from.
 // The work in flight is read again by whoever owns the partitions next.
-func (s *Source) fence(err error) {
+func (s *transactions) fence(err error) {
 	if !s.fenced.CompareAndSwap(nil, &err) {
 		return
 	}
@@ -452,7 +490,7 @@ func (s *Source) fence(err error) {
 // cannot go on: fenced, consuming stops for good (fence); otherwise (a
 // broker restarted and forgot the producer, say) the poll loop ends and
 // Run starts a new session (restartSession).
-func (s *Source) failSession(ctx context.Context, err error) {
+func (s *transactions) failSession(ctx context.Context, err error) {
 	if !isFenced(err) {
 		if ferr := s.supplanted(ctx); ferr != nil {
 			err = ferr
@@ -480,7 +518,7 @@ type producerEpoch struct {
 // noteProducer remembers the producer id and epoch after a transaction
 // ended (an ended transaction bumps the epoch from KIP-890 on). After a
 // successful End franz-go holds them loaded, so this sends nothing.
-func (s *Source) noteProducer(ctx context.Context) {
+func (s *transactions) noteProducer(ctx context.Context) {
 	if id, epoch, err := s.cl.ProducerID(ctx); err == nil && id >= 0 {
 		s.producer.Store(&producerEpoch{id, epoch})
 	}
@@ -506,7 +544,7 @@ func (s *Source) noteProducer(ctx context.Context) {
 // txnTimedOut reports whether the last transaction begun had been open
 // for the transaction timeout or longer, long enough for the coordinator
 // to abort it on its own.
-func (s *Source) txnTimedOut() bool {
+func (s *transactions) txnTimedOut() bool {
 	timeout := 40 * time.Second // franz-go's default
 	if d, ok := s.cl.OptValue(kgo.TransactionTimeout).(time.Duration); ok && d > 0 {
 		timeout = d
@@ -514,7 +552,7 @@ func (s *Source) txnTimedOut() bool {
 	return !s.txnBegan.IsZero() && time.Since(s.txnBegan) >= timeout
 }
 
-func (s *Source) supplanted(ctx context.Context) error {
+func (s *transactions) supplanted(ctx context.Context) error {
 	known := s.producer.Load()
 	if known == nil || s.cl == nil {
 		return nil
@@ -546,7 +584,7 @@ func (s *Source) supplanted(ctx context.Context) error {
 // one joins the group and rewinds to the committed offsets. It reports
 // false when ctx ended or the new client could not be built (then
 // consuming stops: fence).
-func (s *Source) restartSession(ctx context.Context) bool {
+func (s *transactions) restartSession(ctx context.Context) bool {
 	s.restart.Store(false)
 	s.producer.Store(nil) // the new session's producer is learnt anew
 	s.flow.detach()
@@ -578,8 +616,7 @@ func (s *Source) restartSession(ctx context.Context) bool {
 	s.mu.Lock()
 	s.cl = cl
 	s.mu.Unlock()
-	s.flow.attach(s)
-	s.txnAt, s.txnRetryAt, s.txnBackoff = time.Now(), time.Time{}, 0
+	s.flow.attach(s.Source)
 	s.log.Info("kafka_transaction_session_restarted", "transactional_id", s.wcfg.TransactionalID())
 	return true
 }

@@ -31,9 +31,13 @@ import (
 // gets ctx.Err() without waiting for the producer (the message stays
 // uncommitted, as with Deliver).
 func (ss *Set) DeliverAsync(ctx context.Context, res *worker.TaskResult, done func(error)) {
-	if res.Status == worker.StatusOK {
-		if targets := ss.targets(res); len(targets) == 1 && ss.produceAsync(ctx, targets[0], res, done) {
-			return
+	if res.Status == worker.StatusOK && ctx.Err() == nil {
+		if targets := ss.targets(res); len(targets) == 1 && targets[0].limit.ready() {
+			var buf [1]sinkRecord
+			recs, large, err := ss.records(ctx, res, targets, buf[:0])
+			if err == nil && len(large) == 0 && ss.produceAsync(ctx, recs[0], res, done) {
+				return
+			}
 		}
 	}
 	go func() { done(ss.Deliver(ctx, res)) }()
@@ -54,16 +58,12 @@ type asyncProduce struct {
 	due   atomic.Int64 // when it is slow (Unix ns): one more delivery_timeout unacknowledged
 }
 
-// produceAsync produces res's record for s and returns true, or returns
+// produceAsync produces res's record r and returns true, or returns
 // false (nothing sent, done not called) when res must go the synchronous
-// way: the topic's limit is not known yet, the record is over it, or the
-// breaker does not let a call out now.
-func (ss *Set) produceAsync(ctx context.Context, s *kafkaSink, res *worker.TaskResult, done func(error)) bool {
-	if !s.limit.ready() || ctx.Err() != nil {
-		return false
-	}
-	rec := resultRecord(s.topic, ss.name, s.forward, res)
-	if RecordSize(rec) > s.limit.get() || !s.breaker.TryAcquire() {
+// way: the breaker does not let a call out now.
+func (ss *Set) produceAsync(ctx context.Context, r sinkRecord, res *worker.TaskResult, done func(error)) bool {
+	s := r.s
+	if !s.breaker.TryAcquire() {
 		return false
 	}
 	a := &asyncProduce{ss: ss, s: s, ctx: ctx, res: res, done: done, at: time.Now()}
@@ -73,7 +73,7 @@ func (ss *Set) produceAsync(ctx context.Context, s *kafkaSink, res *worker.TaskR
 		return false
 	}
 	a.cl, a.limit = s.cl.client(), s.limit.get()
-	a.cl.Produce(ctx, rec, a.ack)
+	a.cl.Produce(ctx, r.rec, a.ack)
 	return true
 }
 

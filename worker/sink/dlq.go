@@ -81,10 +81,7 @@ func (d *DLQ) Enabled() bool { return d.cl != nil }
 // record is acknowledged, dropped by policy or no DLQ exists, and
 // worker.ErrDeliveryStalled when it failed under the stall policy.
 func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
-	reason := res.Status
-	if res.Err != nil {
-		reason = res.Err.Error()
-	}
+	reason := dlqReason(res)
 	note := func(outcome string) { d.events.DeadLettered(res, outcome, reason, nil) }
 	if d.cl == nil {
 		note("dropped_unconfigured")
@@ -97,28 +94,15 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	sctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	at, cut, err := d.write(sctx, res)
-	var attrs []any
-	if m := res.Task.Msg; m != nil {
-		attrs = append(attrs, "partition", m.Partition, "offset", m.Offset)
-	}
 	if err == nil {
-		d.m.dlq.WithLabelValues("sent").Inc()
-		d.events.DeadLettered(res, "sent", reason, &at)
-		if cut != nil {
-			d.m.truncated.Inc()
-			cattrs := append([]any{"task_id", res.Task.ID, "value_bytes", cut.orig, "kept_bytes", cut.kept, "limit", d.limit.get()}, attrs...)
-			if cut.refused != nil {
-				cattrs = append(cattrs, "error", cut.refused.Error())
-			}
-			d.log.Warn("dlq_record_truncated", cattrs...)
-		}
+		d.sent(res, at, cut)
 		return nil
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	d.m.dlq.WithLabelValues("failed").Inc()
-	attrs = append([]any{"task_id", res.Task.ID, "error", err.Error()}, attrs...)
+	attrs := append([]any{"task_id", res.Task.ID, "error", err.Error()}, msgAttrs(res)...)
 	if d.stall {
 		note("failed_stall")
 		d.log.Error("dlq_send_failed_stall", attrs...)
@@ -126,6 +110,31 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	}
 	note("failed_drop")
 	d.log.Error("dlq_send_failed_drop", attrs...)
+	return nil
+}
+
+// sent accounts for res's DLQ record, acknowledged at at (Send) or
+// committed (Stage): counted and recorded, and a cut logged.
+func (d *DLQ) sent(res *worker.TaskResult, at worker.DLQRecordAt, cut *dlqCut) {
+	d.m.dlq.WithLabelValues("sent").Inc()
+	d.events.DeadLettered(res, "sent", dlqReason(res), &at)
+	if cut == nil {
+		return
+	}
+	d.m.truncated.Inc()
+	attrs := append([]any{"task_id", res.Task.ID, "value_bytes", cut.orig, "kept_bytes", cut.kept, "limit", d.limit.get()}, msgAttrs(res)...)
+	if cut.refused != nil {
+		attrs = append(attrs, "error", cut.refused.Error())
+	}
+	d.log.Warn("dlq_record_truncated", attrs...)
+}
+
+// msgAttrs are the log attributes of res's message: its partition and
+// offset.
+func msgAttrs(res *worker.TaskResult) []any {
+	if m := res.Task.Msg; m != nil {
+		return []any{"partition", m.Partition, "offset", m.Offset}
+	}
 	return nil
 }
 
@@ -144,21 +153,15 @@ type dlqCut struct {
 // original headers dropped. at is where the acknowledged record landed;
 // cut is nil when nothing was cut.
 func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQRecordAt, cut *dlqCut, err error) {
-	if err := d.limit.wait(ctx); err != nil {
-		return at, nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
-	}
-	rec := d.record(res)
-	_, limit, err := d.limit.overLimit(ctx, RecordSize(rec))
+	rec, cut, err := d.build(ctx, res)
 	if err != nil {
 		return at, nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
-	}
-	if orig := fit(rec, originalHeaders(res), limit); orig >= 0 {
-		cut = &dlqCut{orig: orig, kept: len(rec.Value)}
 	}
 	sent := time.Now()
 	err = d.produce(ctx, rec)
 	if isTooLarge(err) {
 		refused := err
+		var limit int
 		if limit, err = d.limit.fresh(ctx, sent); err != nil {
 			return at, cut, fmt.Errorf("refused as too large (%w), and no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", refused, d.timeout, err)
 		}
@@ -180,6 +183,33 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQR
 		at = worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}
 	}
 	return at, cut, err
+}
+
+// build makes res's DLQ record, cut to the DLQ topic's limit (waiting
+// for its first lookup), for Send and Stage alike. err is ctx's, when it
+// ended first.
+func (d *DLQ) build(ctx context.Context, res *worker.TaskResult) (*kgo.Record, *dlqCut, error) {
+	if err := d.limit.wait(ctx); err != nil {
+		return nil, nil, err
+	}
+	rec := d.record(res)
+	_, limit, err := d.limit.overLimit(ctx, RecordSize(rec))
+	if err != nil {
+		return nil, nil, err
+	}
+	var cut *dlqCut
+	if orig := fit(rec, originalHeaders(res), limit); orig >= 0 {
+		cut = &dlqCut{orig: orig, kept: len(rec.Value)}
+	}
+	return rec, cut, nil
+}
+
+// dlqReason is res's svc-dlq-reason: its error, else its status.
+func dlqReason(res *worker.TaskResult) string {
+	if res.Err != nil {
+		return res.Err.Error()
+	}
+	return res.Status
 }
 
 // produce sends rec and waits for its acknowledgement or ctx.
@@ -266,10 +296,7 @@ func fit(rec *kgo.Record, nOrig, limit int) int {
 
 func (d *DLQ) record(res *worker.TaskResult) *kgo.Record {
 	rec := &kgo.Record{Topic: d.topic}
-	reason := res.Status
-	if res.Err != nil {
-		reason = res.Err.Error()
-	}
+	reason := dlqReason(res)
 	var partition, offset string
 	if m := res.Task.Msg; m != nil {
 		rec.Key, rec.Value = m.Key, m.Value

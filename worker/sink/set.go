@@ -112,59 +112,113 @@ func (ss *Set) deliver(ctx context.Context, res *worker.TaskResult, to *kafkaSin
 	if res.Status != worker.StatusOK {
 		return ss.dlq.Send(ctx, res)
 	}
-	targets := ss.targets(res)
-	one := func(s *kafkaSink) error {
+	var buf [1]sinkRecord // on the stack: one sink's record allocates nothing here
+	recs, large, err := ss.records(ctx, res, ss.targets(res), buf[:0])
+	if err != nil {
+		return err
+	}
+	one := func(r sinkRecord) error {
 		refused := refused
-		if s != to {
+		if r.s != to {
 			refused = nil
 		}
-		err := s.deliver(ctx, func() *kgo.Record { return resultRecord(s.topic, ss.name, s.forward, res) }, refused)
+		err := r.s.deliver(ctx, r.rec, r.size, func() *kgo.Record { return resultRecord(r.s.topic, ss.name, r.s.forward, res) }, refused)
 		if err == nil {
-			ss.events.Delivered(res, s.name)
-		}
-		var tl *TooLargeError
-		if errors.As(err, &tl) {
-			ss.m.tooLarge.WithLabelValues(s.name).Inc()
-			attrs := []any{"sink", s.name, "topic", s.topic, "task_id", res.Task.ID, "bytes", tl.Size, "limit", tl.Limit}
-			if m := res.Task.Msg; m != nil && m.Source == worker.SourceKafka {
-				attrs = append(attrs, "partition", m.Partition, "offset", m.Offset)
-			}
-			if tl.Err != nil {
-				attrs = append(attrs, "error", tl.Err.Error())
-			}
-			ss.log.Warn("sink_record_too_large", attrs...)
+			ss.events.Delivered(res, r.s.name)
 		}
 		return err
 	}
 	var errs []error
-	if len(targets) == 1 {
-		errs = []error{one(targets[0])}
+	if len(recs) == 1 {
+		errs = []error{one(recs[0])}
 	} else {
-		ch := make(chan error, len(targets))
-		for _, s := range targets {
-			go func() { ch <- one(s) }()
+		ch := make(chan error, len(recs))
+		for _, r := range recs {
+			go func() { ch <- one(r) }()
 		}
-		for range targets {
+		for range recs {
 			errs = append(errs, <-ch)
 		}
 	}
-	var reasons []string
 	for _, err := range errs {
-		var tl *TooLargeError
-		switch {
-		case errors.As(err, &tl):
-			reasons = append(reasons, tl.Error())
-		case err != nil:
+		if tl, ok := errors.AsType[*TooLargeError](err); ok {
+			large = append(large, tl)
+		} else if err != nil {
 			return err // ctx ended: the message stays uncommitted
 		}
 	}
-	if len(reasons) == 0 {
+	if len(large) == 0 {
 		return nil
 	}
-	slices.Sort(reasons) // one order whatever sink answered first
+	for _, tl := range large {
+		ss.tooLarge(res, tl)
+	}
+	return ss.dlq.Send(ctx, tooLargeFailure(res, large))
+}
+
+// sinkRecord is an ok result's record for one of its sinks, within the
+// sink's topic limit; size is its RecordSize.
+type sinkRecord struct {
+	s    *kafkaSink
+	rec  *kgo.Record
+	size int
+}
+
+// records builds the records of ok result res for targets (ss.targets),
+// the one step of every delivery path, appending them to recs: each is
+// checked against its sink's topic limit (waiting for the limit's first
+// lookup), and one over it is a *TooLargeError in large instead, its
+// message bound for the DLQ (tooLargeFailure). err is ctx's, when it
+// ended first.
+func (ss *Set) records(ctx context.Context, res *worker.TaskResult, targets []*kafkaSink, recs []sinkRecord) ([]sinkRecord, []*TooLargeError, error) {
+	for _, s := range targets {
+		s.limit.ready() // every lookup under way at once
+	}
+	var large []*TooLargeError
+	for _, s := range targets {
+		if err := s.limit.wait(ctx); err != nil {
+			return nil, nil, err
+		}
+		rec := resultRecord(s.topic, ss.name, s.forward, res)
+		size := RecordSize(rec)
+		over, limit, err := s.limit.overLimit(ctx, size)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case over:
+			large = append(large, &TooLargeError{Sink: s.name, Size: size, Limit: limit})
+		default:
+			recs = append(recs, sinkRecord{s, rec, size})
+		}
+	}
+	return recs, large, nil
+}
+
+// tooLargeFailure is ok result res as the failure its message goes to
+// the DLQ with, for the sinks whose topics it is too large for: the
+// reason names each (in one order whatever sink answered first).
+func tooLargeFailure(res *worker.TaskResult, large []*TooLargeError) *worker.TaskResult {
+	reasons := make([]string, len(large))
+	for i, tl := range large {
+		reasons[i] = tl.Error()
+	}
+	slices.Sort(reasons)
 	failed := *res
 	failed.Status, failed.Err = worker.StatusFailed, errors.New(strings.Join(reasons, "; "))
-	return ss.dlq.Send(ctx, &failed)
+	return &failed
+}
+
+// tooLarge counts and logs a result too large for a sink's topic.
+func (ss *Set) tooLarge(res *worker.TaskResult, tl *TooLargeError) {
+	ss.m.tooLarge.WithLabelValues(tl.Sink).Inc()
+	attrs := []any{"sink", tl.Sink, "topic", ss.byName[tl.Sink].topic, "task_id", res.Task.ID, "bytes", tl.Size, "limit", tl.Limit}
+	if m := res.Task.Msg; m != nil && m.Source == worker.SourceKafka {
+		attrs = append(attrs, "partition", m.Partition, "offset", m.Offset)
+	}
+	if tl.Err != nil {
+		attrs = append(attrs, "error", tl.Err.Error())
+	}
+	ss.log.Warn("sink_record_too_large", attrs...)
 }
 
 // BreakerStates returns each sink's breaker state by name.

@@ -216,11 +216,12 @@ func compression(codec string) []kgo.CompressionCodec {
 	return []kgo.CompressionCodec{c, kgo.NoCompression()}
 }
 
-// deliver produces rec until the sink acknowledges it or ctx ends. Nothing
-// is dropped: failures are counted on the breaker and retried with backoff;
-// while the breaker is open the call waits. A record larger than the
-// topic's limit is not retried and not counted: it returns a
-// *TooLargeError.
+// deliver produces rec, of size within the topic's limit (Set.records),
+// until the sink acknowledges it or ctx ends; build makes it again for a
+// retry. Nothing is dropped: failures are counted on the breaker and
+// retried with backoff; while the breaker is open the call waits. A
+// record the brokers refuse as larger than the topic's limit is not
+// retried and not counted: it returns a *TooLargeError.
 //
 // A broker refuses a whole batch as too large (MESSAGE_TOO_LARGE,
 // RECORD_LIST_TOO_LARGE) when it outgrows the topic's limit, and every
@@ -232,20 +233,12 @@ func compression(codec string) []kgo.CompressionCodec {
 // lowered limit if the lookup lowered it, else (or refused again) alone
 // (produceAlone); only a refusal of the record alone makes it too large,
 // and lowers the limit below it.
-func (s *kafkaSink) deliver(ctx context.Context, build func() *kgo.Record, refused *refusal) error {
-	if err := s.limit.wait(ctx); err != nil {
-		return err
-	}
-	rec := build()
-	size := RecordSize(rec)
-	over, limit, err := s.limit.overLimit(ctx, size)
-	switch {
-	case err != nil:
-		return err
-	case over:
-		return &TooLargeError{Sink: s.name, Size: size, Limit: limit}
-	}
-	alone, retry := false, false
+func (s *kafkaSink) deliver(ctx context.Context, rec *kgo.Record, size int, build func() *kgo.Record, refused *refusal) error {
+	var (
+		alone, retry bool
+		limit        int
+		err          error
+	)
 	if refused != nil {
 		if retry, alone, limit, err = s.judge(ctx, size, refused); !retry {
 			return err

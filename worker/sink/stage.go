@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,7 +32,6 @@ type Staged struct {
 	to      []*kafkaSink // the sink of each record; nil for the DLQ record
 	res     *worker.TaskResult
 	dlq     *worker.TaskResult // the result the DLQ record stands for, if any
-	reason  string             // its svc-dlq-reason
 	cut     *dlqCut
 	large   []*TooLargeError // sinks the result was too large for
 }
@@ -47,33 +45,17 @@ func (ss *Set) Stage(ctx context.Context, res *worker.TaskResult) (*Staged, erro
 	if res.Status != worker.StatusOK {
 		return st, ss.stageDLQ(ctx, st, res)
 	}
-	for _, s := range ss.targets(res) {
-		if err := s.limit.wait(ctx); err != nil {
-			return nil, err
-		}
-		rec := resultRecord(s.topic, ss.name, s.forward, res)
-		size := RecordSize(rec)
-		over, limit, err := s.limit.overLimit(ctx, size)
-		if err != nil {
-			return nil, err
-		}
-		if over {
-			st.large = append(st.large, &TooLargeError{Sink: s.name, Size: size, Limit: limit})
-			continue
-		}
-		st.add(rec, s)
+	recs, large, err := ss.records(ctx, res, ss.targets(res), nil)
+	if err != nil {
+		return nil, err
 	}
-	if len(st.large) == 0 {
+	for _, r := range recs {
+		st.add(r.rec, r.s)
+	}
+	if st.large = large; len(large) == 0 {
 		return st, nil
 	}
-	reasons := make([]string, len(st.large))
-	for i, tl := range st.large {
-		reasons[i] = tl.Error()
-	}
-	slices.Sort(reasons)
-	failed := *res
-	failed.Status, failed.Err = worker.StatusFailed, errors.New(strings.Join(reasons, "; "))
-	return st, ss.stageDLQ(ctx, st, &failed)
+	return st, ss.stageDLQ(ctx, st, tooLargeFailure(res, large))
 }
 
 func (st *Staged) add(rec *kgo.Record, s *kafkaSink) {
@@ -84,25 +66,14 @@ func (st *Staged) add(rec *kgo.Record, s *kafkaSink) {
 
 // stageDLQ adds res's DLQ record, cut to the DLQ topic's limit.
 func (ss *Set) stageDLQ(ctx context.Context, st *Staged, res *worker.TaskResult) error {
-	d := ss.dlq
-	if d.cl == nil {
+	if ss.dlq.cl == nil {
 		return errors.New("no DLQ: exactly-once needs one (dlq.topic or the source's <topic>_dlq)")
 	}
-	if err := d.limit.wait(ctx); err != nil {
-		return err
-	}
-	rec := d.record(res)
-	_, limit, err := d.limit.overLimit(ctx, RecordSize(rec))
+	rec, cut, err := ss.dlq.build(ctx, res)
 	if err != nil {
 		return err
 	}
-	if orig := fit(rec, originalHeaders(res), limit); orig >= 0 {
-		st.cut = &dlqCut{orig: orig, kept: len(rec.Value)}
-	}
-	st.dlq, st.reason = res, res.Status
-	if res.Err != nil {
-		st.reason = res.Err.Error()
-	}
+	st.cut, st.dlq = cut, res
 	st.add(rec, nil)
 	return nil
 }
@@ -147,21 +118,14 @@ func (ss *Set) Committed(st *Staged) {
 	for i, rec := range st.Records {
 		s := st.to[i]
 		if s == nil {
-			d := ss.dlq
-			d.m.dlq.WithLabelValues("sent").Inc()
-			d.events.DeadLettered(st.dlq, "sent", st.reason, &worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset})
-			if st.cut != nil {
-				d.m.truncated.Inc()
-				d.log.Warn("dlq_record_truncated", "task_id", st.res.Task.ID, "value_bytes", st.cut.orig, "kept_bytes", st.cut.kept, "limit", d.limit.get())
-			}
+			ss.dlq.sent(st.dlq, worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}, st.cut)
 			continue
 		}
 		s.delivered.Inc()
 		ss.events.Delivered(st.res, s.name)
 	}
 	for _, tl := range st.large {
-		ss.m.tooLarge.WithLabelValues(tl.Sink).Inc()
-		ss.log.Warn("sink_record_too_large", "sink", tl.Sink, "task_id", st.res.Task.ID, "bytes", tl.Size, "limit", tl.Limit)
+		ss.tooLarge(st.res, tl)
 	}
 }
 
@@ -319,19 +283,13 @@ func (ss *Set) Aborted(sts []*Staged, reason string) {
 // is open, so the transaction waits instead of committing offsets past
 // undelivered results. A true answer is followed by Settle.
 func (ss *Set) Acquire(sts []*Staged) bool {
-	var got []*kafkaSink
-	for _, st := range sts {
-		for _, s := range st.to {
-			if s == nil || slices.Contains(got, s) {
-				continue
+	got := sinksOf(sts)
+	for i, s := range got {
+		if !s.breaker.TryAcquire() {
+			for _, g := range got[:i] {
+				g.breaker.Release()
 			}
-			if !s.breaker.TryAcquire() {
-				for _, g := range got {
-					g.breaker.Release()
-				}
-				return false
-			}
-			got = append(got, s)
+			return false
 		}
 	}
 	return true
@@ -341,20 +299,26 @@ func (ss *Set) Acquire(sts []*Staged) bool {
 // of sts; otherwise the sinks whose records failed have counted it
 // (Failed), and the others are released.
 func (ss *Set) Settle(sts []*Staged, committed bool) {
-	var seen []*kafkaSink
+	for _, s := range sinksOf(sts) {
+		if committed {
+			s.breaker.Success()
+		} else {
+			s.breaker.Release()
+		}
+	}
+}
+
+// sinksOf is each sink of sts' records once (the DLQ's not).
+func sinksOf(sts []*Staged) []*kafkaSink {
+	var out []*kafkaSink
 	for _, st := range sts {
 		for _, s := range st.to {
-			if s == nil || slices.Contains(seen, s) {
-				continue
-			}
-			seen = append(seen, s)
-			if committed {
-				s.breaker.Success()
-			} else {
-				s.breaker.Release()
+			if s != nil && !slices.Contains(out, s) {
+				out = append(out, s)
 			}
 		}
 	}
+	return out
 }
 
 // TransactionOpts are the producer options of the exactly-once source's
