@@ -11,6 +11,7 @@ import (
 
 	"svc/kafkaread/payload"
 	"svc/worker"
+	"svc/worker/fastjson"
 )
 
 // Executor protocol v2 (mode persistent): every message either way is one
@@ -70,15 +71,6 @@ type execResultTop struct {
 	Attempt int    `json:"attempt"` // echo of the task frame's attempt (required)
 	Status  string `json:"status"`
 	Error   string `json:"error"`
-}
-
-// execResultFast is a result header whose entries all have the right
-// shape, decoded in one pass.
-type execResultFast struct {
-	execResultTop
-	Annotations []worker.Annotation `json:"annotations"`
-	Labels      map[string]*string  `json:"labels"` // nil: null, not a string
-	Cache       []worker.CacheWrite `json:"cache"`
 }
 
 // execEncodeTask appends the task frame of attempt n of t to dst: the
@@ -191,19 +183,20 @@ func (e execEcho) namesOther(id string, n int) bool {
 // that is not a result frame.
 func execParseResult(header []byte, res *worker.AttemptResult) (execEcho, error) {
 	// Most headers decode whole into typed entries: one pass, no second
-	// decoding per entry, by hand for the common shape (execScanResult). A header with an entry of the wrong shape is
+	// decoding per entry. A header with an entry of the wrong shape is
 	// decoded again entry by entry, so only that entry is lost.
-	f, ok := execScanResult(header)
-	if ok || json.Unmarshal(header, &f) == nil {
-		return execApplyResult(f.execResultTop, res, func(e *execEvents) {
+	var f fastjson.Result
+	if fastjson.DecodeResult(header, &f) == nil {
+		top := execResultTop{Type: f.Type, TaskID: f.TaskID, Attempt: f.Attempt, Status: f.Status, Error: f.Error}
+		return execApplyResult(top, res, func(e *execEvents) {
 			for i := range f.Annotations {
-				e.entry(func() bool { return e.applyLine(execEventLine{Annotation: &f.Annotations[i]}) })
+				e.entry(func() bool { return e.applyLine(execEventLine{Annotation: (*worker.Annotation)(&f.Annotations[i])}) })
 			}
 			for k, v := range f.Labels {
 				e.entry(func() bool { return v != nil && e.applyLine(execEventLine{Labels: map[string]string{k: *v}}) })
 			}
 			for i := range f.Cache {
-				e.entry(func() bool { return e.applyLine(execEventLine{Cache: &f.Cache[i]}) })
+				e.entry(func() bool { return e.applyLine(execEventLine{Cache: (*worker.CacheWrite)(&f.Cache[i])}) })
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package executor
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -416,56 +415,6 @@ func TestTaskFrameHeader(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("task %q:\n got %q\nwant %q", c.task.ID, got, want)
-		}
-	}
-}
-
-// FuzzScanResult: whenever the hand decoder takes a result header, it
-// gives exactly what json.Unmarshal gives; the headers it declines are
-// left to encoding/json (FuzzParseResult checks the whole decoding).
-func FuzzScanResult(f *testing.F) {
-	for _, h := range []string{
-		`{"type":"result","task_id":"t-1","attempt":1,"status":"ok","annotations":[{"kind":"echo.size","payload":{"attempt":1,"bytes":1024}}]}`,
-		` { "type" : "result" , "status":"failed","error":"no <&>","labels":{"a":"b","é":"ü"},"annotations":[]} `,
-		`{"type":"result","status":"ok","annotations":[{"payload":{"s":"\"}]{","n":[1,{"x":null}]},"kind":"k"},{"kind":"j"}],"labels":{}}`,
-		`{"type":"result","attempt":-0,"status":"retry"}`,
-		`{"type":"result","attempt":01}`,
-		`{"type":"result","attempt":1e3}`,
-		`{"Type":"result"}`,
-		`{"type":"result","type":"x"}`,
-		`{"type":"res\u0075lt"}`,
-		`{"type":"result","annotations":[{"kind":"k","payload":{"a":}}]}`,
-		`{"type":"result","labels":{"a":null}}`,
-		`{"type":"result"}x`,
-	} {
-		f.Add([]byte(h))
-	}
-	f.Fuzz(func(t *testing.T, header []byte) {
-		got, ok := execScanResult(header)
-		if !ok {
-			return
-		}
-		var want execResultFast
-		if err := json.Unmarshal(header, &want); err != nil {
-			t.Fatalf("hand decoder took %q, encoding/json refuses it: %v", header, err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q:\nhand %+v\njson %+v", header, got, want)
-		}
-	})
-}
-
-// TestScanResultTakesTheCommonShape: the headers the example executors
-// write are decoded by hand (else every task pays encoding/json again).
-func TestScanResultTakesTheCommonShape(t *testing.T) {
-	for _, h := range []string{
-		`{"type":"result","task_id":"3f1c9a2b7d10-17","attempt":1,"status":"ok","annotations":[{"kind":"echo.size","payload":{"attempt":1,"bytes":1024}}]}`,
-		`{"type":"ready","protocol":2}`,
-		`{"type":"result","status":"failed","error":"the message asked to fail","labels":{"tenant":"a"}}`,
-	} {
-		_, ok := execScanResult([]byte(h))
-		if want := !strings.Contains(h, "protocol"); ok != want {
-			t.Errorf("%s: taken by hand = %v, want %v", h, ok, want)
 		}
 	}
 }
