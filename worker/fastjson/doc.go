@@ -6,10 +6,17 @@
 // others use encoding/json.
 //
 //   - DecodeResult: an executor's result header (executor.md, protocol
-//     v2), by hand for the common shape; FuzzDecodeResult.
+//     v2), by hand for the common shape; FuzzDecodeResult. With
+//     json.Unmarshal alone a Kafka message cost 6.5 % more worker CPU and
+//     an HTTP request 11-23 % more.
 //
 // The other speed paths that measured worth their code are not codecs and
-// stay with their parts: sink.Set.DeliverAsync (worker/sink/async.go: a
-// result produced and finished in the producer's acknowledgement, no
-// goroutine waiting for it) and the collector's heap floor (worker/gcfloor).
+// stay with their parts:
+//
+//   - sink.Set.DeliverAsync (worker/sink/async.go): a Kafka message's one
+//     result produced and finished in the producer's acknowledgement, no
+//     goroutine waiting for it. Without it (a goroutine per delivery,
+//     blocked in Deliver) a Kafka message cost 18 % more worker CPU
+//     (36.8 → 43.6 µs, medians of 5 interleaved rounds; every round
+//     +11..+29 %).
 package fastjson
