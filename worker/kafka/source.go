@@ -162,7 +162,7 @@ func (s *Source) client() (*kgo.Client, error) {
 	// response within sources.kafka.fetch_buffer_bytes beyond its first
 	// batch, whatever the codec (a batch past that is fetched again, not
 	// decompressed twice): see kconn.Decompressor.
-	opts = append(opts, kconn.NewDecompressor(MaxBatchBytes, int(min(s.cfg.FetchBufferBytes, MaxBatchBytes)), nil).Opts()...)
+	opts = append(opts, kconn.NewDecompressor(MaxBatchBytes, int(min(s.cfg.FetchBufferBytes, MaxBatchBytes))).Opts()...)
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.wcfg.Worker.Name))
 	}
