@@ -25,7 +25,7 @@
 //	                     channel, the guard that kills orphaned trees, the
 //	                     pool with retries
 //	worker/fastjson/     the hand-written JSON codecs that measured worth their
-//	                     code (an executor's result header), each pinned equal
+//	                     code (executor frame headers), each pinned equal
 //	                     to encoding/json by a fuzz test
 //	worker/kafka/        the consumer-group source: poll loop, intake queues
 //	                     and fair dispatch, per-key lanes, offsets, rebalance

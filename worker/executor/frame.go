@@ -38,22 +38,6 @@ var (
 	errFrameText = errors.New("frame length prefix is text")
 )
 
-// execTaskHeader is the header of a task frame (worker → executor). It
-// carries what mode spawn passes as SVC_* variables.
-type execTaskHeader struct {
-	Type        string            `json:"type"`
-	TaskID      string            `json:"task_id"`
-	Attempt     int               `json:"attempt"`
-	Source      string            `json:"source"`
-	TopicAlias  string            `json:"topic_alias"`
-	Partition   int32             `json:"partition"`
-	Offset      int64             `json:"offset"`
-	Key         *string           `json:"key"`          // null: the message has no key
-	KeyEncoding *string           `json:"key_encoding"` // null with a null key
-	Labels      map[string]string `json:"labels"`
-	Env         map[string]string `json:"env"`
-}
-
 // execResultHeader is the header of a ready or result frame (executor →
 // worker). Entries are decoded one by one so that a bad one is ignored
 // and counted rather than failing the task.
@@ -74,33 +58,33 @@ type execResultTop struct {
 }
 
 // execEncodeTask appends the task frame of attempt n of t to dst: the
-// length, json.Marshal of its header (labels and env {} when there are
-// none), '\n', the input.
+// length, the header (labels and env {} when there are none; the bytes
+// json.Marshal writes, fastjson.AppendTaskHeader), '\n', the input. The
+// frame is built in a buffer the attempt reuses.
 func execEncodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
-	h := execTaskHeader{Type: execFrameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
+	h := fastjson.TaskHeader{Type: execFrameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
 	if h.Labels == nil {
 		h.Labels = execNoStrings
 	}
 	if h.Env == nil {
 		h.Env = execNoStrings
 	}
+	var key, enc string
 	if m := t.Msg; m != nil {
 		h.Source, h.TopicAlias, h.Partition, h.Offset = m.Source, m.Alias, m.Partition, m.Offset
 		if m.Key != nil {
-			key, enc := payload.EncodeEnv(m.Key) // as SVC_KEY in spawn mode
+			key, enc = payload.EncodeEnv(m.Key) // as SVC_KEY in spawn mode
 			h.Key, h.KeyEncoding = &key, &enc
 		}
 	}
-	hb, err := json.Marshal(h)
-	if err != nil {
-		return dst, fmt.Errorf("encode task frame: %w", err)
-	}
-	n64 := int64(len(hb)) + 1 + int64(len(t.Input))
+	at := len(dst)
+	dst = fastjson.AppendTaskHeader(append(dst, 0, 0, 0, 0), &h)
+	dst = append(append(dst, '\n'), t.Input...)
+	n64 := int64(len(dst) - at - 4)
 	if n64 > 1<<32-1 {
-		return dst, fmt.Errorf("encode task frame: input of %d bytes does not fit a frame", len(t.Input))
+		return dst[:at], fmt.Errorf("encode task frame: input of %d bytes does not fit a frame", len(t.Input))
 	}
-	dst = binary.BigEndian.AppendUint32(dst, uint32(n64))
-	dst = append(append(append(dst, hb...), '\n'), t.Input...)
+	binary.BigEndian.PutUint32(dst[at:], uint32(n64))
 	return dst, nil
 }
 

@@ -9,6 +9,12 @@
 //     v2), by hand for the common shape; FuzzDecodeResult. With
 //     json.Unmarshal alone a Kafka message cost 6.5 % more worker CPU and
 //     an HTTP request 11-23 % more.
+//   - AppendTaskHeader: a task frame's header, into the attempt's reused
+//     buffer; FuzzTaskHeader. With json.Marshal a Kafka message cost 2.9 %
+//     more worker CPU and the Kafka path moved 7 % fewer messages a
+//     second (medians of 22 rounds). It escapes strings with
+//     recorder.AppendJSONString, the tree's one JSON string escaper, until
+//     that moves to a leaf.
 //
 // The other speed paths that measured worth their code are not codecs and
 // stay with their parts:
