@@ -67,7 +67,7 @@ func BenchmarkWriteJSON(b *testing.B) {
 }
 
 // BenchmarkWriteExecResponse writes the ingress's answer to one 1 KiB
-// task.
+// task, which encodes itself (worker.ExecResponse.AppendJSON).
 func BenchmarkWriteExecResponse(b *testing.B) {
 	body := worker.ExecResponse{RequestID: "3f1c9a2b7d10-17", Status: worker.StatusOK, Tasks: []worker.ExecTaskResult{{
 		TaskID: "3f1c9a2b7d10-18", Status: worker.StatusOK, Output: strings.Repeat("x", 1024), OutputEncoding: "utf-8", DurationMS: 3, Attempts: 1}}}

@@ -25,8 +25,8 @@
 //	                     channel, the guard that kills orphaned trees, the
 //	                     pool with retries
 //	worker/fastjson/     the hand-written JSON codecs that measured worth their
-//	                     code (executor frame headers), each pinned equal
-//	                     to encoding/json by a fuzz test
+//	                     code (executor frame headers, JSON strings), each
+//	                     pinned equal to encoding/json by a fuzz test
 //	worker/kafka/        the consumer-group source: poll loop, intake queues
 //	                     and fair dispatch, per-key lanes, offsets, rebalance
 //	                     callbacks, consume pause, backpressure, lag and the

@@ -15,6 +15,12 @@
 //     second (medians of 22 rounds). It escapes strings with
 //     recorder.AppendJSONString, the tree's one JSON string escaper, until
 //     that moves to a leaf.
+//   - AppendString: a JSON string as the ingress writes its answers (HTML
+//     escaping off), printable ASCII by hand, the rest by encoding/json;
+//     FuzzAppendString. worker.ExecResponse.AppendJSON builds the answer
+//     with it (FuzzExecResponseAppendJSON): with encoding/json's Encoder an
+//     HTTP request cost 5.6 % more worker CPU at 32 connections and the
+//     ingress answered 9 % fewer a second (medians of 21 rounds).
 //
 // The other speed paths that measured worth their code are not codecs and
 // stay with their parts:
