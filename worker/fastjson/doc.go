@@ -12,9 +12,9 @@
 //   - AppendTaskHeader: a task frame's header, into the attempt's reused
 //     buffer; FuzzTaskHeader. With json.Marshal a Kafka message cost 2.9 %
 //     more worker CPU and the Kafka path moved 7 % fewer messages a
-//     second (medians of 22 rounds). It escapes strings with
-//     recorder.AppendJSONString, the tree's one JSON string escaper, until
-//     that moves to a leaf.
+//     second (medians of 22 rounds). It writes strings with
+//     recorder.AppendJSONString (json.Marshal's escaping: printable ASCII
+//     by hand, the rest by encoding/json) until that moves to a leaf.
 //   - AppendString: a JSON string as the ingress writes its answers (HTML
 //     escaping off), printable ASCII by hand, the rest by encoding/json;
 //     FuzzAppendString. worker.ExecResponse.AppendJSON builds the answer
