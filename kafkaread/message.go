@@ -137,14 +137,6 @@ func listAll(ctx context.Context, list func(context.Context, ...string) (kadm.Li
 	return out, nil
 }
 
-// recycle hands the records' decompression buffers back (readBuffers)
-// once what is kept of them was copied.
-func recycle(recs []*kgo.Record) {
-	for _, r := range recs {
-		r.Recycle()
-	}
-}
-
 // fetchErr returns the first fetch error that ends a read. Data-loss notices
 // are informational: the client has already moved on to surviving offsets;
 // a batch deferred by the decompressor's window is fetched again.

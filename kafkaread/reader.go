@@ -63,13 +63,6 @@ const ReadAheadBytes = 1 << 20
 // larger batch fails with a *BatchTooLargeError naming its offsets.
 const MaxReadBatchBytes = 16 << 20
 
-// readBuffers lends every read its decompression buffers. Reads copy
-// what they keep out of a batch and recycle its records at once, so a
-// batch's buffer serves the next batch of any read. Reads decompress
-// batches of at most fetchBudget whole (larger ones as streams), so it
-// keeps at most 2 MiB of free buffers: eight such batches.
-var readBuffers = kconn.NewBufferPool(2 << 20)
-
 const (
 	fetchBudget = ReadAheadBytes / 4           // decompressed bytes of the fetch in flight or buffered
 	queueBudget = ReadAheadBytes - fetchBudget // bytes of the records the merge queues
@@ -186,8 +179,7 @@ func (r *Reader) newClient(a AliasSpec, iso Isolation, extra ...kgo.Opt) (*kgo.C
 	// that is fetched again, first of a later fetch, never decompressed
 	// twice, and a larger one is refused (kconn.ErrLargeBatch) and read
 	// as a stream by the read itself (kconn.Decompressor).
-	opts = append(opts, kconn.NewDecompressor(MaxReadBatchBytes, fetchBudget, readBuffers).StreamAbove(fetchBudget).Opts()...)
-	opts = append(opts, kgo.WithPools(readBuffers))
+	opts = append(opts, kconn.NewDecompressor(MaxReadBatchBytes, fetchBudget).StreamAbove(fetchBudget).Opts()...)
 	opts = append(opts, extra...)
 	opts = append(opts, r.extraOpts...)
 	cl, err := kgo.NewClient(opts...)

@@ -35,7 +35,7 @@ type refetcher struct {
 }
 
 func newRefetcher(cl *kgo.Client, topic string, iso Isolation, read func(kgo.FetchBatchMetrics)) *refetcher {
-	return &refetcher{cl: cl, topic: topic, iso: iso, dec: kconn.NewDecompressor(MaxReadBatchBytes, 0, nil), read: read}
+	return &refetcher{cl: cl, topic: topic, iso: iso, dec: kconn.NewDecompressor(MaxReadBatchBytes, 0), read: read}
 }
 
 // records reads partition p from offset on: one fetch of at most

@@ -147,7 +147,6 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 				done = append(done, fp.Partition)
 			}
 		})
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) { recycle(fp.Records) }) // visit copied what it keeps
 		if visitErr != nil {
 			cancel()
 			return fmt.Errorf("scan alias '%s': %w", alias, visitErr)

@@ -137,10 +137,7 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 			cancel()
 			return fmt.Errorf("stream alias '%s': %w", alias, ctx.Err())
 		}
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			m.push(fp.Partition, fp.Records)
-			recycle(fp.Records) // push copied what it keeps
-		})
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) { m.push(fp.Partition, fp.Records) })
 		for _, fe := range fetches.Errors() {
 			if kconn.IsLargeBatch(fe.Err) {
 				m.stream(fe.Partition)

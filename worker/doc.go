@@ -35,6 +35,9 @@
 //	                     persistent.go, child.go, frame.go), the fd 3 side
 //	                     channel, the guard that kills orphaned trees, the
 //	                     reaper, the pool with retries
+//	worker/fastjson/     the hand-written JSON codecs that measured worth their
+//	                     code (executor frame headers, JSON strings), each
+//	                     pinned equal to encoding/json by a fuzz test
 //	worker/kafka/        the consumer-group source: poll loop, intake queues
 //	                     and fair dispatch, per-key lanes, offsets, rebalance
 //	                     callbacks, consume pause, backpressure, lag and the

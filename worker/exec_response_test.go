@@ -3,8 +3,6 @@ package worker
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -91,30 +89,16 @@ func BenchmarkExecResponseJSON(b *testing.B) {
 	})
 }
 
-// TestIDGenNext: ids are "<12 hex digits>-<n>", n counting from 1, and two
-// generators never share a prefix (so ids stay unique across a fleet).
-func TestIDGenNext(t *testing.T) {
-	g, h := NewIDGen(), NewIDGen()
-	if g.prefix == h.prefix {
-		t.Fatalf("two generators share the prefix %q", g.prefix)
-	}
-	for i := 1; i <= 3; i++ {
-		if got, want := g.Next(), fmt.Sprintf("%s-%d", g.prefix, i); got != want || len(g.prefix) != 12 {
-			t.Errorf("Next() = %q, want %q", got, want)
+// FuzzExecResponseAppendJSON: AppendJSON writes the ingress encoder's
+// bytes for any texts in any field.
+func FuzzExecResponseAppendJSON(f *testing.F) {
+	f.Add("r-1", "ok", "", "t-1", "out <&> \"q\"", "utf-8", int64(3), 1, "")
+	f.Add("bad \xff", "failed", "failed: \u2028", "", "\x00\x1f é", "base64", int64(-1), 0, "err\n")
+	f.Fuzz(func(t *testing.T, id, status, errText, taskID, output, enc string, ms int64, attempts int, taskErr string) {
+		r := ExecResponse{RequestID: id, Status: status, Error: errText, Tasks: []ExecTaskResult{
+			{TaskID: taskID, Status: status, Output: output, OutputEncoding: enc, DurationMS: ms, Attempts: attempts, Error: taskErr}}}
+		if got, want := r.AppendJSON([]byte("x")), append([]byte("x"), encodeLikeIngress(t, r)...); !bytes.Equal(got, want) {
+			t.Fatalf("%+v:\nAppendJSON %s\nencoding/json %s", r, got, want)
 		}
-	}
-	g.n.Store(math.MaxUint64 - 1)
-	if got, want := g.Next(), g.prefix+"-18446744073709551615"; got != want {
-		t.Errorf("Next() at the counter's end = %q, want %q", got, want)
-	}
-}
-
-// BenchmarkIDGenNext guards the id's cost: one allocation, no fmt (it runs
-// once per task; fmt.Sprintf was 2 % of the Kafka path's CPU).
-func BenchmarkIDGenNext(b *testing.B) {
-	g := NewIDGen()
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = g.Next()
-	}
+	})
 }

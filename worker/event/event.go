@@ -153,16 +153,26 @@ func AppendStringMap(b []byte, m map[string]string) []byte {
 	return append(b, '}')
 }
 
-// AppendJSONString appends s as encoding/json encodes a string (HTML
-// characters escaped, invalid UTF-8 as U+FFFD): plain ASCII directly,
-// anything else through encoding/json itself. It is the tree's one JSON
-// string escaper.
-func AppendJSONString(b []byte, s string) []byte {
+// AppendJSONString appends s as json.Marshal encodes a string (HTML
+// characters escaped, invalid UTF-8 as U+FFFD); AppendJSONStringNoHTML as
+// an Encoder with SetEscapeHTML(false) does (the ingress's answers). Plain
+// printable ASCII goes directly, anything else through encoding/json
+// itself (FuzzAppendJSONString). This is the tree's one JSON string
+// escaper.
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s, true) }
+
+// AppendJSONStringNoHTML: see AppendJSONString.
+func AppendJSONStringNoHTML(b []byte, s string) []byte { return appendJSONString(b, s, false) }
+
+func appendJSONString(b []byte, s string, html bool) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || html && (c == '<' || c == '>' || c == '&') {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(html)
+			_ = enc.Encode(s) // a string always encodes
+			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 		}
 	}
 	b = append(b, '"')

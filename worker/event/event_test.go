@@ -187,3 +187,31 @@ func TestFoldExpand(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendJSONString: the one string escaper writes what encoding/json
+// writes, with HTML escaping (json.Marshal) and without (an Encoder with
+// SetEscapeHTML(false)), for any string, after whatever b held.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain", `quote " and \ back`, "<html> & 'x'", "tab\tnl\nret\rbs\bff\f", "\x00\x01\x1f\x7f",
+		"é ü 日本 🙂", "bad \xff\xfe utf-8 \xc3", "line sep \u2028 para \u2029"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, html := range []bool{true, false} {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(html)
+			if err := enc.Encode(s); err != nil {
+				t.Fatal(err)
+			}
+			want := append([]byte("prefix"), bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+			got := AppendJSONStringNoHTML([]byte("prefix"), s)
+			if html {
+				got = AppendJSONString([]byte("prefix"), s)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("html %v, %q:\n got %s\nwant %s", html, s, got, want)
+			}
+		}
+	})
+}

@@ -9,11 +9,8 @@ import (
 	"fmt"
 	"io"
 
-	"slices"
-	"strconv"
-
 	"svc/worker"
-	"svc/worker/event"
+	"svc/worker/fastjson"
 	"svc/worker/payload"
 )
 
@@ -41,22 +38,6 @@ var (
 	errFrameText = errors.New("frame length prefix is text")
 )
 
-// taskHeader is the header of a task frame (worker → executor). It
-// carries what mode spawn passes as SVC_* variables.
-type taskHeader struct {
-	Type        string            `json:"type"`
-	TaskID      string            `json:"task_id"`
-	Attempt     int               `json:"attempt"`
-	Source      string            `json:"source"`
-	TopicAlias  string            `json:"topic_alias"`
-	Partition   int32             `json:"partition"`
-	Offset      int64             `json:"offset"`
-	Key         *string           `json:"key"`          // null: the message has no key
-	KeyEncoding *string           `json:"key_encoding"` // null with a null key
-	Labels      map[string]string `json:"labels"`
-	Env         map[string]string `json:"env"`
-}
-
 // resultHeader is the header of a ready or result frame (executor →
 // worker). Entries are decoded one by one so that a bad one is ignored
 // and counted rather than failing the task.
@@ -76,57 +57,29 @@ type resultTop struct {
 	Error   string `json:"error"`
 }
 
-// resultFast is a result header whose entries all have the right
-// shape, decoded in one pass.
-type resultFast struct {
-	resultTop
-	Annotations []worker.Annotation `json:"annotations"`
-	Labels      map[string]*string  `json:"labels"` // nil: null, not a string
-	Cache       []worker.CacheWrite `json:"cache"`
-}
-
-// encodeTask appends the task frame of attempt n of t to dst (its
-// header the bytes json.Marshal writes for taskHeader, checked by
-// TestTaskFrameHeaderMatchesMarshal): the frame is built in a buffer the
-// attempt reuses, with no reflection (json.Marshal and the copy into a
-// fresh frame were 8 % of the bytes svc allocated in the Kafka bench).
+// encodeTask appends the task frame of attempt n of t to dst: the
+// length, the header (labels and env {} when there are none; the bytes
+// json.Marshal writes, fastjson.AppendTaskHeader), '\n', the input. The
+// frame is built in a buffer the attempt reuses.
 func encodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
-	at := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
-	dst = append(dst, `{"type":"task","task_id":`...)
-	dst = event.AppendJSONString(dst, t.ID)
-	dst = append(dst, `,"attempt":`...)
-	dst = strconv.AppendInt(dst, int64(n), 10)
-	var source, alias string
-	var partition int32
-	var offset int64
-	var key []byte
+	h := fastjson.TaskHeader{Type: frameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
+	if h.Labels == nil {
+		h.Labels = execNoStrings
+	}
+	if h.Env == nil {
+		h.Env = execNoStrings
+	}
+	var key, enc string
 	if m := t.Msg; m != nil {
-		source, alias, partition, offset, key = m.Source, m.Alias, m.Partition, m.Offset, m.Key
+		h.Source, h.TopicAlias, h.Partition, h.Offset = m.Source, m.Alias, m.Partition, m.Offset
+		if m.Key != nil {
+			key, enc = payload.EncodeEnv(m.Key) // as SVC_KEY in spawn mode
+			h.Key, h.KeyEncoding = &key, &enc
+		}
 	}
-	dst = append(dst, `,"source":`...)
-	dst = event.AppendJSONString(dst, source)
-	dst = append(dst, `,"topic_alias":`...)
-	dst = event.AppendJSONString(dst, alias)
-	dst = append(dst, `,"partition":`...)
-	dst = strconv.AppendInt(dst, int64(partition), 10)
-	dst = append(dst, `,"offset":`...)
-	dst = strconv.AppendInt(dst, offset, 10)
-	if key != nil {
-		k, enc := payload.EncodeEnv(key) // as SVC_KEY in spawn mode
-		dst = append(dst, `,"key":`...)
-		dst = event.AppendJSONString(dst, k)
-		dst = append(dst, `,"key_encoding":`...)
-		dst = event.AppendJSONString(dst, enc)
-	} else {
-		dst = append(dst, `,"key":null,"key_encoding":null`...)
-	}
-	dst = append(dst, `,"labels":`...)
-	dst = appendMap(dst, t.Labels)
-	dst = append(dst, `,"env":`...)
-	dst = appendMap(dst, t.Env)
-	dst = append(dst, "}\n"...)
-	dst = append(dst, t.Input...)
+	at := len(dst)
+	dst = fastjson.AppendTaskHeader(append(dst, 0, 0, 0, 0), &h)
+	dst = append(append(dst, '\n'), t.Input...)
 	n64 := int64(len(dst) - at - 4)
 	if n64 > 1<<32-1 {
 		return dst[:at], fmt.Errorf("encode task frame: input of %d bytes does not fit a frame", len(t.Input))
@@ -135,28 +88,8 @@ func encodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 	return dst, nil
 }
 
-// appendMap appends m as a JSON object, keys sorted as json.Marshal
-// sorts them; nil is {}.
-func appendMap(dst []byte, m map[string]string) []byte {
-	if len(m) == 0 {
-		return append(dst, "{}"...)
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	dst = append(dst, '{')
-	for i, k := range keys {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = event.AppendJSONString(dst, k)
-		dst = append(dst, ':')
-		dst = event.AppendJSONString(dst, m[k])
-	}
-	return append(dst, '}')
-}
+// execNoStrings is an empty map, which json.Marshal writes as {} (nil as null).
+var execNoStrings = map[string]string{}
 
 // readFrame reads one frame from r and splits it into header and body.
 // A body over maxBody fails with errFrameTooLarge (the body returned is cut
@@ -234,19 +167,20 @@ func (e echo) namesOther(id string, n int) bool {
 // that is not a result frame.
 func parseResult(header []byte, res *worker.AttemptResult) (echo, error) {
 	// Most headers decode whole into typed entries: one pass, no second
-	// decoding per entry, by hand for the common shape (scanResult). A header with an entry of the wrong shape is
+	// decoding per entry. A header with an entry of the wrong shape is
 	// decoded again entry by entry, so only that entry is lost.
-	f, ok := scanResult(header)
-	if ok || json.Unmarshal(header, &f) == nil {
-		return applyResult(f.resultTop, res, func(e *events) {
+	var f fastjson.Result
+	if fastjson.DecodeResult(header, &f) == nil {
+		top := resultTop{Type: f.Type, TaskID: f.TaskID, Attempt: f.Attempt, Status: f.Status, Error: f.Error}
+		return applyResult(top, res, func(e *events) {
 			for i := range f.Annotations {
-				e.entry(func() bool { return e.applyLine(eventLine{Annotation: &f.Annotations[i]}) })
+				e.entry(func() bool { return e.applyLine(eventLine{Annotation: (*worker.Annotation)(&f.Annotations[i])}) })
 			}
 			for k, v := range f.Labels {
 				e.entry(func() bool { return v != nil && e.applyLine(eventLine{Labels: map[string]string{k: *v}}) })
 			}
 			for i := range f.Cache {
-				e.entry(func() bool { return e.applyLine(eventLine{Cache: &f.Cache[i]}) })
+				e.entry(func() bool { return e.applyLine(eventLine{Cache: (*worker.CacheWrite)(&f.Cache[i])}) })
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package executor
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -22,7 +21,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"svc/worker"
-	"svc/worker/payload"
 )
 
 // persistentPool is a persistent helper pool with its own metrics.
@@ -389,119 +387,34 @@ func FuzzParseResult(f *testing.F) {
 	})
 }
 
-// taskFrameByMarshal is the task frame as json.Marshal of taskHeader
-// writes it: the reference the hand-written encoder must match.
-func taskFrameByMarshal(t *worker.Task, n int) []byte {
-	h := taskHeader{Type: frameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
-	if h.Labels == nil {
-		h.Labels = map[string]string{}
-	}
-	if h.Env == nil {
-		h.Env = map[string]string{}
-	}
-	if m := t.Msg; m != nil {
-		h.Source, h.TopicAlias, h.Partition, h.Offset = m.Source, m.Alias, m.Partition, m.Offset
-		if m.Key != nil {
-			key, enc := payload.EncodeEnv(m.Key)
-			h.Key, h.KeyEncoding = &key, &enc
-		}
-	}
-	hb, err := json.Marshal(h)
-	if err != nil {
-		panic(err)
-	}
-	frame := binary.BigEndian.AppendUint32(nil, uint32(len(hb)+1+len(t.Input)))
-	frame = append(append(append(frame, hb...), '\n'), t.Input...)
-	return frame
-}
-
-// TestTaskFrameHeaderMatchesMarshal: the task frame is byte for byte what
-// json.Marshal of its header writes (keys in order, maps sorted, HTML
-// characters and invalid UTF-8 escaped as Marshal does), appended after
-// whatever the buffer held.
-func TestTaskFrameHeaderMatchesMarshal(t *testing.T) {
+// TestTaskFrameHeader: the task frame's header is the line
+// docs/executor.md shows (keys in order, maps sorted, HTML characters and
+// invalid UTF-8 escaped as encoding/json escapes them, absent labels and
+// env as {}, no key as null), then the input, after whatever the buffer
+// held.
+func TestTaskFrameHeader(t *testing.T) {
 	msg := &worker.Message{Source: worker.SourceKafka, Alias: "source", Partition: 3, Offset: 1 << 40, Key: []byte("k<1>&\"\\")}
-	for _, task := range []*worker.Task{
-		{ID: "t-1", Input: []byte("hello")},
-		{ID: "t-2", Msg: msg, Input: []byte("x\ny"), Labels: map[string]string{"b": "2", "a": "1 <&>"}, Env: map[string]string{"Z": "z", "A": "\u2028\x01"}},
-		{ID: "t-\xff", Msg: &worker.Message{Source: worker.SourceHTTP, Partition: -1, Offset: -1, Key: []byte{0xff, 0}}},
-		{ID: "", Msg: &worker.Message{Key: []byte{}}},
+	for _, c := range []struct {
+		task *worker.Task
+		want string
+	}{
+		{&worker.Task{ID: "t-1", Input: []byte("hello")},
+			`{"type":"task","task_id":"t-1","attempt":2,"source":"","topic_alias":"","partition":0,"offset":0,"key":null,"key_encoding":null,"labels":{},"env":{}}`},
+		{&worker.Task{ID: "t-2", Msg: msg, Input: []byte("x\ny"), Labels: map[string]string{"b": "2", "a": "1 <&>"}, Env: map[string]string{"Z": "z", "A": "\u2028\x01"}},
+			`{"type":"task","task_id":"t-2","attempt":2,"source":"kafka","topic_alias":"source","partition":3,"offset":1099511627776,"key":"k\u003c1\u003e\u0026\"\\","key_encoding":"utf-8","labels":{"a":"1 \u003c\u0026\u003e","b":"2"},"env":{"A":"\u2028\u0001","Z":"z"}}`},
+		{&worker.Task{ID: "t-\xff", Msg: &worker.Message{Source: worker.SourceHTTP, Partition: -1, Offset: -1, Key: []byte{0xff, 0}}},
+			`{"type":"task","task_id":"t-\ufffd","attempt":2,"source":"http","topic_alias":"","partition":-1,"offset":-1,"key":"/wA=","key_encoding":"base64","labels":{},"env":{}}`},
+		{&worker.Task{ID: "", Msg: &worker.Message{Key: []byte{}}},
+			`{"type":"task","task_id":"","attempt":2,"source":"","topic_alias":"","partition":0,"offset":0,"key":"","key_encoding":"utf-8","labels":{},"env":{}}`},
 	} {
-		want := taskFrameByMarshal(task, 2)
-		got, err := encodeTask([]byte("prefix"), task, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got[:6]) != "prefix" || !bytes.Equal(got[6:], want) {
-			t.Errorf("task %q:\n got %q\nwant %q", task.ID, got[6:], want)
-		}
-	}
-}
-
-// FuzzTaskFrame: the hand-written task frame equals json.Marshal's for any
-// task id, key, label and env.
-func FuzzTaskFrame(f *testing.F) {
-	f.Add("t-1", []byte("key"), "label", "v<>", "ENV", "\x00\u2029", 7, int64(-1), []byte("in"))
-	f.Fuzz(func(t *testing.T, id string, key []byte, lk, lv, ek string, ev string, attempt int, offset int64, input []byte) {
-		task := &worker.Task{ID: id, Input: input, Labels: map[string]string{lk: lv, "z" + lk: ev}, Env: map[string]string{ek: ev},
-			Msg: &worker.Message{Source: worker.SourceKafka, Alias: lv, Partition: int32(attempt), Offset: offset, Key: key}}
-		want := taskFrameByMarshal(task, attempt)
-		got, err := encodeTask(nil, task, attempt)
+		want := binary.BigEndian.AppendUint32([]byte("prefix"), uint32(len(c.want)+1+len(c.task.Input)))
+		want = append(append(append(want, c.want...), '\n'), c.task.Input...)
+		got, err := encodeTask([]byte("prefix"), c.task, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Fatalf("\n got %q\nwant %q", got, want)
-		}
-	})
-}
-
-// FuzzScanResult: whenever the hand decoder takes a result header, it
-// gives exactly what json.Unmarshal gives; the headers it declines are
-// left to encoding/json (FuzzParseResult checks the whole decoding).
-func FuzzScanResult(f *testing.F) {
-	for _, h := range []string{
-		`{"type":"result","task_id":"t-1","attempt":1,"status":"ok","annotations":[{"kind":"echo.size","payload":{"attempt":1,"bytes":1024}}]}`,
-		` { "type" : "result" , "status":"failed","error":"no <&>","labels":{"a":"b","é":"ü"},"annotations":[]} `,
-		`{"type":"result","status":"ok","annotations":[{"payload":{"s":"\"}]{","n":[1,{"x":null}]},"kind":"k"},{"kind":"j"}],"labels":{}}`,
-		`{"type":"result","attempt":-0,"status":"retry"}`,
-		`{"type":"result","attempt":01}`,
-		`{"type":"result","attempt":1e3}`,
-		`{"Type":"result"}`,
-		`{"type":"result","type":"x"}`,
-		`{"type":"res\u0075lt"}`,
-		`{"type":"result","annotations":[{"kind":"k","payload":{"a":}}]}`,
-		`{"type":"result","labels":{"a":null}}`,
-		`{"type":"result"}x`,
-	} {
-		f.Add([]byte(h))
-	}
-	f.Fuzz(func(t *testing.T, header []byte) {
-		got, ok := scanResult(header)
-		if !ok {
-			return
-		}
-		var want resultFast
-		if err := json.Unmarshal(header, &want); err != nil {
-			t.Fatalf("hand decoder took %q, encoding/json refuses it: %v", header, err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q:\nhand %+v\njson %+v", header, got, want)
-		}
-	})
-}
-
-// TestScanResultTakesTheCommonShape: the headers the example executors
-// write are decoded by hand (else every task pays encoding/json again).
-func TestScanResultTakesTheCommonShape(t *testing.T) {
-	for _, h := range []string{
-		`{"type":"result","task_id":"3f1c9a2b7d10-17","attempt":1,"status":"ok","annotations":[{"kind":"echo.size","payload":{"attempt":1,"bytes":1024}}]}`,
-		`{"type":"ready","protocol":2}`,
-		`{"type":"result","status":"failed","error":"the message asked to fail","labels":{"tenant":"a"}}`,
-	} {
-		_, ok := scanResult([]byte(h))
-		if want := !strings.Contains(h, "protocol"); ok != want {
-			t.Errorf("%s: taken by hand = %v, want %v", h, ok, want)
+			t.Errorf("task %q:\n got %q\nwant %q", c.task.ID, got, want)
 		}
 	}
 }

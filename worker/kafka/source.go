@@ -42,8 +42,6 @@ type Source struct {
 	m     *sourceMetrics
 	lim   limits
 	sizer *fetchSizer
-	// decomp lends the client its decompression buffers.
-	decomp decompressPool
 	// reach tells from the client's hooks whether any broker answers
 	// (reach.go).
 	reach *reach
@@ -196,14 +194,13 @@ func (s *Source) client() (*kgo.Client, error) {
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
-		kgo.WithPools(&s.decomp),
 		kgo.WithHooks(s.reach),
 	)
 	// Every batch decompresses within MaxBatchBytes, and one fetch
 	// response within sources.kafka.fetch_buffer_bytes beyond its first
 	// batch, whatever the codec (a batch past that is fetched again, not
 	// decompressed twice): see kconn.Decompressor.
-	opts = append(opts, kconn.NewDecompressor(MaxBatchBytes, int(min(s.cfg.FetchBufferBytes, MaxBatchBytes)), &s.decomp).Opts()...)
+	opts = append(opts, kconn.NewDecompressor(MaxBatchBytes, int(min(s.cfg.FetchBufferBytes, MaxBatchBytes))).Opts()...)
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.wcfg.Worker.Name))
 	}
@@ -395,9 +392,6 @@ func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 	fetches.EachRecord(func(r *kgo.Record) {
 		batch = append(batch, copyRecord(r))
 		epochs = append(epochs, r.LeaderEpoch)
-		// Copied out: the record's share of its batch's decompression
-		// buffer goes back (decompressPool).
-		r.Recycle()
 	})
 	tasks, arrangeErr := s.app.Arrange(context.WithoutCancel(ctx), batch)
 	if arrangeErr != nil {

@@ -64,8 +64,7 @@ func IsLargeBatch(err error) bool { return errors.Is(err, ErrLargeBatch) }
 // (the consumer) about one per broker.
 type Decompressor struct {
 	maxBatch, window int
-	streamAbove      int                     // > 0: batches larger than this are refused with ErrLargeBatch
-	pool             kgo.PoolDecompressBytes // may be nil
+	streamAbove      int // > 0: batches larger than this are refused with ErrLargeBatch
 
 	mu   sync.Mutex
 	used int // decompressed in the current window
@@ -115,11 +114,9 @@ func zstdDecoders(maxBatch int) *sync.Pool {
 
 // NewDecompressor returns a Decompressor for batches of at most maxBatch
 // bytes decompressed and fetch responses of window bytes beyond their
-// first batch. pool, when not nil, lends the output buffers (the client
-// hands them back through it once the records are recycled: pass the
-// same pool to kgo.WithPools).
-func NewDecompressor(maxBatch, window int, pool kgo.PoolDecompressBytes) *Decompressor {
-	d := &Decompressor{maxBatch: maxBatch, window: window, pool: pool}
+// first batch.
+func NewDecompressor(maxBatch, window int) *Decompressor {
+	d := &Decompressor{maxBatch: maxBatch, window: window}
 	d.zstd, d.gz, d.lz = zstdDecoders(maxBatch), gzReaders, lz4Readers
 	return d
 }
@@ -233,34 +230,22 @@ func (d *Decompressor) Decompress(src []byte, codec kgo.CompressionCodecType) (o
 		// there.
 		return nil, d.errOver(lim)
 	}
-	var dst, lent []byte
-	if d.pool != nil {
-		lent = d.pool.GetDecompressBytes(src, codec)
-		dst = lent[:0]
-	}
-	defer func() {
-		if cap(lent) > 0 && (err != nil || cap(out) == 0 || &out[:1][0] != &lent[:1][0]) {
-			// Not handed out (an error, or the codec grew its own
-			// buffer): the pool gets it back now.
-			d.pool.PutDecompressBytes(lent)
-		}
-	}()
 	switch codec {
 	case kgo.CodecSnappy:
-		out, err = decodeSnappy(dst, src, lim)
+		out, err = decodeSnappy(src, lim)
 	case kgo.CodecZstd:
-		out, err = d.decodeZstd(dst, src, lim)
+		out, err = d.decodeZstd(src, lim)
 	case kgo.CodecGzip:
 		gz := d.gz.Get().(*gzip.Reader)
 		defer d.gz.Put(gz)
 		if err = gz.Reset(bytes.NewReader(src)); err == nil {
-			out, err = readLimited(dst, gz, lim)
+			out, err = readLimited(gz, lim)
 		}
 	case kgo.CodecLz4:
 		lz := d.lz.Get().(*lz4.Reader)
 		defer d.lz.Put(lz)
 		lz.Reset(bytes.NewReader(src))
-		out, err = readLimited(dst, lz, lim)
+		out, err = readLimited(lz, lim)
 	default:
 		return nil, errors.New("unknown compression codec")
 	}
@@ -281,10 +266,10 @@ func (d *Decompressor) Decompress(src []byte, codec kgo.CompressionCodecType) (o
 // errOverLimit is a decode that outgrew its limit.
 var errOverLimit = errors.New("over the limit")
 
-// readLimited reads r to its end into dst, failing with errOverLimit past
-// lim bytes.
-func readLimited(dst []byte, r io.Reader, lim int) ([]byte, error) {
-	buf := bytes.NewBuffer(dst)
+// readLimited reads r to its end, failing with errOverLimit past lim
+// bytes.
+func readLimited(r io.Reader, lim int) ([]byte, error) {
+	var buf bytes.Buffer
 	n, err := buf.ReadFrom(&io.LimitedReader{R: r, N: int64(lim) + 1})
 	if err != nil {
 		return nil, err
@@ -298,15 +283,12 @@ func readLimited(dst []byte, r io.Reader, lim int) ([]byte, error) {
 // decodeZstd decodes all frames of src. A frame that states its content
 // size is decoded in one call into a buffer of that size; one that does
 // not is streamed, stopping past lim.
-func (d *Decompressor) decodeZstd(dst, src []byte, lim int) ([]byte, error) {
+func (d *Decompressor) decodeZstd(src []byte, lim int) ([]byte, error) {
 	z := d.zstd.Get().(*zstdDec)
 	defer d.zstd.Put(z)
 	var h zstd.Header
 	if err := h.Decode(src); err == nil && h.HasFCS {
-		if cap(dst) < int(h.FrameContentSize) {
-			dst = make([]byte, 0, h.FrameContentSize)
-		}
-		out, err := z.DecodeAll(src, dst[:0])
+		out, err := z.DecodeAll(src, make([]byte, 0, h.FrameContentSize))
 		if zstdOver(err) || err == nil && len(out) > lim {
 			return nil, errOverLimit
 		}
@@ -315,7 +297,7 @@ func (d *Decompressor) decodeZstd(dst, src []byte, lim int) ([]byte, error) {
 	if err := z.Reset(bytes.NewReader(src)); err != nil {
 		return nil, err
 	}
-	out, err := readLimited(dst, z, lim)
+	out, err := readLimited(z, lim)
 	if zstdOver(err) {
 		err = errOverLimit
 	}
@@ -335,7 +317,7 @@ var xerialPrefix = []byte{130, 83, 78, 65, 80, 80, 89, 0}
 
 // decodeSnappy decodes a raw or xerial-framed snappy batch, whose blocks
 // state their sizes: nothing is decoded past lim.
-func decodeSnappy(dst, src []byte, lim int) ([]byte, error) {
+func decodeSnappy(src []byte, lim int) ([]byte, error) {
 	n, ok := snappySize(src)
 	if !ok {
 		return nil, errors.New("malformed snappy batch")
@@ -344,12 +326,9 @@ func decodeSnappy(dst, src []byte, lim int) ([]byte, error) {
 		return nil, errOverLimit
 	}
 	if !bytes.HasPrefix(src, xerialPrefix) || len(src) <= 16 {
-		return s2.Decode(dst[:0:cap(dst)], src)
+		return s2.Decode(nil, src)
 	}
-	if cap(dst) < n {
-		dst = make([]byte, 0, n)
-	}
-	out := dst[:0]
+	out := make([]byte, 0, n)
 	for rest := src[16:]; len(rest) > 0; {
 		size := int(binary.BigEndian.Uint32(rest))
 		block := rest[4 : 4+size]
@@ -418,63 +397,6 @@ func statedSize(src []byte, codec kgo.CompressionCodecType) (int, bool) {
 	return 0, false
 }
 
-// BufferPool lends decompressed batches their buffers
-// (kgo.PoolDecompressBytes), so that clients that copy records out of
-// their batches and recycle them (kgo.Record.Recycle) decompress into
-// the same few buffers rather than allocating one per batch. It keeps at
-// most maxKept bytes of free buffers; it is safe for concurrent use and
-// may be shared by several clients.
-type BufferPool struct {
-	mu      sync.Mutex
-	free    [][]byte
-	kept    int
-	maxKept int
-}
-
-// NewBufferPool returns a pool that keeps at most maxKept bytes.
-func NewBufferPool(maxKept int) *BufferPool { return &BufferPool{maxKept: maxKept} }
-
-// GetDecompressBytes implements kgo.PoolDecompressBytes: the smallest free
-// buffer that holds the size the batch states (or a guess of four times
-// its compressed size), or nil (the decompressor allocates).
-func (p *BufferPool) GetDecompressBytes(src []byte, codec kgo.CompressionCodecType) []byte {
-	n, ok := statedSize(src, codec)
-	if !ok || codec == kgo.CodecGzip {
-		n = 4 * len(src)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	best := -1
-	for i, b := range p.free {
-		if cap(b) >= n && (best < 0 || cap(b) < cap(p.free[best])) {
-			best = i
-		}
-	}
-	if best < 0 {
-		return nil
-	}
-	b := p.free[best]
-	p.free[best] = p.free[len(p.free)-1]
-	p.free[len(p.free)-1] = nil
-	p.free = p.free[:len(p.free)-1]
-	p.kept -= cap(b)
-	return b[:0]
-}
-
-// PutDecompressBytes implements kgo.PoolDecompressBytes.
-func (p *BufferPool) PutDecompressBytes(b []byte) {
-	if cap(b) == 0 {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.kept+cap(b) > p.maxKept {
-		return // left to the collector
-	}
-	p.free = append(p.free, b[:0])
-	p.kept += cap(b)
-}
-
 // Reader returns src decompressed as a stream, for a caller that reads a
 // batch's records one at a time and stops at the ones it needs: it holds
 // the codec's window (and a snappy batch whole), not the batch. Reading
@@ -486,7 +408,7 @@ func (d *Decompressor) Reader(src []byte, codec kgo.CompressionCodecType) (r io.
 	case kgo.CodecNone:
 		r = bytes.NewReader(src)
 	case kgo.CodecSnappy:
-		b, err := decodeSnappy(nil, src, d.maxBatch)
+		b, err := decodeSnappy(src, d.maxBatch)
 		if errors.Is(err, errOverLimit) {
 			return nil, release, d.errTooLarge()
 		}
