@@ -64,10 +64,10 @@ type resultTop struct {
 func encodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 	h := fastjson.TaskHeader{Type: frameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
 	if h.Labels == nil {
-		h.Labels = execNoStrings
+		h.Labels = noStrings
 	}
 	if h.Env == nil {
-		h.Env = execNoStrings
+		h.Env = noStrings
 	}
 	var key, enc string
 	if m := t.Msg; m != nil {
@@ -88,8 +88,8 @@ func encodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 	return dst, nil
 }
 
-// execNoStrings is an empty map, which json.Marshal writes as {} (nil as null).
-var execNoStrings = map[string]string{}
+// noStrings is an empty map, which json.Marshal writes as {} (nil as null).
+var noStrings = map[string]string{}
 
 // readFrame reads one frame from r and splits it into header and body.
 // A body over maxBody fails with errFrameTooLarge (the body returned is cut
