@@ -90,7 +90,7 @@ func countRows(db *sqlite.Conn) (events, tasks int64, err error) {
 }
 
 // archiveGzipLevel is the compression level of archives. Measured on
-// recorder files of realistic task rows (BenchmarkFold, docs/operations.md),
+// recorder files of realistic task rows (BenchmarkFold),
 // level 2 compresses to about 12 % more than the default level 6 for 2.7
 // times less CPU: archiving keeps up with several busy workers on one core.
 const archiveGzipLevel = 2
