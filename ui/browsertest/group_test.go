@@ -29,7 +29,12 @@ echo '{"done":true}'
 // defaultKafkaWorker runs kfake (topic "orders", 2 partitions) and a
 // Kafka worker on a default config (no consume pause, every other UI key
 // at its default) whose executor fails every first attempt and holds every
-// later one while the file gate exists.
+// later one while the file gate exists. Its pool has 8 children, so the
+// six held tasks (one of partition 0's key, partition 1's five keys) all
+// run their second attempts: with the default
+// (one per CPU) on 2 cores, partition 1's five keys took both children and
+// stuck-key's second attempt waited for a child for as long as the gate
+// held (CI, stop 44).
 func defaultKafkaWorker(t *testing.T) (w *uiWorker, cl *kgo.Client, gate string) {
 	t.Helper()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "orders", "orders-out", "orders_dlq"))
@@ -63,6 +68,7 @@ dir = %q
 [executor]
 binary_path = %q
 timeout = "5m"
+pool_size = 8
 [sources.kafka]
 enabled = true
 brokers = [%q]
