@@ -30,10 +30,12 @@ func TestDemoRedriveLoop(t *testing.T) {
 	demo := start(t, "demo", "-ui-port", fmt.Sprint(ui), "-ingress-port", fmt.Sprint(in), "-metrics-port", fmt.Sprint(mt))
 	base := fmt.Sprintf("http://127.0.0.1:%d", ui)
 	demo.WaitHTTP(t, base+"/healthz")
-	m := regexp.MustCompile(`the fix:\s+touch (\S+)`).FindStringSubmatch(demo.Output.String())
-	if m == nil {
-		t.Fatalf("the demo's banner prints no fix:\n%s", demo.Output.String())
-	}
+	// The banner follows the servers' start: /healthz may answer first.
+	var m []string
+	wait.For(t, wait.Long, "the demo's banner printing the fix", func() (bool, string) {
+		m = regexp.MustCompile(`the fix:\s+touch (\S+)`).FindStringSubmatch(demo.Output.String())
+		return m != nil, demo.Output.String()
+	})
 	fix := m[1]
 
 	// Two orders in GBP in the DLQ (one in six samples, one every 2 s).
