@@ -31,16 +31,6 @@ func CheckLinkBases(bases map[string]string) []string {
 	return out
 }
 
-// TrimBases returns a copy of bases with trailing '/' stripped from every
-// value, the form templates insert verbatim.
-func TrimBases(bases map[string]string) map[string]string {
-	out := make(map[string]string, len(bases))
-	for k, v := range bases {
-		out[k] = strings.TrimRight(v, "/")
-	}
-	return out
-}
-
 // MissingBases returns, sorted and once each, every base a page or probe
 // details template references that bases does not define. The server logs
 // them once as probe_details_link_bases_missing; links using them render as
