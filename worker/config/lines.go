@@ -246,21 +246,6 @@ func stripComment(line string) string {
 	return line[:end]
 }
 
-// bracketDelta counts [ minus ] outside strings and comments.
-func bracketDelta(line string) int {
-	d := 0
-	eachCode(stripComment(line), func(_ int, c byte) bool {
-		switch c {
-		case '[':
-			d++
-		case ']':
-			d--
-		}
-		return true
-	})
-	return d
-}
-
 // nestingDepth is the deepest bracket or brace nesting of text outside
 // strings and comments, or its longest dotted key; a bound on it keeps
 // hostile files from costing the decoder time and memory.

@@ -35,18 +35,6 @@ func (c *Config) MaskedTOML() string {
 	return buf.String()
 }
 
-// secretEnv maps the variable of each ${VAR} reference MaskedTOML writes
-// to the secret's value: the environment that loads that output back.
-func (c *Config) secretEnv() map[string]string {
-	env := map[string]string{}
-	c.masked(func(path, value string) string {
-		ref := envRefName(path, value)
-		env[strings.TrimSuffix(strings.TrimPrefix(ref, "${"), "}")] = value
-		return ref
-	})
-	return env
-}
-
 // envRefName is the ${VAR} placeholder of the secret at key path.
 func envRefName(path, _ string) string {
 	name := strings.Map(func(r rune) rune {
