@@ -32,11 +32,9 @@ func ArchiveName(tag string) string { return "svc-ui-" + tag + ".tar.gz" }
 // packEpoch is every entry's mtime, so a pack depends on content only.
 var packEpoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Pack writes svc-ui-<tag>.tar.gz and its .sha256 (sha256sum format) into
-// outDir from the embedded tree. The same binary always writes the same
-// bytes. tag must be ui.EmbeddedTag: release tags are immutable, so the
-// embedded content can only be published under its own tag. Files are
-// created 0600 (make them readable for the web server that hosts them).
+// Pack writes svc-ui-<tag>.tar.gz and its .sha256 (sha256sum format), 0600,
+// into outDir from the embedded tree, reproducibly. tag must be
+// ui.EmbeddedTag: release tags are immutable.
 func Pack(tag, outDir string) (tarPath, sumPath string, err error) {
 	if err := ui.CheckTag(tag); err != nil {
 		return "", "", err
@@ -66,8 +64,7 @@ func Pack(tag, outDir string) (tarPath, sumPath string, err error) {
 }
 
 // writeArchive writes fsys plus a VERSION file as a reproducible tar.gz:
-// sorted entries, fixed mtimes and modes, uid/gid 0, no names, and a gzip
-// header without name or time.
+// sorted entries, fixed mtimes and modes, no owner names or gzip time.
 func writeArchive(w io.Writer, fsys fs.FS, tag string) error {
 	files := map[string][]byte{versionFile: []byte(tag + "\n")}
 	dirs := map[string]bool{}
@@ -121,8 +118,7 @@ func writeArchive(w io.Writer, fsys fs.FS, tag string) error {
 	return zw.Close()
 }
 
-// writeFileAtomic writes data to path through a temporary file and a rename,
-// so a reader never sees half a file.
+// writeFileAtomic writes data to path through a temporary file and a rename.
 func writeFileAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
 	if err != nil {
