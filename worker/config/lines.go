@@ -6,11 +6,9 @@ import (
 )
 
 // keyLines maps every key path of a TOML document to the line it is set
-// on, in the form problems use ("sources.http.port", "sinks.kafka[1].name").
-// It reads the text line by line: table headers, array-of-tables headers,
-// key = value lines (dotted keys included) and the keys of inline tables
-// opening on that line. Values that span lines (multi-line strings and
-// arrays) are skipped. It never fails: a key it cannot place has no line.
+// on, in the form problems use ("sinks.kafka[1].name"). It reads headers,
+// key = value lines and inline tables line by line, skipping multi-line
+// strings; a key it cannot place has no line.
 func keyLines(text string) map[string]int {
 	out := map[string]int{}
 	arrays := map[string]int{} // [[path]] → index of the current element
@@ -76,8 +74,7 @@ func keyLines(text string) map[string]int {
 	return out
 }
 
-// inlineKeys records the keys of an inline table value (one level deep per
-// nested brace, good enough to place every key of a one-line table).
+// inlineKeys records the keys of an inline table value.
 func inlineKeys(path, value string, line int, out map[string]int) {
 	stack := []string{path}
 	cur := ""
@@ -247,8 +244,7 @@ func stripComment(line string) string {
 }
 
 // nestingDepth is the deepest bracket or brace nesting of text outside
-// strings and comments, or its longest dotted key; a bound on it keeps
-// hostile files from costing the decoder time and memory.
+// strings and comments, or its longest dotted key.
 func nestingDepth(text string) int {
 	deepest, d := 0, 0
 	for _, line := range strings.Split(text, "\n") {

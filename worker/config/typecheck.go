@@ -19,11 +19,9 @@ var (
 )
 
 // typeChecker walks a decoded TOML tree against the Config struct before
-// it is decoded for real, so that every unknown key and every value of the
-// wrong type is reported at once, with the user's line and TOML type names.
-// Offending keys are removed from the tree so decoding goes on. A string
-// that came from ${VAR} expansion is converted when its key wants an
-// integer, a float or a boolean: environment variables are text.
+// it is decoded for real, so every unknown key and wrong type is reported
+// at once; offending keys are removed so decoding goes on. A string from
+// ${VAR} expansion is converted when its key wants a number or boolean.
 type typeChecker struct {
 	lines    map[string]int
 	expanded map[string]bool // key paths whose string value held a ${VAR}
