@@ -6,18 +6,14 @@ import (
 	"strings"
 )
 
-// DocsBase is the built-in link base of the worker's own docs site; a
-// ui.link_bases entry may not define it. With no docs site it stays
-// unresolved like any missing base.
+// DocsBase is the link base reserved for the worker's own docs site.
 const DocsBase = "docs"
 
 // CheckLinkBases returns one problem per bad ui.link_bases entry, each
-// naming its key: a name that is not ^[a-z][a-z0-9_]*$, the reserved name
-// "docs", or a value that does not start with http:// or https://.
+// naming its key.
 func CheckLinkBases(bases map[string]string) []string {
-	names := sortedKeys(bases)
 	var out []string
-	for _, name := range names {
+	for _, name := range sortedKeys(bases) {
 		key := "ui.link_bases." + name
 		if name == DocsBase {
 			out = append(out, key+`: the base name "docs" is reserved for the worker's own docs site`)
@@ -32,10 +28,8 @@ func CheckLinkBases(bases map[string]string) []string {
 }
 
 // MissingBases returns, sorted and once each, every base a page or probe
-// details template references that bases does not define. The server logs
-// them once as probe_details_link_bases_missing; links using them render as
-// plain text. Templates that do not parse are skipped (validation reports
-// them).
+// details template references that bases does not define (templates that
+// do not parse are skipped: validation reports them).
 func MissingBases(bases map[string]string, pages []Page, details ProbeDetails) []string {
 	missing := map[string]bool{}
 	for _, s := range templatesOf(pages, details) {

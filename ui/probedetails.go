@@ -18,8 +18,8 @@ var probeViews = map[string]bool{
 var elementViews = map[string]bool{ViewString: true, ViewKeyValue: true, ViewTable: true, ViewLinks: true, ViewCustom: true}
 
 // ValidateProbeDetails checks a probe-details declaration and returns a
-// *ProbeDetailsError listing every problem, or nil. A view it does not
-// know passes with the checks that do not depend on the view.
+// *ProbeDetailsError listing every problem, or nil. An unknown view gets
+// the checks that do not depend on the view.
 func ValidateProbeDetails(d ProbeDetails) error {
 	var ps []Problem
 	if len(d.Fields) > maxProbeFields {
