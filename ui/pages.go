@@ -65,7 +65,8 @@ func checkWidget(c collector, key string, w Widget) {
 	if w.View == "" {
 		c.add(key+".view", "is required (table, keyvalue, string, badge or stat)")
 	}
-	if r, known := widgetViews[w.View]; known {
+	r, viewKnown := widgetViews[w.View]
+	if viewKnown {
 		checkPairing(c, key, w, r)
 	}
 	if len(w.Columns) > 0 {
@@ -74,7 +75,6 @@ func checkWidget(c collector, key string, w Widget) {
 	checkBadgeColors(c, key+".badge_colors", w.BadgeColors)
 	checkFormat(c, key+".format", w.Format)
 	checkSource(c, key+".source", w.Source)
-	_, viewKnown := widgetViews[w.View]
 	_, kindKnown := sourceFields[w.Source.Kind]
 	if viewKnown && kindKnown && (w.View == ViewStat) != (w.Source.Kind == SourceMetrics) {
 		if w.View == ViewStat {

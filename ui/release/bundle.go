@@ -42,22 +42,21 @@ func Pack(tag, outDir string) (tarPath, sumPath string, err error) {
 	if tag != ui.EmbeddedTag {
 		return "", "", fmt.Errorf("pack ui bundle %s: this binary embeds %s (release tags are immutable)", tag, ui.EmbeddedTag)
 	}
-	var buf bytes.Buffer
-	if err := writeArchive(&buf, ui.Embedded(), tag); err != nil {
-		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
-	}
-	if err := os.MkdirAll(outDir, 0o700); err != nil {
-		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
-	}
-	name := ArchiveName(tag)
-	sum := sha256.Sum256(buf.Bytes())
-	tarPath = filepath.Join(outDir, name)
+	tarPath = filepath.Join(outDir, ArchiveName(tag))
 	sumPath = tarPath + ".sha256"
-	if err := writeFileAtomic(tarPath, buf.Bytes()); err != nil {
-		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
+	var buf bytes.Buffer
+	err = writeArchive(&buf, ui.Embedded(), tag)
+	if err == nil {
+		err = os.MkdirAll(outDir, 0o700)
 	}
-	line := hex.EncodeToString(sum[:]) + "  " + name + "\n"
-	if err := writeFileAtomic(sumPath, []byte(line)); err != nil {
+	if err == nil {
+		err = writeFileAtomic(tarPath, buf.Bytes())
+	}
+	if err == nil {
+		sum := sha256.Sum256(buf.Bytes())
+		err = writeFileAtomic(sumPath, []byte(hex.EncodeToString(sum[:])+"  "+ArchiveName(tag)+"\n"))
+	}
+	if err != nil {
 		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
 	}
 	return tarPath, sumPath, nil
