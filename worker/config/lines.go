@@ -34,7 +34,7 @@ func keyLines(text string) map[string]int {
 			continue
 		case strings.HasPrefix(line, "[["):
 			name := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "[["), "]]"))
-			p := joinKeys(splitKey(name))
+			p := dottedKey(name)
 			idx := 0
 			if last, ok := arrays[p]; ok {
 				idx = last + 1
@@ -46,7 +46,7 @@ func keyLines(text string) map[string]int {
 			continue
 		case strings.HasPrefix(line, "["):
 			name := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "["), "]"))
-			table = indexed(joinKeys(splitKey(name)), arrays)
+			table = indexed(dottedKey(name), arrays)
 			out[table] = n
 			continue
 		}
@@ -54,7 +54,7 @@ func keyLines(text string) map[string]int {
 		if !ok {
 			continue
 		}
-		path := joinPath(table, joinKeys(splitKey(strings.TrimSpace(key))))
+		path := joinPath(table, dottedKey(key))
 		if _, seen := out[path]; !seen {
 			out[path] = n
 		}
@@ -100,7 +100,7 @@ func inlineKeys(path, value string, line int, out map[string]int) {
 		case '{':
 			cur = ""
 		case '=':
-			k := joinPath(stack[len(stack)-1], joinKeys(splitKey(strings.TrimSpace(cur))))
+			k := joinPath(stack[len(stack)-1], dottedKey(cur))
 			if _, seen := out[k]; !seen {
 				out[k] = line
 			}
@@ -176,8 +176,9 @@ func indexed(path string, arrays map[string]int) string {
 	return out
 }
 
-// splitKey splits a dotted TOML key, honouring quoted parts.
-func splitKey(key string) []string {
+// dottedKey normalizes a dotted TOML key: quotes removed, spaces around
+// its parts trimmed.
+func dottedKey(key string) string {
 	var parts []string
 	cur, inStr := "", byte(0)
 	for i := 0; i < len(key); i++ {
@@ -196,10 +197,8 @@ func splitKey(key string) []string {
 			cur += string(c)
 		}
 	}
-	return append(parts, strings.TrimSpace(cur))
+	return strings.Join(append(parts, strings.TrimSpace(cur)), ".")
 }
-
-func joinKeys(parts []string) string { return strings.Join(parts, ".") }
 
 func joinPath(prefix, k string) string {
 	if prefix == "" {
