@@ -55,9 +55,7 @@ func keyLines(text string) map[string]int {
 			continue
 		}
 		path := joinPath(table, dottedKey(key))
-		if _, seen := out[path]; !seen {
-			out[path] = n
-		}
+		setOnce(out, path, n)
 		value = strings.TrimSpace(value)
 		switch {
 		case strings.HasPrefix(value, `"""`) && strings.Count(value, `"""`) == 1:
@@ -101,9 +99,7 @@ func inlineKeys(path, value string, line int, out map[string]int) {
 			cur = ""
 		case '=':
 			k := joinPath(stack[len(stack)-1], dottedKey(cur))
-			if _, seen := out[k]; !seen {
-				out[k] = line
-			}
+			setOnce(out, k, line)
 			rest := strings.TrimSpace(value[i+1:])
 			if strings.HasPrefix(rest, "{") {
 				stack = append(stack, k)
@@ -149,9 +145,7 @@ func (a *arrayTables) scan(line string, depth, n int, out map[string]int) int {
 			depth--
 			if depth == 1 && start >= 0 {
 				elem := a.path + "[" + strconv.Itoa(a.idx) + "]"
-				if _, seen := out[elem]; !seen {
-					out[elem] = n
-				}
+				setOnce(out, elem, n)
 				inlineKeys(elem, line[start:i+1], n, out)
 				a.idx++
 				start = -1
@@ -198,6 +192,13 @@ func dottedKey(key string) string {
 		}
 	}
 	return strings.Join(append(parts, strings.TrimSpace(cur)), ".")
+}
+
+// setOnce records the first line a key is set on.
+func setOnce(out map[string]int, key string, line int) {
+	if _, seen := out[key]; !seen {
+		out[key] = line
+	}
 }
 
 func joinPath(prefix, k string) string {
