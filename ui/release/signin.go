@@ -3,9 +3,10 @@ package release
 import (
 	"bytes"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 
 	"svc/ui"
 )
@@ -59,14 +60,10 @@ func SignInPage(tag string, failed bool, query url.Values) []byte {
 		Failed bool
 		Keep   []keptParam
 	}{Failed: failed}
-	names := make([]string, 0, len(query))
-	for k := range query {
-		if k != "token" {
-			names = append(names, k)
+	for _, k := range slices.Sorted(maps.Keys(query)) {
+		if k == "token" {
+			continue
 		}
-	}
-	sort.Strings(names)
-	for _, k := range names {
 		for _, v := range query[k] {
 			if len(data.Keep) < maxKeptParams {
 				data.Keep = append(data.Keep, keptParam{k, v})

@@ -3,8 +3,9 @@ package config
 import (
 	"encoding"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,12 +44,7 @@ func locate(lines map[string]int, path string) string {
 // table checks the keys of raw against struct type t.
 func (c *typeChecker) table(raw map[string]any, t reflect.Type, path string) {
 	fields := tomlFields(t)
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		p := joinPath(path, k)
 		ft, ok := fields[k]
 		if !ok {
