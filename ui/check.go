@@ -5,8 +5,6 @@ import (
 	"regexp"
 )
 
-// Checks shared by page and probe-details validation.
-
 // maxColumns bounds the columns of one table.
 const maxColumns = 100
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 )
 
 // MarshalJSON writes a list of names when every column is bare, else an
@@ -21,26 +20,21 @@ func (cs Columns) MarshalJSON() ([]byte, error) {
 	if allBare {
 		return json.Marshal(cs.Names())
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
+	b := []byte{'{'}
 	for i, c := range cs {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		k, err := json.Marshal(c.Name)
-		if err != nil {
-			return nil, err
-		}
+		k, _ := json.Marshal(c.Name) // a string always marshals
 		v, err := json.Marshal(c)
 		if err != nil {
 			return nil, err
 		}
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(v)
+		b = append(b, k...)
+		b = append(b, ':')
+		b = append(b, v...)
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return append(b, '}'), nil
 }
 
 // UnmarshalJSON reads either wire form, keeping the object's key order.
@@ -113,9 +107,7 @@ func (cs *Columns) UnmarshalTOML(data any) error {
 			names++
 		}
 	}
-	if names > 0 && names < len(items) {
-		// A mixed TOML array hides its tables' keys from the loader's
-		// unknown-key check, so the two forms stay apart.
+	if names > 0 && names < len(items) { // a mix hides its tables' keys from the unknown-key check
 		return errors.New("columns must be all names or all tables, not a mix")
 	}
 	for i, item := range items {
@@ -140,35 +132,20 @@ func (cs *Columns) UnmarshalTOML(data any) error {
 // key they concern so the caller can prefix the location.
 func columnFromTOML(m map[string]any) (Column, error) {
 	var c Column
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	strs := map[string]*string{"name": &c.Name, "label": &c.Label, "link_template": &c.LinkTemplate,
+		"format": &c.Format, "hint": &c.Hint, "renderer": &c.Renderer}
+	for _, k := range sortedKeys(m) {
 		v := m[k]
-		var dst *string
-		switch k {
-		case "name":
-			dst = &c.Name
-		case "label":
-			dst = &c.Label
-		case "link_template":
-			dst = &c.LinkTemplate
-		case "format":
-			dst = &c.Format
-		case "hint":
-			dst = &c.Hint
-		case "renderer":
-			dst = &c.Renderer
-		case "badge_colors":
+		dst, ok := strs[k]
+		switch {
+		case k == "badge_colors":
 			colors, err := stringMap(v)
 			if err != nil {
 				return c, fmt.Errorf("badge_colors: %w", err)
 			}
 			c.BadgeColors = colors
 			continue
-		default:
+		case !ok:
 			return c, fmt.Errorf("%s: unknown key", k)
 		}
 		s, ok := v.(string)

@@ -6,10 +6,9 @@ import (
 	"strings"
 )
 
-// Problem is one validation finding. Where locates the declaration (a page
-// with its index and slug and a widget index, or a probe-details field);
-// Field is the key inside it, dotted (e.g. "source.limit",
-// "columns.status.badge_colors").
+// Problem is one validation finding: Where locates the declaration (a page
+// or a probe-details field), Field is the dotted key inside it
+// ("columns.status.badge_colors").
 type Problem struct {
 	Where   string
 	Field   string
@@ -27,8 +26,7 @@ func (p Problem) String() string {
 	return p.Where + " " + p.Field + ": " + p.Message
 }
 
-// PagesError lists every problem of a ui_pages declaration. The
-// worker refuses to start with it.
+// PagesError lists every problem of a ui_pages declaration.
 type PagesError struct {
 	Problems []Problem
 }
@@ -36,8 +34,7 @@ type PagesError struct {
 // Error lists every problem, one per line.
 func (e *PagesError) Error() string { return joinProblems("ui pages", e.Problems) }
 
-// ProbeDetailsError lists every problem of a probe_details
-// declaration. The worker refuses to start with it.
+// ProbeDetailsError lists every problem of a probe_details declaration.
 type ProbeDetailsError struct {
 	Problems []Problem
 }
@@ -56,11 +53,8 @@ func joinProblems(what string, ps []Problem) string {
 }
 
 // CheckDeclarations validates the exec handler's declared pages and probe
-// details as the worker config declares them; each problem names its key
-// under handler.ui_pages or handler.probe_details and the contract's name
-// of the error a Go handler gets (UIPagesConfigError: *PagesError;
-// ProbeDetailsConfigError: *ProbeDetailsError), e.g.
-// `handler.ui_pages[0] (slug "orders") widgets[1].columns: ... (UIPagesConfigError)`.
+// details; each problem names its config key and the contract's error name,
+// e.g. `handler.ui_pages[0] (slug "orders") widgets[1].columns: ... (UIPagesConfigError)`.
 func CheckDeclarations(pages []Page, details ProbeDetails) []string {
 	var out []string
 	var pe *PagesError
@@ -78,8 +72,7 @@ func CheckDeclarations(pages []Page, details ProbeDetails) []string {
 	return out
 }
 
-// configProblem renders a Problem under its config key: the list name
-// (pages, fields) becomes root.
+// configProblem renders a Problem under its config key root.
 func configProblem(root, list, kind string, pr Problem) string {
 	where, field := pr.Where, pr.Field
 	if rest, ok := strings.CutPrefix(where, list+"["); ok {

@@ -2,22 +2,19 @@ package ui
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
-// DocsBase is the built-in link base of the worker's own docs site; a
-// ui.link_bases entry may not define it. With no docs site it stays
-// unresolved like any missing base.
+// DocsBase is the link base reserved for the worker's own docs site.
 const DocsBase = "docs"
 
 // CheckLinkBases returns one problem per bad ui.link_bases entry, each
-// naming its key: a name that is not ^[a-z][a-z0-9_]*$, the reserved name
-// "docs", or a value that does not start with http:// or https://.
+// naming its key.
 func CheckLinkBases(bases map[string]string) []string {
-	names := sortedKeys(bases)
 	var out []string
-	for _, name := range names {
+	for _, name := range sortedKeys(bases) {
 		key := "ui.link_bases." + name
 		if name == DocsBase {
 			out = append(out, key+`: the base name "docs" is reserved for the worker's own docs site`)
@@ -31,21 +28,9 @@ func CheckLinkBases(bases map[string]string) []string {
 	return out
 }
 
-// TrimBases returns a copy of bases with trailing '/' stripped from every
-// value, the form templates insert verbatim.
-func TrimBases(bases map[string]string) map[string]string {
-	out := make(map[string]string, len(bases))
-	for k, v := range bases {
-		out[k] = strings.TrimRight(v, "/")
-	}
-	return out
-}
-
 // MissingBases returns, sorted and once each, every base a page or probe
-// details template references that bases does not define. The server logs
-// them once as probe_details_link_bases_missing; links using them render as
-// plain text. Templates that do not parse are skipped (validation reports
-// them).
+// details template references that bases does not define (templates that
+// do not parse are skipped: validation reports them).
 func MissingBases(bases map[string]string, pages []Page, details ProbeDetails) []string {
 	missing := map[string]bool{}
 	for _, s := range templatesOf(pages, details) {
@@ -90,11 +75,4 @@ func templatesOf(pages []Page, details ProbeDetails) []string {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

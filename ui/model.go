@@ -8,8 +8,8 @@ type Page struct {
 	Widgets []Widget `json:"widgets" toml:"widgets"`
 }
 
-// Widget is one view on a declared page. View is an open string: a view the
-// UI does not know renders a placeholder, so validation accepts it.
+// Widget is one view on a declared page. View is an open string (an unknown
+// view renders a placeholder).
 type Widget struct {
 	Title       string            `json:"title" toml:"title"`
 	View        string            `json:"view" toml:"view"`
@@ -30,19 +30,14 @@ const (
 )
 
 // Source selects the read API a widget's rows come from. Kind is an open
-// string; the fields of every known kind share this one struct, and
-// validation rejects a field the kind does not use.
+// string; the known kinds share this struct and each uses some fields
+// (sourceFields).
 type Source struct {
-	Kind string `json:"kind" toml:"kind"`
-	// EventTypes filters an events source (required, non-empty).
+	Kind       string   `json:"kind" toml:"kind"`
 	EventTypes []string `json:"event_types,omitempty" toml:"event_types,omitempty"`
-	// KindPrefix filters an annotations source by annotation kind.
-	KindPrefix string `json:"kind_prefix,omitempty" toml:"kind_prefix,omitempty"`
-	// Limit caps the rows of an events, annotations or tasks source: 1-1000,
-	// DefaultSourceLimit when nil (set by NormalizePages).
-	Limit *int `json:"limit,omitempty" toml:"limit,omitempty"`
-	// Metric names the metric family a metrics source sums (required).
-	Metric string `json:"metric,omitempty" toml:"metric,omitempty"`
+	KindPrefix string   `json:"kind_prefix,omitempty" toml:"kind_prefix,omitempty"`
+	Limit      *int     `json:"limit,omitempty" toml:"limit,omitempty"` // nil: DefaultSourceLimit after NormalizePages
+	Metric     string   `json:"metric,omitempty" toml:"metric,omitempty"`
 }
 
 // Source kinds the UI knows.
@@ -63,8 +58,8 @@ const (
 	DefaultSourceLimit = 200
 )
 
-// Column is how one table column renders; the same model serves page
-// tables and probe-details tables. Name is the row field it shows.
+// Column is how one table column renders, in page and probe-details
+// tables. Name is the row field it shows.
 type Column struct {
 	Name         string            `json:"-" toml:"name"`
 	Label        string            `json:"label,omitempty" toml:"label,omitempty"`
@@ -75,17 +70,16 @@ type Column struct {
 	Renderer     string            `json:"renderer,omitempty" toml:"renderer,omitempty"`
 }
 
-// bare reports a column that only names its field, so it can travel as a
-// plain name in the list form of Columns.
+// bare reports a column that only names its field.
 func (c Column) bare() bool {
 	return c.Label == "" && c.LinkTemplate == "" && c.BadgeColors == nil &&
 		c.Format == "" && c.Hint == "" && c.Renderer == ""
 }
 
-// Columns is an ordered column selection. On the wire it is a list of names
-// when no column carries settings, else an object of name to Column in
-// declaration order; in TOML it is a list of names or an array of tables
-// with a name key (a TOML table would lose the order).
+// Columns is an ordered column selection: in JSON a list of names when no
+// column carries settings, else an object of name to Column in order; in
+// TOML a list of names or an array of tables with a name key (a TOML table
+// would lose the order).
 type Columns []Column
 
 // Names returns the column names in order.
@@ -97,8 +91,7 @@ func (cs Columns) Names() []string {
 	return out
 }
 
-// Badge colors: the only names allowed in badge_colors values; the key
-// BadgeFallback matches any value not listed.
+// badgeColors are the names allowed in badge_colors values.
 var badgeColors = map[string]bool{"green": true, "red": true, "yellow": true, "blue": true, "gray": true, "purple": true}
 
 // BadgeFallback is the badge_colors key for values not listed.
@@ -114,11 +107,9 @@ type ProbeDetails struct {
 }
 
 // ProbeField is one top-level key of the probe's JSON output. View is an
-// open string (string, keyvalue, table, tables, tree, badge, custom known).
-//
-// Row shapes: table is a list of row objects; tables is an object of table
-// name to such a list; tree is a list of row objects whose nested rows sit
-// in a "children" list. RowFields is the row model those rows follow.
+// open string. RowFields is the row model of a table (a list of rows),
+// tables (an object of name to such a list) or tree (rows whose nested rows
+// are in TreeChildren).
 type ProbeField struct {
 	Name         string            `json:"name" toml:"name"`
 	Label        string            `json:"label,omitempty" toml:"label,omitempty"`
@@ -151,8 +142,7 @@ type Detail struct {
 	Elements []Element `json:"elements" toml:"elements"`
 }
 
-// Element is one block of a detail panel. View is one of string, keyvalue,
-// table, links, custom (open string).
+// Element is one block of a detail panel. View is an open string.
 type Element struct {
 	View     string `json:"view" toml:"view"`
 	Field    string `json:"field,omitempty" toml:"field,omitempty"`

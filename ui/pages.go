@@ -8,11 +8,9 @@ import (
 
 var slugPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 
-// ValidatePages checks declared pages and returns a *PagesError
-// listing every problem, or nil. Unknown views and source kinds pass: the
-// pairing rules apply only to the ones this package knows. Validate before
-// NormalizePages (an explicit source limit of 0 is an error, an omitted one
-// is not).
+// ValidatePages checks declared pages and returns a *PagesError listing
+// every problem, or nil. Unknown views and source kinds pass. Validate
+// before NormalizePages (an explicit limit of 0 is an error).
 func ValidatePages(pages []Page) error {
 	var ps []Problem
 	if len(pages) > MaxPages {
@@ -67,7 +65,8 @@ func checkWidget(c collector, key string, w Widget) {
 	if w.View == "" {
 		c.add(key+".view", "is required (table, keyvalue, string, badge or stat)")
 	}
-	if r, known := widgetViews[w.View]; known {
+	r, viewKnown := widgetViews[w.View]
+	if viewKnown {
 		checkPairing(c, key, w, r)
 	}
 	if len(w.Columns) > 0 {
@@ -76,7 +75,6 @@ func checkWidget(c collector, key string, w Widget) {
 	checkBadgeColors(c, key+".badge_colors", w.BadgeColors)
 	checkFormat(c, key+".format", w.Format)
 	checkSource(c, key+".source", w.Source)
-	_, viewKnown := widgetViews[w.View]
 	_, kindKnown := sourceFields[w.Source.Kind]
 	if viewKnown && kindKnown && (w.View == ViewStat) != (w.Source.Kind == SourceMetrics) {
 		if w.View == ViewStat {
@@ -110,8 +108,7 @@ func checkPairing(c collector, key string, w Widget, r viewRules) {
 	present("format", w.Format != "", r.format, "; format is only valid with view 'stat'"+tableHint)
 }
 
-// sourceFields lists, per known source kind, the optional fields it uses
-// beyond kind; a field outside its list is an error.
+// sourceFields lists the fields each known source kind uses beyond kind.
 var sourceFields = map[string][]string{
 	SourceEvents:      {"event_types", "limit"},
 	SourceAnnotations: {"kind_prefix", "limit"},
@@ -157,9 +154,8 @@ func checkSource(c collector, key string, s Source) {
 	}
 }
 
-// NormalizePages returns a copy of pages with defaults applied: a source of
-// a kind that lists rows (events, annotations, tasks) gets limit
-// DefaultSourceLimit when none is set, and an empty title becomes the slug.
+// NormalizePages returns a copy of pages with defaults applied: a row
+// source's limit and a title (the slug).
 func NormalizePages(pages []Page) []Page {
 	out := make([]Page, len(pages))
 	for i, p := range pages {

@@ -18,8 +18,8 @@ var probeViews = map[string]bool{
 var elementViews = map[string]bool{ViewString: true, ViewKeyValue: true, ViewTable: true, ViewLinks: true, ViewCustom: true}
 
 // ValidateProbeDetails checks a probe-details declaration and returns a
-// *ProbeDetailsError listing every problem, or nil. A view it does not
-// know passes with the checks that do not depend on the view.
+// *ProbeDetailsError listing every problem, or nil. An unknown view gets
+// the checks that do not depend on the view.
 func ValidateProbeDetails(d ProbeDetails) error {
 	var ps []Problem
 	if len(d.Fields) > maxProbeFields {
@@ -85,13 +85,8 @@ func checkProbeField(c collector, f ProbeField) {
 		c.add("link_template", "link_template and detail are mutually exclusive")
 	}
 
-	checkRendererName(c, "renderer", f.Renderer)
-	switch {
-	case known && f.View != ViewCustom && f.Renderer != "":
-		c.add("renderer", "renderer set on view '%s': only view 'custom' takes one", f.View)
-	case f.View == ViewCustom && f.Renderer == "":
-		c.add("renderer", "view 'custom' requires a renderer")
-	case f.View == ViewCustom && (f.LinkTemplate != "" || f.BadgeColors != nil || f.Format != ""):
+	checkRenderer(c, "renderer", f.View, f.Renderer, known)
+	if f.View == ViewCustom && f.Renderer != "" && (f.LinkTemplate != "" || f.BadgeColors != nil || f.Format != "") {
 		c.add("renderer", "renderer cannot be combined with link_template, badge_colors or format")
 	}
 	if f.Detail != nil {
@@ -151,12 +146,18 @@ func checkDetail(c collector, d Detail, rows rowModel) {
 				c.add(fmt.Sprintf("%s.links[%d].template", key, j), "is required")
 			}
 		}
-		checkRendererName(c, key+".renderer", e.Renderer)
-		switch {
-		case e.View == ViewCustom && e.Renderer == "":
-			c.add(key+".renderer", "view 'custom' requires a renderer")
-		case known && e.View != ViewCustom && e.Renderer != "":
-			c.add(key+".renderer", "renderer set on view '%s': only view 'custom' takes one", e.View)
-		}
+		checkRenderer(c, key+".renderer", e.View, e.Renderer, known)
+	}
+}
+
+// checkRenderer checks a renderer name and that only view custom, which
+// needs one, sets it (known: the view is one this package knows).
+func checkRenderer(c collector, field, view, r string, known bool) {
+	checkRendererName(c, field, r)
+	switch {
+	case view == ViewCustom && r == "":
+		c.add(field, "view 'custom' requires a renderer")
+	case known && view != ViewCustom && r != "":
+		c.add(field, "renderer set on view '%s': only view 'custom' takes one", view)
 	}
 }

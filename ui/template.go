@@ -1,20 +1,18 @@
 package ui
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
 // Template is a parsed link or text template: literal text with tokens
 // {value} (the field's own value), {row.<field>} (another field of the same
 // row) and {<base>} (a URL prefix from ui.link_bases). Braces are always
-// token delimiters; there is no escape.
+// token delimiters; there is no escape. The browser expands templates
+// (web/assets/render.js); this side validates them.
 type Template struct {
-	raw   string
 	parts []part
 }
 
@@ -45,7 +43,7 @@ var ErrTemplate = errors.New("malformed template")
 
 // ParseTemplate parses s. Errors wrap ErrTemplate and say what is wrong.
 func ParseTemplate(s string) (Template, error) {
-	t := Template{raw: s}
+	var t Template
 	if len(s) > MaxTemplateLen {
 		return t, fmt.Errorf("%w: longer than %d bytes", ErrTemplate, MaxTemplateLen)
 	}
@@ -93,9 +91,6 @@ func parseToken(tok string) (part, error) {
 	return part{}, fmt.Errorf("%w: unknown token shape {%s}: want {value}, {row.<field>} or {<base>}", ErrTemplate, tok)
 }
 
-// String returns the template as written.
-func (t Template) String() string { return t.raw }
-
 // RowFields returns the row fields the template reads, in order.
 func (t Template) RowFields() []string { return t.names(partRow) }
 
@@ -123,109 +118,6 @@ func (t Template) linkStart() bool {
 	if p.kind == partBase {
 		return true
 	}
-	return p.kind == partText && safeLinkPrefix(p.text)
-}
-
-func safeLinkPrefix(s string) bool {
-	return strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://") ||
-		(strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "//"))
-}
-
-// Values is what a template expands with.
-type Values struct {
-	Value any            // {value}; nil leaves it unresolved
-	Row   map[string]any // {row.<field>}; a missing field leaves it unresolved
-	Bases map[string]string
-}
-
-// ExpandURL expands a link template: {value} and {row.*} substitutions are
-// percent-encoded (everything but A-Z a-z 0-9 - . _ ~), bases are inserted
-// verbatim without their trailing '/'. ok is false when a token cannot be
-// resolved or the result is not an http(s) or same-origin link; the caller
-// then renders plain text, never a dead anchor.
-func (t Template) ExpandURL(v Values) (string, bool) {
-	s, ok := t.expand(v, true)
-	if !ok || !safeLinkPrefix(s) {
-		return "", false
-	}
-	return s, true
-}
-
-// ExpandText expands a hint or detail title: substitutions are unencoded.
-func (t Template) ExpandText(v Values) (string, bool) { return t.expand(v, false) }
-
-func (t Template) expand(v Values, encode bool) (string, bool) {
-	var b strings.Builder
-	for _, p := range t.parts {
-		switch p.kind {
-		case partText:
-			b.WriteString(p.text)
-		case partBase:
-			base, ok := v.Bases[p.text]
-			if !ok {
-				return "", false
-			}
-			b.WriteString(strings.TrimRight(base, "/"))
-		case partValue, partRow:
-			raw := v.Value
-			if p.kind == partRow {
-				var ok bool
-				if raw, ok = v.Row[p.text]; !ok {
-					return "", false
-				}
-			}
-			s, ok := scalarText(raw)
-			if !ok {
-				return "", false
-			}
-			if encode {
-				s = PercentEncode(s)
-			}
-			b.WriteString(s)
-		}
-	}
-	return b.String(), true
-}
-
-// scalarText renders a decoded JSON value as template text; null has none.
-func scalarText(v any) (string, bool) {
-	switch x := v.(type) {
-	case nil:
-		return "", false
-	case string:
-		return x, true
-	case bool:
-		return strconv.FormatBool(x), true
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64), true
-	case json.Number:
-		return x.String(), true
-	case int:
-		return strconv.Itoa(x), true
-	case int64:
-		return strconv.FormatInt(x, 10), true
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", false
-	}
-	return string(b), true
-}
-
-// PercentEncode escapes every byte outside the RFC 3986 unreserved set, so
-// a value is safe in any URL part (path segment, query key or value).
-func PercentEncode(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
+	return p.kind == partText && (strings.HasPrefix(p.text, "https://") || strings.HasPrefix(p.text, "http://") ||
+		strings.HasPrefix(p.text, "/") && !strings.HasPrefix(p.text, "//"))
 }

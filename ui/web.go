@@ -8,7 +8,7 @@ import (
 )
 
 // EmbeddedTag is the release tag of the bundle embedded in this binary.
-// Tags are immutable: any change under web/ needs a new tag (a test
+// Tags are immutable: any change under web/ needs a new one (a test
 // compares the tree with testdata/ui/embedded.sha256).
 const EmbeddedTag = "v1.4.15"
 
@@ -16,8 +16,7 @@ const EmbeddedTag = "v1.4.15"
 var webFS embed.FS
 
 // Embedded returns the embedded bundle tree: index.html and 404.html at the
-// root, static files under assets/. Package ui/release packs, stages and
-// serves it.
+// root, static files under assets/.
 func Embedded() fs.FS {
 	sub, err := fs.Sub(webFS, "web")
 	if err != nil {
@@ -28,9 +27,7 @@ func Embedded() fs.FS {
 
 var tagPattern = regexp.MustCompile(`^v[0-9]{1,6}\.[0-9]{1,6}\.[0-9]{1,6}$`)
 
-// CheckTag returns an error unless tag has the release form vX.Y.Z. It is
-// here, not in ui/release, so that config validation can check
-// ui.release.version with the model package alone.
+// CheckTag returns an error unless tag has the release form vX.Y.Z.
 func CheckTag(tag string) error {
 	if !tagPattern.MatchString(tag) {
 		return fmt.Errorf("ui release tag %q: want the form vX.Y.Z", tag)

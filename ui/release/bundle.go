@@ -32,11 +32,9 @@ func ArchiveName(tag string) string { return "svc-ui-" + tag + ".tar.gz" }
 // packEpoch is every entry's mtime, so a pack depends on content only.
 var packEpoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Pack writes svc-ui-<tag>.tar.gz and its .sha256 (sha256sum format) into
-// outDir from the embedded tree. The same binary always writes the same
-// bytes. tag must be ui.EmbeddedTag: release tags are immutable, so the
-// embedded content can only be published under its own tag. Files are
-// created 0600 (make them readable for the web server that hosts them).
+// Pack writes svc-ui-<tag>.tar.gz and its .sha256 (sha256sum format), 0600,
+// into outDir from the embedded tree, reproducibly. tag must be
+// ui.EmbeddedTag: release tags are immutable.
 func Pack(tag, outDir string) (tarPath, sumPath string, err error) {
 	if err := ui.CheckTag(tag); err != nil {
 		return "", "", err
@@ -44,30 +42,28 @@ func Pack(tag, outDir string) (tarPath, sumPath string, err error) {
 	if tag != ui.EmbeddedTag {
 		return "", "", fmt.Errorf("pack ui bundle %s: this binary embeds %s (release tags are immutable)", tag, ui.EmbeddedTag)
 	}
-	var buf bytes.Buffer
-	if err := writeArchive(&buf, ui.Embedded(), tag); err != nil {
-		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
-	}
-	if err := os.MkdirAll(outDir, 0o700); err != nil {
-		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
-	}
-	name := ArchiveName(tag)
-	sum := sha256.Sum256(buf.Bytes())
-	tarPath = filepath.Join(outDir, name)
+	tarPath = filepath.Join(outDir, ArchiveName(tag))
 	sumPath = tarPath + ".sha256"
-	if err := writeFileAtomic(tarPath, buf.Bytes()); err != nil {
-		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
+	var buf bytes.Buffer
+	err = writeArchive(&buf, ui.Embedded(), tag)
+	if err == nil {
+		err = os.MkdirAll(outDir, 0o700)
 	}
-	line := hex.EncodeToString(sum[:]) + "  " + name + "\n"
-	if err := writeFileAtomic(sumPath, []byte(line)); err != nil {
+	if err == nil {
+		err = writeFileAtomic(tarPath, buf.Bytes())
+	}
+	if err == nil {
+		sum := sha256.Sum256(buf.Bytes())
+		err = writeFileAtomic(sumPath, []byte(hex.EncodeToString(sum[:])+"  "+ArchiveName(tag)+"\n"))
+	}
+	if err != nil {
 		return "", "", fmt.Errorf("pack ui bundle %s: %w", tag, err)
 	}
 	return tarPath, sumPath, nil
 }
 
 // writeArchive writes fsys plus a VERSION file as a reproducible tar.gz:
-// sorted entries, fixed mtimes and modes, uid/gid 0, no names, and a gzip
-// header without name or time.
+// sorted entries, fixed mtimes and modes, no owner names or gzip time.
 func writeArchive(w io.Writer, fsys fs.FS, tag string) error {
 	files := map[string][]byte{versionFile: []byte(tag + "\n")}
 	dirs := map[string]bool{}
@@ -121,8 +117,7 @@ func writeArchive(w io.Writer, fsys fs.FS, tag string) error {
 	return zw.Close()
 }
 
-// writeFileAtomic writes data to path through a temporary file and a rename,
-// so a reader never sees half a file.
+// writeFileAtomic writes data to path through a temporary file and a rename.
 func writeFileAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
 	if err != nil {

@@ -13,19 +13,16 @@ import (
 	"svc/ui"
 )
 
-// The per-host cache holds one directory per release tag, <cache>/<tag>,
-// published by renaming a completed temporary directory into place. A tag
-// directory that exists is complete and is never replaced (tags are
-// immutable), so any number of processes may fill the cache at once: the
-// first rename wins and the others reuse its result.
+// The per-host cache holds one directory per tag, published by renaming a
+// completed temporary directory into place and never replaced (tags are
+// immutable), so processes may fill it at once: the first rename wins.
 
 // staleAfter is the age of a temporary cache entry left by a dead process.
 const staleAfter = time.Hour
 
 // DefaultCacheDir returns the per-host bundle cache directory:
-// $XDG_CACHE_HOME/svc-ui when XDG_CACHE_HOME is set, else /var/cache/svc-ui;
-// when that cannot be created or written, $HOME/.cache/svc-ui. The
-// directory is created (0700) by the check.
+// $XDG_CACHE_HOME/svc-ui or /var/cache/svc-ui, created (0700) if need be,
+// else $HOME/.cache/svc-ui when that cannot be written.
 func DefaultCacheDir() string {
 	primary := "/var/cache/svc-ui"
 	if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
@@ -89,9 +86,8 @@ func checkBundleDir(dir, tag string) error {
 }
 
 // install publishes a bundle of tag into cacheDir: fill writes it into a
-// fresh temporary directory, which is checked and renamed to <tag>. If
-// another process published the tag first, its copy is kept and returned.
-// On any error nothing is left under the tag's name.
+// temporary directory, which is checked and renamed to <tag> (another
+// process's copy wins). On error nothing is left under the tag's name.
 func install(cacheDir, tag string, fill func(tmp string) error) (string, error) {
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 		return "", fmt.Errorf("create ui cache: %w", err)
@@ -145,9 +141,9 @@ func sweepStale(cacheDir string) {
 	}
 }
 
-// StageEmbedded unpacks the embedded bundle into <cacheDir>/<ui.EmbeddedTag>
-// (a no-op when it is there) and returns that directory. It goes through
-// the same archive checks as a fetched release.
+// StageEmbedded unpacks the embedded bundle, with a fetched release's
+// checks, into <cacheDir>/<ui.EmbeddedTag> unless it is there, and returns
+// that directory.
 func StageEmbedded(cacheDir string) (string, error) {
 	var buf bytes.Buffer
 	if err := writeArchive(&buf, ui.Embedded(), ui.EmbeddedTag); err != nil {

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -67,13 +68,6 @@ func parseFlags(flags *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func defaultTag(d CLIDefaults) string {
-	if d.Tag != "" {
-		return d.Tag
-	}
-	return ui.EmbeddedTag
-}
-
 func runPack(args []string, stdout, stderr io.Writer, d CLIDefaults) error {
 	flags := flag.NewFlagSet("svc ui pack", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -96,7 +90,7 @@ func runPack(args []string, stdout, stderr io.Writer, d CLIDefaults) error {
 func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer, d CLIDefaults) error {
 	flags := flag.NewFlagSet("svc ui fetch", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	tag := flags.String("version", defaultTag(d), "release tag vX.Y.Z")
+	tag := flags.String("version", cmp.Or(d.Tag, ui.EmbeddedTag), "release tag vX.Y.Z")
 	repo := flags.String("repo", d.Repo, "release URL prefix (default ui.release.repo)")
 	cacheDir := flags.String("cache-dir", d.CacheDir, "per-host bundle cache (default ui.release.cache_dir, else the per-host default)")
 	timeout := flags.Duration("timeout", DefaultFetchTimeout, "limit for each request")

@@ -21,31 +21,20 @@ import (
 // DefaultFetchTimeout bounds each request of a fetch, body included.
 const DefaultFetchTimeout = 60 * time.Second
 
-// maxRedirects is how many redirects a fetch follows.
 const maxRedirects = 3
 
 // FetchOptions say which release to fetch, from where, into which cache.
 type FetchOptions struct {
-	// Repo is the URL prefix of releases (ui.release.repo): the archive is
-	// <Repo>/<Tag>/svc-ui-<Tag>.tar.gz, its checksum the same plus .sha256.
-	Repo string
-	// Tag is the release tag, vX.Y.Z.
-	Tag string
-	// CacheDir is the per-host cache; empty means DefaultCacheDir().
-	CacheDir string
-	// HTTPClient makes the requests; nil means NewHTTPClient(). Its redirect
-	// policy is replaced by the fetch's own.
-	HTTPClient *http.Client
-	// Timeout bounds each request including its body; 0 means
-	// DefaultFetchTimeout.
-	Timeout time.Duration
+	Repo       string        // ui.release.repo: <Repo>/<Tag>/svc-ui-<Tag>.tar.gz[.sha256]
+	Tag        string        // vX.Y.Z
+	CacheDir   string        // "" means DefaultCacheDir()
+	HTTPClient *http.Client  // nil means NewHTTPClient(); its redirect policy is replaced
+	Timeout    time.Duration // per request; 0 means DefaultFetchTimeout
 }
 
-// NewHTTPClient returns the client releases are fetched with. Unlike the
-// worker's peer requests, it honours the proxy environment (HTTPS_PROXY,
-// HTTP_PROXY, NO_PROXY; loopback is never proxied), since a release mirror
-// is often reached through the site's proxy. It follows at most 3
-// redirects, only to http or https URLs.
+// NewHTTPClient returns the client releases are fetched with: unlike peer
+// requests it honours the proxy environment (a mirror is often behind the
+// site's proxy), and it follows at most 3 redirects, to http(s) URLs only.
 func NewHTTPClient() *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
@@ -71,9 +60,9 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 }
 
 // Fetch returns the cache directory of the release opts.Tag, downloading
-// it first unless it is cached: a cached tag is never fetched again. The
-// archive is verified against its .sha256, unpacked with the archive
-// checks, and published atomically; on any error the cache is unchanged.
+// it first unless it is cached. The archive is verified against its
+// .sha256, unpacked with the archive checks and published atomically; on
+// any error the cache is unchanged.
 func Fetch(ctx context.Context, opts FetchOptions) (string, error) {
 	if err := ui.CheckTag(opts.Tag); err != nil {
 		return "", err

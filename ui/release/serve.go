@@ -30,27 +30,21 @@ var shellRoutes = map[string]bool{"/": true, "/live": true, "/workers": true, "/
 // AssetsPath is the URL prefix of a release's static files, /assets/<tag>.
 func AssetsPath(tag string) string { return "/assets/" + tag }
 
-// IsAssetPath reports a static-file path. These carry no data and are the
-// same for every user, so the server may answer them without the UI token:
-// a page opened with ?token= loads its scripts before it can send a header.
+// IsAssetPath reports a static-file path, which the server answers without
+// the UI token (a page opened with ?token= loads its scripts first).
 func IsAssetPath(p string) bool { return strings.HasPrefix(p, "/assets/") }
 
 // PagesOptions tune a Pages handler.
 type PagesOptions struct {
-	// Slugs are the declared pages; /p/<slug> of any other slug is not found.
-	Slugs []string
-	// ConnectSources returns the origins (http(s)://host[:port]) besides
-	// this one that pages may connect to, e.g. the fleet's other workers
-	// for the Live page; their ws(s) forms are allowed too. nil means same
-	// origin only.
+	Slugs []string // the declared pages: /p/<slug> of any other is not found
+	// ConnectSources returns the other origins pages may connect to (and
+	// their ws(s) forms), e.g. the fleet's workers; nil: same origin only.
 	ConnectSources func() []string
 }
 
-// Pages serves one release of the bundle: the shell for the page routes,
-// versioned static files, and the bundle's not-found page (404) for any
-// other path. The whole bundle is read into memory by NewPages, so a
-// request can only ever reach a file that was a regular, non-hidden file
-// of the bundle then.
+// Pages serves one release of the bundle from memory: the shell for the
+// page routes, versioned static files, and the not-found page (404) for any
+// other path.
 type Pages struct {
 	tag      string
 	shell    []byte
@@ -169,8 +163,7 @@ func (p *Pages) connectSources() []string {
 	return p.connect()
 }
 
-// contentTypes maps the extensions a bundle uses; anything else is served
-// as bytes (and nosniff keeps the browser from guessing).
+// contentTypes maps the extensions a bundle uses; others are bytes.
 var contentTypes = map[string]string{
 	".js": "text/javascript; charset=utf-8", ".mjs": "text/javascript; charset=utf-8",
 	".css": "text/css; charset=utf-8", ".html": "text/html; charset=utf-8",
@@ -186,11 +179,9 @@ func contentType(name string) string {
 	return "application/octet-stream"
 }
 
-// SetSecurityHeaders sets the headers every page response carries: a
-// Content-Security-Policy allowing only same-origin scripts, styles,
-// images, fonts and connections (plus the given origins and their ws(s)
-// forms for connections), no framing, no MIME sniffing, no referrer.
-// Origins that are not plain http(s) origins are left out.
+// SetSecurityHeaders sets the headers of every page response: a
+// same-origin Content-Security-Policy (connections also to the given plain
+// http(s) origins and their ws(s) forms), no framing, sniffing or referrer.
 func SetSecurityHeaders(h http.Header, connect []string) {
 	h.Set("Content-Security-Policy", csp(connect))
 	h.Set("X-Content-Type-Options", "nosniff")

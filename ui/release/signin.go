@@ -3,16 +3,16 @@ package release
 import (
 	"bytes"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 
 	"svc/ui"
 )
 
-// signInTemplate works without JavaScript: a GET form whose token field
-// reloads the same page with ?token=. With a bundle, signin.js retries a
-// token kept in this browser tab once, and forgets one that failed.
+// signInTemplate works without JavaScript: a GET form reloading the page
+// with ?token=. With a bundle, signin.js retries a token kept in the tab.
 var signInTemplate = template.Must(template.New("signin").Parse(`<!doctype html>
 <html lang="en">
 <head>
@@ -45,33 +45,25 @@ var signInTemplate = template.Must(template.New("signin").Parse(`<!doctype html>
 </html>
 `))
 
-// keptParam is a query parameter of the page asked for, carried through
-// the sign-in form so the operator lands where the link pointed.
+// keptParam is a query parameter carried through the sign-in form.
 type keptParam struct{ Name, Value string }
 
-// maxKeptParams bounds the parameters carried through the form.
 const maxKeptParams = 32
 
 // SignInPage returns the sign-in page for a page request without a valid
-// UI token. tag is the bundle release served ("" when none: the page then
-// has no style or script); failed says a token was presented and refused;
-// query is the page's query: its parameters but the token are kept as
-// hidden fields, so signing in lands on the page asked for
-// (/debug?tab=runtime stays on the Runtime tab).
+// UI token: tag is the release served ("": no style or script), failed
+// says a token was refused, and query's parameters but the token are kept
+// as hidden fields, so signing in lands on the page asked for.
 func SignInPage(tag string, failed bool, query url.Values) []byte {
 	data := struct {
 		Assets string
 		Failed bool
 		Keep   []keptParam
 	}{Failed: failed}
-	names := make([]string, 0, len(query))
-	for k := range query {
-		if k != "token" {
-			names = append(names, k)
+	for _, k := range slices.Sorted(maps.Keys(query)) {
+		if k == "token" {
+			continue
 		}
-	}
-	sort.Strings(names)
-	for _, k := range names {
 		for _, v := range query[k] {
 			if len(data.Keep) < maxKeptParams {
 				data.Keep = append(data.Keep, keptParam{k, v})
@@ -88,9 +80,8 @@ func SignInPage(tag string, failed bool, query url.Values) []byte {
 	return b.Bytes()
 }
 
-// WriteSignIn answers a page request that lacks a valid UI token: status
-// 401 with WWW-Authenticate, the security headers, and SignInPage. The
-// page is never cached.
+// WriteSignIn answers a page request that lacks a valid UI token: 401 with
+// WWW-Authenticate, the security headers and SignInPage, never cached.
 func WriteSignIn(w http.ResponseWriter, r *http.Request, tag string, failed bool) {
 	h := w.Header()
 	SetSecurityHeaders(h, nil)

@@ -21,23 +21,15 @@ const (
 
 // SiteOptions configure a Site.
 type SiteOptions struct {
-	// Fetch names the release to serve and where it comes from: Tag ""
-	// means ui.EmbeddedTag, CacheDir "" means DefaultCacheDir(); Repo,
-	// HTTPClient and Timeout as for Fetch.
-	Fetch FetchOptions
-	// Pages tune the handler once a bundle is loaded.
-	Pages PagesOptions
-	// Unavailable answers page requests while no bundle is loaded (the
-	// server's 503 naming `svc ui fetch`).
-	Unavailable http.Handler
-	// Logger receives the ui_bundle_* events; nil discards them.
-	Logger *slog.Logger
+	Fetch       FetchOptions // the release to serve; Tag "" means ui.EmbeddedTag
+	Pages       PagesOptions
+	Unavailable http.Handler // answers while no bundle is loaded
+	Logger      *slog.Logger // ui_bundle_* events; nil discards them
 }
 
 // Site is the pages handler of a worker: it serves the configured release
-// once one is loaded and Unavailable until then. A cached release (or the
-// embedded one, when the configured tag is ui.EmbeddedTag) is loaded by
-// NewSite; otherwise Run fetches it in the background.
+// once one is loaded (by NewSite from the cache or the binary, else by Run
+// in the background) and Unavailable until then.
 type Site struct {
 	opts       SiteOptions
 	log        *slog.Logger
@@ -70,8 +62,7 @@ func NewSite(opts SiteOptions) (*Site, error) {
 		if err == nil {
 			return s, nil
 		}
-		// A damaged cache never stops the worker: it stays API-only (or
-		// serves the embedded copy) and the log says why.
+		// A damaged cache never stops the worker.
 		s.log.Warn("ui_bundle_load_failed", "tag", tag, "dir", dir, "error", err)
 	}
 	if tag == ui.EmbeddedTag {
@@ -95,11 +86,9 @@ func (s *Site) load(dir, from string) error {
 	return nil
 }
 
-// Run completes what NewSite could not do without I/O: it stages the
-// embedded release into the cache, or fetches a missing release, retrying
-// with backoff until it succeeds or ctx ends. Failures are logged, never
-// returned: the worker stays API-only meanwhile. Run returns nil once
-// there is nothing left to do.
+// Run stages the embedded release into the cache, or fetches a missing
+// one with backoff until it succeeds or ctx ends. Failures are logged,
+// never returned; the worker stays API-only meanwhile.
 func (s *Site) Run(ctx context.Context) error {
 	rel := s.opts.Fetch
 	if _, ok := CachedDir(rel.CacheDir, rel.Tag); ok {

@@ -17,19 +17,12 @@ const (
 	MaxArchiveEntries = 2000
 	MaxUnpackedBytes  = 50 << 20
 	MaxArchiveDirs    = 256
-	// MaxInflatedBytes caps everything read from the gzip stream: file
-	// content plus tar headers, PAX and GNU long-name records, padding and
-	// what follows the tar end. The tar reader skips any number of PAX
-	// headers inside one entry, so bounding entries and content alone let
-	// a 3.3 MB archive inflate to 3 GB. The 8 MiB above MaxUnpackedBytes
-	// hold the headers and padding of MaxArchiveEntries ordinary entries
-	// several times over.
+	// MaxInflatedBytes caps everything read from the gzip stream, headers
+	// and padding included: the tar reader skips any number of PAX headers
+	// inside one entry, so bounding content alone is not enough.
 	MaxInflatedBytes = MaxUnpackedBytes + 8<<20
-	// maxArchiveBytes caps the compressed download.
-	maxArchiveBytes = MaxUnpackedBytes + 4<<20
-	// maxTrailingBytes caps what may follow the tar end inside the gzip
-	// stream (padding), so a stream of zeros cannot keep us reading.
-	maxTrailingBytes = 1 << 20
+	maxArchiveBytes  = MaxUnpackedBytes + 4<<20 // the compressed download
+	maxTrailingBytes = 1 << 20                  // padding after the tar end
 )
 
 // ErrUnsafeArchive marks a release archive refused for its content.
@@ -39,8 +32,7 @@ func unsafeEntry(name, format string, args ...any) error {
 	return fmt.Errorf("%w: entry %q: %s", ErrUnsafeArchive, name, fmt.Sprintf(format, args...))
 }
 
-// bounds are the limits of one unpack. Releases use releaseBounds; tests
-// scale them down so a hostile archive stays small.
+// bounds are the limits of one unpack (tests scale them down).
 type bounds struct {
 	entries  int   // tar entries
 	dirs     int   // directories created, named by an entry or implied
@@ -48,18 +40,12 @@ type bounds struct {
 	inflated int64 // bytes read from the gzip stream
 }
 
-// releaseBounds are the bounds of every release archive.
-func releaseBounds() bounds {
-	return bounds{entries: MaxArchiveEntries, dirs: MaxArchiveDirs, unpacked: MaxUnpackedBytes, inflated: MaxInflatedBytes}
-}
-
-// unpackArchive extracts a tar.gz into dir (which must exist and be empty):
-// regular files (0600) and directories (0700) only, every name local to
-// dir, at most MaxArchiveEntries entries, MaxArchiveDirs directories,
-// MaxUnpackedBytes of content and MaxInflatedBytes in all. On error dir
-// holds a partial tree the caller removes.
+// unpackArchive extracts a tar.gz into dir (which must exist and be empty)
+// under the release bounds: regular files (0600) and directories (0700)
+// only, every name local to dir. On error dir holds a partial tree the
+// caller removes.
 func unpackArchive(r io.Reader, dir string) error {
-	return unpackWithin(r, dir, releaseBounds())
+	return unpackWithin(r, dir, bounds{entries: MaxArchiveEntries, dirs: MaxArchiveDirs, unpacked: MaxUnpackedBytes, inflated: MaxInflatedBytes})
 }
 
 // unpackWithin is unpackArchive under the bounds b.
@@ -70,9 +56,7 @@ func unpackWithin(r io.Reader, dir string, b bounds) error {
 	}
 	in := &capReader{r: zr, left: b.inflated}
 	err = unpackTar(in, dir, b)
-	if in.over {
-		// Checked first: the tar reader or writeEntry reports the cut as
-		// a read error of its own.
+	if in.over { // first: the tar reader reports the cut as an error of its own
 		return fmt.Errorf("%w: more than %d MiB inflated (headers and padding included)", ErrUnsafeArchive, b.inflated>>20)
 	}
 	if err != nil {
@@ -137,8 +121,7 @@ func unpackTar(in io.Reader, dir string, b bounds) error {
 			return unsafeEntry(h.Name, "entry type %q is not allowed", h.Typeflag)
 		}
 	}
-	// Read the rest of the gzip stream so its checksum and length are
-	// verified: a truncated stream fails here even after a complete tar.
+	// Read the rest so the gzip checksum and length are verified.
 	n, err := io.Copy(io.Discard, io.LimitReader(in, maxTrailingBytes+1))
 	if err != nil {
 		return fmt.Errorf("%w: truncated or corrupt archive: %v", ErrUnsafeArchive, err)
@@ -152,9 +135,9 @@ func unpackTar(in io.Reader, dir string, b bounds) error {
 // errInflated ends reading once a capReader's bound is passed.
 var errInflated = errors.New("inflated stream over its bound")
 
-// capReader reads at most left bytes of r. It reads one byte past the
-// bound to tell a stream that ends there from one that goes on: the first
-// sets nothing, the second sets over and fails every read.
+// capReader reads at most left bytes of r; reading past them sets over
+// and fails every read (one byte more is asked for, to tell a stream that
+// ends at the bound from one that goes on).
 type capReader struct {
 	r    io.Reader
 	left int64
@@ -177,19 +160,16 @@ func (c *capReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// dirCount counts the directories an unpack creates: those entries name
-// and those a file's path implies (MkdirAll makes every parent), each once.
-// Without the implied ones, 2,000 entries of deep paths made 300,000
-// directories.
+// dirCount counts the directories an unpack creates, those a file's path
+// implies (MkdirAll makes every parent) included, each once.
 type dirCount struct {
 	limit int
 	made  map[string]bool
 }
 
 // add counts the parents of name, and name itself when it is a directory,
-// before anything is created. Each directory is recorded with all its
-// parents, so the walk up stops at the first one already made: the work is
-// bounded by the limit, not by the depth of a hostile path.
+// before anything is created; the walk up stops at the first directory
+// already counted, so the work is bounded by the limit, not the depth.
 func (c *dirCount) add(name string, isDir bool) error {
 	d := name
 	if !isDir {

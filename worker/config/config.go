@@ -12,8 +12,8 @@ import (
 	"svc/worker/kconn"
 )
 
-// Config is the whole TOML configuration of a worker. Keys keep the spec's
-// names; Default holds every default. Secret fields carry the struct
+// Config is the whole TOML configuration of a worker (docs/configuration.md
+// lists every key); Default holds every default. Secret fields carry the
 // tag `secret:"true"` and are masked in every view (see Masked).
 type Config struct {
 	Worker        Worker        `toml:"worker" json:"worker"`
@@ -51,29 +51,22 @@ type Metrics struct {
 	Enabled bool   `toml:"enabled" json:"enabled"`
 	Host    string `toml:"host" json:"host"`
 	Port    int    `toml:"port" json:"port"`
-	// MaxConnections caps the exporter's open connections (0: derived
-	// from the process's file limit, see httpd.ConnCaps).
+	// MaxConnections: 0 derives the cap from the file limit (httpd.ConnCaps).
 	MaxConnections int `toml:"max_connections" json:"max_connections"`
 }
 
 // UI is the operator UI server and its feature switches.
 type UI struct {
-	Enabled   bool   `toml:"enabled" json:"enabled"`
-	Host      string `toml:"host" json:"host"`
-	Port      int    `toml:"port" json:"port"`
-	AuthToken string `toml:"auth_token" json:"auth_token" secret:"true"`
-	// MaxConnections caps the UI server's open connections, WebSockets
-	// included (0: derived from the process's file limit).
-	MaxConnections int `toml:"max_connections" json:"max_connections"`
-	// AllowUnauthenticated lets a UI bound off loopback run without a
-	// token (an explicit opt-in: anyone who reaches it is an operator).
-	AllowUnauthenticated bool   `toml:"allow_unauthenticated" json:"allow_unauthenticated"`
-	PublicURL            string `toml:"public_url" json:"public_url"`
-	ProbeEnabled         bool   `toml:"probe_enabled" json:"probe_enabled"`
-	MergeEnabled         bool   `toml:"merge_enabled" json:"merge_enabled"`
-	KafkaReadEnabled     bool   `toml:"kafka_read_enabled" json:"kafka_read_enabled"`
-	// RedriveEnabled allows POST /api/v1/debug/dlq/redrive (off by default:
-	// it writes to the source topic).
+	Enabled                bool              `toml:"enabled" json:"enabled"`
+	Host                   string            `toml:"host" json:"host"`
+	Port                   int               `toml:"port" json:"port"`
+	AuthToken              string            `toml:"auth_token" json:"auth_token" secret:"true"`
+	MaxConnections         int               `toml:"max_connections" json:"max_connections"`
+	AllowUnauthenticated   bool              `toml:"allow_unauthenticated" json:"allow_unauthenticated"`
+	PublicURL              string            `toml:"public_url" json:"public_url"`
+	ProbeEnabled           bool              `toml:"probe_enabled" json:"probe_enabled"`
+	MergeEnabled           bool              `toml:"merge_enabled" json:"merge_enabled"`
+	KafkaReadEnabled       bool              `toml:"kafka_read_enabled" json:"kafka_read_enabled"`
 	RedriveEnabled         bool              `toml:"redrive_enabled" json:"redrive_enabled"`
 	ConsumePause           ConsumePause      `toml:"consume_pause" json:"consume_pause"`
 	Release                Release           `toml:"release" json:"release"`
@@ -84,9 +77,7 @@ type UI struct {
 	CustomRenderersPath    string            `toml:"custom_renderers_path" json:"custom_renderers_path"`
 	LinkBases              map[string]string `toml:"link_bases" json:"link_bases"`
 	AllowedWSOrigins       []string          `toml:"allowed_ws_origins" json:"allowed_ws_origins"`
-	// AllowedHosts are Host names a loopback-bound UI server answers to
-	// besides loopback names and ui.public_url's host (DNS-rebinding guard).
-	AllowedHosts []string `toml:"allowed_hosts" json:"allowed_hosts"`
+	AllowedHosts           []string          `toml:"allowed_hosts" json:"allowed_hosts"`
 }
 
 // ConsumePause switches the timed consume pause.
@@ -117,14 +108,10 @@ type Executor struct {
 	PoolSize       int               `toml:"pool_size" json:"pool_size"`
 	Timeout        Duration          `toml:"timeout" json:"timeout"`
 	MaxOutputBytes int64             `toml:"max_output_bytes" json:"max_output_bytes"`
-	// Mode is "spawn" (one process per attempt) or "persistent" (pool_size
-	// long-lived processes fed framed tasks, executor protocol v2).
-	Mode string `toml:"mode" json:"mode"`
-	// MaxTasksPerChild recycles a persistent child after that many tasks
-	// (0: never).
-	MaxTasksPerChild int `toml:"max_tasks_per_child" json:"max_tasks_per_child"`
-	// ReadyTimeout bounds a persistent child's start-up, until its ready frame.
-	ReadyTimeout Duration `toml:"ready_timeout" json:"ready_timeout"`
+	// Mode is "spawn" or "persistent" (executor protocol v2).
+	Mode             string   `toml:"mode" json:"mode"`
+	MaxTasksPerChild int      `toml:"max_tasks_per_child" json:"max_tasks_per_child"`
+	ReadyTimeout     Duration `toml:"ready_timeout" json:"ready_timeout"`
 }
 
 // Handler tunes the built-in exec handler.
@@ -132,13 +119,9 @@ type Handler struct {
 	MaxAttempts  int      `toml:"max_attempts" json:"max_attempts"`
 	RetryBackoff Duration `toml:"retry_backoff" json:"retry_backoff"`
 	LabelFields  []string `toml:"label_fields" json:"label_fields"`
-	// CacheKeys are the handler-cache keys handed to every executor run as
-	// SVC_CACHE_<NAME> variables.
-	CacheKeys []string `toml:"cache_keys" json:"cache_keys"`
-	// UIPages are the exec handler's declared UI pages ([[handler.ui_pages]])
-	// and ProbeDetails how the Debug page renders the executor's JSON stdout
-	// of a probe ([handler.probe_details]): plain tables here. Package ui owns
-	// their model and validation; DecodeTables reads them into it.
+	CacheKeys    []string `toml:"cache_keys" json:"cache_keys"`
+	// UIPages and ProbeDetails are plain tables here: package ui owns their
+	// model and validation, and DecodeTables reads them into it.
 	UIPages      []map[string]any `toml:"ui_pages" json:"ui_pages"`
 	ProbeDetails map[string]any   `toml:"probe_details" json:"probe_details"`
 }
@@ -167,17 +150,10 @@ type KafkaSource struct {
 	CommitInterval      Duration          `toml:"commit_interval" json:"commit_interval"`
 	MaxPollRecords      int               `toml:"max_poll_records" json:"max_poll_records"`
 	RevokeTimeout       Duration          `toml:"revoke_timeout" json:"revoke_timeout"`
-	// LeaveGroupOnShutdown makes a clean shutdown leave the group even as
-	// a static member, so its partitions move at once instead of waiting
-	// for the session timeout.
-	LeaveGroupOnShutdown bool `toml:"leave_group_on_shutdown" json:"leave_group_on_shutdown"`
-	// FetchBufferBytes bounds what one fetch response holds once its
-	// batches are decompressed into records: the consumer asks each fetch
-	// for this divided by how much recent batches inflated.
-	FetchBufferBytes int64 `toml:"fetch_buffer_bytes" json:"fetch_buffer_bytes"`
-	// Delivery is the source's guarantee: DeliveryAtLeastOnce, or
-	// DeliveryExactlyOnce (results, DLQ records and offsets in one Kafka
-	// transaction each commit_interval).
+	// LeaveGroupOnShutdown leaves the group even as a static member.
+	LeaveGroupOnShutdown bool  `toml:"leave_group_on_shutdown" json:"leave_group_on_shutdown"`
+	FetchBufferBytes     int64 `toml:"fetch_buffer_bytes" json:"fetch_buffer_bytes"`
+	// Delivery is DeliveryAtLeastOnce or DeliveryExactlyOnce.
 	Delivery string `toml:"delivery" json:"delivery"`
 }
 
@@ -187,10 +163,8 @@ const (
 	DeliveryExactlyOnce = "exactly_once"
 )
 
-// sources.kafka.commit_interval's defaults (Resolve). In exactly-once
-// mode it is the transaction interval and so the latency before a
-// read_committed consumer sees a result (Kafka Streams' default for
-// exactly_once_v2).
+// sources.kafka.commit_interval's defaults; in exactly-once mode it is the
+// transaction interval (Kafka Streams' default for exactly_once_v2).
 const (
 	atLeastOnceCommitInterval = 5 * time.Second
 	exactlyOnceCommitInterval = 100 * time.Millisecond
@@ -236,23 +210,13 @@ type HTTPSource struct {
 	SinksEnabled  bool   `toml:"sinks_enabled" json:"sinks_enabled"`
 	MaxConcurrent int    `toml:"max_concurrent" json:"max_concurrent"`
 	MaxBodyBytes  int64  `toml:"max_body_bytes" json:"max_body_bytes"`
-	// MaxConnections caps the ingress's open connections, idle ones and
-	// ones not yet authenticated included (0: derived from the process's
-	// file limit); more wait in the kernel's accept queue.
-	MaxConnections int `toml:"max_connections" json:"max_connections"`
-	// MaxConcurrentPerClient caps the requests one client (one token, or
-	// one remote address without clients) has in progress, body reading
-	// included, so one caller cannot take every slot.
-	MaxConcurrentPerClient int `toml:"max_concurrent_per_client" json:"max_concurrent_per_client"`
-	// BodyTimeout bounds reading one request body; a slower body gets 408.
-	BodyTimeout Duration `toml:"body_timeout" json:"body_timeout"`
-	// AllowedHosts are Host names a loopback-bound ingress answers to
-	// besides loopback names (DNS-rebinding guard).
-	AllowedHosts []string     `toml:"allowed_hosts" json:"allowed_hosts"`
-	Clients      []HTTPClient `toml:"clients" json:"clients"`
-	// AllowUnauthenticated lets an ingress bound off loopback run without
-	// clients (an explicit opt-in: anyone who reaches it runs the executor).
-	AllowUnauthenticated bool `toml:"allow_unauthenticated" json:"allow_unauthenticated"`
+	// MaxConnections counts idle and unauthenticated connections too.
+	MaxConnections         int          `toml:"max_connections" json:"max_connections"`
+	MaxConcurrentPerClient int          `toml:"max_concurrent_per_client" json:"max_concurrent_per_client"`
+	BodyTimeout            Duration     `toml:"body_timeout" json:"body_timeout"`
+	AllowedHosts           []string     `toml:"allowed_hosts" json:"allowed_hosts"`
+	Clients                []HTTPClient `toml:"clients" json:"clients"`
+	AllowUnauthenticated   bool         `toml:"allow_unauthenticated" json:"allow_unauthenticated"`
 }
 
 // HTTPClient is one ingress caller with its own token and rate.
@@ -275,16 +239,11 @@ type KafkaSink struct {
 	Security     Security          `toml:"security" json:"security"`
 	ClientConfig map[string]string `toml:"client_config" json:"client_config" secret:"values"`
 	Breaker      Breaker           `toml:"breaker" json:"breaker"`
-	// ForwardHeaders copies the input message's own headers onto the
-	// result record (its svc-* headers excepted).
-	ForwardHeaders bool `toml:"forward_headers" json:"forward_headers"`
-	// DeliveryTimeout is how long a produce may go unacknowledged before it
-	// counts as a breaker failure (the record itself is kept and retried).
+	// ForwardHeaders copies the input's own headers (not svc-*) onto results.
+	ForwardHeaders  bool     `toml:"forward_headers" json:"forward_headers"`
 	DeliveryTimeout Duration `toml:"delivery_timeout" json:"delivery_timeout"`
-	// Compression is the codec of produced batches (Compressions).
-	Compression string `toml:"compression" json:"compression"`
-	// MaxMessageBytes is the largest record the topic takes; 0 asks the
-	// brokers (the topic's max.message.bytes) at the first delivery.
+	Compression     string   `toml:"compression" json:"compression"`
+	// MaxMessageBytes: 0 asks the brokers (the topic's max.message.bytes).
 	MaxMessageBytes int `toml:"max_message_bytes" json:"max_message_bytes"`
 }
 
@@ -296,29 +255,24 @@ type Breaker struct {
 
 // DLQ is the dead-letter queue.
 type DLQ struct {
-	Topic         string            `toml:"topic" json:"topic"`
-	Brokers       []string          `toml:"brokers" json:"brokers"`
-	Security      Security          `toml:"security" json:"security"`
-	ClientConfig  map[string]string `toml:"client_config" json:"client_config" secret:"values"`
-	OnSendFailure string            `toml:"on_send_failure" json:"on_send_failure"`
-	// SendTimeout bounds one DLQ send; past it on_send_failure applies.
-	SendTimeout Duration `toml:"send_timeout" json:"send_timeout"`
-	// Compression and MaxMessageBytes: as for a sink.
-	Compression     string `toml:"compression" json:"compression"`
-	MaxMessageBytes int    `toml:"max_message_bytes" json:"max_message_bytes"`
+	Topic           string            `toml:"topic" json:"topic"`
+	Brokers         []string          `toml:"brokers" json:"brokers"`
+	Security        Security          `toml:"security" json:"security"`
+	ClientConfig    map[string]string `toml:"client_config" json:"client_config" secret:"values"`
+	OnSendFailure   string            `toml:"on_send_failure" json:"on_send_failure"`
+	SendTimeout     Duration          `toml:"send_timeout" json:"send_timeout"`
+	Compression     string            `toml:"compression" json:"compression"`
+	MaxMessageBytes int               `toml:"max_message_bytes" json:"max_message_bytes"`
 }
 
-// Compressions are the codecs of sinks.kafka[].compression and
-// dlq.compression; DefaultCompression is used when none is set.
+// Compressions are the codecs of sinks.kafka[].compression and dlq.compression.
 var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 
-// DefaultCompression is the codec of a sink or the DLQ that sets none:
-// cheap on small cores, read by every Kafka client and broker version in
-// use, and the Kafka client's own default.
+// DefaultCompression is the codec of a sink or the DLQ that sets none
+// (cheap on small cores, read by every Kafka version in use).
 const DefaultCompression = "snappy"
 
-// MaxMessageBytesMax bounds sinks.kafka[].max_message_bytes and
-// dlq.max_message_bytes: the producer's cap on one request (Kafka's own
+// MaxMessageBytesMax bounds the max_message_bytes keys (Kafka's
 // socket.request.max.bytes default).
 const MaxMessageBytesMax = 100 << 20
 
@@ -329,24 +283,14 @@ type Dir struct {
 
 // History tunes sealing and archiving of recorder files.
 type History struct {
-	// MaxBytes and MaxAge bound the cluster's history (sealed files and
-	// archives) while archiving is on.
-	MaxBytes     int64    `toml:"max_bytes" json:"max_bytes"`
-	MaxAge       Duration `toml:"max_age" json:"max_age"`
-	SealInterval Duration `toml:"seal_interval" json:"seal_interval"`
-	// LiveMaxBytes seals the live file early once it (with its write-ahead
-	// log) is larger.
-	LiveMaxBytes        int64   `toml:"live_max_bytes" json:"live_max_bytes"`
-	MergedRetentionDays int     `toml:"merged_retention_days" json:"merged_retention_days"`
-	Archive             Archive `toml:"archive" json:"archive"`
-	// TaskDetail is what a successful first attempt keeps on disk:
-	// "summary" (its lifecycle events folded into the task row, no stdout
-	// tail) or "full" (every event a row, stdout tail included).
-	TaskDetail string `toml:"task_detail" json:"task_detail"`
-	// SampleAbovePerSecond: above this many plain successful tasks a
-	// second, the rest of each second's rows are counted, not stored
-	// (0: store every row).
-	SampleAbovePerSecond int `toml:"sample_above_per_second" json:"sample_above_per_second"`
+	MaxBytes             int64    `toml:"max_bytes" json:"max_bytes"`
+	MaxAge               Duration `toml:"max_age" json:"max_age"`
+	SealInterval         Duration `toml:"seal_interval" json:"seal_interval"`
+	LiveMaxBytes         int64    `toml:"live_max_bytes" json:"live_max_bytes"`
+	MergedRetentionDays  int      `toml:"merged_retention_days" json:"merged_retention_days"`
+	Archive              Archive  `toml:"archive" json:"archive"`
+	TaskDetail           string   `toml:"task_detail" json:"task_detail"` // one of TaskDetails
+	SampleAbovePerSecond int      `toml:"sample_above_per_second" json:"sample_above_per_second"`
 }
 
 // TaskDetails are the accepted values of history.task_detail.
@@ -359,8 +303,7 @@ type Archive struct {
 	Window  Duration `toml:"window" json:"window"`
 }
 
-// Cache is the handler cache: a last-write-wins key/value store in
-// storage.dir, bounded in rows and bytes.
+// Cache is the handler cache, a last-write-wins key/value store.
 type Cache struct {
 	Enabled  bool  `toml:"enabled" json:"enabled"`
 	MaxRows  int   `toml:"max_rows" json:"max_rows"`
@@ -372,11 +315,9 @@ type Cache struct {
 type Fleet struct {
 	Registry      Registry      `toml:"registry" json:"registry"`
 	CacheExchange CacheExchange `toml:"cache_exchange" json:"cache_exchange"`
-	// TrustedURLs are origins (scheme://host[:port]) of other workers
-	// whose UI servers the operator's browser may send the UI token to,
-	// besides this worker's own and the static peers'. A card in the
-	// shared folder is data anyone who can write that folder chooses;
-	// this list is the operator's.
+	// TrustedURLs are the origins besides this worker's and the static
+	// peers' that the browser may send the UI token to (cards in the shared
+	// folder are not trusted: anyone who can write there chooses them).
 	TrustedURLs []string `toml:"trusted_urls" json:"trusted_urls"`
 }
 
@@ -411,11 +352,8 @@ type Threads struct {
 
 // RuntimeHealth switches the runtime health monitor.
 type RuntimeHealth struct {
-	Enabled bool `toml:"enabled" json:"enabled"`
-	// Interval is the heartbeat whose lateness measures scheduler lag.
-	Interval Duration `toml:"interval" json:"interval"`
-	// StallThreshold is the lag that counts as a stall: a goroutine dump
-	// is sampled and runtime_stall_detected logged once per episode.
+	Enabled        bool     `toml:"enabled" json:"enabled"`
+	Interval       Duration `toml:"interval" json:"interval"`
 	StallThreshold Duration `toml:"stall_threshold" json:"stall_threshold"`
 }
 
@@ -473,11 +411,9 @@ func Default() Config {
 // DefaultRPM is a client's requests-per-minute when its entry sets none.
 const DefaultRPM = 600
 
-// Resolve fills the defaults that depend on other keys or on the machine,
-// so that the config shows the values the worker actually uses: pool
-// sizes, the DLQ topic, commit_interval, security protocols and the
-// executor's path (a bare name is looked up on PATH once, here). Calling
-// it again changes nothing.
+// Resolve fills the defaults that depend on other keys or on the machine
+// (a bare executor name is looked up on PATH here), so the config shows
+// the values the worker uses. Calling it again changes nothing.
 func (c *Config) Resolve() {
 	cpus := runtime.NumCPU()
 	if p := c.Executor.BinaryPath; p != "" && !strings.Contains(p, "/") {
@@ -502,13 +438,7 @@ func (c *Config) Resolve() {
 		c.DLQ.Topic = k.Topic + "_dlq"
 	}
 	// A sink or the DLQ with empty brokers uses the consumer's whole
-	// connection and ignores its own security block, so only one with its
-	// own brokers shows its own default protocol.
-	for i := range c.Sinks.Kafka {
-		if s := &c.Sinks.Kafka[i]; len(s.Brokers) > 0 && s.Security.Protocol == "" {
-			s.Security.Protocol = kconn.ProtocolPlaintext
-		}
-	}
+	// connection, so only one with its own brokers shows its own protocol.
 	if len(c.DLQ.Brokers) > 0 && c.DLQ.Security.Protocol == "" {
 		c.DLQ.Security.Protocol = kconn.ProtocolPlaintext
 	}
@@ -516,9 +446,7 @@ func (c *Config) Resolve() {
 		c.Executor.PoolSize = cpus
 	}
 	if c.Pipeline.MaxInFlight == 0 {
-		// 8 per child: at 4 the tasks waiting in front of the pool ran
-		// out in bursts on a busy host (docs/operations.md, "Intake queues
-		// and fair dispatch").
+		// docs/operations.md, "Intake queues and fair dispatch".
 		c.Pipeline.MaxInFlight = 8 * c.Executor.PoolSize
 	}
 	if c.IO.MaxThreads == 0 {
@@ -530,18 +458,21 @@ func (c *Config) Resolve() {
 		}
 	}
 	for i := range c.Sinks.Kafka {
-		b := &c.Sinks.Kafka[i].Breaker
-		if b.FailureThreshold == 0 {
-			b.FailureThreshold = 5
+		s := &c.Sinks.Kafka[i]
+		if len(s.Brokers) > 0 && s.Security.Protocol == "" {
+			s.Security.Protocol = kconn.ProtocolPlaintext
 		}
-		if b.OpenTimeout == 0 {
-			b.OpenTimeout = Duration(10 * time.Second)
+		if s.Breaker.FailureThreshold == 0 {
+			s.Breaker.FailureThreshold = 5
 		}
-		if c.Sinks.Kafka[i].DeliveryTimeout == 0 {
-			c.Sinks.Kafka[i].DeliveryTimeout = Duration(10 * time.Second)
+		if s.Breaker.OpenTimeout == 0 {
+			s.Breaker.OpenTimeout = Duration(10 * time.Second)
 		}
-		if c.Sinks.Kafka[i].Compression == "" {
-			c.Sinks.Kafka[i].Compression = DefaultCompression
+		if s.DeliveryTimeout == 0 {
+			s.DeliveryTimeout = Duration(10 * time.Second)
+		}
+		if s.Compression == "" {
+			s.Compression = DefaultCompression
 		}
 	}
 	if c.DLQ.Compression == "" {
@@ -549,19 +480,16 @@ func (c *Config) Resolve() {
 	}
 	c.resolveFleet()
 	for k, v := range c.UI.LinkBases {
-		for len(v) > 0 && v[len(v)-1] == '/' {
-			v = v[:len(v)-1]
-		}
-		c.UI.LinkBases[k] = v
+		c.UI.LinkBases[k] = strings.TrimRight(v, "/")
 	}
 }
 
-// inherit returns a sink's or the DLQ's own connection, or a copy of the
-// consumer's whole connection when it names no broker; its own
-// client_config keys (linger.ms, say) then override the consumer's.
-func (c *Config) inherit(brokers []string, sec Security, cc map[string]string) ([]string, Security, map[string]string) {
+// connOf is the connection of a sink or the DLQ: its own, or a copy of the
+// consumer's whole connection when it names no broker, its own
+// client_config keys (linger.ms, say) overriding the consumer's.
+func (c *Config) connOf(brokers []string, sec Security, cc map[string]string) kconn.Conn {
 	if len(brokers) > 0 {
-		return brokers, sec, cc
+		return kconn.Conn{Brokers: brokers, Security: sec.toKafka(), ClientConfig: cc}
 	}
 	k := c.Sources.Kafka
 	var own map[string]string
@@ -572,7 +500,7 @@ func (c *Config) inherit(brokers []string, sec Security, cc map[string]string) (
 		}
 		maps.Copy(own, cc)
 	}
-	return slices.Clone(k.Brokers), k.Security, own
+	return kconn.Conn{Brokers: slices.Clone(k.Brokers), Security: k.Security.toKafka(), ClientConfig: own}
 }
 
 // DLQTopic is the dead-letter topic: dlq.topic, else {sources.kafka.topic}_dlq

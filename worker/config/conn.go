@@ -2,11 +2,8 @@ package config
 
 import "svc/worker/kconn"
 
-// The Kafka connection settings are shared with the read API: kconn owns
-// the translation of a security block and client_config into franz-go
-// options, so the consumer, sinks, DLQ and reader all connect the same way.
-// The config hands out kconn.Conn values only; httpd maps them to the read
-// API's alias input, so the config never imports kafkaread.
+// kconn owns the translation of a connection into franz-go options, so the
+// consumer, sinks, DLQ and read API all connect the same way.
 
 func (s Security) toKafka() kconn.Security {
 	return kconn.Security{
@@ -19,13 +16,6 @@ func (s Security) toKafka() kconn.Security {
 func (c *Config) SourceConn() kconn.Conn {
 	k := c.Sources.Kafka
 	return kconn.Conn{Brokers: k.Brokers, Security: k.Security.toKafka(), ClientConfig: k.ClientConfig}
-}
-
-// connOf is the connection of a sink or the DLQ: its own, or the
-// consumer's when it names no broker.
-func (c *Config) connOf(brokers []string, sec Security, cc map[string]string) kconn.Conn {
-	brokers, sec, cc = c.inherit(brokers, sec, cc)
-	return kconn.Conn{Brokers: brokers, Security: sec.toKafka(), ClientConfig: cc}
 }
 
 // SinkConn is sink i's cluster: its own brokers and security block, or the
@@ -43,7 +33,6 @@ func (c *Config) DLQConn() kconn.Conn {
 // checkConn reports every problem of one connection block under prefix.
 func checkConn(p *problems, prefix string, brokers []string, s Security, cc map[string]string) {
 	for _, err := range kconn.Validate(kconn.Conn{Brokers: brokers, Security: s.toKafka(), ClientConfig: cc}) {
-		msg := err.Error()
-		*p = append(*p, prefix+"."+msg)
+		*p = append(*p, prefix+"."+err.Error())
 	}
 }

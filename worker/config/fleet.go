@@ -14,8 +14,8 @@ import (
 // Bounds of the handler cache and the fleet keys, also documented with
 // each key.
 const (
-	MaxCacheKeyBytes   = 256      // one cache key, in bytes
-	MaxCacheValueBytes = 64 << 10 // one cache value, in bytes
+	MaxCacheKeyBytes   = 256
+	MaxCacheValueBytes = 64 << 10
 	MaxCacheRows       = 1_000_000
 	MinCacheBytes      = 1 << 20
 	MaxCacheBytes      = 16 << 30
@@ -30,7 +30,7 @@ const (
 const CacheEnvPrefix = "SVC_CACHE_"
 
 // CacheEnvName is the executor variable of cache key k: SVC_CACHE_ and the
-// key upper-cased, every byte outside A-Z, 0-9 and _ replaced by _.
+// key upper-cased, other bytes than A-Z, 0-9 and _ made _.
 func CacheEnvName(k string) string {
 	b := []byte(strings.ToUpper(k))
 	for i, c := range b {
@@ -41,9 +41,7 @@ func CacheEnvName(k string) string {
 	return CacheEnvPrefix + string(b)
 }
 
-// resolveFleet fills the fleet defaults that depend on other keys: the
-// exchange follows cache.enabled unless set, a static peer without a
-// cluster is in "default".
+// resolveFleet fills the fleet defaults that depend on other keys.
 func (c *Config) resolveFleet() {
 	if c.Fleet.CacheExchange.Enabled == nil {
 		on := c.Cache.Enabled
@@ -134,9 +132,8 @@ func (c *Config) validateFleet(p *problems) {
 	}
 }
 
-// checkOrigin accepts an origin as the browser writes it: http or https,
-// a host name or IP address, an optional port, and nothing else (a
-// trailing "/" is tolerated). No wildcard: each trusted worker is named.
+// checkOrigin accepts an origin as the browser writes it (a trailing "/"
+// tolerated), never a wildcard.
 func checkOrigin(s string) error {
 	bad := fmt.Errorf("%q must be an origin such as https://w2.example.com:8080: http:// or https://, a host name or IP address and an optional port; no path, user info, query, fragment or wildcard", s)
 	if len(s) > MaxPeerURLBytes {
@@ -155,12 +152,11 @@ func checkOrigin(s string) error {
 	return nil
 }
 
-// Origin is the browser origin of an http or https URL, the form in which
+// Origin is the browser origin of an http(s) URL, the form in which
 // fleet.trusted_urls and worker URLs are compared: scheme://host[:port],
-// lower-cased, without the scheme's default port; any path is dropped.
-// "" when s is not such a URL, carries user info, or its host is neither
-// an IP address nor a name of letters, digits, '.', '-' and '_' (so never
-// a wildcard, which a Content-Security-Policy would widen).
+// lower-cased, without the default port. "" when s is not such a URL,
+// carries user info, or its host is not an IP address or a plain name (so
+// never a wildcard, which a Content-Security-Policy would widen).
 func Origin(s string) string {
 	if len(s) > MaxPeerURLBytes {
 		return ""
@@ -195,23 +191,15 @@ func hostName(h string) bool {
 	return true
 }
 
-// checkPeerURL accepts an http or https URL with a host and nothing a card
-// must not carry: no user info, query or fragment.
+// checkPeerURL accepts an http(s) URL without user info, query or fragment.
 func checkPeerURL(s string) error {
 	if s == "" {
 		return fmt.Errorf("required: the peer's UI server, e.g. http://worker-2:8080")
 	}
-	if len(s) > MaxPeerURLBytes {
-		return fmt.Errorf("%d bytes; at most %d", len(s), MaxPeerURLBytes)
-	}
-	u, err := url.Parse(s)
-	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
-		return fmt.Errorf("%q must be an http:// or https:// URL with a host", s)
-	}
 	if msg := urlProblem(s); msg != "" {
 		return errors.New(msg)
 	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+	if u, _ := url.Parse(s); u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("%q must not carry user info, a query or a fragment", s)
 	}
 	return nil

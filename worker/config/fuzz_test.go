@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -28,7 +29,7 @@ func FuzzParse(f *testing.F) {
 		if problems := cfg.Validate(); len(problems) > 0 {
 			t.Fatalf("Parse accepted a config that Validate refuses: %v", problems)
 		}
-		env := cfg.secretEnv()
+		env := secretEnv(cfg)
 		back, err := Parse([]byte(cfg.MaskedTOML()), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 		if err != nil {
 			t.Fatalf("the effective config does not load back: %v\n%s", err, cfg.MaskedTOML())
@@ -37,4 +38,16 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("loaded back differently: %q %d vs %q %d", back.Executor.BinaryPath, back.UI.Port, cfg.Executor.BinaryPath, cfg.UI.Port)
 		}
 	})
+}
+
+// secretEnv maps the variable of each ${VAR} reference MaskedTOML writes
+// to the secret's value: the environment that loads that output back.
+func secretEnv(c *Config) map[string]string {
+	env := map[string]string{}
+	c.masked(func(path, value string) string {
+		ref := envRefName(path, value)
+		env[strings.TrimSuffix(strings.TrimPrefix(ref, "${"), "}")] = value
+		return ref
+	})
+	return env
 }

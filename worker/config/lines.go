@@ -6,11 +6,9 @@ import (
 )
 
 // keyLines maps every key path of a TOML document to the line it is set
-// on, in the form problems use ("sources.http.port", "sinks.kafka[1].name").
-// It reads the text line by line: table headers, array-of-tables headers,
-// key = value lines (dotted keys included) and the keys of inline tables
-// opening on that line. Values that span lines (multi-line strings and
-// arrays) are skipped. It never fails: a key it cannot place has no line.
+// on, in the form problems use ("sinks.kafka[1].name"). It reads headers,
+// key = value lines and inline tables line by line, skipping multi-line
+// strings; a key it cannot place has no line.
 func keyLines(text string) map[string]int {
 	out := map[string]int{}
 	arrays := map[string]int{} // [[path]] → index of the current element
@@ -36,7 +34,7 @@ func keyLines(text string) map[string]int {
 			continue
 		case strings.HasPrefix(line, "[["):
 			name := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "[["), "]]"))
-			p := joinKeys(splitKey(name))
+			p := dottedKey(name)
 			idx := 0
 			if last, ok := arrays[p]; ok {
 				idx = last + 1
@@ -48,7 +46,7 @@ func keyLines(text string) map[string]int {
 			continue
 		case strings.HasPrefix(line, "["):
 			name := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "["), "]"))
-			table = indexed(joinKeys(splitKey(name)), arrays)
+			table = indexed(dottedKey(name), arrays)
 			out[table] = n
 			continue
 		}
@@ -56,10 +54,8 @@ func keyLines(text string) map[string]int {
 		if !ok {
 			continue
 		}
-		path := joinPath(table, joinKeys(splitKey(strings.TrimSpace(key))))
-		if _, seen := out[path]; !seen {
-			out[path] = n
-		}
+		path := joinPath(table, dottedKey(key))
+		setOnce(out, path, n)
 		value = strings.TrimSpace(value)
 		switch {
 		case strings.HasPrefix(value, `"""`) && strings.Count(value, `"""`) == 1:
@@ -76,8 +72,7 @@ func keyLines(text string) map[string]int {
 	return out
 }
 
-// inlineKeys records the keys of an inline table value (one level deep per
-// nested brace, good enough to place every key of a one-line table).
+// inlineKeys records the keys of an inline table value.
 func inlineKeys(path, value string, line int, out map[string]int) {
 	stack := []string{path}
 	cur := ""
@@ -103,10 +98,8 @@ func inlineKeys(path, value string, line int, out map[string]int) {
 		case '{':
 			cur = ""
 		case '=':
-			k := joinPath(stack[len(stack)-1], joinKeys(splitKey(strings.TrimSpace(cur))))
-			if _, seen := out[k]; !seen {
-				out[k] = line
-			}
+			k := joinPath(stack[len(stack)-1], dottedKey(cur))
+			setOnce(out, k, line)
 			rest := strings.TrimSpace(value[i+1:])
 			if strings.HasPrefix(rest, "{") {
 				stack = append(stack, k)
@@ -152,9 +145,7 @@ func (a *arrayTables) scan(line string, depth, n int, out map[string]int) int {
 			depth--
 			if depth == 1 && start >= 0 {
 				elem := a.path + "[" + strconv.Itoa(a.idx) + "]"
-				if _, seen := out[elem]; !seen {
-					out[elem] = n
-				}
+				setOnce(out, elem, n)
 				inlineKeys(elem, line[start:i+1], n, out)
 				a.idx++
 				start = -1
@@ -179,8 +170,9 @@ func indexed(path string, arrays map[string]int) string {
 	return out
 }
 
-// splitKey splits a dotted TOML key, honouring quoted parts.
-func splitKey(key string) []string {
+// dottedKey normalizes a dotted TOML key: quotes removed, spaces around
+// its parts trimmed.
+func dottedKey(key string) string {
 	var parts []string
 	cur, inStr := "", byte(0)
 	for i := 0; i < len(key); i++ {
@@ -199,10 +191,15 @@ func splitKey(key string) []string {
 			cur += string(c)
 		}
 	}
-	return append(parts, strings.TrimSpace(cur))
+	return strings.Join(append(parts, strings.TrimSpace(cur)), ".")
 }
 
-func joinKeys(parts []string) string { return strings.Join(parts, ".") }
+// setOnce records the first line a key is set on.
+func setOnce(out map[string]int, key string, line int) {
+	if _, seen := out[key]; !seen {
+		out[key] = line
+	}
+}
 
 func joinPath(prefix, k string) string {
 	if prefix == "" {
@@ -246,24 +243,8 @@ func stripComment(line string) string {
 	return line[:end]
 }
 
-// bracketDelta counts [ minus ] outside strings and comments.
-func bracketDelta(line string) int {
-	d := 0
-	eachCode(stripComment(line), func(_ int, c byte) bool {
-		switch c {
-		case '[':
-			d++
-		case ']':
-			d--
-		}
-		return true
-	})
-	return d
-}
-
 // nestingDepth is the deepest bracket or brace nesting of text outside
-// strings and comments, or its longest dotted key; a bound on it keeps
-// hostile files from costing the decoder time and memory.
+// strings and comments, or its longest dotted key.
 func nestingDepth(text string) int {
 	deepest, d := 0, 0
 	for _, line := range strings.Split(text, "\n") {

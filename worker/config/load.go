@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -34,9 +35,8 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// A Check validates keys of a loaded config that another package owns (the
-// ui package: link bases, the release tag, the declared pages). It returns
-// problems as Validate does, "key: message".
+// A Check validates keys of a loaded config that another package owns (ui's
+// link bases, release tag, declared pages), returning "key: message"s.
 type Check func(*Config) []string
 
 // LoadFile reads, expands, decodes and validates the TOML file at path,
@@ -54,18 +54,16 @@ func LoadFile(path string, checks ...Check) (*Config, error) {
 	return cfg, err
 }
 
-// Bounds on a config file, checked before decoding so a hostile file
-// cannot make `svc check` spend minutes or gigabytes.
+// Bounds on a config file, checked before decoding a hostile one.
 const (
 	maxConfigBytes = 1 << 20
 	maxConfigDepth = 32
 )
 
-// Parse decodes TOML bytes on top of Default. String values expand
-// ${VAR} and ${VAR:-default} through lookup; an expanded string may fill an
-// integer, float or boolean key. Syntax errors, unknown keys, values of the
-// wrong type and every problem of Validate and of the checks are returned
-// together as a *Error, each naming its key and, when known, its line.
+// Parse decodes TOML bytes on top of Default, expanding ${VAR} and
+// ${VAR:-default} through lookup (an expanded string may fill a number or
+// boolean key). Every problem, of the syntax, keys, types, Validate and the
+// checks, comes in one *Error, naming its key and, when known, its line.
 func Parse(data []byte, lookup func(string) (string, bool), checks ...Check) (*Config, error) {
 	if len(data) > maxConfigBytes {
 		return nil, &Error{Problems: []string{fmt.Sprintf("the file is %d bytes; a config holds at most %d", len(data), maxConfigBytes)}}
@@ -90,8 +88,7 @@ func Parse(data []byte, lookup func(string) (string, bool), checks ...Check) (*C
 		return nil, &Error{Problems: append(problems, "re-encode after expansion: "+err.Error())}
 	}
 	cfg := Default()
-	// The checker removed every unknown key: what stays decodes, and keys
-	// inside plain tables (handler.ui_pages) are DecodeTables' to check.
+	// The checker removed every unknown key; plain tables are DecodeTables'.
 	if _, err := toml.Decode(buf.String(), &cfg); err != nil {
 		return nil, &Error{Problems: append(problems, tomlProblem(err))}
 	}
@@ -119,12 +116,9 @@ type source struct {
 }
 
 // DecodeTables decodes plain tables this config keeps for another package
-// (handler.ui_pages and handler.probe_details, whose model package ui owns)
-// into v, a pointer to that package's type, with the loader's rules: every
-// unknown key and every value of the wrong type is a problem naming its
-// key under path (with its line when the config came from a file), and an
-// expanded ${VAR} may fill an integer, float or boolean. Offending keys are
-// left out and decoding goes on.
+// (handler.ui_pages, handler.probe_details) into v, a pointer to that
+// package's type, with the loader's rules and problems under path.
+// Offending keys are left out and decoding goes on.
 func (c *Config) DecodeTables(path string, tables, v any) []string {
 	if rv := reflect.ValueOf(tables); !rv.IsValid() || rv.IsZero() {
 		return nil
@@ -179,8 +173,7 @@ func withLine(lines map[string]int, problem string) string {
 }
 
 // syntaxProblem renders a TOML syntax error with the line of the offending
-// character (the decoder counts a newline it did not expect on the next
-// line).
+// character (the decoder's line is off by one for an unexpected newline).
 func syntaxProblem(text string, err error) string {
 	var pe toml.ParseError
 	if errors.As(err, &pe) && pe.Position.Start >= 0 && pe.Position.Start <= len(text) {
@@ -227,12 +220,7 @@ func expandAll(v any, key string, lookup func(string) (string, bool), problems *
 			return ""
 		})
 	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			t[k] = expandAll(t[k], joinPath(key, k), lookup, problems, expanded, lines)
 		}
 		return t

@@ -12,20 +12,17 @@ import (
 // Mask is what a secret value looks like in every view of the config.
 const Mask = "***"
 
-// Masked returns a deep copy of c fit to show an operator (the JSON view
-// of /api/v1/config): fields tagged `secret:"true"` and string fields whose
-// key names a secret are replaced by Mask when set; maps tagged
-// `secret:"values"` (executor.env and every *.client_config) keep their
-// keys with every value masked. Nil lists and tables become empty ones.
+// Masked returns a deep copy of c fit to show an operator: set fields
+// tagged `secret:"true"` or named as secrets become Mask, and maps tagged
+// `secret:"values"` keep their keys with every value masked. Nil lists and
+// tables become empty ones.
 func (c *Config) Masked() Config {
 	return c.masked(func(string, string) string { return Mask })
 }
 
-// MaskedTOML renders the effective config as TOML for `svc check`: every
-// default filled in, durations in one format, and each secret replaced by
-// an environment reference named after its key (ui.auth_token becomes
-// "${SVC_UI_AUTH_TOKEN}"), so the output loads back once those variables
-// are set.
+// MaskedTOML renders the effective config as TOML for `svc check`, each
+// secret replaced by a reference named after its key (ui.auth_token
+// becomes "${SVC_UI_AUTH_TOKEN}"), so it loads back once those are set.
 func (c *Config) MaskedTOML() string {
 	m := c.masked(envRefName)
 	var buf bytes.Buffer
@@ -33,18 +30,6 @@ func (c *Config) MaskedTOML() string {
 		return "# cannot render config: " + err.Error() + "\n"
 	}
 	return buf.String()
-}
-
-// secretEnv maps the variable of each ${VAR} reference MaskedTOML writes
-// to the secret's value: the environment that loads that output back.
-func (c *Config) secretEnv() map[string]string {
-	env := map[string]string{}
-	c.masked(func(path, value string) string {
-		ref := envRefName(path, value)
-		env[strings.TrimSuffix(strings.TrimPrefix(ref, "${"), "}")] = value
-		return ref
-	})
-	return env
 }
 
 // envRefName is the ${VAR} placeholder of the secret at key path.
@@ -71,15 +56,13 @@ func (c *Config) masked(replace func(path, value string) string) Config {
 	return out.Interface().(Config)
 }
 
-// IsSecretName reports whether a key name alone marks its value secret:
-// it names a password, secret, token, credential or private/API/access key
-// (case-insensitive). This is the one rule for config views, task env in
-// the flight recorder and any other place that shows named values.
+// IsSecretName reports whether a key name alone marks its value secret
+// (a password, secret, token, credential or key, case-insensitive): the
+// one rule for every place that shows named values.
 func IsSecretName(name string) bool {
 	var buf [64]byte
 	if len(name) <= len(buf) && isASCII(name) {
-		// The recorder asks for every task's environment keys: lower an
-		// ASCII name on the stack instead of allocating a copy.
+		// Lowered on the stack: the recorder asks for every task's env keys.
 		b := buf[:len(name)]
 		for i := range len(name) {
 			c := name[i]

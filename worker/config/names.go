@@ -11,28 +11,19 @@ import (
 	"unicode/utf8"
 )
 
-// Rules of the tokens, Kafka names, hosts and addresses a config holds,
+// Bounds of the tokens, Kafka names, hosts and connections a config holds,
 // also documented with each key.
 const (
-	// MinTokenLength is the shortest ui.auth_token and
-	// sources.http.clients[].token accepted, in characters.
-	MinTokenLength = 16
-	// MaxTokenLength bounds a token (it travels in a header or a query).
-	MaxTokenLength = 4096
-	// MaxTopicLength is Kafka's own bound on a topic name.
-	MaxTopicLength = 249
-	// MaxGroupLength bounds sources.kafka.group (Kafka itself takes any
-	// non-empty string; the id names the group in logs and tools).
-	MaxGroupLength = 255
-	// MaxHostLength is DNS's bound on a host name.
-	MaxHostLength = 253
-	// MaxConnections bounds the max_connections keys.
+	MinTokenLength = 16   // ui.auth_token and sources.http.clients[].token, in characters
+	MaxTokenLength = 4096 // it travels in a header or a query
+	MaxTopicLength = 249  // Kafka's own bound
+	MaxGroupLength = 255  // sources.kafka.group (Kafka takes any non-empty string)
+	MaxHostLength  = 253  // DNS's bound
 	MaxConnections = 1_000_000
 )
 
-// checkToken refuses a bearer token that is blank, too short or carries
-// characters a header cannot hold unchanged: a token is MinTokenLength or
-// more visible ASCII characters (no space, tab, newline or other control).
+// checkToken wants MinTokenLength or more visible ASCII characters, which
+// a header holds unchanged.
 func checkToken(p *problems, key, tok string) {
 	switch {
 	case strings.TrimSpace(tok) == "":
@@ -46,14 +37,13 @@ func checkToken(p *problems, key, tok string) {
 	}
 }
 
-// checkTopic applies Kafka's rules for a topic name: 1-249 characters of
-// ASCII letters, digits, '.', '_' and '-', and not "." or "..".
 func checkTopic(p *problems, key, topic string) {
 	if msg := topicProblem(topic); msg != "" {
 		p.add(key, "%s", msg)
 	}
 }
 
+// topicProblem applies Kafka's rules for a topic name; "" when it is one.
 func topicProblem(topic string) string {
 	switch {
 	case topic == "":
@@ -71,9 +61,7 @@ func topicProblem(topic string) string {
 	return ""
 }
 
-// checkGroup refuses a consumer group id Kafka would take but no operator
-// means: blank, with surrounding spaces, control characters or invalid
-// UTF-8, or longer than MaxGroupLength.
+// checkGroup refuses a group id Kafka would take but no operator means.
 func checkGroup(p *problems, key, group string) {
 	switch {
 	case strings.TrimSpace(group) == "":
@@ -89,9 +77,8 @@ func checkGroup(p *problems, key, group string) {
 	}
 }
 
-// hostProblem reports why h is not a host: an IP address (IPv6 without
-// brackets) or a DNS name of labels of letters, digits, '-' and '_', each
-// 1-63 characters, at most 253 in all. "" when it is one.
+// hostProblem reports why h is not an IP address (IPv6 without brackets)
+// or a DNS name; "" when it is one.
 func hostProblem(h string) string {
 	if h == "" {
 		return "empty host"
@@ -105,7 +92,6 @@ func hostProblem(h string) string {
 	if len(h) > MaxHostLength+1 {
 		return fmt.Sprintf("host is %d characters; at most %d", len(h), MaxHostLength)
 	}
-	// One trailing dot is a fully qualified name.
 	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
 		if label == "" || len(label) > 63 {
 			return fmt.Sprintf("%q is not a host name or IP address (each dot-separated part is 1-63 characters)", h)
@@ -119,8 +105,7 @@ func hostProblem(h string) string {
 	return ""
 }
 
-// checkBindHost checks a listener's bind host: "" (every interface), an IP
-// address or a host name; no port, brackets or scheme.
+// checkBindHost checks a listener's bind host ("" is every interface).
 func checkBindHost(p *problems, key, host string) {
 	if host == "" {
 		return
@@ -130,8 +115,7 @@ func checkBindHost(p *problems, key, host string) {
 	}
 }
 
-// addrProblem reports why s is not host:port with a host and a port
-// 1-65535 (IPv6 in brackets: [::1]:9092). "" when it is.
+// addrProblem reports why s is not host:port; "" when it is.
 func addrProblem(s string) string {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
@@ -164,8 +148,8 @@ func checkBrokers(p *problems, key string, brokers []string) {
 	}
 }
 
-// urlProblem reports why s is not an absolute http or https URL with a
-// valid host and an optional port 1-65535. "" when it is.
+// urlProblem reports why s is not an absolute http(s) URL with a valid
+// host and optional port; "" when it is.
 func urlProblem(s string) string {
 	if len(s) > MaxPeerURLBytes {
 		return fmt.Sprintf("%d bytes; at most %d", len(s), MaxPeerURLBytes)
@@ -207,8 +191,7 @@ func checkURL(p *problems, key, s string) {
 	}
 }
 
-// checkMaxConnections checks a max_connections key: 0 (derived from the
-// file limit) or 1-MaxConnections.
+// checkMaxConnections checks a max_connections key (0: from the file limit).
 func checkMaxConnections(p *problems, key string, n int) {
 	if n != 0 {
 		p.between(key, int64(n), 1, MaxConnections)

@@ -3,8 +3,9 @@ package config
 import (
 	"encoding"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,11 +20,9 @@ var (
 )
 
 // typeChecker walks a decoded TOML tree against the Config struct before
-// it is decoded for real, so that every unknown key and every value of the
-// wrong type is reported at once, with the user's line and TOML type names.
-// Offending keys are removed from the tree so decoding goes on. A string
-// that came from ${VAR} expansion is converted when its key wants an
-// integer, a float or a boolean: environment variables are text.
+// it is decoded for real, so every unknown key and wrong type is reported
+// at once; offending keys are removed so decoding goes on. A string from
+// ${VAR} expansion is converted when its key wants a number or boolean.
 type typeChecker struct {
 	lines    map[string]int
 	expanded map[string]bool // key paths whose string value held a ${VAR}
@@ -45,12 +44,7 @@ func locate(lines map[string]int, path string) string {
 // table checks the keys of raw against struct type t.
 func (c *typeChecker) table(raw map[string]any, t reflect.Type, path string) {
 	fields := tomlFields(t)
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		p := joinPath(path, k)
 		ft, ok := fields[k]
 		if !ok {

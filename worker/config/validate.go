@@ -13,24 +13,19 @@ import (
 	"time"
 )
 
-// Upper bounds of the size keys, also documented with each key.
+// Bounds of the size keys, also documented with each key.
 const (
-	MaxBodyBytes   = 1 << 30 // sources.http.max_body_bytes
-	MaxOutputBytes = 1 << 30 // executor.max_output_bytes
-	MaxRPM         = 100_000 // sources.http.clients[].rpm: the limiter keeps one timestamp per request of the window
-	// history.live_max_bytes: a sealed file becomes (part of) an archive,
-	// and traces refuse archives that inflate beyond 1 GiB.
-	MinLiveMaxBytes = 1 << 20
+	MaxBodyBytes    = 1 << 30 // sources.http.max_body_bytes
+	MaxOutputBytes  = 1 << 30 // executor.max_output_bytes
+	MaxRPM          = 100_000 // sources.http.clients[].rpm: the limiter keeps a timestamp per request
+	MinLiveMaxBytes = 1 << 20 // history.live_max_bytes; at most 1 GiB as traces refuse larger archives
 	MaxLiveMaxBytes = 1 << 30
-	// history.max_bytes: at least a few sealed files; at most a pebibyte.
-	MinHistoryBytes = 64 << 20
+	MinHistoryBytes = 64 << 20 // history.max_bytes
 	MaxHistoryBytes = 1 << 50
 )
 
-var (
-	namePattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	sinkNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-)
+// namePattern is the rule of worker, cluster, sink and peer names.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Validate returns every problem of a decoded, resolved configuration, each
 // naming its TOML key. An empty result means the config can start.
@@ -41,7 +36,6 @@ func (c *Config) Validate() []string {
 	c.validateSources(&p)
 	c.validateSinks(&p)
 	c.validateExecutor(&p)
-	c.validateExecutorMode(&p)
 	c.validateHistory(&p)
 	c.validateFleet(&p)
 	return p
@@ -116,15 +110,12 @@ func (c *Config) validateSurfaces(p *problems) {
 	}
 	checkHosts(p, "ui.allowed_hosts", c.UI.AllowedHosts)
 	checkHosts(p, "sources.http.allowed_hosts", c.Sources.HTTP.AllowedHosts)
-	if r := c.UI.Release.Repo; r != "" && !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") {
-		p.add("ui.release.repo", "%q must start with http:// or https://", r)
-	} else {
-		checkURL(p, "ui.release.repo", r)
-	}
-	if u := c.UI.PublicURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-		p.add("ui.public_url", "%q must start with http:// or https://", u)
-	} else {
-		checkURL(p, "ui.public_url", u)
+	for _, ku := range [][2]string{{"ui.release.repo", c.UI.Release.Repo}, {"ui.public_url", c.UI.PublicURL}} {
+		if u := ku[1]; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			p.add(ku[0], "%q must start with http:// or https://", u)
+		} else {
+			checkURL(p, ku[0], u)
+		}
 	}
 	checkURL(p, "ui.prometheus_url", c.UI.PrometheusURL)
 	p.between("offload.max_threads", int64(c.Offload.MaxThreads), 1, 1024)
@@ -218,7 +209,7 @@ func (c *Config) validateSinks(p *problems) {
 		switch {
 		case s.Name == "":
 			p.add(key+".name", "required")
-		case !sinkNamePattern.MatchString(s.Name):
+		case !namePattern.MatchString(s.Name):
 			p.add(key+".name", "%q must be 1-64 characters of letters, digits, '.', '_' or '-'", s.Name)
 		case seen[s.Name]:
 			p.add(key+".name", "duplicate sink name %q", s.Name)
@@ -275,28 +266,23 @@ func (c *Config) validateExactlyOnce(p *problems) {
 	}
 	const why = "with sources.kafka.delivery = \"exactly_once\" results are produced by the consumer's transactional client"
 	compression := ""
-	for i, s := range c.Sinks.Kafka {
-		key := fmt.Sprintf("sinks.kafka[%d]", i)
-		if len(s.Brokers) > 0 {
+	for i := range len(c.Sinks.Kafka) + 1 {
+		key, brokers, cc, comp := "dlq", c.DLQ.Brokers, c.DLQ.ClientConfig, c.DLQ.Compression
+		if i < len(c.Sinks.Kafka) {
+			s := c.Sinks.Kafka[i]
+			key, brokers, cc, comp = fmt.Sprintf("sinks.kafka[%d]", i), s.Brokers, s.ClientConfig, s.Compression
+		}
+		if len(brokers) > 0 {
 			p.add(key+".brokers", "must be empty (the source's cluster): %s", why)
 		}
-		if len(s.ClientConfig) > 0 {
+		if len(cc) > 0 {
 			p.add(key+".client_config", "must be empty (set producer keys in sources.kafka.client_config): %s", why)
 		}
 		if compression == "" {
-			compression = s.Compression
-		} else if s.Compression != compression {
-			p.add(key+".compression", "%q differs from sinks.kafka[0].compression %q: %s, whose codec is one for all topics", s.Compression, compression, why)
+			compression = comp
+		} else if comp != compression {
+			p.add(key+".compression", "%q differs from sinks.kafka[0].compression %q: %s, whose codec is one for all topics", comp, compression, why)
 		}
-	}
-	if len(c.DLQ.Brokers) > 0 {
-		p.add("dlq.brokers", "must be empty (the source's cluster): %s", why)
-	}
-	if len(c.DLQ.ClientConfig) > 0 {
-		p.add("dlq.client_config", "must be empty (set producer keys in sources.kafka.client_config): %s", why)
-	}
-	if compression != "" && c.DLQ.Compression != compression {
-		p.add("dlq.compression", "%q differs from sinks.kafka[0].compression %q: %s, whose codec is one for all topics", c.DLQ.Compression, compression, why)
 	}
 	if c.DLQ.OnSendFailure == "drop" {
 		p.add("dlq.on_send_failure", "\"drop\" would commit a failed message's offset without its DLQ record; exactly-once retries the transaction instead (use \"stall\")")
@@ -332,6 +318,13 @@ func (c *Config) validateExecutor(p *problems) {
 	p.between("executor.max_output_bytes", e.MaxOutputBytes, 1, MaxOutputBytes)
 	p.between("handler.max_attempts", int64(c.Handler.MaxAttempts), 1, 100)
 	p.within("handler.retry_backoff", c.Handler.RetryBackoff, 0, time.Hour)
+	switch e.Mode {
+	case "spawn", "persistent":
+	default:
+		p.add("executor.mode", "%q is not one of spawn, persistent", e.Mode)
+	}
+	p.between("executor.max_tasks_per_child", int64(e.MaxTasksPerChild), 0, 1_000_000_000)
+	p.within("executor.ready_timeout", e.ReadyTimeout, 10*time.Millisecond, 10*time.Minute)
 }
 
 func (c *Config) validateHistory(p *problems) {
@@ -382,17 +375,6 @@ func CheckExecutable(path string) error {
 		return fmt.Errorf("%s is not executable (chmod +x it)", path)
 	}
 	return nil
-}
-
-func (c *Config) validateExecutorMode(p *problems) {
-	e := c.Executor
-	switch e.Mode {
-	case "spawn", "persistent":
-	default:
-		p.add("executor.mode", "%q is not one of spawn, persistent", e.Mode)
-	}
-	p.between("executor.max_tasks_per_child", int64(e.MaxTasksPerChild), 0, 1_000_000_000)
-	p.within("executor.ready_timeout", e.ReadyTimeout, 10*time.Millisecond, 10*time.Minute)
 }
 
 // LoopbackBind reports whether a bind host keeps a socket on this
