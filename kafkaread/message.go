@@ -14,12 +14,8 @@ import (
 
 // Message reads the record at partition/offset of alias as a consumer at
 // iso sees it. Errors: ErrUnknownAlias, *UnavailableError,
-// ErrUnknownPartition, *OutOfRangeError (offset outside the current [low,
-// high) watermarks; under ReadCommitted high is the last stable offset),
-// *GoneError (deleted or compacted, or under ReadCommitted of an aborted
-// transaction; names the next offset a read shows), ErrBrokerTimeout when
-// the brokers do not answer within the Reader's deadline (10s by default,
-// for all broker calls together) and ErrBrokerFailure.
+// ErrUnknownPartition, *OutOfRangeError, *GoneError, ErrBrokerTimeout
+// (past the Reader's deadline, for all calls together), ErrBrokerFailure.
 func (r *Reader) Message(ctx context.Context, alias string, partition int32, offset int64, iso Isolation) (Record, error) {
 	a, err := r.resolve(alias)
 	if err != nil {
@@ -78,7 +74,7 @@ func (r *Reader) Message(ctx context.Context, alias string, partition int32, off
 }
 
 // messageStreamed is Message for a record whose batch is too large to
-// decompress whole: the batch is decoded as a stream up to the record.
+// decompress whole.
 func (r *Reader) messageStreamed(ctx context.Context, fail func(error) error, alias string, ref *refetcher, partition int32, offset, high int64, iso Isolation) (Record, error) {
 	var out *Record
 	gone := high
@@ -103,9 +99,7 @@ func (r *Reader) messageStreamed(ctx context.Context, fail func(error) error, al
 	return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: gone, Isolation: iso}
 }
 
-// listOffsets runs one kadm offset listing for a's topic and returns the
-// partition's offset. A missing topic makes the alias unavailable; a missing
-// partition is ErrUnknownPartition.
+// listOffsets is listAll's offset of one partition (ErrUnknownPartition).
 func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), a AliasSpec, partition int32) (int64, error) {
 	all, err := listAll(ctx, list, a)
 	if err != nil {
@@ -118,7 +112,8 @@ func listOffsets(ctx context.Context, list func(context.Context, ...string) (kad
 	return o, nil
 }
 
-// listAll is listOffsets for every partition of a's topic.
+// listAll runs one kadm offset listing of a's topic; a missing topic makes
+// the alias unavailable.
 func listAll(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), a AliasSpec) (map[int32]int64, error) {
 	listed, err := list(ctx, a.Topic)
 	if err == nil {
@@ -137,14 +132,13 @@ func listAll(ctx context.Context, list func(context.Context, ...string) (kadm.Li
 	return out, nil
 }
 
-// fetchErr returns the first fetch error that ends a read. Data-loss notices
-// are informational: the client has already moved on to surviving offsets;
-// a batch deferred by the decompressor's window is fetched again.
+// fetchErr returns the first fetch error that ends a read: data loss (the
+// client moved on), deferred and large batches do not.
 func fetchErr(fetches kgo.Fetches) error {
 	for _, fe := range fetches.Errors() {
 		var loss *kgo.ErrDataLoss
 		if errors.As(fe.Err, &loss) || kconn.IsWindowFull(fe.Err) || kconn.IsLargeBatch(fe.Err) {
-			continue // a batch deferred to a later fetch, or to be read as a stream
+			continue
 		}
 		return fe.Err
 	}
