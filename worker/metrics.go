@@ -74,8 +74,7 @@ func newMetrics(reg prometheus.Registerer, pool PoolStats) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Tasks, m.ProbeTasks, m.TaskDuration, m.Attempts, m.ArrangeErrors, m.CompleteErrors, m.LabelsDropped, m.OffloadQueueWait)
-	// Every series exists from start-up at 0, so dashboards and alerts see
-	// it before the first event.
+	// Every series exists from start-up at 0.
 	for _, source := range []string{SourceKafka, SourceHTTP, SourceProbe} {
 		m.ArrangeErrors.WithLabelValues(source)
 		m.LabelsDropped.WithLabelValues(source)

@@ -165,32 +165,24 @@ func Read(ctx context.Context, sc Scanner, q Query) (Page, error) {
 	ranges := map[int32]kafkaread.Range{}
 	plan := func(m map[int32]kafkaread.Marks) map[int32]kafkaread.Range {
 		marks = m
+		win := map[int32]kafkaread.Range{} // the offsets the page may read
 		avail := map[int32]int64{}
 		for p, mk := range m {
-			switch {
-			case q.Before != nil:
-				if at, ok := q.Before[p]; ok {
-					avail[p] = min(at, mk.High) - mk.Low
-				}
-			case q.After != nil:
-				if at, ok := q.After[p]; ok {
-					avail[p] = mk.High - max(at, mk.Low)
-				}
-			default:
-				avail[p] = mk.High - mk.Low
+			w := kafkaread.Range{From: mk.Low, To: mk.High}
+			if at, ok := q.Before[p]; ok {
+				w.To = min(at, mk.High)
+			} else if at, ok := q.After[p]; ok {
+				w.From = max(at, mk.Low)
+			} else if q.Before != nil || q.After != nil {
+				continue // a partition the cursor does not name
 			}
+			win[p], avail[p] = w, w.To-w.From
 		}
 		for p, n := range share(avail, int64(q.Scan)) {
-			mk := m[p]
-			if older {
-				end := mk.High
-				if q.Before != nil {
-					end = min(q.Before[p], mk.High)
-				}
-				ranges[p] = kafkaread.Range{From: end - n, To: end}
+			if w := win[p]; older {
+				ranges[p] = kafkaread.Range{From: w.To - n, To: w.To}
 			} else {
-				from := max(q.After[p], mk.Low)
-				ranges[p] = kafkaread.Range{From: from, To: from + n}
+				ranges[p] = kafkaread.Range{From: w.From, To: w.From + n}
 			}
 		}
 		return ranges
@@ -306,29 +298,22 @@ func merge(q Query, older bool, marks map[int32]kafkaread.Marks, ranges map[int3
 		if ps := parts[p]; ps != nil {
 			matched = ps.matched
 		}
-		lo, hi := start, start // offsets shown, or the page's start
-		if len(t) > 0 {
-			lo, hi = t[0].Offset, t[0].Offset+1
-			for _, e := range t {
-				lo, hi = min(lo, e.Offset), max(hi, e.Offset+1)
-			}
+		oc[p], nc[p] = start, start // the offsets shown, or the page's start
+		if n := len(t); n > 0 {     // t is in offset order, one way or the other
+			oc[p], nc[p] = min(t[0].Offset, t[n-1].Offset), max(t[0].Offset, t[n-1].Offset)+1
 		}
-		if older {
-			oc[p], nc[p] = lo, hi
-			if scanned && len(t) == matched { // nothing left unshown in the scanned range
-				oc[p] = rg.From
-			}
-			if len(t) == 0 {
-				nc[p] = min(start, mk.High)
-			}
-		} else {
-			oc[p], nc[p] = lo, hi
-			if scanned && len(t) == matched {
-				nc[p] = rg.To
-			}
-			if len(t) == 0 {
-				oc[p] = max(start, mk.Low)
-			}
+		all := scanned && len(t) == matched // nothing left unshown in the scanned range
+		switch {
+		case older && all:
+			oc[p] = rg.From
+		case all:
+			nc[p] = rg.To
+		}
+		switch {
+		case older && len(t) == 0:
+			nc[p] = min(start, mk.High)
+		case len(t) == 0:
+			oc[p] = max(start, mk.Low)
 		}
 	}
 	olderLeft, newerLeft := false, false
