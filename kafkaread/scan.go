@@ -47,9 +47,21 @@ func scanStreamed(ctx context.Context, ref *refetcher, p int32, from, to int64, 
 // never chases records past the watermarks listed. Errors are Stream's; an
 // error returned by visit ends the scan and is returned wrapped.
 func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32, iso Isolation, plan func(map[int32]Marks) map[int32]Range, visit func(*kgo.Record) error) error {
+	return r.scan(ctx, "scan", false, alias, partition, iso, plan, visit)
+}
+
+// scan is ScanRanges; op names the read in errors, and whole bounds all
+// its broker calls together by the deadline instead of each one.
+func (r *Reader) scan(ctx context.Context, op string, whole bool, alias string, partition *int32, iso Isolation, plan func(map[int32]Marks) map[int32]Range, visit func(*kgo.Record) error) error {
 	a, err := r.resolve(alias)
 	if err != nil {
 		return err
+	}
+	opCtx := ctx // what each broker call's deadline is set under
+	if whole {
+		var cancel context.CancelFunc
+		opCtx, cancel = context.WithTimeout(ctx, r.deadline)
+		defer cancel()
 	}
 	sizer := newFetchSizer(fetchMax(a))
 	cl, adm, err := r.newClient(a, iso, sizer.opts()...)
@@ -58,14 +70,14 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 	}
 	defer cl.Close()
 
-	opCtx, cancel := context.WithTimeout(ctx, r.deadline)
-	lows, err := listAll(opCtx, adm.ListStartOffsets, a)
+	listCtx, cancel := context.WithTimeout(opCtx, r.deadline)
+	lows, err := listAll(listCtx, adm.ListStartOffsets, a)
 	var highs map[int32]int64
 	if err == nil {
-		highs, err = listAll(opCtx, iso.endOffsets(adm), a)
+		highs, err = listAll(listCtx, iso.endOffsets(adm), a)
 	}
 	if err != nil {
-		err = classify(ctx, opCtx, "scan", alias, err)
+		err = classify(ctx, listCtx, op, alias, err)
 	}
 	cancel()
 	if err != nil {
@@ -97,11 +109,11 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: assign})
 	ref := newRefetcher(cl, a.Topic, iso, nil)
 	poll := func() error {
-		pollCtx, cancel := context.WithTimeout(ctx, r.deadline)
+		pollCtx, cancel := context.WithTimeout(opCtx, r.deadline)
 		defer cancel()
 		fetches := cl.PollFetches(pollCtx)
 		if ctx.Err() != nil {
-			return fmt.Errorf("scan alias '%s': %w", alias, ctx.Err())
+			return fmt.Errorf("%s alias '%s': %w", op, alias, ctx.Err())
 		}
 		var done []int32
 		var visitErr error
@@ -142,17 +154,17 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 			delete(open, fe.Partition)
 			var err error
 			if visitErr, err = scanStreamed(pollCtx, ref, fe.Partition, pos[fe.Partition], rg.To, visit); err != nil {
-				return classify(ctx, pollCtx, "scan", alias, err)
+				return classify(ctx, pollCtx, op, alias, err)
 			}
 		}
 		if visitErr != nil {
-			return fmt.Errorf("scan alias '%s': %w", alias, visitErr)
+			return fmt.Errorf("%s alias '%s': %w", op, alias, visitErr)
 		}
 		if len(done) > 0 {
 			cl.RemoveConsumePartitions(map[string][]int32{a.Topic: done})
 		}
 		if err := fetchErr(fetches); err != nil && len(open) > 0 {
-			return classify(ctx, pollCtx, "scan", alias, err)
+			return classify(ctx, pollCtx, op, alias, err)
 		}
 		return nil
 	}

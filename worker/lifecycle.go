@@ -103,31 +103,26 @@ func (l *Lifecycle) Run(ctx context.Context) error {
 			fail()
 		}
 	}
-	start := func(ctx context.Context, cs []named) []chan struct{} {
-		done := make([]chan struct{}, len(cs))
-		for i, c := range cs {
-			done[i] = make(chan struct{})
-			go func() {
-				defer close(done[i])
-				report(c.name, c.r.Run(ctx))
-			}()
-		}
+	start := func(ctx context.Context, c named) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			report(c.name, c.r.Run(ctx))
+		}()
 		return done
 	}
-
 	svcDone := make([]chan struct{}, len(l.services))
-	for i, c := range l.services {
+	for i := range l.services {
 		svcCtx, stop := context.WithCancel(context.Background())
 		defer stop()
-		svcDone[i] = make(chan struct{})
-		go func() {
-			defer close(svcDone[i])
-			report(c.name, c.r.Run(svcCtx))
-		}()
 		l.services[i].stop = stop
+		svcDone[i] = start(svcCtx, l.services[i])
 	}
 	l.app.events.State("running", map[string]any{"release": Version})
-	intakeDone := start(failed, l.intake)
+	var intakeDone []chan struct{}
+	for _, c := range l.intake {
+		intakeDone = append(intakeDone, start(failed, c))
+	}
 
 	<-failed.Done()
 	stopAt := time.Now()

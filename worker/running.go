@@ -1,7 +1,8 @@
 package worker
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,18 +112,10 @@ func (r *RunningTasks) Snapshot(limit int) ([]RunningTask, int) {
 	for t, e := range r.tasks {
 		all = append(all, ent{t, e})
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].e.started.Equal(all[j].e.started) {
-			return all[i].e.started.Before(all[j].e.started)
-		}
-		return all[i].t.ID < all[j].t.ID
+	slices.SortFunc(all, func(a, b ent) int {
+		return cmp.Or(a.e.started.Compare(b.e.started), cmp.Compare(a.t.ID, b.t.ID))
 	})
-	if limit < 0 {
-		limit = 0
-	}
-	if len(all) > limit {
-		all = all[:limit]
-	}
+	all = all[:min(len(all), max(limit, 0))]
 	out := make([]RunningTask, len(all))
 	for i, x := range all {
 		out[i] = r.show(x.t, x.e)
