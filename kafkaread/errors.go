@@ -59,8 +59,7 @@ type notFound string
 func (e notFound) Error() string        { return string(e) }
 func (e notFound) Is(target error) bool { return target == ErrNotFound }
 
-// UnavailableError is a configured alias that cannot be read; Detail
-// says why.
+// UnavailableError is a configured alias that cannot be read.
 type UnavailableError struct {
 	Alias  string
 	Detail string
@@ -116,8 +115,7 @@ func (e *GoneError) Error() string {
 // Is matches ErrNotFound.
 func (e *GoneError) Is(target error) bool { return target == ErrNotFound }
 
-// brokerError is a broker timeout or failure; it unwraps to the sentinel
-// and to the franz-go cause.
+// brokerError is a broker timeout or failure, unwrapping to both causes.
 type brokerError struct {
 	op, alias string
 	kind      error // ErrBrokerTimeout or ErrBrokerFailure

@@ -7,7 +7,7 @@ import (
 )
 
 // minQueueHigh is the least a partition may queue before its fetching
-// pauses (pausing drops kgo's buffered records, fetched again on resume).
+// pauses.
 const minQueueHigh = 100
 
 // maxEntries bounds the entries one partition queues, stand-ins included;
@@ -76,8 +76,7 @@ func (m *merger) push(p int32, recs []*kgo.Record) {
 	}
 }
 
-// pushOne is push for one record; false: p takes no more records of this
-// fetch (closed, or to be fetched again from a rewind).
+// pushOne is push for one record; false: p takes no more of this fetch.
 func (m *merger) pushOne(p int32, ps *partState, rec *kgo.Record) bool {
 	if !ps.open || ps.rewind >= 0 {
 		return false
@@ -124,9 +123,8 @@ func (m *merger) stream(p int32) {
 	}
 }
 
-// readStreamed queues the next records of a streamed partition: one fetch
-// of at most fetchBudget as stored, decoded a record at a time. A
-// partition with nothing more to read is closed.
+// readStreamed queues the next records of a streamed partition (one
+// fetch), closing it when nothing more is there.
 func (m *merger) readStreamed(p int32, ps *partState, read func(p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (int64, error)) error {
 	from := max(ps.next, ps.start)
 	next, err := read(p, from, fetchBudget, func(rec *kgo.Record) bool {

@@ -19,16 +19,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ReaderClientID is the client id of every read client (the spec's reader
-// group.id; no group is joined).
+// ReaderClientID is the client id of every read client (no group joined).
 const ReaderClientID = "svc-ui-read"
 
 // DefaultDeadline bounds a single-message read, a stream's setup and each
 // wait for more stream records.
 const DefaultDeadline = 10 * time.Second
 
-// Reader serves reads for a fixed set of aliases. It holds no connection and
-// no goroutine between calls; its methods are safe for concurrent use.
+// Reader serves reads for a fixed set of aliases; safe for concurrent use.
 type Reader struct {
 	aliases   []AliasSpec
 	byName    map[string]int
@@ -60,8 +58,7 @@ type Option func(*Reader)
 // WithDeadline replaces DefaultDeadline; tests use a short one.
 func WithDeadline(d time.Duration) Option { return func(r *Reader) { r.deadline = d } }
 
-// New validates aliases (unique names, a usable Conn for every available
-// alias) and returns a Reader.
+// New validates aliases and returns a Reader.
 func New(aliases []AliasSpec, options ...Option) (*Reader, error) {
 	r := &Reader{
 		aliases:  aliases,
@@ -169,8 +166,7 @@ func (r *Reader) newClient(a AliasSpec, iso Isolation, extra ...kgo.Opt) (*kgo.C
 	return cl, kadm.NewClient(cl), nil
 }
 
-// fetchMax is the most one fetch of a's client asks for: fetchBudget, or
-// fetch.max.bytes when that is smaller.
+// fetchMax is the most one fetch asks for: fetchBudget or fetch.max.bytes.
 func fetchMax(a AliasSpec) int32 {
 	if v, ok := kconn.Int(a.Conn.ClientConfig, "fetch.max.bytes"); ok && v < fetchBudget {
 		return int32(v)

@@ -104,7 +104,6 @@ func (f *refetcher) records(ctx context.Context, p int32, offset int64, maxBytes
 	return next, nil
 }
 
-// crc32c is the checksum of record batches.
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // batch streams the records of batch from offset on to each, moving next

@@ -15,8 +15,7 @@ import (
 	"svc/worker/config"
 )
 
-// Deps are the parts an App is built from. Runner is required; nil others
-// have defaults.
+// Deps are the parts an App is built from; only Runner is required.
 type Deps struct {
 	Handler  any        // nil: the built-in exec handler
 	Runner   TaskRunner // the executor pool
@@ -28,9 +27,8 @@ type Deps struct {
 	Log      *slog.Logger
 }
 
-// App is the pipeline core the sources feed: it binds the handler, runs
-// tasks through the executor pool, hands results to the sinks, tracks the
-// work in flight for the drain, and reports readiness.
+// App is the pipeline core the sources feed: handler, executor pool,
+// sinks, the work in flight for the drain, and readiness.
 type App struct {
 	cfg     *config.Config
 	log     *slog.Logger
@@ -167,8 +165,8 @@ func (a *App) Running() *RunningTasks { return a.running }
 // Started is when the App was built.
 func (a *App) Started() time.Time { return a.started }
 
-// AttachRecorder sends the pipeline's events to rec and stores the masked
-// effective config with it. Call before the sources run.
+// AttachRecorder sends events and the masked config to rec; call it
+// before the sources run.
 func (a *App) AttachRecorder(rec EventRecorder) {
 	if a.events == nil {
 		a.events = NewEvents(a.cfg.Worker.Name, a.cfg.Executor.Env)
@@ -190,9 +188,8 @@ func (a *App) SetReady(component, reason string) {
 	}
 }
 
-// SetExecutorHealth records the executor's health: readiness gets an
-// "executor" reason while it is not available, and a change is a recorder
-// state event.
+// SetExecutorHealth records the executor's health (readiness, and a
+// state event on change).
 func (a *App) SetExecutorHealth(h ExecutorHealth) {
 	a.mu.Lock()
 	prev := a.execHlth
@@ -211,16 +208,14 @@ func (a *App) SetExecutorHealth(h ExecutorHealth) {
 	}
 }
 
-// ExecutorHealth is the executor's health as last reported (available
-// when nothing reports it).
+// ExecutorHealth is the executor's health as last reported.
 func (a *App) ExecutorHealth() ExecutorHealth {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.execHlth
 }
 
-// executorUnavailable is the error of work refused while the executor is
-// unavailable, else nil.
+// executorUnavailable is the error of work refused for the executor.
 func (a *App) executorUnavailable() error {
 	if h := a.ExecutorHealth(); h.State == ExecutorUnavailable {
 		return fmt.Errorf("%w: %s", ErrExecutorUnavailable, h.Reason)
@@ -228,8 +223,7 @@ func (a *App) executorUnavailable() error {
 	return nil
 }
 
-// Ready reports whether every enabled source runs and no drain has begun,
-// with the reasons if not.
+// Ready reports whether every source runs and no drain began, or why not.
 func (a *App) Ready() (bool, []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -243,8 +237,7 @@ func (a *App) Ready() (bool, []string) {
 	return len(reasons) == 0, reasons
 }
 
-// TaskContext is the context tasks and deliveries run under: it outlives
-// intake and ends only when the drain deadline passes.
+// TaskContext is the context tasks and deliveries run under (taskCtx).
 func (a *App) TaskContext() context.Context { return a.taskCtx }
 
 // Hold registers one unit of accepted work the drain waits for; call the
@@ -254,8 +247,7 @@ func (a *App) Hold() (done func()) {
 	return a.workDone
 }
 
-// Arrange runs the Kafka handler's Arrange on the offload pool. An error
-// is counted in svc_arrange_errors_total.
+// Arrange runs the Kafka handler's Arrange on the offload pool.
 func (a *App) Arrange(ctx context.Context, batch []Message) ([]Task, error) {
 	tasks, err := Call(ctx, a.offload, func() ([]Task, error) { return a.kafka.Arrange(batch) })
 	if err != nil && ctx.Err() == nil {
@@ -340,8 +332,7 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 	return res
 }
 
-// Deliver hands a result to the sinks under the task context; without
-// sinks it is a no-op.
+// Deliver hands a result to the sinks (if any) under the task context.
 func (a *App) Deliver(res *TaskResult) error {
 	if a.sinks == nil {
 		return nil
@@ -363,7 +354,6 @@ func (a *App) DeliverAsync(res *TaskResult, done func(error)) {
 }
 
 // BeginDrain marks the worker as closing (not ready, probes refused).
-// Idempotent.
 func (a *App) BeginDrain() {
 	a.mu.Lock()
 	defer a.mu.Unlock()

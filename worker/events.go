@@ -25,8 +25,7 @@ type Events struct {
 	Deliveries func(source string, res *TaskResult) int
 }
 
-// NewEvents returns the event emitter of worker; execEnv is executor.env,
-// whose keys (never values) are recorded with every task.
+// NewEvents returns worker's emitter; executor.env keys go with every task.
 func NewEvents(worker string, execEnv map[string]string) *Events {
 	e := &Events{worker: worker}
 	for k := range execEnv {
@@ -71,16 +70,11 @@ func (r *Events) Event(typ, kind, taskID string, labels map[string]string, paylo
 }
 
 // emit hands one event to rec; valid: raw is fresh valid JSON the
-// recorder need neither check nor copy.
+// recorder need neither check nor copy. Per-task payloads are encoded by
+// their concrete type's AppendJSON, not passed to Event as an interface
+// (a heap copy each; TestEventsAllocs).
 func (r *Events) emit(rec EventRecorder, typ, kind, taskID string, labels map[string]string, raw json.RawMessage, valid bool) {
 	rec.Event(event.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw, PayloadValid: valid})
-}
-
-// eventJSON records an event whose payload the caller encoded with its
-// concrete type's AppendJSON: passing it as an interface would copy it to
-// the heap (TestEventsAllocs).
-func (r *Events) eventJSON(rec EventRecorder, typ, taskID string, labels map[string]string, raw []byte) {
-	r.emit(rec, typ, "", taskID, labels, raw, true)
 }
 
 // eventTail bounds the stdout and stderr kept in an executor_finished event.
@@ -111,7 +105,7 @@ func (r *Events) Received(t *Task) {
 			p.Key, p.KeyEncoding = payload.Encode(m.Key)
 		}
 	}
-	r.eventJSON(rec, event.TypeTaskReceived, t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 128)))
+	r.emit(rec, event.TypeTaskReceived, "", t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 128)), true)
 }
 
 // Attempt records an executor start (res nil) or end.
@@ -128,7 +122,7 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 	}
 	if res == nil {
 		p := event.Attempt{Attempt: n}
-		r.eventJSON(rec, event.TypeExecutorStarted, t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 16)))
+		r.emit(rec, event.TypeExecutorStarted, "", t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 16)), true)
 		return
 	}
 	p := event.Attempt{Attempt: n, Status: res.Status, ExitCode: &res.ExitCode,
@@ -142,7 +136,7 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 	if len(res.Output) > 0 && (r.KeepOKTail || n > 1 || res.Status != StatusOK || len(res.Stderr) > 0 || res.Err != nil) {
 		p.StdoutTail = tail(res.Output)
 	}
-	r.eventJSON(rec, event.TypeExecutorFinished, t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 128)))
+	r.emit(rec, event.TypeExecutorFinished, "", t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 128)), true)
 }
 
 // Finished records the task row and the executor's annotations.
@@ -173,12 +167,9 @@ func (r *Events) Finished(source string, res *TaskResult) {
 		}
 		if m.Key != nil {
 			row.Key, row.KeyEncoding = payload.Encode(m.Key)
-			switch shared := keyEncodingEnvs[row.KeyEncoding]; {
-			case row.Env == nil && shared != nil:
-				row.Env = shared
-			case row.Env == nil:
-				row.Env = map[string]string{KeyEncodingEnv: row.KeyEncoding}
-			default: // taskEnv's own copy
+			if row.Env == nil {
+				row.Env = keyEncodingEnvs[row.KeyEncoding]
+			} else { // taskEnv's own copy
 				row.Env[KeyEncodingEnv] = row.KeyEncoding
 			}
 		}
@@ -189,12 +180,11 @@ func (r *Events) Finished(source string, res *TaskResult) {
 // keyEncodingEnvs are the shared, read-only envs of keyed task rows
 // without executor.env or task env, by key encoding.
 var keyEncodingEnvs = map[string]map[string]string{
-	"utf-8":  {KeyEncodingEnv: "utf-8"},
-	"base64": {KeyEncodingEnv: "base64"},
+	payload.UTF8:   {KeyEncodingEnv: payload.UTF8},
+	payload.Base64: {KeyEncodingEnv: payload.Base64},
 }
 
-// KeyEncodingEnv is the executor's environment variable that holds the
-// key's encoding (docs/executor.md); a task row's env names it too.
+// KeyEncodingEnv is the executor variable holding the key's encoding.
 const KeyEncodingEnv = "SVC_KEY_ENCODING"
 
 // taskEnv is a task's environment redacted: executor.env values masked,
@@ -220,7 +210,7 @@ func (r *Events) Delivered(res *TaskResult, sink string) {
 		return
 	}
 	p := event.Delivered{OutputSizeBytes: int64(len(res.Output)), Sink: sink}
-	r.eventJSON(rec, event.TypeSinkDelivered, res.Task.ID, res.Labels, p.AppendJSON(make([]byte, 0, 64)))
+	r.emit(rec, event.TypeSinkDelivered, "", res.Task.ID, res.Labels, p.AppendJSON(make([]byte, 0, 64)), true)
 }
 
 // TransactionAbortedKind is the annotation kind of a task whose results
@@ -242,8 +232,7 @@ type DLQRecordAt struct {
 	Offset    int64
 }
 
-// DeadLettered records a failed task written to the DLQ (or dropped); at
-// (nil unless outcome is sent) becomes dlq_partition and dlq_offset.
+// DeadLettered records a failed task sent to the DLQ (at) or dropped.
 func (r *Events) DeadLettered(res *TaskResult, outcome, reason string, at *DLQRecordAt) {
 	p := map[string]any{"outcome": outcome, "reason": reason, "attempts": res.Attempts}
 	if at != nil {

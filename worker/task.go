@@ -8,8 +8,7 @@ import (
 	"time"
 )
 
-// Source names where a message came from (also SVC_SOURCE and the
-// recorder's task "source").
+// Source names where a message came from (SVC_SOURCE, task "source").
 const (
 	SourceKafka = "kafka"
 	SourceHTTP  = "http"
@@ -30,8 +29,8 @@ type Header struct {
 	Value []byte
 }
 
-// Message is one unit of input: a Kafka record, an HTTP request body or a
-// probe payload. Topic never leaves the worker (operators see Alias).
+// Message is one unit of input; Topic never leaves the worker (operators
+// see Alias).
 type Message struct {
 	Source    string
 	Alias     string
@@ -44,8 +43,7 @@ type Message struct {
 	Timestamp time.Time
 }
 
-// Task is one executor run arranged from a message (a message may yield
-// several).
+// Task is one executor run arranged from a message.
 type Task struct {
 	ID     string
 	Msg    *Message
@@ -115,8 +113,7 @@ type AttemptResult struct {
 	InvalidEvents int
 }
 
-// Handler arranges polled Kafka batches into tasks (required with the
-// Kafka source); Arrange is never called concurrently.
+// Handler arranges polled Kafka batches into tasks; never concurrently.
 type Handler interface {
 	Arrange(batch []Message) ([]Task, error)
 }
@@ -137,14 +134,12 @@ type HTTPResponse struct {
 	Body   any
 }
 
-// HTTPArranger turns an ingress request into tasks (required with the
-// HTTP source). Called concurrently.
+// HTTPArranger turns an ingress request into tasks; called concurrently.
 type HTTPArranger interface {
 	ArrangeHTTPRequest(req *HTTPRequest) ([]Task, error)
 }
 
-// HTTPCompleter builds the ingress response once every task of a request
-// finished. Called concurrently.
+// HTTPCompleter builds the ingress response from a request's results.
 type HTTPCompleter interface {
 	OnHTTPRequestComplete(req *HTTPRequest, results []TaskResult) (*HTTPResponse, error)
 }
@@ -160,8 +155,7 @@ func (e *MissingHooksError) Error() string {
 	return fmt.Sprintf("configuration error: handler %s lacks %s, required %s", e.Handler, strings.Join(e.Missing, " and "), e.Reason)
 }
 
-// Fields decodes the payload (numbers as float64); nil when it is not a
-// JSON object.
+// Fields decodes the payload; nil when it is not a JSON object.
 func (a Annotation) Fields() map[string]any {
 	var m map[string]any
 	if json.Unmarshal(a.Payload, &m) != nil {
