@@ -5,8 +5,10 @@
 package triage
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -62,13 +64,8 @@ type Cursor map[int32]int64
 
 // String is the cursor's text form.
 func (c Cursor) String() string {
-	ps := make([]int32, 0, len(c))
-	for p := range c {
-		ps = append(ps, p)
-	}
-	slices.Sort(ps)
 	var b strings.Builder
-	for i, p := range ps {
+	for i, p := range slices.Sorted(maps.Keys(c)) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -338,20 +335,15 @@ func merge(q Query, older bool, marks map[int32]kafkaread.Marks, ranges map[int3
 
 // later orders entries by timestamp, then partition, then offset.
 func later(a, b Entry) bool {
-	ta, tb := int64(0), int64(0)
-	if a.TimestampMs != nil {
-		ta = *a.TimestampMs
+	return cmp.Or(cmp.Compare(tsOf(a), tsOf(b)), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset)) > 0
+}
+
+// tsOf is e's timestamp, 0 without one.
+func tsOf(e Entry) int64 {
+	if e.TimestampMs == nil {
+		return 0
 	}
-	if b.TimestampMs != nil {
-		tb = *b.TimestampMs
-	}
-	if ta != tb {
-		return ta > tb
-	}
-	if a.Partition != b.Partition {
-		return a.Partition > b.Partition
-	}
-	return a.Offset > b.Offset
+	return *e.TimestampMs
 }
 
 // share splits n records to read evenly among the partitions, what one
@@ -366,12 +358,7 @@ func share(avail map[int32]int64, n int64) map[int32]int64 {
 	}
 	for n > 0 && len(left) > 0 {
 		each := max(n/int64(len(left)), 1)
-		ps := make([]int32, 0, len(left))
-		for p := range left {
-			ps = append(ps, p)
-		}
-		slices.Sort(ps)
-		for _, p := range ps {
+		for _, p := range slices.Sorted(maps.Keys(left)) {
 			if n == 0 {
 				break
 			}
