@@ -35,7 +35,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// The demo's executors are real processes too: their orphans are reaped.
 	defer executor.StartReaper(log)()
-	self, err := demo.Self()
+	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own binary for the demo executor: %w", err)
 	}

@@ -115,6 +115,9 @@ func (m *merger) pushOne(p int32, ps *partState, rec *kgo.Record) bool {
 	return true
 }
 
+// readFunc is refetcher.records, bounded and classified by the stream.
+type readFunc func(p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (next int64, err error)
+
 // stream hands partition p over to readStreamed (kconn.ErrLargeBatch).
 func (m *merger) stream(p int32) {
 	if ps := m.parts[p]; ps != nil && ps.open && !m.streamed[p] {
@@ -125,7 +128,7 @@ func (m *merger) stream(p int32) {
 
 // readStreamed queues the next records of a streamed partition (one
 // fetch), closing it when nothing more is there.
-func (m *merger) readStreamed(p int32, ps *partState, read func(p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (int64, error)) error {
+func (m *merger) readStreamed(p int32, ps *partState, read readFunc) error {
 	from := max(ps.next, ps.start)
 	next, err := read(p, from, fetchBudget, func(rec *kgo.Record) bool {
 		if len(ps.queue) >= maxEntries {
@@ -211,17 +214,18 @@ func (m *merger) head() *partState {
 }
 
 // pop returns the next record to emit, or false as head gives nil. A
-// stand-in is read first by fill (with what then fits of its batch), or
+// stand-in is read first (with what then fits of its batch), or
 // dropped when its record is gone. A paused partition resumes once its
 // queue falls below half of high.
-func (m *merger) pop(cl *kgo.Client, high int, fill func(p int32, offset int64, each func(*kgo.Record) bool) error) (*kgo.Record, bool, error) {
+func (m *merger) pop(cl *kgo.Client, high int, read readFunc) (*kgo.Record, bool, error) {
 	for {
 		best := m.head()
 		if best == nil {
 			return nil, false, nil
 		}
 		if best.queue[0].rec == nil {
-			if err := fill(best.queue[0].partition, best.queue[0].offset, m.filler(best)); err != nil {
+			// A fetch of 1 byte: the batch holding the offset.
+			if _, err := read(best.queue[0].partition, best.queue[0].offset, 1, m.filler(best)); err != nil {
 				return nil, false, err
 			}
 			m.fills++

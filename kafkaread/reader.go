@@ -1,12 +1,7 @@
-// Package kafkaread is the operator's read-only view of Kafka: it resolves
-// topic aliases (source, dlq, sink names) to topics and clusters, fetches
-// one record by coordinates and streams records by time window. httpd maps
-// its errors to status codes.
-//
-// Reads are invisible to the pipeline: every call builds its own client
-// (client id svc-ui-read) that consumes assigned partitions, joins no group,
-// commits nothing, reads at the call's Isolation and is closed before the
-// call returns.
+// Package kafkaread is the operator's read-only view of Kafka: topic
+// aliases, one record by coordinates, records by time window. Every call
+// builds its own client that joins no group, commits nothing, reads at the
+// call's Isolation and is closed before the call returns.
 package kafkaread
 
 import (

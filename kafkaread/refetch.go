@@ -37,12 +37,11 @@ func newRefetcher(cl *kgo.Client, topic string, iso Isolation, read func(kgo.Fet
 	return &refetcher{cl: cl, topic: topic, iso: iso, dec: kconn.NewDecompressor(MaxReadBatchBytes, 0), read: read}
 }
 
-// records reads partition p from offset on with one fetch of at most
-// maxBytes as stored (1: the batch holding offset) and calls each with the
-// records a consumer at f.iso sees, in offset order, until each returns
-// false (that record not taken) or the fetch ends. Record bytes are valid
-// only during the call. next is the offset to read on from; it is offset
-// when nothing is there any more.
+// records fetches partition p from offset on (at most maxBytes stored; 1:
+// the batch holding offset) and calls each with the records f.iso shows,
+// in order, until each returns false (not taken) or the fetch ends; their
+// bytes are valid during the call only. next is where to read on (offset
+// when nothing is there any more).
 func (f *refetcher) records(ctx context.Context, p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (next int64, err error) {
 	next = offset
 	rp, err := f.fetch(ctx, p, offset, maxBytes)

@@ -37,15 +37,12 @@ func scanStreamed(ctx context.Context, ref *refetcher, p int32, from, to int64, 
 	return nil, nil
 }
 
-// ScanRanges reads chosen offset ranges of alias's partitions as a
-// consumer at iso sees them. It lists the watermarks of every partition
-// (of *partition alone when not nil; under ReadCommitted High is the last
-// stable offset), asks plan which range of each to read (clipped to the
-// watermarks), then calls visit with every record of those ranges, in
-// offset order within a partition, unordered across partitions and not
-// queued: visit must copy what it keeps. It holds one fetch at a time and
-// never chases records past the watermarks listed. Errors are Stream's; an
-// error returned by visit ends the scan and is returned wrapped.
+// ScanRanges lists the watermarks of alias's partitions (of *partition
+// alone when not nil), asks plan which range of each to read (clipped to
+// them), and calls visit with every record of those ranges as a consumer
+// at iso sees them: in offset order within a partition, unordered across
+// partitions; visit must copy what it keeps. Errors are Stream's; visit's
+// error ends the scan and is returned wrapped.
 func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32, iso Isolation, plan func(map[int32]Marks) map[int32]Range, visit func(*kgo.Record) error) error {
 	return r.scan(ctx, "scan", false, alias, partition, iso, plan, visit)
 }

@@ -30,10 +30,8 @@ type StreamQuery struct {
 
 // Stream calls emit for each record of alias in the window q selects, in
 // timestamp order across partitions and offset order within each, up to
-// the end-of-topic snapshot taken when it starts (under ReadCommitted the
-// last stable offsets). Errors are Message's plus ErrBadQuery; an error
-// returned by emit ends the stream and is returned wrapped. Each broker
-// call and wait for records is bounded by the Reader's deadline.
+// the end-of-topic snapshot taken at its start. Errors are Message's plus
+// ErrBadQuery; emit's error ends the stream and is returned wrapped.
 func (r *Reader) Stream(ctx context.Context, alias string, q StreamQuery, emit func(Record) error) error {
 	return r.StreamRaw(ctx, alias, q, func(rec *kgo.Record) error { return emit(newRecord(alias, rec)) })
 }
@@ -86,14 +84,10 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 		}
 		return next, nil
 	}
-	fill := func(p int32, offset int64, each func(*kgo.Record) bool) error {
-		_, err := read(p, offset, 1, each)
-		return err
-	}
 	sent := 0
 	for {
 		for {
-			rec, ok, err := m.pop(cl, m.high(limit-sent), fill)
+			rec, ok, err := m.pop(cl, m.high(limit-sent), read)
 			if err != nil {
 				return err
 			}

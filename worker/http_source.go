@@ -16,11 +16,10 @@ type HandlerError struct {
 func (e *HandlerError) Error() string { return fmt.Sprintf("handler %s: %v", e.Hook, e.Err) }
 func (e *HandlerError) Unwrap() error { return e.Err }
 
-// HandleHTTP runs one ingress request: arrange on the offload pool, tasks
-// through the executor pool, results to the sinks when
-// sources.http.sinks_enabled, then the completion hook. Once arranged, its
-// work finishes even if ctx ends. While the executor is unavailable the
-// error wraps ErrExecutorUnavailable and nothing is delivered.
+// HandleHTTP runs one ingress request: arrange, tasks, sinks (when
+// sources.http.sinks_enabled), completion hook; once arranged, its work
+// finishes even if ctx ends. While the executor is unavailable the error
+// wraps ErrExecutorUnavailable and nothing is delivered.
 func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, error) {
 	if err := a.executorUnavailable(); err != nil {
 		return nil, err

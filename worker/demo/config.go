@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"os"
 	"path/filepath"
 	"time"
 
@@ -56,6 +55,3 @@ func Config(self, dir string, p Ports, brokers []string, delivery string) *confi
 
 // FixFile is the file whose existence fixes the demo's FixCurrency orders.
 func FixFile(dir string) string { return filepath.Join(dir, "fixed") }
-
-// Self returns the path of the running binary, for use as the executor.
-func Self() (string, error) { return os.Executable() }
