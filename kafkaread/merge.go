@@ -46,7 +46,7 @@ type merger struct {
 	topic   string
 	toTS    *int64
 	parts   map[int32]*partState
-	closing []int32 // partitions to stop fetching at the next settle
+	unfetch []int32 // closed or newly streamed partitions the client stops fetching at the next settle
 	queued  int     // bytes of the copies queued over all partitions
 	peak    int     // the most bytes ever queued (tests)
 	sizer   *fetchSizer
@@ -54,7 +54,6 @@ type merger struct {
 	// streamed partitions have batches too large for the client to
 	// decompress whole: the stream reads them itself (readStreamed).
 	streamed map[int32]bool
-	toStream []int32 // newly streamed partitions, to remove from the client at the next settle
 }
 
 func newMerger(topic string, toTS *int64, parts map[int32]*partState, sizer *fetchSizer) *merger {
@@ -122,7 +121,7 @@ type readFunc func(p int32, offset int64, maxBytes int32, each func(*kgo.Record)
 func (m *merger) stream(p int32) {
 	if ps := m.parts[p]; ps != nil && ps.open && !m.streamed[p] {
 		m.streamed[p] = true
-		m.toStream = append(m.toStream, p)
+		m.unfetch = append(m.unfetch, p)
 	}
 }
 
@@ -152,7 +151,7 @@ func (m *merger) readStreamed(p int32, ps *partState, read readFunc) error {
 
 func (m *merger) close(p int32, ps *partState) {
 	ps.open = false
-	m.closing = append(m.closing, p)
+	m.unfetch = append(m.unfetch, p)
 }
 
 // settle sizes the next fetches, stops fetching closed and streamed
@@ -163,13 +162,9 @@ func (m *merger) settle(cl *kgo.Client, high int) {
 	if m.sizer != nil {
 		m.sizer.resize(cl, byteHigh)
 	}
-	if len(m.closing) > 0 {
-		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.closing})
-		m.closing = nil
-	}
-	if len(m.toStream) > 0 {
-		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.toStream})
-		m.toStream = nil
+	if len(m.unfetch) > 0 {
+		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.unfetch})
+		m.unfetch = nil
 	}
 	var pause []int32
 	rewind := map[int32]kgo.EpochOffset{}
