@@ -35,7 +35,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// The demo's executors are real processes too: their orphans are reaped.
 	defer executor.StartReaper(log)()
-	self, err := demo.Self()
+	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own binary for the demo executor: %w", err)
 	}
@@ -57,8 +57,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *persistent {
 		cfg.Executor.Mode = "persistent"
 	}
-	// The embedded UI release, staged under the demo's own folder: the UI
-	// works with no network and leaves nothing behind.
+	// The embedded UI release, staged in the demo's folder (no network).
 	cfg.UI.Release.CacheDir = filepath.Join(dir, "ui-cache")
 	cfg.Handler.UIPages = demoPages()
 	if problems := append(cfg.Validate(), root.CheckUI(cfg)...); len(problems) > 0 {
@@ -91,9 +90,8 @@ svc demo is running (Ctrl-C to stop)
 	return w.Run(ctx)
 }
 
-// demoPages declares one page of the demo's own, so the first run shows a
-// handler's page next to the built-in ones: the tables a config's
-// [[handler.ui_pages]] holds.
+// demoPages declares a page of the demo's own, as [[handler.ui_pages]]
+// tables.
 func demoPages() []map[string]any {
 	type table = map[string]any
 	return []table{{"slug": "summaries", "title": "Summaries", "widgets": []table{

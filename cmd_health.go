@@ -16,10 +16,8 @@ import (
 	"svc/httpd/root"
 )
 
-// cmdHealth runs `svc health`: one GET of the worker's /readyz, exit 0
-// when it answers 200 and 1 otherwise (not ready, unreachable). It needs
-// nothing but this binary, so a container HEALTHCHECK in the distroless
-// image (no shell, no curl) can run it.
+// cmdHealth runs `svc health`: one GET of the worker's /readyz, exit 0 on
+// 200 and 1 otherwise (a HEALTHCHECK for images without curl).
 func cmdHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	cfgPath := fs.String("config", os.Getenv("SVC_CONFIG"), "config file (TOML): GET /readyz on its UI address (ui.host, ui.port); default $SVC_CONFIG")
@@ -65,8 +63,7 @@ func cmdHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// probeHost is the address to reach a server bound to host from the same
-// host: a wildcard bind answers on loopback.
+// probeHost is the local address of a server bound to host.
 func probeHost(host string) string {
 	switch strings.Trim(host, "[]") {
 	case "", "0.0.0.0":

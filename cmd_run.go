@@ -30,8 +30,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// Orphans of executor trees are the worker's to reap (as PID 1 too).
 	defer executor.StartReaper(log)()
 	defer logHangups(log)()
-	// From here on every fatal error is a log line in the configured
-	// format (a JSON log pipeline keeps it), and main only sets exit 1.
+	// From here on a fatal error is a log line; main only sets exit 1.
 	fail := func(event string, err error, attrs ...any) error {
 		var cfgErr *config.Error
 		if errors.As(err, &cfgErr) {
@@ -60,11 +59,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-// logHangups logs each SIGHUP the worker gets and otherwise ignores it:
-// svc reads its config at start only and keeps no file to reopen (logs go
-// to stderr), so a hangup (a closed terminal, an init script's reload, a
-// log rotator's habit) must neither end the worker nor pass unnoticed.
-// main keeps SIGHUP from ending the process before and after this.
+// logHangups logs and otherwise ignores each SIGHUP: svc reads its config
+// at start only and has no file to reopen.
 func logHangups(log *slog.Logger) (stop func()) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGHUP)
@@ -86,62 +82,56 @@ func logHangups(log *slog.Logger) (stop func()) {
 	}
 }
 
-// startProfiles starts a CPU profile into cpuPath and a runtime execution
-// trace into tracePath (each when set) and returns the function that ends
-// them and writes the allocation profile into memPath (when set). The
-// files are created 0600: a profile or trace names code paths and may hold
-// symbol names from the config, never payloads.
+// startProfiles starts a CPU profile and a runtime trace (each when its
+// path is set) and returns the function that ends them and writes the
+// allocation profile to memPath. Files are created 0600.
 func startProfiles(cpuPath, memPath, tracePath string) (func(), error) {
-	var cpu, tr *os.File
-	if cpuPath != "" {
-		f, err := os.OpenFile(cpuPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("-cpuprofile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("-cpuprofile: %w", err)
-		}
-		cpu = f
+	create := func(path string) (*os.File, error) {
+		return os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	}
-	if tracePath != "" {
-		f, err := os.OpenFile(tracePath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	var stops []func()
+	stop := func() {
+		for _, f := range stops {
+			f()
+		}
+	}
+	start := func(path, flag string, begin func(io.Writer) error, end func()) error {
+		if path == "" {
+			return nil
+		}
+		f, err := create(path)
 		if err == nil {
-			err = trace.Start(f)
-			if err != nil {
+			if err = begin(f); err != nil {
 				f.Close()
 			}
 		}
 		if err != nil {
-			if cpu != nil {
-				pprof.StopCPUProfile()
-				cpu.Close()
-			}
-			return nil, fmt.Errorf("-trace: %w", err)
+			return fmt.Errorf("%s: %w", flag, err)
 		}
-		tr = f
+		stops = append(stops, func() { end(); f.Close() })
+		return nil
+	}
+	if err := start(cpuPath, "-cpuprofile", pprof.StartCPUProfile, pprof.StopCPUProfile); err != nil {
+		return nil, err
+	}
+	if err := start(tracePath, "-trace", trace.Start, trace.Stop); err != nil {
+		stop()
+		return nil, err
 	}
 	return func() {
-		if cpu != nil {
-			pprof.StopCPUProfile()
-			cpu.Close()
+		stop()
+		if memPath == "" {
+			return
 		}
-		if tr != nil {
-			trace.Stop()
-			tr.Close()
-		}
-		if memPath != "" {
-			if f, err := os.OpenFile(memPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600); err == nil {
-				pprof.Lookup("allocs").WriteTo(f, 0)
-				f.Close()
-			}
+		if f, err := create(memPath); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
 		}
 	}, nil
 }
 
 // productionOptions are the builder options of `svc run` and `svc demo`:
-// the executor guard is this binary itself (it kills executor trees left
-// by a SIGKILLed worker).
+// this binary is the executor guard.
 func productionOptions(log *slog.Logger) root.Options {
 	guard, _ := os.Executable()
 	return root.Options{Log: log, GuardBinary: guard}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,9 +11,8 @@ import (
 	"svc/ui/release"
 )
 
-// cmdUI runs `svc ui [-config FILE] pack|fetch ...` (also `svc-ui ...`).
-// The config file, from -config or $SVC_CONFIG, gives the defaults of
-// ui.release.repo, version and cache_dir.
+// cmdUI runs `svc ui [-config FILE] pack|fetch ...` (also `svc-ui ...`);
+// the config gives the defaults of ui.release.repo, version and cache_dir.
 func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	path := os.Getenv("SVC_CONFIG")
 	if len(args) > 0 {
@@ -39,12 +37,4 @@ func cmdUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		d = release.CLIDefaults{Repo: r.Repo, Tag: r.Version, CacheDir: r.CacheDir}
 	}
 	return release.RunCLI(ctx, args, stdout, stderr, d)
-}
-
-// uiExitCode maps a `svc ui` error to the exit code: 2 for a usage error.
-func uiExitCode(err error) int {
-	if errors.Is(err, release.ErrUsage) {
-		return 2
-	}
-	return 1
 }

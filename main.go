@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"svc/ui/release"
 	"svc/worker"
 	"svc/worker/demo"
 	"svc/worker/executor"
@@ -44,9 +45,8 @@ func main() {
 		<-ctx.Done()
 		stop() // a second signal now ends the process at once
 	}()
-	// No SIGHUP ends the process by Go's default action, from the first
-	// instant: `svc run` logs and ignores it (cmd_run.go), `svc demo`
-	// stops as on SIGINT (its terminal went away).
+	// SIGHUP never ends the process by default: `svc run` logs it, `svc
+	// demo` stops as on SIGINT.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	os.Exit(run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
@@ -117,7 +117,10 @@ func runUI(ctx context.Context, name string, args []string, stdout, stderr io.Wr
 			return 0
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return uiExitCode(err)
+		if errors.Is(err, release.ErrUsage) {
+			return 2
+		}
+		return 1
 	}
 	return 0
 }
@@ -131,16 +134,14 @@ func usageErrorf(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// loggedError is an error the command has written to its log already
-// (in the configured format): main only sets the exit code, 1.
+// loggedError is an error the command has logged already: exit code 1.
 type loggedError struct{ err error }
 
 func (e *loggedError) Error() string { return e.err.Error() }
 func (e *loggedError) Unwrap() error { return e.err }
 
-// parseArgs parses args into fs. -h (or -help, --help) prints the
-// command's flags to stdout and returns flag.ErrHelp (exit 0); a bad flag
-// or a stray argument is a usage error.
+// parseArgs parses args into fs: -h prints the flags to stdout and returns
+// flag.ErrHelp; a bad flag or a stray argument is a usage error.
 func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
@@ -171,8 +172,7 @@ type commonFlags struct {
 	config    string
 	logFormat string
 	logLevel  string
-	// svc run only: profiles of the whole run (see docs/operations.md
-	// "Profiling").
+	// svc run only (docs/operations.md "Profiling").
 	cpuProfile string
 	memProfile string
 	traceFile  string

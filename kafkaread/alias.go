@@ -25,9 +25,8 @@ const (
 	DetailDLQDisabled    = "alias 'dlq' is not available: the DLQ is disabled (set dlq.topic)"
 )
 
-// AliasSpec is one readable alias: a name clients use instead of the raw
-// topic, the topic and cluster it resolves to, and, when Unavailable is
-// non-empty, the 404 detail served instead of reading.
+// AliasSpec is one readable alias: the topic and cluster it resolves to,
+// or, when Unavailable is set, the 404 detail served instead.
 type AliasSpec struct {
 	Name        string
 	Kind        string // KindSource, KindDLQ or KindSink
@@ -53,13 +52,10 @@ type AliasInput struct {
 	Sinks         []SinkInput
 }
 
-// BuildAliases resolves the aliases: `source` (available only with the Kafka
-// source on), `dlq` (dlq.topic, default {source topic}_dlq, unavailable when
-// there is neither a dlq.topic nor a Kafka source) and one alias per sink.
-// A sink or DLQ with empty brokers takes the source's whole Conn (brokers and
-// credentials). A sink named `source` or `dlq` is left out and its name is
-// returned in shadowed so that the caller logs kafka_read_alias_shadowed.
-// The result lists source, dlq, then the sinks in input order.
+// BuildAliases resolves source, dlq (default {source topic}_dlq) and one
+// alias per sink, in that order; a sink or DLQ with no brokers takes the
+// source's whole Conn. A sink named source or dlq is left out and returned
+// in shadowed (the caller logs kafka_read_alias_shadowed).
 func BuildAliases(in AliasInput) (aliases []AliasSpec, shadowed []string) {
 	src := AliasSpec{Name: AliasSource, Kind: KindSource, Topic: in.SourceTopic, Conn: in.SourceConn}
 	if !in.SourceEnabled {
@@ -96,9 +92,7 @@ func inherit(own, source kconn.Conn) kconn.Conn {
 	return own
 }
 
-// checkResolved marks an otherwise available alias unavailable when it
-// resolved to no topic or no broker, so that it answers 404 instead of
-// failing every read.
+// checkResolved marks an alias with no topic or no broker unavailable.
 func checkResolved(a AliasSpec) AliasSpec {
 	switch {
 	case a.Unavailable != "":
@@ -110,9 +104,8 @@ func checkResolved(a AliasSpec) AliasSpec {
 	return a
 }
 
-// ExposedWithoutAuth returns the names of available aliases whose security
-// protocol is not PLAINTEXT. The caller logs kafka_read_exposed_without_ui_auth
-// naming them when the read API is on and ui.auth_token is empty.
+// ExposedWithoutAuth returns the available aliases whose security protocol
+// is not PLAINTEXT (for kafka_read_exposed_without_ui_auth).
 func ExposedWithoutAuth(aliases []AliasSpec) []string {
 	var names []string
 	for _, a := range aliases {

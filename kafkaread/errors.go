@@ -12,15 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Every error this package returns has an Error() text fit to be served as
-// a response detail: it echoes the alias, never a raw topic name or broker
-// address. Causes from franz-go (which do name topics and brokers) stay
-// reachable through errors.Unwrap for logs but are never part of the text.
+// Every error text of this package is fit to serve as a response detail:
+// it names the alias, never a topic or broker (franz-go causes stay
+// reachable through errors.Unwrap only).
 
 var (
-	// ErrNotFound is matched (errors.Is) by every "no such thing" error:
-	// unknown alias or partition, unavailable alias, an offset out of range
-	// or gone.
+	// ErrNotFound is matched by every "no such thing" error.
 	ErrNotFound = errors.New("not found")
 	// ErrUnknownAlias means no alias of that name is configured.
 	ErrUnknownAlias error = notFound("unknown alias")
@@ -33,15 +30,12 @@ var (
 	// ErrBrokerFailure means a broker answered with an error or the
 	// connection failed.
 	ErrBrokerFailure = errors.New("kafka read failed")
-	// ErrTooLarge is matched by *BatchTooLargeError: a batch a read
-	// cannot decompress within MaxReadBatchBytes.
+	// ErrTooLarge is matched by *BatchTooLargeError.
 	ErrTooLarge = errors.New("batch too large to read")
 )
 
 // BatchTooLargeError is a batch that decompresses to more than
-// MaxReadBatchBytes: offsets From to Next-1 of the partition cannot be
-// read here (a consumer with a larger bound, kcat for one, can). The
-// records from Next on can.
+// MaxReadBatchBytes: offsets From to Next-1 cannot be read here.
 type BatchTooLargeError struct {
 	Alias     string
 	Partition int32
@@ -65,9 +59,7 @@ type notFound string
 func (e notFound) Error() string        { return string(e) }
 func (e notFound) Is(target error) bool { return target == ErrNotFound }
 
-// UnavailableError is a configured alias that cannot be read; Detail
-// is the fixed text of a disabled reserved alias or the reason the alias
-// did not resolve.
+// UnavailableError is a configured alias that cannot be read.
 type UnavailableError struct {
 	Alias  string
 	Detail string
@@ -80,8 +72,7 @@ func (e *UnavailableError) Error() string { return e.Detail }
 func (e *UnavailableError) Is(target error) bool { return target == ErrNotFound }
 
 // OutOfRangeError is an offset outside the partition's current
-// [Low, High) watermarks; under ReadCommitted High is the last stable
-// offset.
+// [Low, High) (High: the last stable offset under ReadCommitted).
 type OutOfRangeError struct {
 	Alias     string
 	Partition int32
@@ -102,12 +93,9 @@ func (e *OutOfRangeError) Error() string {
 // Is matches ErrNotFound.
 func (e *OutOfRangeError) Is(target error) bool { return target == ErrNotFound }
 
-// GoneError is an offset inside the watermarks whose record was deleted or
-// compacted away (or is a transaction marker) or, under ReadCommitted,
-// belongs to an aborted transaction (the client drops those records
-// unseen, so the causes cannot be told apart). Next is the next offset a
-// read shows; when there is none after Offset, Next is the high watermark
-// (the last stable offset under ReadCommitted).
+// GoneError is an offset inside the watermarks whose record was deleted,
+// compacted, is a transaction marker or (ReadCommitted) was aborted. Next
+// is the next offset a read shows, else the end.
 type GoneError struct {
 	Alias     string
 	Partition int32
@@ -127,9 +115,7 @@ func (e *GoneError) Error() string {
 // Is matches ErrNotFound.
 func (e *GoneError) Is(target error) bool { return target == ErrNotFound }
 
-// brokerError is a broker timeout or failure. Its text names the operation,
-// the alias and, when there is one, the Kafka error code; it unwraps to the
-// sentinel and to the franz-go cause.
+// brokerError is a broker timeout or failure, unwrapping to both causes.
 type brokerError struct {
 	op, alias string
 	kind      error // ErrBrokerTimeout or ErrBrokerFailure
@@ -155,9 +141,9 @@ func (e *brokerError) Error() string {
 
 func (e *brokerError) Unwrap() []error { return []error{e.kind, e.cause} }
 
-// classify turns a franz-go error seen while serving op into this package's
-// errors: this package's own 4xx errors and the caller's cancellation pass
-// through, an expired opCtx is a timeout, anything else a broker failure.
+// classify turns a franz-go error seen during op into this package's:
+// its own errors and the caller's cancellation pass through, an expired
+// opCtx is a timeout, anything else a broker failure.
 func classify(ctx, opCtx context.Context, op, alias string, err error) error {
 	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrBadQuery) || errors.Is(err, ErrTooLarge) {
 		return err // already one of ours

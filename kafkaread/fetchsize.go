@@ -10,13 +10,9 @@ import (
 // this much.
 const initialInflation = 4
 
-// fetchSizer keeps one fetch of a stream within fetchBudget decompressed.
-// Brokers count a fetch's bytes as stored, compressed; kgo decompresses a
-// whole fetch before the stream polls it and holds it until then. The
-// sizer learns from kgo's batch-read hook how much the batches read since
-// its last resize inflated, and asks the brokers for that much less: at
-// most fetchBudget over the whole fetch and the partition's share of
-// queueBudget per partition (more would be dropped and fetched again).
+// fetchSizer keeps one fetch of a stream within fetchBudget decompressed:
+// brokers count stored bytes, so it learns the batches' inflation from
+// kgo's batch-read hook and asks for that much less.
 type fetchSizer struct {
 	wire, raw atomic.Int64 // batch bytes read and decompressed since the last resize
 	read      atomic.Int64 // decompressed bytes read over the stream (benchmarks)
@@ -47,7 +43,6 @@ func (f *fetchSizer) opts() []kgo.Opt {
 }
 
 // deflate is how many stored bytes inflate to about n, within [1, limit].
-// However little a fetch asks for, a broker returns its first batch whole.
 func (f *fetchSizer) deflate(n int) int32 {
 	return int32(min(max(float64(n)/f.inflation, 1), float64(f.limit)))
 }

@@ -13,21 +13,12 @@ import (
 type Isolation int8
 
 const (
-	// ReadUncommitted shows every record up to the high watermark, those
-	// of aborted and of still open transactions included (a read_uncommitted
-	// consumer's view, and an at-least-once pipeline's own).
+	// ReadUncommitted shows every record up to the high watermark.
 	ReadUncommitted Isolation = iota
-	// ReadCommitted shows what a read_committed consumer sees: records of
-	// aborted transactions are left out, and a read ends at the last
-	// stable offset, before the first record of the oldest open
-	// transaction, so records of open transactions appear once committed.
-	//
-	// One end cannot be seen: when a partition's records just below its
-	// last stable offset all belong to aborted transactions (possible
-	// only while another producer's transaction there is open), the
-	// client drops them and delivers nothing that reaches the end, so the
-	// read waits until its deadline (ErrBrokerTimeout). kgo does not show
-	// a partition's fetch position otherwise.
+	// ReadCommitted shows what a read_committed consumer sees: no aborted
+	// records, and reads end at the last stable offset. When the records
+	// just below it are all aborted, a read waits until its deadline
+	// (kgo shows no fetch position otherwise).
 	ReadCommitted
 )
 
@@ -64,8 +55,6 @@ func ParseIsolation(s string) (Isolation, bool) {
 }
 
 // fetchOpts are the client options that make its fetches read at i.
-// Every read builds its own client, so an isolation never outlives the
-// read that asked for it.
 func (i Isolation) fetchOpts() []kgo.Opt {
 	if i == ReadCommitted {
 		return []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
@@ -73,11 +62,8 @@ func (i Isolation) fetchOpts() []kgo.Opt {
 	return nil
 }
 
-// endOffsets is the listing of where a read at i ends: the high
-// watermark, or under ReadCommitted the last stable offset (ListOffsets
-// with isolation level 1), which is as far as a read_committed fetch
-// goes. A read that waited for records past it would wait for a
-// transaction to end.
+// endOffsets lists where a read at i ends: the high watermark, or under
+// ReadCommitted the last stable offset.
 func (i Isolation) endOffsets(adm *kadm.Client) func(context.Context, ...string) (kadm.ListedOffsets, error) {
 	if i == ReadCommitted {
 		return adm.ListCommittedOffsets

@@ -7,23 +7,15 @@ import (
 )
 
 // minQueueHigh is the least a partition may queue before its fetching
-// pauses; pausing drops kgo's buffered records, which are fetched again
-// after resume without loss or duplicates.
+// pauses.
 const minQueueHigh = 100
 
-// maxEntries bounds the entries one partition queues, stand-ins
-// included: a fetch of tiny records past it is cut and its rest fetched
-// again once the queue has room.
+// maxEntries bounds the entries one partition queues, stand-ins included;
+// the rest of a fetch past it is fetched again.
 const maxEntries = 4 * MaxStreamRecords
 
-// entryCost is what a queued stand-in (or a queued record beyond its
-// bytes) costs in memory.
-const entryCost = 64
-
-// entry is one queued record: a copy of a fetched record (rec), or, for a
-// record that did not fit in the stream's queueBudget, a stand-in that
-// keeps only what ordering needs (rec nil): the record is read again
-// (fill) when its turn to be emitted comes.
+// entry is one queued record: a copy (rec), or a stand-in (rec nil) for a
+// record that did not fit in queueBudget, read again (fill) in its turn.
 type entry struct {
 	rec       *kgo.Record // nil: a stand-in
 	ts        int64       // timestamp, epoch ms
@@ -32,9 +24,8 @@ type entry struct {
 	size      int // the record's bytes (recordSize), stand-in or not
 }
 
-// partState is one partition of a stream: its window [start, end) where
-// end is the snapshot high watermark, whether it still fetches, and the
-// records fetched but not yet emitted.
+// partState is one partition of a stream: its window [start, end) (end is
+// the snapshot high watermark) and the records fetched but not emitted.
 type partState struct {
 	start, end int64
 	open       bool // still fetching: end not reached, no record past to_ts
@@ -46,31 +37,23 @@ type partState struct {
 }
 
 // merger orders a stream: it emits the queued record with the smallest
-// (timestamp, partition, offset) once every open partition has a record
-// queued, so the output is in timestamp order across partitions (which makes
-// the spec's traversal by "last timestamp_ms + 1" gap-free) and in offset
-// order within a partition. It is used by one goroutine.
-//
-// The records it copies out of fetches weigh at most queueBudget together
-// (queued); a record that does not fit is queued as a stand-in, and read
-// again, alone with the records of its batch that then fit, when it is
-// next (fill). A fetched batch is never decompressed again for records
-// that fitted; one whose records did not fit is decompressed once more for
-// each read of a stand-in.
+// (timestamp, partition, offset) once every open partition has one queued,
+// so the output is in timestamp order across partitions (the spec's
+// traversal by "last timestamp_ms + 1" is gap-free) and offset order within
+// one. The copies it queues weigh at most queueBudget; the rest are
+// stand-ins. Used by one goroutine.
 type merger struct {
 	topic   string
 	toTS    *int64
 	parts   map[int32]*partState
-	closing []int32 // partitions to stop fetching at the next settle
+	unfetch []int32 // closed or newly streamed partitions the client stops fetching at the next settle
 	queued  int     // bytes of the copies queued over all partitions
 	peak    int     // the most bytes ever queued (tests)
 	sizer   *fetchSizer
 	fills   int // stand-ins read again (tests)
-	// streamed are the partitions whose batches are too large for the
-	// client to decompress whole: read by the stream itself
-	// (readStreamed), no longer by the client.
+	// streamed partitions have batches too large for the client to
+	// decompress whole: the stream reads them itself (readStreamed).
 	streamed map[int32]bool
-	toStream []int32 // newly streamed partitions, to remove from the client at the next settle
 }
 
 func newMerger(topic string, toTS *int64, parts map[int32]*partState, sizer *fetchSizer) *merger {
@@ -78,9 +61,8 @@ func newMerger(topic string, toTS *int64, parts map[int32]*partState, sizer *fet
 }
 
 // push queues fetched records of partition p, closing p at its snapshot
-// end or at its first record past to_ts. Control records (transaction
-// markers) are never emitted but count towards reaching the end. Records
-// before what p already queued (a fetch from before a rewind) are skipped.
+// end or its first record past to_ts. Control records are never emitted
+// but count towards the end; records already queued are skipped.
 func (m *merger) push(p int32, recs []*kgo.Record) {
 	ps := m.parts[p]
 	if ps == nil {
@@ -93,8 +75,7 @@ func (m *merger) push(p int32, recs []*kgo.Record) {
 	}
 }
 
-// pushOne is push for one record; false: p takes no more records of this
-// fetch (closed, or to be fetched again from a rewind).
+// pushOne is push for one record; false: p takes no more of this fetch.
 func (m *merger) pushOne(p int32, ps *partState, rec *kgo.Record) bool {
 	if !ps.open || ps.rewind >= 0 {
 		return false
@@ -103,9 +84,7 @@ func (m *merger) pushOne(p int32, ps *partState, rec *kgo.Record) bool {
 		return true
 	}
 	if len(ps.queue) >= maxEntries {
-		// Too many tiny records: fetch the rest again once the
-		// queue has room.
-		ps.rewind = rec.Offset
+		ps.rewind = rec.Offset // fetched again once the queue has room
 		return false
 	}
 	switch {
@@ -135,20 +114,20 @@ func (m *merger) pushOne(p int32, ps *partState, rec *kgo.Record) bool {
 	return true
 }
 
-// stream hands partition p over to readStreamed: its next batch is too
-// large for the client to decompress whole (kconn.ErrLargeBatch).
+// readFunc is refetcher.records, bounded and classified by the stream.
+type readFunc func(p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (next int64, err error)
+
+// stream hands partition p over to readStreamed (kconn.ErrLargeBatch).
 func (m *merger) stream(p int32) {
 	if ps := m.parts[p]; ps != nil && ps.open && !m.streamed[p] {
 		m.streamed[p] = true
-		m.toStream = append(m.toStream, p)
+		m.unfetch = append(m.unfetch, p)
 	}
 }
 
-// readStreamed reads the next records of a partition read as a stream
-// (streamed: its batches are larger than the client decompresses whole)
-// into its queue: one fetch of at most fetchBudget as stored, decoded a
-// record at a time. A partition with nothing more to read is closed.
-func (m *merger) readStreamed(p int32, ps *partState, read func(p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (int64, error)) error {
+// readStreamed queues the next records of a streamed partition (one
+// fetch), closing it when nothing more is there.
+func (m *merger) readStreamed(p int32, ps *partState, read readFunc) error {
 	from := max(ps.next, ps.start)
 	next, err := read(p, from, fetchBudget, func(rec *kgo.Record) bool {
 		if len(ps.queue) >= maxEntries {
@@ -172,25 +151,20 @@ func (m *merger) readStreamed(p int32, ps *partState, read func(p int32, offset 
 
 func (m *merger) close(p int32, ps *partState) {
 	ps.open = false
-	m.closing = append(m.closing, p)
+	m.unfetch = append(m.unfetch, p)
 }
 
-// settle stops fetching closed partitions, pauses open ones whose queue
-// reached high records or its share of queueBudget, hands the partitions
-// whose batches are to be read as streams over to readStreamed, and sizes
-// the next fetches.
+// settle sizes the next fetches, stops fetching closed and streamed
+// partitions, pauses those whose queue reached high records or its share
+// of queueBudget, and rewinds those cut short.
 func (m *merger) settle(cl *kgo.Client, high int) {
 	byteHigh := m.byteHigh()
 	if m.sizer != nil {
 		m.sizer.resize(cl, byteHigh)
 	}
-	if len(m.closing) > 0 {
-		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.closing})
-		m.closing = nil
-	}
-	if len(m.toStream) > 0 {
-		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.toStream})
-		m.toStream = nil
+	if len(m.unfetch) > 0 {
+		cl.RemoveConsumePartitions(map[string][]int32{m.topic: m.unfetch})
+		m.unfetch = nil
 	}
 	var pause []int32
 	rewind := map[int32]kgo.EpochOffset{}
@@ -216,9 +190,8 @@ func (m *merger) settle(cl *kgo.Client, high int) {
 	}
 }
 
-// head returns the partition whose first queued record is next, or nil
-// when an open partition has nothing queued (more must be fetched first)
-// or nothing is left.
+// head returns the partition whose first queued record is next; nil when
+// an open partition has nothing queued or nothing is left.
 func (m *merger) head() *partState {
 	var best *partState
 	for _, ps := range m.parts {
@@ -235,20 +208,19 @@ func (m *merger) head() *partState {
 	return best
 }
 
-// pop returns the next record to emit, or false when an open partition has
-// nothing queued (more must be fetched first) or nothing is left. The next
-// record being a stand-in, fill reads it (and what then fits of its batch)
-// first; a stand-in whose record is gone (deleted or compacted since) is
-// dropped. A paused partition resumes once its queue falls below half of
-// high, and always before it runs empty.
-func (m *merger) pop(cl *kgo.Client, high int, fill func(p int32, offset int64, each func(*kgo.Record) bool) error) (*kgo.Record, bool, error) {
+// pop returns the next record to emit, or false as head gives nil. A
+// stand-in is read first (with what then fits of its batch), or
+// dropped when its record is gone. A paused partition resumes once its
+// queue falls below half of high.
+func (m *merger) pop(cl *kgo.Client, high int, read readFunc) (*kgo.Record, bool, error) {
 	for {
 		best := m.head()
 		if best == nil {
 			return nil, false, nil
 		}
 		if best.queue[0].rec == nil {
-			if err := fill(best.queue[0].partition, best.queue[0].offset, m.filler(best)); err != nil {
+			// A fetch of 1 byte: the batch holding the offset.
+			if _, err := read(best.queue[0].partition, best.queue[0].offset, 1, m.filler(best)); err != nil {
 				return nil, false, err
 			}
 			m.fills++
@@ -266,8 +238,7 @@ func (m *merger) pop(cl *kgo.Client, high int, fill func(p int32, offset int64, 
 	}
 }
 
-// drop removes and returns the head entry's record of ps (nil for a
-// stand-in).
+// drop removes and returns the head entry's record of ps (nil: stand-in).
 func (m *merger) drop(ps *partState) *kgo.Record {
 	e := ps.queue[0]
 	ps.queue[0] = entry{}
@@ -280,10 +251,8 @@ func (m *merger) drop(ps *partState) *kgo.Record {
 }
 
 // filler returns the function that replaces stand-ins of ps by the
-// records read again for them (in offset order): always the first one,
-// the next ones as long as they fit in queueBudget. A stand-in before the
-// first record read (its record is gone) stays a stand-in, which pop
-// drops.
+// records read again: always the first, the next while they fit in
+// queueBudget. A stand-in whose record is gone stays one (pop drops it).
 func (m *merger) filler(ps *partState) func(*kgo.Record) bool {
 	first := true
 	return func(rec *kgo.Record) bool {
@@ -306,34 +275,26 @@ func (m *merger) filler(ps *partState) func(*kgo.Record) bool {
 	}
 }
 
-// high is how many fetched records one open partition may queue before its
+// high is how many records one open partition may queue before its
 // fetching pauses: twice the records still to send, shared among the open
-// partitions (at least minQueueHigh, at most remaining). All queues together
-// stay under about twice the request's limit, so memory is bounded by the
-// hard cap whatever the partition count, while a few partitions fetch in
-// large runs without pause/refetch round trips.
+// partitions, within [minQueueHigh, remaining].
 func (m *merger) high(remaining int) int {
-	open := 0
-	for _, ps := range m.parts {
-		if ps.open {
-			open++
-		}
-	}
-	h := 2 * remaining / max(open, 1)
-	return min(remaining, max(h, minQueueHigh))
+	return min(remaining, max(2*remaining/m.open(), minQueueHigh))
 }
 
 // byteHigh is how many bytes one open partition may queue before its
-// fetching pauses: an even share of queueBudget, so that the partitions
-// fetch in turn and their records fit in it.
-func (m *merger) byteHigh() int {
-	open := 0
+// fetching pauses: an even share of queueBudget.
+func (m *merger) byteHigh() int { return max(queueBudget/m.open(), 1) }
+
+// open counts the open partitions, at least 1.
+func (m *merger) open() int {
+	n := 0
 	for _, ps := range m.parts {
 		if ps.open {
-			open++
+			n++
 		}
 	}
-	return max(queueBudget/max(open, 1), 1)
+	return max(n, 1)
 }
 
 // recordSize approximates the memory a queued record holds.
@@ -345,12 +306,8 @@ func recordSize(r *kgo.Record) int {
 	return n
 }
 
-// detach copies a fetched record so that queuing it holds only its own
-// bytes. kgo hands out records whose key, value and header values are
-// views into the whole fetch response (or decompressed batch), and whose
-// struct sits in an array of the whole batch: one queued view would keep
-// all of that alive, and one per partition would hold a fetch per
-// partition.
+// detach copies a fetched record into one buffer: kgo's records are views
+// into the whole fetch, which a queued view would keep alive.
 func detach(r *kgo.Record) *kgo.Record {
 	c := *r
 	buf := make([]byte, 0, recordSize(r))

@@ -14,111 +14,45 @@ import (
 
 // Message reads the record at partition/offset of alias as a consumer at
 // iso sees it. Errors: ErrUnknownAlias, *UnavailableError,
-// ErrUnknownPartition, *OutOfRangeError (offset outside the current [low,
-// high) watermarks; under ReadCommitted high is the last stable offset),
-// *GoneError (deleted or compacted, or under ReadCommitted of an aborted
-// transaction; names the next offset a read shows), ErrBrokerTimeout when
-// the brokers do not answer within the Reader's deadline (10s by default,
-// for all broker calls together) and ErrBrokerFailure.
+// ErrUnknownPartition, *OutOfRangeError, *GoneError, ErrBrokerTimeout
+// (past the Reader's deadline, for all calls together), ErrBrokerFailure.
 func (r *Reader) Message(ctx context.Context, alias string, partition int32, offset int64, iso Isolation) (Record, error) {
-	a, err := r.resolve(alias)
-	if err != nil {
-		return Record{}, err
-	}
-	opCtx, cancel := context.WithTimeout(ctx, r.deadline)
-	defer cancel()
-	cl, adm, err := r.newClient(a, iso)
-	if err != nil {
-		return Record{}, err
-	}
-	defer cl.Close()
-
-	fail := func(err error) error { return classify(ctx, opCtx, "read", alias, err) }
-	low, err := listOffsets(opCtx, adm.ListStartOffsets, a, partition)
-	if err != nil {
-		return Record{}, fail(err)
-	}
-	high, err := listOffsets(opCtx, iso.endOffsets(adm), a, partition)
-	if err != nil {
-		return Record{}, fail(err)
-	}
-	if offset < low || offset >= high {
-		return Record{}, &OutOfRangeError{Alias: alias, Partition: partition, Offset: offset, Low: low, High: high, Isolation: iso}
-	}
-
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: {partition: kgo.NewOffset().At(offset)}})
-	for {
-		fetches := cl.PollFetches(opCtx)
-		if err := fetchErr(fetches); err != nil {
-			return Record{}, fail(err)
-		}
-		for _, fe := range fetches.Errors() {
-			if kconn.IsLargeBatch(fe.Err) { // read as a stream, up to the record
-				cl.RemoveConsumePartitions(map[string][]int32{a.Topic: {partition}})
-				return r.messageStreamed(opCtx, fail, alias, newRefetcher(cl, a.Topic, iso, nil), partition, offset, high, iso)
-			}
-		}
-		for it := fetches.RecordIter(); !it.Done(); {
-			rec := it.Next()
-			if rec.Partition != partition || rec.Offset < offset {
-				continue
-			}
-			if rec.Attrs.IsControl() { // a transaction marker is no readable record
-				if rec.Offset+1 >= high {
-					return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: high, Isolation: iso}
-				}
-				continue
-			}
-			if rec.Offset > offset {
-				return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: rec.Offset, Isolation: iso}
-			}
-			return newRecord(alias, rec), nil // a copy: the client's buffers go with it
-		}
-	}
-}
-
-// messageStreamed is Message for a record whose batch is too large to
-// decompress whole: the batch is decoded as a stream up to the record.
-func (r *Reader) messageStreamed(ctx context.Context, fail func(error) error, alias string, ref *refetcher, partition int32, offset, high int64, iso Isolation) (Record, error) {
 	var out *Record
-	gone := high
-	next, err := ref.records(ctx, partition, offset, fetchBudget, func(rec *kgo.Record) bool {
-		if rec.Offset == offset {
-			rec := newRecord(alias, rec)
-			out = &rec
-		} else {
-			gone = rec.Offset
+	var outside *OutOfRangeError
+	high, next := int64(0), int64(-1) // next: the first offset shown at or after offset
+	err := r.scan(ctx, "read", true, alias, &partition, iso, func(m map[int32]Marks) map[int32]Range {
+		mk := m[partition]
+		high = mk.High
+		if offset < mk.Low || offset >= mk.High {
+			outside = &OutOfRangeError{Alias: alias, Partition: partition, Offset: offset, Low: mk.Low, High: mk.High, Isolation: iso}
+			return nil
 		}
-		return false
+		return map[int32]Range{partition: {From: offset, To: mk.High}}
+	}, func(rec *kgo.Record) error {
+		if next = rec.Offset; next == offset {
+			rec := newRecord(alias, rec) // a copy: the client's buffers go with it
+			out = &rec
+		}
+		return errFound
 	})
-	if err != nil {
-		return Record{}, fail(err)
-	}
-	if out != nil {
+	switch {
+	case err != nil && !errors.Is(err, errFound):
+		return Record{}, err
+	case outside != nil:
+		return Record{}, outside
+	case out != nil:
 		return *out, nil
+	case next < 0:
+		next = high
 	}
-	if gone == high && next > offset {
-		gone = min(next, high)
-	}
-	return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: gone, Isolation: iso}
+	return Record{}, &GoneError{Alias: alias, Partition: partition, Offset: offset, Next: next, Isolation: iso}
 }
 
-// listOffsets runs one kadm offset listing for a's topic and returns the
-// partition's offset. A missing topic makes the alias unavailable; a missing
-// partition is ErrUnknownPartition.
-func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), a AliasSpec, partition int32) (int64, error) {
-	all, err := listAll(ctx, list, a)
-	if err != nil {
-		return 0, err
-	}
-	o, ok := all[partition]
-	if !ok {
-		return 0, fmt.Errorf("alias '%s' partition %d: %w", a.Name, partition, ErrUnknownPartition)
-	}
-	return o, nil
-}
+// errFound ends Message's scan at the first record shown.
+var errFound = errors.New("found")
 
-// listAll is listOffsets for every partition of a's topic.
+// listAll runs one kadm offset listing of a's topic; a missing topic makes
+// the alias unavailable.
 func listAll(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), a AliasSpec) (map[int32]int64, error) {
 	listed, err := list(ctx, a.Topic)
 	if err == nil {
@@ -137,14 +71,13 @@ func listAll(ctx context.Context, list func(context.Context, ...string) (kadm.Li
 	return out, nil
 }
 
-// fetchErr returns the first fetch error that ends a read. Data-loss notices
-// are informational: the client has already moved on to surviving offsets;
-// a batch deferred by the decompressor's window is fetched again.
+// fetchErr returns the first fetch error that ends a read: data loss (the
+// client moved on), deferred and large batches do not.
 func fetchErr(fetches kgo.Fetches) error {
 	for _, fe := range fetches.Errors() {
 		var loss *kgo.ErrDataLoss
 		if errors.As(fe.Err, &loss) || kconn.IsWindowFull(fe.Err) || kconn.IsLargeBatch(fe.Err) {
-			continue // a batch deferred to a later fetch, or to be read as a stream
+			continue
 		}
 		return fe.Err
 	}

@@ -1,21 +1,7 @@
-// Package kafkaread is the operator's read-only view of Kafka: it resolves
-// topic aliases (source, dlq, sink names) to topics and clusters, fetches
-// one record by coordinates and streams records by time window. It knows
-// nothing of HTTP; httpd maps its errors (ErrNotFound, ErrBadQuery,
-// ErrBrokerTimeout, ErrBrokerFailure) to status codes.
-//
-// Reads are invisible to the pipeline. Every call builds its own short-lived
-// franz-go client with client id svc-ui-read (the spec's reader group.id),
-// consumes assigned partitions directly (kgo.ConsumePartitions semantics,
-// never kgo.ConsumerGroup), so it joins no group and commits no offsets, and
-// closes the client before returning, including when ctx is canceled.
-// Each read also chooses its Isolation (read_uncommitted by default), so
-// what one read asked for never reaches another.
-//
-// Connections are built by the kconn subpackage, shared with the worker's
-// consumer and sinks; keys, payloads and header values are shown by the
-// payload subpackage's UTF-8-or-base64 rule, shared with every other JSON
-// surface.
+// Package kafkaread is the operator's read-only view of Kafka: topic
+// aliases, one record by coordinates, records by time window. Every call
+// builds its own client that joins no group, commits nothing, reads at the
+// call's Isolation and is closed before the call returns.
 package kafkaread
 
 import (
@@ -28,16 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ReaderClientID is the client id of every read client; it is the spec's
-// reader group.id, used only as an identity because no group is joined.
+// ReaderClientID is the client id of every read client (no group joined).
 const ReaderClientID = "svc-ui-read"
 
-// DefaultDeadline bounds broker calls: the whole single-message
-// read, a stream's setup, and each wait for more stream records.
+// DefaultDeadline bounds a single-message read, a stream's setup and each
+// wait for more stream records.
 const DefaultDeadline = 10 * time.Second
 
-// Reader serves reads for a fixed set of aliases. It holds no connection and
-// no goroutine between calls; its methods are safe for concurrent use.
+// Reader serves reads for a fixed set of aliases; safe for concurrent use.
 type Reader struct {
 	aliases   []AliasSpec
 	byName    map[string]int
@@ -47,20 +31,15 @@ type Reader struct {
 	extraOpts []kgo.Opt     // test hook: options of every client
 }
 
-// ReadAheadBytes is what one stream may hold for a client that reads
-// slowly, over all its partitions together: a quarter for the one fetch
-// the client has in flight or buffered (counted decompressed: see
-// fetchSizer and kconn.Decompressor, which decompresses at most twice
-// that a fetch), the rest for the records the merge queues (copies,
-// counted exactly; the records that do not fit are queued as stand-ins
-// and read again in their turn). A batch that decompresses to more than
-// fetchBudget is never decompressed whole: its partition is read as a
-// stream (merger.readStreamed), a record at a time.
+// ReadAheadBytes is what one stream may hold, over all its partitions: a
+// quarter for the one fetch in flight or buffered (decompressed), the rest
+// for the records the merge queues (records that do not fit are queued as
+// stand-ins and read again in their turn). A batch larger than fetchBudget
+// decompressed is read a record at a time (merger.readStreamed).
 const ReadAheadBytes = 1 << 20
 
-// MaxReadBatchBytes is the most one batch may decompress to for a read
-// (the read API, DLQ pages and redrive), even as a stream. A read of a
-// larger batch fails with a *BatchTooLargeError naming its offsets.
+// MaxReadBatchBytes is the most one batch may decompress to for any read;
+// a larger batch fails with a *BatchTooLargeError.
 const MaxReadBatchBytes = 16 << 20
 
 const (
@@ -74,8 +53,7 @@ type Option func(*Reader)
 // WithDeadline replaces DefaultDeadline; tests use a short one.
 func WithDeadline(d time.Duration) Option { return func(r *Reader) { r.deadline = d } }
 
-// New validates aliases (unique names, a usable Conn for every available
-// alias) and returns a Reader. It starts nothing.
+// New validates aliases and returns a Reader.
 func New(aliases []AliasSpec, options ...Option) (*Reader, error) {
 	r := &Reader{
 		aliases:  aliases,
@@ -142,13 +120,11 @@ func (r *Reader) resolve(alias string) (AliasSpec, error) {
 	return a, nil
 }
 
-// newClient builds a direct (group-less) read client for a that fetches
-// at iso. Consumption starts only when partitions are added with
-// AddConsumePartitions. extra options go last.
+// newClient builds a group-less read client for a that fetches at iso;
+// nothing is consumed until AddConsumePartitions. extra options go last.
 func (r *Reader) newClient(a AliasSpec, iso Isolation, extra ...kgo.Opt) (*kgo.Client, *kadm.Client, error) {
-	// kgo does not apply a request's ctx while it sets up a connection
-	// (dial, ApiVersions, SASL): only the dial timeout and the request
-	// timeout overhead bound that, so both are capped by the deadline.
+	// A request's ctx does not bound connection setup: the dial timeout
+	// and request timeout overhead do, so both are capped by the deadline.
 	bound := r.deadline
 	if d, ok := kconn.RequestTimeout(a.Conn.ClientConfig); ok && d < bound {
 		bound = d
@@ -160,9 +136,7 @@ func (r *Reader) newClient(a AliasSpec, iso Isolation, extra ...kgo.Opt) (*kgo.C
 	)
 	opts = append(opts, r.opts[a.Name]...)
 	// Read-ahead is bounded whatever client_config says: one fetch at a
-	// time, in flight or buffered, of at most fetchBudget bytes (less when
-	// fetch.max.bytes says so); a stream shrinks it further by the
-	// compression it sees (fetchSizer).
+	// time of at most fetchMax bytes (a stream's fetchSizer shrinks it).
 	fetchBytes := fetchMax(a)
 	opts = append(opts,
 		kgo.MaxConcurrentFetches(1),
@@ -174,11 +148,9 @@ func (r *Reader) newClient(a AliasSpec, iso Isolation, extra ...kgo.Opt) (*kgo.C
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
 	opts = append(opts, iso.fetchOpts()...)
-	// Whatever the codec, a fetch decompresses batches of at most
-	// fetchBudget, and at most fetchBudget beyond its first: a batch past
-	// that is fetched again, first of a later fetch, never decompressed
-	// twice, and a larger one is refused (kconn.ErrLargeBatch) and read
-	// as a stream by the read itself (kconn.Decompressor).
+	// A fetch decompresses at most fetchBudget beyond its first batch (the
+	// rest is fetched again later); a batch larger than that is refused
+	// (kconn.ErrLargeBatch) and read as a stream by the read itself.
 	opts = append(opts, kconn.NewDecompressor(MaxReadBatchBytes, fetchBudget).StreamAbove(fetchBudget).Opts()...)
 	opts = append(opts, extra...)
 	opts = append(opts, r.extraOpts...)
@@ -189,8 +161,7 @@ func (r *Reader) newClient(a AliasSpec, iso Isolation, extra ...kgo.Opt) (*kgo.C
 	return cl, kadm.NewClient(cl), nil
 }
 
-// fetchMax is the most one fetch of a's client asks for: fetchBudget, or
-// fetch.max.bytes when that is smaller.
+// fetchMax is the most one fetch asks for: fetchBudget or fetch.max.bytes.
 func fetchMax(a AliasSpec) int32 {
 	if v, ok := kconn.Int(a.Conn.ClientConfig, "fetch.max.bytes"); ok && v < fetchBudget {
 		return int32(v)

@@ -12,9 +12,8 @@ import (
 	"svc/worker/payload"
 )
 
-// Record is one Kafka message as served by the read API. Its JSON
-// form is the wire shape; payloads are verbatim, never redacted. Key,
-// payload and header values follow payload.Encode.
+// Record is one Kafka message as the read API serves it (JSON); payloads
+// are never redacted; bytes follow payload.Encode.
 type Record struct {
 	Alias            string   `json:"alias"`
 	Partition        int32    `json:"partition"`
@@ -28,8 +27,7 @@ type Record struct {
 	Headers          []Header `json:"headers"` // never nil, so JSON has []
 }
 
-// Header is one record header. Header keys are strings in Kafka; a key that
-// is not valid UTF-8 is served with U+FFFD replacements by encoding/json.
+// Header is one record header.
 type Header struct {
 	Key           string  `json:"key"`
 	Value         *string `json:"value"` // nil: the header has a null value
@@ -67,17 +65,15 @@ func newRecord(alias string, r *kgo.Record) Record {
 	return out
 }
 
-// payloadField is where a Record's JSON puts its payload's text. A JSON
-// string never holds it unescaped, so its first occurrence is the field.
+// payloadField is where a Record's JSON puts its payload's text (no JSON
+// string holds it unescaped).
 var payloadField = []byte(`"payload":""`)
 
 // jsonChunk is how much of a payload WriteJSONLine escapes at a time.
 const jsonChunk = 32 << 10
 
-// WriteJSONLine writes r as encoding/json's Encoder does (the same bytes,
-// and a newline), with the payload escaped and written a piece at a time:
-// a record's line is never held whole (a 1 MB payload of NUL bytes is a
-// 6 MB line, escaped).
+// WriteJSONLine writes r as encoding/json's Encoder does, escaping the
+// payload a piece at a time so that the line is never held whole.
 func (r Record) WriteJSONLine(w io.Writer) error {
 	text := r.Payload
 	r.Payload = ""

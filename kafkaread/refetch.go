@@ -18,11 +18,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// refetcher reads a stream's stand-ins again (merger.fill): one fetch
-// request of one partition for one batch (a fetch of at most 1 byte gets
-// the batch holding the offset, whole), decompressed as a stream up to the
-// records wanted, with no fetch ahead. It borrows the stream's client for
-// its connections.
+// refetcher reads records with its own fetch requests, each batch
+// decompressed as a stream: stand-ins read again (merger.fill) and
+// partitions whose batches are too large to decompress whole. It borrows
+// the read's client for its connections.
 type refetcher struct {
 	cl    *kgo.Client
 	topic string
@@ -38,26 +37,19 @@ func newRefetcher(cl *kgo.Client, topic string, iso Isolation, read func(kgo.Fet
 	return &refetcher{cl: cl, topic: topic, iso: iso, dec: kconn.NewDecompressor(MaxReadBatchBytes, 0), read: read}
 }
 
-// records reads partition p from offset on: one fetch of at most
-// maxBytes as stored (1: the batch holding offset, whole), each batch
-// decompressed as a stream up to the records wanted, and calls each with
-// the records a consumer at the refetcher's isolation sees, in offset
-// order, until each returns false (that record not taken) or the fetch
-// ends. A read holds the fetch as stored, the codec's window and one
-// record, never a decompressed batch. Each record's bytes are valid only
-// during the call (each copies what it keeps). next is the offset to read
-// on from: after the last batch read, or the record each stopped at; it
-// is offset when nothing is there any more (deleted, compacted, or past
-// the log's end).
+// records fetches partition p from offset on (at most maxBytes stored; 1:
+// the batch holding offset) and calls each with the records f.iso shows,
+// in order, until each returns false (not taken) or the fetch ends; their
+// bytes are valid during the call only. next is where to read on (offset
+// when nothing is there any more).
 func (f *refetcher) records(ctx context.Context, p int32, offset int64, maxBytes int32, each func(*kgo.Record) bool) (next int64, err error) {
 	next = offset
 	rp, err := f.fetch(ctx, p, offset, maxBytes)
 	if err != nil || rp == nil {
 		return next, err
 	}
-	// Under read_committed, the batches of aborted transactions are
-	// skipped: a producer's batches from the first offset the broker
-	// lists for it up to its next transaction marker.
+	// Under read_committed a producer's batches from each aborted first
+	// offset up to its next transaction marker are skipped.
 	aborted := map[int64][]int64{}
 	if f.iso == ReadCommitted {
 		for _, a := range rp.AbortedTransactions {
@@ -111,7 +103,6 @@ func (f *refetcher) records(ctx context.Context, p int32, offset int64, maxBytes
 	return next, nil
 }
 
-// crc32c is the checksum of record batches.
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // batch streams the records of batch from offset on to each, moving next
@@ -177,20 +168,12 @@ func (f *refetcher) batch(p int32, batch *kmsg.RecordBatch, offset int64, buf *[
 	return true, nil
 }
 
-func (f *refetcher) level() kgo.IsolationLevel {
-	if f.iso == ReadCommitted {
-		return kgo.ReadCommitted()
-	}
-	return kgo.ReadUncommitted()
-}
-
 // maxRetries bounds the attempts of one fetch after retriable errors.
 const maxRetries = 3
 
 // fetch sends one fetch of partition p at offset, of at most maxBytes as
-// stored (a broker sends the first batch whole whatever its size), to its
-// leader, listing the leaders again when the one known moved (at most
-// maxRetries times). nil, nil: the offset is out of range.
+// stored, to its leader, listing the leaders again (at most maxRetries
+// times) when it moved. nil, nil: the offset is out of range.
 func (f *refetcher) fetch(ctx context.Context, p int32, offset int64, maxBytes int32) (*kmsg.FetchResponseTopicPartition, error) {
 	for attempt := 0; ; attempt++ {
 		if f.leaders == nil {
@@ -217,8 +200,7 @@ func (f *refetcher) fetch(ctx context.Context, p int32, offset int64, maxBytes i
 		req.Topics = append(req.Topics, t)
 		resp, err := req.RequestWith(ctx, f.cl.Broker(int(leader)))
 		if err != nil {
-			// A connection the client replaced meanwhile: again,
-			// after a short wait, on a new one.
+			// A connection replaced meanwhile: retry on a new one.
 			if attempt >= maxRetries || !kgo.IsRetryableBrokerErr(err) {
 				return nil, err
 			}

@@ -16,9 +16,9 @@ type Marks struct{ Low, High int64 }
 // Range is offsets [From, To) of one partition.
 type Range struct{ From, To int64 }
 
-// scanStreamed visits the records of partition p in [from, to) read as
-// streams, one fetch of at most fetchBudget as stored at a time: the
-// error of visit that ended it, or the read's.
+// scanStreamed visits the records of partition p in [from, to) with the
+// refetcher, one fetch of at most fetchBudget at a time: the error of
+// visit that ended it, or the read's.
 func scanStreamed(ctx context.Context, ref *refetcher, p int32, from, to int64, visit func(*kgo.Record) error) (visitErr, err error) {
 	for from < to {
 		var next int64
@@ -37,25 +37,28 @@ func scanStreamed(ctx context.Context, ref *refetcher, p int32, from, to int64, 
 	return nil, nil
 }
 
-// ScanRanges reads chosen offset ranges of alias's partitions as a
-// consumer at iso sees them. It lists the watermarks of every partition
-// (of *partition alone when it is not nil; under ReadCommitted High is
-// the last stable offset), asks plan which range of each to read (a
-// partition plan leaves out, or gives an empty range, is not read; ranges
-// are clipped to the watermarks), then calls visit with every record of
-// those ranges, in offset order within a partition while partitions
-// interleave. Records are not ordered across partitions and not queued:
-// visit gets them as fetched and must copy what it keeps (their bytes
-// belong to the fetch). A scan holds one fetch at a time, sized like a
-// stream's.
-//
-// It reads up to the watermarks listed at its start and never chases
-// later records. Errors are Stream's; an error returned by visit ends the
-// scan and is returned wrapped.
+// ScanRanges lists the watermarks of alias's partitions (of *partition
+// alone when not nil), asks plan which range of each to read (clipped to
+// them), and calls visit with every record of those ranges as a consumer
+// at iso sees them: in offset order within a partition, unordered across
+// partitions; visit must copy what it keeps. Errors are Stream's; visit's
+// error ends the scan and is returned wrapped.
 func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32, iso Isolation, plan func(map[int32]Marks) map[int32]Range, visit func(*kgo.Record) error) error {
+	return r.scan(ctx, "scan", false, alias, partition, iso, plan, visit)
+}
+
+// scan is ScanRanges; op names the read in errors, and whole bounds all
+// its broker calls together by the deadline instead of each one.
+func (r *Reader) scan(ctx context.Context, op string, whole bool, alias string, partition *int32, iso Isolation, plan func(map[int32]Marks) map[int32]Range, visit func(*kgo.Record) error) error {
 	a, err := r.resolve(alias)
 	if err != nil {
 		return err
+	}
+	opCtx := ctx // what each broker call's deadline is set under
+	if whole {
+		var cancel context.CancelFunc
+		opCtx, cancel = context.WithTimeout(ctx, r.deadline)
+		defer cancel()
 	}
 	sizer := newFetchSizer(fetchMax(a))
 	cl, adm, err := r.newClient(a, iso, sizer.opts()...)
@@ -64,57 +67,50 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 	}
 	defer cl.Close()
 
-	opCtx, cancel := context.WithTimeout(ctx, r.deadline)
-	lows, err := listAll(opCtx, adm.ListStartOffsets, a)
+	listCtx, cancel := context.WithTimeout(opCtx, r.deadline)
+	lows, err := listAll(listCtx, adm.ListStartOffsets, a)
 	var highs map[int32]int64
 	if err == nil {
-		highs, err = listAll(opCtx, iso.endOffsets(adm), a)
+		highs, err = listAll(listCtx, iso.endOffsets(adm), a)
 	}
 	if err != nil {
-		err = classify(ctx, opCtx, "scan", alias, err)
-		cancel()
-		return err
+		err = classify(ctx, listCtx, op, alias, err)
 	}
 	cancel()
+	if err != nil {
+		return err
+	}
 	marks := make(map[int32]Marks, len(highs))
 	for p, high := range highs {
-		if partition != nil && p != *partition {
-			continue
+		if partition == nil || p == *partition {
+			marks[p] = Marks{Low: min(lows[p], high), High: high}
 		}
-		marks[p] = Marks{Low: min(lows[p], high), High: high}
 	}
 	if partition != nil && len(marks) == 0 {
 		return fmt.Errorf("alias '%s' partition %d: %w", alias, *partition, ErrUnknownPartition)
 	}
 	open := map[int32]Range{}
 	assign := map[int32]kgo.Offset{}
+	pos := map[int32]int64{} // where each partition's range was read up to
 	for p, rg := range plan(marks) {
 		m, ok := marks[p]
-		if !ok {
-			continue
-		}
 		rg.From, rg.To = max(rg.From, m.Low), min(rg.To, m.High)
-		if rg.From >= rg.To {
-			continue
+		if ok && rg.From < rg.To {
+			open[p], pos[p] = rg, rg.From
+			assign[p] = kgo.NewOffset().At(rg.From)
 		}
-		open[p] = rg
-		assign[p] = kgo.NewOffset().At(rg.From)
 	}
 	if len(open) == 0 {
 		return nil
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{a.Topic: assign})
 	ref := newRefetcher(cl, a.Topic, iso, nil)
-	pos := map[int32]int64{} // where each partition's range was read up to
-	for p, rg := range open {
-		pos[p] = rg.From
-	}
-	for len(open) > 0 {
-		pollCtx, cancel := context.WithTimeout(ctx, r.deadline)
+	poll := func() error {
+		pollCtx, cancel := context.WithTimeout(opCtx, r.deadline)
+		defer cancel()
 		fetches := cl.PollFetches(pollCtx)
 		if ctx.Err() != nil {
-			cancel()
-			return fmt.Errorf("scan alias '%s': %w", alias, ctx.Err())
+			return fmt.Errorf("%s alias '%s': %w", op, alias, ctx.Err())
 		}
 		var done []int32
 		var visitErr error
@@ -136,23 +132,16 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 						return
 					}
 				}
-				if rec.Offset+1 >= rg.To {
-					break
-				}
 			}
-			// Done once the range's end was reached or passed: the last
-			// record seen decides (a compacted tail skips past To).
+			// Done once the last record seen reached or passed the end
+			// (a compacted tail skips past To).
 			if n := len(fp.Records); n > 0 && fp.Records[n-1].Offset+1 >= rg.To {
 				delete(open, fp.Partition)
 				done = append(done, fp.Partition)
 			}
 		})
-		if visitErr != nil {
-			cancel()
-			return fmt.Errorf("scan alias '%s': %w", alias, visitErr)
-		}
-		// A partition whose batches are too large to decompress whole
-		// is read to its range's end as a stream, batch by batch.
+		// A partition whose batches are too large to decompress whole is
+		// read to its range's end by the refetcher.
 		for _, fe := range fetches.Errors() {
 			rg, ok := open[fe.Partition]
 			if !ok || !kconn.IsLargeBatch(fe.Err) || visitErr != nil {
@@ -162,24 +151,24 @@ func (r *Reader) ScanRanges(ctx context.Context, alias string, partition *int32,
 			delete(open, fe.Partition)
 			var err error
 			if visitErr, err = scanStreamed(pollCtx, ref, fe.Partition, pos[fe.Partition], rg.To, visit); err != nil {
-				err = classify(ctx, pollCtx, "scan", alias, err)
-				cancel()
-				return err
+				return classify(ctx, pollCtx, op, alias, err)
 			}
 		}
 		if visitErr != nil {
-			cancel()
-			return fmt.Errorf("scan alias '%s': %w", alias, visitErr)
+			return fmt.Errorf("%s alias '%s': %w", op, alias, visitErr)
 		}
 		if len(done) > 0 {
 			cl.RemoveConsumePartitions(map[string][]int32{a.Topic: done})
 		}
 		if err := fetchErr(fetches); err != nil && len(open) > 0 {
-			err = classify(ctx, pollCtx, "scan", alias, err)
-			cancel()
+			return classify(ctx, pollCtx, op, alias, err)
+		}
+		return nil
+	}
+	for len(open) > 0 {
+		if err := poll(); err != nil {
 			return err
 		}
-		cancel()
 		sizer.resize(cl, fetchBudget)
 	}
 	return nil

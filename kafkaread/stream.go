@@ -22,25 +22,16 @@ type StreamQuery struct {
 	ToTS      *int64 // optional: a partition stops at its first record with a later timestamp
 	Limit     int    // total cap; 0 (absent) or more than MaxStreamRecords means MaxStreamRecords
 	Partition *int32 // optional: only this partition
-	// FromOffset and ToOffset select offsets FromOffset..ToOffset
-	// (inclusive; ToOffset nil: up to the end) of Partition.
+	// FromOffset..ToOffset (inclusive; ToOffset nil: up to the end) of
+	// Partition.
 	FromOffset, ToOffset *int64
-	// Isolation is the consumer view to read with; under ReadCommitted
-	// the end-of-topic snapshot is the last stable offset of each
-	// partition.
-	Isolation Isolation
+	Isolation            Isolation // the consumer view to read with
 }
 
 // Stream calls emit for each record of alias in the window q selects, in
-// timestamp order across partitions and offset order within each partition,
-// as records arrive (emit may flush). It reads up to the end-of-topic
-// snapshot taken when it starts and never chases later records.
-//
-// Errors before the first emit are the same as Message's plus ErrBadQuery;
-// an error after some records were emitted ends the stream and the caller
-// writes ErrorLine(err). An error returned by emit ends the stream and is
-// returned wrapped. Every broker call, including each wait for more
-// records, is bounded by the Reader's deadline (ErrBrokerTimeout).
+// timestamp order across partitions and offset order within each, up to
+// the end-of-topic snapshot taken at its start. Errors are Message's plus
+// ErrBadQuery; emit's error ends the stream and is returned wrapped.
 func (r *Reader) Stream(ctx context.Context, alias string, q StreamQuery, emit func(Record) error) error {
 	return r.StreamRaw(ctx, alias, q, func(rec *kgo.Record) error { return emit(newRecord(alias, rec)) })
 }
@@ -93,14 +84,10 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 		}
 		return next, nil
 	}
-	fill := func(p int32, offset int64, each func(*kgo.Record) bool) error {
-		_, err := read(p, offset, 1, each)
-		return err
-	}
 	sent := 0
 	for {
 		for {
-			rec, ok, err := m.pop(cl, m.high(limit-sent), fill)
+			rec, ok, err := m.pop(cl, m.high(limit-sent), read)
 			if err != nil {
 				return err
 			}
@@ -117,8 +104,7 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 		if m.finished() {
 			return nil
 		}
-		// Partitions read as streams: the next records of those with
-		// nothing queued.
+		// The streamed partitions with nothing queued read on.
 		served := false
 		for p, ps := range m.parts {
 			if m.streamed[p] && ps.open && len(ps.queue) == 0 {
@@ -153,16 +139,13 @@ func (r *Reader) StreamRaw(ctx context.Context, alias string, q StreamQuery, emi
 	}
 }
 
-// streamStart takes the end-of-topic snapshot (the last stable offsets
-// under ReadCommitted), applies the partition filter and resolves each
-// partition's start from FromTS broker-side. Partitions with nothing
-// before their snapshot end are left out.
+// streamStart takes the end-of-topic snapshot, applies the partition
+// filter and resolves each partition's start from FromTS broker-side,
+// leaving out partitions with nothing before their end.
 func (r *Reader) streamStart(ctx context.Context, adm *kadm.Client, a AliasSpec, q StreamQuery) (map[int32]*partState, error) {
 	opCtx, cancel := context.WithTimeout(ctx, r.deadline)
 	defer cancel()
-	// Both listings run at once to save a round trip. Their order does not
-	// matter: a start resolved after records were appended past the
-	// snapshot is simply >= end, and the partition is done.
+	// Both listings run at once; a start listed past the snapshot is >= end.
 	var starts map[int32]int64
 	var startsErr error
 	var wg sync.WaitGroup
@@ -172,10 +155,8 @@ func (r *Reader) streamStart(ctx context.Context, adm *kadm.Client, a AliasSpec,
 		}
 		starts, startsErr = listAll(opCtx, afterMilli, a)
 	})
-	// The starts are listed read_uncommitted whatever q.Isolation: a
-	// start at or past a read_committed end leaves the partition out
-	// either way, and a start on an aborted record is skipped by the
-	// client.
+	// Starts are listed read_uncommitted whatever q.Isolation: the client
+	// skips an aborted record a start falls on.
 	ends, err := listAll(opCtx, q.Isolation.endOffsets(adm), a)
 	wg.Wait()
 	if err == nil {

@@ -15,32 +15,20 @@ import (
 	"svc/worker/config"
 )
 
-// Deps are the parts an App is built from. Runner is required; the rest
-// have defaults.
+// Deps are the parts an App is built from; only Runner is required.
 type Deps struct {
-	// Handler is the message handler; nil means the built-in exec handler.
-	Handler any
-	// Runner runs tasks: the executor pool.
-	Runner TaskRunner
-	// Sinks delivers results and failures; required when results go to
-	// sinks (Kafka source on, or sources.http.sinks_enabled).
-	Sinks Deliverer
-	// Cache joins tasks to the handler cache; nil means no cache.
-	Cache TaskCache
-	// Events emits flight-recorder events; nil drops them.
-	Events *Events
-	// Registry takes the pipeline metrics; nil means a private registry.
+	Handler  any        // nil: the built-in exec handler
+	Runner   TaskRunner // the executor pool
+	Sinks    Deliverer  // required when results go to sinks
+	Cache    TaskCache  // nil: no handler cache
+	Events   *Events    // nil drops events
 	Registry prometheus.Registerer
-	// Cost accounts task costs (throughput.cost_label); nil: off.
-	Cost CostObserver
-	// Log is the base logger (without a component).
-	Log *slog.Logger
+	Cost     CostObserver // throughput.cost_label; nil: off
+	Log      *slog.Logger
 }
 
-// App is the pipeline core the sources feed: it binds the handler, runs
-// tasks through the executor pool, hands results to the sinks, tracks the
-// work in flight for the drain, and reports readiness. The Kafka source
-// (worker/kafka) and the HTTP ingress (httpd) use only its exported API.
+// App is the pipeline core the sources feed: handler, executor pool,
+// sinks, the work in flight for the drain, and readiness.
 type App struct {
 	cfg     *config.Config
 	log     *slog.Logger
@@ -63,19 +51,13 @@ type App struct {
 	pages    []ui.Page
 	details  ui.ProbeDetails
 
-	// taskCtx outlives intake: accepted work finishes during a drain and is
-	// cancelled only when the drain deadline passes.
-	taskCtx     context.Context
-	cancelTasks context.CancelFunc
-	// kafkaCtx is taskCtx waiting for an unavailable executor until the
-	// drain begins (WaitForExecutor), built once rather than per task.
-	kafkaCtx context.Context
-	work     workCount
-	workDone func() // work.done, bound once: Hold runs for every message and task
-
-	// drainStarted is closed when the drain begins: tasks waiting for an
-	// unavailable executor stop waiting then.
-	drainStarted chan struct{}
+	// taskCtx outlives intake; it ends when the drain deadline passes.
+	taskCtx      context.Context
+	cancelTasks  context.CancelFunc
+	kafkaCtx     context.Context // taskCtx, waiting for the executor (WaitForExecutor)
+	work         workCount
+	workDone     func()        // work.done, bound once
+	drainStarted chan struct{} // closed when the drain begins
 
 	mu       sync.Mutex
 	notYet   map[string]string // readiness reasons by component
@@ -127,8 +109,6 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		return nil, errors.New("sinks are required (Kafka source on or sources.http.sinks_enabled) but none were given")
 	}
 	if cfg.Sources.Kafka.Enabled {
-		// Not ready until the group is joined, from the start: the UI
-		// server answers /readyz before the source reaches the broker.
 		a.notYet["kafka"] = "consumer group not joined yet"
 	}
 	return a, nil
@@ -176,8 +156,7 @@ func (a *App) Events() *Events { return a.events }
 // IDs makes task and request ids.
 func (a *App) IDs() *IDGen { return a.ids }
 
-// IO is the blocking-I/O pool (io.max_threads) for file work done on
-// behalf of requests.
+// IO is the blocking-I/O pool (io.max_threads).
 func (a *App) IO() *Threads { return a.io }
 
 // Running is the registry of the tasks running now.
@@ -186,8 +165,8 @@ func (a *App) Running() *RunningTasks { return a.running }
 // Started is when the App was built.
 func (a *App) Started() time.Time { return a.started }
 
-// AttachRecorder sends the pipeline's events to rec and stores the masked
-// effective config with it. Call before the sources run.
+// AttachRecorder sends events and the masked config to rec; call it
+// before the sources run.
 func (a *App) AttachRecorder(rec EventRecorder) {
 	if a.events == nil {
 		a.events = NewEvents(a.cfg.Worker.Name, a.cfg.Executor.Env)
@@ -209,10 +188,8 @@ func (a *App) SetReady(component, reason string) {
 	}
 }
 
-// SetExecutorHealth records the executor's health (the builder wires the
-// pool's reports here): readiness gets an "executor" reason while it is
-// not available, the HTTP ingress and probes answer 503 while it is
-// unavailable, and the change is a recorder state event.
+// SetExecutorHealth records the executor's health (readiness, and a
+// state event on change).
 func (a *App) SetExecutorHealth(h ExecutorHealth) {
 	a.mu.Lock()
 	prev := a.execHlth
@@ -231,16 +208,14 @@ func (a *App) SetExecutorHealth(h ExecutorHealth) {
 	}
 }
 
-// ExecutorHealth is the executor's health as last reported (available
-// when nothing reports it).
+// ExecutorHealth is the executor's health as last reported.
 func (a *App) ExecutorHealth() ExecutorHealth {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.execHlth
 }
 
-// executorUnavailable is the error for work refused because the executor
-// is unavailable, nil when it is not.
+// executorUnavailable is the error of work refused for the executor.
 func (a *App) executorUnavailable() error {
 	if h := a.ExecutorHealth(); h.State == ExecutorUnavailable {
 		return fmt.Errorf("%w: %s", ErrExecutorUnavailable, h.Reason)
@@ -248,8 +223,7 @@ func (a *App) executorUnavailable() error {
 	return nil
 }
 
-// Ready reports whether every enabled source runs and no drain has begun,
-// with the reasons if not.
+// Ready reports whether every source runs and no drain began, or why not.
 func (a *App) Ready() (bool, []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -263,20 +237,17 @@ func (a *App) Ready() (bool, []string) {
 	return len(reasons) == 0, reasons
 }
 
-// TaskContext is the context tasks and deliveries run under: it outlives
-// intake and ends only when the drain deadline passes.
+// TaskContext is the context tasks and deliveries run under (taskCtx).
 func (a *App) TaskContext() context.Context { return a.taskCtx }
 
-// Hold registers one unit of accepted work that the drain must wait for;
-// call the returned func when it is done. Safe at any time, also while a
-// drain waits.
+// Hold registers one unit of accepted work the drain waits for; call the
+// returned func when it is done. Safe at any time.
 func (a *App) Hold() (done func()) {
 	a.work.add()
 	return a.workDone
 }
 
-// Arrange runs the Kafka handler's Arrange on the offload pool. An error
-// is counted in svc_arrange_errors_total.
+// Arrange runs the Kafka handler's Arrange on the offload pool.
 func (a *App) Arrange(ctx context.Context, batch []Message) ([]Task, error) {
 	tasks, err := Call(ctx, a.offload, func() ([]Task, error) { return a.kafka.Arrange(batch) })
 	if err != nil && ctx.Err() == nil {
@@ -286,9 +257,7 @@ func (a *App) Arrange(ctx context.Context, batch []Message) ([]Task, error) {
 }
 
 // RunTasks runs tasks concurrently through the executor pool and returns
-// their results in task order. Tasks run under the task context, not
-// ctx's cancellation, so accepted work is not lost when a caller goes away;
-// ctx only carries values.
+// their results in task order, under the task context (ctx is unused).
 func (a *App) RunTasks(ctx context.Context, source string, tasks []Task) []TaskResult {
 	if len(tasks) == 1 { // the usual case: no goroutine, closure or group
 		done := a.Hold()
@@ -325,10 +294,7 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 	}
 	ctx := a.taskCtx
 	if source == SourceKafka {
-		// A Kafka message is never failed for an executor that cannot run:
-		// its task waits (intake is held meanwhile) until the executor
-		// recovers or the drain begins, and then stays uncommitted.
-		ctx = a.kafkaCtx
+		ctx = a.kafkaCtx // waits for an unavailable executor until the drain
 	}
 	a.running.add(t, source, time.Now())
 	res := a.runner.Run(ctx, t)
@@ -357,9 +323,7 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 	}
 	a.events.Finished(source, &res)
 	a.metrics.Attempts.WithLabelValues(source).Add(float64(res.Attempts))
-	if source == SourceProbe {
-		// An operator debugging a message is not traffic: probes never
-		// move svc_tasks_total (failure-rate alerts) nor the Dashboard.
+	if source == SourceProbe { // not traffic: kept out of svc_tasks_total
 		a.metrics.ProbeTasks.WithLabelValues(res.Status).Inc()
 		return res
 	}
@@ -368,8 +332,7 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 	return res
 }
 
-// Deliver hands a result to the sinks under the task context; without
-// sinks it is a no-op.
+// Deliver hands a result to the sinks (if any) under the task context.
 func (a *App) Deliver(res *TaskResult) error {
 	if a.sinks == nil {
 		return nil
@@ -378,8 +341,7 @@ func (a *App) Deliver(res *TaskResult) error {
 }
 
 // DeliverAsync is Deliver without holding the caller: done gets Deliver's
-// error exactly once, from another goroutine (at once from this one
-// without sinks).
+// error exactly once (at once, on this goroutine, without sinks).
 func (a *App) DeliverAsync(res *TaskResult, done func(error)) {
 	switch d := a.sinks.(type) {
 	case nil:
@@ -391,8 +353,7 @@ func (a *App) DeliverAsync(res *TaskResult, done func(error)) {
 	}
 }
 
-// BeginDrain marks the worker as closing: /readyz answers 503 from now on
-// and probes are refused. Idempotent.
+// BeginDrain marks the worker as closing (not ready, probes refused).
 func (a *App) BeginDrain() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -402,9 +363,8 @@ func (a *App) BeginDrain() {
 	a.closing = true
 }
 
-// Drain begins the drain, waits for the work in flight up to timeout,
-// then cancels whatever still runs. It reports whether everything
-// finished in time.
+// Drain begins the drain, waits up to timeout for the work in flight,
+// then cancels what still runs; true when everything finished in time.
 func (a *App) Drain(timeout time.Duration) bool {
 	a.BeginDrain()
 	defer a.cancelTasks()

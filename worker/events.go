@@ -10,27 +10,22 @@ import (
 	"svc/worker/payload"
 )
 
-// Events emits the pipeline's flight-recorder events: tasks received and
-// finished, executor attempts, deliveries, dead letters, state changes and
-// offset commits. Until a recorder is attached (with the UI off, never)
-// every call is a no-op, and a nil *Events drops everything. Safe for
-// concurrent use; no method blocks.
+// Events emits the pipeline's flight-recorder events. Until a recorder is
+// attached every call is a no-op, and a nil *Events drops everything.
+// Safe for concurrent use; no method blocks.
 type Events struct {
 	rec    atomic.Pointer[EventRecorder]
 	worker string
 	env    map[string]string // executor.env keys, every value masked
 	// KeepOKTail (history.task_detail = "full") keeps the stdout tail of
-	// a successful first attempt without stderr; otherwise it is not
-	// encoded at all, since the recorder would not store it.
+	// a clean successful first attempt, which is otherwise not encoded.
 	KeepOKTail bool
-	// Deliveries, when set, tells how many sinks an ok result of source
-	// goes to: the task row announces that many sink_delivered events
+	// Deliveries, when set, is how many sinks an ok result goes to
 	// (event.TaskRow.Deliveries).
 	Deliveries func(source string, res *TaskResult) int
 }
 
-// NewEvents returns the event emitter of worker; execEnv is executor.env,
-// whose keys (never values) are recorded with every task.
+// NewEvents returns worker's emitter; executor.env keys go with every task.
 func NewEvents(worker string, execEnv map[string]string) *Events {
 	e := &Events{worker: worker}
 	for k := range execEnv {
@@ -74,20 +69,12 @@ func (r *Events) Event(typ, kind, taskID string, labels map[string]string, paylo
 	r.emit(rec, typ, kind, taskID, labels, raw, valid)
 }
 
-// emit hands one event to rec; valid says raw is fresh valid JSON that
-// the recorder need neither check nor copy.
+// emit hands one event to rec; valid: raw is fresh valid JSON the
+// recorder need neither check nor copy. Per-task payloads are encoded by
+// their concrete type's AppendJSON, not passed to Event as an interface
+// (a heap copy each; TestEventsAllocs).
 func (r *Events) emit(rec EventRecorder, typ, kind, taskID string, labels map[string]string, raw json.RawMessage, valid bool) {
 	rec.Event(event.Event{TSms: time.Now().UnixMilli(), Type: typ, Kind: kind, TaskID: taskID, Worker: r.worker, Labels: labels, Payload: raw, PayloadValid: valid})
-}
-
-// eventJSON records an event whose payload the caller encoded (an event
-// payload's AppendJSON, called on its concrete type): handing the
-// per-task payload structs (and annotations' payloads) to Event as an
-// interface copied each one to the heap first, two of them an attempt
-// (1.2 µs of the worker's CPU a Kafka message, CPU profile;
-// TestEventsAllocs).
-func (r *Events) eventJSON(rec EventRecorder, typ, taskID string, labels map[string]string, raw []byte) {
-	r.emit(rec, typ, "", taskID, labels, raw, true)
 }
 
 // eventTail bounds the stdout and stderr kept in an executor_finished event.
@@ -118,13 +105,12 @@ func (r *Events) Received(t *Task) {
 			p.Key, p.KeyEncoding = payload.Encode(m.Key)
 		}
 	}
-	r.eventJSON(rec, event.TypeTaskReceived, t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 128)))
+	r.emit(rec, event.TypeTaskReceived, "", t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 128)), true)
 }
 
 // Attempt records an executor start (res nil) or end.
 func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
-	// RunningTasks reads it: n while attempt n runs, -n once it ended
-	// (until the next one starts).
+	// For RunningTasks: n while attempt n runs, -n once it ended.
 	v := int32(n)
 	if res != nil {
 		v = -v
@@ -136,7 +122,7 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 	}
 	if res == nil {
 		p := event.Attempt{Attempt: n}
-		r.eventJSON(rec, event.TypeExecutorStarted, t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 16)))
+		r.emit(rec, event.TypeExecutorStarted, "", t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 16)), true)
 		return
 	}
 	p := event.Attempt{Attempt: n, Status: res.Status, ExitCode: &res.ExitCode,
@@ -150,7 +136,7 @@ func (r *Events) Attempt(t *Task, n int, res *AttemptResult) {
 	if len(res.Output) > 0 && (r.KeepOKTail || n > 1 || res.Status != StatusOK || len(res.Stderr) > 0 || res.Err != nil) {
 		p.StdoutTail = tail(res.Output)
 	}
-	r.eventJSON(rec, event.TypeExecutorFinished, t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 128)))
+	r.emit(rec, event.TypeExecutorFinished, "", t.ID, t.Labels, p.AppendJSON(make([]byte, 0, 128)), true)
 }
 
 // Finished records the task row and the executor's annotations.
@@ -181,12 +167,9 @@ func (r *Events) Finished(source string, res *TaskResult) {
 		}
 		if m.Key != nil {
 			row.Key, row.KeyEncoding = payload.Encode(m.Key)
-			switch shared := keyEncodingEnvs[row.KeyEncoding]; {
-			case row.Env == nil && shared != nil:
-				row.Env = shared
-			case row.Env == nil:
-				row.Env = map[string]string{KeyEncodingEnv: row.KeyEncoding}
-			default: // taskEnv's own copy
+			if row.Env == nil {
+				row.Env = keyEncodingEnvs[row.KeyEncoding]
+			} else { // taskEnv's own copy
 				row.Env[KeyEncodingEnv] = row.KeyEncoding
 			}
 		}
@@ -194,21 +177,18 @@ func (r *Events) Finished(source string, res *TaskResult) {
 	rec.Task(row)
 }
 
-// keyEncodingEnvs are the environments of a keyed Kafka task run without
-// executor.env or task env, by key encoding: one map each, shared by every
-// such task row (the recorder and Live subscribers only read a row's Env),
-// instead of a new map a message.
+// keyEncodingEnvs are the shared, read-only envs of keyed task rows
+// without executor.env or task env, by key encoding.
 var keyEncodingEnvs = map[string]map[string]string{
-	"utf-8":  {KeyEncodingEnv: "utf-8"},
-	"base64": {KeyEncodingEnv: "base64"},
+	payload.UTF8:   {KeyEncodingEnv: payload.UTF8},
+	payload.Base64: {KeyEncodingEnv: payload.Base64},
 }
 
-// KeyEncodingEnv is the executor's environment variable that holds the
-// key's encoding (docs/executor.md); a task row's env names it too.
+// KeyEncodingEnv is the executor variable holding the key's encoding.
 const KeyEncodingEnv = "SVC_KEY_ENCODING"
 
-// taskEnv is the environment a task ran with, redacted like config views:
-// every executor.env value masked, task env masked by key name.
+// taskEnv is a task's environment redacted: executor.env values masked,
+// task env masked by key name.
 func (r *Events) taskEnv(t *Task) map[string]string {
 	if len(r.env) == 0 && len(t.Env) == 0 {
 		return nil
@@ -230,14 +210,12 @@ func (r *Events) Delivered(res *TaskResult, sink string) {
 		return
 	}
 	p := event.Delivered{OutputSizeBytes: int64(len(res.Output)), Sink: sink}
-	r.eventJSON(rec, event.TypeSinkDelivered, res.Task.ID, res.Labels, p.AppendJSON(make([]byte, 0, 64)))
+	r.emit(rec, event.TypeSinkDelivered, "", res.Task.ID, res.Labels, p.AppendJSON(make([]byte, 0, 64)), true)
 }
 
-// TransactionAbortedKind is the annotation kind that marks a task whose
-// results were discarded by exactly-once delivery: their transaction
-// aborted (or their partition was reset or revoked before it), so no
-// read_committed consumer ever sees them, and the task's message runs
-// again as a new task.
+// TransactionAbortedKind is the annotation kind of a task whose results
+// exactly-once delivery discarded (its transaction aborted); the message
+// runs again as a new task.
 const TransactionAbortedKind = "svc.transaction_aborted"
 
 // TransactionAborted marks res as an aborted attempt (TransactionAbortedKind).
@@ -248,17 +226,13 @@ func (r *Events) TransactionAborted(res *TaskResult, reason string) {
 	r.Event(event.TypeAnnotation, TransactionAbortedKind, res.Task.ID, res.Labels, map[string]any{"reason": reason})
 }
 
-// DLQRecordAt is where a DLQ record landed: its partition and offset in
-// the DLQ topic.
+// DLQRecordAt is a DLQ record's partition and offset in the DLQ topic.
 type DLQRecordAt struct {
 	Partition int32
 	Offset    int64
 }
 
-// DeadLettered records a failed task written to the DLQ (or dropped). at
-// is where the DLQ acknowledged the record (nil unless outcome is sent):
-// the event carries it as dlq_partition and dlq_offset, so a trace leads
-// to the record.
+// DeadLettered records a failed task sent to the DLQ (at) or dropped.
 func (r *Events) DeadLettered(res *TaskResult, outcome, reason string, at *DLQRecordAt) {
 	p := map[string]any{"outcome": outcome, "reason": reason, "attempts": res.Attempts}
 	if at != nil {
@@ -267,8 +241,7 @@ func (r *Events) DeadLettered(res *TaskResult, outcome, reason string, at *DLQRe
 	r.Event(event.TypeDLQSent, "", res.Task.ID, res.Labels, p)
 }
 
-// State records a worker state change (lifecycle, breakers, pauses, stalls)
-// in the recorder's state timeline.
+// State records a worker state change in the recorder's state timeline.
 func (r *Events) State(name string, detail map[string]any) {
 	if rec := r.get(); rec != nil {
 		rec.State(name, detail)

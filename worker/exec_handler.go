@@ -89,8 +89,8 @@ type ExecTaskResult struct {
 	Error          string `json:"error,omitempty"`
 }
 
-// OnHTTPRequestComplete answers 200 when every task is ok, 504 when one timed
-// out, else 502, always with the same body shape.
+// OnHTTPRequestComplete answers 200 when every task is ok, 504 when one
+// timed out, else 502.
 func (h *ExecHandler) OnHTTPRequestComplete(req *HTTPRequest, results []TaskResult) (*HTTPResponse, error) {
 	resp := ExecResponse{RequestID: req.ID, Status: StatusOK, Tasks: make([]ExecTaskResult, 0, len(results))}
 	code := http.StatusOK
@@ -117,8 +117,8 @@ func (h *ExecHandler) OnHTTPRequestComplete(req *HTTPRequest, results []TaskResu
 	return &HTTPResponse{Status: code, Body: resp}, nil
 }
 
-// jsonLabels reads handler.label_fields from a JSON object body. Strings are
-// taken as they are, numbers and booleans in their JSON form.
+// jsonLabels reads handler.label_fields from a JSON object body (numbers
+// and booleans in their JSON form).
 func (h *ExecHandler) jsonLabels(body []byte) map[string]string {
 	if len(h.labelFields) == 0 || len(body) == 0 || body[0] != '{' {
 		return nil
@@ -151,8 +151,8 @@ func setLabel(m map[string]string, k, v string) map[string]string {
 	return m
 }
 
-// IDGen makes task and request ids: a per-process random prefix and a
-// counter, unique across a fleet without coordination. Safe for concurrent use.
+// IDGen makes fleet-unique task and request ids: a random prefix and a
+// counter. Safe for concurrent use.
 type IDGen struct {
 	prefix string
 	n      atomic.Uint64
@@ -165,8 +165,7 @@ func NewIDGen() *IDGen {
 	return &IDGen{prefix: hex.EncodeToString(b[:])}
 }
 
-// Next returns the next id: "<prefix>-<n>", built without fmt (one
-// allocation; it runs once per task and request).
+// Next returns the next id, "<prefix>-<n>", in one allocation.
 func (g *IDGen) Next() string {
 	var b [32]byte // 12 hex digits, '-', at most 20 digits
 	out := append(append(b[:0], g.prefix...), '-')

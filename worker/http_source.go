@@ -16,15 +16,10 @@ type HandlerError struct {
 func (e *HandlerError) Error() string { return fmt.Sprintf("handler %s: %v", e.Hook, e.Err) }
 func (e *HandlerError) Unwrap() error { return e.Err }
 
-// HandleHTTP runs one ingress request through the pipeline: arrange on the
-// offload pool, every task through the executor pool, results to the sinks
-// when sources.http.sinks_enabled, then the completion hook. Once arranged,
-// the request's work finishes even if ctx ends (the caller went away).
-//
-// While the executor is unavailable nothing runs: the error wraps
-// ErrExecutorUnavailable (the ingress answers 503), also when it became
-// unavailable while the request's tasks waited for it; such a request's
-// results go to no sink and not to the completion hook.
+// HandleHTTP runs one ingress request: arrange, tasks, sinks (when
+// sources.http.sinks_enabled), completion hook; once arranged, its work
+// finishes even if ctx ends. While the executor is unavailable the error
+// wraps ErrExecutorUnavailable and nothing is delivered.
 func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, error) {
 	if err := a.executorUnavailable(); err != nil {
 		return nil, err
@@ -66,8 +61,8 @@ func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, 
 	return resp, nil
 }
 
-// unrun is the error of the first result that did not run because the
-// executor was unavailable (nil when all ran).
+// unrun is the error of the first result not run for an unavailable
+// executor, else nil.
 func unrun(results []TaskResult) error {
 	for i := range results {
 		if errors.Is(results[i].Err, ErrExecutorUnavailable) {

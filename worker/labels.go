@@ -6,12 +6,8 @@ import (
 	"unicode/utf8"
 )
 
-// Bounds on a task's labels: whatever a message, a request or an executor
-// sends, a task carries at most MaxLabels labels, each name at most
-// MaxLabelName bytes and each value at most MaxLabelValue bytes. Labels
-// past them are dropped (by name order, so the same ones every time),
-// counted in svc_task_labels_dropped_total and noted on the task as an
-// annotation of kind svc.labels_dropped.
+// Bounds on a task's labels; labels past them are dropped (by name order),
+// counted in svc_task_labels_dropped_total and annotated (LabelsDroppedKind).
 const (
 	MaxLabels     = 32
 	MaxLabelName  = 64
@@ -21,8 +17,8 @@ const (
 // LabelsDroppedKind is the annotation kind that reports dropped labels.
 const LabelsDroppedKind = "svc.labels_dropped"
 
-// limitLabels returns labels within the bounds and how many were dropped.
-// It returns m itself when nothing is dropped.
+// limitLabels returns labels within the bounds (m itself when nothing is
+// dropped) and how many were dropped.
 func limitLabels(m map[string]string) (map[string]string, int) {
 	over := len(m) > MaxLabels
 	if !over {

@@ -14,26 +14,17 @@ type Runner interface {
 	Run(ctx context.Context) error
 }
 
-// Lifecycle runs a worker's components under one context and stops them
-// in order. It is the one start and shutdown sequence of `svc run`,
-// `svc demo` and the test harnesses:
+// Lifecycle is the one start and shutdown sequence of a worker:
 //
-//  1. services start (recorder, metrics exporter, UI server, registry):
-//     they outlive intake so probes, metrics and history answer during
-//     the drain;
-//  2. the App is marked running and intake starts (HTTP ingress, Kafka
-//     source);
-//  3. when ctx ends or any component fails: readiness flips to 503 at
-//     once, intake stops (the ingress closes its listener and finishes the
-//     requests it accepted, the Kafka source drains, commits and leaves),
-//     the App drains what is left up to the grace period, sinks close;
-//  4. services stop in reverse order of registration;
-//  5. the parts registered with Release (executor pool, cache, recorder
-//     files, producers) are released in reverse order of registration.
+//  1. services start (they outlive intake, so probes, metrics and history
+//     answer during the drain);
+//  2. the App is marked running and intake starts;
+//  3. when ctx ends or any component fails: readiness flips to 503,
+//     intake stops, the App drains up to the grace period, OnDrained runs;
+//  4. services stop, then Release funcs run, each in reverse order.
 //
-// The lifecycle is the one owner of shutdown: nothing it was given is
-// closed by anyone else once Run starts. Sockets are bound before Run (a
-// bind failure is fatal before anything runs), by the builder.
+// It is the one owner of shutdown: nothing it was given is closed by
+// anyone else once Run starts.
 type Lifecycle struct {
 	app      *App
 	grace    time.Duration
@@ -67,18 +58,14 @@ func (l *Lifecycle) Intake(name string, r Runner) {
 	l.intake = append(l.intake, named{name: name, r: r})
 }
 
-// OnDrained adds a func called after the drain, before the services stop
-// (closing the sink producers).
+// OnDrained adds a func called after the drain, before the services stop.
 func (l *Lifecycle) OnDrained(f func()) { l.drained = append(l.drained, f) }
 
-// Release adds a func called once at the very end, after every service
-// stopped, in reverse order of registration (closing the executor pool,
-// the cache, the recorder's files).
+// Release adds a func called once at the very end, in reverse order.
 func (l *Lifecycle) Release(f func()) { l.releases = append(l.releases, f) }
 
-// Abandon releases what was registered with OnDrained and Release,
-// without running anything: the builder's path when a worker is built but
-// never run. After Run it does nothing.
+// Abandon runs the OnDrained and Release funcs without running anything
+// (a worker built but never run). After Run it does nothing.
 func (l *Lifecycle) Abandon() {
 	l.once.Do(func() {
 		for _, f := range l.drained {
@@ -94,9 +81,8 @@ func (l *Lifecycle) release() {
 	}
 }
 
-// Run runs every component until ctx ends or one fails, then shuts down as
-// the type documents. It returns the first component error, or nil when
-// ctx ended.
+// Run runs every component until ctx ends or one fails, then shuts down;
+// it returns the first component error.
 func (l *Lifecycle) Run(ctx context.Context) error {
 	ran := false
 	l.once.Do(func() { ran = true })
@@ -117,31 +103,26 @@ func (l *Lifecycle) Run(ctx context.Context) error {
 			fail()
 		}
 	}
-	start := func(ctx context.Context, cs []named) []chan struct{} {
-		done := make([]chan struct{}, len(cs))
-		for i, c := range cs {
-			done[i] = make(chan struct{})
-			go func() {
-				defer close(done[i])
-				report(c.name, c.r.Run(ctx))
-			}()
-		}
+	start := func(ctx context.Context, c named) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			report(c.name, c.r.Run(ctx))
+		}()
 		return done
 	}
-
 	svcDone := make([]chan struct{}, len(l.services))
-	for i, c := range l.services {
+	for i := range l.services {
 		svcCtx, stop := context.WithCancel(context.Background())
 		defer stop()
-		svcDone[i] = make(chan struct{})
-		go func() {
-			defer close(svcDone[i])
-			report(c.name, c.r.Run(svcCtx))
-		}()
 		l.services[i].stop = stop
+		svcDone[i] = start(svcCtx, l.services[i])
 	}
 	l.app.events.State("running", map[string]any{"release": Version})
-	intakeDone := start(failed, l.intake)
+	var intakeDone []chan struct{}
+	for _, c := range l.intake {
+		intakeDone = append(intakeDone, start(failed, c))
+	}
 
 	<-failed.Done()
 	stopAt := time.Now()

@@ -45,53 +45,45 @@ type Metrics struct {
 
 // newMetrics registers the pipeline metrics and the executor pool gauges.
 func newMetrics(reg prometheus.Registerer, pool PoolStats) *Metrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
 	m := &Metrics{
-		Tasks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_tasks_total", Help: "Tasks finished, by source and final status (probes are counted apart, in svc_probe_tasks_total).",
-		}, []string{"source", "status"}),
-		ProbeTasks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_probe_tasks_total", Help: "Probe tasks (the debug probe) finished, by final status; never in svc_tasks_total.",
-		}, []string{"status"}),
+		Tasks: counter("svc_tasks_total",
+			"Tasks finished, by source and final status (probes are counted apart, in svc_probe_tasks_total).", "source", "status"),
+		ProbeTasks: counter("svc_probe_tasks_total",
+			"Probe tasks (the debug probe) finished, by final status; never in svc_tasks_total.", "status"),
 		TaskDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "svc_task_duration_seconds", Help: "Wall time of a task over all its attempts.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"source"}),
-		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_executor_attempts_total", Help: "Executor process runs, by source.",
-		}, []string{"source"}),
-		ArrangeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_arrange_errors_total", Help: "Handler arrange hooks (Arrange, ArrangeHTTPRequest) that returned an error, by source.",
-		}, []string{"source"}),
-		CompleteErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_complete_errors_total", Help: "Handler completion hooks (OnHTTPRequestComplete) that returned an error, by source.",
-		}, []string{"source"}),
-		LabelsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svc_task_labels_dropped_total", Help: "Task labels dropped for being past the bounds (32 labels, 64-byte names, 1 KiB values), by source.",
-		}, []string{"source"}),
+		Attempts: counter("svc_executor_attempts_total", "Executor process runs, by source.", "source"),
+		ArrangeErrors: counter("svc_arrange_errors_total",
+			"Handler arrange hooks (Arrange, ArrangeHTTPRequest) that returned an error, by source.", "source"),
+		CompleteErrors: counter("svc_complete_errors_total",
+			"Handler completion hooks (OnHTTPRequestComplete) that returned an error, by source.", "source"),
+		LabelsDropped: counter("svc_task_labels_dropped_total",
+			"Task labels dropped for being past the bounds (32 labels, 64-byte names, 1 KiB values), by source.", "source"),
 		OffloadQueueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "svc_offload_wait_seconds", Help: "Time hook work waited for an offload thread.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8),
 		}),
 	}
 	reg.MustRegister(m.Tasks, m.ProbeTasks, m.TaskDuration, m.Attempts, m.ArrangeErrors, m.CompleteErrors, m.LabelsDropped, m.OffloadQueueWait)
-	// Every series exists from start-up at 0, so dashboards and alerts see
-	// it before the first event.
+	// Every series exists from start-up at 0.
 	for _, source := range []string{SourceKafka, SourceHTTP, SourceProbe} {
 		m.ArrangeErrors.WithLabelValues(source)
 		m.LabelsDropped.WithLabelValues(source)
 		m.Attempts.WithLabelValues(source)
 	}
 	m.CompleteErrors.WithLabelValues(SourceHTTP)
+	gauge := func(name, help string, f func() int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
 	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "svc_executor_pool_busy", Help: "Executor processes running now.",
-		}, func() float64 { return float64(pool.Busy()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "svc_executor_pool_size", Help: "Executor pool size (executor.pool_size).",
-		}, func() float64 { return float64(pool.Size()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "svc_executor_pool_waiting", Help: "Tasks waiting for a free executor slot.",
-		}, func() float64 { return float64(pool.Waiting()) }),
+		gauge("svc_executor_pool_busy", "Executor processes running now.", pool.Busy),
+		gauge("svc_executor_pool_size", "Executor pool size (executor.pool_size).", pool.Size),
+		gauge("svc_executor_pool_waiting", "Tasks waiting for a free executor slot.", pool.Waiting),
 	)
 	return m
 }

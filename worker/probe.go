@@ -6,8 +6,7 @@ import (
 	"time"
 )
 
-// ProbeQueueSize bounds the probes running or waiting at once; one more
-// answers 503.
+// ProbeQueueSize bounds the probes running or waiting at once.
 const ProbeQueueSize = 16
 
 // Probe errors; the UI server answers 503 to both.
@@ -24,11 +23,10 @@ type ProbeRequest struct {
 	Labels  map[string]string
 }
 
-// Probe runs caller bytes through the live handler and the real executor
-// pool as a message of source "probe". Results go to no sink and no offset
-// moves. The Kafka handler arranges it when the Kafka source is on, else the
-// HTTP hooks do. While the executor is unavailable the error wraps
-// ErrExecutorUnavailable (503).
+// Probe runs caller bytes through the live handler (Kafka's when on, else
+// the HTTP hooks) and the executor pool as source "probe": no sink, no
+// offset. While the executor is unavailable the error wraps
+// ErrExecutorUnavailable.
 func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error) {
 	if a.Closing() {
 		return nil, ErrClosing
@@ -61,9 +59,7 @@ func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error)
 		if t.ID == "" {
 			t.ID = a.ids.Next()
 		}
-		// Whatever the handler returned, the task is a probe: it must not be
-		// mistaken for a real message downstream.
-		pm := *msg
+		pm := *msg // whatever the handler returned, the task is a probe
 		if t.Msg != nil {
 			pm.Key, pm.Value = t.Msg.Key, t.Msg.Value
 		}

@@ -1,17 +1,15 @@
 package worker
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// RunningTasks is the registry of the tasks running at this moment, for
-// every source: runOne adds a task before the executor pool gets it and
-// removes it once the pool returned. Add and remove are one map write
-// under a mutex each (O(1)); the attempt number is an atomic store on the
-// task itself, by the pool's OnAttempt hook (Events.Attempt).
+// RunningTasks is the registry of the tasks in the executor pool now, for
+// every source; the attempt number is stored on the task (Events.Attempt).
 type RunningTasks struct {
 	mu    sync.Mutex
 	tasks map[*Task]runningEntry
@@ -23,11 +21,9 @@ type runningEntry struct {
 }
 
 // RunningTask is one running task as the API reports it. Key is a copy of
-// at most MaxRunningKey bytes of the message key (KeyTruncated then says
-// so). Attempt is the executor attempt running now: 0 while the task waits
-// for an executor slot (or the executor), 1 for the first, and so on;
-// AttemptEnded says it ended and the next has not started (the retry
-// backoff, or waiting for a slot for it).
+// at most MaxRunningKey bytes of the message key. Attempt is the executor
+// attempt now (0 while waiting for a slot); AttemptEnded says it ended and
+// the next has not started.
 type RunningTask struct {
 	TaskID       string
 	Source       string
@@ -42,8 +38,7 @@ type RunningTask struct {
 	Started      time.Time
 }
 
-// AttemptNow is a running task's executor attempt (RunningTask's
-// Attempt and AttemptEnded).
+// AttemptNow is a running task's executor attempt (as in RunningTask).
 type AttemptNow struct {
 	N     int
 	Ended bool
@@ -80,8 +75,7 @@ func (r *RunningTasks) Len() int {
 	return len(r.tasks)
 }
 
-// Find returns the task of that id if it runs now (a scan: for the API,
-// never the pipeline).
+// Find returns the task of that id if it runs now (a scan, for the API).
 func (r *RunningTasks) Find(id string) (RunningTask, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -93,8 +87,7 @@ func (r *RunningTasks) Find(id string) (RunningTask, bool) {
 	return RunningTask{}, false
 }
 
-// Attempts returns, by task id, the executor attempt of each running task
-// (0 while it waits for a slot): the head-of-line view joins it.
+// Attempts returns the executor attempt of each running task by id.
 func (r *RunningTasks) Attempts() map[string]AttemptNow {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -119,18 +112,10 @@ func (r *RunningTasks) Snapshot(limit int) ([]RunningTask, int) {
 	for t, e := range r.tasks {
 		all = append(all, ent{t, e})
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].e.started.Equal(all[j].e.started) {
-			return all[i].e.started.Before(all[j].e.started)
-		}
-		return all[i].t.ID < all[j].t.ID
+	slices.SortFunc(all, func(a, b ent) int {
+		return cmp.Or(a.e.started.Compare(b.e.started), cmp.Compare(a.t.ID, b.t.ID))
 	})
-	if limit < 0 {
-		limit = 0
-	}
-	if len(all) > limit {
-		all = all[:limit]
-	}
+	all = all[:min(len(all), max(limit, 0))]
 	out := make([]RunningTask, len(all))
 	for i, x := range all {
 		out[i] = r.show(x.t, x.e)

@@ -8,8 +8,7 @@ import (
 	"time"
 )
 
-// Source names where a message came from. It is also the value of the
-// executor's SVC_SOURCE variable and of the recorder's task "source" field.
+// Source names where a message came from (SVC_SOURCE, task "source").
 const (
 	SourceKafka = "kafka"
 	SourceHTTP  = "http"
@@ -24,16 +23,14 @@ const (
 	StatusTempFail = "tempfail"
 )
 
-// Header is one Kafka record header (or HTTP label) carried with a message.
-// A nil Value is a null header value.
+// Header is one Kafka record header; a nil Value is a null value.
 type Header struct {
 	Key   string
 	Value []byte
 }
 
-// Message is one unit of input: a Kafka record, an HTTP request body or a
-// probe payload. Topic is the raw topic name; it never leaves the worker's
-// internals (operators see Alias).
+// Message is one unit of input; Topic never leaves the worker (operators
+// see Alias).
 type Message struct {
 	Source    string
 	Alias     string
@@ -46,8 +43,7 @@ type Message struct {
 	Timestamp time.Time
 }
 
-// Task is one executor run arranged from a message. A message can yield
-// several tasks; its offset is committable once all of them finished.
+// Task is one executor run arranged from a message.
 type Task struct {
 	ID     string
 	Msg    *Message
@@ -57,17 +53,14 @@ type Task struct {
 	// Sinks names the sinks the result goes to; nil means every sink.
 	Sinks []string
 
-	arrangeErr error  // set when Arrange failed: the task goes to the DLQ unrun
-	requestID  string // the ingress request's id (HTTP source), for RunningTasks
-	attempt    int32  // the attempt running now, negated once it ended (atomic), for RunningTasks
+	requestID string // the ingress request's id (HTTP source), for RunningTasks
+	attempt   int32  // the attempt running now, negated once it ended (atomic)
 }
 
-// Annotation is a structured note a task attaches to its trace (from the
-// executor's fd 3 or from Go handler code).
+// Annotation is a structured note a task attaches to its trace (fd 3 or
+// handler code); Payload is a JSON object, kept as written.
 type Annotation struct {
-	Kind string `json:"kind"`
-	// Payload is a JSON object, kept as the executor wrote it: it goes to
-	// the recorder as it is, never decoded and encoded again per task.
+	Kind    string          `json:"kind"`
 	Payload json.RawMessage `json:"payload"`
 }
 
@@ -112,23 +105,20 @@ type AttemptResult struct {
 	ExitCode        int    // -1 when the process did not exit by itself
 	Err             error  // nil when Status is ok
 	Duration        time.Duration
-	// Annotations, Labels and CacheWrites come from fd 3. Ignored fd 3 lines
-	// are counted in InvalidEvents and summed up in one annotation of kind
-	// svc.fd3_invalid.
+	// Annotations, Labels and CacheWrites come from fd 3; ignored fd 3
+	// lines are counted in InvalidEvents.
 	Annotations   []Annotation
 	Labels        map[string]string
 	CacheWrites   []CacheWrite
 	InvalidEvents int
 }
 
-// Handler arranges polled Kafka batches into tasks. Required with the Kafka
-// source. Arrange is called from the poll loop only, never concurrently.
+// Handler arranges polled Kafka batches into tasks; never concurrently.
 type Handler interface {
 	Arrange(batch []Message) ([]Task, error)
 }
 
-// HTTPRequest is the request model handed to an HTTP handler (the spec's
-// third generic model).
+// HTTPRequest is the request model handed to an HTTP handler.
 type HTTPRequest struct {
 	ID     string
 	Client string // ingress client name, "" when unauthenticated
@@ -138,28 +128,23 @@ type HTTPRequest struct {
 	Header http.Header
 }
 
-// HTTPResponse is the response model an HTTP handler returns (the spec's
-// fourth generic model). Body is encoded as JSON.
+// HTTPResponse is the response model an HTTP handler returns (Body: JSON).
 type HTTPResponse struct {
 	Status int
 	Body   any
 }
 
-// HTTPArranger turns an ingress request into tasks. Required, with
-// HTTPCompleter, when the HTTP source is on. Called concurrently.
+// HTTPArranger turns an ingress request into tasks; called concurrently.
 type HTTPArranger interface {
 	ArrangeHTTPRequest(req *HTTPRequest) ([]Task, error)
 }
 
-// HTTPCompleter builds the ingress response once every task of a request
-// finished. Called concurrently, once per request.
+// HTTPCompleter builds the ingress response from a request's results.
 type HTTPCompleter interface {
 	OnHTTPRequestComplete(req *HTTPRequest, results []TaskResult) (*HTTPResponse, error)
 }
 
-// MissingHooksError says a handler lacks the hooks the enabled sources
-// need: Arrange with the Kafka source, ArrangeHTTPRequest and
-// OnHTTPRequestComplete with the HTTP source.
+// MissingHooksError says a handler lacks the hooks the enabled sources need.
 type MissingHooksError struct {
 	Handler string
 	Missing []string
@@ -170,8 +155,7 @@ func (e *MissingHooksError) Error() string {
 	return fmt.Sprintf("configuration error: handler %s lacks %s, required %s", e.Handler, strings.Join(e.Missing, " and "), e.Reason)
 }
 
-// Fields decodes the payload (numbers as float64); nil when it is not a
-// JSON object.
+// Fields decodes the payload; nil when it is not a JSON object.
 func (a Annotation) Fields() map[string]any {
 	var m map[string]any
 	if json.Unmarshal(a.Payload, &m) != nil {

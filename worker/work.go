@@ -6,11 +6,8 @@ import (
 	"time"
 )
 
-// workCount counts accepted work for the drain. Unlike a sync.WaitGroup,
-// work may be added while a drain waits (a probe racing the shutdown, the
-// next message of a key lane), so add never races wait. The count is an
-// atomic (add and done run twice for every Kafka message and task); the
-// mutex only guards the channel a waiting drain sleeps on.
+// workCount counts accepted work for the drain; unlike a sync.WaitGroup,
+// work may be added while a drain waits. mu guards only zero.
 type workCount struct {
 	n    atomic.Int64
 	mu   sync.Mutex

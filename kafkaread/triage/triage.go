@@ -1,17 +1,14 @@
 // Package triage pages through the dead-letter topic for an operator:
 // newest first, filtered by key, task id and reason, with the reasons
-// counted, and cursors that page both ways. Every request reads a bounded
-// number of records (Query.Scan, at most MaxScan) through the read API's
-// assign-only reader (kafkaread.Reader.ScanRanges): it joins no group,
-// commits nothing and holds one fetch at a time.
-//
-// It knows the DLQ headers by name (worker/sink writes them); like the
-// rest of kafkaread it imports nothing of the worker.
+// counted and cursors both ways. Each request reads at most Query.Scan
+// records through kafkaread.Reader.ScanRanges.
 package triage
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -26,22 +23,16 @@ import (
 
 // Bounds of one request.
 const (
-	DefaultLimit = 50
-	MaxLimit     = 200
-	DefaultScan  = 1000
-	MaxScan      = kafkaread.MaxStreamRecords // 10000
-	// MaxReasons is how many distinct reasons are counted one by one; the
-	// rest are counted together (Page.OtherReasons).
-	MaxReasons = 100
-	// PreviewBytes is how much of a value (and of a key) a page shows.
-	PreviewBytes = 512
-	// maxReasonBytes is how much of a reason is kept (a DLQ record cut to
-	// fit keeps 1 KiB of it).
-	maxReasonBytes = 1024
+	DefaultLimit   = 50
+	MaxLimit       = 200
+	DefaultScan    = 1000
+	MaxScan        = kafkaread.MaxStreamRecords // 10000
+	MaxReasons     = 100                        // distinct reasons counted; the rest in Page.OtherReasons
+	PreviewBytes   = 512                        // how much of a value (and of a key) a page shows
+	maxReasonBytes = 1024                       // how much of a reason is kept
 )
 
-// The headers worker/sink puts on a DLQ record (after the message's own),
-// and the count a redrive adds.
+// The headers worker/sink puts on a DLQ record, and redrive's count.
 const (
 	HeaderTaskID          = "svc-task-id"
 	HeaderReason          = "svc-dlq-reason"
@@ -64,24 +55,17 @@ type Query struct {
 	Key       *string
 	TaskID    string // exact svc-task-id
 	Reason    string // case-insensitive substring of svc-dlq-reason
-	// Isolation is the consumer view the page is read with.
 	Isolation kafkaread.Isolation
 }
 
-// Cursor is a position in each DLQ partition: partition → offset. Before
-// a cursor means offsets below it, after it offsets at or above it. Its
-// text form is "p:o,p:o" in partition order.
+// Cursor is an offset in each DLQ partition: before it means below, after
+// it at or above. Its text form is "p:o,p:o" in partition order.
 type Cursor map[int32]int64
 
 // String is the cursor's text form.
 func (c Cursor) String() string {
-	ps := make([]int32, 0, len(c))
-	for p := range c {
-		ps = append(ps, p)
-	}
-	slices.Sort(ps)
 	var b strings.Builder
-	for i, p := range ps {
+	for i, p := range slices.Sorted(maps.Keys(c)) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -108,32 +92,27 @@ func ParseCursor(s string) (Cursor, error) {
 	return c, nil
 }
 
-// Entry is one DLQ record as a page shows it: where it is, the failed
-// task's id, the reason and the other svc-dlq-* headers, and the start of
-// its key and value.
+// Entry is one DLQ record as a page shows it: its place, svc-* headers and
+// the start of its key and value.
 type Entry struct {
-	Partition       int32   `json:"partition"`
-	Offset          int64   `json:"offset"`
-	TimestampMs     *int64  `json:"timestamp_ms"`
-	Key             *string `json:"key"`
-	KeyEncoding     string  `json:"key_encoding"`
-	KeyTruncated    bool    `json:"key_truncated,omitempty"`
-	TaskID          string  `json:"task_id"`
-	Reason          string  `json:"reason"`
-	Attempts        *int    `json:"attempts"`
-	SourcePartition *int32  `json:"source_partition"`
-	SourceOffset    *int64  `json:"source_offset"`
-	Worker          string  `json:"worker"`
-	// TruncatedFrom is the original value's size of a record the DLQ
-	// holds cut to fit (svc-dlq-truncated): never redriven.
-	TruncatedFrom *int64 `json:"truncated_from"`
-	// RedriveCount is how often the message was redriven before it failed
-	// again (svc-redrive-count), 0 for a first failure.
-	RedriveCount     int    `json:"redrive_count"`
-	Payload          string `json:"payload"` // the first PreviewBytes of the value
-	PayloadEncoding  string `json:"payload_encoding"`
-	PayloadSizeBytes int    `json:"payload_size_bytes"`
-	PayloadTruncated bool   `json:"payload_truncated"`
+	Partition        int32   `json:"partition"`
+	Offset           int64   `json:"offset"`
+	TimestampMs      *int64  `json:"timestamp_ms"`
+	Key              *string `json:"key"`
+	KeyEncoding      string  `json:"key_encoding"`
+	KeyTruncated     bool    `json:"key_truncated,omitempty"`
+	TaskID           string  `json:"task_id"`
+	Reason           string  `json:"reason"`
+	Attempts         *int    `json:"attempts"`
+	SourcePartition  *int32  `json:"source_partition"`
+	SourceOffset     *int64  `json:"source_offset"`
+	Worker           string  `json:"worker"`
+	TruncatedFrom    *int64  `json:"truncated_from"` // svc-dlq-truncated: the value's size before the cut
+	RedriveCount     int     `json:"redrive_count"`  // svc-redrive-count, 0 for a first failure
+	Payload          string  `json:"payload"`        // the first PreviewBytes of the value
+	PayloadEncoding  string  `json:"payload_encoding"`
+	PayloadSizeBytes int     `json:"payload_size_bytes"`
+	PayloadTruncated bool    `json:"payload_truncated"`
 }
 
 // ReasonCount is how many matching records of the scanned ones carry a reason.
@@ -152,26 +131,20 @@ type PartitionMarks struct {
 // Page is one answer.
 type Page struct {
 	Records []Entry `json:"records"` // newest first
-	// Scanned counts the records read, Matched those that passed the
-	// filters; Reasons counts the matched ones by reason, most frequent
-	// first (MaxReasons at most, the rest in OtherReasons).
+	// Reasons counts the matched records by reason, most frequent first.
 	Scanned      int           `json:"scanned"`
 	ScanLimit    int           `json:"scan_limit"`
 	Matched      int           `json:"matched"`
 	Reasons      []ReasonCount `json:"reasons"`
 	OtherReasons int           `json:"other_reasons"`
-	// Older and Newer are the cursors of the next page each way (for
-	// before= and after=); nil when nothing is left that way.
+	// Older and Newer are the cursors of the next page each way; nil when
+	// nothing is left that way.
 	Older *string `json:"older"`
 	Newer *string `json:"newer"`
-	// Partitions are the watermarks read (under read_committed High is
-	// the last stable offset); Total the records they hold (offsets, so
-	// transaction markers, compacted gaps and, under read_committed,
-	// aborted records count).
-	Partitions []PartitionMarks `json:"partitions"`
-	Total      int64            `json:"total"`
-	// Isolation is the consumer view the page was read with.
-	Isolation kafkaread.Isolation `json:"isolation"`
+	// Partitions are the watermarks read; Total the offsets they span.
+	Partitions []PartitionMarks    `json:"partitions"`
+	Total      int64               `json:"total"`
+	Isolation  kafkaread.Isolation `json:"isolation"`
 }
 
 // Scanner is what a page is read with; kafkaread.Reader implements it.
@@ -179,9 +152,7 @@ type Scanner interface {
 	ScanRanges(ctx context.Context, alias string, partition *int32, iso kafkaread.Isolation, plan func(map[int32]kafkaread.Marks) map[int32]kafkaread.Range, visit func(*kgo.Record) error) error
 }
 
-// Read reads one page of the "dlq" alias. Errors are the read API's
-// (kafkaread.ErrNotFound for a disabled DLQ or an unknown partition,
-// kafkaread.ErrBadQuery, broker errors).
+// Read reads one page of the "dlq" alias. Errors are the read API's.
 func Read(ctx context.Context, sc Scanner, q Query) (Page, error) {
 	if err := q.check(); err != nil {
 		return Page{}, err
@@ -191,32 +162,24 @@ func Read(ctx context.Context, sc Scanner, q Query) (Page, error) {
 	ranges := map[int32]kafkaread.Range{}
 	plan := func(m map[int32]kafkaread.Marks) map[int32]kafkaread.Range {
 		marks = m
+		win := map[int32]kafkaread.Range{} // the offsets the page may read
 		avail := map[int32]int64{}
 		for p, mk := range m {
-			switch {
-			case q.Before != nil:
-				if at, ok := q.Before[p]; ok {
-					avail[p] = min(at, mk.High) - mk.Low
-				}
-			case q.After != nil:
-				if at, ok := q.After[p]; ok {
-					avail[p] = mk.High - max(at, mk.Low)
-				}
-			default:
-				avail[p] = mk.High - mk.Low
+			w := kafkaread.Range{From: mk.Low, To: mk.High}
+			if at, ok := q.Before[p]; ok {
+				w.To = min(at, mk.High)
+			} else if at, ok := q.After[p]; ok {
+				w.From = max(at, mk.Low)
+			} else if q.Before != nil || q.After != nil {
+				continue // a partition the cursor does not name
 			}
+			win[p], avail[p] = w, w.To-w.From
 		}
 		for p, n := range share(avail, int64(q.Scan)) {
-			mk := m[p]
-			if older {
-				end := mk.High
-				if q.Before != nil {
-					end = min(q.Before[p], mk.High)
-				}
-				ranges[p] = kafkaread.Range{From: end - n, To: end}
+			if w := win[p]; older {
+				ranges[p] = kafkaread.Range{From: w.To - n, To: w.To}
 			} else {
-				from := max(q.After[p], mk.Low)
-				ranges[p] = kafkaread.Range{From: from, To: from + n}
+				ranges[p] = kafkaread.Range{From: w.From, To: w.From + n}
 			}
 		}
 		return ranges
@@ -230,12 +193,9 @@ func Read(ctx context.Context, sc Scanner, q Query) (Page, error) {
 			return nil
 		}
 		page.Matched++
-		reason := header(rec, HeaderReason)
-		if len(reason) > maxReasonBytes {
-			reason = reason[:maxReasonBytes]
-		}
-		if _, ok := reasons[reason]; ok || len(reasons) < MaxReasons {
-			reasons[reason]++
+		e := entry(rec)
+		if _, ok := reasons[e.Reason]; ok || len(reasons) < MaxReasons {
+			reasons[e.Reason]++
 		} else {
 			page.OtherReasons++
 		}
@@ -245,13 +205,10 @@ func Read(ctx context.Context, sc Scanner, q Query) (Page, error) {
 			parts[rec.Partition] = ps
 		}
 		ps.matched++
-		e := entry(rec)
 		switch {
-		case !older && len(ps.kept) < q.Limit:
-			ps.kept = append(ps.kept, e) // the oldest Limit after the cursor
-		case older && len(ps.kept) < q.Limit:
+		case len(ps.kept) < q.Limit:
 			ps.kept = append(ps.kept, e)
-		case older: // the newest Limit before the cursor: drop the oldest kept
+		case older: // keep the newest Limit: drop the oldest kept
 			copy(ps.kept, ps.kept[1:])
 			ps.kept[len(ps.kept)-1] = e
 		}
@@ -286,12 +243,10 @@ type partScan struct {
 	matched int
 }
 
-// merge builds the page from each partition's kept entries: newest first
-// by timestamp across partitions, offset order within each, Limit records;
-// and the cursors of the next pages. A cursor never skips a matching
-// record: a partition whose kept entries did not all make the page
-// continues from the last one shown, one whose did continues past what
-// was scanned.
+// merge builds the page from each partition's kept entries (newest first
+// across partitions, Limit records) and the next pages' cursors, which
+// never skip a matching record: a partition whose kept entries did not all
+// make the page continues from the last one shown, else past the scan.
 func merge(q Query, older bool, marks map[int32]kafkaread.Marks, ranges map[int32]kafkaread.Range, parts map[int32]*partScan) (out []Entry, olderCur, newerCur *string) {
 	lists := map[int32][]Entry{}
 	for p, ps := range parts {
@@ -340,29 +295,22 @@ func merge(q Query, older bool, marks map[int32]kafkaread.Marks, ranges map[int3
 		if ps := parts[p]; ps != nil {
 			matched = ps.matched
 		}
-		lo, hi := start, start // offsets shown, or the page's start
-		if len(t) > 0 {
-			lo, hi = t[0].Offset, t[0].Offset+1
-			for _, e := range t {
-				lo, hi = min(lo, e.Offset), max(hi, e.Offset+1)
-			}
+		oc[p], nc[p] = start, start // the offsets shown, or the page's start
+		if n := len(t); n > 0 {     // t is in offset order, one way or the other
+			oc[p], nc[p] = min(t[0].Offset, t[n-1].Offset), max(t[0].Offset, t[n-1].Offset)+1
 		}
-		if older {
-			oc[p], nc[p] = lo, hi
-			if scanned && len(t) == matched { // nothing left unshown in the scanned range
-				oc[p] = rg.From
-			}
-			if len(t) == 0 {
-				nc[p] = min(start, mk.High)
-			}
-		} else {
-			oc[p], nc[p] = lo, hi
-			if scanned && len(t) == matched {
-				nc[p] = rg.To
-			}
-			if len(t) == 0 {
-				oc[p] = max(start, mk.Low)
-			}
+		all := scanned && len(t) == matched // nothing left unshown in the scanned range
+		switch {
+		case older && all:
+			oc[p] = rg.From
+		case all:
+			nc[p] = rg.To
+		}
+		switch {
+		case older && len(t) == 0:
+			nc[p] = min(start, mk.High)
+		case len(t) == 0:
+			oc[p] = max(start, mk.Low)
 		}
 	}
 	olderLeft, newerLeft := false, false
@@ -387,24 +335,19 @@ func merge(q Query, older bool, marks map[int32]kafkaread.Marks, ranges map[int3
 
 // later orders entries by timestamp, then partition, then offset.
 func later(a, b Entry) bool {
-	ta, tb := int64(0), int64(0)
-	if a.TimestampMs != nil {
-		ta = *a.TimestampMs
-	}
-	if b.TimestampMs != nil {
-		tb = *b.TimestampMs
-	}
-	if ta != tb {
-		return ta > tb
-	}
-	if a.Partition != b.Partition {
-		return a.Partition > b.Partition
-	}
-	return a.Offset > b.Offset
+	return cmp.Or(cmp.Compare(tsOf(a), tsOf(b)), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset)) > 0
 }
 
-// share gives each partition its part of n records to read: an even
-// share, what a partition cannot use going to the others.
+// tsOf is e's timestamp, 0 without one.
+func tsOf(e Entry) int64 {
+	if e.TimestampMs == nil {
+		return 0
+	}
+	return *e.TimestampMs
+}
+
+// share splits n records to read evenly among the partitions, what one
+// cannot use going to the others.
 func share(avail map[int32]int64, n int64) map[int32]int64 {
 	out := map[int32]int64{}
 	left := map[int32]int64{}
@@ -415,12 +358,7 @@ func share(avail map[int32]int64, n int64) map[int32]int64 {
 	}
 	for n > 0 && len(left) > 0 {
 		each := max(n/int64(len(left)), 1)
-		ps := make([]int32, 0, len(left))
-		for p := range left {
-			ps = append(ps, p)
-		}
-		slices.Sort(ps)
-		for _, p := range ps {
+		for _, p := range slices.Sorted(maps.Keys(left)) {
 			if n == 0 {
 				break
 			}
@@ -536,7 +474,7 @@ func entry(rec *kgo.Record) Entry {
 }
 
 // preview is the first PreviewBytes of b, cut at a character boundary
-// when b is UTF-8 text (so that it still shows as text).
+// when b is UTF-8 text.
 func preview(b []byte) ([]byte, bool) {
 	if len(b) <= PreviewBytes {
 		return b, false

@@ -17,8 +17,7 @@ const (
 	TopicDLQ = "demo-in_dlq"
 )
 
-// Cluster is the embedded Kafka of the demo: franz-go's kfake, speaking the
-// real wire protocol on loopback.
+// Cluster is the demo's embedded Kafka (kfake on loopback).
 type Cluster struct {
 	c *kfake.Cluster
 }
@@ -49,9 +48,8 @@ var samples = []string{
 }
 
 // Trickle produces a sample message to the input topic every interval until
-// ctx ends; of every six, one fails and lands in the DLQ, one is retried
-// once and then succeeds, and one (an order in FixCurrency) fails into the
-// DLQ until the operator's fix (FixEnv), then succeeds.
+// ctx ends; of every six, one fails, one is retried once, and one fails
+// until the fix (FixEnv).
 func (c *Cluster) Trickle(ctx context.Context, interval time.Duration) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.DefaultProduceTopic(TopicIn))
 	if err != nil {

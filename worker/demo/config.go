@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"os"
 	"path/filepath"
 	"time"
 
@@ -17,9 +16,8 @@ type Ports struct {
 const IngressToken = "demo-token-0123456789"
 
 // Config returns the demo worker's configuration: everything on loopback,
-// the svc binary itself as the executor, storage under dir, the Kafka
-// source with delivery (sources.kafka.delivery; "" is at-least-once), a
-// sink and the DLQ on the embedded cluster at brokers.
+// the svc binary as the executor, storage under dir, and the Kafka source
+// (with delivery), a sink and the DLQ on the cluster at brokers.
 func Config(self, dir string, p Ports, brokers []string, delivery string) *config.Config {
 	cfg := config.Default()
 	cfg.Worker.Name = "demo"
@@ -45,8 +43,7 @@ func Config(self, dir string, p Ports, brokers []string, delivery string) *confi
 	cfg.Sources.Kafka.StartupAlignEnabled = false
 	cfg.Sources.Kafka.Delivery = delivery
 	if delivery != config.DeliveryExactlyOnce {
-		// Commits show in the UI within a second; exactly-once keeps
-		// its own default (Resolve).
+		// Commits show in the UI within a second.
 		cfg.Sources.Kafka.CommitInterval = config.Duration(time.Second)
 	}
 	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "results", Topic: TopicOut}}
@@ -56,9 +53,5 @@ func Config(self, dir string, p Ports, brokers []string, delivery string) *confi
 	return &cfg
 }
 
-// FixFile is the file whose existence fixes the demo executor's failure
-// class (FixCurrency): `touch` it, and those orders succeed.
+// FixFile is the file whose existence fixes the demo's FixCurrency orders.
 func FixFile(dir string) string { return filepath.Join(dir, "fixed") }
-
-// Self returns the path of the running binary, for use as the executor.
-func Self() (string, error) { return os.Executable() }

@@ -15,16 +15,9 @@ import (
 	"time"
 )
 
-// Execute is the sample executor. It reads the message from stdin and:
-// asks for a retry (exit 75) on the first attempt of a message containing
-// "tempfail" and succeeds on the next one, fails (exit 1) when it contains "fail",
-// fails (exit 3) on an order in a currency it has no rate for (FixCurrency)
-// until the operator's fix (the file FixEnv names exists, checked at each
-// task), sleeps a second when it contains "slow", and otherwise answers a
-// JSON summary of the message. It writes one annotation and one handler-cache
-// row (demo.last_task, scope cluster) to fd 3 when the worker offers the
-// side channel (SVC_EVENTS_FD=3). Started in mode persistent
-// (SVC_EXECUTOR_MODE=persistent) it serves protocol v2 frames instead.
+// Execute is the sample executor (what it does with a message: handle).
+// It writes one annotation and one handler-cache row to fd 3 when offered
+// (SVC_EVENTS_FD=3); in mode persistent it serves protocol v2 frames.
 func Execute(stdin io.Reader, stdout, stderr io.Writer, events *os.File) int {
 	if os.Getenv("SVC_EXECUTOR_MODE") == "persistent" {
 		return executePersistent(stdin, stdout, stderr)
@@ -40,7 +33,6 @@ func Execute(stdin io.Reader, stdout, stderr io.Writer, events *os.File) int {
 		defer events.Close()
 		line, _ := json.Marshal(map[string]any{"annotation": a.annotation})
 		_, _ = events.Write(append(line, '\n'))
-		// One handler-cache row: the newest task, shared with the cluster.
 		line, _ = json.Marshal(map[string]any{"cache": map[string]any{
 			"key": "demo.last_task", "value": os.Getenv("SVC_TASK_ID"), "scope": "cluster",
 		}})
@@ -60,15 +52,14 @@ func Execute(stdin io.Reader, stdout, stderr io.Writer, events *os.File) int {
 }
 
 // FixCurrency is the currency the demo executor has no rate for until the
-// operator's fix; FixEnv names the variable (executor.env) holding the
-// path of the file whose existence is the fix.
+// fix: the file whose path FixEnv holds exists.
 const (
 	FixCurrency = "GBP"
 	FixEnv      = "DEMO_FIX_FILE"
 )
 
-// fixed says whether the operator applied the demo's fix. It is checked at
-// each task, so a persistent executor picks the fix up without a restart.
+// fixed says whether the operator applied the demo's fix (checked at
+// each task).
 func fixed() bool {
 	path := os.Getenv(FixEnv)
 	if path == "" {
@@ -87,7 +78,9 @@ type answer struct {
 	annotation map[string]any
 }
 
-// handle decides what the demo does with message in.
+// handle decides what the demo does with message in: a retry on the first
+// attempt of "tempfail", a failure on "fail" and, until fixed, on an order
+// in FixCurrency (exit 3), a second's sleep on "slow", else a JSON summary.
 func handle(in []byte, taskID, source string, attempt int) answer {
 	text := string(in)
 	a := answer{status: "ok", annotation: map[string]any{

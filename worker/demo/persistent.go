@@ -46,7 +46,6 @@ func executePersistent(stdin io.Reader, stdout, stderr io.Writer) int {
 		if a.diag != "" {
 			fmt.Fprintln(stderr, a.diag)
 		}
-		// task_id and attempt name the task answered (docs/executor.md).
 		res := map[string]any{"type": "result", "task_id": task.TaskID, "attempt": task.Attempt, "status": a.status, "annotations": []any{a.annotation},
 			"cache": []any{map[string]any{"key": "demo.last_task", "value": task.TaskID, "scope": "cluster"}}}
 		if a.status != "ok" {

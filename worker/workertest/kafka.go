@@ -9,9 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Cluster starts a one-broker kfake cluster on loopback seeded with topics
-// of the given partition count, closed when the test ends. Group sessions
-// may be as short as 500ms, so a killed member leaves its group quickly.
+// Cluster starts a one-broker kfake cluster seeded with topics, closed when
+// the test ends; group sessions may be as short as 500ms.
 func Cluster(t testing.TB, partitions int32, topics []string, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
 	base := []kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500 * time.Millisecond)}
@@ -26,8 +25,7 @@ func Cluster(t testing.TB, partitions int32, topics []string, opts ...kfake.Opt)
 	return c
 }
 
-// RefuseProduce is a kfake answer to req that refuses every partition of
-// it with the error code (for a control function: return it, nil, true).
+// RefuseProduce is a kfake answer refusing every partition of req with code.
 func RefuseProduce(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	for _, rt := range req.Topics {
@@ -43,8 +41,8 @@ func RefuseProduce(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
 	return resp
 }
 
-// HangProduce makes c swallow every produce request, never answering
-// (a hung broker); the count says how many it swallowed.
+// HangProduce makes c swallow every produce request; the count says how
+// many.
 func HangProduce(c *kfake.Cluster) *atomic.Int32 {
 	var held atomic.Int32
 	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {

@@ -39,9 +39,7 @@ func BuildSvc(t testing.TB) string {
 }
 
 // buildSvc builds the svc binary as it ships (CGO_ENABLED=0) into a new
-// temporary directory; remove deletes the directory. The package path
-// "svc" resolves from any folder of the module, so any package's tests
-// can build it.
+// temporary directory; remove deletes it.
 func buildSvc() (bin string, remove func(), err error) {
 	dir, err := os.MkdirTemp("", "svc-bin-")
 	if err != nil {

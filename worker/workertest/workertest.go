@@ -1,11 +1,6 @@
-// Package workertest holds the helpers the test suites share: small
-// /bin/sh executors and a gate to hold them, an in-process kfake cluster
-// with produce faults (kafka.go), a log capture and metric reads, free
-// ports and unique names, and the built svc binary run as a child process
-// (process.go: MainWithSvc, Start, Proc). A test that needs a whole worker
-// in process builds it with the composition root, as `svc run` does.
-// Waiting for a condition is wait.For, in the stdlib-only leaf package
-// workertest/wait.
+// Package workertest holds the helpers the test suites share: /bin/sh
+// executors, a kfake cluster with produce faults, log capture, metric
+// reads, free ports, unique names and the svc binary as a child process.
 package workertest
 
 import (
@@ -27,7 +22,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
 
@@ -43,8 +37,7 @@ func Script(t testing.TB, body string) string {
 }
 
 // EchoBody prints "out:" + the payload and fails (exit 1) when the payload
-// contains "fail". It forks nothing but itself: the payload is one line
-// without a newline and read/printf are shell builtins.
+// contains "fail"; it forks nothing (builtins only).
 const EchoBody = `IFS= read -r in
 case "$in" in *fail*) echo "failing on purpose: $in" >&2; exit 1;; esac
 printf 'out:%s' "$in"`
@@ -52,8 +45,7 @@ printf 'out:%s' "$in"`
 // EchoScript is an executor running EchoBody.
 func EchoScript(t testing.TB) string { return Script(t, EchoBody) }
 
-// Gate is an executor that holds every task until the gate is opened; it
-// lets a test fill the pipeline and drain it at a moment of its choice.
+// Gate is an executor that holds every task until the gate is opened.
 type Gate struct {
 	Path string // the executor
 	file string
@@ -84,8 +76,7 @@ func (g *Gate) Close(t testing.TB) {
 	}
 }
 
-// UniqueName is prefix plus 8 random hex digits: worker, group and topic
-// names that never collide between tests.
+// UniqueName is prefix plus 8 random hex digits.
 func UniqueName(prefix string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -190,14 +181,7 @@ func Metric(t testing.TB, g prometheus.Gatherer, name string, want ...string) fl
 					continue next
 				}
 			}
-			switch f.GetType() {
-			case dto.MetricType_GAUGE:
-				sum += m.GetGauge().GetValue()
-			case dto.MetricType_COUNTER:
-				sum += m.GetCounter().GetValue()
-			case dto.MetricType_UNTYPED:
-				sum += m.GetUntyped().GetValue()
-			}
+			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetUntyped().GetValue() // nil-safe getters
 		}
 	}
 	return sum
@@ -219,11 +203,8 @@ func Gather(t testing.TB, g prometheus.Gatherer) string {
 	return b.String()
 }
 
-// ShortParallel is for a TestMain whose package's tests mostly wait (group
-// joins, deadlines, child processes) rather than compute: in a -short run
-// that did not set -parallel it lets n parallel tests run at once instead
-// of GOMAXPROCS. Full runs keep the default, since they run under -race
-// beside every other package.
+// ShortParallel is for a TestMain whose tests mostly wait: a -short run
+// without -parallel runs n parallel tests at once instead of GOMAXPROCS.
 func ShortParallel(n int) {
 	flag.Parse()
 	if !testing.Short() || n <= runtime.GOMAXPROCS(0) {
@@ -236,8 +217,7 @@ func ShortParallel(n int) {
 	}
 }
 
-// Ann is an annotation with its payload decoded, for comparisons:
-// payloads are kept as the executor wrote them (json.RawMessage).
+// Ann is an annotation with its payload decoded, for comparisons.
 type Ann struct {
 	Kind    string
 	Payload map[string]any

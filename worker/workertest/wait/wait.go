@@ -1,12 +1,5 @@
-// Package wait is how a test waits for something to become true: For
-// polls a condition until it holds or a deadline passes, and fails the
-// test naming what it waited for, for how long and the last state it saw.
-// The specific waits of the test suites (waitWritten, Proc.WaitHTTP, a
-// browser page's waitFor...) are thin wrappers around For.
-//
-// It imports only the standard library, so the tests of every package,
-// the leaves (recorder, kafkaread, ui) included, can use it without
-// pulling in the worker.
+// Package wait is how a test waits for something to become true. It
+// imports only the standard library, so every package's tests can use it.
 package wait
 
 import (
@@ -14,19 +7,15 @@ import (
 	"time"
 )
 
-// Long is the generous deadline for anything a test waits for; tests never
-// assert how fast something happens, so it only bounds a broken run.
+// Long is the generous deadline for anything a test waits for.
 const Long = 90 * time.Second
 
 // maxPause is the longest sleep between two checks.
 const maxPause = 50 * time.Millisecond
 
-// For calls cond until it reports ok, and fails t (Fatalf, so from the
-// test's goroutine only) when timeout passes first. The detail cond returns
-// describes the state it saw, for the failure message; "" when there is
-// nothing to add. The first checks follow each other within a millisecond
-// and the pause doubles up to 50ms, so a quick condition ends the wait at
-// once and a slow one is not polled in a busy loop.
+// For calls cond until it reports ok, and fails t (Fatalf: test goroutine
+// only) when timeout passes first, with the last detail cond returned. The
+// pause between checks doubles from 1ms up to maxPause.
 func For(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, detail string)) {
 	t.Helper()
 	start := time.Now()
