@@ -413,9 +413,7 @@ func inflateArchive(ctx context.Context, hist *dir, name, work string, pace *pac
 		return fmt.Errorf("decompress to %s: %w", filepath.Base(work), err)
 	}
 	_, err = inflateTo(ctx, out, &pacedReader{r: src, p: pace, ctx: ctx}, MaxInflatedArchiveBytes)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	err = closeFile(out, err, false)
 	if err != nil {
 		return fmt.Errorf("decompress %s: %w", name, err)
 	}

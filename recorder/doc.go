@@ -7,12 +7,14 @@
 // counts); one goroutine started by Run owns the live file's writes; the
 // query methods may run concurrently with everything. Open starts nothing.
 //
-// The on-disk format (version 1: folder layout, file names, schema,
-// .meta.json, life cycle of live, sealed, archived and merged files,
-// retention and quarantine) is specified in docs/storage-format.md; the
-// operator's view (memory-only mode, disk budget, metrics) is in
-// docs/operations.md. A successful first-attempt task is stored as one
-// task row, its lifecycle events folded into sum_* columns (summary.go).
+// # On-disk format (version 1)
+//
+// The folder layout, file names, schema, .meta.json, life cycle of live,
+// sealed, archived and merged files, retention and quarantine are
+// specified in docs/storage-format.md; the operator's view (memory-only
+// mode, disk budget, metrics) in docs/operations.md. A successful
+// first-attempt task is stored as one task row, its lifecycle events
+// folded into sum_* columns (summary.go).
 //
 // Security invariant: no folder or file below the shared root may be a
 // symlink or have more than one hard link. Every operation there walks from

@@ -151,20 +151,7 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 		key = labelKey(name, *value)
 	}
 	var all []event.TaskRow
-	seen := map[string]bool{}
-	add := func(rows []event.TaskRow) {
-		for _, t := range rows {
-			k := taskRowKey(t)
-			if !seen[k] && matches(t) {
-				all = append(all, t)
-			}
-			seen[k] = true
-		}
-		slices.SortStableFunc(all, func(a, b event.TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
-		if len(all) > limit {
-			all = all[:limit]
-		}
-	}
+	add := func(rows []event.TaskRow) { all = MergeTaskRows(name, value, limit, all, rows) }
 	if r.memory {
 		add(r.ring.tasksWhere(matches, limit))
 	}

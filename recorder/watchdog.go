@@ -22,9 +22,8 @@ type watchdogState struct {
 	TSms     int64 `json:"ts_ms"`
 }
 
-// takeWatchdog reads and removes a watchdog file left by a previous run.
-// Its presence means that run never shut down cleanly; the returned JSON is
-// the payload of the crash_detected event (nil when there was no file).
+// takeWatchdog reads and removes a watchdog file left by a previous run
+// that never shut down cleanly: the crash_detected payload (nil: none).
 func (r *Recorder) takeWatchdog() json.RawMessage {
 	path := r.watchdogPath()
 	// Temp files of a rewrite the dead process was in the middle of.
