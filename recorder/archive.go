@@ -103,7 +103,7 @@ func (r *Recorder) archivePass(ctx context.Context) error {
 		if files, err = listIn(lock.dir, r.histSegs(), true); err != nil {
 			return errors.Join(append(errs, err)...)
 		}
-		r.enforceBudget(lock.dir, files)
+		r.makeRoom(lock.dir, files, 0, nil)
 	}
 	return errors.Join(errs...)
 }
@@ -276,6 +276,7 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	if err != nil {
 		return fmt.Errorf("compress to %s: %w", name, err)
 	}
+	defer hist.remove(gzTmp) // gone once renamed into place
 	// Room is made as the archive grows, never at the expense of the
 	// files it holds.
 	keep := map[string]bool{name: true}
@@ -285,20 +286,16 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	step := min(foldRoomStep, max(r.cfg.MaxBytes/64, 64<<10))
 	grow := func(size int64) { r.makeRoom(hist, nil, size+2*metaAllowance, keep) }
 	if err := gzipInto(ctx, work, out, pace, step, grow); err != nil {
-		hist.remove(gzTmp)
 		return err
 	}
 	data, _ := json.MarshalIndent(meta, "", "  ")
 	if err := hist.writeAtomic(name+".meta.json", data); err != nil {
-		hist.remove(gzTmp)
 		return err
 	}
 	if err := writeIndex(hist, gzTmp, name, hashes); err != nil {
-		hist.remove(gzTmp)
 		return err
 	}
 	if err := hist.rename(gzTmp, hist, name); err != nil {
-		hist.remove(gzTmp)
 		return fmt.Errorf("replace %s: %w", name, err)
 	}
 	hist.sync()
@@ -317,17 +314,12 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 // exactly this build's schema (adoptDB). False, with nothing left at work,
 // when it has not: the caller copies the rows instead.
 func adoptSealed(ctx context.Context, hist *dir, scratch *dir, work string, f histFile) bool {
-	if err := copyAt(hist, f.segs[len(f.segs)-1], scratch, work); err != nil {
-		scratch.remove(work)
-		return false
+	path, base := filepath.Join(scratch.path, work), f.segs[len(f.segs)-1]
+	if copyAt(hist, base, scratch, work) == nil && adoptDB(ctx, path, base) == nil {
+		return true
 	}
-	path := filepath.Join(scratch.path, work)
-	err := adoptDB(ctx, path, f.segs[len(f.segs)-1])
-	if err != nil {
-		removeDB(path)
-		return false
-	}
-	return true
+	removeDB(path)
+	return false
 }
 
 // adoptDB checks the copy's schema objects against ours, drops its worker
@@ -364,16 +356,14 @@ func adoptDB(ctx context.Context, path, source string) error {
 	if !slices.Equal(got, want) {
 		return fmt.Errorf("schema objects %v, want %v", got, want)
 	}
-	if err := execSQL(db, `PRAGMA journal_mode=DELETE`); err != nil {
-		return err
+	err = execSQL(db, `PRAGMA journal_mode=DELETE`)
+	if err == nil {
+		err = execSQL(db, `DELETE FROM meta WHERE key = 'worker'`)
 	}
-	if err := execSQL(db, `DELETE FROM meta WHERE key = 'worker'`); err != nil {
-		return err
+	if err == nil {
+		err = execSQL(db, `INSERT OR IGNORE INTO sources(name) VALUES(?)`, source)
 	}
-	if err := execSQL(db, `INSERT OR IGNORE INTO sources(name) VALUES(?)`, source); err != nil {
-		return err
-	}
-	return db.Close()
+	return errors.Join(err, db.Close())
 }
 
 // texts returns the first column of every row of a query.

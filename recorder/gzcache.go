@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"time"
 )
 
 // Bounds of the archive cache: archives come from the shared folder, so
@@ -63,14 +62,12 @@ type gzCache struct {
 
 // refusal remembers an unreadable archive by its size and mtime then.
 type refusal struct {
-	modTime time.Time
-	size    int64
+	fileStamp
 	lastUse uint64
 }
 
 type gzEntry struct {
-	modTime time.Time
-	size    int64
+	fileStamp
 	ready   chan struct{} // closed once tmp or err is set
 	tmp     string
 	bytes   int64
@@ -94,7 +91,7 @@ func (c *gzCache) open(ctx context.Context, r *Recorder, f histFile) (string, fu
 	c.mu.Lock()
 	c.tick++
 	if rf := c.refused[f.path]; rf != nil {
-		if rf.modTime.Equal(f.modTime) && rf.size == f.size {
+		if rf.of(f) {
 			rf.lastUse = c.tick
 			c.mu.Unlock()
 			return "", nil, errArchiveRefused
@@ -102,7 +99,7 @@ func (c *gzCache) open(ctx context.Context, r *Recorder, f histFile) (string, fu
 		delete(c.refused, f.path)
 	}
 	e := c.entries[f.path]
-	if e != nil && (!e.modTime.Equal(f.modTime) || e.size != f.size) {
+	if e != nil && !e.of(f) {
 		c.drop(f.path, e)
 		e = nil
 	}
@@ -122,7 +119,7 @@ func (c *gzCache) open(ctx context.Context, r *Recorder, f histFile) (string, fu
 		}
 		return e.tmp, func() { c.release(e) }, nil
 	}
-	e = &gzEntry{modTime: f.modTime, size: f.size, ready: make(chan struct{}), refs: 1, lastUse: c.tick}
+	e = &gzEntry{fileStamp: stampOf(f), ready: make(chan struct{}), refs: 1, lastUse: c.tick}
 	c.entries[f.path] = e
 	c.mu.Unlock()
 
@@ -209,11 +206,11 @@ func refusable(err error) bool {
 func (c *gzCache) refuse(r *Recorder, f histFile, err error) {
 	c.mu.Lock()
 	c.tick++
-	if rf := c.refused[f.path]; rf != nil && rf.modTime.Equal(f.modTime) && rf.size == f.size {
+	if rf := c.refused[f.path]; rf != nil && rf.of(f) {
 		c.mu.Unlock()
 		return
 	}
-	c.refused[f.path] = &refusal{modTime: f.modTime, size: f.size, lastUse: c.tick}
+	c.refused[f.path] = &refusal{fileStamp: stampOf(f), lastUse: c.tick}
 	for len(c.refused) > c.maxRefused {
 		var oldest string
 		for p, rf := range c.refused {
@@ -223,7 +220,7 @@ func (c *gzCache) refuse(r *Recorder, f histFile, err error) {
 		}
 		delete(c.refused, oldest)
 	}
-	if e := c.entries[f.path]; e != nil && e.modTime.Equal(f.modTime) && e.size == f.size {
+	if e := c.entries[f.path]; e != nil && e.of(f) {
 		c.drop(f.path, e)
 	}
 	c.mu.Unlock()
@@ -244,13 +241,13 @@ func (c *gzCache) prune(present []histFile) {
 	defer c.mu.Unlock()
 	for p, e := range c.entries {
 		f, ok := keep[p]
-		if !ok || !e.modTime.Equal(f.modTime) || e.size != f.size {
+		if !ok || !e.of(f) {
 			c.drop(p, e)
 		}
 	}
 	for p, rf := range c.refused {
 		f, ok := keep[p]
-		if !ok || !rf.modTime.Equal(f.modTime) || rf.size != f.size {
+		if !ok || !rf.of(f) {
 			delete(c.refused, p)
 		}
 	}

@@ -116,10 +116,16 @@ type badFiles struct {
 	files map[string]fileStamp
 }
 
+// fileStamp identifies a version of a file: replacing it changes both.
 type fileStamp struct {
 	size    int64
 	modTime time.Time
 }
+
+func stampOf(f histFile) fileStamp { return fileStamp{f.size, f.modTime} }
+
+// of reports whether f is still the version s was taken of.
+func (s fileStamp) of(f histFile) bool { return s.size == f.size && s.modTime.Equal(f.modTime) }
 
 const maxBadFiles = 256
 
@@ -128,7 +134,7 @@ func (b *badFiles) known(f histFile) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st, ok := b.files[f.path]
-	return ok && st.size == f.size && st.modTime.Equal(f.modTime)
+	return ok && st.of(f)
 }
 
 // add remembers f as unreadable.
@@ -138,5 +144,5 @@ func (b *badFiles) add(f histFile) {
 	if b.files == nil || len(b.files) >= maxBadFiles {
 		b.files = map[string]fileStamp{}
 	}
-	b.files[f.path] = fileStamp{size: f.size, modTime: f.modTime}
+	b.files[f.path] = stampOf(f)
 }

@@ -55,7 +55,7 @@ func (r *Recorder) History() HistoryUsage {
 	u := r.usage.last
 	r.usage.mu.Unlock()
 	u.MaxBytes, u.MaxAgeMs = r.cfg.MaxBytes, r.cfg.MaxAge.Milliseconds()
-	u.Retention = r.cfg.ArchiveEnabled && r.sharedRoot != ""
+	u.Retention = r.budgetOn()
 	u.SampleAbovePerSecond, u.TasksSampled = r.cfg.SampleAbove, r.stats.tasksSampled.Load()
 	r.liveMu.RLock()
 	if lf := r.live; lf != nil {
@@ -256,11 +256,6 @@ func (r *Recorder) expireByAge(d *dir, files []histFile) []histFile {
 			"max_age", r.cfg.MaxAge.String())
 	}
 	return slices.DeleteFunc(files, func(f histFile) bool { return gone[f.rel] })
-}
-
-// enforceBudget is makeRoom after a pass, with nothing to write.
-func (r *Recorder) enforceBudget(d *dir, files []histFile) []histFile {
-	return r.makeRoom(d, files, 0, nil)
 }
 
 // budgetOn reports whether history.max_bytes is applied (see HistoryUsage.Retention).

@@ -358,31 +358,27 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 	return nil
 }
 
-// txWriter runs the writer's statements on its own connection to the live
-// file (liveFile.writeConn, SQLITE_OPEN_NOMUTEX), each prepared once and
-// kept by the connection, binding typed values (database/sql's boxing cost
-// about 50 % more a row).
-type txWriter struct {
-	conn *sqlite.Conn
-}
-
-// batchWriter inserts events, task rows and task labels insertChunk rows
-// per statement (a statement per row cost more in binding than SQLite
-// spent storing it). A live file keeps one, reusing its argument slices.
+// batchWriter runs the writer's statements on its own connection to the
+// live file (liveFile.writeConn, SQLITE_OPEN_NOMUTEX), each prepared once
+// and kept by the connection, binding typed values (database/sql's boxing
+// cost about 50 % more a row). It inserts events, task rows and task
+// labels insertChunk rows per statement (a statement per row cost more in
+// binding than SQLite spent storing it). A live file keeps one, reusing
+// its argument slices.
 type batchWriter struct {
-	*txWriter
+	conn                  *sqlite.Conn
 	events, tasks, labels multiInsert
 }
 
 // batch returns the file's batch writer for a batch on conn.
 func (lf *liveFile) batch(conn *sqlite.Conn) *batchWriter {
 	if lf.bw == nil {
-		w := &batchWriter{txWriter: &txWriter{}}
-		w.events = multiInsert{w: w.txWriter, what: "event", ncols: 8,
+		w := &batchWriter{}
+		w.events = multiInsert{w: w, what: "event", ncols: 8,
 			prefix: `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES `}
-		w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 27,
+		w.tasks = multiInsert{w: w, what: "task", ncols: 27,
 			prefix: `INSERT INTO tasks(` + rowColumns + `) VALUES `}
-		w.labels = multiInsert{w: w.txWriter, what: "task label", ncols: 4,
+		w.labels = multiInsert{w: w, what: "task label", ncols: 4,
 			prefix: `INSERT INTO task_labels(name, value, task_id, ts_ms) VALUES `}
 		lf.bw = w
 	}
@@ -406,7 +402,7 @@ const insertChunk = 64
 // multiInsert collects rows of one table, in order, and inserts them
 // insertChunk at a time.
 type multiInsert struct {
-	w      *txWriter
+	w      *batchWriter
 	what   string
 	prefix string // INSERT INTO t(cols) VALUES
 	ncols  int
@@ -481,7 +477,7 @@ func num(i int64) arg  { return arg{i: i} }
 // exec runs query with args on the writer's connection. The statement stays
 // prepared; its bindings are cleared at once so a kept 64-row statement
 // holds no payloads.
-func (w *txWriter) exec(query string, args ...arg) error {
+func (w *batchWriter) exec(query string, args ...arg) error {
 	st, err := w.conn.Prepare(query)
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ type liveFile struct {
 	pool   *sqlitex.Pool // the readers' connections
 	path   string
 	fromMs int64
-	// conn is the writer's own connection (see txWriter); writer only.
+	// conn is the writer's own connection (see batchWriter); writer only.
 	conn *sqlite.Conn
 	bw   *batchWriter
 	// gen tells live files apart: a new one may take the name of the one
