@@ -35,24 +35,6 @@ const foldShare = 0.5
 // (100 years), so nothing overflows.
 const maxRetentionDays = 36500
 
-// archiveLoop runs an archive pass every quarter window or half
-// ArchiveAfter, whichever is shorter (1s-15m).
-func (r *Recorder) archiveLoop(ctx context.Context) {
-	t := time.NewTicker(min(max(min(r.cfg.ArchiveWindow/4, r.cfg.ArchiveAfter/2), time.Second), 15*time.Minute))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := r.archivePass(ctx); err != nil && ctx.Err() == nil {
-				r.stats.archiveErrors.Add(1)
-				r.log.Error("recorder_archive_failed", "error", err)
-			}
-		}
-	}
-}
-
 // archivePass removes expired merge results and, holding the cluster's
 // archive lock, deletes windows past MaxAge, folds the sealed files older
 // than ArchiveAfter into their window's archives, then enforces MaxBytes.
@@ -216,10 +198,7 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	}
 	defer db.Close()
 	meta := fileMeta{Kind: "archive", Cluster: r.cfg.Cluster, Format: FormatVersion}
-	if m, err := readMeta(db); err == nil {
-		meta.FromMs, _ = strconv.ParseInt(m["from_ms"], 10, 64)
-		meta.ToMs, _ = strconv.ParseInt(m["to_ms"], 10, 64)
-	}
+	meta.FromMs, meta.ToMs = metaSpan(db, "main")
 	folded := make([]histFile, 0, len(files))
 	for i, f := range files {
 		if i > 0 || !adopted {
@@ -366,7 +345,6 @@ func adoptDB(ctx context.Context, path, source string) error {
 	return errors.Join(err, db.Close())
 }
 
-// texts returns the first column of every row of a query.
 func texts(c *sqlite.Conn, q string) ([]string, error) {
 	var out []string
 	err := query(c, q, func(st *sqlite.Stmt) error { out = append(out, st.ColumnText(0)); return nil })

@@ -69,19 +69,25 @@ func copyFrom(db *sqlite.Conn, srcURI, sourceName string) (c copied, err error) 
 	if err != nil {
 		return c, fmt.Errorf("copy %s: %w", sourceName, err)
 	}
-	query(db, `SELECT key, value FROM src.meta WHERE key IN ('from_ms', 'to_ms')`, func(st *sqlite.Stmt) error {
-		ms, _ := strconv.ParseInt(st.ColumnText(1), 10, 64)
-		if st.ColumnText(0) == "from_ms" {
-			c.fromMs = ms
-		} else {
-			c.toMs = ms
-		}
-		return nil
-	})
+	c.fromMs, c.toMs = metaSpan(db, "src")
 	return c, nil
 }
 
-// countRows returns the events and tasks row counts of db.
+// metaSpan reads from_ms and to_ms from the meta table of schema ("main"
+// or an attached "src"); 0 when absent or unreadable.
+func metaSpan(db *sqlite.Conn, schema string) (fromMs, toMs int64) {
+	query(db, `SELECT key, value FROM `+schema+`.meta WHERE key IN ('from_ms', 'to_ms')`, func(st *sqlite.Stmt) error {
+		ms, _ := strconv.ParseInt(st.ColumnText(1), 10, 64)
+		if st.ColumnText(0) == "from_ms" {
+			fromMs = ms
+		} else {
+			toMs = ms
+		}
+		return nil
+	})
+	return fromMs, toMs
+}
+
 func countRows(db *sqlite.Conn) (events, tasks int64, err error) {
 	err = queryInts(db, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`, &events, &tasks)
 	return events, tasks, err

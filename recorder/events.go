@@ -358,7 +358,6 @@ func cloneLabels(m map[string]string) map[string]string {
 // empty map per item was 2.6 % of the bytes svc allocated under load).
 var noLabels = map[string]string{}
 
-// clampLimit applies a default and an upper bound.
 func clampLimit(n, def, max int) int {
 	if n <= 0 {
 		return def

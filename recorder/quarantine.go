@@ -137,7 +137,6 @@ func (b *badFiles) known(f histFile) bool {
 	return ok && st.of(f)
 }
 
-// add remembers f as unreadable.
 func (b *badFiles) add(f histFile) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

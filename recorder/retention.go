@@ -65,7 +65,6 @@ func (r *Recorder) History() HistoryUsage {
 	return u
 }
 
-// measure lists the shared folder and records its usage.
 func (r *Recorder) measure() {
 	if r.sharedRoot == "" {
 		return

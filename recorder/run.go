@@ -33,41 +33,55 @@ func (r *Recorder) Run(ctx context.Context) error {
 		return errors.New("run recorder: closed")
 	}
 	var wg sync.WaitGroup
-	// A memory-only worker still takes its turn at archiving.
+	// A memory-only worker still takes its turn at archiving, every
+	// quarter window or half ArchiveAfter, whichever is shorter (1s-15m).
 	if r.cfg.ArchiveEnabled && r.sharedRoot != "" {
-		wg.Go(func() { r.archiveLoop(ctx) })
+		pass := min(max(min(r.cfg.ArchiveWindow/4, r.cfg.ArchiveAfter/2), time.Second), 15*time.Minute)
+		wg.Go(func() {
+			every(ctx, pass, func() {
+				if err := r.archivePass(ctx); err != nil && ctx.Err() == nil {
+					r.stats.archiveErrors.Add(1)
+					r.log.Error("recorder_archive_failed", "error", err)
+				}
+			})
+		})
 	}
-	wg.Go(func() { r.housekeepLoop(ctx) })
+	// Housekeeping: the archive cache is pruned and the shared folder
+	// measured (see History).
+	wg.Go(func() {
+		r.measure()
+		every(ctx, cachePruneInterval, func() {
+			r.pruneCache(ctx)
+			r.measure()
+		})
+	})
 	if r.memory {
 		<-ctx.Done()
 	} else {
 		r.writeWatchdog()
-		wg.Go(func() { r.watchdogLoop(ctx) })
+		wg.Go(func() { every(ctx, r.cfg.WatchdogInterval, r.writeWatchdog) })
 		r.writeLoop(ctx)
 	}
 	wg.Wait()
 	return r.shutdown(context.Background())
 }
 
-// cachePruneInterval is how often cached archive copies are checked.
-const cachePruneInterval = time.Minute
-
-// housekeepLoop prunes the archive cache and measures the shared folder
-// (see History).
-func (r *Recorder) housekeepLoop(ctx context.Context) {
-	t := time.NewTicker(cachePruneInterval)
+// every runs fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
-	r.measure()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			r.pruneCache(ctx)
-			r.measure()
+			fn()
 		}
 	}
 }
+
+// cachePruneInterval is how often cached archive copies are checked.
+const cachePruneInterval = time.Minute
 
 // pruneCache drops cached archive copies whose archive is gone or changed.
 func (r *Recorder) pruneCache(ctx context.Context) {
@@ -183,7 +197,6 @@ func (r *Recorder) fillBatch(batch []item) []item {
 	return batch
 }
 
-// wakeWriter tells the writer the queue holds items.
 func (r *Recorder) wakeWriter() {
 	select {
 	case r.wake <- struct{}{}:
@@ -390,7 +403,6 @@ func (lf *liveFile) batch(conn *sqlite.Conn) *batchWriter {
 	return lf.bw
 }
 
-// flush inserts the rows still collected.
 func (w *batchWriter) flush() error {
 	return errors.Join(w.events.flush(), w.tasks.flush(), w.labels.flush())
 }
@@ -470,7 +482,6 @@ type arg struct {
 	text bool
 }
 
-// str and num make args.
 func str(s string) arg { return arg{s: s, text: true} }
 func num(i int64) arg  { return arg{i: i} }
 

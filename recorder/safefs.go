@@ -286,7 +286,6 @@ func (d *dir) link(name, newName string) error {
 	return nil
 }
 
-// names lists the entries of d.
 func (d *dir) names() ([]string, error) {
 	f, err := d.file()
 	if err != nil {

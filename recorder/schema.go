@@ -202,7 +202,6 @@ func execSQL(c *sqlite.Conn, query string, args ...any) error {
 	return sqlitex.Execute(c, query, &sqlitex.ExecOptions{Args: args})
 }
 
-// query runs query with args, calling row for each result row.
 func query(c *sqlite.Conn, query string, row func(*sqlite.Stmt) error, args ...any) error {
 	return sqlitex.Execute(c, query, &sqlitex.ExecOptions{Args: args, ResultFunc: row})
 }
@@ -223,7 +222,6 @@ func queryInts(c *sqlite.Conn, q string, dest ...*int64) error {
 	return err
 }
 
-// queryText runs a query returning one text value.
 func queryText(c *sqlite.Conn, q string) (string, error) {
 	var out string
 	err := query(c, q, func(st *sqlite.Stmt) error { out = st.ColumnText(0); return nil })
@@ -279,17 +277,4 @@ func setMeta(c *sqlite.Conn, kv ...string) error {
 		}
 	}
 	return nil
-}
-
-// readMeta returns the meta table as a map.
-func readMeta(c *sqlite.Conn) (map[string]string, error) {
-	m := map[string]string{}
-	err := query(c, `SELECT key, value FROM meta`, func(st *sqlite.Stmt) error {
-		m[st.ColumnText(0)] = st.ColumnText(1)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read meta: %w", err)
-	}
-	return m, nil
 }

@@ -155,7 +155,6 @@ func (r *Recorder) withLive(ctx context.Context, fn func(*sqlite.Conn) error) er
 	return withPool(ctx, r.live.pool, fn)
 }
 
-// withPool runs fn on a connection of pool.
 func withPool(ctx context.Context, pool *sqlitex.Pool, fn func(*sqlite.Conn) error) error {
 	c, err := pool.Take(ctx)
 	if err != nil {

@@ -122,7 +122,6 @@ func (r *Recorder) scratch() (*dir, error) {
 	return d, nil
 }
 
-// removeScratch removes the memory-mode scratch folder.
 func (r *Recorder) removeScratch() {
 	r.scratchMu.Lock()
 	defer r.scratchMu.Unlock()

@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,25 +144,14 @@ type subscribers struct {
 func (ss *subscribers) add(s *Subscription) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	var list []*Subscription
-	if old := ss.list.Load(); old != nil {
-		list = append(list, *old...)
-	}
-	list = append(list, s)
+	list := append(slices.Clone(ss.current()), s)
 	ss.list.Store(&list)
 }
 
 func (ss *subscribers) remove(s *Subscription) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	var list []*Subscription
-	if old := ss.list.Load(); old != nil {
-		for _, o := range *old {
-			if o != s {
-				list = append(list, o)
-			}
-		}
-	}
+	list := slices.DeleteFunc(slices.Clone(ss.current()), func(o *Subscription) bool { return o == s })
 	ss.list.Store(&list)
 }
 
@@ -276,13 +266,11 @@ func (s *Subscription) signal() {
 	}
 }
 
-// dropped counts n items s missed.
 func (ss *subscribers) dropped(s *Subscription, n uint64) {
 	s.dropped.Add(n)
 	ss.drops.Add(n)
 }
 
-// stats returns the subscriber count and total drops.
 func (ss *subscribers) stats() (int, uint64) {
 	return len(ss.current()), ss.drops.Load()
 }

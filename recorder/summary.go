@@ -134,7 +134,6 @@ func foldable(t *event.TaskRow, s *Summary, e *event.Event) bool {
 		e.Worker == t.Worker && e.TaskID == t.TaskID && maps.Equal(e.Labels, t.Labels)
 }
 
-// addExtra folds e into s.
 func addExtra(s *Summary, e *event.Event) {
 	s.Extras = append(s.Extras, Extra{DID: e.ID - s.ReceivedID, DMs: e.TSms - s.ReceivedMs, Type: e.Type, Kind: e.Kind, Payload: e.Payload})
 }
@@ -339,7 +338,6 @@ func ageQueue[T any](order []string, m map[string]T, young func(T) bool, release
 // flush releases every waiting event (seal, shutdown).
 func (s *summarizer) flush(now time.Time) []item { return s.age(nil, now, true) }
 
-// waiting is the number of tasks whose events wait.
 func (s *summarizer) waiting() int { return len(s.pending) + len(s.held) }
 
 // dropOKTail drops the stdout tail of a successful first attempt's

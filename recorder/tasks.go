@@ -140,7 +140,6 @@ func (r *Recorder) Counts(ctx context.Context) (Counts, error) {
 	return r.counts.snapshot(), ctx.Err()
 }
 
-// counter accumulates Counts.
 type counter struct {
 	mu      sync.Mutex
 	sinceMs int64

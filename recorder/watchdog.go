@@ -1,13 +1,11 @@
 package recorder
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // watchdogPath is {Dir}/{worker}.watchdog.
@@ -44,25 +42,10 @@ func (r *Recorder) takeWatchdog() json.RawMessage {
 	return data
 }
 
-// writeWatchdog rewrites the watchdog file atomically.
 func (r *Recorder) writeWatchdog() {
 	data, _ := json.Marshal(watchdogState{PID: os.Getpid(), RSSBytes: rssBytes(), TSms: r.cfg.Now().UnixMilli()})
 	if err := writeFileAtomic(r.watchdogPath(), data); err != nil {
 		r.log.Warn("recorder_watchdog_write_failed", "error", err)
-	}
-}
-
-// watchdogLoop rewrites the watchdog file every WatchdogInterval.
-func (r *Recorder) watchdogLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.WatchdogInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.writeWatchdog()
-		}
 	}
 }
 
