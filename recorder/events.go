@@ -249,6 +249,7 @@ func (f *idFloor) offer(id int64) bool {
 	return true
 }
 
+// int64Heap is a min-heap of IDs for container/heap.
 type int64Heap []int64
 
 func (h int64Heap) Len() int           { return len(h) }
