@@ -17,58 +17,28 @@ import (
 	"zombiezen.com/go/sqlite"
 )
 
-// maxFoldInflateBytes caps what an existing archive part may decompress
-// to when new sealed files are folded into it (1 GiB): the archive comes
-// from the shared folder, so its inflated size is bounded here. Only parts
-// whose .meta.json says they hold less than archivePartBytes are extended;
-// one that inflates beyond the cap, or cannot be read, is left as it is and
-// the sealed files start a new part.
-const maxFoldInflateBytes = MaxInflatedArchiveBytes
-
 // archivePartBytes is how much an archive part holds, inflated, before the
-// window's next sealed files start a new part (<cluster>-<ws>-<n>.db.gz):
-// a trace inflates one part at a time, and a fold never rewrites more than
-// this (or one larger sealed file).
+// window's next sealed files start a new part: a trace inflates one part
+// at a time, and a fold never rewrites more than this (or one larger
+// sealed file).
+
 const archivePartBytes = 128 << 20
 
-// foldRoomStep is how much of a new archive part is written at a time
-// once room was made for it in the history's budget (see makeRoom).
+// foldRoomStep is how much of a new archive part is written at a time once
+// room was made for it in the history's budget (see makeRoom).
 const foldRoomStep = 1 << 20
 
-// foldShare is the share of one core an archive pass may use over time:
-// the fold sleeps as long as it worked (see pacer).
+// foldShare is the share of one core an archive pass may use (see pacer).
 const foldShare = 0.5
 
 // maxRetentionDays is the longest merged_retention_days taken literally
-// (100 years); larger values mean the same, so nothing overflows.
+// (100 years), so nothing overflows.
 const maxRetentionDays = 36500
 
-// archiveLoop runs an archive pass every quarter window or half
-// ArchiveAfter, whichever is shorter (1s-15m), so a sealed file waits
-// little more than ArchiveAfter before it is compressed.
-func (r *Recorder) archiveLoop(ctx context.Context) {
-	t := time.NewTicker(min(max(min(r.cfg.ArchiveWindow/4, r.cfg.ArchiveAfter/2), time.Second), 15*time.Minute))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := r.archivePass(ctx); err != nil && ctx.Err() == nil {
-				r.stats.archiveErrors.Add(1)
-				r.log.Error("recorder_archive_failed", "error", err)
-			}
-		}
-	}
-}
-
 // archivePass removes expired merge results and, holding the cluster's
-// archive lock, applies the history's retention: windows past MaxAge are
-// deleted, the sealed files whose to_ms is older than ArchiveAfter are
-// folded into their window archives, then the oldest windows are deleted
-// while the history is over MaxBytes. It does nothing while another
-// worker holds the lock, and nothing at all while archiving is off: then no
-// file is ever deleted automatically.
+// archive lock, deletes windows past MaxAge, folds the sealed files older
+// than ArchiveAfter into their window's archives, then enforces MaxBytes.
+// With archiving off it does nothing: no file is deleted automatically.
 func (r *Recorder) archivePass(ctx context.Context) error {
 	if r.sharedRoot == "" || !r.cfg.ArchiveEnabled {
 		return nil
@@ -115,7 +85,7 @@ func (r *Recorder) archivePass(ctx context.Context) error {
 		if files, err = listIn(lock.dir, r.histSegs(), true); err != nil {
 			return errors.Join(append(errs, err)...)
 		}
-		r.enforceBudget(lock.dir, files)
+		r.makeRoom(lock.dir, files, 0, nil)
 	}
 	return errors.Join(errs...)
 }
@@ -138,8 +108,7 @@ func (r *Recorder) passDue() (bool, error) {
 	return len(r.archivable(files)) > 0 || r.retentionDue(d, files), nil
 }
 
-// archivable returns the sealed files older than ArchiveAfter (files is
-// left as it is).
+// archivable returns the sealed files older than ArchiveAfter (a new slice).
 func (r *Recorder) archivable(files []histFile) []histFile {
 	cutoff := r.cfg.Now().Add(-r.cfg.ArchiveAfter).UnixMilli()
 	return slices.DeleteFunc(slices.Clone(files), func(f histFile) bool {
@@ -147,12 +116,10 @@ func (r *Recorder) archivable(files []histFile) []histFile {
 	})
 }
 
-// foldWindow folds files, the archivable sealed files of window ws, into
-// the window's archive parts in hist (the history folder, opened without
-// symlinks), oldest first: into the newest part while it holds less than
+// foldWindow folds files, the archivable sealed files of window ws, oldest
+// first, into the newest of the window's parts while it holds less than
 // archivePartBytes inflated, then into new parts of at most that size (or
-// one larger file). parts are the window's archives already there. The
-// lock is refreshed before each part and the work is paced (see pacer).
+// one larger file). The lock is refreshed before each part; work is paced.
 func (r *Recorder) foldWindow(ctx context.Context, lock *archiveLock, ws int64, files, parts []histFile) error {
 	slices.SortFunc(files, func(a, b histFile) int {
 		return cmp.Or(cmp.Compare(a.meta.FromMs, b.meta.FromMs), strings.Compare(a.rel, b.rel))
@@ -190,8 +157,7 @@ func (r *Recorder) foldWindow(ctx context.Context, lock *archiveLock, ws int64, 
 		}
 		err := r.foldPart(ctx, lock.dir, ws, name, extend, files[:n], pace)
 		if err != nil && extend && ctx.Err() == nil {
-			// The part could not be extended (unreadable, or replaced by
-			// another implementation): the files start a part of their own.
+			// The part could not be extended: the files start a new part.
 			r.log.Warn("recorder_archive_part_skipped", "archive", lock.dir.rel+"/"+name, "error", err)
 			extend = false
 			continue
@@ -205,11 +171,10 @@ func (r *Recorder) foldWindow(ctx context.Context, lock *archiveLock, ws int64, 
 	return nil
 }
 
-// foldPart adds files to the archive name of hist: with extend the archive
-// is decompressed into a private work file first, else the work file starts
-// empty. The files are appended, the result is compressed to a temp file in
-// hist and renamed over (or in as) the archive, with its .meta.json. Only
-// then are the folded files and their .meta.json removed, through hist.
+// foldPart adds files to the archive name of hist (extend: starting from
+// its inflated content), compresses the result to a temp file in hist and
+// renames it over or in as the archive, after its .meta.json and .idx.
+// Only then are the folded files and their .meta.json removed.
 func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name string, extend bool, files []histFile, pace *pacer) error {
 	scratch, err := r.scratch()
 	if err != nil {
@@ -233,10 +198,7 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	}
 	defer db.Close()
 	meta := fileMeta{Kind: "archive", Cluster: r.cfg.Cluster, Format: FormatVersion}
-	if m, err := readMeta(db); err == nil {
-		meta.FromMs, _ = strconv.ParseInt(m["from_ms"], 10, 64)
-		meta.ToMs, _ = strconv.ParseInt(m["to_ms"], 10, 64)
-	}
+	meta.FromMs, meta.ToMs = metaSpan(db, "main")
 	folded := make([]histFile, 0, len(files))
 	for i, f := range files {
 		if i > 0 || !adopted {
@@ -246,8 +208,7 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 			case errors.Is(err, os.ErrNotExist) && ctx.Err() == nil:
 				continue // deleted meanwhile for the budget (see makeRoom)
 			case notDatabase(err) && ctx.Err() == nil:
-				// One unreadable file must not hold up its window: it is set
-				// aside, once, and the rest is archived.
+				// Set aside, once, so it does not hold up its window.
 				r.quarantineShared(hist, f, err)
 				continue
 			default:
@@ -268,7 +229,7 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	if meta.Events, meta.Tasks, err = countRows(db); err != nil {
 		return fmt.Errorf("count %s: %w", name, err)
 	}
-	if meta.Sources, err = sourceNames(db); err != nil {
+	if meta.Sources, err = texts(db, `SELECT name FROM sources ORDER BY name`); err != nil {
 		return fmt.Errorf("list sources of %s: %w", name, err)
 	}
 	err = setMeta(db, "format", strconv.Itoa(FormatVersion), "kind", "archive", "cluster", r.cfg.Cluster,
@@ -294,8 +255,9 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	if err != nil {
 		return fmt.Errorf("compress to %s: %w", name, err)
 	}
-	// The archive is written beside what it replaces: room is made for it
-	// as it grows, never at the expense of the files it holds.
+	defer hist.remove(gzTmp) // gone once renamed into place
+	// Room is made as the archive grows, never at the expense of the
+	// files it holds.
 	keep := map[string]bool{name: true}
 	for _, f := range files {
 		keep[f.segs[len(f.segs)-1]] = true
@@ -303,20 +265,16 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	step := min(foldRoomStep, max(r.cfg.MaxBytes/64, 64<<10))
 	grow := func(size int64) { r.makeRoom(hist, nil, size+2*metaAllowance, keep) }
 	if err := gzipInto(ctx, work, out, pace, step, grow); err != nil {
-		hist.remove(gzTmp)
 		return err
 	}
 	data, _ := json.MarshalIndent(meta, "", "  ")
 	if err := hist.writeAtomic(name+".meta.json", data); err != nil {
-		hist.remove(gzTmp)
 		return err
 	}
 	if err := writeIndex(hist, gzTmp, name, hashes); err != nil {
-		hist.remove(gzTmp)
 		return err
 	}
 	if err := hist.rename(gzTmp, hist, name); err != nil {
-		hist.remove(gzTmp)
 		return fmt.Errorf("replace %s: %w", name, err)
 	}
 	hist.sync()
@@ -330,28 +288,21 @@ func (r *Recorder) foldPart(ctx context.Context, hist *dir, ws int64, name strin
 	return nil
 }
 
-// adoptSealed starts a new archive part at scratch/work from the sealed
-// file f of hist by copying the file itself, which costs a fraction of
-// copying its rows: the copy must have this build's schema version and
-// exactly its tables and indexes (no trigger, no view); it then loses its
-// worker meta key and gets f's name in sources. False, with nothing left at
-// work, when f is not such a file: the caller copies its rows instead.
+// adoptSealed starts a new archive part at scratch/work from a copy of the
+// sealed file f, far cheaper than copying its rows, when the copy has
+// exactly this build's schema (adoptDB). False, with nothing left at work,
+// when it has not: the caller copies the rows instead.
 func adoptSealed(ctx context.Context, hist *dir, scratch *dir, work string, f histFile) bool {
-	if err := copyAt(hist, f.segs[len(f.segs)-1], scratch, work); err != nil {
-		scratch.remove(work)
-		return false
+	path, base := filepath.Join(scratch.path, work), f.segs[len(f.segs)-1]
+	if copyAt(hist, base, scratch, work) == nil && adoptDB(ctx, path, base) == nil {
+		return true
 	}
-	path := filepath.Join(scratch.path, work)
-	err := adoptDB(ctx, path, f.segs[len(f.segs)-1])
-	if err != nil {
-		removeDB(path)
-		return false
-	}
-	return true
+	removeDB(path)
+	return false
 }
 
-// adoptDB checks and turns the copy of a sealed file at path into an
-// archive's start (see adoptSealed).
+// adoptDB checks the copy's schema objects against ours, drops its worker
+// meta key and records source in sources.
 func adoptDB(ctx context.Context, path, source string) error {
 	db, err := openConn(ctx, sqliteURI(path, ""), sqlite.OpenReadWrite)
 	if err != nil {
@@ -384,28 +335,20 @@ func adoptDB(ctx context.Context, path, source string) error {
 	if !slices.Equal(got, want) {
 		return fmt.Errorf("schema objects %v, want %v", got, want)
 	}
-	if err := execSQL(db, `PRAGMA journal_mode=DELETE`); err != nil {
-		return err
+	err = execSQL(db, `PRAGMA journal_mode=DELETE`)
+	if err == nil {
+		err = execSQL(db, `DELETE FROM meta WHERE key = 'worker'`)
 	}
-	if err := execSQL(db, `DELETE FROM meta WHERE key = 'worker'`); err != nil {
-		return err
+	if err == nil {
+		err = execSQL(db, `INSERT OR IGNORE INTO sources(name) VALUES(?)`, source)
 	}
-	if err := execSQL(db, `INSERT OR IGNORE INTO sources(name) VALUES(?)`, source); err != nil {
-		return err
-	}
-	return db.Close()
+	return errors.Join(err, db.Close())
 }
 
-// texts returns the first column of every row of a query.
 func texts(c *sqlite.Conn, q string) ([]string, error) {
 	var out []string
 	err := query(c, q, func(st *sqlite.Stmt) error { out = append(out, st.ColumnText(0)); return nil })
 	return out, err
-}
-
-// sourceNames lists the sources table of db.
-func sourceNames(db *sqlite.Conn) ([]string, error) {
-	return texts(db, `SELECT name FROM sources ORDER BY name`)
 }
 
 // foldOne copies one sealed file, opened through hist, into db.
@@ -426,7 +369,7 @@ func (r *Recorder) foldOne(ctx context.Context, db *sqlite.Conn, hist *dir, f hi
 }
 
 // inflateArchive decompresses the archive name of hist into a new 0600
-// file at work, at most maxFoldInflateBytes.
+// file at work, at most MaxInflatedArchiveBytes.
 func inflateArchive(ctx context.Context, hist *dir, name, work string, pace *pacer) error {
 	src, _, err := hist.openFile(name)
 	if err != nil {
@@ -437,10 +380,8 @@ func inflateArchive(ctx context.Context, hist *dir, name, work string, pace *pac
 	if err != nil {
 		return fmt.Errorf("decompress to %s: %w", filepath.Base(work), err)
 	}
-	_, err = inflateTo(ctx, out, &pacedReader{r: src, p: pace, ctx: ctx}, maxFoldInflateBytes)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	_, err = inflateTo(ctx, out, &pacedReader{r: src, p: pace, ctx: ctx}, MaxInflatedArchiveBytes)
+	err = closeFile(out, err, false)
 	if err != nil {
 		return fmt.Errorf("decompress %s: %w", name, err)
 	}
@@ -448,8 +389,8 @@ func inflateArchive(ctx context.Context, hist *dir, name, work string, pace *pac
 }
 
 // cleanHistoryTemps removes hidden temp files an interrupted seal or archive
-// pass left in the cluster folder, and .meta.json and .idx files whose
-// database is gone, once they are two leases old.
+// left, and .meta.json and .idx files whose database is gone, once they
+// are two leases old.
 func (r *Recorder) cleanHistoryTemps(hist *dir) {
 	names, _ := hist.names()
 	present := map[string]bool{}
@@ -475,9 +416,7 @@ func (r *Recorder) cleanHistoryTemps(hist *dir) {
 }
 
 // removeExpiredMerged deletes merge results older than MergedRetentionDays,
-// dated by the <ts> in their name (the file's mtime when it has none). The
-// merged folder is opened without following a symlink, so a merged/ that
-// points elsewhere is refused (ErrUnsafePath) and nothing is deleted there.
+// dated by the <ts> in their name (else the file's mtime).
 func (r *Recorder) removeExpiredMerged() error {
 	d, err := r.openShared(false, false, "merged")
 	if errors.Is(err, os.ErrNotExist) {
@@ -491,8 +430,6 @@ func (r *Recorder) removeExpiredMerged() error {
 	if err != nil {
 		return fmt.Errorf("merge retention: %w", err)
 	}
-	// Clamped so a huge retention means "never", not an overflow that
-	// expires everything.
 	days := min(r.cfg.MergedRetentionDays, maxRetentionDays)
 	cutoff := r.cfg.Now().Add(-time.Duration(days) * 24 * time.Hour)
 	for _, f := range files {

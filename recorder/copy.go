@@ -19,12 +19,10 @@ type copied struct {
 	fromMs, toMs  int64 // the source's meta from_ms and to_ms (0 when absent)
 }
 
-// copyFrom appends every row of the finished database at srcURI (a SQLite
-// URI, see fileVFS.uri and sqliteURI) to db (an archive
-// or merge result being built, one connection) and records sourceName in
-// its sources table, all in one transaction. Rows get new ids in db. A
-// source already listed in sources is skipped, which makes folding the same
-// sealed file twice harmless.
+// copyFrom appends every row of the finished database at srcURI to db (an
+// archive or merge result being built) with new ids, and records
+// sourceName in its sources table, in one transaction. A source already
+// listed is skipped, so folding a file twice is harmless.
 func copyFrom(db *sqlite.Conn, srcURI, sourceName string) (c copied, err error) {
 	var n int64
 	err = query(db, `SELECT count(*) FROM sources WHERE name = ?`, func(st *sqlite.Stmt) error { n = st.ColumnInt64(0); return nil }, sourceName)
@@ -71,34 +69,37 @@ func copyFrom(db *sqlite.Conn, srcURI, sourceName string) (c copied, err error) 
 	if err != nil {
 		return c, fmt.Errorf("copy %s: %w", sourceName, err)
 	}
-	query(db, `SELECT key, value FROM src.meta WHERE key IN ('from_ms', 'to_ms')`, func(st *sqlite.Stmt) error {
-		ms, _ := strconv.ParseInt(st.ColumnText(1), 10, 64)
-		if st.ColumnText(0) == "from_ms" {
-			c.fromMs = ms
-		} else {
-			c.toMs = ms
-		}
-		return nil
-	})
+	c.fromMs, c.toMs = metaSpan(db, "src")
 	return c, nil
 }
 
-// countRows returns the events and tasks row counts of db.
+// metaSpan reads from_ms and to_ms from the meta table of schema ("main"
+// or an attached "src"); 0 when absent or unreadable.
+func metaSpan(db *sqlite.Conn, schema string) (fromMs, toMs int64) {
+	query(db, `SELECT key, value FROM `+schema+`.meta WHERE key IN ('from_ms', 'to_ms')`, func(st *sqlite.Stmt) error {
+		ms, _ := strconv.ParseInt(st.ColumnText(1), 10, 64)
+		if st.ColumnText(0) == "from_ms" {
+			fromMs = ms
+		} else {
+			toMs = ms
+		}
+		return nil
+	})
+	return fromMs, toMs
+}
+
 func countRows(db *sqlite.Conn) (events, tasks int64, err error) {
 	err = queryInts(db, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM tasks)`, &events, &tasks)
 	return events, tasks, err
 }
 
-// archiveGzipLevel is the compression level of archives. Measured on
-// recorder files of realistic task rows (BenchmarkFold),
-// level 2 compresses to about 12 % more than the default level 6 for 2.7
-// times less CPU: archiving keeps up with several busy workers on one core.
+// archiveGzipLevel is the compression level of archives: level 2 gives
+// about 12 % larger files than 6 for 2.7 times less CPU (BenchmarkFold).
 const archiveGzipLevel = 2
 
-// gzipInto compresses the file at src into out (a new file the caller
-// created), fsyncs and closes out. It rests pace as it goes and stops when
-// ctx ends. grow, when set, is called with what out will hold after the
-// next step bytes, before they are written (see foldPart).
+// gzipInto compresses the file at src into out, fsyncs and closes out,
+// paced, until ctx ends. grow, when set, is called before each next step
+// bytes are written with what out will then hold (see foldPart).
 func gzipInto(ctx context.Context, src string, out *os.File, pace *pacer, step int64, grow func(int64)) error {
 	in, err := os.Open(src)
 	if err != nil {
@@ -115,20 +116,15 @@ func gzipInto(ctx context.Context, src string, out *os.File, pace *pacer, step i
 	if cerr := zw.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	err = closeFile(out, err, true)
 	if err != nil {
 		return fmt.Errorf("compress %s: %w", filepath.Base(src), err)
 	}
 	return nil
 }
 
-// growWriter calls grow before the bytes written through it pass the next
-// multiple of step, with that multiple: the caller makes room for them.
+// growWriter calls grow before the bytes written pass the next multiple of
+// step, with that multiple.
 type growWriter struct {
 	w             io.Writer
 	step          int64

@@ -12,9 +12,7 @@ import (
 )
 
 // LivePathPrefix starts the Path of the live file in Databases
-// ("live/<worker>"). It is a marker, not a file path: it matches no download
-// shape, so ResolveDownload refuses it; the live file is fetched with
-// SnapshotLive (GET /api/v1/debug/download-live).
+// ("live/<worker>"): a marker no download accepts (see SnapshotLive).
 const LivePathPrefix = "live/"
 
 // Database describes one recorder file for /api/v1/debug/databases.
@@ -28,21 +26,19 @@ type Database struct {
 	SizeBytes int64  `json:"size_bytes"`
 }
 
-// fileMeta is the .meta.json written beside every sealed file, archive and
-// merge result (docs/storage-format.md).
+// fileMeta is the .meta.json beside every sealed file, archive and merge
+// result (docs/storage-format.md, section 4).
 type fileMeta struct {
-	Kind    string   `json:"kind"`
-	Worker  string   `json:"worker"`
-	Cluster string   `json:"cluster"`
-	FromMs  int64    `json:"from_ms"`
-	ToMs    int64    `json:"to_ms"`
-	Events  int64    `json:"events"`
-	Tasks   int64    `json:"tasks"`
-	Format  int      `json:"format"`
-	Sources []string `json:"sources,omitempty"`
-	// InflatedBytes is an archive's size decompressed (archives written
-	// since archive parts; absent in older ones).
-	InflatedBytes int64 `json:"inflated_bytes,omitempty"`
+	Kind          string   `json:"kind"`
+	Worker        string   `json:"worker"`
+	Cluster       string   `json:"cluster"`
+	FromMs        int64    `json:"from_ms"`
+	ToMs          int64    `json:"to_ms"`
+	Events        int64    `json:"events"`
+	Tasks         int64    `json:"tasks"`
+	Format        int      `json:"format"`
+	Sources       []string `json:"sources,omitempty"`
+	InflatedBytes int64    `json:"inflated_bytes,omitempty"` // archives: size decompressed
 }
 
 // histFile is one file found in the shared folder.
@@ -55,16 +51,14 @@ type histFile struct {
 	modTime time.Time
 	meta    fileMeta
 	// window and part are an archive's window_start_ms and part number
-	// from its name (<cluster>-<window>[-<part>].db.gz); part is -1 for
-	// other files and archives named otherwise.
+	// from its name; part is -1 for other files.
 	window int64
 	part   int
 }
 
 // Databases lists the live file (unless memory-only), this cluster's sealed
 // files and archives, and every merge result, newest first after the live
-// file. Metadata comes from each .meta.json, else from the file name. It
-// measures the shared folder again for History.
+// file, and measures the shared folder again for History.
 func (r *Recorder) Databases(ctx context.Context) ([]Database, error) {
 	var out []Database
 	r.liveMu.RLock()
@@ -87,8 +81,8 @@ func (r *Recorder) Databases(ctx context.Context) ([]Database, error) {
 
 // listShared returns this cluster's sealed files and archives and, when
 // merged is set, the merge results; newest first. withMeta reads each
-// .meta.json (falling back to the file name). A folder that is a symlink is
-// left out with a warning: it is not part of the shared folder.
+// .meta.json (else the name tells). A symlinked folder is left out with a
+// warning.
 func (r *Recorder) listShared(ctx context.Context, merged, withMeta bool) ([]histFile, error) {
 	if r.sharedRoot == "" {
 		return nil, nil
@@ -130,8 +124,7 @@ func archiveName(cluster string, ws int64, n int) string {
 }
 
 // parseArchiveName reads the window start and part number of an archive
-// of cluster's folder: <cluster>-<ws>.db.gz (part 0) or
-// <cluster>-<ws>-<n>.db.gz (n >= 1, no leading zero).
+// name of cluster's folder (part n >= 1 without a leading zero).
 func parseArchiveName(name, cluster string) (ws int64, part int, ok bool) {
 	rest, ok := strings.CutPrefix(name, cluster+"-")
 	if !ok {
@@ -151,9 +144,8 @@ func parseArchiveName(name, cluster string) (ws int64, part int, ok bool) {
 	return ws, part, err == nil
 }
 
-// metaFromName reads what a file name tells: sealed <worker>-<from>-<to>.db,
-// archive <cluster>-<window_start>[-<part>].db.gz (cluster is the folder's,
-// "" when unknown), merged merged-<ts>-<token>.db.
+// metaFromName reads what a file name tells (docs/storage-format.md,
+// section 2); cluster is the folder's, "" when unknown.
 func metaFromName(name string, sh shape, cluster string) fileMeta {
 	switch sh {
 	case shapeSealed:

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -185,10 +186,7 @@ func (r *Recorder) listEvents(db *sqlite.Conn, q EventQuery) ([]event.Event, err
 // foldedEvents returns the events of type typ folded into db's task rows
 // that may be among q's answer: rows are read by their highest folded ID
 // of typ, newest first, until no further row can beat the q.Limit best IDs
-// found so far (best, which it updates). A folded event lies at most
-// foldSpan above its row's task_received, so paging below q.BeforeID only
-// reads rows whose highest ID is below q.BeforeID + foldSpan and whose
-// task_received is below q.BeforeID.
+// found so far (best, which it updates).
 func (r *Recorder) foldedEvents(db *sqlite.Conn, typ string, q EventQuery, best *idFloor) ([]event.Event, error) {
 	col := extraTopColumns[typ]
 	sqlq := `SELECT ` + rowColumns + ` FROM tasks WHERE ` + col + ` != 0`
@@ -229,7 +227,7 @@ var errStop = errors.New("stop")
 // idFloor keeps the n highest event IDs offered (a min-heap).
 type idFloor struct {
 	n   int
-	ids []int64
+	ids int64Heap
 }
 
 func newIDFloor(n int) *idFloor { return &idFloor{n: n} }
@@ -244,36 +242,25 @@ func (f *idFloor) offer(id int64) bool {
 	}
 	if len(f.ids) == f.n {
 		f.ids[0] = id
-		f.down(0)
-		return true
-	}
-	f.ids = append(f.ids, id)
-	for i := len(f.ids) - 1; i > 0; {
-		p := (i - 1) / 2
-		if f.ids[p] <= f.ids[i] {
-			break
-		}
-		f.ids[p], f.ids[i] = f.ids[i], f.ids[p]
-		i = p
+		heap.Fix(&f.ids, 0)
+	} else {
+		heap.Push(&f.ids, id)
 	}
 	return true
 }
 
-func (f *idFloor) down(i int) {
-	for {
-		l, m := 2*i+1, i
-		if l < len(f.ids) && f.ids[l] < f.ids[m] {
-			m = l
-		}
-		if r := l + 1; r < len(f.ids) && f.ids[r] < f.ids[m] {
-			m = r
-		}
-		if m == i {
-			return
-		}
-		f.ids[i], f.ids[m] = f.ids[m], f.ids[i]
-		i = m
-	}
+// int64Heap is a min-heap of IDs for container/heap.
+type int64Heap []int64
+
+func (h int64Heap) Len() int           { return len(h) }
+func (h int64Heap) Less(i, j int) bool { return h[i] < h[j] }
+func (h int64Heap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *int64Heap) Push(x any)        { *h = append(*h, x.(int64)) }
+
+func (h *int64Heap) Pop() any {
+	x := (*h)[len(*h)-1]
+	*h = (*h)[:len(*h)-1]
+	return x
 }
 
 // eventsSQL builds the Events query for one file.
@@ -372,7 +359,6 @@ func cloneLabels(m map[string]string) map[string]string {
 // empty map per item was 2.6 % of the bytes svc allocated under load).
 var noLabels = map[string]string{}
 
-// clampLimit applies a default and an upper bound.
 func clampLimit(n, def, max int) int {
 	if n <= 0 {
 		return def

@@ -10,9 +10,8 @@ import (
 	"strings"
 )
 
-// The spec fixes these modes for recorder files and folders. They are set
-// with Chmod after creation so the process umask never widens or narrows
-// them.
+// The spec fixes these modes; they are set with Chmod after creation so
+// the umask never changes them.
 const (
 	fileMode os.FileMode = 0o600
 	dirMode  os.FileMode = 0o700
@@ -67,12 +66,7 @@ func writeFileAtomic(path string, data []byte) error {
 	if err == nil {
 		err = f.Chmod(fileMode)
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = closeFile(f, err, true)
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
@@ -83,8 +77,8 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
-// tempName returns a hidden, unique name in path's folder. Hidden names
-// never match a download or merge shape and are skipped by every listing.
+// tempName returns a hidden, unique name in path's folder (hidden names
+// match no served shape and no listing).
 func tempName(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+randToken(6)+".tmp")
 }
@@ -113,4 +107,16 @@ func removeDB(path string) {
 	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
 		os.Remove(path + suffix)
 	}
+}
+
+// closeFile fsyncs f (with sync, after a successful write) and closes it,
+// returning the first error: err, the write's, or its own.
+func closeFile(f *os.File, err error, sync bool) error {
+	if err == nil && sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

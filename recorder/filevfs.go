@@ -14,12 +14,10 @@ import (
 	"zombiezen.com/go/sqlite"
 )
 
-// fileVFS lets SQLite read files of the shared folder that the recorder
-// opened itself (walked without symlinks, checked regular, one link): it is
-// a read-only SQLite VFS whose file names are tokens standing for those
-// open files. SQLite therefore reads exactly the checked file and never
-// resolves a path in the shared folder, so a component swapped for a
-// symlink after the check changes nothing.
+// fileVFS is a read-only SQLite VFS whose file names are tokens standing
+// for files the recorder opened itself (walked without symlinks, checked
+// regular with one link), so SQLite reads exactly the checked file and
+// never resolves a path in the shared folder.
 type fileVFS struct {
 	mu    sync.Mutex
 	reg   *vfs.FS // nil until first use and after close
@@ -28,9 +26,8 @@ type fileVFS struct {
 	files map[string]*os.File
 }
 
-// uri lends f to SQLite: it returns a URI that opens f read-only (for
-// openConn or ATTACH) and a function that ends the loan. f must stay open
-// until every connection that opened the URI is closed or detached.
+// uri lends f to SQLite: a URI opening it read-only, and a function ending
+// the loan. f must stay open until every connection using it is closed.
 func (v *fileVFS) uri(f *os.File) (string, func(), error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -55,9 +52,8 @@ func (v *fileVFS) uri(f *os.File) (string, func(), error) {
 	return "file:" + tok + "?vfs=" + v.name + "&mode=ro", done, nil
 }
 
-// Open implements fs.FS for the VFS: each SQLite open gets its own reader
-// (positioned reads, so connections never share a file offset). Closing it
-// leaves the lent file open.
+// Open implements fs.FS for the VFS: each open gets its own positioned
+// reader; closing it leaves the lent file open.
 func (v *fileVFS) Open(name string) (fs.File, error) {
 	v.mu.Lock()
 	f := v.files[name]
@@ -80,8 +76,7 @@ type lentFile struct {
 func (l *lentFile) Stat() (fs.FileInfo, error) { return l.fi, nil }
 func (l *lentFile) Close() error               { return nil }
 
-// close unregisters the VFS; it stays registered while SQLite still has a
-// file open through it.
+// close unregisters the VFS (it stays while SQLite has a file open).
 func (v *fileVFS) close() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -90,8 +85,8 @@ func (v *fileVFS) close() {
 	}
 }
 
-// queryOpen runs fn on the finished database f (opened by the caller,
-// usually through openSharedFile) after checking its schema version.
+// queryOpen runs fn on the finished database f after checking its schema
+// version.
 func queryOpen[T any](ctx context.Context, r *Recorder, f *os.File, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	uri, done, err := r.vfs.uri(f)
 	if err != nil {

@@ -11,49 +11,40 @@ import (
 	"io"
 	"os"
 	"sync"
-	"time"
 )
 
-// Bounds of the archive cache. An archive (.db.gz) is decompressed before
-// SQLite can read it; the archive comes from the shared folder, so what it
-// inflates to is bounded here, not by the file.
+// Bounds of the archive cache: archives come from the shared folder, so
+// what they inflate to is bounded here, not by the file.
 const (
 	// MaxInflatedArchiveBytes caps the decompressed size of one archive read
-	// by Trace or TraceByLabel: 1 GiB. A larger archive is refused with
-	// ErrArchiveTooLarge (logged once, the rest of the history is still
-	// read). Below it, an archive may not inflate beyond the size its SQLite
-	// header declares (see inflateTo).
+	// by a trace (1 GiB): a larger one is refused with ErrArchiveTooLarge.
 	MaxInflatedArchiveBytes = 1 << 30
-	// maxCacheBytes caps the decompressed copies kept between traces; least
-	// recently used idle copies are removed beyond it.
+	// maxCacheBytes caps the idle copies kept between traces (LRU).
 	maxCacheBytes = 2 << 30
 	// maxCacheEntries caps the number of copies kept.
 	maxCacheEntries = 8
-	// maxRefusedArchives caps the refused archives remembered; the least
-	// recently met is forgotten beyond it (and costs one more inflation
-	// when met again).
+	// maxRefusedArchives caps the refused archives remembered (LRU).
 	maxRefusedArchives = 1024
 )
 
-// ErrArchiveTooLarge: an archive decompresses to more than the cap that
-// applies to it (MaxInflatedArchiveBytes for traces, or less when its
-// SQLite header declares less). Nothing beyond the cap was written.
+// ErrArchiveTooLarge: an archive decompresses beyond its cap
+// (MaxInflatedArchiveBytes, or the size its SQLite header declares).
+// Nothing beyond the cap was written.
 var ErrArchiveTooLarge = errors.New("recorder: archive decompresses beyond its size cap")
 
-// ErrArchiveNotDatabase: an archive does not decompress to a SQLite
-// database: it is empty, does not start with a valid SQLite header, or
-// holds less than the header declares.
+// ErrArchiveNotDatabase: an archive is empty, does not start with a SQLite
+// header, or holds less than the header declares.
 var ErrArchiveNotDatabase = errors.New("recorder: archive does not decompress to a SQLite database")
 
-// errArchiveRefused marks an archive refused by this or an earlier trace:
-// it is skipped without a word (recorder_archive_refused was logged once).
+// errArchiveRefused marks an archive refused by this or an earlier trace,
+// skipped without a word (recorder_archive_refused was logged once).
 var errArchiveRefused = errors.New("recorder: archive refused")
 
 // gzCache keeps decompressed copies of archives so repeated traces do not
-// inflate the same archive again. An entry is valid while the archive's
-// mtime and size are unchanged (archiving replaces the file, which changes
-// both); entries whose archive is gone or changed are dropped by prune.
-// Entries in use are never removed under their reader.
+// inflate the same archive again, and remembers archives refused. Entries
+// are valid while the archive's mtime and size are unchanged (archiving
+// replaces the file); prune drops the others. Entries in use are never
+// removed under their reader.
 type gzCache struct {
 	mu         sync.Mutex
 	base       string // parent of the cache folder; "" = os.TempDir()
@@ -69,17 +60,14 @@ type gzCache struct {
 	refused    map[string]*refusal // archives not to inflate again while unchanged
 }
 
-// refusal remembers an archive that could not be read, by the size and
-// mtime it had then: replacing the archive changes both.
+// refusal remembers an unreadable archive by its size and mtime then.
 type refusal struct {
-	modTime time.Time
-	size    int64
+	fileStamp
 	lastUse uint64
 }
 
 type gzEntry struct {
-	modTime time.Time
-	size    int64
+	fileStamp
 	ready   chan struct{} // closed once tmp or err is set
 	tmp     string
 	bytes   int64
@@ -96,15 +84,14 @@ func newGzCache(base, prefix string) *gzCache {
 }
 
 // open returns the path of a decompressed copy of the archive f and a
-// release function the caller must call when done with it. One caller
-// inflates; concurrent callers for the same archive wait for it (or for
-// their ctx). An archive refused before, unchanged since, is not inflated
-// again: open returns errArchiveRefused at once.
+// release function to call when done. One caller inflates; concurrent
+// callers wait for it (or their ctx). An archive refused before and
+// unchanged since gives errArchiveRefused at once.
 func (c *gzCache) open(ctx context.Context, r *Recorder, f histFile) (string, func(), error) {
 	c.mu.Lock()
 	c.tick++
 	if rf := c.refused[f.path]; rf != nil {
-		if rf.modTime.Equal(f.modTime) && rf.size == f.size {
+		if rf.of(f) {
 			rf.lastUse = c.tick
 			c.mu.Unlock()
 			return "", nil, errArchiveRefused
@@ -112,7 +99,7 @@ func (c *gzCache) open(ctx context.Context, r *Recorder, f histFile) (string, fu
 		delete(c.refused, f.path)
 	}
 	e := c.entries[f.path]
-	if e != nil && (!e.modTime.Equal(f.modTime) || e.size != f.size) {
+	if e != nil && !e.of(f) {
 		c.drop(f.path, e)
 		e = nil
 	}
@@ -132,7 +119,7 @@ func (c *gzCache) open(ctx context.Context, r *Recorder, f histFile) (string, fu
 		}
 		return e.tmp, func() { c.release(e) }, nil
 	}
-	e = &gzEntry{modTime: f.modTime, size: f.size, ready: make(chan struct{}), refs: 1, lastUse: c.tick}
+	e = &gzEntry{fileStamp: stampOf(f), ready: make(chan struct{}), refs: 1, lastUse: c.tick}
 	c.entries[f.path] = e
 	c.mu.Unlock()
 
@@ -204,8 +191,8 @@ func (c *gzCache) evict() {
 }
 
 // refusable reports whether an inflation failed because of the archive's
-// content (remembered: the same bytes fail the same way), not because of
-// this worker (its disk, its context) or a file that vanished.
+// content (the same bytes fail the same way), not this worker's disk or
+// context or a vanished file.
 func refusable(err error) bool {
 	var corrupt flate.CorruptInputError
 	return errors.Is(err, ErrArchiveTooLarge) || errors.Is(err, ErrArchiveNotDatabase) ||
@@ -213,18 +200,17 @@ func refusable(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &corrupt)
 }
 
-// refuse remembers that the archive f cannot be read (err says why), drops
-// its cached copy, counts it and logs recorder_archive_refused, naming the
-// file and the reason, never the content. An archive already refused, the
-// same size and mtime, is not logged again.
+// refuse remembers that the archive f cannot be read, drops its copy,
+// counts it and logs recorder_archive_refused (file and reason, never the
+// content) unless it was refused already, unchanged.
 func (c *gzCache) refuse(r *Recorder, f histFile, err error) {
 	c.mu.Lock()
 	c.tick++
-	if rf := c.refused[f.path]; rf != nil && rf.modTime.Equal(f.modTime) && rf.size == f.size {
+	if rf := c.refused[f.path]; rf != nil && rf.of(f) {
 		c.mu.Unlock()
 		return
 	}
-	c.refused[f.path] = &refusal{modTime: f.modTime, size: f.size, lastUse: c.tick}
+	c.refused[f.path] = &refusal{fileStamp: stampOf(f), lastUse: c.tick}
 	for len(c.refused) > c.maxRefused {
 		var oldest string
 		for p, rf := range c.refused {
@@ -234,7 +220,7 @@ func (c *gzCache) refuse(r *Recorder, f histFile, err error) {
 		}
 		delete(c.refused, oldest)
 	}
-	if e := c.entries[f.path]; e != nil && e.modTime.Equal(f.modTime) && e.size == f.size {
+	if e := c.entries[f.path]; e != nil && e.of(f) {
 		c.drop(f.path, e)
 	}
 	c.mu.Unlock()
@@ -243,8 +229,7 @@ func (c *gzCache) refuse(r *Recorder, f histFile, err error) {
 		"detail", "skipped by traces until it changes")
 }
 
-// prune drops every entry and refusal whose archive is not among present
-// with the same mtime and size: the archive was removed or replaced.
+// prune drops every entry and refusal whose archive is gone or changed.
 func (c *gzCache) prune(present []histFile) {
 	keep := map[string]histFile{}
 	for _, f := range present {
@@ -256,13 +241,13 @@ func (c *gzCache) prune(present []histFile) {
 	defer c.mu.Unlock()
 	for p, e := range c.entries {
 		f, ok := keep[p]
-		if !ok || !e.modTime.Equal(f.modTime) || e.size != f.size {
+		if !ok || !e.of(f) {
 			c.drop(p, e)
 		}
 	}
 	for p, rf := range c.refused {
 		f, ok := keep[p]
-		if !ok || !rf.modTime.Equal(f.modTime) || rf.size != f.size {
+		if !ok || !rf.of(f) {
 			delete(c.refused, p)
 		}
 	}
@@ -276,7 +261,7 @@ func (c *gzCache) cached() (int, int64) {
 }
 
 // inflate decompresses the archive f into a new 0600 file in the cache
-// folder, refusing beyond maxFile bytes.
+// folder, at most maxFile bytes.
 func (c *gzCache) inflate(ctx context.Context, r *Recorder, f histFile) (string, int64, error) {
 	src, _, err := r.openSharedFile(f.segs, false)
 	if err != nil {
@@ -300,9 +285,7 @@ func (c *gzCache) inflate(ctx context.Context, r *Recorder, f histFile) (string,
 		return "", 0, fmt.Errorf("create archive copy: %w", err)
 	}
 	n, err := inflateTo(ctx, out, src, c.maxFile)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	err = closeFile(out, err, false)
 	if err != nil {
 		os.Remove(out.Name())
 		return "", 0, fmt.Errorf("decompress %s: %w", f.rel, err)
@@ -313,15 +296,12 @@ func (c *gzCache) inflate(ctx context.Context, r *Recorder, f histFile) (string,
 // sqliteMagic starts every SQLite database file.
 const sqliteMagic = "SQLite format 3\x00"
 
-// inflateTo writes the gunzipped content of src to w, at most max bytes:
-// more gives ErrArchiveTooLarge. The content must be a SQLite database: its
-// first 100 bytes a SQLite header (else ErrArchiveNotDatabase, after
-// inflating only those), and when the header declares the database's size
-// (page size × page count, valid when the version-valid-for number equals
-// the change counter, as every SQLite since 3.7.0 writes it), exactly that
-// many bytes: a declared size above max is refused before inflating more,
-// content beyond it is ErrArchiveTooLarge, content short of it
-// ErrArchiveNotDatabase. It stops when ctx ends.
+// inflateTo writes the gunzipped content of src to w, at most max bytes
+// (more: ErrArchiveTooLarge). The content must start with a SQLite header
+// (else ErrArchiveNotDatabase after 100 bytes) and, when the header
+// declares a size (page size × page count, when valid), be exactly that
+// long: a declared size above max is refused before inflating further.
+// It stops when ctx ends.
 func inflateTo(ctx context.Context, w io.Writer, src io.Reader, max int64) (int64, error) {
 	zr, err := gzip.NewReader(src)
 	if errors.Is(err, io.EOF) {

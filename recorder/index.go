@@ -12,19 +12,10 @@ import (
 	"zombiezen.com/go/sqlite"
 )
 
-// An archive part's .idx file tells which task ids and labels the part
-// holds, so a trace skips the parts that cannot hold what it looks for
-// without inflating them. It is a set of 24-bit fingerprints of keys in
-// buckets, about 3.3 bytes a key; a lookup reads two small ranges of it and
-// is wrong (says "maybe" for a key the part lacks) about once in a million.
-// Layout (docs/storage-format.md, section 4a), all integers little-endian:
-//
-//	0   magic "SVCIDX1\n"
-//	8   u64 size of the archive file it describes
-//	16  u32 CRC-32 and 20 u32 ISIZE of that archive, as in its gzip trailer
-//	24  u32 n, the keys; 28 u32 b, the buckets (at least 1)
-//	32  (b+1) × u32: where each bucket starts, in keys (0 first, n last)
-//	    n × 3 bytes: the fingerprints, bucket after bucket, ascending
+// An archive part's .idx holds 24-bit fingerprints of the task ids and
+// labels the part holds, in buckets (about 3.3 bytes a key, wrong about
+// once in a million), so a trace skips parts that cannot hold its key
+// without inflating them. Layout: docs/storage-format.md, section 4a.
 const (
 	idxMagic     = "SVCIDX1\n"
 	idxHeader    = 32
@@ -33,8 +24,7 @@ const (
 	idxMaxKeys   = 1<<32 - 1
 )
 
-// Key kinds of an index: a task id (of events and task rows), a label
-// name, a label name and value.
+// Key kinds of an index: a task id, a label name, a label name and value.
 func taskKey(id string) []byte { return append([]byte{'t'}, id...) }
 func labelNameKey(name string) []byte {
 	return append([]byte{'n'}, name...)
@@ -129,9 +119,8 @@ func gzipTrailer(f *os.File, size int64) ([8]byte, error) {
 	return t, err
 }
 
-// writeIndex writes name.idx into hist for the archive compressed at
-// hist/gz (a temp name: the archive is not published yet), holding the
-// keys whose hashes are given (see indexKeys).
+// writeIndex writes name.idx into hist for the archive compressed at the
+// temp name hist/gz, holding the keys whose hashes are given.
 func writeIndex(hist *dir, gz, name string, hashes []uint64) error {
 	f, fi, err := hist.openFile(gz)
 	if err != nil {
@@ -150,9 +139,8 @@ func writeIndex(hist *dir, gz, name string, hashes []uint64) error {
 }
 
 // mayHold reports whether the archive f of hist may hold one of keys: false
-// only when its .idx describes exactly this archive (its size and gzip
-// trailer) and holds none of them. A missing, stale or malformed index
-// says true: the archive is searched.
+// only when its .idx describes exactly this archive (size and gzip
+// trailer) and holds none of them.
 func mayHold(hist *dir, f histFile, keys ...[]byte) bool {
 	name := f.segs[len(f.segs)-1]
 	idx, ifi, err := hist.openFile(name + ".idx")

@@ -94,12 +94,7 @@ func (l *archiveLock) create() (bool, error) {
 		return false, fmt.Errorf("create archive lock: %w", err)
 	}
 	_, err = f.Write(l.content())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = closeFile(f, err, true)
 	if err != nil {
 		l.dir.remove(lockName)
 		return false, fmt.Errorf("write archive lock: %w", err)

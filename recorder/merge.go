@@ -19,16 +19,13 @@ type MergeResult struct {
 // MaxMergePaths bounds the paths of one Merge call.
 const MaxMergePaths = 4096
 
-// Merge copies the events, task rows, labels, config snapshots and state
-// timelines of the given files into a new merged/merged-<ts_ms>-<token>.db
-// (0600; merged/ created 0700) with a .meta.json beside it. Paths are
-// relative to shared.dir and must have the shape history/<cluster>/<name>.db
-// or merged/<name>.db: anything else, archives (.db.gz) included, an empty
-// list and more than MaxMergePaths give ErrBadShape; a path that does not
-// resolve to a servable file (see ResolveDownload) gives ErrNotFound.
-// Repeated paths are merged once. The result is built in a private folder
-// and published into merged/ through the open folder: a merged/ that is a
-// symlink gives ErrUnsafePath and nothing is written.
+// Merge copies the rows of the given files (relative to shared.dir, of
+// shape history/<cluster>/<name>.db or merged/<name>.db; repeats merged
+// once) into a new merged/merged-<ts_ms>-<token>.db with its .meta.json.
+// Other shapes, an empty list or more than MaxMergePaths give ErrBadShape;
+// a path that is not servable (see ResolveDownload) gives ErrNotFound. The
+// result is built privately and published through the open merged/ folder
+// (a symlinked merged/ gives ErrUnsafePath).
 func (r *Recorder) Merge(ctx context.Context, rels []string) (MergeResult, error) {
 	var res MergeResult
 	if len(rels) == 0 {
@@ -93,9 +90,8 @@ func (r *Recorder) Merge(ctx context.Context, rels []string) (MergeResult, error
 	return MergeResult{Path: rel, Events: meta.Events, SizeBytes: fi.Size()}, nil
 }
 
-// buildMerged fills the new file path from the shared files rels and
-// returns its meta. Each source is opened again through the safe walk and
-// read by SQLite from that open file.
+// buildMerged fills the new file path from the shared files rels, each
+// opened again through the safe walk, and returns its meta.
 func (r *Recorder) buildMerged(ctx context.Context, path string, rels []string) (fileMeta, error) {
 	meta := fileMeta{Kind: "merged", Worker: r.cfg.Worker, Cluster: r.cfg.Cluster, Format: FormatVersion, Sources: rels}
 	db, err := openBuildDB(ctx, path)

@@ -11,18 +11,12 @@ import (
 	"svc/worker/event"
 )
 
-// Open validates cfg, prepares storage.dir (created 0700 when missing),
-// locks the worker's files there, seals live files an earlier crashed run
-// of this worker left behind, turns a leftover watchdog file into a
-// crash_detected event and creates the live file. It starts no goroutines;
-// call Run.
-//
-// Another live process of the same worker on the same storage.dir gives
-// ErrInUse. When storage.dir is set but cannot hold the live file (missing
-// permission, read-only or full file system, a file where the folder should
-// be), the recorder starts in memory-only mode instead and logs
-// recorder_memory_only_fallback (WARN) naming the folder and the error;
-// MemoryOnly then reports true.
+// Open validates cfg, prepares storage.dir (created 0700), locks the
+// worker's files there, seals live files a crashed run left, turns a
+// leftover watchdog file into a crash_detected event and creates the live
+// file. It starts no goroutines; call Run. Another live process of the
+// same worker gives ErrInUse. A storage.dir that cannot hold the live file
+// gives memory-only mode with the WARN recorder_memory_only_fallback.
 func Open(ctx context.Context, cfg Config) (*Recorder, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -37,8 +31,7 @@ func Open(ctx context.Context, cfg Config) (*Recorder, error) {
 		sum:     &summarizer{on: !cfg.FullDetail, sampleAbove: cfg.SampleAbove, pending: map[string]*pendingTask{}, held: map[string]*heldRow{}},
 		nextID:  cfg.StartedAt.UnixMilli() * 1000,
 
-		// A part, written beside the files it replaces, takes at most a
-		// quarter of the history's budget: a fold never needs more room.
+		// A part takes at most a quarter of the budget: a fold never needs more room.
 		partBytes: min(archivePartBytes, max(cfg.MaxBytes/4, 1<<20)),
 	}
 	r.counts.sinceMs = cfg.Now().UnixMilli()
@@ -85,8 +78,8 @@ func (r *Recorder) openOwn() error {
 }
 
 // openSharedRoot resolves the shared root: shared.dir, else storage.dir.
-// When storage.dir is itself the root and proved unusable, the worker goes
-// on without a shared folder (the fallback warning said why).
+// openSharedRoot resolves the shared root: shared.dir, else storage.dir
+// (none when that proved unusable).
 func (r *Recorder) openSharedRoot() error {
 	shared := r.cfg.SharedDir
 	if shared == "" {
@@ -138,8 +131,7 @@ func (r *Recorder) openLiveAtStart(ctx context.Context, crash json.RawMessage) e
 }
 
 // fallBack turns a recorder whose storage.dir proved unusable into a
-// memory-only one, loudly. A crash found before the failure is kept in the
-// ring.
+// memory-only one, loudly, keeping a crash found before in the ring.
 func (r *Recorder) fallBack(cause error, crash json.RawMessage) {
 	r.liveMu.Lock()
 	if r.live != nil {
@@ -164,8 +156,8 @@ func (r *Recorder) fallBack(cause error, crash json.RawMessage) {
 	}
 }
 
-// MemoryOnly reports whether the recorder keeps events in memory only:
-// storage.dir is empty, or it was set but unusable at Open (see Open).
+// MemoryOnly reports whether the recorder keeps events in memory only
+// (storage.dir empty or unusable at Open).
 func (r *Recorder) MemoryOnly() bool { return r.memory }
 
 // prepareDir creates dir (0700) when missing and returns its absolute path

@@ -2,26 +2,20 @@ package recorder
 
 import "context"
 
-// The write queue (Config.BufferSize items, 8,192 by default) absorbs the
-// writer's short pauses. A longer one, the seal of a large live file or a
-// slow disk, used to drop rows once it was full: 66 rows in 10 minutes at
-// 3.9k tasks/s with 128 MiB live files. Items that find the queue full now
-// wait in an overflow list bounded in bytes (overflowMaxBytes); only past
-// that bound are they dropped and counted. While the list holds anything,
-// new items join it rather than the queue, and the writer takes the list
-// only once the queue is empty: items are written in the order of their
-// IDs.
+// Items that find the write queue full (a seal of a large live file, a slow
+// disk) wait in an overflow list bounded in bytes; only past that bound are
+// they dropped and counted. While the list holds anything new items join
+// it, and the writer takes it only once the queue is empty, so items are
+// written in ID order.
 
-// overflowMaxBytes bounds the memory the overflow list may hold: at
-// 4k tasks/s (about 2.5 MB/s of queued items) some 12 s of writer pause.
+// overflowMaxBytes bounds the overflow list's memory (about 12 s of writer
+// pause at 4k tasks/s).
 const overflowMaxBytes = 32 << 20
 
-// itemOverhead is the estimated in-memory size of an item beside its
-// variable-length fields.
+// itemOverhead is an item's estimated in-memory size beside its variable fields.
 const itemOverhead = 256
 
-// overflow is the list behind a full queue. Guarded by Recorder.inMu;
-// n mirrors len(items) for the writer's lock-free check.
+// overflow is the list behind a full queue, guarded by Recorder.inMu.
 type overflow struct {
 	items []item
 	bytes int
@@ -73,8 +67,8 @@ func (r *Recorder) enqueueLocked(it item) bool {
 	return true
 }
 
-// takeOverflow hands the writer the overflow list once the queue is empty
-// (everything in the queue is older); nil when there is nothing to take.
+// takeOverflow hands the writer the overflow list once the queue is empty;
+// nil when there is nothing to take.
 func (r *Recorder) takeOverflow() []item {
 	if r.overN.Load() == 0 || r.queued.Load() > 0 {
 		return nil
@@ -91,7 +85,7 @@ func (r *Recorder) takeOverflow() []item {
 }
 
 // writeOverflow writes the overflow list, if the queue is empty, in
-// batches of at most maxBatch items.
+// batches of at most maxBatch.
 func (r *Recorder) writeOverflow(ctx context.Context) {
 	for items := r.takeOverflow(); len(items) > 0; items = r.takeOverflow() {
 		// Taken items still count as queued until written (Stats.Queued).

@@ -6,12 +6,10 @@ import (
 	"time"
 )
 
-// pacer keeps a long job (an archive pass) to a share of one core over
-// time: rest sleeps as long as the work since the previous rest took,
-// scaled by (1 - share) / share, so at share 0.5 the job sleeps as long as
-// it works. Wall time stands for CPU time: the paced work is CPU-bound, and
-// on a busy machine it waits for a core, which only makes it rest longer.
-// A nil pacer never rests.
+// pacer keeps a long CPU-bound job (an archive pass) to a share of one
+// core: rest sleeps as long as the work since the previous rest took,
+// scaled by (1 - share) / share (wall time stands for CPU time). A nil
+// pacer never rests.
 type pacer struct {
 	share float64
 	since time.Time

@@ -18,10 +18,9 @@ const (
 
 // parseShape checks a slash-separated path relative to the shared root and
 // returns its segments and shape. Rejected: empty paths, a leading '/',
-// backslashes, NUL and other control bytes, '%' (callers decode once; a
-// '%' left over means double encoding), invalid UTF-8, empty, "." and ".."
-// segments, segments starting with '.' (temp and lock files), and every
-// shape but the three above.
+// backslashes, control bytes, '%' (a leftover means double encoding),
+// invalid UTF-8, empty, "." and ".." segments, segments starting with '.',
+// and every other shape.
 func parseShape(rel string) ([]string, shape, bool) {
 	if rel == "" || rel[0] == '/' || !utf8.ValidString(rel) {
 		return nil, 0, false
@@ -54,14 +53,11 @@ func parseShape(rel string) ([]string, shape, bool) {
 	return nil, 0, false
 }
 
-// ResolveDownload maps a path relative to shared.dir to the absolute path of
-// a file that may be served. Only history/<cluster>/<name>.db,
-// history/<cluster>/<name>.db.gz and merged/<name>.db qualify. It returns
-// ErrNotFound for any other shape, an unsafe segment, a symlink at any
-// level below the root, a file with more than one hard link, a file inside
-// storage.dir (when storage.dir lies inside shared.dir), a non-regular file
-// or a missing one. The live file is never served by path: use SnapshotLive.
-// Prefer OpenDownload, which returns the checked file itself.
+// ResolveDownload maps a path relative to shared.dir to the absolute path
+// of a file that may be served (history/<cluster>/<name>.db[.gz],
+// merged/<name>.db): ErrNotFound for any other shape, an unsafe segment, a
+// symlink or hard link, a file inside storage.dir, a non-regular or
+// missing file. Prefer OpenDownload, which returns the checked file.
 func (r *Recorder) ResolveDownload(rel string) (string, error) {
 	f, _, err := r.openServable(rel)
 	if err != nil {
@@ -71,11 +67,9 @@ func (r *Recorder) ResolveDownload(rel string) (string, error) {
 	return f.Name(), nil
 }
 
-// OpenDownload opens a file by a path relative to shared.dir under the same
-// rules as ResolveDownload. Every folder on the way is opened without
-// following symlinks and the file itself with O_NOFOLLOW, so a component
-// swapped for a symlink at any moment is refused (ErrNotFound) rather than
-// followed.
+// OpenDownload opens a file by a path relative to shared.dir under the
+// rules of ResolveDownload, walking without following symlinks, so a
+// component swapped for one at any moment is refused (ErrNotFound).
 func (r *Recorder) OpenDownload(rel string) (*os.File, os.FileInfo, error) {
 	f, fi, err := r.openServable(rel)
 	if err != nil {

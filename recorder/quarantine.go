@@ -11,23 +11,19 @@ import (
 	"time"
 )
 
-// quarantineFolder is where files the recorder cannot read are set aside
-// instead of being deleted: history/<cluster>/quarantine/ in the shared
-// folder (sealed files no SQLite can open) and {Dir}/recorder/quarantine/
-// in storage.dir (live files of a crashed run that could not be recovered
-// in full). Listings, traces, archiving and retention never look inside;
-// the files are not part of history.max_bytes and stay until an operator
-// removes them. Each is logged once, when it is moved there
+// quarantineFolder is where unreadable files are set aside instead of
+// deleted: history/<cluster>/quarantine/ (sealed files) and
+// {Dir}/recorder/quarantine/ (unrecoverable live files). Nothing looks
+// inside, nothing there is budgeted; each is logged once
 // (recorder_quarantined).
 const quarantineFolder = "quarantine"
 
 // quarantineDetail ends every recorder_quarantined line.
 const quarantineDetail = "kept for inspection, outside history, traces, archives and history.max_bytes; remove it when done"
 
-// quarantineShared moves the sealed file f of the history folder hist,
-// with its .meta.json, to history/<cluster>/quarantine/ and logs
-// recorder_quarantined with why (cause). A file that cannot be moved is
-// left where it is, with a throttled warning.
+// quarantineShared moves the sealed file f of hist, with its .meta.json,
+// to the quarantine folder and logs recorder_quarantined with the cause. A
+// file that cannot be moved stays, with a throttled warning.
 func (r *Recorder) quarantineShared(hist *dir, f histFile, cause error) {
 	base := f.segs[len(f.segs)-1]
 	q, err := r.openShared(true, false, append(r.histSegs(), quarantineFolder)...)
@@ -59,10 +55,9 @@ func freeName(exists func(string) bool, name string) string {
 	return out
 }
 
-// quarantineLive moves (or, with keepOriginal, copies) the live file name
-// of {Dir}/recorder with its write-ahead log to {Dir}/recorder/quarantine/
-// and returns the quarantined path relative to storage.dir. A directory or
-// other non-regular entry is moved as it is.
+// quarantineLive moves (with keepOriginal, copies) the live file name of
+// {Dir}/recorder with its WAL to the quarantine folder and returns the
+// quarantined path relative to storage.dir. A non-regular entry is moved.
 func (r *Recorder) quarantineLive(name string, keepOriginal bool) (string, error) {
 	qdir := filepath.Join(r.liveDir, quarantineFolder)
 	if err := mkdirPrivate(qdir); err != nil {
@@ -106,31 +101,31 @@ func copyPrivate(src, dst string) error {
 		return err
 	}
 	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	err = closeFile(out, err, true)
 	if err != nil {
 		os.Remove(dst)
 	}
 	return err
 }
 
-// badFiles remembers sealed files SQLite found corrupt or not a database,
-// while their size and mtime stay the same, so traces skip them after one
-// warning (the archive pass quarantines them). Bounded: when full it
-// forgets them all.
+// badFiles remembers sealed files SQLite found unreadable, while their size
+// and mtime stay the same, so traces skip them after one warning. When
+// full it forgets them all.
 type badFiles struct {
 	mu    sync.Mutex
 	files map[string]fileStamp
 }
 
+// fileStamp identifies a version of a file: replacing it changes both.
 type fileStamp struct {
 	size    int64
 	modTime time.Time
 }
+
+func stampOf(f histFile) fileStamp { return fileStamp{f.size, f.modTime} }
+
+// of reports whether f is still the version s was taken of.
+func (s fileStamp) of(f histFile) bool { return s.size == f.size && s.modTime.Equal(f.modTime) }
 
 const maxBadFiles = 256
 
@@ -139,15 +134,14 @@ func (b *badFiles) known(f histFile) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st, ok := b.files[f.path]
-	return ok && st.size == f.size && st.modTime.Equal(f.modTime)
+	return ok && st.of(f)
 }
 
-// add remembers f as unreadable.
 func (b *badFiles) add(f histFile) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.files == nil || len(b.files) >= maxBadFiles {
 		b.files = map[string]fileStamp{}
 	}
-	b.files[f.path] = fileStamp{size: f.size, modTime: f.modTime}
+	b.files[f.path] = stampOf(f)
 }

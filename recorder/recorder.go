@@ -52,22 +52,16 @@ type Recorder struct {
 	nextID  int64
 	stopped bool
 	// queue is the write queue (Config.BufferSize items at most), in ID
-	// order; guarded by inMu. queued mirrors its length for the writer's
-	// and Stats' checks without the lock, and wake (capacity 1) tells the
-	// writer it went from empty to holding something. A slice under the
-	// lock every enqueue takes anyway, not a channel: the send took the
-	// channel's own lock as well, under inMu, against the writer's
-	// receives on the other core (runtime.chansend 2.2 % of the worker's
-	// CPU in the Kafka bench, about 150 ns an item).
-	queue   []item
-	queued  atomic.Int64
-	wake    chan struct{}
-	lingerT *time.Timer  // the writer's linger timer (writer only)
-	over    overflow     // behind a full queue (overflow.go); guarded by inMu
-	overN   atomic.Int64 // len(over.items), for the writer's check without the lock
-	// overWriting is how many items taken off the overflow list the writer
-	// has not written yet (part of Stats.Queued).
-	overWriting atomic.Int64
+	// order; guarded by inMu (a slice, not a channel: enqueue holds inMu
+	// anyway). queued mirrors its length for lock-free checks; wake
+	// (capacity 1) tells the writer it became non-empty.
+	queue       []item
+	queued      atomic.Int64
+	wake        chan struct{}
+	lingerT     *time.Timer  // the writer's linger timer (writer only)
+	over        overflow     // behind a full queue (overflow.go); guarded by inMu
+	overN       atomic.Int64 // len(over.items), for the writer's check without the lock
+	overWriting atomic.Int64 // taken off the overflow list, not written yet
 
 	liveMu sync.RWMutex
 	live   *liveFile // nil in memory mode and after shutdown
@@ -111,12 +105,11 @@ type Recorder struct {
 type item struct {
 	ev   *event.Event
 	task *event.TaskRow
-	// sum, when set, stands for task's lifecycle events, annotations and
-	// deliveries (summary.go); folded is how many events it stands for:
-	// they count as events written or lost with it.
+	// sum stands for the task's folded events (summary.go); folded is how
+	// many events it stands for, counted as written or lost with it.
 	sum    *Summary
 	folded int
-	// sampled: the task row is counted but not stored (history.sample_above_per_second).
+	// sampled: counted but not stored (history.sample_above_per_second).
 	sampled bool
 }
 
@@ -134,42 +127,28 @@ func (r *Recorder) Close() error {
 
 // Stats is a point-in-time copy of the recorder's counters, for metrics.
 type Stats struct {
-	EventsWritten   uint64 // events stored (live file or memory ring)
-	TasksWritten    uint64 // task rows stored
-	EventsDropped   uint64 // events not stored: write queue full or closed, or lost to a failed write
-	TasksDropped    uint64 // task rows not stored, likewise
-	RowsLost        uint64 // events and task rows lost to failed writes (disk full, I/O error); part of the two above
-	SubscriberDrops uint64 // items not delivered to slow live subscribers
-	Subscribers     int    // current live subscribers
-	Queued          int    // items waiting in the write queue and its overflow list
-	// Overflowed counts items that found the write queue full and waited
-	// in the overflow list behind it (overflow.go) instead of being dropped.
-	Overflowed    uint64
-	WriteErrors   uint64 // failed write batches (their rows are in RowsLost)
-	Seals         uint64 // live files sealed into history
-	SealErrors    uint64
-	ArchivedFiles uint64 // sealed files folded into archives by this worker
-	ArchiveErrors uint64
-	MergedRemoved uint64 // merge results removed by retention
-	// DeletedAge and DeletedBudget count the sealed files and archives this
-	// worker deleted from the cluster's history: past MaxAge, and to keep
-	// the history within MaxBytes.
-	DeletedAge    uint64
-	DeletedBudget uint64
-	// ArchiveInflations counts archives decompressed (or begun to be) for
-	// Trace and TraceByLabel: one per copy made, refused or not.
-	ArchiveInflations uint64
-	// ArchivesRefused counts archives refused by traces (too large, not a
-	// database, corrupt): each once while it stays unchanged.
-	ArchivesRefused uint64
-	// EventsSummarized counts events stored folded into their task row
-	// (summary.go: lifecycle events, annotations, deliveries); they are
-	// part of EventsWritten.
-	EventsSummarized uint64
-	// TasksSampled counts plain successful task rows not stored over
-	// history.sample_above_per_second (counted in Counts all the same).
-	TasksSampled uint64
-	MemoryOnly   bool // events are kept in memory only (see Recorder.MemoryOnly)
+	EventsWritten     uint64 // events stored (live file or memory ring)
+	TasksWritten      uint64 // task rows stored
+	EventsDropped     uint64 // events not stored: write queue full or closed, or lost to a failed write
+	TasksDropped      uint64 // task rows not stored, likewise
+	RowsLost          uint64 // events and task rows lost to failed writes (disk full, I/O error); part of the two above
+	SubscriberDrops   uint64 // items not delivered to slow live subscribers
+	Subscribers       int    // current live subscribers
+	Queued            int    // items waiting in the write queue and its overflow list
+	Overflowed        uint64 // items that waited in the overflow list instead of being dropped
+	WriteErrors       uint64 // failed write batches (their rows are in RowsLost)
+	Seals             uint64 // live files sealed into history
+	SealErrors        uint64
+	ArchivedFiles     uint64 // sealed files folded into archives by this worker
+	ArchiveErrors     uint64
+	MergedRemoved     uint64 // merge results removed by retention
+	DeletedAge        uint64 // sealed files and archives deleted past MaxAge
+	DeletedBudget     uint64 // likewise, to keep the history within MaxBytes
+	ArchiveInflations uint64 // archives decompressed (or begun to be) for traces
+	ArchivesRefused   uint64 // archives refused by traces, each once while unchanged
+	EventsSummarized  uint64 // events folded into their task row; part of EventsWritten
+	TasksSampled      uint64 // task rows counted but not stored (sample_above_per_second)
+	MemoryOnly        bool   // events are kept in memory only (see Recorder.MemoryOnly)
 }
 
 type stats struct {

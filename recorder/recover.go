@@ -12,14 +12,10 @@ import (
 )
 
 // recoverOrphans seals live files an earlier run of this worker left in
-// {Dir}/recorder (it died before sealing them) and removes its stale
-// snapshot, archive-cache, merge and fold temp files. It returns the highest event ID found, so new IDs stay above it.
-// Nothing of a dead run's history is deleted without a word: a live file
-// SQLite cannot open, or one whose write-ahead log is damaged (see
-// walDamage), and anything but a regular file under a live file's name go
-// to {Dir}/recorder/quarantine/ (recorder_quarantined, once). A file that
-// cannot be recovered for another reason (the shared folder is
-// unavailable, say) is logged and left in place for the next start.
+// {Dir}/recorder and removes its stale temp files, returning the highest
+// event ID found. What cannot be opened, a damaged WAL (walDamage) or a
+// non-file under a live file's name goes to the quarantine folder; a file
+// that fails for another reason stays for the next start.
 func (r *Recorder) recoverOrphans(ctx context.Context) (int64, error) {
 	entries, err := os.ReadDir(r.liveDir)
 	if err != nil {
@@ -59,9 +55,9 @@ func (r *Recorder) recoverOrphans(ctx context.Context) (int64, error) {
 	return maxID, nil
 }
 
-// quarantineOrphan moves the live file name (with its write-ahead log)
-// to the quarantine folder and logs recorder_quarantined; with copied,
-// that was done already and copied is the quarantined path.
+// quarantineOrphan moves the live file name (with its WAL) to the
+// quarantine folder and logs it; copied, when set, is the path a copy
+// already went to.
 func (r *Recorder) quarantineOrphan(name, reason string, saved int64, copied string, args ...any) {
 	rel := copied
 	if rel == "" {
@@ -75,9 +71,8 @@ func (r *Recorder) quarantineOrphan(name, reason string, saved int64, copied str
 		"saved_rows", saved}, append(args, "detail", quarantineDetail)...)...)
 }
 
-// recoverOne seals one orphaned live file; its to_ms is its newest row.
-// A damaged write-ahead log is copied to the quarantine folder with its
-// database first, then SQLite recovers what comes before the damage.
+// recoverOne seals one orphaned live file (to_ms: its newest row), copying
+// a damaged WAL to the quarantine folder first.
 func (r *Recorder) recoverOne(ctx context.Context, path string, fromMs int64) (int64, error) {
 	name := filepath.Base(path)
 	damage, err := walDamage(path + "-wal")
@@ -129,9 +124,8 @@ func (r *Recorder) recoverOne(ctx context.Context, path string, fromMs int64) (i
 	return maxID, nil
 }
 
-// unreadableOrphan handles a live file SQLite could not open or read:
-// corrupt or not a database, it goes to the quarantine folder (nothing
-// saved) and the error is dropped; any other error is returned.
+// unreadableOrphan quarantines a live file SQLite found corrupt or not a
+// database (the error is dropped); any other error is returned.
 func (r *Recorder) unreadableOrphan(name, damage, copied string, err error) error {
 	if !notDatabase(err) {
 		return err
@@ -149,8 +143,7 @@ func (r *Recorder) unreadableOrphan(name, damage, copied string, err error) erro
 }
 
 // leftover reports whether name is a temp file or folder of this worker
-// that only lives while the process runs: live snapshots, the archive
-// cache, merge and fold build files.
+// that only lives while the process runs.
 func leftover(name, worker string) bool {
 	for _, kind := range []string{".snapshot-", ".gzcache-", ".merge-", ".fold-"} {
 		if strings.HasPrefix(name, kind+worker+"-") {

@@ -14,52 +14,48 @@ import (
 const protectSkew = time.Minute
 
 // HistoryUsage is what the recorder's files take on disk and how far back
-// the cluster's history goes. The shared folder is measured by each archive
-// pass and every minute; LiveBytes is read when asked.
+// the cluster's history goes (the shared folder as last measured, every
+// minute and after each archive pass; LiveBytes as it is now).
 type HistoryUsage struct {
-	// OldestMs is the from_ms of the oldest sealed file or archive of this
-	// cluster still kept; 0 when there is none.
+	// OldestMs is the from_ms of the oldest file kept; 0 when there is none.
 	OldestMs int64 `json:"oldest_ms"`
 	// Bytes is what MaxBytes bounds: SealedBytes + ArchiveBytes.
 	Bytes    int64 `json:"bytes"`
 	MaxBytes int64 `json:"max_bytes"`
 	MaxAgeMs int64 `json:"max_age_ms"`
-	// Retention is true while history is deleted by age and budget:
-	// archiving is on and there is a shared folder.
+	// Retention: history is deleted by age and budget (archiving is on and
+	// there is a shared folder).
 	Retention bool `json:"retention"`
 	// LiveBytes is this worker's live file and its write-ahead log.
 	LiveBytes int64 `json:"live_bytes"`
-	// SealedBytes and ArchiveBytes are the cluster's sealed files and
-	// archives in history/<cluster>/ with their .meta.json (and .idx)
-	// files; MergedBytes the merge results in merged/.
+	// SealedBytes and ArchiveBytes are history/<cluster>/'s sealed files
+	// and archives with their sidecars; MergedBytes the files in merged/.
 	SealedBytes  int64 `json:"sealed_bytes"`
 	ArchiveBytes int64 `json:"archive_bytes"`
 	MergedBytes  int64 `json:"merged_bytes"`
 	// UpdatedMs is when the shared folder was last measured (0: not yet).
 	UpdatedMs int64 `json:"updated_ms"`
-	// SampleAbovePerSecond is history.sample_above_per_second (0: off) and
-	// TasksSampled how many plain successful task rows it left unstored
-	// since this worker started (their counts are kept).
+	// SampleAbovePerSecond is history.sample_above_per_second (0: off);
+	// TasksSampled counts the rows it left unstored since start.
 	SampleAbovePerSecond int    `json:"sample_above_per_second"`
 	TasksSampled         uint64 `json:"tasks_sampled"`
 }
 
-// usageState is the last measurement of the shared folder, and the budget
-// episode (see enforceBudget).
+// usageState is the last measurement of the shared folder and the budget
+// episode (see makeRoom).
 type usageState struct {
 	mu         sync.Mutex
 	last       HistoryUsage
 	overBudget bool // a budget episode is on: its WARN was logged
 }
 
-// History returns the current usage: the shared folder as last measured,
-// the live file as it is now.
+// History returns the current usage.
 func (r *Recorder) History() HistoryUsage {
 	r.usage.mu.Lock()
 	u := r.usage.last
 	r.usage.mu.Unlock()
 	u.MaxBytes, u.MaxAgeMs = r.cfg.MaxBytes, r.cfg.MaxAge.Milliseconds()
-	u.Retention = r.cfg.ArchiveEnabled && r.sharedRoot != ""
+	u.Retention = r.budgetOn()
 	u.SampleAbovePerSecond, u.TasksSampled = r.cfg.SampleAbove, r.stats.tasksSampled.Load()
 	r.liveMu.RLock()
 	if lf := r.live; lf != nil {
@@ -69,7 +65,6 @@ func (r *Recorder) History() HistoryUsage {
 	return u
 }
 
-// measure lists the shared folder and records its usage.
 func (r *Recorder) measure() {
 	if r.sharedRoot == "" {
 		return
@@ -91,9 +86,8 @@ func (r *Recorder) measure() {
 	r.setUsage(u)
 }
 
-// setUsage records a measurement of the shared folder. It ends a budget
-// episode once the history is within its budget and reaches back
-// MaxAge again (or is empty): the age limit, not the budget, bounds it.
+// setUsage records a measurement. It ends a budget episode once the history
+// is within budget and reaches back MaxAge again (or is empty).
 func (r *Recorder) setUsage(u HistoryUsage) {
 	now := r.cfg.Now()
 	u.Bytes = u.SealedBytes + u.ArchiveBytes
@@ -121,8 +115,8 @@ func oldestKept(files []histFile) int64 {
 	return oldest
 }
 
-// timed reports whether f's place in time is known (from its name or its
-// .meta.json): only such files are ever deleted by retention.
+// timed reports whether f's place in time is known (name or .meta.json):
+// only such files are ever deleted by retention.
 func (f histFile) timed() bool {
 	switch f.shape {
 	case shapeSealed:
@@ -142,7 +136,7 @@ func (f histFile) newest() int64 {
 }
 
 // folderBytes sums the regular files of a history folder by kind: sealed
-// files and archives, each with its .meta.json, and archives' .idx. Hidden (temp and lock) files are not history.
+// files and archives with their sidecars (hidden files are not history).
 func folderBytes(d *dir) (sealed, archive int64) {
 	names, _ := d.names()
 	for _, name := range names {
@@ -167,8 +161,7 @@ func folderBytes(d *dir) (sealed, archive int64) {
 	return sealed, archive
 }
 
-// histWindow is the files of one archive window, the unit retention
-// deletes.
+// histWindow is the files of one archive window, the unit age retention deletes.
 type histWindow struct {
 	start  int64
 	files  []histFile
@@ -176,9 +169,8 @@ type histWindow struct {
 	newest int64
 }
 
-// windows groups the timed files of a history folder by window, oldest
-// first. A file's window is floor(from_ms / window) × window, whatever
-// kind it is.
+// windows groups the timed files of a history folder by window
+// (floor(from_ms / window) × window, whatever their kind), oldest first.
 func (r *Recorder) windows(d *dir, files []histFile) []*histWindow {
 	windowMs := r.cfg.ArchiveWindow.Milliseconds()
 	byStart := map[int64]*histWindow{}
@@ -212,15 +204,11 @@ func sidecarBytes(d *dir, f histFile) int64 {
 	return n
 }
 
-// sidecarsOf names the files that describe the history file base: its
-// .meta.json and (archives) its .idx.
+// sidecarsOf names the .meta.json and (archives) .idx of history file base.
 func sidecarsOf(base string) [2]string { return [2]string{base + ".meta.json", base + ".idx"} }
 
 // protected reports whether retention must leave window w alone: a live
-// file may still be sealed into it. A live file is at most one seal
-// interval old (workers of a cluster share history settings), so every
-// window that ends after now − seal_interval (and a minute for clocks) is
-// kept whatever its size or age.
+// file (at most one seal interval old) may still be sealed into it.
 func (r *Recorder) protected(w *histWindow) bool {
 	from := r.cfg.Now().Add(-r.cfg.SealInterval - protectSkew).UnixMilli()
 	return w.start+r.cfg.ArchiveWindow.Milliseconds() > from
@@ -269,32 +257,17 @@ func (r *Recorder) expireByAge(d *dir, files []histFile) []histFile {
 	return slices.DeleteFunc(files, func(f histFile) bool { return gone[f.rel] })
 }
 
-// enforceBudget deletes history files, oldest first, while the history
-// folder holds more than MaxBytes, and returns the files left (see
-// makeRoom).
-func (r *Recorder) enforceBudget(d *dir, files []histFile) []histFile {
-	return r.makeRoom(d, files, 0, nil)
-}
-
-// budgetOn reports whether history.max_bytes is applied: archiving is on
-// and there is a shared folder. With archiving off nothing is deleted.
+// budgetOn reports whether history.max_bytes is applied (see HistoryUsage.Retention).
 func (r *Recorder) budgetOn() bool { return r.cfg.ArchiveEnabled && r.sharedRoot != "" }
 
 // makeRoom deletes sealed files and archive parts of the history folder d,
-// oldest first (by the newest row each holds), until what the folder holds
-// plus need bytes about to be written into it fits in MaxBytes, and returns
-// the files left. files is d's listing (nil: listed here); keep names files
-// not to delete (those a fold is reading or rewriting). Any worker calls it
-// before it writes into the folder (a seal, an archive part), so the
-// history stays within its budget at any rate of writes; the worker holding
-// the archive lock also calls it after each pass. Files are deleted one at
-// a time, whatever their window: a window of a busy cluster may hold far
-// more than the whole budget.
-//
-// The first call of an episode that deletes for the budget (the history
-// gets shorter than MaxAge), or cannot get below it, logs
-// recorder_history_over_budget; the episode lasts until the history
-// reaches back MaxAge within its budget again (see setUsage).
+// oldest first (by newest row), one at a time whatever their window, until
+// the folder plus need bytes about to be written fits in MaxBytes, and
+// returns the files left. files is d's listing (nil: listed here); keep
+// names files not to delete (those a fold reads or rewrites). Every writer
+// calls it before writing into the folder, and the lock holder after each
+// pass. An episode that deletes for the budget, or cannot get below it,
+// logs recorder_history_over_budget once (until setUsage ends it).
 func (r *Recorder) makeRoom(d *dir, files []histFile, need int64, keep map[string]bool) []histFile {
 	if !r.budgetOn() {
 		return files
@@ -322,8 +295,7 @@ func (r *Recorder) makeRoom(d *dir, files []histFile, need int64, keep map[strin
 			continue
 		}
 		size := f.size + sidecarBytes(d, f)
-		// Another worker sealing at the same moment may have deleted it
-		// first: it is gone all the same, but not counted twice.
+		// Another worker may have deleted it first: gone, not counted twice.
 		if ok, mine := r.deleteHistFile(d, f); ok {
 			gone[f.rel] = true
 			total -= size
@@ -350,10 +322,8 @@ func (r *Recorder) makeRoom(d *dir, files []histFile, need int64, keep map[strin
 	return files
 }
 
-// deleteHistFile removes a sealed file or archive and then its .meta.json
-// and .idx, through d. gone is false when the file itself could not be
-// removed; mine is false when it was gone already (another worker deleted
-// it first), so it is counted once.
+// deleteHistFile removes a sealed file or archive, then its sidecars,
+// through d. gone: the file itself is gone; mine: this call removed it.
 func (r *Recorder) deleteHistFile(d *dir, f histFile) (gone, mine bool) {
 	base := f.segs[len(f.segs)-1]
 	mine, err := d.unlink(base)

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sync"
 
@@ -56,59 +57,37 @@ func (g *ring) addTask(t event.TaskRow) {
 func (g *ring) events(q EventQuery) []event.Event {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []event.Event
-	for i := g.evs.len() - 1; i >= 0; i-- {
-		e := g.evs.at(i)
-		if q.BeforeID > 0 && e.ID >= q.BeforeID {
-			continue
-		}
-		if q.TaskID != "" && e.TaskID != q.TaskID {
-			continue
-		}
-		if len(q.Types) > 0 && !slices.Contains(q.Types, e.Type) {
-			continue
-		}
-		out = append(out, e)
-	}
+	out := g.evs.newest(func(e event.Event) bool {
+		return (q.BeforeID <= 0 || e.ID < q.BeforeID) && (q.TaskID == "" || e.TaskID == q.TaskID) &&
+			(len(q.Types) == 0 || slices.Contains(q.Types, e.Type))
+	}, math.MaxInt)
 	slices.SortStableFunc(out, func(a, b event.Event) int { return cmp.Compare(b.ID, a.ID) })
-	if len(out) > q.Limit {
-		out = out[:q.Limit]
-	}
-	return out
-}
-
-// tasks returns up to limit task rows newest first.
-func (g *ring) tasks(limit int) []event.TaskRow {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]event.TaskRow, 0, min(limit, g.tks.len()))
-	for i := g.tks.len() - 1; i >= 0 && len(out) < limit; i-- {
-		out = append(out, g.tks.at(i))
-	}
-	return out
+	return out[:min(len(out), q.Limit)]
 }
 
 // taskEvents returns the events of one task, oldest first.
 func (g *ring) taskEvents(taskID string) []event.Event {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []event.Event
-	for i := range g.evs.len() {
-		if e := g.evs.at(i); e.TaskID == taskID {
-			out = append(out, e)
-		}
-	}
+	out := g.evs.newest(func(e event.Event) bool { return e.TaskID == taskID }, math.MaxInt)
+	slices.Reverse(out)
 	return out
 }
 
-// tasksWhere returns the task rows match accepts, newest first.
+// tasksWhere returns up to limit task rows match (nil: all) accepts,
+// newest first.
 func (g *ring) tasksWhere(match func(event.TaskRow) bool, limit int) []event.TaskRow {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []event.TaskRow
-	for i := g.tks.len() - 1; i >= 0 && len(out) < limit; i-- {
-		if t := g.tks.at(i); match(t) {
-			out = append(out, t)
+	return g.tks.newest(match, limit)
+}
+
+// newest returns up to limit items match (nil: all) accepts, newest first.
+func (l *lastN[T]) newest(match func(T) bool, limit int) []T {
+	var out []T
+	for i := l.len() - 1; i >= 0 && len(out) < limit; i-- {
+		if v := l.at(i); match == nil || match(v) {
+			out = append(out, v)
 		}
 	}
 	return out

@@ -12,25 +12,16 @@ import (
 	"zombiezen.com/go/sqlite"
 )
 
-// maxBatch bounds how many queued items one transaction writes. Below it
-// the writer's linger (writeLinger) ends a batch: at 20,000 Kafka messages
-// a second (six items each) a batch of 20 ms is about 2,400 items. At
-// 1,024 the batches were cut at a third of that: each transaction's COMMIT
-// (its WAL frames rewrite the tables' and indexes' last pages) and the
-// tail of odd-sized INSERTs (32, 16, ... rows) came three times as often:
-// the writer's CPU fell from 2.25 to 1.87 s over 150,000 messages (CPU
-// profile, the COMMIT 0.28 → 0.11 s, the tails 0.30 → 0.06 s), 2.5 µs of
-// the worker's CPU a message; BenchmarkKafkaTaskEvents 20.7-22.0 →
-// 19.6-19.8 µs a task. A full batch is 4,096 items of the 8,192 the
-// write queue holds by default.
+// maxBatch bounds how many queued items one transaction writes (below it
+// the linger ends a batch); at 1,024, commits and odd-sized INSERT tails
+// came three times as often and cost the writer about 20 % more CPU.
 const maxBatch = 4096
 
-// Run owns the live file: it writes queued events and task rows in batches
-// (one transaction per batch), seals every SealInterval, rewrites the
-// watchdog file and, when enabled, archives and applies merge retention
-// (memory-only mode: only the archiving).
-// When ctx ends it writes what is queued, seals the live file, removes the
-// watchdog file (a clean shutdown) and returns. Run may be called once.
+// Run owns the live file: it writes queued events and task rows in batches,
+// seals every SealInterval, rewrites the watchdog file and, when enabled,
+// archives (memory-only mode: only the archiving). When ctx ends it writes
+// what is queued, seals, removes the watchdog file and returns. Run may be
+// called once.
 func (r *Recorder) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("run recorder: already running")
@@ -42,44 +33,55 @@ func (r *Recorder) Run(ctx context.Context) error {
 		return errors.New("run recorder: closed")
 	}
 	var wg sync.WaitGroup
-	// A memory-only worker seals nothing but still takes its turn at
-	// archiving the shared folder.
+	// A memory-only worker still takes its turn at archiving, every
+	// quarter window or half ArchiveAfter, whichever is shorter (1s-15m).
 	if r.cfg.ArchiveEnabled && r.sharedRoot != "" {
-		wg.Go(func() { r.archiveLoop(ctx) })
+		pass := min(max(min(r.cfg.ArchiveWindow/4, r.cfg.ArchiveAfter/2), time.Second), 15*time.Minute)
+		wg.Go(func() {
+			every(ctx, pass, func() {
+				if err := r.archivePass(ctx); err != nil && ctx.Err() == nil {
+					r.stats.archiveErrors.Add(1)
+					r.log.Error("recorder_archive_failed", "error", err)
+				}
+			})
+		})
 	}
-	wg.Go(func() { r.housekeepLoop(ctx) })
+	// Housekeeping: the archive cache is pruned and the shared folder
+	// measured (see History).
+	wg.Go(func() {
+		r.measure()
+		every(ctx, cachePruneInterval, func() {
+			r.pruneCache(ctx)
+			r.measure()
+		})
+	})
 	if r.memory {
 		<-ctx.Done()
 	} else {
 		r.writeWatchdog()
-		wg.Go(func() { r.watchdogLoop(ctx) })
+		wg.Go(func() { every(ctx, r.cfg.WatchdogInterval, r.writeWatchdog) })
 		r.writeLoop(ctx)
 	}
 	wg.Wait()
 	return r.shutdown(context.Background())
 }
 
-// cachePruneInterval is how often cached archive copies are checked
-// against the shared folder.
-const cachePruneInterval = time.Minute
-
-// housekeepLoop drops cached archive copies whose archive is gone or
-// changed, so they do not outlive it on disk, and measures the shared
-// folder (see History).
-func (r *Recorder) housekeepLoop(ctx context.Context) {
-	t := time.NewTicker(cachePruneInterval)
+// every runs fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
-	r.measure()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			r.pruneCache(ctx)
-			r.measure()
+			fn()
 		}
 	}
 }
+
+// cachePruneInterval is how often cached archive copies are checked.
+const cachePruneInterval = time.Minute
 
 // pruneCache drops cached archive copies whose archive is gone or changed.
 func (r *Recorder) pruneCache(ctx context.Context) {
@@ -98,8 +100,7 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 	r.sealTick = seal
 	hold := time.NewTicker(summaryHold / 2)
 	defer hold.Stop()
-	// Writes use a background context: a batch taken off the queue is
-	// written even while shutting down.
+	// A batch taken off the queue is written even while shutting down.
 	bg := context.Background()
 	batch := make([]item, 0, maxBatch)
 	for {
@@ -107,10 +108,8 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
-			// Linger briefly so one transaction carries many rows: at a few
-			// thousand rows a second, a transaction per row costs far more
-			// CPU than the rows themselves. (A wake-up may find the queue
-			// already taken by the batch before.)
+			// Linger so one transaction carries many rows. (A wake-up may
+			// find the queue already taken by the batch before.)
 			if batch = r.fillBatch(batch[:0]); len(batch) > 0 {
 				r.writeItems(bg, r.linger(ctx, batch))
 			}
@@ -132,11 +131,9 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 	}
 }
 
-// sealIfOverSize seals the live file when the writes so far made it larger
-// than LiveMaxBytes (see liveOverSize), and restarts the seal interval. It
-// runs after every write transaction, so the live file never outgrows its
-// bound by more than one (see liveTxBytes), whatever the rate: checked once a second, a
-// 1 MiB bound let it reach 16-31 MB at 2,000 tasks a second.
+// sealIfOverSize seals the live file when it outgrew LiveMaxBytes (see
+// liveOverSize) and restarts the seal interval. It runs after every write
+// transaction, so the file outgrows its bound by one transaction at most.
 func (r *Recorder) sealIfOverSize(ctx context.Context) {
 	if r.liveOverSize() {
 		r.sealLive(ctx, false)
@@ -146,26 +143,19 @@ func (r *Recorder) sealIfOverSize(ctx context.Context) {
 	}
 }
 
-// liveRetryInterval is how often the writer retries creating a live file
-// that could not be created.
+// liveRetryInterval is how often the writer retries creating a live file.
 const liveRetryInterval = 5 * time.Second
 
 // writeLinger is how long the writer waits for more rows after the first
-// one of a batch.
+// one of a batch; lingerStep is how often it looks at the queue meanwhile.
 const writeLinger = 20 * time.Millisecond
 
-// lingerStep is how often the writer looks at the queue while it
-// lingers.
 const lingerStep = 2 * time.Millisecond
 
 // linger waits up to writeLinger for the queue to hold a whole batch, then
-// takes what it holds (up to maxBatch). It looks at the queue's length
-// every lingerStep instead of receiving each item as it comes: a receive
-// per item woke the writer for every event and task row (about 60,000 a
-// second on the Kafka bench), and each send to the waiting writer handed
-// the item over under the recorder's intake lock, the most contended lock
-// of the worker (mutex profile: a third of all lock waiting). The write
-// queue (8192 items, then the overflow list) holds several lingers' worth.
+// takes what it holds (up to maxBatch). It polls the queue's length every
+// lingerStep: receiving each item woke the writer per row and handed it
+// over under inMu, the worker's most contended lock.
 func (r *Recorder) linger(ctx context.Context, batch []item) []item {
 	deadline := time.Now().Add(writeLinger)
 	for len(batch)+int(r.queued.Load()) < maxBatch {
@@ -207,7 +197,6 @@ func (r *Recorder) fillBatch(batch []item) []item {
 	return batch
 }
 
-// wakeWriter tells the writer the queue holds items.
 func (r *Recorder) wakeWriter() {
 	select {
 	case r.wake <- struct{}{}:
@@ -215,8 +204,8 @@ func (r *Recorder) wakeWriter() {
 	}
 }
 
-// drain writes everything queued right now, and every lifecycle event
-// still waiting for its task row, so a seal leaves nothing behind.
+// drain writes everything queued, and every lifecycle event still waiting
+// for its task row, so a seal leaves nothing behind.
 func (r *Recorder) drain(ctx context.Context) {
 	batch := make([]item, 0, maxBatch)
 	for {
@@ -232,8 +221,7 @@ func (r *Recorder) drain(ctx context.Context) {
 	}
 }
 
-// writeItems passes a batch taken off the queue through the summarizer and
-// writes what it releases.
+// writeItems passes a batch through the summarizer and writes the result.
 func (r *Recorder) writeItems(ctx context.Context, batch []item) {
 	items := r.sum.filter(batch, time.Now())
 	if len(items) > 0 {
@@ -258,12 +246,10 @@ func (r *Recorder) sealNow(ctx context.Context) error {
 	}
 }
 
-// writeBatch stores items in transactions of at most liveTxBytes each
-// (most batches are one), sealing the live file for its size after each
-// (see sealIfOverSize): a backlog's batch of 4,096 items of a few KB must
-// not carry the live file megabytes past LiveMaxBytes. A failed
-// transaction is lost: its rows are counted as dropped and lost, and the
-// writer carries on with the next one.
+// writeBatch stores items in transactions of at most liveTxBytes each,
+// sealing for size after each (a backlog's batch must not carry the live
+// file megabytes past LiveMaxBytes). A failed transaction's rows are
+// counted as dropped and lost; the writer carries on.
 func (r *Recorder) writeBatch(ctx context.Context, items []item) error {
 	var errs []error
 	limit := r.liveTxBytes()
@@ -281,21 +267,15 @@ func (r *Recorder) writeBatch(ctx context.Context, items []item) error {
 }
 
 // liveTxBytes bounds the rows one transaction writes: a quarter of
-// LiveMaxBytes (at least 64 KiB), so a live file checked after each
-// transaction stays within LiveMaxBytes plus one transaction's rows, their
-// index entries and the WAL frames that rewrite the tables' last pages
-// (about half of LiveMaxBytes). Smaller transactions cost the writer more
-// CPU, for their commits and for the seals a WAL full of rewritten pages
-// brings sooner: at LiveMaxBytes 1 MiB, Kafka task rows, 13.1-13.2 µs of
-// CPU a task with an eighth, 11.9-12.6 with a quarter, 10.6-11.0 with a
-// half (against 8.6 when the size was checked once a second and the file
-// not kept to its bound). At the default 128 MiB no batch is ever split.
+// LiveMaxBytes (at least 64 KiB), so the live file stays within about 1.5 ×
+// LiveMaxBytes between checks. Smaller shares cost measurably more CPU; at
+// the default 128 MiB no batch is ever split.
 func (r *Recorder) liveTxBytes() int {
 	return int(max(r.cfg.LiveMaxBytes/4, 64<<10))
 }
 
-// itemBytes estimates what an item takes in the live file, cheaply (no
-// walk over its maps: it runs for every item written).
+// itemBytes estimates what an item takes in the live file, cheaply (it
+// runs for every item, so it walks no map).
 func itemBytes(it *item) int {
 	const row, label = 128, 40 // ids, times, small columns and index entries; a label or env entry
 	switch {
@@ -343,8 +323,7 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 	// Only the writer replaces r.live, so it reads the field without liveMu.
 	lf := r.live
 	if lf == nil {
-		// A new live file could not be created after a seal (full disk, say):
-		// try again now and then rather than waiting for the next seal.
+		// No live file since a failed seal (full disk, say): retry now and then.
 		if now := r.cfg.Now(); !r.memory && now.Sub(r.liveRetryAt) >= liveRetryInterval {
 			r.liveRetryAt = now
 			if err := r.openLive(ctx, now.UnixMilli()); err != nil {
@@ -365,8 +344,7 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 		lf.dropConn()
 		return fmt.Errorf("begin batch: %w", err)
 	}
-	// After a failed batch the next one starts on a fresh connection, so a
-	// connection the failure left unusable is not used again.
+	// After a failed batch the next one starts on a fresh connection.
 	rollback := func() { w.exec(`ROLLBACK`); lf.dropConn() }
 	for _, it := range items {
 		switch {
@@ -393,40 +371,27 @@ func (r *Recorder) insertItems(ctx context.Context, items []item) error {
 	return nil
 }
 
-// txWriter runs the writer's statements on its own connection to the live
-// file (liveFile.writeConn), each prepared once per file and kept by the
-// connection. The transaction is plain BEGIN and COMMIT on it.
-//
-// The writer binds 27 columns a task row with typed values on a
-// connection without a mutex (SQLITE_OPEN_NOMUTEX: one goroutine uses it),
-// through zombiezen.com/go/sqlite like every other part of the recorder
-// (schema.go). Same schema, 64-row INSERTs of Kafka task rows, 4,096 rows
-// a transaction: 8.9-9.1 µs a row through database/sql's modernc driver
-// (an interface box per argument, a name lookup and a mutex per bind),
-// 5.8 µs here.
-type txWriter struct {
-	conn *sqlite.Conn
-}
-
-// batchWriter is a txWriter that inserts events, task rows and task labels
-// insertChunk rows per statement: one statement per row cost the writer
-// more in binding than SQLite spent storing the row. A
-// live file keeps one (liveFile.batch), so the argument slices are reused
-// from batch to batch.
+// batchWriter runs the writer's statements on its own connection to the
+// live file (liveFile.writeConn, SQLITE_OPEN_NOMUTEX), each prepared once
+// and kept by the connection, binding typed values (database/sql's boxing
+// cost about 50 % more a row). It inserts events, task rows and task
+// labels insertChunk rows per statement (a statement per row cost more in
+// binding than SQLite spent storing it). A live file keeps one, reusing
+// its argument slices.
 type batchWriter struct {
-	*txWriter
+	conn                  *sqlite.Conn
 	events, tasks, labels multiInsert
 }
 
 // batch returns the file's batch writer for a batch on conn.
 func (lf *liveFile) batch(conn *sqlite.Conn) *batchWriter {
 	if lf.bw == nil {
-		w := &batchWriter{txWriter: &txWriter{}}
-		w.events = multiInsert{w: w.txWriter, what: "event", ncols: 8,
+		w := &batchWriter{}
+		w.events = multiInsert{w: w, what: "event", ncols: 8,
 			prefix: `INSERT INTO events(id, ts_ms, type, kind, task_id, worker, labels, payload) VALUES `}
-		w.tasks = multiInsert{w: w.txWriter, what: "task", ncols: 27,
+		w.tasks = multiInsert{w: w, what: "task", ncols: 27,
 			prefix: `INSERT INTO tasks(` + rowColumns + `) VALUES `}
-		w.labels = multiInsert{w: w.txWriter, what: "task label", ncols: 4,
+		w.labels = multiInsert{w: w, what: "task label", ncols: 4,
 			prefix: `INSERT INTO task_labels(name, value, task_id, ts_ms) VALUES `}
 		lf.bw = w
 	}
@@ -438,19 +403,18 @@ func (lf *liveFile) batch(conn *sqlite.Conn) *batchWriter {
 	return lf.bw
 }
 
-// flush inserts the rows still collected.
 func (w *batchWriter) flush() error {
 	return errors.Join(w.events.flush(), w.tasks.flush(), w.labels.flush())
 }
 
-// insertChunk is how many rows one multi-row INSERT carries (27 columns ×
-// 64 rows stays far below SQLite's 32766 bound parameters).
+// insertChunk is how many rows one multi-row INSERT carries (27 × 64
+// parameters stays far below SQLite's 32766).
 const insertChunk = 64
 
-// multiInsert collects rows of one table and inserts them insertChunk at a
-// time. Row order within the table is kept.
+// multiInsert collects rows of one table, in order, and inserts them
+// insertChunk at a time.
 type multiInsert struct {
-	w      *txWriter
+	w      *batchWriter
 	what   string
 	prefix string // INSERT INTO t(cols) VALUES
 	ncols  int
@@ -467,13 +431,11 @@ func (m *multiInsert) add(vals ...arg) error {
 	return nil
 }
 
-// flush inserts the collected rows: a full chunk at once, fewer in
-// pieces of a power of two rows (32, 16, ..., 1). Each row count is a
-// statement of its own, prepared once per live file on every connection
-// that runs it, and SQLite keeps a prepared statement outside the Go heap:
-// with any count from 1 to 64, the statements of a busy file (3 tables ×
-// 64 counts × up to 4 connections) made the worker's memory creep up with
-// the number of tasks; with powers of two there are 7 counts a table.
+// flush inserts the collected rows: a full chunk at once, fewer in pieces
+// of a power of two (32, 16, ..., 1). Each row count is a statement SQLite
+// keeps prepared outside the Go heap on every connection: with every count
+// from 1 to 64 memory crept up with the number of tasks; powers of two
+// make 7 counts a table.
 func (m *multiInsert) flush() error {
 	if m.rows == 0 {
 		return nil
@@ -513,24 +475,20 @@ func valuesSQL(prefix string, ncols, rows int) string {
 	return q
 }
 
-// arg is one argument of the writer's statements, unboxed: text or an
-// integer.
+// arg is one argument of the writer's statements, unboxed: text or integer.
 type arg struct {
 	s    string
 	i    int64
 	text bool
 }
 
-// str and num make args.
 func str(s string) arg { return arg{s: s, text: true} }
 func num(i int64) arg  { return arg{i: i} }
 
-// exec runs query with args on the writer's connection. The statement
-// stays prepared (the connection keeps it by query); its text arguments,
-// copied into SQLite's memory when bound, are freed as soon as it ran, as
-// the driver did: a 64-row statement kept until its next use could hold
-// 64 event payloads.
-func (w *txWriter) exec(query string, args ...arg) error {
+// exec runs query with args on the writer's connection. The statement stays
+// prepared; its bindings are cleared at once so a kept 64-row statement
+// holds no payloads.
+func (w *batchWriter) exec(query string, args ...arg) error {
 	st, err := w.conn.Prepare(query)
 	if err != nil {
 		return err

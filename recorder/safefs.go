@@ -12,16 +12,14 @@ import (
 )
 
 // ErrUnsafePath: a folder or file below the shared root is a symlink, a
-// hard link (a file with more than one link), or not the kind of entry its
-// place calls for. The operation was refused and nothing was written or
-// deleted there.
+// hard link, or not the kind of entry its place calls for; nothing was
+// written or deleted there.
 var ErrUnsafePath = errors.New("recorder: symlink, hard link or unexpected entry in the shared folder")
 
 // dir is a folder reached from a trusted root one component at a time with
 // O_NOFOLLOW, so no component below the root is a symlink, not even one
-// swapped in during the walk. Operations on names inside it go through the
-// open folder (the *at system calls), never re-resolve its path, and never
-// follow a symlink in the name.
+// swapped in during the walk. Names inside it are used through the open
+// folder (*at system calls), never followed if a symlink.
 type dir struct {
 	fd   int
 	path string // the walked path, for messages and for files SQLite opens by name
@@ -29,10 +27,9 @@ type dir struct {
 }
 
 // openDir opens root and then each of segs below it. A symlink or a
-// non-folder on the way gives ErrUnsafePath, a missing folder os.ErrNotExist
-// unless create is set: then missing folders are made with mode 0700. A
-// folder below the root that is the same as avoid (the worker's own
-// storage.dir) gives ErrNotFound.
+// non-folder on the way gives ErrUnsafePath, a missing folder
+// os.ErrNotExist unless create is set (then it is made 0700). A folder
+// below the root that is avoid (the worker's storage.dir) gives ErrNotFound.
 func openDir(root string, segs []string, create bool, avoid os.FileInfo) (*dir, error) {
 	fd, err := syscall.Open(root, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
@@ -62,8 +59,7 @@ func openDir(root string, segs []string, create bool, avoid os.FileInfo) (*dir, 
 }
 
 // openSub opens folder name inside parent without following a symlink,
-// creating it (0700, set explicitly so the umask does not matter) when
-// create is set and it is missing.
+// creating it 0700 (whatever the umask) when create is set.
 func openSub(parent int, name string, create bool) (int, error) {
 	const flags = syscall.O_RDONLY | syscall.O_DIRECTORY | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
 	fd, err := syscall.Openat(parent, name, flags, 0)
@@ -106,21 +102,21 @@ func (d *dir) close() {
 }
 
 func (d *dir) statSelf() (os.FileInfo, error) {
-	f := os.NewFile(uintptr(dupFd(d.fd)), d.path)
-	if f == nil {
-		return nil, errors.New("dup folder descriptor")
+	f, err := d.file()
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	return f.Stat()
 }
 
-// dupFd duplicates fd with close-on-exec, -1 on failure.
-func dupFd(fd int) int {
-	nfd, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+// file returns a duplicate of d's descriptor (close-on-exec) as a file.
+func (d *dir) file() (*os.File, error) {
+	nfd, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(d.fd), syscall.F_DUPFD_CLOEXEC, 0)
 	if errno != 0 {
-		return -1
+		return nil, errors.New("dup folder descriptor")
 	}
-	return int(nfd)
+	return os.NewFile(nfd, d.path), nil
 }
 
 // openAt opens name in d without following a symlink.
@@ -224,12 +220,7 @@ func (d *dir) writeAtomic(name string, data []byte) error {
 		return fmt.Errorf("write %s/%s: %w", d.rel, name, err)
 	}
 	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = closeFile(f, err, true)
 	if err == nil {
 		err = d.rename(tmp, d, name)
 	}
@@ -242,13 +233,8 @@ func (d *dir) writeAtomic(name string, data []byte) error {
 
 // remove deletes the file (or symlink) name in d; a missing name is no error.
 func (d *dir) remove(name string) error {
-	if !plainName(name) {
-		return fmt.Errorf("remove %q: %w", name, ErrUnsafePath)
-	}
-	if err := syscall.Unlinkat(d.fd, name); err != nil && err != syscall.ENOENT {
-		return &os.PathError{Op: "remove", Path: d.rel + "/" + name, Err: err}
-	}
-	return nil
+	_, err := d.unlink(name)
+	return err
 }
 
 // unlink deletes the file (or symlink) name in d and reports whether it
@@ -300,11 +286,10 @@ func (d *dir) link(name, newName string) error {
 	return nil
 }
 
-// names lists the entries of d.
 func (d *dir) names() ([]string, error) {
-	f := os.NewFile(uintptr(dupFd(d.fd)), d.path)
-	if f == nil {
-		return nil, errors.New("dup folder descriptor")
+	f, err := d.file()
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -345,12 +330,7 @@ func copyAt(from *dir, name string, to *dir, newName string) error {
 		return fmt.Errorf("copy to %s/%s: %w", to.rel, newName, err)
 	}
 	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	err = closeFile(out, err, true)
 	if err != nil {
 		return fmt.Errorf("copy to %s/%s: %w", to.rel, newName, err)
 	}

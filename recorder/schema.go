@@ -22,11 +22,8 @@ const FormatVersion = 1
 const schemaVersion = 1
 
 // schema is the layout of every recorder file (docs/storage-format.md,
-// section 3). The sum_* columns of tasks stand for a successful task's
-// lifecycle events, annotations and deliveries (summary.go); task_labels
-// carries its task row's ts_ms, indexed so that a label search reads the
-// newest rows of one label straight off the index (50,000 tasks of one
-// archive: 97 ms → 0.5 ms against sorting every task with the label).
+// section 3). task_labels carries its row's ts_ms, indexed so a label
+// search reads the newest rows straight off the index.
 const schema = `CREATE TABLE meta (
 		key   TEXT PRIMARY KEY,
 		value TEXT NOT NULL
@@ -111,20 +108,15 @@ func sqliteURI(path, query string) string {
 // liveBusyTimeout is how long a live file's connections wait for a lock.
 const liveBusyTimeout = 5 * time.Second
 
-// livePragmas are the settings of every connection to a live file, the
-// writer's (liveFile.writeConn) and the readers' (openLiveDB), besides the
-// busy timeout and WAL mode.
+// livePragmas are the settings of every connection to a live file. The
+// page cache is 256 KiB, not 2 MB: the writer appends and readers are
+// occasional, and the cache lives outside the Go heap (5 MiB less RSS in a
+// backlog, same write cost). temp_store=MEMORY keeps the statement journal
+// of multi-row INSERTs off the disk.
 var livePragmas = []string{"synchronous(NORMAL)", "cache_size(-256)", "temp_store(MEMORY)"}
 
 // liveReaders is how many connections the live file's readers share.
 const liveReaders = 4
-
-// The recorder reaches SQLite (modernc.org/sqlite's, pure Go) through
-// zombiezen.com/go/sqlite alone: the writer binds typed values on a
-// connection without a mutex, where database/sql boxed every argument and
-// locked the connection on each bind (BenchmarkSuccessfulTask: 7.7-8.3
-// against 10.4-10.8 µs of CPU a task; see the commit that made readers use
-// it too).
 
 // openConn opens one connection to uri with flags; SQLite work on it stops
 // when ctx ends.
@@ -157,19 +149,8 @@ func prepareLive(c *sqlite.Conn) error {
 	return nil
 }
 
-// openLiveDB opens (creating if needed) a live file in WAL mode with a busy
-// timeout, for its readers, and creates the schema in a new file.
-//
-// Each connection's page cache is 256 KiB instead of SQLite's 2 MB: the
-// writer appends (rowids and task ids grow, so the B-tree paths it walks
-// are few) and readers are occasional UI queries, while the cache lives
-// outside the Go heap (modernc's allocator rounds each 4 KiB page up to
-// its 8 KiB size class): at the peak of a 20,000-message Kafka backlog
-// SQLite's memory went from 13 to 8 MiB of the worker's RSS with it. The
-// recorder's write cost did not change (BenchmarkSuccessfulTask, 100,000
-// tasks: 28.6-31.0 µs of CPU a task with 2 MB, 28.7 µs with 256 KiB).
-// temp_store=MEMORY keeps the statement journal of the writer's multi-row
-// INSERTs in memory: on disk its writes were 3.6 % of the worker's CPU.
+// openLiveDB opens (creating if needed) a live file in WAL mode for its
+// readers, and creates the schema in a new file.
 func openLiveDB(ctx context.Context, path string) (*sqlitex.Pool, error) {
 	if err := createPrivateFile(path); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
@@ -221,7 +202,6 @@ func execSQL(c *sqlite.Conn, query string, args ...any) error {
 	return sqlitex.Execute(c, query, &sqlitex.ExecOptions{Args: args})
 }
 
-// query runs query with args, calling row for each result row.
 func query(c *sqlite.Conn, query string, row func(*sqlite.Stmt) error, args ...any) error {
 	return sqlitex.Execute(c, query, &sqlitex.ExecOptions{Args: args, ResultFunc: row})
 }
@@ -242,7 +222,6 @@ func queryInts(c *sqlite.Conn, q string, dest ...*int64) error {
 	return err
 }
 
-// queryText runs a query returning one text value.
 func queryText(c *sqlite.Conn, q string) (string, error) {
 	var out string
 	err := query(c, q, func(st *sqlite.Stmt) error { out = st.ColumnText(0); return nil })
@@ -298,17 +277,4 @@ func setMeta(c *sqlite.Conn, kv ...string) error {
 		}
 	}
 	return nil
-}
-
-// readMeta returns the meta table as a map.
-func readMeta(c *sqlite.Conn) (map[string]string, error) {
-	m := map[string]string{}
-	err := query(c, `SELECT key, value FROM meta`, func(st *sqlite.Stmt) error {
-		m[st.ColumnText(0)] = st.ColumnText(1)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read meta: %w", err)
-	}
-	return m, nil
 }

@@ -21,18 +21,16 @@ type liveFile struct {
 	pool   *sqlitex.Pool // the readers' connections
 	path   string
 	fromMs int64
-	// conn is the writer's own connection (see txWriter), with the
-	// statements it prepared, once per file; only the writer uses it.
+	// conn is the writer's own connection (see batchWriter); writer only.
 	conn *sqlite.Conn
 	bw   *batchWriter
 	// gen tells live files apart: a new one may take the name of the one
-	// just sealed (the clock did not move), and one reopened after a
-	// failed seal keeps its gen.
+	// just sealed, and one reopened after a failed seal keeps its gen.
 	gen int64
 }
 
 // writeConn is the writer's connection to the file, opened on first use
-// with the settings openLiveDB gives the readers' connections.
+// with the readers' settings.
 func (lf *liveFile) writeConn() (*sqlite.Conn, error) {
 	if lf.conn != nil {
 		return lf.conn, nil
@@ -50,8 +48,7 @@ func (lf *liveFile) writeConn() (*sqlite.Conn, error) {
 	return c, nil
 }
 
-// dropConn closes the writer's connection and its statements; the next
-// write opens a new one.
+// dropConn closes the writer's connection; the next write opens a new one.
 func (lf *liveFile) dropConn() {
 	if lf.conn != nil {
 		lf.conn.Close()
@@ -66,7 +63,7 @@ func (lf *liveFile) close() error {
 }
 
 // newLiveFile creates {Dir}/recorder/<worker>-<start_ms>.db, moving the
-// start forward by a millisecond while the name is taken.
+// start forward a millisecond while the name is taken.
 func (r *Recorder) newLiveFile(ctx context.Context, startMs int64) (*liveFile, error) {
 	path := filepath.Join(r.liveDir, fmt.Sprintf("%s-%d.db", r.cfg.Worker, startMs))
 	for {
@@ -106,14 +103,13 @@ func (r *Recorder) openLive(ctx context.Context, startMs int64) error {
 	return nil
 }
 
-// liveSizeRetry is how long a live file that could not be sealed for its
-// size waits before the next try (the seal interval's own tries go on).
+// liveSizeRetry is how long after a failed seal for size the next is tried
+// (the seal interval's own tries go on).
 const liveSizeRetry = 30 * time.Second
 
-// liveOverSize reports whether the live file and its write-ahead log take
-// more than LiveMaxBytes on disk, so it is to be sealed now. A live file
-// whose seal for its size failed less than liveSizeRetry ago is not tried
-// again yet. Writer only (it reads r.live unlocked).
+// liveOverSize reports whether the live file and its WAL take more than
+// LiveMaxBytes on disk (not retried within liveSizeRetry of a failed seal
+// for size). Writer only.
 func (r *Recorder) liveOverSize() bool {
 	lf := r.live
 	if lf == nil || fileBytes(lf.path, lf.path+"-wal") <= r.cfg.LiveMaxBytes {
@@ -159,7 +155,6 @@ func (r *Recorder) withLive(ctx context.Context, fn func(*sqlite.Conn) error) er
 	return withPool(ctx, r.live.pool, fn)
 }
 
-// withPool runs fn on a connection of pool.
 func withPool(ctx context.Context, pool *sqlitex.Pool, fn func(*sqlite.Conn) error) error {
 	c, err := pool.Take(ctx)
 	if err != nil {
@@ -170,8 +165,8 @@ func withPool(ctx context.Context, pool *sqlitex.Pool, fn func(*sqlite.Conn) err
 }
 
 // sealLive moves the live file into history and, unless final, starts a new
-// one. A live file with no events and no task rows is not sealed: it keeps
-// running, and at the final seal it is deleted.
+// one. An empty live file is not sealed: it keeps running, and at the final
+// seal it is deleted.
 func (r *Recorder) sealLive(ctx context.Context, final bool) error {
 	lf := r.live
 	if lf == nil {
@@ -195,8 +190,8 @@ func (r *Recorder) sealLive(ctx context.Context, final bool) error {
 		}
 		return nil
 	}
-	// Queries wait from here until the next live file is open, so they never
-	// see a closed handle nor miss the rows in flight between files.
+	// Queries wait until the next live file is open, so they never see a
+	// closed handle nor miss rows in flight between files.
 	r.liveMu.Lock()
 	defer r.liveMu.Unlock()
 	lf.close()
@@ -230,11 +225,9 @@ func (r *Recorder) sealLive(ctx context.Context, final bool) error {
 	return nil
 }
 
-// sealFile finalises a closed live file (WAL checkpointed and turned off, meta
-// updated) and moves it to history/<cluster>/<worker>-<from>-<to>.db with a
-// .meta.json beside it. The history folder is reached without following a
-// symlink (a symlinked history or history/<cluster> is refused with
-// ErrUnsafePath). On error the file is back at path.
+// sealFile finalises a closed live file and moves it, through the
+// symlink-refusing walk, to history/<cluster>/<worker>-<from>-<to>.db with
+// its .meta.json. On error the file is back at path.
 func (r *Recorder) sealFile(ctx context.Context, path, worker string, fromMs, toMs int64) (string, error) {
 	hist, err := r.openShared(true, false, r.histSegs()...)
 	if err != nil {
@@ -251,8 +244,8 @@ func (r *Recorder) sealFile(ctx context.Context, path, worker string, fromMs, to
 		return "", err
 	}
 	meta.Kind, meta.Worker, meta.Cluster, meta.FromMs = "sealed", worker, r.cfg.Cluster, fromMs
-	// Room first: the file moves in only once the history, with it, fits
-	// its budget (a temp copy across file systems included).
+	// Room first: the file moves in only once the history fits its budget
+	// with it.
 	r.makeRoom(hist, nil, fileBytes(path)+metaAllowance, nil)
 	live, err := openDir(filepath.Dir(path), nil, false, nil)
 	if err != nil {
@@ -273,14 +266,12 @@ func (r *Recorder) sealFile(ctx context.Context, path, worker string, fromMs, to
 	return name, nil
 }
 
-// metaAllowance is what a .meta.json is counted for before it is written
-// (a sealed file's is about 200 bytes).
+// metaAllowance is what a .meta.json is counted for before it is written.
 const metaAllowance = 1 << 10
 
-// publishAt makes tmp in d visible as name with its .meta.json beside it:
-// mode 0600, fsync, the meta first (whoever sees the .db also finds its
-// meta), the rename, then an fsync of the folder. On error the meta is
-// removed and tmp stays where it is.
+// publishAt makes tmp in d visible as name: mode 0600, fsync, the
+// .meta.json first (whoever sees the .db finds its meta), the rename, an
+// fsync of the folder. On error the meta is removed and tmp stays.
 func publishAt(d *dir, tmp, name string, meta fileMeta) error {
 	data, _ := json.MarshalIndent(meta, "", "  ")
 	f, _, err := d.openFile(tmp)
@@ -305,8 +296,8 @@ func publishAt(d *dir, tmp, name string, meta fileMeta) error {
 	return nil
 }
 
-// finalizeDB checkpoints and leaves WAL mode (a sealed file is one
-// self-contained file), stamps to_ms and kind, and returns the row counts.
+// finalizeDB checkpoints and leaves WAL mode, stamps to_ms and kind, and
+// returns the row counts.
 func finalizeDB(ctx context.Context, path string, toMs int64) (fileMeta, error) {
 	var m fileMeta
 	db, err := openConn(ctx, sqliteURI(path, ""), sqlite.OpenReadWrite)
@@ -337,8 +328,7 @@ func finalizeDB(ctx context.Context, path string, toMs int64) (fileMeta, error) 
 	return m, nil
 }
 
-// addRecent remembers a file this process sealed (its name in the
-// history folder), for Events and TaskResults.
+// addRecent remembers a file this process sealed, for Events and TaskResults.
 func (r *Recorder) addRecent(name string) {
 	r.recentMu.Lock()
 	defer r.recentMu.Unlock()
@@ -348,8 +338,7 @@ func (r *Recorder) addRecent(name string) {
 	}
 }
 
-// recentSealed returns the segments of this process's sealed files,
-// newest first.
+// recentSealed returns this process's sealed files' segments, newest first.
 func (r *Recorder) recentSealed() [][]string {
 	r.recentMu.Lock()
 	defer r.recentMu.Unlock()

@@ -16,9 +16,8 @@ const maxMetaBytes = 4 << 20
 func (r *Recorder) histSegs() []string { return []string{"history", r.cfg.Cluster} }
 
 // openShared opens a folder below the shared root without following a
-// symlink at any level (see dir). With create, missing folders are made
-// 0700. With guard, a folder that is the worker's own storage.dir is
-// refused (ErrNotFound): its files are never served.
+// symlink at any level (see dir); create makes missing folders 0700; guard
+// refuses the worker's own storage.dir (ErrNotFound).
 func (r *Recorder) openShared(create, guard bool, segs ...string) (*dir, error) {
 	if r.sharedRoot == "" {
 		return nil, ErrNoSharedDir
@@ -30,8 +29,8 @@ func (r *Recorder) openShared(create, guard bool, segs ...string) (*dir, error) 
 	return openDir(r.sharedRoot, segs, create, avoid)
 }
 
-// openSharedFile opens the file at segs below the shared root for reading:
-// no symlink on the way, a regular file with one link (see dir.openFile).
+// openSharedFile opens the file at segs below the shared root for reading
+// (see dir.openFile).
 func (r *Recorder) openSharedFile(segs []string, guard bool) (*os.File, os.FileInfo, error) {
 	d, err := r.openShared(false, guard, segs[:len(segs)-1]...)
 	if err != nil {
@@ -56,8 +55,7 @@ func (r *Recorder) listDir(segs []string, withMeta bool) ([]histFile, error) {
 }
 
 // listIn lists the files of d whose path matches a shape: regular, one
-// link, not hidden. withMeta reads each .meta.json (falling back to the
-// file name).
+// link, not hidden. withMeta reads each .meta.json (else the name tells).
 func listIn(d *dir, segs []string, withMeta bool) ([]histFile, error) {
 	names, err := d.names()
 	if err != nil {
@@ -99,10 +97,9 @@ func listIn(d *dir, segs []string, withMeta bool) ([]histFile, error) {
 	return out, nil
 }
 
-// scratch returns a private folder (0700) for files the recorder builds
-// before publishing them into the shared folder: storage.dir/recorder, or
-// in memory-only mode a temp folder removed by Close. SQLite writes build
-// files by path, so they are never built in the shared folder itself.
+// scratch returns a private folder (0700) for files built before they are
+// published into the shared folder (SQLite writes them by path):
+// storage.dir/recorder, or in memory-only mode a temp folder Close removes.
 func (r *Recorder) scratch() (*dir, error) {
 	r.scratchMu.Lock()
 	defer r.scratchMu.Unlock()
@@ -125,7 +122,6 @@ func (r *Recorder) scratch() (*dir, error) {
 	return d, nil
 }
 
-// removeScratch removes the memory-mode scratch folder.
 func (r *Recorder) removeScratch() {
 	r.scratchMu.Lock()
 	defer r.scratchMu.Unlock()

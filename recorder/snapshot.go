@@ -11,11 +11,10 @@ import (
 	"zombiezen.com/go/sqlite/sqlitex"
 )
 
-// SnapshotLive writes a consistent copy of the live file to w (the
-// download-live route): VACUUM INTO a hidden 0600 temp file beside the live
-// file, stream it, delete it. Writes continue meanwhile; the copy holds
-// what was committed when the VACUUM started. It stops, with ctx's error,
-// as soon as ctx ends. Memory-only mode gives ErrNoLiveFile.
+// SnapshotLive writes a consistent copy of the live file to w (VACUUM INTO
+// a hidden 0600 temp file, streamed, deleted) while writes continue. It
+// stops with ctx's error when ctx ends; memory-only mode gives
+// ErrNoLiveFile.
 func (r *Recorder) SnapshotLive(ctx context.Context, w io.Writer) error {
 	if r.memory {
 		return ErrNoLiveFile

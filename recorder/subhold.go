@@ -3,15 +3,10 @@ package recorder
 import "svc/worker/event"
 
 // heldEvents are the routine events of unfinished tasks a subscriber was
-// not sent over its budget (task_received, executor_started, ...), by task
-// ID. A task that fails, retries or times out releases them into the queue
-// (the subscriber gets every event of a failure); a task that succeeds at
-// once forgets them, and they count as sampled then. Tasks whose outcome
-// never comes (a shutdown, an event after the row) age out: a ring
-// remembers the order tasks were first held in, and the task heldTasks
-// places back is dropped, its events counted as sampled. So holding costs
-// a map entry per task in flight, bounded, and (entries being reused) no
-// allocation once the flood runs.
+// not sent over its budget, by task ID. A task that fails, retries or
+// times out releases them into the queue; one that succeeds forgets them
+// (counted as sampled). Tasks whose outcome never comes age out of a
+// bounded ring, entries reused, so holding allocates nothing in a flood.
 type heldEvents struct {
 	tasks map[string]*heldTask
 	order []string // ring of task IDs in the order first held
@@ -23,18 +18,15 @@ type heldEvents struct {
 type heldTask struct{ evs []event.Event }
 
 const (
-	// heldTasks is the recorder's own bound on the tasks whose routine
-	// events a subscriber holds, whatever the worker's concurrency: past it
-	// the oldest held task's events count as sampled, so a task that fails
-	// after more than heldTasks newer tasks started reaches the subscriber
-	// without its earlier routine events (its failure and row still do).
+	// heldTasks bounds the tasks held: past it the oldest held task's
+	// events count as sampled (its failure and row still reach the
+	// subscriber).
 	heldTasks   = 2048
 	heldPerTask = 16 // routine events held per task; more count as sampled at once
 )
 
-// failureEvent tells an event that makes its task a failure as far as live
-// subscribers care: an executor run that did not succeed cleanly (a
-// non-routine executor_finished) or a DLQ record.
+// failureEvent tells an event that makes its task a failure for live
+// subscribers: a non-routine executor_finished or a DLQ record.
 func failureEvent(e *event.Event) bool {
 	return e.Type == event.TypeExecutorFinished || e.Type == event.TypeDLQSent
 }
@@ -75,7 +67,7 @@ func (s *Subscription) hold(e *event.Event) {
 }
 
 // take returns the events held for task id, or nil; the caller hands them
-// back with recycle once it copied them (caller holds mu).
+// back with recycle once copied (caller holds mu).
 func (h *heldEvents) take(id string) []event.Event {
 	if ht := h.tasks[id]; ht != nil {
 		return ht.evs
@@ -83,8 +75,7 @@ func (h *heldEvents) take(id string) []event.Event {
 	return nil
 }
 
-// recycle removes task id, whose events evs are, and keeps its entry for
-// the next task.
+// recycle removes task id, whose events evs are, keeping its entry.
 func (h *heldEvents) recycle(id string, evs []event.Event) {
 	ht := h.tasks[id]
 	delete(h.tasks, id)
@@ -93,8 +84,7 @@ func (h *heldEvents) recycle(id string, evs []event.Event) {
 	h.free = append(h.free, ht)
 }
 
-// forget drops the events held for a task that succeeded: they count as
-// sampled.
+// forget drops the events held for a task that succeeded (sampled).
 func (s *Subscription) forget(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -104,8 +94,8 @@ func (s *Subscription) forget(id string) {
 	}
 }
 
-// release queues the events held for a task that failed, oldest first;
-// the ones the full queue cannot take are dropped and counted.
+// release queues the events held for a failed task, oldest first; those
+// the full queue cannot take are dropped and counted.
 func (s *Subscription) release(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -8,26 +9,16 @@ import (
 	"svc/worker/event"
 )
 
-// Subscription is one live consumer of events and task rows: for the /ws
-// streams, one per distinct subscription, shared by every socket with it
-// (httpd's wsHub), so the work below is done once per item and distinct
-// subscription, not per socket. Items are queued for the consumer, which
-// takes them all at once (Take) whenever it is ready to send: one /ws
-// frame carries everything queued since the last, so the consumer wakes
-// and sends at its own pace rather than once per item. Delivery never blocks the
-// recorder: when the queue of a kind already holds its bound the item is
-// skipped for this subscriber and counted in Dropped.
+// Subscription is one live consumer of events and task rows (for /ws, one
+// per distinct subscription, shared by its sockets). Items are queued and
+// taken all at once (Take) when the consumer is ready; delivery never
+// blocks the recorder: an item beyond a full queue is counted in Dropped.
 //
-// Routine items (see event.Routine, event.RoutineTask: the task rows and
-// lifecycle events of successful tasks) are queued at most
-// LiveRoutinePerSecond a second per subscriber; the rest of a second's
-// routine items are counted in Sampled, not queued. Failures, annotations,
-// DLQ records and worker events are always queued, and so are the routine
-// events of a task that then fails, retries or times out: over the budget
-// a task's routine events are held until its outcome is known (see
-// heldEvents) and queued just before the event or row that tells the
-// failure. So a subscriber costs the pipeline a bounded amount whatever
-// the task rate, and no browser is asked to draw 20,000 rows a second.
+// Routine items (event.Routine, event.RoutineTask) are queued at most
+// LiveRoutinePerSecond a second; the rest are counted in Sampled. Over the
+// budget a task's routine events are held until its outcome is known
+// (heldEvents) and queued before the event or row that tells a failure, so
+// failures are never sampled away.
 type Subscription struct {
 	subs    *subscribers
 	once    sync.Once
@@ -48,9 +39,8 @@ type Subscription struct {
 	sent         RoutineCounts // routine items queued within the budget
 }
 
-// LiveFilter is what a subscriber wants: every event (Events) or those
-// of EventTypes (when not nil), state events (State), task rows (Tasks).
-// The zero value wants nothing.
+// LiveFilter is what a subscriber wants: every event (Events) or those of
+// EventTypes (when not nil), state events (State), task rows (Tasks).
 type LiveFilter struct {
 	Events     bool
 	EventTypes map[string]bool
@@ -63,8 +53,7 @@ func (f *LiveFilter) wantsEvent(e *event.Event) bool {
 }
 
 // Filter sets what the subscriber is sent from now on; items it does not
-// want are neither queued nor counted against its routine budget. f must
-// not change afterwards.
+// want are neither queued nor budgeted. f must not change afterwards.
 func (s *Subscription) Filter(f LiveFilter) {
 	s.filter.Store(&f)
 }
@@ -85,14 +74,13 @@ type RoutineCounts struct {
 }
 
 // Sampled returns how many routine task rows and events this subscriber
-// was not sent since it subscribed (over LiveRoutinePerSecond).
+// was not sent (over LiveRoutinePerSecond).
 func (s *Subscription) Sampled() (tasks, events uint64) {
 	return s.sampled.Tasks.Load(), s.sampled.Events.Load()
 }
 
 // SentRoutine returns how many routine task rows and events were queued
-// for this subscriber since it subscribed (within LiveRoutinePerSecond):
-// with Sampled, what fraction of the routine items it is shown.
+// for this subscriber.
 func (s *Subscription) SentRoutine() (tasks, events uint64) {
 	return s.sent.Tasks.Load(), s.sent.Events.Load()
 }
@@ -105,16 +93,14 @@ func (b *budget) admit(now int64) bool {
 	return b.used.Add(1) <= LiveRoutinePerSecond
 }
 
-// Ready receives a signal when items were queued after the queue was
-// empty (at most one pending signal: after it, Take everything queued);
-// it is closed by Close.
+// Ready receives a signal when items were queued into an empty queue; it
+// is closed by Close.
 func (s *Subscription) Ready() <-chan struct{} { return s.ready }
 
 // Take hands over everything queued, events in ID order and task rows in
-// the order they finished, and empties the queue. The slices passed in
-// (length 0; nil is fine) become the next queue, so a consumer that passes
-// back what it got last time, cleared, allocates nothing. ok is false once
-// the subscription is closed.
+// the order they finished. The slices passed in (length 0, or nil) become
+// the next queue, so passing back the last ones allocates nothing. ok is
+// false once the subscription is closed.
 func (s *Subscription) Take(events []event.Event, tasks []event.TaskRow) (queuedEvents []event.Event, queuedTasks []event.TaskRow, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -123,9 +109,7 @@ func (s *Subscription) Take(events []event.Event, tasks []event.TaskRow) (queued
 	return queuedEvents, queuedTasks, !s.closed
 }
 
-// Dropped counts items this subscriber missed because its queue was full
-// (it took too long). A caller can compare it between reads to tell the
-// client it skipped items.
+// Dropped counts items this subscriber missed because its queue was full.
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 
 // Close ends the subscription: Ready is closed and the queue released.
@@ -142,8 +126,7 @@ func (s *Subscription) Close() {
 }
 
 // Subscribe starts a live subscription whose queue holds at most limit
-// events and limit task rows (minimum 1 each) between two Takes. Items
-// recorded before the call are not replayed.
+// events and limit task rows (minimum 1 each). Nothing is replayed.
 func (r *Recorder) Subscribe(limit int) *Subscription {
 	s := &Subscription{ready: make(chan struct{}, 1), max: max(limit, 1), subs: &r.subs}
 	r.subs.add(s)
@@ -151,8 +134,7 @@ func (r *Recorder) Subscribe(limit int) *Subscription {
 }
 
 // subscribers is the set of live subscriptions: a list replaced whole on
-// every Subscribe and Close, so publishing reads it without a lock (a
-// subscription closed meanwhile takes nothing, see queueEvent).
+// every Subscribe and Close, so publishing reads it without a lock.
 type subscribers struct {
 	mu    sync.Mutex // serialises add and remove
 	list  atomic.Pointer[[]*Subscription]
@@ -162,25 +144,14 @@ type subscribers struct {
 func (ss *subscribers) add(s *Subscription) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	var list []*Subscription
-	if old := ss.list.Load(); old != nil {
-		list = append(list, *old...)
-	}
-	list = append(list, s)
+	list := append(slices.Clone(ss.current()), s)
 	ss.list.Store(&list)
 }
 
 func (ss *subscribers) remove(s *Subscription) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	var list []*Subscription
-	if old := ss.list.Load(); old != nil {
-		for _, o := range *old {
-			if o != s {
-				list = append(list, o)
-			}
-		}
-	}
+	list := slices.DeleteFunc(slices.Clone(ss.current()), func(o *Subscription) bool { return o == s })
 	ss.list.Store(&list)
 }
 
@@ -206,8 +177,8 @@ func (ss *subscribers) publishEvent(e event.Event) {
 	}
 }
 
-// offerEvent queues e for s, holds it or counts it sampled; false when
-// the queue was full.
+// offerEvent queues e for s, holds it or counts it sampled; false when the
+// queue was full.
 func (s *Subscription) offerEvent(e *event.Event, routine, release bool, now int64) bool {
 	if f := s.filter.Load(); f != nil && !f.wantsEvent(e) {
 		return true
@@ -263,9 +234,8 @@ func (s *Subscription) offerTask(t *event.TaskRow, routine bool, now int64) bool
 	return s.queueTask(t)
 }
 
-// queueEvent and queueTask queue one item and signal Ready when the
-// queue was empty; false when that kind's queue is full. A closed
-// subscription takes nothing and misses nothing.
+// queueEvent and queueTask queue one item; false when that kind's queue is
+// full. A closed subscription takes nothing and misses nothing.
 func (s *Subscription) queueEvent(e *event.Event) bool { return queueItem(s, &s.events, e) }
 
 func (s *Subscription) queueTask(t *event.TaskRow) bool { return queueItem(s, &s.tasks, t) }
@@ -286,7 +256,7 @@ func queueItem[T any](s *Subscription, q *[]T, v *T) bool {
 }
 
 // signal, called under mu before an item is queued, wakes the consumer
-// when the queue is empty: one wake-up per Take however many items follow.
+// when the queue is empty.
 func (s *Subscription) signal() {
 	if len(s.events) == 0 && len(s.tasks) == 0 {
 		select {
@@ -296,13 +266,11 @@ func (s *Subscription) signal() {
 	}
 }
 
-// dropped counts n items s missed.
 func (ss *subscribers) dropped(s *Subscription, n uint64) {
 	s.dropped.Add(n)
 	ss.drops.Add(n)
 }
 
-// stats returns the subscriber count and total drops.
 func (ss *subscribers) stats() (int, uint64) {
 	return len(ss.current()), ss.drops.Load()
 }

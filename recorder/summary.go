@@ -12,47 +12,30 @@ import (
 	"svc/worker/event"
 )
 
-// Summarized tasks.
-//
-// A task that succeeded at its first attempt without stderr is the bulk of
-// a busy worker's traffic and the least interesting part of its history.
-// Its three lifecycle events (task_received, executor_started,
-// executor_finished) are not stored as event rows: the writer has the
-// event vocabulary fold them (event.Fold) into eight integer columns of the
-// task's row, and Trace rebuilds them from there (event.Lifecycle.Expand),
-// byte for byte the events that were emitted, except that a successful
-// first attempt's stdout_tail is not kept (Live subscribers still receive
-// it). DLQ records and every event of a task that failed, retried, timed
-// out, wrote to stderr or ran longer than summaryHold stay rows.
-//
-// The writer holds a task's lifecycle events until its row arrives or
-// summaryHold passes, whichever comes first; event.Fold folds them only
-// when the events it would rebuild equal the ones held, else the writer
-// writes the events it holds. So a summary can only drop what the policy
-// drops, never misstate what happened.
+// Summarized tasks (docs/storage-format.md, 3.1 and 3.2): the writer holds
+// a task's lifecycle events until its row arrives or summaryHold passes;
+// event.Fold folds them into the row only when the events it would rebuild
+// equal the ones held, so a summary never misstates what happened (a
+// successful first attempt's stdout_tail is the one thing dropped).
 
-// summaryHold (wall time, not Config.Now) is how long the writer keeps a task's lifecycle events
-// waiting for its row before writing them as rows.
+// summaryHold (wall time) is how long the writer keeps a task's lifecycle
+// events waiting for its row before writing them as rows.
 const summaryHold = time.Second
 
 // maxSummaryPending bounds the tasks whose events wait in the writer;
 // past it, events are written as rows at once.
 const maxSummaryPending = 16384
 
-// Summary is what a summarized task row stores beside the row's own
-// columns (the sum_* columns): its lifecycle events, folded by the event
-// vocabulary (event.Fold), and the annotations and deliveries folded with
-// them. ReceivedID 0 means the events are stored as rows.
+// Summary is what a summarized task row stores in its sum_* columns: its
+// folded lifecycle events and extras. ReceivedID 0: stored as rows.
 type Summary struct {
 	event.Lifecycle
-	// Extras are the task's annotations and sink_delivered events folded
-	// into the row (columns sum_events, sum_ann_top and sum_del_top).
+	// Extras are the annotations and deliveries folded into the row.
 	Extras []Extra
 }
 
-// Extra is an annotation or a sink_delivered event folded into a
-// summarized task row. The event has the row's task_id, worker
-// and labels.
+// Extra is an annotation or a sink_delivered event folded into a task row;
+// it has the row's task_id, worker and labels.
 type Extra struct {
 	DID     int64  // event ID − ReceivedID (> 0)
 	DMs     int64  // ts_ms − ReceivedMs
@@ -61,30 +44,25 @@ type Extra struct {
 	Payload json.RawMessage
 }
 
-// extraColumns are the tasks columns of a Summary's Extras:
-// the encoded extras, then the highest folded annotation and delivery IDs.
+// extraColumns are the tasks columns of a Summary's Extras.
 const extraColumns = `sum_events, sum_ann_top, sum_del_top`
 
-// extraTopColumns names, per folded type, the column holding a row's
-// highest folded ID of that type.
+// extraTopColumns names the column holding a row's highest folded ID of a type.
 var extraTopColumns = map[string]string{event.TypeAnnotation: "sum_ann_top", event.TypeSinkDelivered: "sum_del_top"}
 
-// foldSpan bounds how far past its task's task_received an event may be
-// folded (in event IDs), so that Events, paging below an ID, knows which
-// rows can hold folded events below it (see foldedEvents).
+// foldSpan bounds how far past task_received an event may be folded (in
+// event IDs), so that Events, paging below an ID, knows which rows can
+// hold folded events below it (see foldedEvents).
 const foldSpan = 1 << 16
 
-// deliveryHold (wall time) is how long the writer keeps a summarized row
-// waiting for the sink_delivered events its row announces
-// (TaskRow.Deliveries); deliveries later than that are written as event
-// rows.
+// deliveryHold (wall time) is how long a summarized row waits for the
+// sink_delivered events it announces (TaskRow.Deliveries).
 const deliveryHold = 500 * time.Millisecond
 
 // extraCodes are the stored type codes of folded events.
 var extraCodes = map[string]string{event.TypeAnnotation: "a", event.TypeSinkDelivered: "d"}
 
-// topID is the highest event ID of type typ folded into the row's Extras
-// (0: none).
+// topID is the highest event ID of type typ in s.Extras (0: none).
 func (s Summary) topID(typ string) int64 {
 	var top int64
 	for _, x := range s.Extras {
@@ -156,7 +134,6 @@ func foldable(t *event.TaskRow, s *Summary, e *event.Event) bool {
 		e.Worker == t.Worker && e.TaskID == t.TaskID && maps.Equal(e.Labels, t.Labels)
 }
 
-// addExtra folds e into s.
 func addExtra(s *Summary, e *event.Event) {
 	s.Extras = append(s.Extras, Extra{DID: e.ID - s.ReceivedID, DMs: e.TSms - s.ReceivedMs, Type: e.Type, Kind: e.Kind, Payload: e.Payload})
 }
@@ -189,9 +166,7 @@ type pendingTask struct {
 	events []*event.Event // lifecycle events
 	extras []*event.Event // annotations, folded with them when the row folds
 	since  time.Time
-	// first holds a task's usual three lifecycle events (received,
-	// started, finished) without growing events three times.
-	first [3]*event.Event
+	first  [3]*event.Event // backs events for the usual three
 }
 
 // heldRow is a summarized task row waiting for its deliveries.
@@ -205,8 +180,8 @@ type heldRow struct {
 // the writer goroutine uses it.
 type summarizer struct {
 	on bool
-	// sampleAbove, second, used: the per-second allowance of plain
-	// successful task rows (history.sample_above_per_second; 0: all).
+	// sampleAbove, second, used: this second's allowance of plain
+	// successful task rows (0: all).
 	sampleAbove int
 	second      int64
 	used        int
@@ -220,8 +195,7 @@ type summarizer struct {
 // filter turns a batch taken off the queue into the items to write now:
 // lifecycle events wait for their task row, task rows take the summary of
 // their waiting events (or have them written first), and events that
-// waited longer than summaryHold are released. Stdout tails of successful
-// first attempts are dropped from every executor_finished written.
+// waited too long are released.
 func (s *summarizer) filter(items []item, now time.Time) []item {
 	out := s.spare[:0]
 	s.spare = nil
@@ -240,8 +214,7 @@ func (s *summarizer) filter(items []item, now time.Time) []item {
 			}
 			p.events = append(p.events, it.ev)
 		case it.ev != nil && it.ev.Type == event.TypeAnnotation && s.pending[it.ev.TaskID] != nil:
-			// An annotation comes just before its task row: it waits with the
-			// lifecycle events and is folded with them.
+			// An annotation just before its task row waits to be folded.
 			p := s.pending[it.ev.TaskID]
 			p.extras = append(p.extras, it.ev)
 		case it.ev != nil && it.ev.Type == event.TypeSinkDelivered && s.held[it.ev.TaskID] != nil:
@@ -257,8 +230,7 @@ func (s *summarizer) filter(items []item, now time.Time) []item {
 				out = append(out, h.it)
 			}
 		case it.ev != nil:
-			// Other events are written at once, also for a waiting task:
-			// events are ordered by id, not by insertion.
+			// Events are ordered by id, so others are written at once.
 			out = append(out, item{ev: s.dropOKTail(it.ev)})
 		default:
 			out = s.row(out, it, now)
@@ -267,9 +239,8 @@ func (s *summarizer) filter(items []item, now time.Time) []item {
 	return s.age(out, now, false)
 }
 
-// row handles a task row in filter: folded with its waiting lifecycle
-// events and annotations when it can be, then held for the deliveries its
-// worker announced, or written at once.
+// row folds a task row with its waiting events when it can, then holds it
+// for its announced deliveries or writes it at once.
 func (s *summarizer) row(out []item, it item, now time.Time) []item {
 	p := s.pending[it.task.TaskID]
 	if p == nil {
@@ -278,13 +249,7 @@ func (s *summarizer) row(out []item, it item, now time.Time) []item {
 	delete(s.pending, it.task.TaskID)
 	lc, ok := event.Fold(p.events, it.task)
 	if !ok {
-		for _, e := range p.events {
-			out = append(out, item{ev: s.dropOKTail(e)})
-		}
-		for _, e := range p.extras {
-			out = append(out, item{ev: e})
-		}
-		return append(out, it)
+		return append(s.release(out, it.task.TaskID, p), it)
 	}
 	t := it.task
 	row := item{task: t, sum: &Summary{Lifecycle: lc}, folded: len(p.events)}
@@ -296,9 +261,7 @@ func (s *summarizer) row(out []item, it item, now time.Time) []item {
 		addExtra(row.sum, e)
 		row.folded++
 	}
-	// Only a row that stands for nothing but its lifecycle is sampled: a
-	// row holding annotations or deliveries costs less stored than its
-	// events would as rows (BenchmarkSuccessfulTask/sampled).
+	// Only a row that stands for nothing but its lifecycle is sampled.
 	row.sampled = len(row.sum.Extras) == 0 && t.Deliveries <= 0 && s.sampleOut(now)
 	if row.sampled || t.Deliveries <= 0 || len(s.held) >= maxSummaryPending {
 		return append(out, row)
@@ -308,18 +271,15 @@ func (s *summarizer) row(out []item, it item, now time.Time) []item {
 	return out
 }
 
-// recycle takes back what filter returned, once written, for the next
-// batch: a fresh slice per batch was 3 % of the bytes svc allocated.
+// recycle takes back a written batch's slice for the next one (a fresh
+// slice per batch was 3 % of svc's allocations).
 func (s *summarizer) recycle(items []item) {
 	clear(items) // drop the events and rows for the collector
 	s.spare = items[:0]
 }
 
 // sampleOut spends one unit of this second's allowance of plain successful
-// task rows; true when it is spent and the row is to be counted, not
-// stored. Only such rows are ever sampled, and only those without
-// annotations or deliveries: failures, retries, slow tasks, tasks with
-// stderr, annotations and deliveries are always stored.
+// task rows; true when it is spent: the row is counted, not stored.
 func (s *summarizer) sampleOut(now time.Time) bool {
 	if s.sampleAbove <= 0 {
 		return false
@@ -353,9 +313,9 @@ func (s *summarizer) age(out []item, now time.Time, flush bool) []item {
 	return out
 }
 
-// ageQueue walks order (IDs in arrival order, some already resolved in
-// m) from the oldest, releasing each waiting entry until young says one
-// must wait on; it returns what is left of order.
+// ageQueue walks order (IDs in arrival order, some already resolved in m)
+// from the oldest, releasing entries until young says one must wait; it
+// returns what is left of order.
 func ageQueue[T any](order []string, m map[string]T, young func(T) bool, release func(string, T)) []string {
 	i := 0
 	for ; i < len(order); i++ {
@@ -378,12 +338,10 @@ func ageQueue[T any](order []string, m map[string]T, young func(T) bool, release
 // flush releases every waiting event (seal, shutdown).
 func (s *summarizer) flush(now time.Time) []item { return s.age(nil, now, true) }
 
-// waiting is the number of tasks whose events wait.
 func (s *summarizer) waiting() int { return len(s.pending) + len(s.held) }
 
-// dropOKTail returns e without the stdout tail when summaries are on and it
-// is the executor_finished of a successful first attempt without stderr;
-// other events are returned as they are.
+// dropOKTail drops the stdout tail of a successful first attempt's
+// executor_finished when summaries are on.
 func (s *summarizer) dropOKTail(e *event.Event) *event.Event {
 	if !s.on {
 		return e

@@ -40,7 +40,7 @@ func (r *Recorder) Task(t event.TaskRow) {
 func (r *Recorder) TaskResults(ctx context.Context, limit int) ([]event.TaskRow, error) {
 	limit = clampLimit(limit, 200, 1000)
 	if r.memory {
-		return r.ring.tasks(limit), nil
+		return r.ring.tasksWhere(nil, limit), nil
 	}
 	query := `SELECT ` + taskColumns + ` FROM tasks ORDER BY id DESC LIMIT ?`
 	var out []event.TaskRow
@@ -125,10 +125,8 @@ func insertTask(w *batchWriter, t *event.TaskRow, s *Summary) error {
 
 // Counts are the dashboard request counts: tasks finished since this
 // recorder opened (SinceMs), by source and status, counted as their rows
-// are handed to the recorder, so they stay exact whatever becomes of the
-// rows. Rows that did not reach the history (write queue full, failed
-// write) are counted in LostRows and Incomplete is set: the history lacks
-// some tasks the counts include. Memory-only mode counts the same way.
+// are handed over, so they stay exact whatever becomes of the rows (those
+// that never reached the history are in LostRows).
 type Counts struct {
 	SinceMs    int64                       `json:"since_ms"`
 	Total      int64                       `json:"total"`
@@ -142,7 +140,6 @@ func (r *Recorder) Counts(ctx context.Context) (Counts, error) {
 	return r.counts.snapshot(), ctx.Err()
 }
 
-// counter accumulates Counts.
 type counter struct {
 	mu      sync.Mutex
 	sinceMs int64

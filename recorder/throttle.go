@@ -5,9 +5,8 @@ import (
 	"time"
 )
 
-// warnInterval is the least time between two identical repeated warnings
-// (same event, same subject), so a condition that persists is reported
-// without flooding the log.
+// warnInterval is the least time between two identical warnings (same
+// event and subject).
 const warnInterval = 10 * time.Minute
 
 // warnEvery logs a WARN event msg about subject at most once per
@@ -30,13 +29,10 @@ func (r *Recorder) warnEvery(msg, subject string, args ...any) {
 }
 
 // writeLossInterval is the least time between two recorder_write_failed
-// lines while writes keep failing; rows lost in between are summed into
-// the next line.
+// lines; rows lost in between are summed into the next.
 const writeLossInterval = 30 * time.Second
 
-// lossEpisode tracks a run of failed writes, from the first failure to the
-// next successful write, so a full disk gives a few log lines, not one per
-// batch.
+// lossEpisode tracks a run of failed writes until the next successful one.
 type lossEpisode struct {
 	mu            sync.Mutex
 	active        bool
@@ -47,9 +43,8 @@ type lossEpisode struct {
 	pendBatches   int64
 }
 
-// recordLoss counts the rows of a failed batch as dropped and lost (the
-// dashboard counts become incomplete) and logs the first failure of an
-// episode, then a summary at most every writeLossInterval.
+// recordLoss counts a failed batch's rows as dropped and lost and logs the
+// first failure of an episode, then at most every writeLossInterval.
 func (r *Recorder) recordLoss(items []item, err error) {
 	var events, tasks uint64
 	for _, it := range items {

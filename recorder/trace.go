@@ -22,17 +22,10 @@ import (
 const maxTraceEvents = 10000
 
 // Trace returns every event of taskID, oldest first, from the live file (or
-// the memory ring), this cluster's sealed files (every worker's) and its
-// archives. An archive whose .idx says it holds no event or task row of
-// taskID is skipped without being read. Archives are decompressed once
-// into a bounded cache (at most
-// MaxInflatedArchiveBytes each, and no more than their SQLite header
-// declares); one that is larger, not a database or corrupt is refused,
-// logged once (recorder_archive_refused) and skipped by later traces
-// while it stays unchanged. An
-// event seen in two files (an archive pass in progress) is returned once.
-// Files removed by a concurrent archive pass are skipped. It stops when ctx
-// ends.
+// the memory ring), this cluster's sealed files and its archives (skipping
+// those whose .idx rules taskID out; see gzCache for how archives are read
+// and refused). An event seen in two files is returned once; files removed
+// meanwhile are skipped. It stops when ctx ends.
 func (r *Recorder) Trace(ctx context.Context, taskID string) ([]event.Event, error) {
 	return r.TraceIn(ctx, taskID, ScopeCluster)
 }
@@ -41,11 +34,9 @@ func (r *Recorder) Trace(ctx context.Context, taskID string) ([]event.Event, err
 type Scope int
 
 const (
-	// ScopeCluster reads the live file (or the memory ring), the
-	// cluster's sealed files and its archives.
+	// ScopeCluster reads the live file (or memory ring), sealed files and archives.
 	ScopeCluster Scope = iota
-	// ScopeLocal reads this worker's live file (or memory ring) only: what
-	// a peer answers when another worker asks it for its unsealed events.
+	// ScopeLocal reads this worker's live file (or memory ring) only.
 	ScopeLocal
 )
 
@@ -101,12 +92,10 @@ func (r *Recorder) TraceIn(ctx context.Context, taskID string, scope Scope) ([]e
 	return MergeEvents(all), nil
 }
 
-// MergeEvents joins lists of one task's events (from files, or from the
-// answers of peers asked for their live files) into one trace: an event
-// found more than once (an archive pass in progress, a live file sealed
-// while it was asked for) appears once, identified by (worker, ts_ms,
-// type, kind, payload) with the payload compacted, as in storage-format.md;
-// oldest first (then by worker and id), at most maxTraceEvents.
+// MergeEvents joins lists of one task's events (from files, or peers'
+// live files) into one trace: an event found twice appears once,
+// identified by (worker, ts_ms, type, kind, compacted payload); oldest
+// first (then by worker and id), at most maxTraceEvents.
 func MergeEvents(lists ...[]event.Event) []event.Event {
 	var all []event.Event
 	for _, l := range lists {
@@ -135,10 +124,9 @@ func MergeEvents(lists ...[]event.Event) []event.Event {
 }
 
 // TraceByLabel returns task rows carrying label name=value, newest first
-// (limit 1-1000, default 100), from the same files as Trace, found through
-// the task_labels index. Files are read newest first (by their to_ms), and
-// no further once limit rows newer than the next file's to_ms are found;
-// archives whose .idx lacks the label are skipped.
+// (limit 1-1000, default 100), from the same files as Trace. Files are read
+// newest first, and no further once limit rows newer than the next file's
+// to_ms are found.
 func (r *Recorder) TraceByLabel(ctx context.Context, name, value string, limit int) ([]event.TaskRow, error) {
 	return r.TraceByLabelIn(ctx, name, &value, limit, ScopeCluster)
 }
@@ -163,20 +151,7 @@ func (r *Recorder) TraceByLabelIn(ctx context.Context, name string, value *strin
 		key = labelKey(name, *value)
 	}
 	var all []event.TaskRow
-	seen := map[string]bool{}
-	add := func(rows []event.TaskRow) {
-		for _, t := range rows {
-			k := taskRowKey(t)
-			if !seen[k] && matches(t) {
-				all = append(all, t)
-			}
-			seen[k] = true
-		}
-		slices.SortStableFunc(all, func(a, b event.TaskRow) int { return cmp.Compare(b.TSms, a.TSms) })
-		if len(all) > limit {
-			all = all[:limit]
-		}
-	}
+	add := func(rows []event.TaskRow) { all = MergeTaskRows(name, value, limit, all, rows) }
 	if r.memory {
 		add(r.ring.tasksWhere(matches, limit))
 	}
@@ -221,10 +196,9 @@ func taskRowKey(t event.TaskRow) string {
 	return t.Worker + "\x00" + t.TaskID + "\x00" + strconv.FormatInt(t.TSms, 10) + "\x00" + t.Status + "\x00" + strconv.Itoa(t.Attempts)
 }
 
-// MergeTaskRows joins lists of task rows found by one label (from files,
-// or from the answers of peers asked for their live files): rows carrying
-// label name (with value, when not nil) only, each once, newest first, at
-// most limit (1-1000, default 100).
+// MergeTaskRows joins lists of task rows found by one label (from files or
+// peers): rows carrying it only, each once, newest first, at most limit
+// (1-1000, default 100).
 func MergeTaskRows(name string, value *string, limit int, lists ...[]event.TaskRow) []event.TaskRow {
 	limit = clampLimit(limit, 100, 1000)
 	var all []event.TaskRow
@@ -246,8 +220,7 @@ func MergeTaskRows(name string, value *string, limit int, lists ...[]event.TaskR
 }
 
 // labelQuery selects the newest limit task rows carrying label name with
-// value (any value when value is nil): the newest label rows come straight
-// off the (name, value, ts_ms) index.
+// value (any when nil), straight off the (name, value, ts_ms) index.
 func labelQuery(name string, value *string, limit int) (string, []any) {
 	match, args := `name = ?`, []any{name}
 	if value != nil {
@@ -258,8 +231,7 @@ func labelQuery(name string, value *string, limit int) (string, []any) {
 		ORDER BY ts_ms DESC LIMIT ?`, append(args, limit, limit)
 }
 
-// newestRow is the newest ts_ms file f may hold: its to_ms, or the end of
-// time when unknown.
+// newestRow is the newest ts_ms f may hold: its to_ms, else the end of time.
 func newestRow(f histFile) int64 {
 	if f.meta.ToMs > 0 {
 		return f.meta.ToMs
@@ -267,9 +239,8 @@ func newestRow(f histFile) int64 {
 	return math.MaxInt64
 }
 
-// histIndex is the history folder, opened once for a query, through which
-// archive indexes are read; nil when it cannot be opened (nothing is
-// skipped then).
+// histIndex is the history folder through which archive indexes are read;
+// nil when it cannot be opened (nothing is skipped then).
 type histIndex struct{ d *dir }
 
 // openHist opens this cluster's history folder for index lookups.
@@ -281,8 +252,8 @@ func (r *Recorder) openHist() *histIndex {
 	return &histIndex{d}
 }
 
-// mayHold reports whether f may hold one of keys: sealed files always may;
-// an archive may not when its .idx proves it (see mayHold).
+// mayHold reports whether f may hold one of keys: only an archive's .idx
+// can rule it out.
 func (h *histIndex) mayHold(f histFile, keys ...[]byte) bool {
 	return h == nil || f.shape != shapeArchive || mayHold(h.d, f, keys...)
 }
@@ -293,8 +264,8 @@ func (h *histIndex) close() {
 	}
 }
 
-// queryPath runs fn on a finished database file in a private folder (the
-// archive cache), opened read-only by path.
+// queryPath runs fn on a finished database file in a private folder,
+// opened read-only by path.
 func queryPath[T any](ctx context.Context, path string, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
@@ -304,8 +275,7 @@ func queryPath[T any](ctx context.Context, path string, fn func(*sqlite.Conn) ([
 }
 
 // queryShared runs fn on a sealed or merged file of the shared folder,
-// opened through the symlink-refusing walk and read by SQLite from that
-// open file.
+// read by SQLite from the descriptor the symlink-refusing walk opened.
 func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	f, _, err := r.openSharedFile(segs, false)
 	if err != nil {
@@ -315,10 +285,8 @@ func queryShared[T any](ctx context.Context, r *Recorder, segs []string, fn func
 	return queryOpen(ctx, r, f, fn)
 }
 
-// queryHist runs fn on a sealed file, or on the cached decompressed copy of
-// an archive. A file that vanished meanwhile yields nothing, and so does a
-// refused archive (logged once by the cache): one that does not inflate to
-// a database within its cap, or whose copy SQLite finds corrupt.
+// queryHist runs fn on a sealed file, or on the cached copy of an archive.
+// A file that vanished meanwhile, or a refused archive, yields nothing.
 func queryHist[T any](ctx context.Context, r *Recorder, f histFile, fn func(*sqlite.Conn) ([]T, error)) ([]T, error) {
 	var out []T
 	var err error

@@ -10,18 +10,11 @@ import (
 
 // walDamage reads the write-ahead log at path, as a dead process left it,
 // and describes the damage that will make SQLite drop committed data: it
-// replays frames only up to the first one whose checksum or salt is wrong,
-// so frames of the same log generation after it (same salts as the
-// header) are lost without a word, as is a whole log whose header fails
-// its checksum. "" when there is none: no log, an empty one, or one whose
-// only unreplayed frames are an unfinished transaction's or an older
-// generation's (both normal).
-//
-// The format is SQLite's (https://www.sqlite.org/fileformat2.html#walformat):
-// a 32-byte header (magic, version, page size, checkpoint sequence, two
-// salts, a checksum of the first 24 bytes), then frames of a 24-byte
-// header (page number, database size after a commit, the salts, a running
-// checksum) and a page.
+// replays frames only up to the first with a wrong checksum or salt, so
+// later frames of the same generation are lost, as is a whole log whose
+// header fails its checksum. "" when there is none (no log, or only an
+// unfinished transaction's or an older generation's frames unreplayed).
+// Format: https://www.sqlite.org/fileformat2.html#walformat.
 func walDamage(path string) (string, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {

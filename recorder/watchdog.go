@@ -1,13 +1,11 @@
 package recorder
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // watchdogPath is {Dir}/{worker}.watchdog.
@@ -22,9 +20,8 @@ type watchdogState struct {
 	TSms     int64 `json:"ts_ms"`
 }
 
-// takeWatchdog reads and removes a watchdog file left by a previous run.
-// Its presence means that run never shut down cleanly; the returned JSON is
-// the payload of the crash_detected event (nil when there was no file).
+// takeWatchdog reads and removes a watchdog file left by a previous run
+// that never shut down cleanly: the crash_detected payload (nil: none).
 func (r *Recorder) takeWatchdog() json.RawMessage {
 	path := r.watchdogPath()
 	// Temp files of a rewrite the dead process was in the middle of.
@@ -45,25 +42,10 @@ func (r *Recorder) takeWatchdog() json.RawMessage {
 	return data
 }
 
-// writeWatchdog rewrites the watchdog file atomically.
 func (r *Recorder) writeWatchdog() {
 	data, _ := json.Marshal(watchdogState{PID: os.Getpid(), RSSBytes: rssBytes(), TSms: r.cfg.Now().UnixMilli()})
 	if err := writeFileAtomic(r.watchdogPath(), data); err != nil {
 		r.log.Warn("recorder_watchdog_write_failed", "error", err)
-	}
-}
-
-// watchdogLoop rewrites the watchdog file every WatchdogInterval.
-func (r *Recorder) watchdogLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.WatchdogInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.writeWatchdog()
-		}
 	}
 }
 
