@@ -30,11 +30,7 @@ const (
 // DLQ sends failed messages to the dead-letter topic. Without a DLQ (no
 // Kafka source and no dlq.topic) sends are dropped, warned once and counted.
 type DLQ struct {
-	cl *producer // nil: no DLQ configured
-	// alone sends a record again after a broker refused its batch as too
-	// large, in a batch of its own, as a sink's does.
-	alone   *aloneProducer
-	limit   *topicLimit
+	outlet  // zero without a DLQ
 	topic   string
 	codec   string // dlq.compression
 	worker  string
@@ -54,22 +50,12 @@ func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *wo
 	if d.topic == "" {
 		return d, nil
 	}
-	d.limit = newTopicLimit(stop, "dlq", d.topic, cfg.DLQ.MaxMessageBytes, 0, log)
-	cl, err := newProducer(cfg.DLQConn(), defaultLinger(cfg), d.timeout, cfg.DLQ.Compression, kgo.ClientID("svc-dlq"), kgo.ProducerBatchMaxBytesFn(d.limit.batchMax))
+	limit := newTopicLimit(stop, "dlq", d.topic, cfg.DLQ.MaxMessageBytes, 0, log)
+	out, err := newOutlet(stop, cfg.DLQConn(), "svc-dlq", defaultLinger(cfg), d.timeout, cfg.DLQ.Compression, limit)
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
-	d.cl, d.limit.client = cl, cl.client
-	opts, err := aloneOpts(cfg.DLQConn(), d.timeout, cfg.DLQ.Compression, kgo.ClientID("svc-dlq"), kgo.ProducerBatchMaxBytesFn(d.limit.batchMax))
-	if err != nil {
-		cl.close()
-		return nil, fmt.Errorf("dlq: %w", err)
-	}
-	d.alone = newAloneProducer(stop, opts)
-	d.limit.onChange = func() {
-		d.cl.renew()
-		d.alone.renew()
-	}
+	d.outlet = out
 	return d, nil
 }
 
@@ -158,7 +144,7 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQR
 		return at, nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
 	}
 	sent := time.Now()
-	err = d.produce(ctx, rec)
+	err = d.produce(ctx, rec, d.produceOn)
 	if isTooLarge(err) {
 		refused := err
 		var limit int
@@ -210,17 +196,6 @@ func dlqReason(res *worker.TaskResult) string {
 		return res.Err.Error()
 	}
 	return res.Status
-}
-
-// produce sends rec and waits for its acknowledgement or ctx.
-func (d *DLQ) produce(ctx context.Context, rec *kgo.Record) error {
-	for {
-		cl := d.cl.client()
-		err := d.produceOn(ctx, cl, rec)
-		if !d.cl.replaced(cl, err) { // replaced: its topic's limit changed; again on the new client
-			return err
-		}
-	}
 }
 
 // produceAlone is produce through the alone producer: rec travels in a
@@ -323,11 +298,7 @@ func (d *DLQ) record(res *worker.TaskResult) *kgo.Record {
 
 // Close flushes and closes the producers, both at once.
 func (d *DLQ) Close() {
-	if d.cl == nil {
-		return
+	if d.cl != nil {
+		d.close()
 	}
-	var wg sync.WaitGroup
-	wg.Go(d.cl.close)
-	wg.Go(d.alone.close)
-	wg.Wait()
 }

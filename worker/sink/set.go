@@ -52,36 +52,21 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 	for i, sc := range cfg.Sinks.Kafka {
 		timeout := sc.DeliveryTimeout.D()
 		limit := newTopicLimit(stop, "sink "+sc.Name, sc.Topic, sc.MaxMessageBytes, int(cfg.Executor.MaxOutputBytes), log)
-		cl, err := newProducer(cfg.SinkConn(i), defaultLinger(cfg), 2*timeout, sc.Compression, kgo.ProducerBatchMaxBytesFn(limit.batchMax))
+		out, err := newOutlet(stop, cfg.SinkConn(i), "svc-sink", defaultLinger(cfg), 2*timeout, sc.Compression, limit)
 		if err != nil {
 			ss.Close()
 			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
 		}
-		limit.client = cl.client
 		name := sc.Name
-		s := &kafkaSink{name: name, codec: sc.Compression, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, limit: limit, timeout: timeout, log: log, m: ss.m,
+		s := &kafkaSink{name: name, codec: sc.Compression, forward: sc.ForwardHeaders, topic: sc.Topic, outlet: out, timeout: timeout, log: log, m: ss.m,
 			delivered: ss.m.delivered.WithLabelValues(name)}
-		opts, err := aloneOpts(cfg.SinkConn(i), 2*timeout, sc.Compression, kgo.ProducerBatchMaxBytesFn(limit.batchMax))
-		if err != nil {
-			cl.close()
-			ss.Close()
-			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
-		}
-		s.alone = newAloneProducer(stop, opts)
-		limit.onChange = s.limitChanged
 		s.breaker = NewBreaker(sc.Breaker.FailureThreshold, sc.Breaker.OpenTimeout.D(), func(from, to State) {
 			ss.m.state.WithLabelValues(name).Set(float64(to))
 			ss.m.transitions.WithLabelValues(name, to.String()).Inc()
 			log.Warn("sink_breaker_"+to.String(), "sink", name, "from", from.String())
 			events.State("sink_breaker_"+to.String(), map[string]any{"sink": name, "from": from.String()})
 		})
-		ss.m.state.WithLabelValues(name).Set(float64(Closed))
-		for _, to := range []State{Closed, Open, HalfOpen} {
-			ss.m.transitions.WithLabelValues(name, to.String())
-		}
-		ss.m.failures.WithLabelValues(name)
-		ss.m.tooLarge.WithLabelValues(name)
-		ss.m.refusedRetries.WithLabelValues(name)
+		ss.m.addSink(name)
 		ss.sinks = append(ss.sinks, s)
 		ss.byName[name] = s
 	}
@@ -237,9 +222,8 @@ func (ss *Set) Close() {
 		ss.stop()
 		var wg sync.WaitGroup
 		for _, s := range ss.sinks {
-			s.flushSlow()
-			wg.Go(s.cl.close)
-			wg.Go(s.alone.close)
+			s.reportSlow(true)
+			wg.Go(s.close)
 		}
 		if ss.dlq != nil {
 			wg.Go(ss.dlq.Close)
