@@ -99,8 +99,8 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	return nil
 }
 
-// sent accounts for res's DLQ record, acknowledged at at (Send) or
-// committed (Stage): counted and recorded, and a cut logged.
+// sent counts and records res's DLQ record, acknowledged at at (Send) or
+// committed (Stage), and logs a cut.
 func (d *DLQ) sent(res *worker.TaskResult, at worker.DLQRecordAt, cut *dlqCut) {
 	d.m.dlq.WithLabelValues("sent").Inc()
 	d.events.DeadLettered(res, "sent", dlqReason(res), &at)
@@ -115,8 +115,7 @@ func (d *DLQ) sent(res *worker.TaskResult, at worker.DLQRecordAt, cut *dlqCut) {
 	d.log.Warn("dlq_record_truncated", attrs...)
 }
 
-// msgAttrs are the log attributes of res's message: its partition and
-// offset.
+// msgAttrs are the partition and offset of res's message, for logs.
 func msgAttrs(res *worker.TaskResult) []any {
 	if m := res.Task.Msg; m != nil {
 		return []any{"partition", m.Partition, "offset", m.Offset}
@@ -132,12 +131,10 @@ type dlqCut struct {
 }
 
 // write produces res's DLQ record, cut to the DLQ topic's limit. A
-// broker refuses a whole batch as too large, small records included: a
-// refused record is cut again to the limit the brokers tell now and sent
-// again alone (produceAlone); refused even then (the topic takes less
-// than the brokers say), it goes once more with its value, key and
-// original headers dropped. at is where the acknowledged record landed;
-// cut is nil when nothing was cut.
+// refused record (a broker refuses a whole batch) is cut again to the
+// limit the brokers tell now and sent alone; refused even then, once more
+// with its value, key and original headers dropped. at is where the
+// record landed; cut is nil when nothing was cut.
 func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQRecordAt, cut *dlqCut, err error) {
 	rec, cut, err := d.build(ctx, res)
 	if err != nil {
@@ -165,7 +162,6 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQR
 		err = d.produceAlone(ctx, rec)
 	}
 	if err == nil {
-		// The producer set them when the broker acknowledged the record.
 		at = worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}
 	}
 	return at, cut, err
@@ -198,8 +194,7 @@ func dlqReason(res *worker.TaskResult) string {
 	return res.Status
 }
 
-// produceAlone is produce through the alone producer: rec travels in a
-// batch of its own.
+// produceAlone sends rec in a batch of its own.
 func (d *DLQ) produceAlone(ctx context.Context, rec *kgo.Record) error {
 	err := d.alone.produce(ctx, rec, d.produceOn)
 	if err != nil && err == ctx.Err() { // the record before it held the producer
@@ -214,11 +209,7 @@ func (d *DLQ) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Record) er
 	select {
 	case err := <-done:
 		return err
-	case <-ctx.Done():
-		// A record already sent is not failed by its context (the
-		// idempotent producer keeps it until the broker answers, which a
-		// hung broker never does): the send timed out all the same. The
-		// record may still land later, a duplicate at worst.
+	case <-ctx.Done(): // the record may still land later, a duplicate at worst
 		return fmt.Errorf("no acknowledgement within dlq.send_timeout %s: %w", d.timeout, ctx.Err())
 	}
 }

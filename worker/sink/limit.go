@@ -29,18 +29,15 @@ const maxLimit = config.MaxMessageBytesMax - 1024
 // lookupTimeout bounds the brokers' answer about a topic's limit.
 const lookupTimeout = 10 * time.Second
 
-// recordOverhead is what a record costs beyond its own encoding when it is
-// the only record of its batch, as the producer counts it until it knows
-// the broker's version: the batch header (61 bytes, all the broker
-// counts) and the request's 4-byte length of the batch (1 byte once the
-// version is known).
+// recordOverhead is what a record alone in its batch costs beyond its own
+// encoding, as the producer counts it: the batch header (61 bytes, all the
+// broker counts) and the request's 4-byte length of the batch.
 const recordOverhead = 61 + 4
 
 // RecordSize is the size rec takes against a topic's max.message.bytes
-// when it travels alone, uncompressed: its key, value and headers, their
-// lengths and the batch framing, at most 4 bytes more than the broker
-// counts. The producer refuses a record larger than its batch cap before
-// sending it, whatever the codec; one of at most RecordSize it takes.
+// when it travels alone, uncompressed, at most 4 bytes more than the
+// broker counts: the producer takes a record of at most its batch cap,
+// whatever the codec.
 func RecordSize(rec *kgo.Record) int {
 	return recordSize(len(rec.Key), len(rec.Value), rec.Headers)
 }
@@ -74,18 +71,13 @@ func isTooLarge(err error) bool {
 	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 }
 
-// topicLimit is the largest record one producer's topic takes. It is
-// resolved before the first record goes out: the configured
-// max_message_bytes, else the topic's max.message.bytes as the brokers
-// tell it, else the brokers' message.max.bytes, else
-// DefaultMaxMessageBytes (logged). The producer's batch cap reads it too,
-// so a batch never outgrows what the broker takes.
-//
-// It follows the topic at runtime (fresh): a broker's refusal of a batch
-// as too large has the brokers asked again (with a configured limit too:
-// the topic's, when lower, wins), and so has a record over a limit older
-// than limitMaxAge before it goes to the DLQ, so a raised limit is
-// learned too.
+// topicLimit is the largest record one producer's topic takes, and its
+// producers' batch cap: the configured max_message_bytes, else the topic's
+// max.message.bytes as the brokers tell it, else the brokers'
+// message.max.bytes, else DefaultMaxMessageBytes. It is resolved before
+// the first record goes out and asked again (fresh) after a broker's
+// refusal and before a record over a limit older than limitMaxAge goes to
+// the DLQ; the topic's limit, when lower, wins over a configured one.
 type topicLimit struct {
 	target    string // "sink <name>" or "dlq", for logs
 	topic     string
@@ -94,22 +86,19 @@ type topicLimit struct {
 	stop      context.Context
 	log       *slog.Logger
 
-	client func() *kgo.Client // the producer's current client, for the lookups; set once it exists
+	client func() *kgo.Client // the producer's current client, for the lookups
 	// txnCap is the limit the exactly-once source's transactional client
-	// last capped its batches to this topic at (TransactionOpts); 0: not
-	// known.
+	// last capped its batches to this topic at (capTxn); 0: not known.
 	txnCap atomic.Int64
-	// onChange, if set, is called when a later lookup or a refusal
-	// changes the limit (not at the first resolve: no batch was made
-	// yet), so the producers' batch caps follow it.
+	// onChange is called when a later lookup or a refusal changes the
+	// limit (not at the first resolve: no batch was made yet).
 	onChange func()
 	v        atomic.Int64
 	once     sync.Once
 	done     chan struct{}
 
 	// Later lookups (fresh): when the last finished one started, the
-	// running one (closed when it ends), and whether the last one failed
-	// (logged once per run of failures).
+	// running one (closed when it ends), and whether the last one failed.
 	mu      sync.Mutex
 	looked  time.Time
 	running chan struct{}
@@ -117,14 +106,11 @@ type topicLimit struct {
 }
 
 // refreshGap is the least time between the starts of two lookups of a
-// topic's limit: refusals in a burst share one lookup, and a topic
-// refusing records all the time costs one DescribeConfigs a second.
+// topic's limit, so refusals in a burst share one.
 const refreshGap = time.Second
 
 // limitMaxAge is how old a looked-up limit may be when a record over it
-// is about to go to the DLQ: an older one is looked up again first, so a
-// raised max.message.bytes is learned. A variable only so this package's
-// tests can shorten it (TestMain).
+// is about to go to the DLQ (a variable for this package's tests).
 var limitMaxAge = 30 * time.Second
 
 func newTopicLimit(stop context.Context, target, topic string, fixed, warnBelow int, log *slog.Logger) *topicLimit {
@@ -199,10 +185,8 @@ func (l *topicLimit) resolve() {
 	n := l.fixed
 	if n == 0 {
 		start := time.Now()
-		ctx, cancel := context.WithTimeout(l.stop, lookupTimeout)
 		var err error
-		n, from, err = lookupMaxMessageBytes(ctx, l.client(), l.topic)
-		cancel()
+		n, from, err = l.lookup()
 		l.mu.Lock()
 		l.looked, l.failing = start, err != nil
 		l.mu.Unlock()
@@ -299,9 +283,7 @@ func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 	)
 	if err == nil {
 		start = time.Now()
-		ctx, cancel := context.WithTimeout(l.stop, lookupTimeout)
-		n, from, err = lookupMaxMessageBytes(ctx, l.client(), l.topic)
-		cancel()
+		n, from, err = l.lookup()
 	}
 	var prev int64
 	if err == nil {
@@ -335,46 +317,45 @@ func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 	}
 }
 
-// lookupMaxMessageBytes asks the brokers for topic's max.message.bytes
-// (its own or the brokers' default), then, if the topic's configs cannot
-// be described, for a broker's message.max.bytes. from says which.
-func lookupMaxMessageBytes(ctx context.Context, cl *kgo.Client, topic string) (n int, from string, err error) {
-	adm := kadm.NewClient(cl)
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err == nil {
-		var rc kadm.ResourceConfig
-		if rc, err = rcs.On(topic, nil); err == nil {
-			if err = rc.Err; err == nil {
-				if n, err = configInt(rc.Configs, "max.message.bytes"); err == nil {
-					return n, "topic", nil
-				}
-			}
-		}
+// lookup asks the brokers for the topic's max.message.bytes (its own or
+// the brokers' default), then, if the topic's configs cannot be
+// described, for a broker's message.max.bytes. from says which.
+func (l *topicLimit) lookup() (n int, from string, err error) {
+	ctx, cancel := context.WithTimeout(l.stop, lookupTimeout)
+	defer cancel()
+	adm := kadm.NewClient(l.client())
+	rcs, err := adm.DescribeTopicConfigs(ctx, l.topic)
+	if n, err = configInt(rcs, err, l.topic, "max.message.bytes"); err == nil {
+		return n, "topic", nil
 	}
-	topicErr := fmt.Errorf("topic %s: %w", topic, err)
+	topicErr := fmt.Errorf("topic %s: %w", l.topic, err)
 	brokers, err := adm.ListBrokers(ctx)
 	if err == nil && len(brokers) == 0 {
 		err = errors.New("no broker listed")
 	}
 	if err == nil {
 		rcs, err = adm.DescribeBrokerConfigs(ctx, brokers[0].NodeID)
-		if err == nil {
-			var rc kadm.ResourceConfig
-			if rc, err = rcs.On(strconv.Itoa(int(brokers[0].NodeID)), nil); err == nil {
-				if err = rc.Err; err == nil {
-					if n, err = configInt(rc.Configs, "message.max.bytes"); err == nil {
-						return n, "broker", nil
-					}
-				}
-			}
+		if n, err = configInt(rcs, err, strconv.Itoa(int(brokers[0].NodeID)), "message.max.bytes"); err == nil {
+			return n, "broker", nil
 		}
 	}
 	return 0, "", errors.Join(topicErr, fmt.Errorf("broker: %w", err))
 }
 
-// configInt is the positive integer value of config key in cs.
-func configInt(cs []kadm.Config, key string) (int, error) {
-	for _, c := range cs {
+// configInt is the positive integer value of config key of resource name
+// in a describe's answer (rcs, err).
+func configInt(rcs kadm.ResourceConfigs, err error, name, key string) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	rc, err := rcs.On(name, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range rc.Configs {
 		if c.Key == key {
 			n, err := strconv.Atoi(c.MaybeValue())
 			if err != nil || n <= 0 {

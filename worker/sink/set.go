@@ -20,20 +20,19 @@ import (
 // Set delivers results to the named sinks and failures to the DLQ; it is
 // the worker's Deliverer.
 type Set struct {
-	name   string // the worker name, in every record's svc-worker header
-	sinks  []*kafkaSink
-	byName map[string]*kafkaSink
-	dlq    *DLQ
-	log    *slog.Logger
-	m      *sinkMetrics
-	events *worker.Events
-	stop   context.CancelFunc // ends the topic limit lookups and the sweep
-	// stopCtx is the context stop ends.
+	name    string // the worker name, in every record's svc-worker header
+	sinks   []*kafkaSink
+	byName  map[string]*kafkaSink
+	dlq     *DLQ
+	log     *slog.Logger
+	m       *sinkMetrics
+	events  *worker.Events
+	stop    context.CancelFunc // ends stopCtx: the topic limit lookups and the sweep
 	stopCtx context.Context
 	closed  sync.Once
 
-	// DeliverAsync's produces not acknowledged yet, and the context whose
-	// end cancels them (async.go).
+	// DeliverAsync's unacknowledged produces, and the context whose end
+	// cancels them (async.go).
 	pendMu  sync.Mutex
 	pending map[*asyncProduce]struct{}
 	watched context.Context
@@ -43,9 +42,8 @@ var _ worker.Deliverer = (*Set)(nil)
 
 // New builds a producer and a breaker per [[sinks.kafka]] entry and the DLQ
 // producer when a DLQ exists (dlq.topic, or the Kafka source's
-// <topic>_dlq). It connects lazily: no broker is contacted until the first
-// delivery, which first asks the brokers for the topic's max.message.bytes
-// (unless the entry sets max_message_bytes). events may be nil.
+// <topic>_dlq). No broker is contacted until the first delivery. events
+// may be nil.
 func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, log *slog.Logger) (*Set, error) {
 	stop, cancel := context.WithCancel(context.Background())
 	ss := &Set{name: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg), events: events, stop: cancel, stopCtx: stop}
@@ -91,8 +89,7 @@ func (ss *Set) Deliver(ctx context.Context, res *worker.TaskResult) error {
 }
 
 // deliver is Deliver; refused, when not nil, is a broker's refusal of
-// res's record for the sink to (DeliverAsync's fast path), which judges
-// it again before anything more is produced there.
+// res's record for the sink to (DeliverAsync's fast path).
 func (ss *Set) deliver(ctx context.Context, res *worker.TaskResult, to *kafkaSink, refused *refusal) error {
 	if res.Status != worker.StatusOK {
 		return ss.dlq.Send(ctx, res)
@@ -149,11 +146,9 @@ type sinkRecord struct {
 	size int
 }
 
-// records builds the records of ok result res for targets (ss.targets),
-// the one step of every delivery path, appending them to recs: each is
-// checked against its sink's topic limit (waiting for the limit's first
-// lookup), and one over it is a *TooLargeError in large instead, its
-// message bound for the DLQ (tooLargeFailure). err is ctx's, when it
+// records builds the records of ok result res for targets, the one step
+// of every delivery path, appending them to recs: one over its sink's
+// topic limit is a *TooLargeError in large instead. err is ctx's, when it
 // ended first.
 func (ss *Set) records(ctx context.Context, res *worker.TaskResult, targets []*kafkaSink, recs []sinkRecord) ([]sinkRecord, []*TooLargeError, error) {
 	for _, s := range targets {
@@ -180,8 +175,7 @@ func (ss *Set) records(ctx context.Context, res *worker.TaskResult, targets []*k
 }
 
 // tooLargeFailure is ok result res as the failure its message goes to
-// the DLQ with, for the sinks whose topics it is too large for: the
-// reason names each (in one order whatever sink answered first).
+// the DLQ with: the reason names each sink it is too large for, sorted.
 func tooLargeFailure(res *worker.TaskResult, large []*TooLargeError) *worker.TaskResult {
 	reasons := make([]string, len(large))
 	for i, tl := range large {
@@ -232,10 +226,9 @@ func (ss *Set) Close() {
 	})
 }
 
-// closeFlushWait bounds the last flush at shutdown. Every send's caller
-// has had its answer (acknowledged or timed out) by then; what is left are
-// records a hung broker still holds, which may land, duplicates at worst.
-// A variable only so this package's tests can shorten it (TestMain).
+// closeFlushWait bounds the last flush at shutdown: what is left then are
+// records a hung broker still holds, duplicates at worst if they land (a
+// variable for this package's tests).
 var closeFlushWait = 5 * time.Second
 
 func flushClose(cl *kgo.Client) {
