@@ -41,27 +41,16 @@ func IsLargeBatch(err error) bool { return errors.Is(err, ErrLargeBatch) }
 //
 //   - MaxBatch: a batch that decompresses to more is refused with
 //     kgo.ErrMaxDecompress, before anything is allocated when the batch
-//     states its size (zstd frames with a content size, snappy, lz4 frames
-//     with a content size), after at most MaxBatch bytes otherwise. The
-//     client stops fetching that partition and reports
-//     *kgo.ErrDecompressTooLarge (naming the batch's offsets) until the
-//     consumer moves past it.
+//     states its size, after at most MaxBatch bytes otherwise (the client
+//     reports *kgo.ErrDecompressTooLarge for the partition).
 //   - Window: what one fetch response may decompress beyond its first
-//     batch. A broker answers a fetch with up to the bytes asked for as
-//     stored, and compressed batches inflate without limit (a batch of
-//     zeros a thousandfold and more), so a fetch sized by what earlier
-//     batches inflated can still hold a great many batches that inflate
-//     more. A batch past the window is refused with ErrWindowFull, not
-//     decompressed: the client fetches it again later, first of its
-//     response. It never decompresses a batch twice, except one that does
-//     not state its size (gzip, lz4 or zstd written without one), of which
-//     up to Window bytes may be decoded before it is refused.
+//     batch (compressed batches inflate without limit). A batch past it
+//     is refused with ErrWindowFull and fetched again later, first of its
+//     response; only one that does not state its size may be decoded up
+//     to Window bytes before it is refused.
 //
-// A new window opens when the client reads a fetch response from a broker
-// (kgo.HookBrokerRead; Opts installs the hook). A client that has one
-// fetch at a time (the read API's) holds at most one window's
-// decompressed batches; one that fetches from several brokers at once
-// (the consumer) about one per broker.
+// A new window opens when the client reads a fetch response
+// (kgo.HookBrokerRead, installed by Opts).
 type Decompressor struct {
 	maxBatch, window int
 	streamAbove      int // > 0: batches larger than this are refused with ErrLargeBatch
@@ -73,15 +62,13 @@ type Decompressor struct {
 	batches      atomic.Int64 // batches decompressed
 	deferred     atomic.Int64 // batches refused with ErrWindowFull
 	tooLarge     atomic.Int64 // batches refused over MaxBatch
-	large        atomic.Int64 // batches refused with ErrLargeBatch
 
-	zstd, gz, lz *sync.Pool // shared by the Decompressors of one bound (decoders)
+	zstd, gz, lz *sync.Pool
 }
 
-// Decoders are shared by every Decompressor of the process: a read builds
-// a client (and a Decompressor) per request, and an lz4 reader holds
-// blocks of up to 4 MiB, a zstd decoder its window. zstd decoders carry
-// their bound, so they are shared by Decompressors of the same MaxBatch.
+// Decoders are shared by every Decompressor of the process (a read builds
+// one per request, and an lz4 reader holds blocks of up to 4 MiB); zstd
+// decoders carry their bound, so they are pooled per MaxBatch.
 var (
 	gzReaders  = &sync.Pool{New: func() any { return new(gzip.Reader) }}
 	lz4Readers = &sync.Pool{New: func() any { return lz4.NewReader(nil) }}
@@ -149,15 +136,11 @@ func (d *Decompressor) Batches() int64 { return d.batches.Load() }
 // Deferred is the number of batches refused with ErrWindowFull so far.
 func (d *Decompressor) Deferred() int64 { return d.deferred.Load() }
 
-// Large is the number of batches refused with ErrLargeBatch so far.
-func (d *Decompressor) Large() int64 { return d.large.Load() }
-
 // TooLarge is the number of batches refused over MaxBatch so far.
 func (d *Decompressor) TooLarge() int64 { return d.tooLarge.Load() }
 
-// OnBrokerRead implements kgo.HookBrokerRead: a fetch response opens a
-// new window. The client reads a response whole before it decompresses
-// any of its batches.
+// OnBrokerRead implements kgo.HookBrokerRead: a fetch response (read
+// whole before any of its batches is decompressed) opens a new window.
 func (d *Decompressor) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	if key != int16(kmsg.Fetch) || err != nil {
 		return
@@ -167,23 +150,14 @@ func (d *Decompressor) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _
 	d.mu.Unlock()
 }
 
-// Reset opens a new window, for batches decompressed outside a client's
-// fetches (kgo.ProcessFetchPartition).
-func (d *Decompressor) Reset() {
-	d.mu.Lock()
-	d.used = 0
-	d.mu.Unlock()
-}
-
-// limit is the most the next batch may decompress to, and whether it is
-// the window's first.
-func (d *Decompressor) limit() (int, bool) {
+// limit is the most the next batch may decompress to.
+func (d *Decompressor) limit() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.used == 0 {
-		return d.batchCap(), true
+		return d.batchCap()
 	}
-	return min(d.batchCap(), d.window-d.used), false
+	return min(d.batchCap(), d.window-d.used)
 }
 
 // batchCap is the most one batch decompresses to whole.
@@ -199,11 +173,9 @@ func (d *Decompressor) batchCap() int {
 func (d *Decompressor) errOver(lim int) error {
 	switch {
 	case lim >= d.batchCap() && d.batchCap() < d.maxBatch:
-		d.large.Add(1)
 		return ErrLargeBatch
 	case lim >= d.maxBatch:
-		d.tooLarge.Add(1)
-		return fmt.Errorf("%w (%d bytes)", kgo.ErrMaxDecompress, d.maxBatch)
+		return d.errTooLarge()
 	}
 	d.deferred.Add(1)
 	return ErrWindowFull
@@ -220,36 +192,35 @@ func (d *Decompressor) Decompress(src []byte, codec kgo.CompressionCodecType) (o
 	if codec == kgo.CodecNone {
 		return src, nil
 	}
-	lim, _ := d.limit()
+	lim := d.limit()
 	if lim <= 0 {
 		return nil, d.errOver(lim)
 	}
-	if n, ok := statedSize(src, codec); ok && n > lim {
-		// Refused before anything is allocated. A stated size is
-		// checked again while decoding: a batch that lies is refused
-		// there.
+	// A stated size is checked again while decoding: a batch that lies is
+	// refused there.
+	n, stated := statedSize(src, codec)
+	if stated && n > lim {
 		return nil, d.errOver(lim)
 	}
-	switch codec {
-	case kgo.CodecSnappy:
+	switch {
+	case codec == kgo.CodecSnappy:
 		out, err = decodeSnappy(src, lim)
-	case kgo.CodecZstd:
-		out, err = d.decodeZstd(src, lim)
-	case kgo.CodecGzip:
-		gz := d.gz.Get().(*gzip.Reader)
-		defer d.gz.Put(gz)
-		if err = gz.Reset(bytes.NewReader(src)); err == nil {
-			out, err = readLimited(gz, lim)
+	case codec == kgo.CodecZstd && stated: // decoded in one call
+		z := d.zstd.Get().(*zstdDec)
+		out, err = z.DecodeAll(src, make([]byte, 0, n))
+		d.zstd.Put(z)
+		if err == nil && len(out) > lim {
+			err = errOverLimit
 		}
-	case kgo.CodecLz4:
-		lz := d.lz.Get().(*lz4.Reader)
-		defer d.lz.Put(lz)
-		lz.Reset(bytes.NewReader(src))
-		out, err = readLimited(lz, lim)
 	default:
-		return nil, errors.New("unknown compression codec")
+		var r io.Reader
+		var release func()
+		if r, release, err = d.stream(src, codec); err == nil {
+			out, err = readLimited(r, lim)
+			release()
+		}
 	}
-	if errors.Is(err, errOverLimit) {
+	if zstdOver(err) || errors.Is(err, errOverLimit) {
 		return nil, d.errOver(lim)
 	}
 	if err != nil {
@@ -278,31 +249,6 @@ func readLimited(r io.Reader, lim int) ([]byte, error) {
 		return nil, errOverLimit
 	}
 	return buf.Bytes(), nil
-}
-
-// decodeZstd decodes all frames of src. A frame that states its content
-// size is decoded in one call into a buffer of that size; one that does
-// not is streamed, stopping past lim.
-func (d *Decompressor) decodeZstd(src []byte, lim int) ([]byte, error) {
-	z := d.zstd.Get().(*zstdDec)
-	defer d.zstd.Put(z)
-	var h zstd.Header
-	if err := h.Decode(src); err == nil && h.HasFCS {
-		out, err := z.DecodeAll(src, make([]byte, 0, h.FrameContentSize))
-		if zstdOver(err) || err == nil && len(out) > lim {
-			return nil, errOverLimit
-		}
-		return out, err
-	}
-	if err := z.Reset(bytes.NewReader(src)); err != nil {
-		return nil, err
-	}
-	out, err := readLimited(z, lim)
-	if zstdOver(err) {
-		err = errOverLimit
-	}
-	_ = z.Reset(nil) // drops src
-	return out, err
 }
 
 // zstdOver reports a zstd frame over the decoder's bound: its content, or
@@ -370,10 +316,10 @@ func snappySize(src []byte) (int, bool) {
 }
 
 // statedSize is the decompressed size a batch states before it is
-// decoded, when its codec and framing state one: a zstd frame's content
-// size (of the first frame), snappy's block sizes, an lz4 frame's content
-// size, a gzip member's size (modulo 2^32, of the last member: a hint
-// only, used to defer a batch, never to accept one).
+// decoded: a zstd frame's content size (of the first frame), snappy's
+// block sizes, an lz4 frame's content size, a gzip member's size (modulo
+// 2^32, of the last member: a hint used to defer a batch, never to accept
+// one).
 func statedSize(src []byte, codec kgo.CompressionCodecType) (int, bool) {
 	switch codec {
 	case kgo.CodecZstd:
@@ -398,10 +344,9 @@ func statedSize(src []byte, codec kgo.CompressionCodecType) (int, bool) {
 }
 
 // Reader returns src decompressed as a stream, for a caller that reads a
-// batch's records one at a time and stops at the ones it needs: it holds
-// the codec's window (and a snappy batch whole), not the batch. Reading
-// past MaxBatch fails with kgo.ErrMaxDecompress. release hands the
-// decoder back; the reader is unusable after it.
+// batch's records one at a time: it holds the codec's window (and a
+// snappy batch whole), not the batch. Reading past MaxBatch fails with
+// kgo.ErrMaxDecompress. release hands the decoder back.
 func (d *Decompressor) Reader(src []byte, codec kgo.CompressionCodecType) (r io.Reader, release func(), err error) {
 	release = func() {}
 	switch codec {
@@ -416,28 +361,37 @@ func (d *Decompressor) Reader(src []byte, codec kgo.CompressionCodecType) (r io.
 			return nil, release, err
 		}
 		r = bytes.NewReader(b)
+	default:
+		if r, release, err = d.stream(src, codec); err != nil {
+			return nil, func() {}, err
+		}
+	}
+	return &boundedReader{d: d, r: r, left: int64(d.maxBatch)}, release, nil
+}
+
+// stream is a pooled decoder reading src, for zstd, gzip and lz4.
+func (d *Decompressor) stream(src []byte, codec kgo.CompressionCodecType) (io.Reader, func(), error) {
+	switch codec {
 	case kgo.CodecZstd:
 		z := d.zstd.Get().(*zstdDec)
 		if err := z.Reset(bytes.NewReader(src)); err != nil {
 			d.zstd.Put(z)
-			return nil, release, err
+			return nil, nil, err
 		}
-		r, release = z, func() { _ = z.Reset(nil); d.zstd.Put(z) }
+		return z, func() { _ = z.Reset(nil); d.zstd.Put(z) }, nil
 	case kgo.CodecGzip:
 		gz := d.gz.Get().(*gzip.Reader)
 		if err := gz.Reset(bytes.NewReader(src)); err != nil {
 			d.gz.Put(gz)
-			return nil, release, err
+			return nil, nil, err
 		}
-		r, release = gz, func() { d.gz.Put(gz) }
+		return gz, func() { d.gz.Put(gz) }, nil
 	case kgo.CodecLz4:
 		lz := d.lz.Get().(*lz4.Reader)
 		lz.Reset(bytes.NewReader(src))
-		r, release = lz, func() { lz.Reset(nil); d.lz.Put(lz) }
-	default:
-		return nil, release, errors.New("unknown compression codec")
+		return lz, func() { lz.Reset(nil); d.lz.Put(lz) }, nil
 	}
-	return &boundedReader{d: d, r: r, left: int64(d.maxBatch)}, release, nil
+	return nil, nil, errors.New("unknown compression codec")
 }
 
 // boundedReader fails past its Decompressor's MaxBatch and counts what
