@@ -131,7 +131,7 @@ func (a *asyncProduce) slowIfDue(now time.Time) {
 	if a.ended.Load() || now.UnixNano() < a.due.Load() {
 		return
 	}
-	a.s.slowDelivery(now)
+	a.s.slowDelivery()
 	a.due.Store(now.Add(a.s.timeout).UnixNano())
 }
 

@@ -28,10 +28,8 @@ func (s State) String() string {
 
 // Breaker is a circuit breaker around one sink: closed until threshold
 // consecutive failures, then open for openTimeout, then half-open with one
-// trial call; the trial's success closes it, its failure opens it again.
-// While open, Acquire waits: callers are held, never refused, so nothing
-// is dropped and the pipeline backs up into backpressure. Safe for
-// concurrent use.
+// trial call, whose success closes it. While open, Acquire waits: nothing
+// is dropped and the pipeline backs up into backpressure.
 type Breaker struct {
 	mu          sync.Mutex
 	state       State
@@ -148,10 +146,8 @@ func (b *Breaker) Failure() {
 }
 
 // Release ends a call that says nothing about the sink's health (a record
-// refused for its size, a call cancelled at shutdown): the state and the
-// failure count stay, and a half-open trial passes to the next caller.
-// Calls are not told apart, so a release after the breaker moved on may
-// free a newer call's trial: two trials at once, at worst.
+// refused for its size, a call cancelled): a half-open trial passes to the
+// next caller. Calls are not told apart: two trials at once, at worst.
 func (b *Breaker) Release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

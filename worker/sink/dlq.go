@@ -62,10 +62,10 @@ func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *wo
 // Enabled reports whether a DLQ topic exists.
 func (d *DLQ) Enabled() bool { return d.cl != nil }
 
-// Send writes the failed task's original message to the DLQ, its value cut
-// to fit the DLQ topic's limit when it is larger. It returns nil when the
-// record is acknowledged, dropped by policy or no DLQ exists, and
-// worker.ErrDeliveryStalled when it failed under the stall policy.
+// Send writes the failed task's original message to the DLQ, cut to fit
+// its topic. It returns nil when the record is acknowledged, dropped by
+// policy or no DLQ exists, and worker.ErrDeliveryStalled when it failed
+// under the stall policy.
 func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	reason := dlqReason(res)
 	note := func(outcome string) { d.events.DeadLettered(res, outcome, reason, nil) }
@@ -167,9 +167,8 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQR
 	return at, cut, err
 }
 
-// build makes res's DLQ record, cut to the DLQ topic's limit (waiting
-// for its first lookup), for Send and Stage alike. err is ctx's, when it
-// ended first.
+// build makes res's DLQ record, cut to the DLQ topic's limit, for Send
+// and Stage alike. err is ctx's, when it ended first.
 func (d *DLQ) build(ctx context.Context, res *worker.TaskResult) (*kgo.Record, *dlqCut, error) {
 	if err := d.limit.wait(ctx); err != nil {
 		return nil, nil, err
@@ -227,11 +226,10 @@ func originalHeaders(res *worker.TaskResult) int {
 const maxReasonBytes = 1024
 
 // fit cuts rec, a DLQ record whose first nOrig headers are the message's
-// own, to limit (RecordSize) and returns the original value's size, or -1
-// when it already fits. The value is cut to what fits and
-// svc-dlq-truncated added; should even that not fit, the message's own
-// headers are dropped, then its key, then svc-dlq-reason is cut to
-// maxReasonBytes. limit 0 does all of it.
+// own, to limit and returns the original value's size, or -1 when it
+// fits: the value is cut (svc-dlq-truncated added), then if need be the
+// message's own headers, the key and svc-dlq-reason beyond
+// maxReasonBytes are dropped. limit 0 does all of it.
 func fit(rec *kgo.Record, nOrig, limit int) int {
 	if RecordSize(rec) <= limit {
 		return -1

@@ -17,9 +17,8 @@ import (
 	"svc/worker/config"
 )
 
-// DefaultMaxMessageBytes is the limit a sink or the DLQ assumes when the
-// brokers do not tell its topic's max.message.bytes: Kafka's own default
-// (message.max.bytes).
+// DefaultMaxMessageBytes is the limit assumed when the brokers do not tell
+// a topic's: Kafka's own default (message.max.bytes).
 const DefaultMaxMessageBytes = 1048588
 
 // maxLimit caps any limit: the producer refuses larger requests
@@ -159,7 +158,7 @@ func (l *topicLimit) batchMax(string) int32 { return int32(l.get()) }
 
 // wait resolves the limit on first use and waits for it, or for ctx.
 func (l *topicLimit) wait(ctx context.Context) error {
-	l.once.Do(func() { go l.resolve() })
+	l.ready()
 	select {
 	case <-l.done:
 		return nil
@@ -198,13 +197,28 @@ func (l *topicLimit) resolve() {
 		n = min(n, maxLimit)
 		l.v.Store(int64(n))
 	}
-	attrs := []any{"target", l.target, "topic", l.topic, "max_message_bytes", n, "from", from}
 	if n < l.warnBelow {
-		l.log.Warn("kafka_max_message_bytes", append(attrs, "max_output_bytes", l.warnBelow,
-			"detail", "a result near executor.max_output_bytes does not fit this topic: such results go to the DLQ; raise the topic's max.message.bytes to deliver them")...)
-		return
+		l.logLimit(n, "from", from, "max_output_bytes", l.warnBelow)
+	} else {
+		l.logLimit(n, "from", from)
 	}
-	l.log.Info("kafka_max_message_bytes", attrs...)
+}
+
+// logLimit logs the limit n the topic has now, as a WARN when the topic
+// takes less than max_message_bytes or than a result near
+// executor.max_output_bytes.
+func (l *topicLimit) logLimit(n int, attrs ...any) {
+	attrs = append([]any{"target", l.target, "topic", l.topic, "max_message_bytes", n}, attrs...)
+	switch {
+	case l.fixed > 0 && n < l.fixed:
+		l.log.Warn("kafka_max_message_bytes", append(attrs, "configured", l.fixed,
+			"detail", "the topic takes less than max_message_bytes: the topic's limit applies")...)
+	case n < l.warnBelow:
+		l.log.Warn("kafka_max_message_bytes", append(attrs,
+			"detail", "a result near executor.max_output_bytes does not fit this topic: such results go to the DLQ; raise the topic's max.message.bytes to deliver them")...)
+	default:
+		l.log.Info("kafka_max_message_bytes", attrs...)
+	}
 }
 
 // ceiling is the largest limit the brokers may raise it to: the
@@ -216,11 +230,9 @@ func (l *topicLimit) ceiling() int {
 	return maxLimit
 }
 
-// overLimit reports whether a record of size is over the limit. A limit
-// looked up more than limitMaxAge ago is looked up again first (a raised
-// max.message.bytes is learned before a record goes to the DLQ for it);
-// a record over the configured max_message_bytes is over, whatever the
-// brokers say. limit is the limit it was judged against; err is ctx's.
+// overLimit reports whether a record of size is over the limit, looked up
+// again first when older than limitMaxAge (and the record is within the
+// configured max_message_bytes). limit is the one it was judged against.
 func (l *topicLimit) overLimit(ctx context.Context, size int) (over bool, limit int, err error) {
 	limit = l.get()
 	if size <= limit || size > l.ceiling() {
@@ -230,10 +242,9 @@ func (l *topicLimit) overLimit(ctx context.Context, size int) (over bool, limit 
 	return size > limit, limit, err
 }
 
-// fresh is the limit as a lookup started at since or later told it:
-// the last one if it is that recent, else the running one if it is, else
-// a new one, started refreshGap after the last at the earliest. A failed
-// lookup leaves the limit as it was. err is ctx's, when it ended first.
+// fresh is the limit as told by a lookup started at since or later: the
+// last one, the running one, or a new one, started refreshGap after the
+// last at the earliest. err is ctx's, when it ended first.
 func (l *topicLimit) fresh(ctx context.Context, since time.Time) (int, error) {
 	for {
 		l.mu.Lock()
@@ -265,10 +276,7 @@ func (l *topicLimit) fresh(ctx context.Context, since time.Time) (int, error) {
 }
 
 // refresh is one later lookup, started at start; it closes ch when done.
-// The limit takes the brokers' answer, up to the configured
-// max_message_bytes; a change is logged as kafka_max_message_bytes with
-// the previous value, the first of a run of failed lookups as
-// kafka_max_message_bytes_refresh_failed.
+// The first failure of a run of them is logged.
 func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 	t := time.NewTimer(time.Until(start))
 	select {
@@ -303,17 +311,7 @@ func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 		l.log.Warn("kafka_max_message_bytes_refresh_failed", "target", l.target, "topic", l.topic, "max_message_bytes", l.get(), "error", err.Error(),
 			"detail", "the brokers did not tell the topic's max.message.bytes again: the limit stays; a record a broker refuses even alone goes to the DLQ")
 	case err == nil && int(prev) != n:
-		attrs := []any{"target", l.target, "topic", l.topic, "max_message_bytes", n, "from", from, "previous", prev}
-		if n < l.warnBelow || (l.fixed > 0 && n < l.fixed) {
-			detail := "a result near executor.max_output_bytes does not fit this topic: such results go to the DLQ; raise the topic's max.message.bytes to deliver them"
-			if l.fixed > 0 && n < l.fixed {
-				attrs = append(attrs, "configured", l.fixed)
-				detail = "the topic takes less than max_message_bytes: the topic's limit applies"
-			}
-			l.log.Warn("kafka_max_message_bytes", append(attrs, "detail", detail)...)
-			return
-		}
-		l.log.Info("kafka_max_message_bytes", attrs...)
+		l.logLimit(n, "from", from, "previous", prev)
 	}
 }
 

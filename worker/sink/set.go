@@ -78,12 +78,10 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 }
 
 // Deliver sends an ok result to its sinks (every sink, or the task's named
-// ones) and a failed one to the DLQ. An ok result too large for a sink's
-// topic is a failure of its message: after the other sinks have it, the
-// message goes to the DLQ with a reason naming each such sink, the size
-// and the limit. It returns nil once the result is safely out,
-// worker.ErrDeliveryStalled when the DLQ send failed under
-// dlq.on_send_failure = "stall", or ctx.Err().
+// ones) and a failed one to the DLQ; an ok result too large for some sink
+// goes to the DLQ too, once the others have it. It returns nil once the
+// result is out, worker.ErrDeliveryStalled (dlq.on_send_failure = "stall"),
+// or ctx.Err().
 func (ss *Set) Deliver(ctx context.Context, res *worker.TaskResult) error {
 	return ss.deliver(ctx, res, nil, nil)
 }

@@ -17,9 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// errDeliveryTimeout marks a produce that got no answer within the sink's
-// delivery timeout; it counts as a breaker failure while the record stays
-// with the producer, which keeps retrying it.
+// errDeliveryTimeout marks a produce unanswered within the delivery
+// timeout: a breaker failure, while the producer keeps the record.
 var errDeliveryTimeout = errors.New("no acknowledgement within the delivery timeout")
 
 // Sink header names added to every result record.
@@ -49,20 +48,18 @@ func (e *TooLargeError) Error() string {
 
 func (e *TooLargeError) Unwrap() error { return e.Err }
 
-// kafkaSink is one named sink: an idempotent acks=all producer behind its
-// own circuit breaker.
+// kafkaSink is one named sink, behind its own circuit breaker.
 type kafkaSink struct {
 	name    string
 	codec   string // sinks.kafka[].compression
 	forward bool   // sinks.kafka[].forward_headers
 	topic   string
 	outlet
-	breaker *Breaker
-	timeout time.Duration
-	log     *slog.Logger
-	m       *sinkMetrics
-	// delivered is m.delivered's child of this sink, bound once.
-	delivered prometheus.Counter
+	breaker   *Breaker
+	timeout   time.Duration
+	log       *slog.Logger
+	m         *sinkMetrics
+	delivered prometheus.Counter // m.delivered's child of this sink
 	slow      slowLog
 }
 
@@ -79,27 +76,18 @@ type slowLog struct {
 
 // slowDelivery counts a delivery unacknowledged past delivery_timeout as
 // a breaker failure and logs it (slowLog).
-func (s *kafkaSink) slowDelivery(now time.Time) {
+func (s *kafkaSink) slowDelivery() {
 	s.m.failures.WithLabelValues(s.name).Inc()
 	s.breaker.Failure()
 	s.slow.mu.Lock()
 	s.slow.n++
-	if !s.slow.last.IsZero() && now.Sub(s.slow.last) < s.timeout {
-		if s.slow.timer == nil {
-			s.slow.timer = time.AfterFunc(s.slow.last.Add(s.timeout).Sub(now), func() { s.reportSlow(false) })
-		}
-		s.slow.mu.Unlock()
-		return
-	}
-	n := s.slow.n
-	s.slow.last, s.slow.n = now, 0
 	s.slow.mu.Unlock()
-	s.logSlow(n)
+	s.reportSlow(false)
 }
 
 // reportSlow logs the slow deliveries held back, in one line: at once when
-// now (the sinks close), else when the window since the last line has
-// ended (a line logged meanwhile opened a new one: the timer is set again).
+// now (the sinks close), else once a delivery_timeout has passed since the
+// last line (a timer waits for it).
 func (s *kafkaSink) reportSlow(now bool) {
 	s.slow.mu.Lock()
 	if s.slow.timer != nil {
@@ -272,7 +260,7 @@ func (s *kafkaSink) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Reco
 			produceWaits.Put(w) // acknowledged: nothing uses w any more
 			return err
 		case <-w.timer.C:
-			s.slowDelivery(time.Now())
+			s.slowDelivery()
 			w.timer.Reset(s.timeout)
 		case <-ctx.Done():
 			// The producer still holds rec and calls w.ack later: w is
@@ -299,9 +287,8 @@ var produceWaits = sync.Pool{New: func() any {
 }}
 
 // resultRecord builds a sink record for one task result: the output as
-// value, the message key, svc-* headers naming the task and its source,
-// svc-label-* headers for the labels, and with forward the input message's
-// own headers first (its svc-* ones excepted: this record sets its own).
+// value, the message key, svc-* and svc-label-* headers, and with forward
+// the input message's own headers first (its svc-* ones excepted).
 func resultRecord(topic, workerName string, forward bool, res *worker.TaskResult) *kgo.Record {
 	// The record and its svc- headers in one allocation, every header
 	// value in a second (BenchmarkDeliver).
