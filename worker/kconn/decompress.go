@@ -19,15 +19,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ErrWindowFull is the error a Decompressor refuses a batch with when the
-// fetch response it belongs to already decompressed its budget (Window).
-// The batch is not lost: the client fetches it again, first of a later
-// response. Consumers of fetch errors skip it (IsWindowFull).
+// ErrWindowFull refuses a batch past its fetch response's budget (Window):
+// the client fetches it again later, and consumers skip the error.
 var ErrWindowFull = errors.New("the fetch's decompression budget is spent; the batch is read by a later fetch")
 
-// ErrLargeBatch is the error a Decompressor set to StreamAbove refuses a
-// batch larger than that with (stated, or seen while decoding): the
-// client's caller reads it as a stream instead (Reader), never whole.
+// ErrLargeBatch refuses a batch over StreamAbove: the caller reads it as
+// a stream instead (Reader).
 var ErrLargeBatch = errors.New("the batch is larger than the client decompresses whole; it is read as a stream")
 
 // IsWindowFull reports a fetch error that only defers a batch.
@@ -264,21 +261,15 @@ var xerialPrefix = []byte{130, 83, 78, 65, 80, 80, 89, 0}
 // decodeSnappy decodes a raw or xerial-framed snappy batch, whose blocks
 // state their sizes: nothing is decoded past lim.
 func decodeSnappy(src []byte, lim int) ([]byte, error) {
-	n, ok := snappySize(src)
+	blocks, n, ok := snappyBlocks(src)
 	if !ok {
 		return nil, errors.New("malformed snappy batch")
 	}
 	if n > lim {
 		return nil, errOverLimit
 	}
-	if !bytes.HasPrefix(src, xerialPrefix) || len(src) <= 16 {
-		return s2.Decode(nil, src)
-	}
 	out := make([]byte, 0, n)
-	for rest := src[16:]; len(rest) > 0; {
-		size := int(binary.BigEndian.Uint32(rest))
-		block := rest[4 : 4+size]
-		rest = rest[4+size:]
+	for _, block := range blocks {
 		l, _ := s2.DecodedLen(block)
 		got, err := s2.Decode(out[len(out):len(out)+l], block)
 		if err != nil {
@@ -289,30 +280,29 @@ func decodeSnappy(src []byte, lim int) ([]byte, error) {
 	return out, nil
 }
 
-// snappySize is the decoded size a snappy batch states (the sum of its
-// blocks' when xerial-framed).
-func snappySize(src []byte) (int, bool) {
+// snappyBlocks splits a snappy batch into its blocks (itself when raw) and
+// sums the sizes they state; ok is false when it is malformed.
+func snappyBlocks(src []byte) (blocks [][]byte, n int, ok bool) {
 	if !bytes.HasPrefix(src, xerialPrefix) || len(src) <= 16 {
-		n, err := s2.DecodedLen(src)
-		return n, err == nil
+		blocks = [][]byte{src}
+	} else {
+		for rest := src[16:]; len(rest) > 0; {
+			if len(rest) < 4 || int64(binary.BigEndian.Uint32(rest)) > int64(len(rest)-4) {
+				return nil, 0, false
+			}
+			size := int(binary.BigEndian.Uint32(rest))
+			blocks = append(blocks, rest[4:4+size])
+			rest = rest[4+size:]
+		}
 	}
-	total := 0
-	for rest := src[16:]; len(rest) > 0; {
-		if len(rest) < 4 {
-			return 0, false
-		}
-		size := int64(binary.BigEndian.Uint32(rest))
-		if size > int64(len(rest)-4) {
-			return 0, false
-		}
-		n, err := s2.DecodedLen(rest[4 : 4+size])
+	for _, block := range blocks {
+		l, err := s2.DecodedLen(block)
 		if err != nil {
-			return 0, false
+			return nil, 0, false
 		}
-		total += n
-		rest = rest[4+size:]
+		n += l
 	}
-	return total, true
+	return blocks, n, true
 }
 
 // statedSize is the decompressed size a batch states before it is
@@ -328,7 +318,8 @@ func statedSize(src []byte, codec kgo.CompressionCodecType) (int, bool) {
 			return int(min(h.FrameContentSize, 1<<62)), true
 		}
 	case kgo.CodecSnappy:
-		return snappySize(src)
+		_, n, ok := snappyBlocks(src)
+		return n, ok
 	case kgo.CodecLz4:
 		// Frame: magic, FLG (bit 3: content size present), BD, then
 		// the 8-byte little-endian content size.
