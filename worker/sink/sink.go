@@ -295,67 +295,65 @@ func resultRecord(topic, workerName string, forward bool, res *worker.TaskResult
 	rb := &resultRecordBuf{}
 	rec := &rb.rec
 	rec.Topic, rec.Value = topic, res.Output
-	t := res.Task
-	m := t.Msg
-	hdr := rb.hdr[:0]
-	if n := len(res.Labels) + 5; (m != nil && forward && len(m.Headers) > 0) || n > len(rb.hdr) {
-		hdr = make([]kgo.RecordHeader, 0, n+headerCount(m, forward))
-	}
+	t, m := res.Task, res.Task.Msg
+	var own []worker.Header // the message's headers to forward
 	size := len(t.ID) + len(workerName) + 2*20
 	if m != nil {
 		size += len(m.Source)
+		if forward {
+			own = m.Headers
+		}
 	}
 	for _, v := range res.Labels {
 		size += len(v)
 	}
-	buf := make([]byte, 0, size)
-	take := func(from int) []byte { return buf[from:len(buf):len(buf)] }
-	if m != nil && forward {
-		for _, h := range m.Headers {
-			if !strings.HasPrefix(h.Key, "svc-") {
-				hdr = append(hdr, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-			}
+	h := headerBuf{hdr: rb.hdr[:0], buf: make([]byte, 0, size)}
+	if n := len(res.Labels) + 5; len(own) > 0 || n > len(rb.hdr) {
+		h.hdr = make([]kgo.RecordHeader, 0, n+len(own))
+	}
+	for _, o := range own {
+		if !strings.HasPrefix(o.Key, "svc-") {
+			h.hdr = append(h.hdr, kgo.RecordHeader{Key: o.Key, Value: o.Value})
 		}
 	}
-	at := len(buf)
-	buf = append(buf, t.ID...)
-	hdr = append(hdr, kgo.RecordHeader{Key: HeaderTaskID, Value: take(at)})
-	at = len(buf)
-	buf = append(buf, workerName...)
-	hdr = append(hdr, kgo.RecordHeader{Key: HeaderWorker, Value: take(at)})
+	h.buf = append(h.buf, t.ID...)
+	h.put(HeaderTaskID)
+	h.buf = append(h.buf, workerName...)
+	h.put(HeaderWorker)
 	if m != nil {
 		rec.Key = m.Key
-		at = len(buf)
-		buf = append(buf, m.Source...)
-		hdr = append(hdr, kgo.RecordHeader{Key: HeaderSource, Value: take(at)})
+		h.buf = append(h.buf, m.Source...)
+		h.put(HeaderSource)
 		if m.Source == worker.SourceKafka {
-			at = len(buf)
-			buf = strconv.AppendInt(buf, int64(m.Partition), 10)
-			hdr = append(hdr, kgo.RecordHeader{Key: HeaderSourcePartition, Value: take(at)})
-			at = len(buf)
-			buf = strconv.AppendInt(buf, m.Offset, 10)
-			hdr = append(hdr, kgo.RecordHeader{Key: HeaderSourceOffset, Value: take(at)})
+			h.buf = strconv.AppendInt(h.buf, int64(m.Partition), 10)
+			h.put(HeaderSourcePartition)
+			h.buf = strconv.AppendInt(h.buf, m.Offset, 10)
+			h.put(HeaderSourceOffset)
 		}
 	}
 	for k, v := range res.Labels {
-		at = len(buf)
-		buf = append(buf, v...)
-		hdr = append(hdr, kgo.RecordHeader{Key: worker.LabelHeaderPrefix + k, Value: take(at)})
+		h.buf = append(h.buf, v...)
+		h.put(worker.LabelHeaderPrefix + k)
 	}
-	rec.Headers = hdr
+	rec.Headers = h.hdr
 	return rec
+}
+
+// headerBuf builds headers whose values share one buffer.
+type headerBuf struct {
+	hdr []kgo.RecordHeader
+	buf []byte
+	at  int // where the next value starts in buf
+}
+
+// put adds header key, its value the bytes appended to buf since the last.
+func (h *headerBuf) put(key string) {
+	h.hdr = append(h.hdr, kgo.RecordHeader{Key: key, Value: h.buf[h.at:len(h.buf):len(h.buf)]})
+	h.at = len(h.buf)
 }
 
 // resultRecordBuf is a result record with room for its five svc- headers.
 type resultRecordBuf struct {
 	rec kgo.Record
 	hdr [5]kgo.RecordHeader
-}
-
-// headerCount is how many of m's headers a forwarding record may carry.
-func headerCount(m *worker.Message, forward bool) int {
-	if m == nil || !forward {
-		return 0
-	}
-	return len(m.Headers)
 }
