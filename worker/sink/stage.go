@@ -140,7 +140,8 @@ func (ss *Set) Failed(fails []Failure) (renew bool) {
 	var seen []*kafkaSink
 	dlq := false
 	refused := map[*topicLimit][]Failure{}
-	var limits []*topicLimit // refused's keys in order
+	var limits []*topicLimit                 // refused's keys in order
+	perPartition := map[topicPartition]int{} // refused records, whatever their target
 	for _, f := range fails {
 		s := f.St.to[f.I]
 		if isTooLarge(f.Err) {
@@ -152,6 +153,8 @@ func (ss *Set) Failed(fails []Failure) (renew bool) {
 				limits = append(limits, lim)
 			}
 			refused[lim] = append(refused[lim], f)
+			rec := f.St.Records[f.I]
+			perPartition[topicPartition{rec.Topic, rec.Partition}]++
 			continue
 		}
 		if s == nil {
@@ -172,20 +175,8 @@ func (ss *Set) Failed(fails []Failure) (renew bool) {
 		s.log.Warn("sink_delivery_failed", "sink", s.name, "records", len(fails), "error", f.Err.Error(),
 			"detail", "exactly-once: the transaction aborts and its messages are processed again")
 	}
-	if len(limits) == 0 {
-		return false
-	}
-	perPartition := map[topicPartition]int{} // refused records, whatever their target
-	for _, f := range fails {
-		if isTooLarge(f.Err) {
-			rec := f.St.Records[f.I]
-			perPartition[topicPartition{rec.Topic, rec.Partition}]++
-		}
-	}
 	for _, lim := range limits {
-		if ss.relimit(lim, refused[lim], perPartition) {
-			renew = true
-		}
+		renew = ss.relimit(lim, refused[lim], perPartition) || renew
 	}
 	return renew
 }
