@@ -89,8 +89,8 @@ type topicLimit struct {
 	// txnCap is the limit the exactly-once source's transactional client
 	// last capped its batches to this topic at (capTxn); 0: not known.
 	txnCap atomic.Int64
-	// onChange is called when a later lookup or a refusal changes the
-	// limit (not at the first resolve: no batch was made yet).
+	// onChange renews the producers when a later lookup or a refusal
+	// changes the limit (not at the first resolve: no batch was made yet).
 	onChange func()
 	v        atomic.Int64
 	once     sync.Once
@@ -133,15 +133,9 @@ func (l *topicLimit) lower(n int) {
 			return
 		}
 		if l.v.CompareAndSwap(cur, int64(n)) {
-			l.changed()
+			l.onChange()
 			return
 		}
-	}
-}
-
-func (l *topicLimit) changed() {
-	if l.onChange != nil {
-		l.onChange()
 	}
 }
 
@@ -297,7 +291,7 @@ func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 	if err == nil {
 		n = min(n, l.ceiling())
 		if prev = l.v.Swap(int64(n)); int(prev) != n {
-			l.changed() // before anyone sees this lookup done: they produce on the renewed clients
+			l.onChange() // before anyone sees this lookup done: they produce on the renewed clients
 		}
 	}
 	l.mu.Lock()
