@@ -59,9 +59,6 @@ func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *wo
 	return d, nil
 }
 
-// Enabled reports whether a DLQ topic exists.
-func (d *DLQ) Enabled() bool { return d.cl != nil }
-
 // Send writes the failed task's original message to the DLQ, cut to fit
 // its topic. It returns nil when the record is acknowledged, dropped by
 // policy or no DLQ exists, and worker.ErrDeliveryStalled when it failed

@@ -237,4 +237,4 @@ func flushClose(cl *kgo.Client) {
 }
 
 // DLQEnabled reports whether a DLQ producer exists.
-func (ss *Set) DLQEnabled() bool { return ss.dlq.Enabled() }
+func (ss *Set) DLQEnabled() bool { return ss.dlq.cl != nil }

@@ -100,9 +100,6 @@ func New(o Options) (*Tracker, error) {
 // Enabled reports whether a cost label is configured.
 func (t *Tracker) Enabled() bool { return t.enabled }
 
-// CostLabel returns the configured label name ("" when disabled).
-func (t *Tracker) CostLabel() string { return t.o.CostLabel }
-
 // Observe accounts one finished task, of executor wall time wall. A cost
 // label holding a finite number from 0 to MaxCost gives ok, the cost, and
 // speed = cost / wall seconds (0 when wall is not positive); otherwise the
