@@ -20,9 +20,8 @@ type aloneProducer struct {
 	sem       chan struct{}   // held from Produce until the answer
 }
 
-// produce sends rec through wait (which produces it on the client and
-// waits for the answer or ctx), once the previous record has its
-// answer, so no two records share a batch.
+// produce sends rec through wait once the previous record has its answer,
+// so no two records share a batch.
 func (a *aloneProducer) produce(ctx context.Context, rec *kgo.Record, wait func(context.Context, *kgo.Client, *kgo.Record) error) error {
 	select {
 	case a.sem <- struct{}{}:

@@ -12,14 +12,11 @@ import (
 
 // DeliverAsync delivers res as Deliver does without holding its caller:
 // done is called exactly once, with what Deliver would have returned, on
-// another goroutine.
-//
-// An ok result for one sink whose breaker is closed and whose topic limit
-// is known is produced at once and finished in the producer's
-// acknowledgement, so no goroutine waits per result. Everything else goes
-// the synchronous way on a goroutine of its own. A produce unacknowledged
-// after delivery_timeout counts as in Deliver (seen by a sweep within a
-// quarter of the timeout); when ctx ends, done gets ctx.Err() at once.
+// another goroutine. An ok result for one sink whose breaker is closed and
+// whose topic limit is known is finished in the producer's acknowledgement
+// (no goroutine waits per result); everything else goes the synchronous
+// way on a goroutine of its own. Slow produces count as in Deliver (seen
+// by a sweep); when ctx ends, done gets ctx.Err() at once.
 func (ss *Set) DeliverAsync(ctx context.Context, res *worker.TaskResult, done func(error)) {
 	if res.Status == worker.StatusOK && ctx.Err() == nil {
 		if targets := ss.targets(res); len(targets) == 1 && targets[0].limit.ready() {
@@ -48,9 +45,8 @@ type asyncProduce struct {
 	due   atomic.Int64 // when it is slow (Unix ns): one more delivery_timeout unacknowledged
 }
 
-// produceAsync produces res's record r and returns true, or returns
-// false (nothing sent, done not called) when res must go the synchronous
-// way: the breaker does not let a call out now.
+// produceAsync produces res's record r, or returns false (nothing sent)
+// when the breaker does not let a call out now.
 func (ss *Set) produceAsync(ctx context.Context, r sinkRecord, res *worker.TaskResult, done func(error)) bool {
 	s := r.s
 	if !s.breaker.TryAcquire() {
@@ -124,9 +120,8 @@ func (a *asyncProduce) ack(_ *kgo.Record, err error) {
 	}()
 }
 
-// slowIfDue counts a breaker failure and notes a slow delivery
-// (slowDelivery) when a is still unacknowledged at its due time, and
-// moves that one delivery_timeout on.
+// slowIfDue notes a slow delivery when a is still unacknowledged at its
+// due time, and moves that one delivery_timeout on.
 func (a *asyncProduce) slowIfDue(now time.Time) {
 	if a.ended.Load() || now.UnixNano() < a.due.Load() {
 		return
@@ -136,9 +131,8 @@ func (a *asyncProduce) slowIfDue(now time.Time) {
 }
 
 // watch adds a to the pending deliveries, the first time making sure the
-// end of ctx ends them and the sweep runs; it reports false for any other
-// context (one is watched: the worker's task context), which then goes the
-// synchronous way.
+// end of ctx ends them and the sweep runs; any other context (one is
+// watched: the worker's task context) goes the synchronous way.
 func (ss *Set) watch(ctx context.Context, a *asyncProduce) bool {
 	ss.pendMu.Lock()
 	defer ss.pendMu.Unlock()
@@ -190,9 +184,8 @@ func (ss *Set) pendingList(all []*asyncProduce) []*asyncProduce {
 	return all
 }
 
-// cancelPending ends every pending delivery with its context's error: the
-// producer may still send the records, but their messages stay
-// uncommitted, as Deliver leaves them when its context ends.
+// cancelPending ends every pending delivery with its context's error: its
+// message stays uncommitted, as Deliver leaves it when its context ends.
 func (ss *Set) cancelPending() {
 	for _, a := range ss.pendingList(nil) {
 		if a.end() {

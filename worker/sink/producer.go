@@ -23,9 +23,8 @@ type outlet struct {
 }
 
 // newOutlet builds the producers for conn (idempotent, acks=all, batches
-// in codec, a config.Compressions name, capped at limit). client.id and
-// linger.ms in conn's client_config override clientID and linger; the
-// alone producer never lingers (it carries one record at a time).
+// in codec, capped at limit); conn's client.id and linger.ms override
+// clientID and linger, and the alone producer never lingers.
 func newOutlet(stop context.Context, conn kconn.Conn, clientID string, linger, deliveryTimeout time.Duration, codec string, limit *topicLimit) (outlet, error) {
 	connOpts, err := kconn.Opts(conn)
 	if err != nil {
@@ -50,9 +49,8 @@ func newOutlet(stop context.Context, conn kconn.Conn, clientID string, linger, d
 	return o, nil
 }
 
-// produce sends rec through on (which produces it on the client and waits
-// for the answer), again on the new client when renew replaced the one it
-// went to before it was sent.
+// produce sends rec through on, again on the new client when renew
+// replaced the one it went to before it was sent.
 func (o *outlet) produce(ctx context.Context, rec *kgo.Record, on func(context.Context, *kgo.Client, *kgo.Record) error) error {
 	for {
 		cl := o.cl.client()
@@ -101,10 +99,9 @@ func newProducer(opts []kgo.Opt, lazy bool) (*producer, error) {
 // client is the current client.
 func (p *producer) client() *kgo.Client { return p.cur.Load() }
 
-// renew replaces the client by a new one (none for a lazy producer), which
+// renew replaces the client by a new one (none for a lazy producer) that
 // reads the topic's limit as it is now; the old one is flushed and closed
-// in the background (records it then still holds fail with
-// kgo.ErrClientClosed, and replaced tells their senders to go again).
+// in the background (what it then still holds fails: see replaced).
 func (p *producer) renew() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -124,8 +121,7 @@ func (p *producer) renew() {
 }
 
 // replaced reports whether err is cl's refusal because renew replaced it:
-// the record is to be produced again on the current client, with no
-// failure counted.
+// the record goes again on the current client, no failure counted.
 func (p *producer) replaced(cl *kgo.Client, err error) bool {
 	if !errors.Is(err, kgo.ErrClientClosed) || p.client() == cl {
 		return false

@@ -40,10 +40,9 @@ type Set struct {
 
 var _ worker.Deliverer = (*Set)(nil)
 
-// New builds a producer and a breaker per [[sinks.kafka]] entry and the DLQ
-// producer when a DLQ exists (dlq.topic, or the Kafka source's
-// <topic>_dlq). No broker is contacted until the first delivery. events
-// may be nil.
+// New builds a producer and a breaker per [[sinks.kafka]] entry, and the
+// DLQ's when one exists; no broker is contacted until the first delivery.
+// events may be nil.
 func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, log *slog.Logger) (*Set, error) {
 	stop, cancel := context.WithCancel(context.Background())
 	ss := &Set{name: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg), events: events, stop: cancel, stopCtx: stop}
@@ -144,10 +143,9 @@ type sinkRecord struct {
 	size int
 }
 
-// records builds the records of ok result res for targets, the one step
-// of every delivery path, appending them to recs: one over its sink's
-// topic limit is a *TooLargeError in large instead. err is ctx's, when it
-// ended first.
+// records appends the records of ok result res for targets to recs, the
+// one step of every delivery path; one over its topic's limit is a
+// *TooLargeError in large instead. err is ctx's, when it ended first.
 func (ss *Set) records(ctx context.Context, res *worker.TaskResult, targets []*kafkaSink, recs []sinkRecord) ([]sinkRecord, []*TooLargeError, error) {
 	for _, s := range targets {
 		s.limit.ready() // every lookup under way at once

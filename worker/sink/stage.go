@@ -27,10 +27,9 @@ type Staged struct {
 	large   []*TooLargeError // sinks the result was too large for
 }
 
-// Stage builds res's records for a transaction. It waits only for the
-// first lookup of a topic's max.message.bytes; it returns ctx.Err() when
-// ctx ends first, and an error when no DLQ exists for a failed result
-// (exactly-once always has one: the source's <topic>_dlq by default).
+// Stage builds res's records for a transaction, waiting only for the first
+// lookup of a topic's limit; it fails when no DLQ exists for a failed
+// result (exactly-once always has one: the source's <topic>_dlq).
 func (ss *Set) Stage(ctx context.Context, res *worker.TaskResult) (*Staged, error) {
 	st := &Staged{res: res}
 	if res.Status != worker.StatusOK {
@@ -128,14 +127,12 @@ type Failure struct {
 	Err error
 }
 
-// Failed accounts for the records one transaction could not deliver. A
-// transaction is one delivery attempt per sink: each sink with a failed
-// record counts one breaker failure and logs once, the DLQ once. Records
-// refused as too large are not counted (a broker refuses a whole batch,
-// small records included): the topic's limit is asked again (relimit)
-// before the transaction aborts, so the messages staged again are judged
-// against it. renew reports that the transactional client's batch cap for
-// a topic is stale (see producer): the caller starts a new session.
+// Failed accounts for the records one transaction could not deliver: each
+// sink with a failed record counts one breaker failure and logs once, the
+// DLQ once. Records refused as too large are not counted (a broker refuses
+// a whole batch, small ones included): the topic's limit is asked again
+// (relimit) before the transaction aborts. renew reports that the
+// transactional client's batch cap for a topic is stale (see producer).
 func (ss *Set) Failed(fails []Failure) (renew bool) {
 	var seen []*kafkaSink
 	dlq := false
