@@ -2,6 +2,7 @@ package kconn
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,8 +12,8 @@ import (
 )
 
 // clientKey describes one supported client_config key: its accepted integer
-// range (bounds taken from kgo's own config validation, so a bad value fails
-// at config load rather than at client creation) and how it maps to kgo.
+// range (kgo's own bounds, so a bad value fails at config load rather than
+// at client creation) and how it maps to kgo.
 type clientKey struct {
 	name     string
 	isString bool // client.id
@@ -26,24 +27,23 @@ type clientKey struct {
 // travel as int32 on the wire.
 const maxWireMs = 1<<31 - 1
 
-// clientKeys returns the supported keys. It is a function rather than a
-// package variable so that the table cannot be mutated.
+// ms is apply for a key in milliseconds that maps to one option.
+func ms[O kgo.Opt](opt func(time.Duration) O) func(int64) []kgo.Opt {
+	return func(v int64) []kgo.Opt { return []kgo.Opt{opt(time.Duration(v) * time.Millisecond)} }
+}
+
+// clientKeys returns the supported keys (a function, so the table cannot
+// be mutated).
 func clientKeys() []clientKey {
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	return []clientKey{
 		{name: "client.id", isString: true},
 		// KIP-714 client metrics: off unless "true" (see Opts).
 		{name: "enable.metrics.push", isBool: true, min: 0, max: 1, apply: func(int64) []kgo.Opt { return nil }},
-		{name: "request.timeout.ms", min: 100, max: 15 * 60 * 1000, apply: func(v int64) []kgo.Opt {
-			return []kgo.Opt{kgo.RequestTimeoutOverhead(ms(v))}
-		}},
+		{name: "request.timeout.ms", min: 100, max: 15 * 60 * 1000, apply: ms(kgo.RequestTimeoutOverhead)},
 		{name: "metadata.max.age.ms", min: 10, max: 60 * 60 * 1000, apply: func(v int64) []kgo.Opt {
 			// kgo rejects a max age below its 5s default min age.
-			opts := []kgo.Opt{kgo.MetadataMaxAge(ms(v))}
-			if ms(v) < 5*time.Second {
-				opts = append(opts, kgo.MetadataMinAge(ms(v)))
-			}
-			return opts
+			d := time.Duration(v) * time.Millisecond
+			return []kgo.Opt{kgo.MetadataMaxAge(d), kgo.MetadataMinAge(min(d, 5*time.Second))}
 		}},
 		{name: "fetch.max.bytes", min: 1, max: 1 << 30, apply: func(v int64) []kgo.Opt {
 			opts := []kgo.Opt{kgo.FetchMaxBytes(int32(v))}
@@ -52,21 +52,11 @@ func clientKeys() []clientKey {
 			}
 			return opts
 		}},
-		{name: "fetch.max.wait.ms", min: 10, max: maxWireMs, apply: func(v int64) []kgo.Opt {
-			return []kgo.Opt{kgo.FetchMaxWait(ms(v))}
-		}},
-		{name: "session.timeout.ms", min: 100, max: maxWireMs, group: true, apply: func(v int64) []kgo.Opt {
-			return []kgo.Opt{kgo.SessionTimeout(ms(v))}
-		}},
-		{name: "heartbeat.interval.ms", min: 1, max: maxWireMs, group: true, apply: func(v int64) []kgo.Opt {
-			return []kgo.Opt{kgo.HeartbeatInterval(ms(v))}
-		}},
-		{name: "rebalance.timeout.ms", min: 100, max: maxWireMs, group: true, apply: func(v int64) []kgo.Opt {
-			return []kgo.Opt{kgo.RebalanceTimeout(ms(v))}
-		}},
-		{name: "linger.ms", min: 0, max: 60 * 1000, apply: func(v int64) []kgo.Opt {
-			return []kgo.Opt{kgo.ProducerLinger(ms(v))}
-		}},
+		{name: "fetch.max.wait.ms", min: 10, max: maxWireMs, apply: ms(kgo.FetchMaxWait)},
+		{name: "session.timeout.ms", min: 100, max: maxWireMs, group: true, apply: ms(kgo.SessionTimeout)},
+		{name: "heartbeat.interval.ms", min: 1, max: maxWireMs, group: true, apply: ms(kgo.HeartbeatInterval)},
+		{name: "rebalance.timeout.ms", min: 100, max: maxWireMs, group: true, apply: ms(kgo.RebalanceTimeout)},
+		{name: "linger.ms", min: 0, max: 60 * 1000, apply: ms(kgo.ProducerLinger)},
 		{name: "max.buffered.records", min: 1, max: maxWireMs, apply: func(v int64) []kgo.Opt {
 			return []kgo.Opt{kgo.MaxBufferedRecords(int(v))}
 		}},
@@ -160,12 +150,7 @@ func parseClientKey(name, raw string) (clientKey, int64, error) {
 }
 
 func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return slices.Sorted(maps.Keys(m))
 }
 
 // RequestTimeout returns the request.timeout.ms value of cc, if valid.
@@ -181,8 +166,5 @@ func Int(cc map[string]string, name string) (int64, bool) {
 		return 0, false
 	}
 	_, v, err := parseClientKey(name, raw)
-	if err != nil {
-		return 0, false
-	}
-	return v, true
+	return v, err == nil
 }

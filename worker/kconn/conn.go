@@ -68,11 +68,8 @@ func usesSASL(protocol string) bool {
 	return protocol == ProtocolSASLPlaintext || protocol == ProtocolSASLSSL
 }
 
-// Validate reports every problem with c at once: unknown protocol or
-// mechanism, SASL without mechanism or username, SASL or TLS settings given
-// for a protocol that does not use them, TLS files missing on disk, a
-// certificate without its key, empty broker entries and bad client_config
-// keys. Each error names the offending field. Empty Brokers is not an error.
+// Validate reports every problem with c at once, each error naming the
+// offending field. Empty Brokers is not an error.
 func Validate(c Conn) []error {
 	var errs []error
 	for i, b := range c.Brokers {
@@ -132,10 +129,9 @@ func Validate(c Conn) []error {
 	return errs
 }
 
-// Opts returns kgo options for c: seed brokers, TLS from the CA, cert and
-// key files, SASL, and the non-group client_config keys. Group-only keys are
-// left to GroupOpts so that producers and direct consumers never carry group
-// options. The error names the first bad field.
+// Opts returns kgo options for c: seed brokers, TLS, SASL, and the
+// non-group client_config keys (group ones are GroupOpts'). The error names
+// the first bad field.
 func Opts(c Conn) ([]kgo.Opt, error) {
 	if errs := Validate(c); len(errs) > 0 {
 		return nil, errs[0]
@@ -159,21 +155,17 @@ func Opts(c Conn) ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
-	// KIP-714 client metrics are pushed only when asked for: a broker
-	// that subscribes a client makes the client library build a
-	// compressor per subscription whose lz4 writer reserves 4 MiB blocks
-	// (zstd's encoder as much), re-made after garbage collections: up to
-	// 8 MiB of a worker's heap for a few kilobytes of metrics a push. The
-	// worker exports its own metrics.
+	// KIP-714 client metrics are pushed only when asked for: a subscribed
+	// client builds compressors holding up to 8 MiB of heap for a few
+	// kilobytes of metrics, and the worker exports its own.
 	if v, ok := Int(c.ClientConfig, "enable.metrics.push"); !ok || v == 0 {
 		opts = append(opts, kgo.DisableClientMetrics())
 	}
 	return append(opts, cc...), nil
 }
 
-// GroupOpts returns the kgo options for the group-only client_config keys
-// (session.timeout.ms, heartbeat.interval.ms, rebalance.timeout.ms). Only a
-// group consumer appends them to Opts.
+// GroupOpts returns the kgo options for the group-only client_config keys,
+// which only a group consumer appends to Opts.
 func GroupOpts(c Conn) ([]kgo.Opt, error) {
 	if errs := ValidateClientConfig(c.ClientConfig); len(errs) > 0 {
 		return nil, errs[0]

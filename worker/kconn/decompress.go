@@ -19,15 +19,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ErrWindowFull is the error a Decompressor refuses a batch with when the
-// fetch response it belongs to already decompressed its budget (Window).
-// The batch is not lost: the client fetches it again, first of a later
-// response. Consumers of fetch errors skip it (IsWindowFull).
+// ErrWindowFull refuses a batch past its fetch response's budget (Window):
+// the client fetches it again later, and consumers skip the error.
 var ErrWindowFull = errors.New("the fetch's decompression budget is spent; the batch is read by a later fetch")
 
-// ErrLargeBatch is the error a Decompressor set to StreamAbove refuses a
-// batch larger than that with (stated, or seen while decoding): the
-// client's caller reads it as a stream instead (Reader), never whole.
+// ErrLargeBatch refuses a batch over StreamAbove: the caller reads it as
+// a stream instead (Reader).
 var ErrLargeBatch = errors.New("the batch is larger than the client decompresses whole; it is read as a stream")
 
 // IsWindowFull reports a fetch error that only defers a batch.
@@ -41,27 +38,16 @@ func IsLargeBatch(err error) bool { return errors.Is(err, ErrLargeBatch) }
 //
 //   - MaxBatch: a batch that decompresses to more is refused with
 //     kgo.ErrMaxDecompress, before anything is allocated when the batch
-//     states its size (zstd frames with a content size, snappy, lz4 frames
-//     with a content size), after at most MaxBatch bytes otherwise. The
-//     client stops fetching that partition and reports
-//     *kgo.ErrDecompressTooLarge (naming the batch's offsets) until the
-//     consumer moves past it.
+//     states its size, after at most MaxBatch bytes otherwise (the client
+//     reports *kgo.ErrDecompressTooLarge for the partition).
 //   - Window: what one fetch response may decompress beyond its first
-//     batch. A broker answers a fetch with up to the bytes asked for as
-//     stored, and compressed batches inflate without limit (a batch of
-//     zeros a thousandfold and more), so a fetch sized by what earlier
-//     batches inflated can still hold a great many batches that inflate
-//     more. A batch past the window is refused with ErrWindowFull, not
-//     decompressed: the client fetches it again later, first of its
-//     response. It never decompresses a batch twice, except one that does
-//     not state its size (gzip, lz4 or zstd written without one), of which
-//     up to Window bytes may be decoded before it is refused.
+//     batch (compressed batches inflate without limit). A batch past it
+//     is refused with ErrWindowFull and fetched again later, first of its
+//     response; only one that does not state its size may be decoded up
+//     to Window bytes before it is refused.
 //
-// A new window opens when the client reads a fetch response from a broker
-// (kgo.HookBrokerRead; Opts installs the hook). A client that has one
-// fetch at a time (the read API's) holds at most one window's
-// decompressed batches; one that fetches from several brokers at once
-// (the consumer) about one per broker.
+// A new window opens when the client reads a fetch response
+// (kgo.HookBrokerRead, installed by Opts).
 type Decompressor struct {
 	maxBatch, window int
 	streamAbove      int // > 0: batches larger than this are refused with ErrLargeBatch
@@ -73,15 +59,13 @@ type Decompressor struct {
 	batches      atomic.Int64 // batches decompressed
 	deferred     atomic.Int64 // batches refused with ErrWindowFull
 	tooLarge     atomic.Int64 // batches refused over MaxBatch
-	large        atomic.Int64 // batches refused with ErrLargeBatch
 
-	zstd, gz, lz *sync.Pool // shared by the Decompressors of one bound (decoders)
+	zstd, gz, lz *sync.Pool
 }
 
-// Decoders are shared by every Decompressor of the process: a read builds
-// a client (and a Decompressor) per request, and an lz4 reader holds
-// blocks of up to 4 MiB, a zstd decoder its window. zstd decoders carry
-// their bound, so they are shared by Decompressors of the same MaxBatch.
+// Decoders are shared by every Decompressor of the process (a read builds
+// one per request, and an lz4 reader holds blocks of up to 4 MiB); zstd
+// decoders carry their bound, so they are pooled per MaxBatch.
 var (
 	gzReaders  = &sync.Pool{New: func() any { return new(gzip.Reader) }}
 	lz4Readers = &sync.Pool{New: func() any { return lz4.NewReader(nil) }}
@@ -149,15 +133,11 @@ func (d *Decompressor) Batches() int64 { return d.batches.Load() }
 // Deferred is the number of batches refused with ErrWindowFull so far.
 func (d *Decompressor) Deferred() int64 { return d.deferred.Load() }
 
-// Large is the number of batches refused with ErrLargeBatch so far.
-func (d *Decompressor) Large() int64 { return d.large.Load() }
-
 // TooLarge is the number of batches refused over MaxBatch so far.
 func (d *Decompressor) TooLarge() int64 { return d.tooLarge.Load() }
 
-// OnBrokerRead implements kgo.HookBrokerRead: a fetch response opens a
-// new window. The client reads a response whole before it decompresses
-// any of its batches.
+// OnBrokerRead implements kgo.HookBrokerRead: a fetch response (read
+// whole before any of its batches is decompressed) opens a new window.
 func (d *Decompressor) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	if key != int16(kmsg.Fetch) || err != nil {
 		return
@@ -167,23 +147,14 @@ func (d *Decompressor) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _
 	d.mu.Unlock()
 }
 
-// Reset opens a new window, for batches decompressed outside a client's
-// fetches (kgo.ProcessFetchPartition).
-func (d *Decompressor) Reset() {
-	d.mu.Lock()
-	d.used = 0
-	d.mu.Unlock()
-}
-
-// limit is the most the next batch may decompress to, and whether it is
-// the window's first.
-func (d *Decompressor) limit() (int, bool) {
+// limit is the most the next batch may decompress to.
+func (d *Decompressor) limit() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.used == 0 {
-		return d.batchCap(), true
+		return d.batchCap()
 	}
-	return min(d.batchCap(), d.window-d.used), false
+	return min(d.batchCap(), d.window-d.used)
 }
 
 // batchCap is the most one batch decompresses to whole.
@@ -199,11 +170,9 @@ func (d *Decompressor) batchCap() int {
 func (d *Decompressor) errOver(lim int) error {
 	switch {
 	case lim >= d.batchCap() && d.batchCap() < d.maxBatch:
-		d.large.Add(1)
 		return ErrLargeBatch
 	case lim >= d.maxBatch:
-		d.tooLarge.Add(1)
-		return fmt.Errorf("%w (%d bytes)", kgo.ErrMaxDecompress, d.maxBatch)
+		return d.errTooLarge()
 	}
 	d.deferred.Add(1)
 	return ErrWindowFull
@@ -220,36 +189,35 @@ func (d *Decompressor) Decompress(src []byte, codec kgo.CompressionCodecType) (o
 	if codec == kgo.CodecNone {
 		return src, nil
 	}
-	lim, _ := d.limit()
+	lim := d.limit()
 	if lim <= 0 {
 		return nil, d.errOver(lim)
 	}
-	if n, ok := statedSize(src, codec); ok && n > lim {
-		// Refused before anything is allocated. A stated size is
-		// checked again while decoding: a batch that lies is refused
-		// there.
+	// A stated size is checked again while decoding: a batch that lies is
+	// refused there.
+	n, stated := statedSize(src, codec)
+	if stated && n > lim {
 		return nil, d.errOver(lim)
 	}
-	switch codec {
-	case kgo.CodecSnappy:
+	switch {
+	case codec == kgo.CodecSnappy:
 		out, err = decodeSnappy(src, lim)
-	case kgo.CodecZstd:
-		out, err = d.decodeZstd(src, lim)
-	case kgo.CodecGzip:
-		gz := d.gz.Get().(*gzip.Reader)
-		defer d.gz.Put(gz)
-		if err = gz.Reset(bytes.NewReader(src)); err == nil {
-			out, err = readLimited(gz, lim)
+	case codec == kgo.CodecZstd && stated: // decoded in one call
+		z := d.zstd.Get().(*zstdDec)
+		out, err = z.DecodeAll(src, make([]byte, 0, n))
+		d.zstd.Put(z)
+		if err == nil && len(out) > lim {
+			err = errOverLimit
 		}
-	case kgo.CodecLz4:
-		lz := d.lz.Get().(*lz4.Reader)
-		defer d.lz.Put(lz)
-		lz.Reset(bytes.NewReader(src))
-		out, err = readLimited(lz, lim)
 	default:
-		return nil, errors.New("unknown compression codec")
+		var r io.Reader
+		var release func()
+		if r, release, err = d.stream(src, codec); err == nil {
+			out, err = readLimited(r, lim)
+			release()
+		}
 	}
-	if errors.Is(err, errOverLimit) {
+	if zstdOver(err) || errors.Is(err, errOverLimit) {
 		return nil, d.errOver(lim)
 	}
 	if err != nil {
@@ -280,31 +248,6 @@ func readLimited(r io.Reader, lim int) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// decodeZstd decodes all frames of src. A frame that states its content
-// size is decoded in one call into a buffer of that size; one that does
-// not is streamed, stopping past lim.
-func (d *Decompressor) decodeZstd(src []byte, lim int) ([]byte, error) {
-	z := d.zstd.Get().(*zstdDec)
-	defer d.zstd.Put(z)
-	var h zstd.Header
-	if err := h.Decode(src); err == nil && h.HasFCS {
-		out, err := z.DecodeAll(src, make([]byte, 0, h.FrameContentSize))
-		if zstdOver(err) || err == nil && len(out) > lim {
-			return nil, errOverLimit
-		}
-		return out, err
-	}
-	if err := z.Reset(bytes.NewReader(src)); err != nil {
-		return nil, err
-	}
-	out, err := readLimited(z, lim)
-	if zstdOver(err) {
-		err = errOverLimit
-	}
-	_ = z.Reset(nil) // drops src
-	return out, err
-}
-
 // zstdOver reports a zstd frame over the decoder's bound: its content, or
 // the window it declares (a frame's window is at most its content, or an
 // encoder's choice of history, which the decoder would have to hold).
@@ -318,21 +261,15 @@ var xerialPrefix = []byte{130, 83, 78, 65, 80, 80, 89, 0}
 // decodeSnappy decodes a raw or xerial-framed snappy batch, whose blocks
 // state their sizes: nothing is decoded past lim.
 func decodeSnappy(src []byte, lim int) ([]byte, error) {
-	n, ok := snappySize(src)
+	blocks, n, ok := snappyBlocks(src)
 	if !ok {
 		return nil, errors.New("malformed snappy batch")
 	}
 	if n > lim {
 		return nil, errOverLimit
 	}
-	if !bytes.HasPrefix(src, xerialPrefix) || len(src) <= 16 {
-		return s2.Decode(nil, src)
-	}
 	out := make([]byte, 0, n)
-	for rest := src[16:]; len(rest) > 0; {
-		size := int(binary.BigEndian.Uint32(rest))
-		block := rest[4 : 4+size]
-		rest = rest[4+size:]
+	for _, block := range blocks {
 		l, _ := s2.DecodedLen(block)
 		got, err := s2.Decode(out[len(out):len(out)+l], block)
 		if err != nil {
@@ -343,37 +280,36 @@ func decodeSnappy(src []byte, lim int) ([]byte, error) {
 	return out, nil
 }
 
-// snappySize is the decoded size a snappy batch states (the sum of its
-// blocks' when xerial-framed).
-func snappySize(src []byte) (int, bool) {
+// snappyBlocks splits a snappy batch into its blocks (itself when raw) and
+// sums the sizes they state; ok is false when it is malformed.
+func snappyBlocks(src []byte) (blocks [][]byte, n int, ok bool) {
 	if !bytes.HasPrefix(src, xerialPrefix) || len(src) <= 16 {
-		n, err := s2.DecodedLen(src)
-		return n, err == nil
+		blocks = [][]byte{src}
+	} else {
+		for rest := src[16:]; len(rest) > 0; {
+			if len(rest) < 4 || int64(binary.BigEndian.Uint32(rest)) > int64(len(rest)-4) {
+				return nil, 0, false
+			}
+			size := int(binary.BigEndian.Uint32(rest))
+			blocks = append(blocks, rest[4:4+size])
+			rest = rest[4+size:]
+		}
 	}
-	total := 0
-	for rest := src[16:]; len(rest) > 0; {
-		if len(rest) < 4 {
-			return 0, false
-		}
-		size := int64(binary.BigEndian.Uint32(rest))
-		if size > int64(len(rest)-4) {
-			return 0, false
-		}
-		n, err := s2.DecodedLen(rest[4 : 4+size])
+	for _, block := range blocks {
+		l, err := s2.DecodedLen(block)
 		if err != nil {
-			return 0, false
+			return nil, 0, false
 		}
-		total += n
-		rest = rest[4+size:]
+		n += l
 	}
-	return total, true
+	return blocks, n, true
 }
 
 // statedSize is the decompressed size a batch states before it is
-// decoded, when its codec and framing state one: a zstd frame's content
-// size (of the first frame), snappy's block sizes, an lz4 frame's content
-// size, a gzip member's size (modulo 2^32, of the last member: a hint
-// only, used to defer a batch, never to accept one).
+// decoded: a zstd frame's content size (of the first frame), snappy's
+// block sizes, an lz4 frame's content size, a gzip member's size (modulo
+// 2^32, of the last member: a hint used to defer a batch, never to accept
+// one).
 func statedSize(src []byte, codec kgo.CompressionCodecType) (int, bool) {
 	switch codec {
 	case kgo.CodecZstd:
@@ -382,7 +318,8 @@ func statedSize(src []byte, codec kgo.CompressionCodecType) (int, bool) {
 			return int(min(h.FrameContentSize, 1<<62)), true
 		}
 	case kgo.CodecSnappy:
-		return snappySize(src)
+		_, n, ok := snappyBlocks(src)
+		return n, ok
 	case kgo.CodecLz4:
 		// Frame: magic, FLG (bit 3: content size present), BD, then
 		// the 8-byte little-endian content size.
@@ -398,10 +335,9 @@ func statedSize(src []byte, codec kgo.CompressionCodecType) (int, bool) {
 }
 
 // Reader returns src decompressed as a stream, for a caller that reads a
-// batch's records one at a time and stops at the ones it needs: it holds
-// the codec's window (and a snappy batch whole), not the batch. Reading
-// past MaxBatch fails with kgo.ErrMaxDecompress. release hands the
-// decoder back; the reader is unusable after it.
+// batch's records one at a time: it holds the codec's window (and a
+// snappy batch whole), not the batch. Reading past MaxBatch fails with
+// kgo.ErrMaxDecompress. release hands the decoder back.
 func (d *Decompressor) Reader(src []byte, codec kgo.CompressionCodecType) (r io.Reader, release func(), err error) {
 	release = func() {}
 	switch codec {
@@ -416,28 +352,37 @@ func (d *Decompressor) Reader(src []byte, codec kgo.CompressionCodecType) (r io.
 			return nil, release, err
 		}
 		r = bytes.NewReader(b)
+	default:
+		if r, release, err = d.stream(src, codec); err != nil {
+			return nil, func() {}, err
+		}
+	}
+	return &boundedReader{d: d, r: r, left: int64(d.maxBatch)}, release, nil
+}
+
+// stream is a pooled decoder reading src, for zstd, gzip and lz4.
+func (d *Decompressor) stream(src []byte, codec kgo.CompressionCodecType) (io.Reader, func(), error) {
+	switch codec {
 	case kgo.CodecZstd:
 		z := d.zstd.Get().(*zstdDec)
 		if err := z.Reset(bytes.NewReader(src)); err != nil {
 			d.zstd.Put(z)
-			return nil, release, err
+			return nil, nil, err
 		}
-		r, release = z, func() { _ = z.Reset(nil); d.zstd.Put(z) }
+		return z, func() { _ = z.Reset(nil); d.zstd.Put(z) }, nil
 	case kgo.CodecGzip:
 		gz := d.gz.Get().(*gzip.Reader)
 		if err := gz.Reset(bytes.NewReader(src)); err != nil {
 			d.gz.Put(gz)
-			return nil, release, err
+			return nil, nil, err
 		}
-		r, release = gz, func() { d.gz.Put(gz) }
+		return gz, func() { d.gz.Put(gz) }, nil
 	case kgo.CodecLz4:
 		lz := d.lz.Get().(*lz4.Reader)
 		lz.Reset(bytes.NewReader(src))
-		r, release = lz, func() { lz.Reset(nil); d.lz.Put(lz) }
-	default:
-		return nil, release, errors.New("unknown compression codec")
+		return lz, func() { lz.Reset(nil); d.lz.Put(lz) }, nil
 	}
-	return &boundedReader{d: d, r: r, left: int64(d.maxBatch)}, release, nil
+	return nil, nil, errors.New("unknown compression codec")
 }
 
 // boundedReader fails past its Decompressor's MaxBatch and counts what

@@ -2,6 +2,7 @@ package redrive
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -18,11 +19,10 @@ var ErrBusy = errors.New("a redrive of this DLQ partition is already running on 
 const LedgerMax = 100_000
 
 // ledger remembers the DLQ records (partition, offset) this worker
-// redrove, so that calling twice does not redrive twice. With a storage
-// folder it is kept in <storage.dir>/redrive/<dlq topic>.log (0600 in a
-// 0700 folder, one "partition offset" line per record) and survives a
-// restart; without one it lives in memory. It is this worker's memory:
-// another worker of the fleet redriving the same DLQ does not see it.
+// redrove, so that calling twice does not redrive twice: in
+// <storage.dir>/redrive/<dlq topic>.log (0600 in a 0700 folder, one
+// "partition offset" line per record), or in memory without storage.dir.
+// Other workers of the fleet do not see it.
 type ledger struct {
 	mu    sync.Mutex
 	seen  map[[2]int64]struct{}
@@ -81,29 +81,21 @@ func (l *ledger) rewrite() error {
 	if l.path == "" {
 		return nil
 	}
-	tmp := l.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("redrive ledger: %w", err)
-	}
-	w := bufio.NewWriter(f)
+	var buf bytes.Buffer
 	for _, at := range l.order {
-		fmt.Fprintf(w, "%d %d\n", at[0], at[1])
+		fmt.Fprintf(&buf, "%d %d\n", at[0], at[1])
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("redrive ledger: %w", err)
+	tmp := l.path + ".tmp"
+	err := os.WriteFile(tmp, buf.Bytes(), 0o600)
+	if err == nil {
+		err = os.Rename(tmp, l.path)
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("redrive ledger: %w", err)
+	if err == nil {
+		if l.f != nil {
+			l.f.Close()
+		}
+		l.f, err = os.OpenFile(l.path, os.O_APPEND|os.O_WRONLY, 0o600)
 	}
-	if err := os.Rename(tmp, l.path); err != nil {
-		return fmt.Errorf("redrive ledger: %w", err)
-	}
-	if l.f != nil {
-		l.f.Close()
-	}
-	l.f, err = os.OpenFile(l.path, os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("redrive ledger: %w", err)
 	}

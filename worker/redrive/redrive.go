@@ -1,8 +1,7 @@
 // Package redrive sends dead-lettered messages back to the source topic:
 // it reads a range of the DLQ, and either probes each record through the
-// live handler (a dry run: what would happen now) or re-produces its
-// original key, value and headers to the source topic, marked with
-// svc-redrive-* headers.
+// live handler (a dry run) or re-produces its original message to the
+// source topic, marked with svc-redrive-* headers.
 package redrive
 
 import (
@@ -10,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,10 +38,8 @@ const (
 	HeaderCount  = "svc-redrive-count"
 	HeaderWorker = "svc-redrive-worker"
 	// HeaderLabel makes the task that consumes a redriven record carry the
-	// label redrive=<Summary.Run> (the exec handler takes svc-label-*
-	// headers as labels), so GET /api/v1/debug/trace-by-label finds the
-	// tasks of one run across the fleet, each at the partition:offset its
-	// Line.To names.
+	// label redrive=<Summary.Run>, so GET /api/v1/debug/trace-by-label
+	// finds the tasks of one run across the fleet.
 	HeaderLabel = "svc-label-" + LabelName
 	LabelName   = "redrive"
 )
@@ -141,8 +139,7 @@ type Redriver struct {
 
 // New builds the redriver of a worker whose Kafka source is on: it reads
 // the "dlq" alias and produces to sources.kafka.topic with the consumer's
-// connection (an idempotent acks=all producer, connected lazily). What it
-// redrove is remembered under storage.dir (see ledger).
+// connection. What it redrove is remembered under storage.dir (ledger).
 func New(cfg *config.Config, reader Reader, prober Prober, log *slog.Logger) (*Redriver, error) {
 	if !cfg.Sources.Kafka.Enabled {
 		return nil, errors.New("redrive: the Kafka source is off")
@@ -174,12 +171,10 @@ func (r *Redriver) Close() {
 
 // Run redrives (or dry-runs) the records req selects, calling emit with
 // each record's outcome in DLQ order, and returns the counts. Errors before
-// the first record are the read API's (unknown partition, no DLQ, bad
-// range); a failure after it ends the call with what was done so far.
-//
-// One call at a time works on a DLQ partition: a second one answers
-// ErrBusy. A real run skips, as Duplicate, the records this worker redrove
-// before unless req.Again; a dry run probes them all (it writes nothing).
+// the first record are the read API's; a failure after it ends the call
+// with what was done so far. One call at a time works on a DLQ partition
+// (else ErrBusy). A real run skips, as Duplicate, the records this worker
+// redrove before unless req.Again.
 func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) (Summary, error) {
 	lock := req.Partition
 	if len(req.Records) > 0 {
@@ -204,8 +199,7 @@ func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) 
 		at := [2]int64{int64(rec.Partition), rec.Offset}
 		switch {
 		case truncated(rec) != "":
-			// Its payload is cut: a redrive or a probe would run the cut
-			// bytes as if they were the message.
+			// A redrive or a probe would run the cut bytes as the message.
 			line.Outcome, line.Error = Truncated, "the DLQ holds this message cut to fit its topic (original value "+truncated(rec)+" bytes): not redriven"
 			sum.Truncated++
 		case seen[at], !req.DryRun && !req.Again && r.ledger.has(at):
@@ -244,15 +238,13 @@ func (r *Redriver) Run(ctx context.Context, req Request, emit func(Line) error) 
 }
 
 // dlqIsolation is how redrive reads the DLQ: read_committed, so the DLQ
-// records of an exactly-once worker's aborted transactions (whose messages
-// were processed again and dead-lettered in a committed one) are never
-// redriven. Records written outside transactions are all committed.
+// records of an exactly-once worker's aborted transactions are never
+// redriven.
 const dlqIsolation = kafkaread.ReadCommitted
 
 // selected reads the named DLQ records, in partition and offset order,
-// calling one for each; a record the DLQ does not hold (deleted by
-// retention, compacted, beyond its end) gets a Failed line through
-// missing. Each partition's records are read in runs of at most
+// calling one for each; a record the DLQ does not hold gets a Failed line
+// through missing. Each partition's records are read in runs of at most
 // MaxRecords offsets, so a call reads at most MaxRecords records per
 // named record however far apart they are.
 func (r *Redriver) selected(ctx context.Context, at []At, one func(*kgo.Record) error, missing func(Line) error) error {
@@ -260,12 +252,7 @@ func (r *Redriver) selected(ctx context.Context, at []At, one func(*kgo.Record) 
 	for _, a := range at {
 		byPart[a.Partition] = append(byPart[a.Partition], a.Offset)
 	}
-	parts := make([]int32, 0, len(byPart))
-	for p := range byPart {
-		parts = append(parts, p)
-	}
-	slices.Sort(parts)
-	for _, p := range parts {
+	for _, p := range slices.Sorted(maps.Keys(byPart)) {
 		offs := byPart[p]
 		slices.Sort(offs)
 		offs = slices.Compact(offs)
@@ -292,12 +279,7 @@ func (r *Redriver) selected(ctx context.Context, at []At, one func(*kgo.Record) 
 			if err != nil {
 				return err
 			}
-			rest := make([]int64, 0, len(want))
-			for o := range want {
-				rest = append(rest, o)
-			}
-			slices.Sort(rest)
-			for _, o := range rest {
+			for _, o := range slices.Sorted(maps.Keys(want)) {
 				if err := missing(Line{Partition: p, Offset: o, Outcome: Failed,
 					Error: "the DLQ does not hold this record (deleted, compacted or beyond its end)"}); err != nil {
 					return err
@@ -392,8 +374,7 @@ func truncated(rec *kgo.Record) string {
 }
 
 // original returns the headers the message had before it was
-// dead-lettered: the DLQ's svc-dlq-* headers, the failed task's id and any
-// earlier redrive's svc-redrive-* headers and redrive label are dropped.
+// dead-lettered (and redriven, if it was).
 func original(hs []kgo.RecordHeader) []kgo.RecordHeader {
 	var out []kgo.RecordHeader
 	for _, h := range hs {

@@ -12,24 +12,11 @@ import (
 
 // DeliverAsync delivers res as Deliver does without holding its caller:
 // done is called exactly once, with what Deliver would have returned, on
-// another goroutine (the producer's acknowledgement, or a goroutine of
-// its own).
-//
-// The common case, an ok result for one sink whose breaker is closed and
-// whose topic limit is known, is produced at once and finished in the
-// producer's acknowledgement: no goroutine waits for it, so a worker
-// delivering thousands of results a second does not wake one goroutine
-// per result (the Kafka source's deliveries woke them in bursts of
-// dozens per produce response, and the executor's goroutines waited
-// behind them). Everything else (a failed result for the DLQ, several
-// sinks, a record over the topic's limit, an open breaker, a produce that
-// failed) goes the synchronous way on a goroutine of its own, with the
-// same retries, breaker counts, logs and DLQ as Deliver. A produce still
-// unacknowledged after the sink's delivery_timeout counts a breaker
-// failure and logs sink_delivery_slow, like Deliver's (seen by a sweep
-// within a quarter of the timeout); when ctx ends, done
-// gets ctx.Err() without waiting for the producer (the message stays
-// uncommitted, as with Deliver).
+// another goroutine. An ok result for one sink whose breaker is closed and
+// whose topic limit is known is finished in the producer's acknowledgement
+// (no goroutine waits per result); everything else goes the synchronous
+// way on a goroutine of its own. Slow produces count as in Deliver (seen
+// by a sweep); when ctx ends, done gets ctx.Err() at once.
 func (ss *Set) DeliverAsync(ctx context.Context, res *worker.TaskResult, done func(error)) {
 	if res.Status == worker.StatusOK && ctx.Err() == nil {
 		if targets := ss.targets(res); len(targets) == 1 && targets[0].limit.ready() {
@@ -58,9 +45,8 @@ type asyncProduce struct {
 	due   atomic.Int64 // when it is slow (Unix ns): one more delivery_timeout unacknowledged
 }
 
-// produceAsync produces res's record r and returns true, or returns
-// false (nothing sent, done not called) when res must go the synchronous
-// way: the breaker does not let a call out now.
+// produceAsync produces res's record r, or returns false (nothing sent)
+// when the breaker does not let a call out now.
 func (ss *Set) produceAsync(ctx context.Context, r sinkRecord, res *worker.TaskResult, done func(error)) bool {
 	s := r.s
 	if !s.breaker.TryAcquire() {
@@ -77,19 +63,15 @@ func (ss *Set) produceAsync(ctx context.Context, r sinkRecord, res *worker.TaskR
 	return true
 }
 
-// forget takes a out of the pending deliveries.
-func (a *asyncProduce) forget() {
-	a.ss.pendMu.Lock()
-	delete(a.ss.pending, a)
-	a.ss.pendMu.Unlock()
-}
-
-// end marks a finished (false when it already was) and forgets it.
+// end marks a finished (false when it already was) and takes it out of
+// the pending deliveries.
 func (a *asyncProduce) end() bool {
 	if !a.ended.CompareAndSwap(false, true) {
 		return false
 	}
-	a.forget()
+	a.ss.pendMu.Lock()
+	delete(a.ss.pending, a)
+	a.ss.pendMu.Unlock()
 	return true
 }
 
@@ -110,22 +92,17 @@ func (a *asyncProduce) ack(_ *kgo.Record, err error) {
 		s.breaker.Release()
 		a.done(a.ctx.Err())
 		return
-	case s.cl.replaced(a.cl, err):
-		// The client was replaced (the topic's limit changed) before it
-		// sent the record: produced again on the new one, no failure.
+	case s.cl.replaced(a.cl, err): // produced again on the new client, no failure
 		s.breaker.Release()
 		go func() { a.done(a.ss.Deliver(a.ctx, a.res)) }()
 		return
-	case isTooLarge(err):
-		// Not the sink's fault: Deliver judges the refusal (the batch, or
-		// the record?) and goes on with the record alone, or with its
-		// message to the DLQ.
+	case isTooLarge(err): // not the sink's fault: deliver judges the refusal
 		s.breaker.Release()
 		r := &refusal{at: a.at, limit: a.limit, err: err}
 		go func() { a.done(a.ss.deliver(a.ctx, a.res, s, r)) }()
 		return
 	}
-	// A failed produce: counted as Deliver counts it, then retried the
+	// A failed produce: counted as in deliver, then retried the
 	// synchronous way after the first backoff.
 	const backoff = 100 * time.Millisecond
 	s.m.failures.WithLabelValues(s.name).Inc()
@@ -143,21 +120,19 @@ func (a *asyncProduce) ack(_ *kgo.Record, err error) {
 	}()
 }
 
-// slowIfDue counts a breaker failure and notes a slow delivery
-// (slowDelivery) when a is still unacknowledged at its due time, and
-// moves that one delivery_timeout on.
+// slowIfDue notes a slow delivery when a is still unacknowledged at its
+// due time, and moves that one delivery_timeout on.
 func (a *asyncProduce) slowIfDue(now time.Time) {
 	if a.ended.Load() || now.UnixNano() < a.due.Load() {
 		return
 	}
-	a.s.slowDelivery(now)
+	a.s.slowDelivery()
 	a.due.Store(now.Add(a.s.timeout).UnixNano())
 }
 
-// watch adds a to the pending deliveries, under one lock making sure the
-// end of ctx ends them and the sweep for slow ones runs; it reports false
-// (a not added) for a second context (one context is watched: the
-// worker's task context), which then goes the synchronous way.
+// watch adds a to the pending deliveries, the first time making sure the
+// end of ctx ends them and the sweep runs; any other context (one is
+// watched: the worker's task context) goes the synchronous way.
 func (ss *Set) watch(ctx context.Context, a *asyncProduce) bool {
 	ss.pendMu.Lock()
 	defer ss.pendMu.Unlock()
@@ -180,7 +155,7 @@ func (ss *Set) watch(ctx context.Context, a *asyncProduce) bool {
 
 // sweep looks for slow pending deliveries every quarter of the shortest
 // delivery_timeout (a timer per delivery cost more than the look), until
-// the set closes. A slow one is seen within a quarter of its timeout.
+// the set closes.
 func (ss *Set) sweep(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -190,31 +165,29 @@ func (ss *Set) sweep(every time.Duration) {
 		case <-ss.stopCtx.Done():
 			return
 		case now := <-t.C:
-			ss.pendMu.Lock()
-			for a := range ss.pending {
-				all = append(all, a)
-			}
-			ss.pendMu.Unlock()
+			all = ss.pendingList(all[:0])
 			for _, a := range all {
 				a.slowIfDue(now)
 			}
 			clear(all)
-			all = all[:0]
 		}
 	}
 }
 
-// cancelPending ends every pending delivery with its context's error: the
-// producer may still send the records, but their messages stay
-// uncommitted, as Deliver leaves them when its context ends.
-func (ss *Set) cancelPending() {
+// pendingList appends the pending deliveries to all.
+func (ss *Set) pendingList(all []*asyncProduce) []*asyncProduce {
 	ss.pendMu.Lock()
-	var all []*asyncProduce
+	defer ss.pendMu.Unlock()
 	for a := range ss.pending {
 		all = append(all, a)
 	}
-	ss.pendMu.Unlock()
-	for _, a := range all {
+	return all
+}
+
+// cancelPending ends every pending delivery with its context's error: its
+// message stays uncommitted, as Deliver leaves it when its context ends.
+func (ss *Set) cancelPending() {
+	for _, a := range ss.pendingList(nil) {
 		if a.end() {
 			a.s.breaker.Release()
 			a.done(a.ctx.Err())

@@ -20,23 +20,16 @@ const (
 // String names the state for logs, events and the API: closed, open or
 // half_open.
 func (s State) String() string {
-	switch s {
-	case Closed:
-		return "closed"
-	case Open:
-		return "open"
-	case HalfOpen:
-		return "half_open"
+	if s < Closed || s > HalfOpen {
+		return "unknown"
 	}
-	return "unknown"
+	return [...]string{"closed", "open", "half_open"}[s]
 }
 
 // Breaker is a circuit breaker around one sink: closed until threshold
 // consecutive failures, then open for openTimeout, then half-open with one
-// trial call; the trial's success closes it, its failure opens it again.
-// While open, Acquire waits: callers are held, never refused, so nothing
-// is dropped and the pipeline backs up into backpressure. Safe for
-// concurrent use.
+// trial call, whose success closes it. While open, Acquire waits: nothing
+// is dropped and the pipeline backs up into backpressure.
 type Breaker struct {
 	mu          sync.Mutex
 	state       State
@@ -68,31 +61,14 @@ func (b *Breaker) State() State {
 // returns ctx.Err() when ctx ends first.
 func (b *Breaker) Acquire(ctx context.Context) error {
 	for {
-		b.mu.Lock()
-		var wait <-chan time.Time
-		switch b.state {
-		case Closed:
-			b.mu.Unlock()
+		ok, left, changed := b.take()
+		if ok {
 			return nil
-		case Open:
-			if left := b.openTimeout - b.now().Sub(b.openedAt); left > 0 {
-				wait = time.After(left)
-				break
-			}
-			from := b.transition(HalfOpen)
-			b.trial = true
-			b.mu.Unlock()
-			b.notify(from, HalfOpen)
-			return nil
-		case HalfOpen:
-			if !b.trial {
-				b.trial = true
-				b.mu.Unlock()
-				return nil
-			}
 		}
-		changed := b.changed
-		b.mu.Unlock()
+		var wait <-chan time.Time
+		if left > 0 {
+			wait = time.After(left)
+		}
 		select {
 		case <-changed:
 		case <-wait:
@@ -105,27 +81,38 @@ func (b *Breaker) Acquire(ctx context.Context) error {
 // TryAcquire is Acquire without waiting: false while the breaker is open
 // (or its half-open trial is taken).
 func (b *Breaker) TryAcquire() bool {
+	ok, _, _ := b.take()
+	return ok
+}
+
+// take lets a call out if one may go now; otherwise it tells how long the
+// breaker stays open (0: a half-open trial is out) and the channel closed
+// on its next change.
+func (b *Breaker) take() (ok bool, left time.Duration, changed chan struct{}) {
 	b.mu.Lock()
 	switch b.state {
 	case Closed:
 		b.mu.Unlock()
-		return true
+		return true, 0, nil
 	case Open:
-		if b.now().Sub(b.openedAt) < b.openTimeout {
-			b.mu.Unlock()
-			return false
+		if left = b.openTimeout - b.now().Sub(b.openedAt); left > 0 {
+			break
 		}
 		from := b.transition(HalfOpen)
 		b.trial = true
 		b.mu.Unlock()
 		b.notify(from, HalfOpen)
-		return true
-	default: // HalfOpen
-		ok := !b.trial
-		b.trial = true
-		b.mu.Unlock()
-		return ok
+		return true, 0, nil
+	case HalfOpen:
+		if !b.trial {
+			b.trial = true
+			b.mu.Unlock()
+			return true, 0, nil
+		}
 	}
+	changed = b.changed
+	b.mu.Unlock()
+	return false, left, changed
 }
 
 // Success records a call that worked: the breaker closes.
@@ -159,11 +146,8 @@ func (b *Breaker) Failure() {
 }
 
 // Release ends a call that says nothing about the sink's health (a record
-// refused for its size, a call cancelled at shutdown): the state and the
-// failure count stay, and a half-open trial passes to the next caller
-// instead of holding every later one for good. Calls are not told apart,
-// so a release after the breaker moved on may free a newer call's trial:
-// two trials at once, at worst.
+// refused for its size, a call cancelled): a half-open trial passes to the
+// next caller. Calls are not told apart: two trials at once, at worst.
 func (b *Breaker) Release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

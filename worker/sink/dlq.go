@@ -30,11 +30,7 @@ const (
 // DLQ sends failed messages to the dead-letter topic. Without a DLQ (no
 // Kafka source and no dlq.topic) sends are dropped, warned once and counted.
 type DLQ struct {
-	cl *producer // nil: no DLQ configured
-	// alone sends a record again after a broker refused its batch as too
-	// large, in a batch of its own, as a sink's does.
-	alone   *aloneProducer
-	limit   *topicLimit
+	outlet  // zero without a DLQ
 	topic   string
 	codec   string // dlq.compression
 	worker  string
@@ -54,32 +50,19 @@ func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *wo
 	if d.topic == "" {
 		return d, nil
 	}
-	d.limit = newTopicLimit(stop, "dlq", d.topic, cfg.DLQ.MaxMessageBytes, 0, log)
-	cl, err := newProducer(cfg.DLQConn(), defaultLinger(cfg), d.timeout, cfg.DLQ.Compression, kgo.ClientID("svc-dlq"), kgo.ProducerBatchMaxBytesFn(d.limit.batchMax))
+	limit := newTopicLimit(stop, "dlq", d.topic, cfg.DLQ.MaxMessageBytes, 0, log)
+	out, err := newOutlet(stop, cfg.DLQConn(), "svc-dlq", defaultLinger(cfg), d.timeout, cfg.DLQ.Compression, limit)
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
-	d.cl, d.limit.client = cl, cl.client
-	opts, err := aloneOpts(cfg.DLQConn(), d.timeout, cfg.DLQ.Compression, kgo.ClientID("svc-dlq"), kgo.ProducerBatchMaxBytesFn(d.limit.batchMax))
-	if err != nil {
-		cl.close()
-		return nil, fmt.Errorf("dlq: %w", err)
-	}
-	d.alone = newAloneProducer(stop, opts)
-	d.limit.onChange = func() {
-		d.cl.renew()
-		d.alone.renew()
-	}
+	d.outlet = out
 	return d, nil
 }
 
-// Enabled reports whether a DLQ topic exists.
-func (d *DLQ) Enabled() bool { return d.cl != nil }
-
-// Send writes the failed task's original message to the DLQ, its value cut
-// to fit the DLQ topic's limit when it is larger. It returns nil when the
-// record is acknowledged, dropped by policy or no DLQ exists, and
-// worker.ErrDeliveryStalled when it failed under the stall policy.
+// Send writes the failed task's original message to the DLQ, cut to fit
+// its topic. It returns nil when the record is acknowledged, dropped by
+// policy or no DLQ exists, and worker.ErrDeliveryStalled when it failed
+// under the stall policy.
 func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	reason := dlqReason(res)
 	note := func(outcome string) { d.events.DeadLettered(res, outcome, reason, nil) }
@@ -113,8 +96,8 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	return nil
 }
 
-// sent accounts for res's DLQ record, acknowledged at at (Send) or
-// committed (Stage): counted and recorded, and a cut logged.
+// sent counts and records res's DLQ record, acknowledged at at (Send) or
+// committed (Stage), and logs a cut.
 func (d *DLQ) sent(res *worker.TaskResult, at worker.DLQRecordAt, cut *dlqCut) {
 	d.m.dlq.WithLabelValues("sent").Inc()
 	d.events.DeadLettered(res, "sent", dlqReason(res), &at)
@@ -129,8 +112,7 @@ func (d *DLQ) sent(res *worker.TaskResult, at worker.DLQRecordAt, cut *dlqCut) {
 	d.log.Warn("dlq_record_truncated", attrs...)
 }
 
-// msgAttrs are the log attributes of res's message: its partition and
-// offset.
+// msgAttrs are the partition and offset of res's message, for logs.
 func msgAttrs(res *worker.TaskResult) []any {
 	if m := res.Task.Msg; m != nil {
 		return []any{"partition", m.Partition, "offset", m.Offset}
@@ -146,19 +128,17 @@ type dlqCut struct {
 }
 
 // write produces res's DLQ record, cut to the DLQ topic's limit. A
-// broker refuses a whole batch as too large, small records included: a
-// refused record is cut again to the limit the brokers tell now and sent
-// again alone (produceAlone); refused even then (the topic takes less
-// than the brokers say), it goes once more with its value, key and
-// original headers dropped. at is where the acknowledged record landed;
-// cut is nil when nothing was cut.
+// refused record (a broker refuses a whole batch) is cut again to the
+// limit the brokers tell now and sent alone; refused even then, once more
+// with its value, key and original headers dropped. at is where the
+// record landed; cut is nil when nothing was cut.
 func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQRecordAt, cut *dlqCut, err error) {
 	rec, cut, err := d.build(ctx, res)
 	if err != nil {
 		return at, nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
 	}
 	sent := time.Now()
-	err = d.produce(ctx, rec)
+	err = d.produce(ctx, rec, d.produceOn)
 	if isTooLarge(err) {
 		refused := err
 		var limit int
@@ -179,15 +159,13 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQR
 		err = d.produceAlone(ctx, rec)
 	}
 	if err == nil {
-		// The producer set them when the broker acknowledged the record.
 		at = worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}
 	}
 	return at, cut, err
 }
 
-// build makes res's DLQ record, cut to the DLQ topic's limit (waiting
-// for its first lookup), for Send and Stage alike. err is ctx's, when it
-// ended first.
+// build makes res's DLQ record, cut to the DLQ topic's limit, for Send
+// and Stage alike. err is ctx's, when it ended first.
 func (d *DLQ) build(ctx context.Context, res *worker.TaskResult) (*kgo.Record, *dlqCut, error) {
 	if err := d.limit.wait(ctx); err != nil {
 		return nil, nil, err
@@ -212,19 +190,7 @@ func dlqReason(res *worker.TaskResult) string {
 	return res.Status
 }
 
-// produce sends rec and waits for its acknowledgement or ctx.
-func (d *DLQ) produce(ctx context.Context, rec *kgo.Record) error {
-	for {
-		cl := d.cl.client()
-		err := d.produceOn(ctx, cl, rec)
-		if !d.cl.replaced(cl, err) { // replaced: its topic's limit changed; again on the new client
-			return err
-		}
-	}
-}
-
-// produceAlone is produce through the alone producer: rec travels in a
-// batch of its own.
+// produceAlone sends rec in a batch of its own.
 func (d *DLQ) produceAlone(ctx context.Context, rec *kgo.Record) error {
 	err := d.alone.produce(ctx, rec, d.produceOn)
 	if err != nil && err == ctx.Err() { // the record before it held the producer
@@ -239,11 +205,7 @@ func (d *DLQ) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Record) er
 	select {
 	case err := <-done:
 		return err
-	case <-ctx.Done():
-		// A record already sent is not failed by its context (the
-		// idempotent producer keeps it until the broker answers, which a
-		// hung broker never does): the send timed out all the same. The
-		// record may still land later, a duplicate at worst.
+	case <-ctx.Done(): // the record may still land later, a duplicate at worst
 		return fmt.Errorf("no acknowledgement within dlq.send_timeout %s: %w", d.timeout, ctx.Err())
 	}
 }
@@ -261,11 +223,10 @@ func originalHeaders(res *worker.TaskResult) int {
 const maxReasonBytes = 1024
 
 // fit cuts rec, a DLQ record whose first nOrig headers are the message's
-// own, to limit (RecordSize) and returns the original value's size, or -1
-// when it already fits. The value is cut to what fits and
-// svc-dlq-truncated added; should even that not fit, the message's own
-// headers are dropped, then its key, then svc-dlq-reason is cut to
-// maxReasonBytes. limit 0 does all of it.
+// own, to limit and returns the original value's size, or -1 when it
+// fits: the value is cut (svc-dlq-truncated added), then if need be the
+// message's own headers, the key and svc-dlq-reason beyond
+// maxReasonBytes are dropped. limit 0 does all of it.
 func fit(rec *kgo.Record, nOrig, limit int) int {
 	if RecordSize(rec) <= limit {
 		return -1
@@ -323,11 +284,7 @@ func (d *DLQ) record(res *worker.TaskResult) *kgo.Record {
 
 // Close flushes and closes the producers, both at once.
 func (d *DLQ) Close() {
-	if d.cl == nil {
-		return
+	if d.cl != nil {
+		d.close()
 	}
-	var wg sync.WaitGroup
-	wg.Go(d.cl.close)
-	wg.Go(d.alone.close)
-	wg.Wait()
 }

@@ -17,9 +17,8 @@ import (
 	"svc/worker/config"
 )
 
-// DefaultMaxMessageBytes is the limit a sink or the DLQ assumes when the
-// brokers do not tell its topic's max.message.bytes: Kafka's own default
-// (message.max.bytes).
+// DefaultMaxMessageBytes is the limit assumed when the brokers do not tell
+// a topic's: Kafka's own default (message.max.bytes).
 const DefaultMaxMessageBytes = 1048588
 
 // maxLimit caps any limit: the producer refuses larger requests
@@ -29,18 +28,15 @@ const maxLimit = config.MaxMessageBytesMax - 1024
 // lookupTimeout bounds the brokers' answer about a topic's limit.
 const lookupTimeout = 10 * time.Second
 
-// recordOverhead is what a record costs beyond its own encoding when it is
-// the only record of its batch, as the producer counts it until it knows
-// the broker's version: the batch header (61 bytes, all the broker
-// counts) and the request's 4-byte length of the batch (1 byte once the
-// version is known).
+// recordOverhead is what a record alone in its batch costs beyond its own
+// encoding, as the producer counts it: the batch header (61 bytes, all the
+// broker counts) and the request's 4-byte length of the batch.
 const recordOverhead = 61 + 4
 
 // RecordSize is the size rec takes against a topic's max.message.bytes
-// when it travels alone, uncompressed: its key, value and headers, their
-// lengths and the batch framing, at most 4 bytes more than the broker
-// counts. The producer refuses a record larger than its batch cap before
-// sending it, whatever the codec; one of at most RecordSize it takes.
+// when it travels alone, uncompressed, at most 4 bytes more than the
+// broker counts: the producer takes a record of at most its batch cap,
+// whatever the codec.
 func RecordSize(rec *kgo.Record) int {
 	return recordSize(len(rec.Key), len(rec.Value), rec.Headers)
 }
@@ -74,18 +70,13 @@ func isTooLarge(err error) bool {
 	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 }
 
-// topicLimit is the largest record one producer's topic takes. It is
-// resolved before the first record goes out: the configured
-// max_message_bytes, else the topic's max.message.bytes as the brokers
-// tell it, else the brokers' message.max.bytes, else
-// DefaultMaxMessageBytes (logged). The producer's batch cap reads it too,
-// so a batch never outgrows what the broker takes.
-//
-// It follows the topic at runtime (fresh): a broker's refusal of a batch
-// as too large has the brokers asked again (with a configured limit too:
-// the topic's, when lower, wins), and so has a record over a limit older
-// than limitMaxAge before it goes to the DLQ, so a raised limit is
-// learned too.
+// topicLimit is the largest record one producer's topic takes, and its
+// producers' batch cap: the configured max_message_bytes, else the topic's
+// max.message.bytes as the brokers tell it, else the brokers'
+// message.max.bytes, else DefaultMaxMessageBytes. It is resolved before
+// the first record goes out and asked again (fresh) after a broker's
+// refusal and before a record over a limit older than limitMaxAge goes to
+// the DLQ; the topic's limit, when lower, wins over a configured one.
 type topicLimit struct {
 	target    string // "sink <name>" or "dlq", for logs
 	topic     string
@@ -94,22 +85,19 @@ type topicLimit struct {
 	stop      context.Context
 	log       *slog.Logger
 
-	client func() *kgo.Client // the producer's current client, for the lookups; set once it exists
+	client func() *kgo.Client // the producer's current client, for the lookups
 	// txnCap is the limit the exactly-once source's transactional client
-	// last capped its batches to this topic at (TransactionOpts); 0: not
-	// known.
+	// last capped its batches to this topic at (capTxn); 0: not known.
 	txnCap atomic.Int64
-	// onChange, if set, is called when a later lookup or a refusal
-	// changes the limit (not at the first resolve: no batch was made
-	// yet), so the producers' batch caps follow it.
+	// onChange renews the producers when a later lookup or a refusal
+	// changes the limit (not at the first resolve: no batch was made yet).
 	onChange func()
 	v        atomic.Int64
 	once     sync.Once
 	done     chan struct{}
 
 	// Later lookups (fresh): when the last finished one started, the
-	// running one (closed when it ends), and whether the last one failed
-	// (logged once per run of failures).
+	// running one (closed when it ends), and whether the last one failed.
 	mu      sync.Mutex
 	looked  time.Time
 	running chan struct{}
@@ -117,14 +105,11 @@ type topicLimit struct {
 }
 
 // refreshGap is the least time between the starts of two lookups of a
-// topic's limit: refusals in a burst share one lookup, and a topic
-// refusing records all the time costs one DescribeConfigs a second.
+// topic's limit, so refusals in a burst share one.
 const refreshGap = time.Second
 
 // limitMaxAge is how old a looked-up limit may be when a record over it
-// is about to go to the DLQ: an older one is looked up again first, so a
-// raised max.message.bytes is learned. A variable only so this package's
-// tests can shorten it (TestMain).
+// is about to go to the DLQ (a variable for this package's tests).
 var limitMaxAge = 30 * time.Second
 
 func newTopicLimit(stop context.Context, target, topic string, fixed, warnBelow int, log *slog.Logger) *topicLimit {
@@ -148,15 +133,9 @@ func (l *topicLimit) lower(n int) {
 			return
 		}
 		if l.v.CompareAndSwap(cur, int64(n)) {
-			l.changed()
+			l.onChange()
 			return
 		}
-	}
-}
-
-func (l *topicLimit) changed() {
-	if l.onChange != nil {
-		l.onChange()
 	}
 }
 
@@ -173,7 +152,7 @@ func (l *topicLimit) batchMax(string) int32 { return int32(l.get()) }
 
 // wait resolves the limit on first use and waits for it, or for ctx.
 func (l *topicLimit) wait(ctx context.Context) error {
-	l.once.Do(func() { go l.resolve() })
+	l.ready()
 	select {
 	case <-l.done:
 		return nil
@@ -199,10 +178,8 @@ func (l *topicLimit) resolve() {
 	n := l.fixed
 	if n == 0 {
 		start := time.Now()
-		ctx, cancel := context.WithTimeout(l.stop, lookupTimeout)
 		var err error
-		n, from, err = lookupMaxMessageBytes(ctx, l.client(), l.topic)
-		cancel()
+		n, from, err = l.lookup()
 		l.mu.Lock()
 		l.looked, l.failing = start, err != nil
 		l.mu.Unlock()
@@ -214,13 +191,28 @@ func (l *topicLimit) resolve() {
 		n = min(n, maxLimit)
 		l.v.Store(int64(n))
 	}
-	attrs := []any{"target", l.target, "topic", l.topic, "max_message_bytes", n, "from", from}
 	if n < l.warnBelow {
-		l.log.Warn("kafka_max_message_bytes", append(attrs, "max_output_bytes", l.warnBelow,
-			"detail", "a result near executor.max_output_bytes does not fit this topic: such results go to the DLQ; raise the topic's max.message.bytes to deliver them")...)
-		return
+		l.logLimit(n, "from", from, "max_output_bytes", l.warnBelow)
+	} else {
+		l.logLimit(n, "from", from)
 	}
-	l.log.Info("kafka_max_message_bytes", attrs...)
+}
+
+// logLimit logs the limit n the topic has now, as a WARN when the topic
+// takes less than max_message_bytes or than a result near
+// executor.max_output_bytes.
+func (l *topicLimit) logLimit(n int, attrs ...any) {
+	attrs = append([]any{"target", l.target, "topic", l.topic, "max_message_bytes", n}, attrs...)
+	switch {
+	case l.fixed > 0 && n < l.fixed:
+		l.log.Warn("kafka_max_message_bytes", append(attrs, "configured", l.fixed,
+			"detail", "the topic takes less than max_message_bytes: the topic's limit applies")...)
+	case n < l.warnBelow:
+		l.log.Warn("kafka_max_message_bytes", append(attrs,
+			"detail", "a result near executor.max_output_bytes does not fit this topic: such results go to the DLQ; raise the topic's max.message.bytes to deliver them")...)
+	default:
+		l.log.Info("kafka_max_message_bytes", attrs...)
+	}
 }
 
 // ceiling is the largest limit the brokers may raise it to: the
@@ -232,11 +224,9 @@ func (l *topicLimit) ceiling() int {
 	return maxLimit
 }
 
-// overLimit reports whether a record of size is over the limit. A limit
-// looked up more than limitMaxAge ago is looked up again first (a raised
-// max.message.bytes is learned before a record goes to the DLQ for it);
-// a record over the configured max_message_bytes is over, whatever the
-// brokers say. limit is the limit it was judged against; err is ctx's.
+// overLimit reports whether a record of size is over the limit, looked up
+// again first when older than limitMaxAge (and the record is within the
+// configured max_message_bytes). limit is the one it was judged against.
 func (l *topicLimit) overLimit(ctx context.Context, size int) (over bool, limit int, err error) {
 	limit = l.get()
 	if size <= limit || size > l.ceiling() {
@@ -246,10 +236,9 @@ func (l *topicLimit) overLimit(ctx context.Context, size int) (over bool, limit 
 	return size > limit, limit, err
 }
 
-// fresh is the limit as a lookup started at since or later told it:
-// the last one if it is that recent, else the running one if it is, else
-// a new one, started refreshGap after the last at the earliest. A failed
-// lookup leaves the limit as it was. err is ctx's, when it ended first.
+// fresh is the limit as told by a lookup started at since or later: the
+// last one, the running one, or a new one, started refreshGap after the
+// last at the earliest. err is ctx's, when it ended first.
 func (l *topicLimit) fresh(ctx context.Context, since time.Time) (int, error) {
 	for {
 		l.mu.Lock()
@@ -281,10 +270,7 @@ func (l *topicLimit) fresh(ctx context.Context, since time.Time) (int, error) {
 }
 
 // refresh is one later lookup, started at start; it closes ch when done.
-// The limit takes the brokers' answer, up to the configured
-// max_message_bytes; a change is logged as kafka_max_message_bytes with
-// the previous value, the first of a run of failed lookups as
-// kafka_max_message_bytes_refresh_failed.
+// The first failure of a run of them is logged.
 func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 	t := time.NewTimer(time.Until(start))
 	select {
@@ -299,15 +285,13 @@ func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 	)
 	if err == nil {
 		start = time.Now()
-		ctx, cancel := context.WithTimeout(l.stop, lookupTimeout)
-		n, from, err = lookupMaxMessageBytes(ctx, l.client(), l.topic)
-		cancel()
+		n, from, err = l.lookup()
 	}
 	var prev int64
 	if err == nil {
 		n = min(n, l.ceiling())
 		if prev = l.v.Swap(int64(n)); int(prev) != n {
-			l.changed() // before anyone sees this lookup done: they produce on the renewed clients
+			l.onChange() // before anyone sees this lookup done: they produce on the renewed clients
 		}
 	}
 	l.mu.Lock()
@@ -321,60 +305,49 @@ func (l *topicLimit) refresh(start time.Time, ch chan struct{}) {
 		l.log.Warn("kafka_max_message_bytes_refresh_failed", "target", l.target, "topic", l.topic, "max_message_bytes", l.get(), "error", err.Error(),
 			"detail", "the brokers did not tell the topic's max.message.bytes again: the limit stays; a record a broker refuses even alone goes to the DLQ")
 	case err == nil && int(prev) != n:
-		attrs := []any{"target", l.target, "topic", l.topic, "max_message_bytes", n, "from", from, "previous", prev}
-		if n < l.warnBelow || (l.fixed > 0 && n < l.fixed) {
-			detail := "a result near executor.max_output_bytes does not fit this topic: such results go to the DLQ; raise the topic's max.message.bytes to deliver them"
-			if l.fixed > 0 && n < l.fixed {
-				attrs = append(attrs, "configured", l.fixed)
-				detail = "the topic takes less than max_message_bytes: the topic's limit applies"
-			}
-			l.log.Warn("kafka_max_message_bytes", append(attrs, "detail", detail)...)
-			return
-		}
-		l.log.Info("kafka_max_message_bytes", attrs...)
+		l.logLimit(n, "from", from, "previous", prev)
 	}
 }
 
-// lookupMaxMessageBytes asks the brokers for topic's max.message.bytes
-// (its own or the brokers' default), then, if the topic's configs cannot
-// be described, for a broker's message.max.bytes. from says which.
-func lookupMaxMessageBytes(ctx context.Context, cl *kgo.Client, topic string) (n int, from string, err error) {
-	adm := kadm.NewClient(cl)
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err == nil {
-		var rc kadm.ResourceConfig
-		if rc, err = rcs.On(topic, nil); err == nil {
-			if err = rc.Err; err == nil {
-				if n, err = configInt(rc.Configs, "max.message.bytes"); err == nil {
-					return n, "topic", nil
-				}
-			}
-		}
+// lookup asks the brokers for the topic's max.message.bytes (its own or
+// the brokers' default), then, if the topic's configs cannot be
+// described, for a broker's message.max.bytes. from says which.
+func (l *topicLimit) lookup() (n int, from string, err error) {
+	ctx, cancel := context.WithTimeout(l.stop, lookupTimeout)
+	defer cancel()
+	adm := kadm.NewClient(l.client())
+	rcs, err := adm.DescribeTopicConfigs(ctx, l.topic)
+	if n, err = configInt(rcs, err, l.topic, "max.message.bytes"); err == nil {
+		return n, "topic", nil
 	}
-	topicErr := fmt.Errorf("topic %s: %w", topic, err)
+	topicErr := fmt.Errorf("topic %s: %w", l.topic, err)
 	brokers, err := adm.ListBrokers(ctx)
 	if err == nil && len(brokers) == 0 {
 		err = errors.New("no broker listed")
 	}
 	if err == nil {
 		rcs, err = adm.DescribeBrokerConfigs(ctx, brokers[0].NodeID)
-		if err == nil {
-			var rc kadm.ResourceConfig
-			if rc, err = rcs.On(strconv.Itoa(int(brokers[0].NodeID)), nil); err == nil {
-				if err = rc.Err; err == nil {
-					if n, err = configInt(rc.Configs, "message.max.bytes"); err == nil {
-						return n, "broker", nil
-					}
-				}
-			}
+		if n, err = configInt(rcs, err, strconv.Itoa(int(brokers[0].NodeID)), "message.max.bytes"); err == nil {
+			return n, "broker", nil
 		}
 	}
 	return 0, "", errors.Join(topicErr, fmt.Errorf("broker: %w", err))
 }
 
-// configInt is the positive integer value of config key in cs.
-func configInt(cs []kadm.Config, key string) (int, error) {
-	for _, c := range cs {
+// configInt is the positive integer value of config key of resource name
+// in a describe's answer (rcs, err).
+func configInt(rcs kadm.ResourceConfigs, err error, name, key string) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	rc, err := rcs.On(name, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range rc.Configs {
 		if c.Key == key {
 			n, err := strconv.Atoi(c.MaybeValue())
 			if err != nil || n <= 0 {

@@ -20,20 +20,19 @@ import (
 // Set delivers results to the named sinks and failures to the DLQ; it is
 // the worker's Deliverer.
 type Set struct {
-	name   string // the worker name, in every record's svc-worker header
-	sinks  []*kafkaSink
-	byName map[string]*kafkaSink
-	dlq    *DLQ
-	log    *slog.Logger
-	m      *sinkMetrics
-	events *worker.Events
-	stop   context.CancelFunc // ends the topic limit lookups and the sweep
-	// stopCtx is the context stop ends.
+	name    string // the worker name, in every record's svc-worker header
+	sinks   []*kafkaSink
+	byName  map[string]*kafkaSink
+	dlq     *DLQ
+	log     *slog.Logger
+	m       *sinkMetrics
+	events  *worker.Events
+	stop    context.CancelFunc // ends stopCtx: the topic limit lookups and the sweep
 	stopCtx context.Context
 	closed  sync.Once
 
-	// DeliverAsync's produces not acknowledged yet, and the context whose
-	// end cancels them (async.go).
+	// DeliverAsync's unacknowledged produces, and the context whose end
+	// cancels them (async.go).
 	pendMu  sync.Mutex
 	pending map[*asyncProduce]struct{}
 	watched context.Context
@@ -41,47 +40,30 @@ type Set struct {
 
 var _ worker.Deliverer = (*Set)(nil)
 
-// New builds a producer and a breaker per [[sinks.kafka]] entry and the DLQ
-// producer when a DLQ exists (dlq.topic, or the Kafka source's
-// <topic>_dlq). It connects lazily: no broker is contacted until the first
-// delivery, which first asks the brokers for the topic's max.message.bytes
-// (unless the entry sets max_message_bytes). events may be nil.
+// New builds a producer and a breaker per [[sinks.kafka]] entry, and the
+// DLQ's when one exists; no broker is contacted until the first delivery.
+// events may be nil.
 func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, log *slog.Logger) (*Set, error) {
 	stop, cancel := context.WithCancel(context.Background())
 	ss := &Set{name: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg), events: events, stop: cancel, stopCtx: stop}
 	for i, sc := range cfg.Sinks.Kafka {
 		timeout := sc.DeliveryTimeout.D()
 		limit := newTopicLimit(stop, "sink "+sc.Name, sc.Topic, sc.MaxMessageBytes, int(cfg.Executor.MaxOutputBytes), log)
-		cl, err := newProducer(cfg.SinkConn(i), defaultLinger(cfg), 2*timeout, sc.Compression, kgo.ProducerBatchMaxBytesFn(limit.batchMax))
+		out, err := newOutlet(stop, cfg.SinkConn(i), "svc-sink", defaultLinger(cfg), 2*timeout, sc.Compression, limit)
 		if err != nil {
 			ss.Close()
 			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
 		}
-		limit.client = cl.client
 		name := sc.Name
-		s := &kafkaSink{name: name, codec: sc.Compression, forward: sc.ForwardHeaders, topic: sc.Topic, cl: cl, limit: limit, timeout: timeout, log: log, m: ss.m,
+		s := &kafkaSink{name: name, codec: sc.Compression, forward: sc.ForwardHeaders, topic: sc.Topic, outlet: out, timeout: timeout, log: log, m: ss.m,
 			delivered: ss.m.delivered.WithLabelValues(name)}
-		opts, err := aloneOpts(cfg.SinkConn(i), 2*timeout, sc.Compression, kgo.ProducerBatchMaxBytesFn(limit.batchMax))
-		if err != nil {
-			cl.close()
-			ss.Close()
-			return nil, fmt.Errorf("sink %q: %w", sc.Name, err)
-		}
-		s.alone = newAloneProducer(stop, opts)
-		limit.onChange = s.limitChanged
 		s.breaker = NewBreaker(sc.Breaker.FailureThreshold, sc.Breaker.OpenTimeout.D(), func(from, to State) {
 			ss.m.state.WithLabelValues(name).Set(float64(to))
 			ss.m.transitions.WithLabelValues(name, to.String()).Inc()
 			log.Warn("sink_breaker_"+to.String(), "sink", name, "from", from.String())
 			events.State("sink_breaker_"+to.String(), map[string]any{"sink": name, "from": from.String()})
 		})
-		ss.m.state.WithLabelValues(name).Set(float64(Closed))
-		for _, to := range []State{Closed, Open, HalfOpen} {
-			ss.m.transitions.WithLabelValues(name, to.String())
-		}
-		ss.m.failures.WithLabelValues(name)
-		ss.m.tooLarge.WithLabelValues(name)
-		ss.m.refusedRetries.WithLabelValues(name)
+		ss.m.addSink(name)
 		ss.sinks = append(ss.sinks, s)
 		ss.byName[name] = s
 	}
@@ -95,19 +77,16 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 }
 
 // Deliver sends an ok result to its sinks (every sink, or the task's named
-// ones) and a failed one to the DLQ. An ok result too large for a sink's
-// topic is a failure of its message: after the other sinks have it, the
-// message goes to the DLQ with a reason naming each such sink, the size
-// and the limit. It returns nil once the result is safely out,
-// worker.ErrDeliveryStalled when the DLQ send failed under
-// dlq.on_send_failure = "stall", or ctx.Err().
+// ones) and a failed one to the DLQ; an ok result too large for some sink
+// goes to the DLQ too, once the others have it. It returns nil once the
+// result is out, worker.ErrDeliveryStalled (dlq.on_send_failure = "stall"),
+// or ctx.Err().
 func (ss *Set) Deliver(ctx context.Context, res *worker.TaskResult) error {
 	return ss.deliver(ctx, res, nil, nil)
 }
 
 // deliver is Deliver; refused, when not nil, is a broker's refusal of
-// res's record for the sink to (DeliverAsync's fast path), which judges
-// it again before anything more is produced there.
+// res's record for the sink to (DeliverAsync's fast path).
 func (ss *Set) deliver(ctx context.Context, res *worker.TaskResult, to *kafkaSink, refused *refusal) error {
 	if res.Status != worker.StatusOK {
 		return ss.dlq.Send(ctx, res)
@@ -164,12 +143,9 @@ type sinkRecord struct {
 	size int
 }
 
-// records builds the records of ok result res for targets (ss.targets),
-// the one step of every delivery path, appending them to recs: each is
-// checked against its sink's topic limit (waiting for the limit's first
-// lookup), and one over it is a *TooLargeError in large instead, its
-// message bound for the DLQ (tooLargeFailure). err is ctx's, when it
-// ended first.
+// records appends the records of ok result res for targets to recs, the
+// one step of every delivery path; one over its topic's limit is a
+// *TooLargeError in large instead. err is ctx's, when it ended first.
 func (ss *Set) records(ctx context.Context, res *worker.TaskResult, targets []*kafkaSink, recs []sinkRecord) ([]sinkRecord, []*TooLargeError, error) {
 	for _, s := range targets {
 		s.limit.ready() // every lookup under way at once
@@ -195,8 +171,7 @@ func (ss *Set) records(ctx context.Context, res *worker.TaskResult, targets []*k
 }
 
 // tooLargeFailure is ok result res as the failure its message goes to
-// the DLQ with, for the sinks whose topics it is too large for: the
-// reason names each (in one order whatever sink answered first).
+// the DLQ with: the reason names each sink it is too large for, sorted.
 func tooLargeFailure(res *worker.TaskResult, large []*TooLargeError) *worker.TaskResult {
 	reasons := make([]string, len(large))
 	for i, tl := range large {
@@ -237,9 +212,8 @@ func (ss *Set) Close() {
 		ss.stop()
 		var wg sync.WaitGroup
 		for _, s := range ss.sinks {
-			s.flushSlow()
-			wg.Go(s.cl.close)
-			wg.Go(s.alone.close)
+			s.reportSlow(true)
+			wg.Go(s.close)
 		}
 		if ss.dlq != nil {
 			wg.Go(ss.dlq.Close)
@@ -248,10 +222,9 @@ func (ss *Set) Close() {
 	})
 }
 
-// closeFlushWait bounds the last flush at shutdown. Every send's caller
-// has had its answer (acknowledged or timed out) by then; what is left are
-// records a hung broker still holds, which may land, duplicates at worst.
-// A variable only so this package's tests can shorten it (TestMain).
+// closeFlushWait bounds the last flush at shutdown: what is left then are
+// records a hung broker still holds, duplicates at worst if they land (a
+// variable for this package's tests).
 var closeFlushWait = 5 * time.Second
 
 func flushClose(cl *kgo.Client) {
@@ -262,4 +235,4 @@ func flushClose(cl *kgo.Client) {
 }
 
 // DLQEnabled reports whether a DLQ producer exists.
-func (ss *Set) DLQEnabled() bool { return ss.dlq.Enabled() }
+func (ss *Set) DLQEnabled() bool { return ss.dlq.cl != nil }

@@ -12,15 +12,13 @@ import (
 
 	"svc/worker"
 	"svc/worker/config"
-	"svc/worker/kconn"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// errDeliveryTimeout marks a produce that got no answer within the sink's
-// delivery timeout; it counts as a breaker failure while the record stays
-// with the producer, which keeps retrying it.
+// errDeliveryTimeout marks a produce unanswered within the delivery
+// timeout: a breaker failure, while the producer keeps the record.
 var errDeliveryTimeout = errors.New("no acknowledgement within the delivery timeout")
 
 // Sink header names added to every result record.
@@ -50,33 +48,25 @@ func (e *TooLargeError) Error() string {
 
 func (e *TooLargeError) Unwrap() error { return e.Err }
 
-// kafkaSink is one named sink: an idempotent acks=all producer behind its
-// own circuit breaker.
+// kafkaSink is one named sink, behind its own circuit breaker.
 type kafkaSink struct {
 	name    string
 	codec   string // sinks.kafka[].compression
 	forward bool   // sinks.kafka[].forward_headers
 	topic   string
-	cl      *producer
-	// alone produces the records a broker refused in a batch, each in a
-	// batch of its own: refused then, it is too large itself.
-	alone   *aloneProducer
-	limit   *topicLimit
-	breaker *Breaker
-	timeout time.Duration
-	log     *slog.Logger
-	m       *sinkMetrics
-	// delivered is m.delivered's child of this sink, bound once.
-	delivered prometheus.Counter
+	outlet
+	breaker   *Breaker
+	timeout   time.Duration
+	log       *slog.Logger
+	m         *sinkMetrics
+	delivered prometheus.Counter // m.delivered's child of this sink
 	slow      slowLog
 }
 
 // slowLog bounds sink_delivery_slow to one line per delivery_timeout per
-// sink. During an outage every pending delivery goes slow once per
-// delivery_timeout, and a line each was hundreds a second (62 pending
-// deliveries gave 310 lines in 6 s); each still counts a breaker failure.
-// Every slow delivery is reported: one held back is counted in the next
-// line, at the latest when its window ends (or the sinks close).
+// sink (during an outage every pending delivery goes slow once per
+// delivery_timeout); one held back is counted in the next line, at the
+// latest when its window ends (or the sinks close).
 type slowLog struct {
 	mu    sync.Mutex
 	last  time.Time   // when the last line was logged
@@ -85,40 +75,19 @@ type slowLog struct {
 }
 
 // slowDelivery counts a delivery unacknowledged past delivery_timeout as
-// a breaker failure and logs sink_delivery_slow, at most once per
-// delivery_timeout, with how many deliveries went slow since the previous
-// line ("deliveries", this one included).
-func (s *kafkaSink) slowDelivery(now time.Time) {
+// a breaker failure and logs it (slowLog).
+func (s *kafkaSink) slowDelivery() {
 	s.m.failures.WithLabelValues(s.name).Inc()
 	s.breaker.Failure()
 	s.slow.mu.Lock()
 	s.slow.n++
-	if !s.slow.last.IsZero() && now.Sub(s.slow.last) < s.timeout {
-		if s.slow.timer == nil {
-			s.slow.timer = time.AfterFunc(s.slow.last.Add(s.timeout).Sub(now), s.windowEnded)
-		}
-		s.slow.mu.Unlock()
-		return
-	}
-	n := s.slow.n
-	s.slow.last, s.slow.n = now, 0
 	s.slow.mu.Unlock()
-	s.logSlow(n)
+	s.reportSlow(false)
 }
 
-// windowEnded is the slow log's timer: it reports the slow deliveries held
-// back once a delivery_timeout has passed since the last line. A line
-// logged meanwhile (a slow delivery past the window logs at once) opened
-// a new window: the timer is set again for its end, so two lines are
-// never closer than delivery_timeout.
-func (s *kafkaSink) windowEnded() { s.reportSlow(false) }
-
-// flushSlow logs the slow deliveries held back, if any, at once (the sinks
-// close).
-func (s *kafkaSink) flushSlow() { s.reportSlow(true) }
-
 // reportSlow logs the slow deliveries held back, in one line: at once when
-// now, else only when the window since the last line has ended.
+// now (the sinks close), else once a delivery_timeout has passed since the
+// last line (a timer waits for it).
 func (s *kafkaSink) reportSlow(now bool) {
 	s.slow.mu.Lock()
 	if s.slow.timer != nil {
@@ -128,7 +97,7 @@ func (s *kafkaSink) reportSlow(now bool) {
 	n := s.slow.n
 	if n > 0 {
 		if wait := time.Until(s.slow.last.Add(s.timeout)); !now && wait > 0 {
-			s.slow.timer = time.AfterFunc(wait, s.windowEnded)
+			s.slow.timer = time.AfterFunc(wait, func() { s.reportSlow(false) })
 			s.slow.mu.Unlock()
 			return
 		}
@@ -145,56 +114,16 @@ func (s *kafkaSink) logSlow(n int) {
 		"detail", "deliveries unacknowledged past delivery_timeout since the previous sink_delivery_slow line; each counts a breaker failure and is still waited for")
 }
 
-// newProducer builds an idempotent acks=all producer for conn whose
-// batches use codec (a config.Compressions name). Defaults (client id,
-// then the caller's) come first so that conn's client_config (client.id,
-// linger.ms) overrides them. Linger defaults to 5 ms (Kafka 4's producer
-// default) with the Kafka source (defaultLinger): without it every record is sent as soon as fewer than five
-// produce requests are under way, about three records a request at a few
-// thousand a second, and the requests cost the worker and the brokers
-// more than the records (bench/speed.sh: 7,800 produce requests for
-// 20,000 results at linger 0, about 650 at 5 ms, the broker's CPU per
-// result 44-74 µs against 19). The Kafka source keeps enough deliveries
-// under way (4 × pipeline.max_in_flight) that lingering costs latency, not
-// throughput.
 // defaultLinger is a producer's linger unless client_config sets linger.ms:
-// 5 ms on a worker with the Kafka source, whose deliveries overlap by the
-// hundred; none on an HTTP-only worker, where each request waits for its
-// own delivery and a linger would be added to every response.
+// 5 ms with the Kafka source, whose deliveries overlap by the hundred (at
+// linger 0 produce requests cost the worker and the brokers more than the
+// records); none on an HTTP-only worker, where a linger would be added to
+// every response.
 func defaultLinger(cfg *config.Config) time.Duration {
 	if cfg.Sources.Kafka.Enabled {
 		return 5 * time.Millisecond
 	}
 	return 0
-}
-
-func newProducer(conn kconn.Conn, linger, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) (*producer, error) {
-	opts, err := clientOpts(conn, deliveryTimeout, codec, append([]kgo.Opt{kgo.ClientID("svc-sink"), kgo.ProducerLinger(linger)}, defaults...), nil)
-	if err != nil {
-		return nil, err
-	}
-	return newProducerClient(opts)
-}
-
-// aloneOpts are the options of an aloneProducer's client: newProducer's,
-// but never lingering, whatever conn's linger.ms (it carries one record
-// at a time, and a linger would only delay it).
-func aloneOpts(conn kconn.Conn, deliveryTimeout time.Duration, codec string, defaults ...kgo.Opt) ([]kgo.Opt, error) {
-	return clientOpts(conn, deliveryTimeout, codec, append([]kgo.Opt{kgo.ClientID("svc-sink")}, defaults...), []kgo.Opt{kgo.ProducerLinger(0)})
-}
-
-func clientOpts(conn kconn.Conn, deliveryTimeout time.Duration, codec string, defaults, overrides []kgo.Opt) ([]kgo.Opt, error) {
-	connOpts, err := kconn.Opts(conn)
-	if err != nil {
-		return nil, err
-	}
-	opts := append(defaults, connOpts...)
-	opts = append(opts,
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordDeliveryTimeout(max(deliveryTimeout, time.Second)), // kgo refuses less than 1 s; our own timers still apply the configured value
-		kgo.ProducerBatchCompression(compression(codec)...),
-	)
-	return append(opts, overrides...), nil
 }
 
 // compression is the codec preference for a compression key: the codec,
@@ -218,21 +147,11 @@ func compression(codec string) []kgo.CompressionCodec {
 
 // deliver produces rec, of size within the topic's limit (Set.records),
 // until the sink acknowledges it or ctx ends; build makes it again for a
-// retry. Nothing is dropped: failures are counted on the breaker and
-// retried with backoff; while the breaker is open the call waits. A
-// record the brokers refuse as larger than the topic's limit is not
-// retried and not counted: it returns a *TooLargeError.
-//
-// A broker refuses a whole batch as too large (MESSAGE_TOO_LARGE,
-// RECORD_LIST_TOO_LARGE) when it outgrows the topic's limit, and every
-// record of the batch gets the refusal: the topic's limit went down, or a
-// record over it was batched with small ones. A refused record is
-// therefore judged again (judge): the brokers are asked for the topic's
-// limit (refused: the refusal so far; nil: none), a record over it is
-// too large, and one within it is produced again, batched within the
-// lowered limit if the lookup lowered it, else (or refused again) alone
-// (produceAlone); only a refusal of the record alone makes it too large,
-// and lowers the limit below it.
+// retry. Failures count on the breaker and are retried with backoff; while
+// the breaker is open the call waits. A broker refuses a whole batch as
+// too large, small records included, so a refused record is judged again
+// (refused: the refusal so far, if any); only a refusal of the record
+// alone makes it a *TooLargeError, and lowers the limit below it.
 func (s *kafkaSink) deliver(ctx context.Context, rec *kgo.Record, size int, build func() *kgo.Record, refused *refusal) error {
 	var (
 		alone, retry bool
@@ -254,9 +173,9 @@ func (s *kafkaSink) deliver(ctx context.Context, rec *kgo.Record, size int, buil
 		}
 		at, capped := time.Now(), s.limit.get()
 		if alone {
-			err = s.produceAlone(ctx, rec)
+			err = s.alone.produce(ctx, rec, s.produceOn)
 		} else {
-			err = s.produce(ctx, rec)
+			err = s.produce(ctx, rec, s.produceOn)
 		}
 		rec = nil
 		if err == nil {
@@ -302,13 +221,11 @@ type refusal struct {
 	again bool // the record was refused once more after the first refusal
 }
 
-// judge decides about a record of size that a broker refused (r): the
-// brokers are asked for the topic's limit (a lookup started after the
-// record was produced), and a record over it returns a *TooLargeError.
-// One within it is produced again: batched as before when the lookup
-// lowered the limit below its batch's cap (the producers were renewed:
-// its new batch is within the limit) and this is its first refusal, else
-// alone (alone true). err is otherwise ctx's.
+// judge decides about a record of size that a broker refused (r) by the
+// topic's limit as looked up since: over it, a *TooLargeError; within it,
+// produced again, batched when the lookup lowered the limit below its
+// batch's cap (the producers were renewed) on a first refusal, else alone.
+// err is otherwise ctx's.
 func (s *kafkaSink) judge(ctx context.Context, size int, r *refusal) (retry, alone bool, limit int, err error) {
 	limit, err = s.limit.fresh(ctx, r.at)
 	if err != nil {
@@ -324,32 +241,10 @@ func (s *kafkaSink) judge(ctx context.Context, size int, r *refusal) (retry, alo
 	return true, true, limit, nil
 }
 
-// produce sends one record and waits for its acknowledgement. A record
-// unanswered after the delivery timeout counts one breaker failure and is
-// waited for again: it stays with the producer, so it is not sent twice.
-func (s *kafkaSink) produce(ctx context.Context, rec *kgo.Record) error {
-	for {
-		cl := s.cl.client()
-		err := s.produceOn(ctx, cl, rec)
-		if !s.cl.replaced(cl, err) {
-			return err
-		}
-	}
-}
-
-// limitChanged is the topic limit's onChange: the producers' batch caps
-// follow it.
-func (s *kafkaSink) limitChanged() {
-	s.cl.renew()
-	s.alone.renew()
-}
-
-// produceAlone is produce through the alone producer: rec travels in a
-// batch of its own.
-func (s *kafkaSink) produceAlone(ctx context.Context, rec *kgo.Record) error {
-	return s.alone.produce(ctx, rec, s.produceOn)
-}
-
+// produceOn produces rec on cl and waits for its acknowledgement. A
+// record unanswered after the delivery timeout counts one breaker failure
+// and is waited for again: it stays with the producer, so it is not sent
+// twice.
 func (s *kafkaSink) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	w := produceWaits.Get().(*produceWait)
 	cl.Produce(ctx, rec, w.ack)
@@ -365,7 +260,7 @@ func (s *kafkaSink) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Reco
 			produceWaits.Put(w) // acknowledged: nothing uses w any more
 			return err
 		case <-w.timer.C:
-			s.slowDelivery(time.Now())
+			s.slowDelivery()
 			w.timer.Reset(s.timeout)
 		case <-ctx.Done():
 			// The producer still holds rec and calls w.ack later: w is
@@ -376,11 +271,9 @@ func (s *kafkaSink) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Reco
 	}
 }
 
-// produceWait is what one produce waits with: the acknowledgement's
-// channel, the producer's callback sending to it and the slow-delivery
-// timer. They are pooled, so a delivery allocates none of them
-// (BenchmarkDeliver); one goes back to the pool only once its
-// acknowledgement was received.
+// produceWait is what one produce waits with, pooled so a delivery
+// allocates none of it (BenchmarkDeliver); one goes back to the pool only
+// once its acknowledgement was received.
 type produceWait struct {
 	done  chan error
 	ack   func(*kgo.Record, error)
@@ -394,77 +287,73 @@ var produceWaits = sync.Pool{New: func() any {
 }}
 
 // resultRecord builds a sink record for one task result: the output as
-// value, the message key, svc-* headers naming the task and its source,
-// svc-label-* headers for the labels, and with forward the input message's
-// own headers first (its svc-* ones excepted: this record sets its own).
+// value, the message key, svc-* and svc-label-* headers, and with forward
+// the input message's own headers first (its svc-* ones excepted).
 func resultRecord(topic, workerName string, forward bool, res *worker.TaskResult) *kgo.Record {
-	// The record and room for its svc- headers in one allocation, every
-	// header value in a second (five allocations less for a Kafka result,
-	// three for an HTTP one: BenchmarkDeliver).
+	// The record and its svc- headers in one allocation, every header
+	// value in a second (BenchmarkDeliver).
 	rb := &resultRecordBuf{}
 	rec := &rb.rec
 	rec.Topic, rec.Value = topic, res.Output
-	t := res.Task
-	m := t.Msg
-	hdr := rb.hdr[:0]
-	if n := len(res.Labels) + 5; (m != nil && forward && len(m.Headers) > 0) || n > len(rb.hdr) {
-		hdr = make([]kgo.RecordHeader, 0, n+headerCount(m, forward))
-	}
+	t, m := res.Task, res.Task.Msg
+	var own []worker.Header // the message's headers to forward
 	size := len(t.ID) + len(workerName) + 2*20
 	if m != nil {
 		size += len(m.Source)
+		if forward {
+			own = m.Headers
+		}
 	}
 	for _, v := range res.Labels {
 		size += len(v)
 	}
-	buf := make([]byte, 0, size)
-	take := func(from int) []byte { return buf[from:len(buf):len(buf)] }
-	if m != nil && forward {
-		for _, h := range m.Headers {
-			if !strings.HasPrefix(h.Key, "svc-") {
-				hdr = append(hdr, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-			}
+	h := headerBuf{hdr: rb.hdr[:0], buf: make([]byte, 0, size)}
+	if n := len(res.Labels) + 5; len(own) > 0 || n > len(rb.hdr) {
+		h.hdr = make([]kgo.RecordHeader, 0, n+len(own))
+	}
+	for _, o := range own {
+		if !strings.HasPrefix(o.Key, "svc-") {
+			h.hdr = append(h.hdr, kgo.RecordHeader{Key: o.Key, Value: o.Value})
 		}
 	}
-	at := len(buf)
-	buf = append(buf, t.ID...)
-	hdr = append(hdr, kgo.RecordHeader{Key: HeaderTaskID, Value: take(at)})
-	at = len(buf)
-	buf = append(buf, workerName...)
-	hdr = append(hdr, kgo.RecordHeader{Key: HeaderWorker, Value: take(at)})
+	h.buf = append(h.buf, t.ID...)
+	h.put(HeaderTaskID)
+	h.buf = append(h.buf, workerName...)
+	h.put(HeaderWorker)
 	if m != nil {
 		rec.Key = m.Key
-		at = len(buf)
-		buf = append(buf, m.Source...)
-		hdr = append(hdr, kgo.RecordHeader{Key: HeaderSource, Value: take(at)})
+		h.buf = append(h.buf, m.Source...)
+		h.put(HeaderSource)
 		if m.Source == worker.SourceKafka {
-			at = len(buf)
-			buf = strconv.AppendInt(buf, int64(m.Partition), 10)
-			hdr = append(hdr, kgo.RecordHeader{Key: HeaderSourcePartition, Value: take(at)})
-			at = len(buf)
-			buf = strconv.AppendInt(buf, m.Offset, 10)
-			hdr = append(hdr, kgo.RecordHeader{Key: HeaderSourceOffset, Value: take(at)})
+			h.buf = strconv.AppendInt(h.buf, int64(m.Partition), 10)
+			h.put(HeaderSourcePartition)
+			h.buf = strconv.AppendInt(h.buf, m.Offset, 10)
+			h.put(HeaderSourceOffset)
 		}
 	}
 	for k, v := range res.Labels {
-		at = len(buf)
-		buf = append(buf, v...)
-		hdr = append(hdr, kgo.RecordHeader{Key: worker.LabelHeaderPrefix + k, Value: take(at)})
+		h.buf = append(h.buf, v...)
+		h.put(worker.LabelHeaderPrefix + k)
 	}
-	rec.Headers = hdr
+	rec.Headers = h.hdr
 	return rec
+}
+
+// headerBuf builds headers whose values share one buffer.
+type headerBuf struct {
+	hdr []kgo.RecordHeader
+	buf []byte
+	at  int // where the next value starts in buf
+}
+
+// put adds header key, its value the bytes appended to buf since the last.
+func (h *headerBuf) put(key string) {
+	h.hdr = append(h.hdr, kgo.RecordHeader{Key: key, Value: h.buf[h.at:len(h.buf):len(h.buf)]})
+	h.at = len(h.buf)
 }
 
 // resultRecordBuf is a result record with room for its five svc- headers.
 type resultRecordBuf struct {
 	rec kgo.Record
 	hdr [5]kgo.RecordHeader
-}
-
-// headerCount is how many of m's headers a forwarding record may carry.
-func headerCount(m *worker.Message, forward bool) int {
-	if m == nil || !forward {
-		return 0
-	}
-	return len(m.Headers)
 }

@@ -11,20 +11,11 @@ import (
 	"svc/worker"
 )
 
-// Exactly-once staging (sources.kafka.delivery = "exactly_once").
-//
-// The Kafka source runs a message's tasks, then stages each result here:
-// Stage builds the records the result becomes (one per sink it routes to,
-// or its DLQ record) with the same routing, size checks and DLQ cuts as
-// Deliver, but produces nothing. The source produces the staged records of
-// its finished messages through its own transactional client, together
-// with their offsets, and reports the outcome: Committed once the
-// transaction committed (metrics, breaker successes and the recorder's
-// sink_delivered and dlq_sent events happen then, so the recorder records
-// what was committed), Failed for a record the producer refused (the
-// transaction aborts and the message is processed again).
-
-// Staged is one task result's records for a Kafka transaction.
+// Staged is one task result's records for a Kafka transaction
+// (sources.kafka.delivery = "exactly_once"): Stage builds them with
+// Deliver's routing, size checks and DLQ cuts, the Kafka source produces
+// them with their offsets in its own transaction, and reports Committed
+// (only then are they counted and recorded) or Failed.
 type Staged struct {
 	// Records are produced in order; Bytes is their values' size.
 	Records []*kgo.Record
@@ -36,10 +27,9 @@ type Staged struct {
 	large   []*TooLargeError // sinks the result was too large for
 }
 
-// Stage builds res's records for a transaction. It waits only for the
-// first lookup of a topic's max.message.bytes; it returns ctx.Err() when
-// ctx ends first, and an error when no DLQ exists for a failed result
-// (exactly-once always has one: the source's <topic>_dlq by default).
+// Stage builds res's records for a transaction, waiting only for the first
+// lookup of a topic's limit; it fails when no DLQ exists for a failed
+// result (exactly-once always has one: the source's <topic>_dlq).
 func (ss *Set) Stage(ctx context.Context, res *worker.TaskResult) (*Staged, error) {
 	st := &Staged{res: res}
 	if res.Status != worker.StatusOK {
@@ -137,28 +127,18 @@ type Failure struct {
 	Err error
 }
 
-// Failed accounts for the records one transaction could not deliver. A
-// transaction is one delivery attempt per sink: each sink with a failed
-// record counts one breaker failure and logs once, the DLQ once.
-//
-// Records refused as too large are not counted: a broker refuses a whole
-// batch when it outgrows the topic's limit, small records included, so
-// the refusal says the limit the worker knows is too high, not which
-// record is too large. The brokers are asked for the topic's limit again
-// (relimit) before the transaction aborts: the messages, staged again
-// after the abort, are judged against it, and their records batched
-// within it, so only a result over it goes to the DLQ.
-//
-// renew reports that the transactional client's batch cap for a topic
-// is not the topic's limit any more: franz-go caps a partition's batches
-// at the limit it read when it first produced there and never reads it
-// again, so the caller replaces its client (a new session) before the
-// next transaction.
+// Failed accounts for the records one transaction could not deliver: each
+// sink with a failed record counts one breaker failure and logs once, the
+// DLQ once. Records refused as too large are not counted (a broker refuses
+// a whole batch, small ones included): the topic's limit is asked again
+// (relimit) before the transaction aborts. renew reports that the
+// transactional client's batch cap for a topic is stale (see producer).
 func (ss *Set) Failed(fails []Failure) (renew bool) {
 	var seen []*kafkaSink
 	dlq := false
 	refused := map[*topicLimit][]Failure{}
-	var limits []*topicLimit // refused's keys in order
+	var limits []*topicLimit                 // refused's keys in order
+	perPartition := map[topicPartition]int{} // refused records, whatever their target
 	for _, f := range fails {
 		s := f.St.to[f.I]
 		if isTooLarge(f.Err) {
@@ -170,6 +150,8 @@ func (ss *Set) Failed(fails []Failure) (renew bool) {
 				limits = append(limits, lim)
 			}
 			refused[lim] = append(refused[lim], f)
+			rec := f.St.Records[f.I]
+			perPartition[topicPartition{rec.Topic, rec.Partition}]++
 			continue
 		}
 		if s == nil {
@@ -190,20 +172,8 @@ func (ss *Set) Failed(fails []Failure) (renew bool) {
 		s.log.Warn("sink_delivery_failed", "sink", s.name, "records", len(fails), "error", f.Err.Error(),
 			"detail", "exactly-once: the transaction aborts and its messages are processed again")
 	}
-	if len(limits) == 0 {
-		return false
-	}
-	perPartition := map[topicPartition]int{} // refused records, whatever their target
-	for _, f := range fails {
-		if isTooLarge(f.Err) {
-			rec := f.St.Records[f.I]
-			perPartition[topicPartition{rec.Topic, rec.Partition}]++
-		}
-	}
 	for _, lim := range limits {
-		if ss.relimit(lim, refused[lim], perPartition) {
-			renew = true
-		}
+		renew = ss.relimit(lim, refused[lim], perPartition) || renew
 	}
 	return renew
 }
@@ -215,21 +185,14 @@ type topicPartition struct {
 
 // relimit sets lim after a transaction's records to its topic (fails)
 // were refused as too large, and reports whether the transactional
-// client's batch cap for the topic is now stale (it is to be renewed).
-// The brokers are asked for the topic's limit (a lookup started now). A
-// cap other than the limit they tell explains the refusal: the client
-// batched to a limit the topic no longer has (lowered at runtime, or
-// learned since the client was made), and a new one batches within the
-// limit. With the cap right, the refusal is unexplained: a record that
-// was its partition's only refused one (perPartition counts them, all
-// targets together) travelled in a batch of its own, so it is too large
-// itself and the limit goes below it; otherwise (the brokers do not
-// answer, or tell the limit the worker had) the limit is halved, to half
-// the refused bytes of a partition at most, so the next session's
-// batches are smaller. Exactly-once cannot try a record alone (it would
-// be visible outside the transaction), so without the brokers' answer a
-// record between the halved limit and the topic's real one goes to the
-// DLQ.
+// client's batch cap for the topic is stale. A cap other than the limit
+// the brokers tell now explains the refusal. Otherwise a record that was
+// its partition's only refused one (perPartition counts them, all targets
+// together) travelled alone and the limit goes below it; else the limit
+// is halved, to half the refused bytes of a partition at most.
+// Exactly-once cannot try a record alone (it would be visible outside the
+// transaction), so a record between the halved limit and the topic's real
+// one goes to the DLQ.
 func (ss *Set) relimit(lim *topicLimit, fails []Failure, perPartition map[topicPartition]int) (renew bool) {
 	before := lim.get()
 	n, err := lim.fresh(ss.stopCtx, time.Now())
@@ -334,8 +297,6 @@ func (ss *Set) TransactionOpts() []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ProducerBatchCompression(compression(codec)...),
 		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 {
-			// franz-go asks once per partition, when the client first
-			// produces there: what it got is noted for relimit.
 			for _, s := range ss.sinks {
 				if s.topic == topic {
 					return s.limit.capTxn()

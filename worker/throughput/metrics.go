@@ -32,6 +32,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range Reasons() {
 		m.skipped.WithLabelValues(r)
 	}
+	if reg == nil {
+		return m, nil
+	}
 	cs := []prometheus.Collector{m.cost, m.speed, m.skipped}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {

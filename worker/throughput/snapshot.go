@@ -16,20 +16,18 @@ type Snapshot struct {
 	CostLabel     string  `json:"cost_label,omitzero"`
 	WindowSeconds float64 `json:"window_seconds,omitzero"`
 	History       int     `json:"history,omitzero"` // closed windows kept
-	// Current is the open window; its rate is over the time elapsed in it.
+	// Current is the open window, its rate over the time elapsed in it.
 	Current *Window `json:"current,omitzero"`
-	// Windows are the closed windows, newest first; windows without tasks
-	// are listed with zeros.
+	// Windows are the closed windows, newest first (empty ones included).
 	Windows []Window `json:"windows,omitzero"`
-	// Totals covers everything since the tracker was made, up to now.
+	// Totals covers everything since the tracker was made.
 	Totals *Window `json:"totals,omitzero"`
-	// Skipped counts tasks skipped since start, by reason (every reason
-	// listed).
+	// Skipped counts skipped tasks since start, by reason (all listed).
 	Skipped map[string]int64 `json:"skipped,omitzero"`
 }
 
-// Snapshot returns the windows as of now. A nil or disabled tracker gives
-// the disabled form.
+// Snapshot returns the windows as of now (the disabled form for a nil or
+// disabled tracker).
 func (t *Tracker) Snapshot() Snapshot {
 	if t == nil || !t.enabled {
 		return Snapshot{Reason: disabledReason}

@@ -1,7 +1,6 @@
 // Package throughput turns a numeric task label into a task cost: per-task
 // speed (cost per second of executor wall time) and windowed throughput
-// (cost per second of real time over fixed windows). It depends on the
-// standard library and the Prometheus client only.
+// (cost per second of real time over fixed windows).
 package throughput
 
 import (
@@ -27,17 +26,15 @@ const (
 
 // Options configure a Tracker.
 type Options struct {
-	// CostLabel is throughput.cost_label: the task label holding the cost.
-	// Empty gives a disabled tracker.
+	// CostLabel is throughput.cost_label; empty gives a disabled tracker.
 	CostLabel string
 	// Window is throughput.window (60s; 1s-24h). Windows are aligned to
 	// multiples of Window since the Unix epoch, so the windows of all
-	// workers line up; the first one starts when the tracker is made.
+	// workers line up.
 	Window time.Duration
 	// History is how many closed windows Snapshot returns (60; 1-10000).
 	History int
-	// Registerer receives the svc_task_cost_* metrics when enabled; nil
-	// registers none.
+	// Registerer receives the svc_task_cost_* metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger gets task_cost_label_skipped once per reason; nil discards.
 	Logger *slog.Logger
@@ -60,9 +57,8 @@ type Tracker struct {
 	warned  map[string]bool
 }
 
-// New validates o and, when o.CostLabel is set, registers the metrics. With
-// no cost label it returns a disabled tracker that registers and counts
-// nothing.
+// New validates o and, when o.CostLabel is set, registers the metrics;
+// without one it returns a disabled tracker.
 func New(o Options) (*Tracker, error) {
 	if o.CostLabel == "" {
 		return &Tracker{o: o}, nil
@@ -87,14 +83,11 @@ func New(o Options) (*Tracker, error) {
 	case o.History < 1 || o.History > maxHistory:
 		return nil, fmt.Errorf("throughput options: History must be from 1 to %d (got %d)", maxHistory, o.History)
 	}
-	t := &Tracker{o: o, enabled: true, skipped: map[string]int64{}, warned: map[string]bool{}}
-	if o.Registerer != nil {
-		m, err := newMetrics(o.Registerer)
-		if err != nil {
-			return nil, err
-		}
-		t.m = m
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
 	}
+	t := &Tracker{o: o, enabled: true, m: m, skipped: map[string]int64{}, warned: map[string]bool{}}
 	for _, r := range Reasons() {
 		t.skipped[r] = 0
 	}
@@ -104,18 +97,13 @@ func New(o Options) (*Tracker, error) {
 	return t, nil
 }
 
-// Enabled reports whether a cost label is configured; a disabled tracker
-// computes nothing.
+// Enabled reports whether a cost label is configured.
 func (t *Tracker) Enabled() bool { return t.enabled }
 
-// CostLabel returns the configured label name ("" when disabled).
-func (t *Tracker) CostLabel() string { return t.o.CostLabel }
-
-// Observe accounts one finished task: labels are its labels, wall the
-// executor wall time. A cost label holding a finite number from 0 to
-// MaxCost gives ok, the cost, and speed = cost / wall seconds (0 when wall
-// is not positive). Otherwise the task is counted under its skip reason
-// and ok is false; a disabled tracker returns zeros.
+// Observe accounts one finished task, of executor wall time wall. A cost
+// label holding a finite number from 0 to MaxCost gives ok, the cost, and
+// speed = cost / wall seconds (0 when wall is not positive); otherwise the
+// task is counted under its skip reason.
 func (t *Tracker) Observe(labels map[string]string, wall time.Duration) (cost, speed float64, ok bool) {
 	if !t.enabled {
 		return 0, 0, false
@@ -132,9 +120,7 @@ func (t *Tracker) Observe(labels map[string]string, wall time.Duration) (cost, s
 		first := !t.warned[reason]
 		t.warned[reason] = true
 		t.mu.Unlock()
-		if t.m != nil {
-			t.m.skipped.WithLabelValues(reason).Inc()
-		}
+		t.m.skipped.WithLabelValues(reason).Inc()
 		if first {
 			t.o.Logger.Warn("task_cost_label_skipped", "label", t.o.CostLabel, "reason", reason,
 				"value", worker.Truncate(value, 64))
@@ -148,11 +134,9 @@ func (t *Tracker) Observe(labels map[string]string, wall time.Duration) (cost, s
 	t.cur.add(cost, wall)
 	t.totals.add(cost, wall)
 	t.mu.Unlock()
-	if t.m != nil {
-		t.m.cost.Add(cost)
-		if wall > 0 {
-			t.m.speed.Observe(speed)
-		}
+	t.m.cost.Add(cost)
+	if wall > 0 {
+		t.m.speed.Observe(speed)
 	}
 	return cost, speed, true
 }

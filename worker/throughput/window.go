@@ -74,14 +74,13 @@ func (w *window) add(cost float64, wall time.Duration) {
 type Window struct {
 	StartMS int64 `json:"start_ms"`
 	EndMS   int64 `json:"end_ms"` // for the current window: when it will close
-	// Seconds is the span the rate divides by: the whole window once
-	// closed, the time elapsed so far for the current one.
+	// Seconds is the span the rate divides by (for the current window, the
+	// time elapsed so far).
 	Seconds       float64 `json:"seconds"`
 	Tasks         int64   `json:"tasks"`
 	Cost          float64 `json:"cost"`
 	CostPerSecond float64 `json:"cost_per_second"`
-	// ExecutorSeconds sums the executor wall time of the tasks; Speed is
-	// Cost / ExecutorSeconds (0 without executor time).
+	// Speed is Cost / ExecutorSeconds (0 without executor time).
 	ExecutorSeconds float64 `json:"executor_seconds"`
 	Speed           float64 `json:"speed"`
 	Skipped         int64   `json:"skipped"`
@@ -115,9 +114,8 @@ func (t *Tracker) windowEnd(now time.Time) time.Time {
 	return time.Unix(0, start+w)
 }
 
-// roll closes the current window and any empty ones after it once now has
-// passed its end. A clock that went back keeps the current window.
-// Called with mu held.
+// roll closes the current window, and the empty ones after it, once now
+// has passed its end (a clock that went back keeps it). mu is held.
 func (t *Tracker) roll(now time.Time) {
 	if now.Before(t.cur.end) {
 		return

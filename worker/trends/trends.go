@@ -1,14 +1,13 @@
 // Package trends keeps a worker's recent throughput, failures and consumer
-// lag in memory, sampled by the worker itself from its own metrics, for
-// the Dashboard's trend charts (GET /api/v1/dashboard/trends). Two bounded
-// rings: the last hour in 10-second steps (360 points) and the last 24
-// hours in 5-minute steps (288 points), both since the worker started.
-// Steps are aligned to the wall clock, so the points of a fleet's workers
-// fall on the same instants and add up.
+// lag in memory, sampled from its own metrics, for the Dashboard's trend
+// charts (GET /api/v1/dashboard/trends): the last hour in 10-second steps
+// and the last 24 hours in 5-minute steps. Steps are aligned to the wall
+// clock, so the points of a fleet's workers add up.
 package trends
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,20 +28,17 @@ const (
 )
 
 // Point is one step of a worker's trend: the tasks that finished in the
-// step ending at TS (probes are not tasks here, as in svc_tasks_total) and
-// the consumer lag at its end.
+// step ending at TS (probes excepted) and the consumer lag at its end.
 type Point struct {
 	TS int64 `json:"ts_ms"`
 	// OK are tasks finished ok; Failed those failed or timed out.
 	OK     int64 `json:"ok"`
 	Failed int64 `json:"failed"`
 	// Lag is the lag of the partitions this worker answers for
-	// (svc_consumer_lag, plus svc_consumer_lag_orphaned on the group's
-	// reporter): a fleet's sum counts each partition once. Null without a
+	// (svc_consumer_lag plus svc_consumer_lag_orphaned); null without a
 	// Kafka source or before the offsets were first read.
 	Lag *int64 `json:"lag"`
-	// Open marks the newest point, the step under way (counted up to the
-	// moment of the answer).
+	// Open marks the newest point, the step under way.
 	Open bool `json:"open,omitempty"`
 }
 
@@ -50,14 +46,13 @@ type Point struct {
 type Series struct {
 	StepSeconds int64 `json:"step_seconds"`
 	// AvailableFromMS is where this worker's data for the resolution
-	// starts: the start of its oldest kept step, or when it started.
+	// starts.
 	AvailableFromMS int64   `json:"available_from_ms"`
 	MaxPoints       int     `json:"max_points"`
 	Points          []Point `json:"points"`
 }
 
-// Sampler samples a registry every FineStep. Its rings are guarded by mu;
-// Run is the only writer.
+// Sampler samples a registry every FineStep; Run is the only writer.
 type Sampler struct {
 	g       prometheus.Gatherer
 	now     func() time.Time
@@ -113,8 +108,7 @@ func (s *Sampler) add(at time.Time, ok, failed float64, lag *int64) {
 	s.acc.Lag = lag
 }
 
-// delta is how much a counter grew; a counter never shrinks while the
-// process runs, so a smaller value is read as a fresh start.
+// delta is how much a counter grew (a smaller value is a fresh start).
 func delta(now, before float64) int64 {
 	if now < before {
 		return int64(now)
@@ -124,7 +118,7 @@ func delta(now, before float64) int64 {
 
 // Snapshot returns the points of the last window (MinWindow to
 // MaxWindow): 10-second steps up to an hour, 5-minute steps beyond, the
-// newest being the step under way, counted up to now.
+// newest being the step under way.
 func (s *Sampler) Snapshot(window time.Duration) Series {
 	ok, failed, lag := read(s.g)
 	now := s.now()
@@ -140,8 +134,7 @@ func (s *Sampler) Snapshot(window time.Duration) Series {
 	if step == CoarseStep && s.acc.TS != 0 {
 		pts = append(pts, s.acc)
 	}
-	// The step under way: what the counters moved since the last sample
-	// (for the coarse step, added to its filled part).
+	// The step under way (for the coarse step, added to its filled part).
 	open := Point{OK: delta(ok, s.lastOK), Failed: delta(failed, s.lastFailed), Lag: lag, Open: true}
 	end := now.Truncate(step).Add(step)
 	open.TS = end.UnixMilli()
@@ -207,27 +200,20 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// ring keeps the newest n points.
+// ring keeps the newest n points, oldest first.
 type ring struct {
-	buf  []Point
-	next int
-	full bool
+	pts []Point
+	n   int
 }
 
-func newRing(n int) ring { return ring{buf: make([]Point, n)} }
+func newRing(n int) ring { return ring{n: n} }
 
 func (r *ring) push(p Point) {
-	r.buf[r.next] = p
-	r.next = (r.next + 1) % len(r.buf)
-	if r.next == 0 {
-		r.full = true
+	if len(r.pts) == r.n {
+		r.pts = slices.Delete(r.pts, 0, 1)
 	}
+	r.pts = append(r.pts, p)
 }
 
-// points returns the kept points, oldest first.
-func (r *ring) points() []Point {
-	if !r.full {
-		return append([]Point(nil), r.buf[:r.next]...)
-	}
-	return append(append([]Point(nil), r.buf[r.next:]...), r.buf[:r.next]...)
-}
+// points returns a copy of the kept points.
+func (r *ring) points() []Point { return slices.Clone(r.pts) }
