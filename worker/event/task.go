@@ -26,9 +26,8 @@ type TaskRow struct {
 	OutputSizeBytes int64             `json:"output_size_bytes"`
 	Env             map[string]string `json:"env"`
 
-	// Deliveries is how many sink_delivered events follow the row of an
-	// ok result (the sinks it goes to); never stored. A recorder may wait
-	// that long for them to store them with the row.
+	// Deliveries is how many sink_delivered events follow an ok row (a
+	// recorder may wait for them); never stored.
 	Deliveries int `json:"-"`
 }
 
