@@ -1,8 +1,6 @@
 package runtimehealth
 
 import (
-	"errors"
-	"io"
 	"math"
 	"os"
 	"runtime"
@@ -36,8 +34,7 @@ type gauges struct {
 }
 
 // cumulative holds the monotonic values of one read; two reads give the
-// figures of the span between them. The CPU estimates advance only when a
-// GC cycle ends.
+// figures of the span between them.
 type cumulative struct {
 	at       time.Time
 	gcCycles uint64
@@ -47,8 +44,8 @@ type cumulative struct {
 	sched    []uint64 // counts per bucket of mSchedLatency
 }
 
-// reader reads runtime/metrics into a reused slice. Not safe for
-// concurrent use: the monitor goroutine owns it.
+// reader reads runtime/metrics into a reused slice; the monitor goroutine
+// owns it.
 type reader struct {
 	samples      []metrics.Sample
 	pauseBuckets []float64
@@ -137,10 +134,7 @@ func histDelta(now, then []uint64) []uint64 {
 // as the upper bound of the bucket holding it (its lower bound for the open
 // last bucket). Zero counts give 0.
 func histQuantile(counts []uint64, buckets []float64, q float64) float64 {
-	var total uint64
-	for _, c := range counts {
-		total += c
-	}
+	total := histTotal(counts)
 	if total == 0 || len(buckets) != len(counts)+1 {
 		return 0
 	}
@@ -163,10 +157,8 @@ func histQuantile(counts []uint64, buckets []float64, q float64) float64 {
 }
 
 // histTotals are a runtime histogram's count and sum since the process
-// started; the histogram keeps no sum, so each value counts at its
-// bucket's lower bound (0 for the open first bucket): the sum is a lower
-// bound, within the buckets' width (at most 25 %), as in client_golang's
-// go_* histograms.
+// started. The histogram keeps no sum, so each value counts at its
+// bucket's lower bound, as in client_golang's go_* histograms.
 type histTotals struct {
 	count uint64
 	sum   float64
@@ -203,18 +195,11 @@ func openFDs() int64 {
 		return -1
 	}
 	defer f.Close()
-	n := 0
-	for {
-		names, err := f.Readdirnames(512)
-		n += len(names)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return -1
-		}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return -1
 	}
-	return int64(n - 1) // the descriptor reading the directory
+	return int64(len(names) - 1) // the descriptor reading the directory
 }
 
 // rssBytes reads the resident set size from /proc/self/statm on Linux; -1
