@@ -67,7 +67,7 @@ func (s *Store) openFile(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
-	s.db, s.path, s.persistent = db, path, true
+	s.db, s.persistent = db, true
 	return nil
 }
 

@@ -69,9 +69,7 @@ type Config struct {
 type Store struct {
 	cfg        Config
 	db         *sql.DB
-	log        *slog.Logger
 	persistent bool
-	path       string
 	epoch      string // tells this file's cursors from an earlier file's
 	metrics    *metrics
 
@@ -99,12 +97,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxRows <= 0 || cfg.MaxBytes <= 0 || cfg.Worker == "" {
 		return nil, errors.New("open cache: worker name, max rows and max bytes are required")
 	}
-	s := &Store{cfg: cfg, log: cfg.Logger.With("component", "cache")}
+	s, log := &Store{cfg: cfg}, cfg.Logger.With("component", "cache")
 	if cfg.Dir == "" {
-		s.log.Warn("cache_engine_disabled_no_storage_dir",
+		log.Warn("cache_engine_disabled_no_storage_dir",
 			"detail", "cache.enabled with an empty storage.dir: the handler cache is memory-only and the cache exchange is off")
 	} else if err := s.openFile(ctx); err != nil {
-		s.log.Warn("cache_memory_only_fallback", "dir", cfg.Dir, "error", err.Error(),
+		log.Warn("cache_memory_only_fallback", "dir", cfg.Dir, "error", err.Error(),
 			"detail", "the handler cache keeps its rows in memory only and the cache exchange is off")
 	}
 	if s.db == nil {

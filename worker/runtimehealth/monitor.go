@@ -22,7 +22,7 @@ type Monitor struct {
 	// Owned by the goroutine in Run.
 	reader   *reader
 	lags     *lagRing
-	reads    []cumulative // oldest first; reads[0] is the window's baseline
+	reads    []reading // oldest first; reads[0] is the window's baseline
 	episode  episode
 	lastDump time.Time
 
@@ -171,7 +171,7 @@ func (m *Monitor) beat(now time.Time, lag time.Duration) {
 
 // sample reads the runtime, publishes the result and emits it.
 func (m *Monitor) sample(now time.Time) {
-	g, c := m.reader.read(now)
+	c := m.reader.read(now)
 	m.reads = append(m.reads, c)
 	// Keep the newest read at or before the window start as the baseline.
 	cut := now.Add(-m.o.Window)
@@ -191,10 +191,10 @@ func (m *Monitor) sample(now time.Time) {
 		LagP50MS:          ms(lags.p50),
 		LagP99MS:          ms(lags.p99),
 		LagMaxMS:          ms(lags.max),
-		Goroutines:        g.goroutines,
-		Gomaxprocs:        g.gomaxprocs,
-		HeapLiveBytes:     g.heapLiveBytes,
-		HeapTotalBytes:    g.heapTotalBytes,
+		Goroutines:        c.goroutines,
+		Gomaxprocs:        c.gomaxprocs,
+		HeapLiveBytes:     c.heapLiveBytes,
+		HeapTotalBytes:    c.heapTotalBytes,
 		GCCycles:          c.gcCycles - min(c.gcCycles, base.gcCycles),
 		GCPauses:          histTotal(pauses),
 		GCPauseP50MS:      secMS(histQuantile(pauses, m.reader.pauseBuckets, 0.50)),
@@ -221,13 +221,7 @@ func (m *Monitor) sample(now time.Time) {
 		m.recent = slices.Delete(m.recent, 0, len(m.recent)-m.o.History)
 	}
 	m.mu.Unlock()
-	m.emit("sample", s)
-}
-
-func (m *Monitor) emit(kind string, payload any) {
-	if m.o.Emit != nil {
-		m.o.Emit(kind, payload)
-	}
+	m.o.Emit("sample", s)
 }
 
 // ms converts to milliseconds (nanosecond precision).

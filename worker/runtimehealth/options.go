@@ -85,6 +85,9 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Emit == nil {
+		o.Emit = func(string, any) {}
+	}
 	return o
 }
 

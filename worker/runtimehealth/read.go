@@ -25,23 +25,15 @@ const (
 	mSchedLatency = "/sched/latencies:seconds"
 )
 
-// gauges are the point-in-time values of one read.
-type gauges struct {
-	goroutines     int64
-	gomaxprocs     int64
-	heapLiveBytes  uint64
-	heapTotalBytes uint64
-}
-
-// cumulative holds the monotonic values of one read; two reads give the
-// figures of the span between them.
-type cumulative struct {
-	at       time.Time
-	gcCycles uint64
-	gcCPU    float64
-	totalCPU float64
-	pauses   []uint64 // counts per bucket of mGCPauses
-	sched    []uint64 // counts per bucket of mSchedLatency
+// reading is one read: gauges, and monotonic values two readings turn
+// into the figures of the span between them.
+type reading struct {
+	at                            time.Time
+	goroutines, gomaxprocs        int64
+	heapLiveBytes, heapTotalBytes uint64
+	gcCycles                      uint64
+	gcCPU, totalCPU               float64
+	pauses, sched                 []uint64 // counts per bucket of mGCPauses, mSchedLatency
 }
 
 // reader reads runtime/metrics into a reused slice; the monitor goroutine
@@ -62,23 +54,22 @@ func newReader() *reader {
 	return r
 }
 
-// read returns the gauges and the cumulative values at now. A metric this
-// Go release does not know reads as zero.
-func (r *reader) read(now time.Time) (gauges, cumulative) {
+// read returns the reading at now; a metric this Go release does not know
+// reads as zero.
+func (r *reader) read(now time.Time) reading {
 	metrics.Read(r.samples)
-	var g gauges
-	c := cumulative{at: now}
+	c := reading{at: now}
 	for _, s := range r.samples {
 		v := s.Value
 		switch s.Name {
 		case mGoroutines:
-			g.goroutines = int64(u64(v))
+			c.goroutines = int64(u64(v))
 		case mGomaxprocs:
-			g.gomaxprocs = int64(u64(v))
+			c.gomaxprocs = int64(u64(v))
 		case mHeapLive:
-			g.heapLiveBytes = u64(v)
+			c.heapLiveBytes = u64(v)
 		case mHeapObjects, mHeapUnused, mHeapFree:
-			g.heapTotalBytes += u64(v)
+			c.heapTotalBytes += u64(v)
 		case mGCCycles:
 			c.gcCycles = u64(v)
 		case mGCCPU:
@@ -91,7 +82,7 @@ func (r *reader) read(now time.Time) (gauges, cumulative) {
 			c.sched, r.schedBuckets = histCopy(v, r.schedBuckets)
 		}
 	}
-	return g, c
+	return c
 }
 
 func u64(v metrics.Value) uint64 {

@@ -55,7 +55,7 @@ func (m *Monitor) lateBeat(now time.Time, lag time.Duration) {
 	m.mu.Unlock()
 	m.o.Logger.Warn("runtime_stall_detected", "lag_ms", st.LagMS, "threshold_ms", st.ThresholdMS,
 		"goroutines", st.Goroutines, "stack_sampled", st.Sampled)
-	m.emit("stall", st)
+	m.o.Emit("stall", st)
 }
 
 // endEpisode closes the episode once lag stayed low for StallQuiet.
@@ -71,7 +71,7 @@ func (m *Monitor) endEpisode(now time.Time) {
 	}
 	m.o.Logger.Info("runtime_stall_ended", "duration_ms", end.DurationMS, "max_lag_ms", end.MaxLagMS,
 		"late_beats", end.LateBeats)
-	m.emit("stall_ended", end)
+	m.o.Emit("stall_ended", end)
 }
 
 // captureStacks dumps every goroutine but the caller's, and returns the top
