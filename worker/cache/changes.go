@@ -45,7 +45,7 @@ func parseCursor(s string) (cursor, error) {
 	}
 	e, t, ok := strings.Cut(s, "-")
 	ts, err := strconv.ParseInt(t, 10, 64)
-	if !ok || !validEpoch(e) || err != nil || ts < 0 || t != strconv.FormatInt(ts, 10) {
+	if !ok || !epochPattern.MatchString(e) || err != nil || ts < 0 || t != strconv.FormatInt(ts, 10) {
 		return cursor{}, ErrBadCursor
 	}
 	return cursor{epoch: e, ts: ts}, nil

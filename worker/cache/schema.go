@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,7 +117,7 @@ func (s *Store) load(ctx context.Context) error {
 		return err
 	}
 	s.epoch = meta[metaEpoch]
-	if !validEpoch(s.epoch) {
+	if !epochPattern.MatchString(s.epoch) {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		s.epoch = hex.EncodeToString(b[:])
@@ -141,13 +142,8 @@ func (s *Store) load(ctx context.Context) error {
 	return nil
 }
 
-func validEpoch(e string) bool {
-	if len(e) != 16 {
-		return false
-	}
-	_, err := hex.DecodeString(e)
-	return err == nil && strings.ToLower(e) == e
-}
+// epochPattern is a file's epoch: 16 lowercase hex digits.
+var epochPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
 // querier is what both *sql.DB and *sql.Tx offer.
 type querier interface {

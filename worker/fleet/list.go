@@ -27,6 +27,7 @@ type Worker struct {
 	HeartbeatAgeMS *int64 `json:"heartbeat_age_ms"` // by the listing worker's clock
 	Load           *Load  `json:"load"`
 	CacheMarks     *Marks `json:"cache_marks"`
+	instance       string // a card's, for Peers
 }
 
 // Peer is a worker the cache exchange may pull.
@@ -72,7 +73,7 @@ func (r *Registry) Workers() []Worker {
 		out = append(out, Worker{
 			Name: c.Name, Cluster: c.Cluster, URL: c.URL, State: c.state(now, r.cfg.Heartbeat), Release: c.Release,
 			Provider: ProviderFilesystem, Trusted: trusts(c.URL), StartedAtMS: c.StartedAtMS, HeartbeatMS: c.HeartbeatMS,
-			HeartbeatAgeMS: age(c.HeartbeatMS), CacheMarks: c.CacheMarks, Load: c.Load,
+			HeartbeatAgeMS: age(c.HeartbeatMS), CacheMarks: c.CacheMarks, Load: c.Load, instance: c.Instance,
 		})
 	}
 	for _, p := range r.cfg.Peers {
@@ -100,23 +101,14 @@ func (r *Registry) Workers() []Worker {
 // Peers lists what the cache exchange may pull: the static peers and the
 // live cards of other workers with a link URL.
 func (r *Registry) Peers() []Peer {
-	now := r.cfg.Now()
 	var out []Peer
-	named := map[string]bool{r.cfg.Worker: true}
-	for _, c := range r.cards(now) {
-		if c.Name == r.cfg.Worker {
+	for _, w := range r.Workers() {
+		static := w.Provider == ProviderStatic
+		if w.Self || w.Name == r.cfg.Worker ||
+			!static && (w.State == StateStopped || w.State == StateUnreachable || w.URL == "") {
 			continue
 		}
-		named[c.Name] = true
-		if s := c.state(now, r.cfg.Heartbeat); s == StateStopped || s == StateUnreachable || c.URL == "" {
-			continue
-		}
-		out = append(out, Peer{Name: c.Name, Cluster: c.Cluster, URL: c.URL, Marks: c.CacheMarks, Instance: c.Instance})
-	}
-	for _, p := range r.cfg.Peers {
-		if !named[p.Name] {
-			out = append(out, Peer{Name: p.Name, Cluster: p.Cluster, URL: LinkURL(p.URL), Static: true})
-		}
+		out = append(out, Peer{Name: w.Name, Cluster: w.Cluster, URL: w.URL, Static: static, Marks: w.CacheMarks, Instance: w.instance})
 	}
 	return out
 }
