@@ -249,12 +249,10 @@ func (x *Exchange) pull(ctx context.Context, p fleet.Peer, st *peerState) {
 
 // checkedPage is an answer whose rows passed every check.
 type checkedPage struct {
-	rows []Row
-	next string
-	more bool
-	// clamped rows were stamped further ahead than latest (the first at
-	// aheadTS) and now carry latest.
-	clamped         int
+	rows            []Row
+	next            string
+	more            bool
+	clamped         int // rows stamped past latest (the first at aheadTS), now at latest
 	aheadTS, latest int64
 }
 

@@ -72,10 +72,8 @@ type Card struct {
 	StartedAtMS         int64  `json:"started_at_ms"`
 	HeartbeatMS         int64  `json:"heartbeat_ms"`
 	HeartbeatIntervalMS int64  `json:"heartbeat_interval_ms"`
-	// CacheMarks is null when the worker serves no cache rows.
-	CacheMarks *Marks `json:"cache_marks"`
-	// Instance tells two processes of one name apart (random per start).
-	Instance string `json:"instance"`
+	CacheMarks          *Marks `json:"cache_marks"` // null: no cache rows served
+	Instance            string `json:"instance"`    // random per start
 	// Host, BootID ("" when unknown) and PID name the writing process, so
 	// a restarted worker recognises its own dead predecessor.
 	Host   string `json:"host,omitempty"`
@@ -140,8 +138,7 @@ func (c *Card) state(now time.Time, fallback time.Duration) string {
 }
 
 // LinkURL returns s when it is a plain http or https URL with a host (no
-// user info, query or fragment, at most 2 KiB), else "": only such URLs
-// are returned as links or pulled.
+// user info, query or fragment, at most 2 KiB), else "".
 func LinkURL(s string) string {
 	if len(s) > maxURLBytes {
 		return ""
