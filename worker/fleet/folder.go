@@ -105,45 +105,33 @@ func (f *folder) write(c *Card) error {
 	return nil
 }
 
-// read returns the card of worker name; os.ErrNotExist when there is none.
+// read returns the card of worker name, a regular one-link file of at
+// most maxCardBytes; os.ErrNotExist when there is none.
 func (f *folder) read(name string) (Card, error) {
-	data, err := f.readFile(cardFile(name))
+	file := cardFile(name)
+	before, err := f.root.Lstat(file)
 	if err != nil {
 		return Card{}, err
 	}
-	return parseCard(name, data)
-}
-
-// readFile reads a regular one-link file of at most maxCardBytes.
-func (f *folder) readFile(file string) ([]byte, error) {
-	before, err := f.root.Lstat(file)
-	if err != nil {
-		return nil, err
-	}
-	if !oneLinkRegular(before) {
-		return nil, fmt.Errorf("read %s: %w", file, errUnsafe)
+	if st, ok := before.Sys().(*syscall.Stat_t); !before.Mode().IsRegular() || (ok && st.Nlink != 1) {
+		return Card{}, fmt.Errorf("read %s: %w", file, errUnsafe)
 	}
 	r, err := f.root.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return Card{}, err
 	}
 	defer r.Close()
 	if now, err := r.Stat(); err != nil || !os.SameFile(before, now) {
-		return nil, fmt.Errorf("read %s: %w", file, errUnsafe)
+		return Card{}, fmt.Errorf("read %s: %w", file, errUnsafe)
 	}
 	data, err := io.ReadAll(io.LimitReader(r, maxCardBytes+1))
-	if err == nil && len(data) > maxCardBytes {
-		err = fmt.Errorf("read %s: over %d bytes", file, maxCardBytes)
+	if err != nil {
+		return Card{}, err
 	}
-	return data, err
-}
-
-func oneLinkRegular(fi os.FileInfo) bool {
-	if !fi.Mode().IsRegular() {
-		return false
+	if len(data) > maxCardBytes {
+		return Card{}, fmt.Errorf("read %s: over %d bytes", file, maxCardBytes)
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return !ok || st.Nlink == 1
+	return parseCard(name, data)
 }
 
 // entry is a card file (name set) or a leftover temp file of the folder.
