@@ -185,13 +185,12 @@ func (x *Exchange) cycle(ctx context.Context) {
 // due reports whether p needs a pull: static peers always, cards when
 // the marks of the scopes asked for moved.
 func (x *Exchange) due(p fleet.Peer, st *peerState) bool {
-	if p.Static {
+	switch {
+	case p.Static:
 		return true
-	}
-	if p.Marks == nil {
+	case p.Marks == nil:
 		return false // the worker serves no cache rows
-	}
-	if st.pulled == nil {
+	case st.pulled == nil:
 		return true
 	}
 	return p.Marks.Global != st.pulled.Global || (p.Cluster == x.cfg.Cluster && p.Marks.Cluster != st.pulled.Cluster)
