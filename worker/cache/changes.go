@@ -20,9 +20,6 @@ const (
 	MaxCursorBytes  = 64
 )
 
-// errSuperseded: a peer row older than the row held; nothing changes.
-var errSuperseded = errors.New("cache row superseded by the row held")
-
 // ErrBadCursor: a since= cursor that is not one this route hands out.
 var ErrBadCursor = errors.New("cursor must be empty or <epoch>-<ts_ms> as returned in next")
 

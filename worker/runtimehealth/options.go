@@ -35,14 +35,10 @@ const (
 // Options configure a Monitor. Zero fields take the Default* constants;
 // values outside the ranges below are rejected by New.
 type Options struct {
-	Interval       time.Duration // heartbeat period, 10ms-10s
-	StallThreshold time.Duration // lag that counts as a stall, 1ms-1m
-	// StallQuiet ends a stall episode once lag stayed under the threshold
-	// this long (up to 10m).
-	StallQuiet time.Duration
-	// StallSampleEvery is the least time between two stack samples
-	// (1s-24h); an episode starting sooner is recorded without a dump.
-	StallSampleEvery time.Duration
+	Interval         time.Duration // heartbeat period, 10ms-10s
+	StallThreshold   time.Duration // lag that counts as a stall, 1ms-1m
+	StallQuiet       time.Duration // lag under the threshold this long ends an episode; up to 10m
+	StallSampleEvery time.Duration // least time between two stack samples, 1s-24h
 	EventEvery       time.Duration // sample cadence, 1s-1h
 	// Window is the span the percentiles cover (EventEvery-1h, at most
 	// maxWindowReads × EventEvery and maxWindowBeats × Interval).
@@ -51,9 +47,7 @@ type Options struct {
 	DumpBytes int // the stored stack dump's cap, 4 KiB-1 MiB
 
 	Registerer prometheus.Registerer // the svc_runtime_* metrics; nil registers none
-	// Logger gets runtime_stall_detected and runtime_stall_ended; nil
-	// discards.
-	Logger *slog.Logger
+	Logger     *slog.Logger          // runtime_stall_detected and _ended; nil discards
 	// Emit, when set, is called from the monitor's goroutine with kind
 	// "sample" (payload Sample), "stall" (Stall) or "stall_ended"
 	// (StallEnd). It must not block.
