@@ -57,24 +57,19 @@ func (r *Registry) Workers() []Worker {
 		o := config.Origin(u)
 		return o != "" && (o == own || r.trusted[o])
 	}
-	age := func(hb int64) *int64 {
-		a := max(now.UnixMilli()-hb, 0)
-		return &a
+	worker := func(c *Card, state, provider string, self bool) Worker {
+		u, age := LinkURL(c.URL), max(now.UnixMilli()-c.HeartbeatMS, 0)
+		return Worker{
+			Name: c.Name, Cluster: c.Cluster, URL: u, State: state, Release: c.Release, Provider: provider, Self: self,
+			Trusted: self || trusts(u), StartedAtMS: c.StartedAtMS, HeartbeatMS: c.HeartbeatMS, HeartbeatAgeMS: &age,
+			CacheMarks: c.CacheMarks, Load: c.Load, instance: c.Instance,
+		}
 	}
-	out := []Worker{{
-		Name: self.Name, Cluster: self.Cluster, URL: LinkURL(self.URL), State: self.State, Release: self.Release,
-		Provider: r.cfg.Provider, Self: true, Trusted: true, StartedAtMS: self.StartedAtMS, HeartbeatMS: self.HeartbeatMS,
-		HeartbeatAgeMS: age(self.HeartbeatMS), CacheMarks: self.CacheMarks, Load: self.Load,
-	}}
-	cards := r.cards(now)
+	out := []Worker{worker(&self, self.State, r.cfg.Provider, true)}
 	named := map[string]bool{self.Name: true}
-	for _, c := range cards {
+	for _, c := range r.cards(now) {
 		named[c.Name] = true
-		out = append(out, Worker{
-			Name: c.Name, Cluster: c.Cluster, URL: c.URL, State: c.state(now, r.cfg.Heartbeat), Release: c.Release,
-			Provider: ProviderFilesystem, Trusted: trusts(c.URL), StartedAtMS: c.StartedAtMS, HeartbeatMS: c.HeartbeatMS,
-			HeartbeatAgeMS: age(c.HeartbeatMS), CacheMarks: c.CacheMarks, Load: c.Load, instance: c.Instance,
-		})
+		out = append(out, worker(&c, c.state(now, r.cfg.Heartbeat), ProviderFilesystem, false))
 	}
 	for _, p := range r.cfg.Peers {
 		if named[p.Name] {
