@@ -19,17 +19,17 @@ type Received struct {
 // AppendJSON appends json.Marshal(p).
 func (p Received) AppendJSON(b []byte) []byte {
 	b = append(b, '{')
-	b = appendString(b, "source", p.Source)
-	b = appendString(b, "alias", p.Alias)
+	b = appendString(b, `,"source":`, p.Source)
+	b = appendString(b, `,"alias":`, p.Alias)
 	if p.Partition != nil {
-		b = appendInt(b, "partition", int64(*p.Partition))
+		b = appendInt(b, `,"partition":`, int64(*p.Partition))
 	}
 	if p.Offset != nil {
-		b = appendInt(b, "offset", *p.Offset)
+		b = appendInt(b, `,"offset":`, *p.Offset)
 	}
-	b = appendString(b, "key", p.Key)
-	b = appendString(b, "key_encoding", p.KeyEncoding)
-	b = appendInt(b, "input_size_bytes", p.InputSizeBytes)
+	b = appendString(b, `,"key":`, p.Key)
+	b = appendString(b, `,"key_encoding":`, p.KeyEncoding)
+	b = appendInt(b, `,"input_size_bytes":`, p.InputSizeBytes)
 	return append(b, '}')
 }
 
@@ -48,20 +48,20 @@ type Attempt struct {
 
 // AppendJSON appends json.Marshal(p).
 func (p Attempt) AppendJSON(b []byte) []byte {
-	b = appendInt(append(b, '{'), "attempt", int64(p.Attempt))
-	b = appendString(b, "status", p.Status)
+	b = appendInt(append(b, '{'), `,"attempt":`, int64(p.Attempt))
+	b = appendString(b, `,"status":`, p.Status)
 	if p.ExitCode != nil {
-		b = appendInt(b, "exit_code", int64(*p.ExitCode))
+		b = appendInt(b, `,"exit_code":`, int64(*p.ExitCode))
 	}
 	if p.DurationMS != 0 {
-		b = appendInt(b, "duration_ms", p.DurationMS)
+		b = appendInt(b, `,"duration_ms":`, p.DurationMS)
 	}
 	if p.OutputSizeBytes != 0 {
-		b = appendInt(b, "output_size_bytes", p.OutputSizeBytes)
+		b = appendInt(b, `,"output_size_bytes":`, p.OutputSizeBytes)
 	}
-	b = appendString(b, "error", p.Error)
-	b = appendString(b, "stderr_tail", p.StderrTail)
-	b = appendString(b, "stdout_tail", p.StdoutTail)
+	b = appendString(b, `,"error":`, p.Error)
+	b = appendString(b, `,"stderr_tail":`, p.StderrTail)
+	b = appendString(b, `,"stdout_tail":`, p.StdoutTail)
 	return append(b, '}')
 }
 
@@ -73,27 +73,27 @@ type Delivered struct {
 
 // AppendJSON appends json.Marshal(p).
 func (p Delivered) AppendJSON(b []byte) []byte {
-	b = appendInt(append(b, '{'), "output_size_bytes", p.OutputSizeBytes)
-	return append(AppendJSONString(appendKey(b, "sink"), p.Sink), '}')
+	b = appendInt(append(b, '{'), `,"output_size_bytes":`, p.OutputSizeBytes)
+	return append(AppendJSONString(appendKey(b, `,"sink":`), p.Sink), '}')
 }
 
-// appendKey appends the member name key, after a comma unless it opens
-// the object.
-func appendKey(b []byte, key string) []byte {
-	if b[len(b)-1] != '{' {
-		b = append(b, ',')
+// appendKey appends the member prefix m (`,"key":`), without its comma
+// right after the object's '{'.
+func appendKey(b []byte, m string) []byte {
+	if b[len(b)-1] == '{' {
+		m = m[1:]
 	}
-	return append(append(append(b, '"'), key...), `":`...)
+	return append(b, m...)
 }
 
-// appendString appends the member key: v unless v is empty (omitempty).
-func appendString(b []byte, key, v string) []byte {
+// appendString appends member m with value v unless v is empty (omitempty).
+func appendString(b []byte, m, v string) []byte {
 	if v == "" {
 		return b
 	}
-	return AppendJSONString(appendKey(b, key), v)
+	return AppendJSONString(appendKey(b, m), v)
 }
 
-func appendInt(b []byte, key string, v int64) []byte {
-	return strconv.AppendInt(appendKey(b, key), v, 10)
+func appendInt(b []byte, m string, v int64) []byte {
+	return strconv.AppendInt(appendKey(b, m), v, 10)
 }
