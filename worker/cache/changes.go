@@ -9,29 +9,22 @@ import (
 	"strings"
 )
 
-// Bounds of one page of the peer route.
+// Bounds of one page of the peer route. PageBytes of keys and values cut
+// a page (after its first row); encoded, base64 included, it stays well
+// under MaxPageBody, the most a puller reads of one answer.
 const (
 	DefaultPageRows = 500
 	MaxPageRows     = 1000
-	// PageBytes is the key and value bytes after which a page is cut (a
-	// page holds at least one row). Encoded as JSON, base64 included, a
-	// page stays well under MaxPageBody.
-	PageBytes = 2 << 20
-	// MaxPageBody is the most a puller reads of one answer.
-	MaxPageBody = 8 << 20
-	// MaxCursorBytes bounds a cursor read from a request or an answer.
-	MaxCursorBytes = 64
+	PageBytes       = 2 << 20
+	MaxPageBody     = 8 << 20
+	MaxCursorBytes  = 64
 )
-
-// errSuperseded: a peer row older than the row held; nothing changes.
-var errSuperseded = errors.New("cache row superseded by the row held")
 
 // ErrBadCursor: a since= cursor that is not one this route hands out.
 var ErrBadCursor = errors.New("cursor must be empty or <epoch>-<ts_ms> as returned in next")
 
-// Cursor is a position in this worker's own changes: the file's epoch and
-// the timestamp of the last row served. Its text form "<epoch>-<ts_ms>"
-// is opaque to pullers.
+// cursor is a position in this worker's own changes: the file's epoch and
+// the timestamp of the last row served ("<epoch>-<ts_ms>", opaque to pullers).
 type cursor struct {
 	epoch string
 	ts    int64
@@ -49,7 +42,7 @@ func parseCursor(s string) (cursor, error) {
 	}
 	e, t, ok := strings.Cut(s, "-")
 	ts, err := strconv.ParseInt(t, 10, 64)
-	if !ok || !validEpoch(e) || err != nil || ts < 0 || t != strconv.FormatInt(ts, 10) {
+	if !ok || !epochPattern.MatchString(e) || err != nil || ts < 0 || t != strconv.FormatInt(ts, 10) {
 		return cursor{}, ErrBadCursor
 	}
 	return cursor{epoch: e, ts: ts}, nil
@@ -62,10 +55,9 @@ type Page struct {
 	More bool   // the page was cut: ask again at once
 }
 
-// Changes returns the rows this worker originated in scopes (cluster and
-// global only: local rows are never served) written after since, oldest
-// first, at most limit rows and about PageBytes. A cursor of an earlier
-// cache file starts from the beginning.
+// Changes returns the cluster and global rows this worker originated in
+// scopes after since, oldest first, at most limit rows and about
+// PageBytes. A cursor of an earlier cache file starts from the beginning.
 func (s *Store) Changes(ctx context.Context, scopes []string, since string, limit int) (Page, error) {
 	c, err := parseCursor(since)
 	if err != nil {
@@ -74,17 +66,21 @@ func (s *Store) Changes(ctx context.Context, scopes []string, since string, limi
 	if c.epoch != s.epoch {
 		c = cursor{epoch: s.epoch}
 	}
-	want := map[string]bool{}
+	want := [2]string{"-", "-"} // cluster, global; "-" matches no row
 	for _, sc := range scopes {
-		if sc != ScopeCluster && sc != ScopeGlobal {
+		switch sc {
+		case ScopeCluster:
+			want[0] = sc
+		case ScopeGlobal:
+			want[1] = sc
+		default:
 			return Page{}, fmt.Errorf("scope %q: %w", sc, errServedScope)
 		}
-		want[sc] = true
 	}
 	limit = min(max(limit, 1), MaxPageRows)
 	rs, err := s.db.QueryContext(ctx, `SELECT scope, key, value, ts_ms FROM rows
 		WHERE origin = ? AND ts_ms > ? AND scope IN (?, ?) ORDER BY ts_ms LIMIT ?`,
-		s.cfg.Worker, c.ts, scopeArg(want, ScopeCluster), scopeArg(want, ScopeGlobal), limit+1)
+		s.cfg.Worker, c.ts, want[0], want[1], limit+1)
 	if err != nil {
 		return Page{}, fmt.Errorf("read cache changes: %w", err)
 	}
@@ -119,31 +115,18 @@ func IsBadRequest(err error) bool {
 	return errors.Is(err, ErrBadCursor) || errors.Is(err, errServedScope)
 }
 
-// scopeArg is scope when wanted, else a value no row has.
-func scopeArg(want map[string]bool, scope string) string {
-	if want[scope] {
-		return scope
-	}
-	return "-"
-}
-
 // Applied counts what a batch of peer rows did.
 type Applied struct {
 	Stored, Superseded, Full int
 }
 
 // Apply merges rows pulled from a peer by last write wins, in one
-// transaction. Rows must have been checked by the caller (origin, scope,
-// CheckRow); a row over the store's bounds is skipped and counted.
+// transaction. The caller checked origin and scope; a row over the
+// store's bounds is skipped and counted.
 func (s *Store) Apply(ctx context.Context, rows []Row) (Applied, error) {
 	var a Applied
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	type change struct {
-		r, held Row
-		ok      bool
-	}
-	var done []change
 	rowsN, bytesN := s.rows.Load(), s.bytes.Load()
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		for i := range rows {
@@ -159,22 +142,16 @@ func (s *Store) Apply(ctx context.Context, rows []Row) (Applied, error) {
 				a.Superseded++
 				continue
 			}
-			grow := r.size()
-			if ok {
-				grow -= held.size()
-			}
-			if (!ok && rowsN >= int64(s.cfg.MaxRows)) || (grow > 0 && bytesN+grow > s.cfg.MaxBytes) {
+			addRows, addBytes, fit := s.fits(r, held, ok, rowsN, bytesN)
+			if !fit {
 				a.Full++
 				continue
 			}
 			if err := upsert(ctx, tx, r); err != nil {
 				return err
 			}
-			if !ok {
-				rowsN++
-			}
-			bytesN += grow
-			done = append(done, change{r: *r, held: held, ok: ok})
+			rowsN, bytesN = rowsN+addRows, bytesN+addBytes
+			a.Stored++
 		}
 		return nil
 	})
@@ -182,13 +159,12 @@ func (s *Store) Apply(ctx context.Context, rows []Row) (Applied, error) {
 		s.metrics.writes.WithLabelValues(sourcePeer, "error").Add(float64(len(rows)))
 		return Applied{}, err
 	}
-	for _, c := range done {
-		s.account(&c.r, c.held, c.ok)
-	}
-	if len(done) > 0 {
+	// Writes hold mu: nothing else moved the counters.
+	s.rows.Store(rowsN)
+	s.bytes.Store(bytesN)
+	if a.Stored > 0 {
 		s.version.Add(1)
 	}
-	a.Stored = len(done)
 	s.metrics.writes.WithLabelValues(sourcePeer, "stored").Add(float64(a.Stored))
 	s.metrics.writes.WithLabelValues(sourcePeer, "superseded").Add(float64(a.Superseded))
 	s.metrics.writes.WithLabelValues(sourcePeer, "refused_full").Add(float64(a.Full))

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,16 +28,10 @@ const PeerPath = "/api/v1/peer/cache/changes"
 // Exchange bounds.
 const (
 	// MaxFutureSkew: a pulled row stamped further ahead of this worker's
-	// clock is stamped now + MaxFutureSkew when received (counted in
-	// svc_cache_exchange_clamped_total, logged once per peer), so no
-	// peer's clock, broken or lying, drags this worker's own writes
-	// further ahead than that. The fleet's one skew (fleet.MaxClockSkew).
-	MaxFutureSkew = fleet.MaxClockSkew
-	// pullers is how many peers are pulled at once.
-	pullers = 4
-	// maxPagesPerPull bounds one peer's pages in one cycle; the rest
-	// follows next cycle.
-	maxPagesPerPull = 16
+	// clock is stamped now + MaxFutureSkew when received (package doc).
+	MaxFutureSkew   = fleet.MaxClockSkew
+	pullers         = 4  // peers pulled at once
+	maxPagesPerPull = 16 // pages of one peer in one cycle; the rest follows next cycle
 )
 
 // Request results (label values of svc_fleet_peer_requests_total).
@@ -71,13 +66,10 @@ type ExchangeConfig struct {
 }
 
 // Exchange pulls the cluster and global rows of the registry's peers into
-// the store every interval. It asks a peer of its own cluster for both
-// scopes and any other peer for global rows only, and applies a page only
-// when every row's origin is the peer's name and its scope one asked for;
-// otherwise nothing of the page is applied and the request counts as
-// refused. Static peers are pulled every cycle, cards only when their
-// marks moved since the last complete pull. Requests ignore proxy
-// variables, follow no redirect and each has the timeout.
+// the store every interval: both scopes from its own cluster, global rows
+// from others. A page is applied only when every row's origin is the peer
+// and its scope one asked for; else none of it (result refused). Requests
+// ignore proxy variables, follow no redirect and each has the timeout.
 type Exchange struct {
 	cfg      ExchangeConfig
 	log      *slog.Logger
@@ -85,7 +77,7 @@ type Exchange struct {
 	requests *prometheus.CounterVec
 	cycles   prometheus.Counter
 	clamped  prometheus.Counter
-	state    map[string]*peerState // by peer name; touched by Run's goroutine and one puller per peer
+	state    map[string]*peerState // by peer name; Run's goroutine and one puller per peer use each
 }
 
 type peerState struct {
@@ -193,20 +185,19 @@ func (x *Exchange) cycle(ctx context.Context) {
 // due reports whether p needs a pull: static peers always, cards when
 // the marks of the scopes asked for moved.
 func (x *Exchange) due(p fleet.Peer, st *peerState) bool {
-	if p.Static {
+	switch {
+	case p.Static:
 		return true
-	}
-	if p.Marks == nil {
+	case p.Marks == nil:
 		return false // the worker serves no cache rows
-	}
-	if st.pulled == nil {
+	case st.pulled == nil:
 		return true
 	}
 	return p.Marks.Global != st.pulled.Global || (p.Cluster == x.cfg.Cluster && p.Marks.Cluster != st.pulled.Cluster)
 }
 
 // pull fetches and applies p's pages until it has no more (or
-// maxPagesPerPull).
+// maxPagesPerPull), logging when its result changes.
 func (x *Exchange) pull(ctx context.Context, p fleet.Peer, st *peerState) {
 	scopes := []string{ScopeGlobal}
 	if p.Cluster == x.cfg.Cluster {
@@ -222,7 +213,7 @@ func (x *Exchange) pull(ctx context.Context, p fleet.Peer, st *peerState) {
 			if result == resultOK {
 				x.log.Info("cache_exchange_peer_ok", "peer", p.Name, "url", p.URL)
 			} else {
-				x.log.Warn("cache_exchange_peer_failed", "peer", p.Name, "url", p.URL, "result", result, "error", errText(err))
+				x.log.Warn("cache_exchange_peer_failed", "peer", p.Name, "url", p.URL, "result", result, "error", err.Error())
 			}
 			st.last = result
 		}
@@ -255,21 +246,12 @@ func (x *Exchange) pull(ctx context.Context, p fleet.Peer, st *peerState) {
 	}
 }
 
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
 // checkedPage is an answer whose rows passed every check.
 type checkedPage struct {
-	rows []Row
-	next string
-	more bool
-	// clamped rows were stamped further ahead than latest (the first at
-	// aheadTS) and now carry latest.
-	clamped         int
+	rows            []Row
+	next            string
+	more            bool
+	clamped         int // rows stamped past latest (the first at aheadTS), now at latest
 	aheadTS, latest int64
 }
 
@@ -315,11 +297,7 @@ func (x *Exchange) fetch(ctx context.Context, p fleet.Peer, scopes []string, sin
 		return checkedPage{}, resultInvalid, errors.New("more rows than asked for, or an oversized cursor")
 	}
 	out := checkedPage{rows: make([]Row, 0, len(w.Rows)), next: w.Next, more: w.More}
-	asked := map[string]bool{}
-	for _, s := range scopes {
-		asked[s] = true
-	}
-	out.latest = x.cfg.Store.now().Add(MaxFutureSkew).UnixMilli()
+	out.latest = x.cfg.Store.cfg.Now().Add(MaxFutureSkew).UnixMilli()
 	for i := range w.Rows {
 		r, err := w.Rows[i].row()
 		switch {
@@ -327,7 +305,7 @@ func (x *Exchange) fetch(ctx context.Context, p fleet.Peer, scopes []string, sin
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: %w", i, err)
 		case r.Origin != p.Name:
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: origin %q is not the peer %q", i, worker.Truncate(r.Origin, 64), p.Name)
-		case !asked[r.Scope]:
+		case !slices.Contains(scopes, r.Scope):
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: scope %q was not asked for", i, r.Scope)
 		case r.TSms <= 0:
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: timestamp %d out of range", i, r.TSms)

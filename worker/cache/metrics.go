@@ -50,8 +50,6 @@ func writeResult(err error) string {
 	switch {
 	case err == nil:
 		return "stored"
-	case errors.Is(err, errSuperseded):
-		return "superseded"
 	case errors.Is(err, ErrBadKey):
 		return "refused_key"
 	case errors.Is(err, ErrValueTooLarge):

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,52 +64,37 @@ func (s *Store) openFile(ctx context.Context) error {
 		return fmt.Errorf("chmod %s: %w", path, err)
 	}
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
-	db, err := sql.Open("sqlite", "file:"+esc+
-		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	db, err := openDB(ctx, "file:"+esc+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(1)
-	if err := migrate(ctx, db); err != nil {
-		db.Close()
-		return fmt.Errorf("open %s: %w", path, err)
-	}
-	s.db, s.path, s.persistent = db, path, true
+	s.db, s.persistent = db, true
 	return nil
 }
 
-// openMemory opens an in-memory database; one connection holds it, so
-// the pool must never close that connection.
-func (s *Store) openMemory(ctx context.Context) error {
-	db, err := sql.Open("sqlite", ":memory:")
+// openDB opens dsn on one connection that the pool keeps (an in-memory
+// database lives in it) and applies the schema; a file of a newer schema
+// is refused.
+func openDB(ctx context.Context, dsn string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return fmt.Errorf("open memory cache: %w", err)
+		return nil, err
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, db); err != nil {
-		db.Close()
-		return fmt.Errorf("open memory cache: %w", err)
-	}
-	s.db = db
-	return nil
-}
-
-// migrate applies the schema; a file of a newer schema is refused.
-func migrate(ctx context.Context, db *sql.DB) error {
 	var v int
-	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+	if err = db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		err = fmt.Errorf("read schema version: %w", err)
+	} else if v > schemaVersion {
+		err = fmt.Errorf("cache file has schema %d, newer than this build's %d", v, schemaVersion)
+	} else if _, err = db.ExecContext(ctx, schema); err != nil {
+		err = fmt.Errorf("apply schema: %w", err)
 	}
-	if v > schemaVersion {
-		return fmt.Errorf("cache file has schema %d, newer than this build's %d", v, schemaVersion)
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("apply schema: %w", err)
-	}
-	return nil
+	return db, nil
 }
 
 // load reads the epoch, the clock, the marks and the size counters.
@@ -131,7 +117,7 @@ func (s *Store) load(ctx context.Context) error {
 		return err
 	}
 	s.epoch = meta[metaEpoch]
-	if !validEpoch(s.epoch) {
+	if !epochPattern.MatchString(s.epoch) {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		s.epoch = hex.EncodeToString(b[:])
@@ -156,13 +142,8 @@ func (s *Store) load(ctx context.Context) error {
 	return nil
 }
 
-func validEpoch(e string) bool {
-	if len(e) != 16 {
-		return false
-	}
-	_, err := hex.DecodeString(e)
-	return err == nil && strings.ToLower(e) == e
-}
+// epochPattern is a file's epoch: 16 lowercase hex digits.
+var epochPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
 // querier is what both *sql.DB and *sql.Tx offer.
 type querier interface {
@@ -170,9 +151,14 @@ type querier interface {
 }
 
 func getRow(ctx context.Context, q querier, scope, key string) (Row, bool, error) {
-	r := Row{Scope: scope, Key: key}
-	err := q.QueryRowContext(ctx, `SELECT value, ts_ms, origin FROM rows WHERE scope = ? AND key = ?`, scope, key).
-		Scan(&r.Value, &r.TSms, &r.Origin)
+	return scanRow(q.QueryRowContext(ctx, `SELECT scope, key, value, ts_ms, origin FROM rows
+		WHERE scope = ? AND key = ?`, scope, key))
+}
+
+// scanRow reads the row a query of every column found; false when none.
+func scanRow(q *sql.Row) (Row, bool, error) {
+	var r Row
+	err := q.Scan(&r.Scope, &r.Key, &r.Value, &r.TSms, &r.Origin)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, false, nil
 	}

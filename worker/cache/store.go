@@ -69,9 +69,7 @@ type Config struct {
 type Store struct {
 	cfg        Config
 	db         *sql.DB
-	log        *slog.Logger
 	persistent bool
-	path       string
 	epoch      string // tells this file's cursors from an earlier file's
 	metrics    *metrics
 
@@ -84,10 +82,8 @@ type Store struct {
 }
 
 // Open opens the cache of cfg.Worker in cfg.Dir, creating the file (0600)
-// and the folder (0700) when missing. With cfg.Dir empty the rows are kept
-// in memory (WARN cache_engine_disabled_no_storage_dir); a folder that
-// cannot hold the file gives the same memory-only store with WARN
-// cache_memory_only_fallback naming the error. It starts no goroutines.
+// and the folder (0700) when missing. Without cfg.Dir, or when the folder
+// cannot hold the file, the rows are kept in memory (and a WARN says so).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -101,17 +97,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxRows <= 0 || cfg.MaxBytes <= 0 || cfg.Worker == "" {
 		return nil, errors.New("open cache: worker name, max rows and max bytes are required")
 	}
-	s := &Store{cfg: cfg, log: cfg.Logger.With("component", "cache")}
+	s, log := &Store{cfg: cfg}, cfg.Logger.With("component", "cache")
 	if cfg.Dir == "" {
-		s.log.Warn("cache_engine_disabled_no_storage_dir",
+		log.Warn("cache_engine_disabled_no_storage_dir",
 			"detail", "cache.enabled with an empty storage.dir: the handler cache is memory-only and the cache exchange is off")
 	} else if err := s.openFile(ctx); err != nil {
-		s.log.Warn("cache_memory_only_fallback", "dir", cfg.Dir, "error", err.Error(),
+		log.Warn("cache_memory_only_fallback", "dir", cfg.Dir, "error", err.Error(),
 			"detail", "the handler cache keeps its rows in memory only and the cache exchange is off")
 	}
 	if s.db == nil {
-		if err := s.openMemory(ctx); err != nil {
-			return nil, err
+		var err error
+		if s.db, err = openDB(ctx, ":memory:"); err != nil {
+			return nil, fmt.Errorf("open memory cache: %w", err)
 		}
 	}
 	if err := s.load(ctx); err != nil {
@@ -128,12 +125,6 @@ func (s *Store) Close() error { return s.db.Close() }
 // Persistent reports whether the rows are kept in storage.dir (and so
 // whether the exchange may run).
 func (s *Store) Persistent() bool { return s.persistent }
-
-// now is this worker's clock, the one its writes are stamped with.
-func (s *Store) now() time.Time { return s.cfg.Now() }
-
-// Worker is the origin name of this store's own writes.
-func (s *Store) Worker() string { return s.cfg.Worker }
 
 // Marks are the timestamps of this worker's newest cluster and global
 // writes (0: none yet); they only rise.
@@ -164,8 +155,8 @@ func CheckRow(scope, key string, value []byte) error {
 	return nil
 }
 
-// Put writes value under (scope, key) as this worker. The write's
-// timestamp follows the rule in the package doc.
+// Put writes value under (scope, key) as this worker, stamped by the rule
+// in the package doc.
 func (s *Store) Put(ctx context.Context, scope, key string, value []byte) error {
 	if err := CheckRow(scope, key, value); err != nil {
 		s.metrics.count(sourceLocal, err)
@@ -173,21 +164,19 @@ func (s *Store) Put(ctx context.Context, scope, key string, value []byte) error 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var (
-		r    = Row{Scope: scope, Key: key, Value: value, Origin: s.cfg.Worker, TSms: max(s.cfg.Now().UnixMilli(), s.clock+1)}
-		held Row
-		ok   bool
-	)
+	r := Row{Scope: scope, Key: key, Value: value, Origin: s.cfg.Worker, TSms: max(s.cfg.Now().UnixMilli(), s.clock+1)}
+	var addRows, addBytes int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if held, ok, err = getRow(ctx, tx, scope, key); err != nil {
+		held, ok, err := getRow(ctx, tx, scope, key)
+		if err != nil {
 			return err
 		}
 		if ok && held.TSms >= r.TSms {
 			r.TSms = held.TSms + 1
 		}
-		if err := s.fits(&r, held, ok); err != nil {
-			return err
+		var fit bool
+		if addRows, addBytes, fit = s.fits(&r, held, ok, s.rows.Load(), s.bytes.Load()); !fit {
+			return ErrFull
 		}
 		if err := upsert(ctx, tx, &r); err != nil {
 			return err
@@ -201,7 +190,8 @@ func (s *Store) Put(ctx context.Context, scope, key string, value []byte) error 
 		return nil
 	})
 	if err == nil {
-		s.account(&r, held, ok)
+		s.rows.Add(addRows)
+		s.bytes.Add(addBytes)
 		s.version.Add(1)
 		s.clock = r.TSms
 		switch scope {
@@ -215,30 +205,16 @@ func (s *Store) Put(ctx context.Context, scope, key string, value []byte) error 
 	return err
 }
 
-// fits checks the store's bounds for r replacing held (ok: a row is
-// held). A replacement that does not grow the store always fits.
-func (s *Store) fits(r *Row, held Row, ok bool) error {
-	if !ok && s.rows.Load() >= int64(s.cfg.MaxRows) {
-		return ErrFull
-	}
-	grow := r.size()
+// fits reports whether r replacing held (ok: a row is held) keeps a
+// store of rows and bytes within its bounds, and what it adds to both. A
+// replacement that does not grow the store always fits.
+func (s *Store) fits(r *Row, held Row, ok bool, rows, bytes int64) (addRows, addBytes int64, fit bool) {
+	addRows, addBytes = 1, r.size()
 	if ok {
-		grow -= held.size()
+		addRows, addBytes = 0, addBytes-held.size()
 	}
-	if grow > 0 && s.bytes.Load()+grow > s.cfg.MaxBytes {
-		return ErrFull
-	}
-	return nil
-}
-
-// account updates the size counters once r replaced held.
-func (s *Store) account(r *Row, held Row, ok bool) {
-	if ok {
-		s.bytes.Add(r.size() - held.size())
-		return
-	}
-	s.rows.Add(1)
-	s.bytes.Add(r.size())
+	fit = (ok || rows < int64(s.cfg.MaxRows)) && (addBytes <= 0 || bytes+addBytes <= s.cfg.MaxBytes)
+	return addRows, addBytes, fit
 }
 
 // Get returns the row of (scope, key).
@@ -249,18 +225,9 @@ func (s *Store) Get(ctx context.Context, scope, key string) (Row, bool, error) {
 // Lookup returns the row of key in its most specific scope: local, else
 // cluster, else global.
 func (s *Store) Lookup(ctx context.Context, key string) (Row, bool, error) {
-	var r Row
-	err := s.db.QueryRowContext(ctx, `SELECT scope, key, value, ts_ms, origin FROM rows
+	return scanRow(s.db.QueryRowContext(ctx, `SELECT scope, key, value, ts_ms, origin FROM rows
 		WHERE scope IN ('local', 'cluster', 'global') AND key = ?
-		ORDER BY CASE scope WHEN 'local' THEN 0 WHEN 'cluster' THEN 1 ELSE 2 END LIMIT 1`, key).
-		Scan(&r.Scope, &r.Key, &r.Value, &r.TSms, &r.Origin)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Row{}, false, nil
-	}
-	if err != nil {
-		return Row{}, false, fmt.Errorf("read cache: %w", err)
-	}
-	return r, true, nil
+		ORDER BY CASE scope WHEN 'local' THEN 0 WHEN 'cluster' THEN 1 ELSE 2 END LIMIT 1`, key))
 }
 
 // tx runs f in one transaction.

@@ -11,25 +11,23 @@ import (
 	"svc/worker/payload"
 )
 
-// Annotation kinds the cache adds to a task's result.
+// Annotation kinds the cache adds to a task's result: fd 3 cache writes
+// refused, and a probe's writes, never stored (a probe has no side effects).
 const (
-	// RefusedKind reports fd 3 cache writes that were not stored.
-	RefusedKind = "svc.cache_refused"
-	// ProbeSkippedKind reports fd 3 cache writes of a probe, which are
-	// never stored: a probe has no side effects.
+	RefusedKind      = "svc.cache_refused"
 	ProbeSkippedKind = "svc.cache_probe_skipped"
 )
 
-// EnvBudget bounds the bytes of SVC_CACHE_* variables one run gets, so
-// the executor's environment stays far below the kernel's limit; keys
-// past it are left unset and counted (over_budget).
+// EnvBudget bounds the bytes of SVC_CACHE_* variables one run gets, far
+// below the kernel's limit; keys past it are left unset (over_budget).
 const EnvBudget = 1 << 20
 
 // opTimeout bounds one cache read or write done for a task.
 const opTimeout = 10 * time.Second
 
-// Tasks joins executor runs to a Store (worker.TaskCache). Safe for
-// concurrent use.
+// Tasks joins executor runs to a Store (worker.TaskCache): before a run
+// the keys of handler.cache_keys become SVC_CACHE_* variables, after it
+// the executor's fd 3 cache writes are stored. Safe for concurrent use.
 type Tasks struct {
 	store *Store
 	keys  []string
@@ -48,11 +46,10 @@ var _ worker.TaskCache = (*Tasks)(nil)
 // NewTasks returns the task hook of s; keys are handler.cache_keys.
 func NewTasks(s *Store, keys []string) *Tasks { return &Tasks{store: s, keys: keys} }
 
-// Prepare sets SVC_CACHE_<NAME> (the value) and SVC_CACHE_<NAME>_ENCODING
-// (utf-8, or base64 for a value that is not UTF-8 or holds a NUL) for
-// each key of handler.cache_keys found, in its most specific scope. A
-// missing key leaves both unset. The task gets a copy of its environment,
-// which undo swaps back.
+// Prepare sets SVC_CACHE_<NAME> and SVC_CACHE_<NAME>_ENCODING (utf-8, or
+// base64 for a value that is not UTF-8 or holds a NUL) for each key found
+// in its most specific scope, in a copy of the task's environment that
+// undo swaps back.
 func (c *Tasks) Prepare(t *worker.Task) (undo func()) {
 	if len(c.keys) == 0 {
 		return func() {}
@@ -80,8 +77,8 @@ func (c *Tasks) Prepare(t *worker.Task) (undo func()) {
 	return func() { t.Env = orig }
 }
 
-// read returns the variables of the keys found and how many were not. It
-// reads the store only when it changed since the last read.
+// read returns the variables of the keys found and how many were not,
+// reading the store only when it changed since the last read.
 func (c *Tasks) read() ([]envVar, int) {
 	ver := c.store.version.Load()
 	c.mu.Lock()
@@ -110,10 +107,8 @@ func (c *Tasks) read() ([]envVar, int) {
 	return vars, misses
 }
 
-// Commit stores the result's fd 3 cache writes in order, as this worker.
-// Writes over a bound (key, value, scope, cache.max_rows or max_bytes)
-// are refused and counted and one RefusedKind annotation on the result
-// says which; a probe's writes are never stored (ProbeSkippedKind).
+// Commit stores the result's fd 3 cache writes in order, as this worker;
+// one RefusedKind annotation names the writes refused, by reason.
 func (c *Tasks) Commit(source string, res *worker.TaskResult) {
 	if len(res.CacheWrites) == 0 {
 		return

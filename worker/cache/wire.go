@@ -21,10 +21,8 @@ type WireRow struct {
 // WirePage is the body of GET /api/v1/peer/cache/changes.
 type WirePage struct {
 	Rows []WireRow `json:"rows"`
-	// Next is the cursor to send as since= on the next request.
-	Next string `json:"next"`
-	// More says the page was cut by the row limit or the byte budget.
-	More bool `json:"more"`
+	Next string    `json:"next"` // the cursor to send as since= next
+	More bool      `json:"more"` // the page was cut: ask again at once
 }
 
 // Wire encodes a row: its value as UTF-8 text, or base64 when it is not

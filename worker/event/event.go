@@ -12,27 +12,8 @@ import (
 	"strconv"
 )
 
-// Event types the worker emits.
-//
-//   - task_received: a message entered the pipeline (Kafka record or HTTP
-//     request); TaskID set, payload Received.
-//   - task_arranged: arrange() turned a message into tasks; payload lists them.
-//   - executor_started / executor_finished: one executor run of a task;
-//     payload Attempt.
-//   - sink_delivered: a result reached a sink; payload Delivered.
-//   - dlq_sent: a failed task reached the dead-letter queue (or was
-//     dropped); payload {outcome, reason, attempts}, plus {dlq_partition,
-//     dlq_offset} where the DLQ record landed when outcome is sent.
-//   - offset_committed: Kafka offsets committed; payload {offsets}.
-//   - annotation: emitted by handler code; Kind is the annotation kind and
-//     Payload its JSON body.
-//   - runtime_health: a runtime health heartbeat or stall report.
-//   - crash_detected: the previous run left its watchdog file; Payload is
-//     that file's JSON {pid, rss_bytes, ts_ms}.
-//   - state: a worker state change (starting, running, draining, stopped);
-//     Kind is the state, Payload {state, detail}.
-//   - config_snapshot: the effective config, secrets masked; Payload is
-//     the config.
+// Event types the worker emits; docs/api.md (Flight recorder and history)
+// says when each is written and what its payload holds.
 const (
 	TypeTaskReceived     = "task_received"
 	TypeTaskArranged     = "task_arranged"
@@ -58,11 +39,9 @@ func Types() []string {
 	}
 }
 
-// Event is one recorded pipeline event. ID is assigned by the recorder: it
-// increases with every event of this process (and across restarts of the
-// same worker, being seeded from the start time), so it orders and pages
-// the events of one worker. Events read from archives and merged files carry
-// that file's own row id instead.
+// Event is one recorded pipeline event. The recorder assigns ID, rising
+// across restarts of one worker (archives and merged files carry their own
+// row ids).
 type Event struct {
 	ID      int64             `json:"id"`
 	TSms    int64             `json:"ts_ms"`
@@ -72,17 +51,14 @@ type Event struct {
 	Worker  string            `json:"worker"`
 	Labels  map[string]string `json:"labels"`
 	Payload json.RawMessage   `json:"payload"`
-	// PayloadValid, set by an emitter, says Payload is valid JSON that the
-	// emitter hands over and never changes (json.Marshal output): the
-	// recorder then neither checks nor copies it. The recorder clears it.
+	// PayloadValid says Payload is valid JSON the emitter never changes:
+	// the recorder then neither checks nor copies it (and clears the flag).
 	PayloadValid bool `json:"-"`
 }
 
-// AppendJSON appends json.Marshal(e), byte for byte, without reflection:
-// the Live stream encodes every event it sends with it (annotations are
-// never sampled, one or more a task). A payload that json.Marshal would
-// change (whitespace to compact, HTML characters or U+2028/U+2029 to
-// escape) or that is not plainly valid goes through json.Marshal.
+// AppendJSON appends json.Marshal(e), byte for byte, without reflection
+// (the Live stream's encoder). A payload json.Marshal would change goes
+// through json.Marshal.
 func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 	b = strconv.AppendInt(append(b, `{"id":`...), e.ID, 10)
 	b = strconv.AppendInt(append(b, `,"ts_ms":`...), e.TSms, 10)
@@ -113,10 +89,9 @@ func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 }
 
 // payloadAsIs reports whether json.Marshal of the raw JSON p gives p
-// itself: p is one object or array with no whitespace outside its
-// strings, no '<', '>' or '&', no U+2028 or U+2029 and no control byte
-// anywhere, and its strings end where they should. It does not check the
-// grammar: the recorder only stores payloads that are valid JSON.
+// itself: one object or array without whitespace outside strings, HTML
+// characters, U+2028/U+2029 or control bytes. It does not check the
+// grammar: the recorder only stores valid JSON.
 func payloadAsIs(p []byte) bool {
 	if len(p) < 2 || (p[0] != '{' && p[0] != '[') {
 		return false
@@ -153,15 +128,13 @@ func AppendStringMap(b []byte, m map[string]string) []byte {
 	return append(b, '}')
 }
 
-// AppendJSONString appends s as json.Marshal encodes a string (HTML
-// characters escaped, invalid UTF-8 as U+FFFD); AppendJSONStringNoHTML as
-// an Encoder with SetEscapeHTML(false) does (the ingress's answers). Plain
+// AppendJSONString appends s as json.Marshal encodes a string; plain
 // printable ASCII goes directly, anything else through encoding/json
-// itself (FuzzAppendJSONString). This is the tree's one JSON string
-// escaper.
+// (FuzzAppendJSONString). This is the tree's one JSON string escaper.
 func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s, true) }
 
-// AppendJSONStringNoHTML: see AppendJSONString.
+// AppendJSONStringNoHTML appends s as an Encoder with SetEscapeHTML(false)
+// does (the ingress's answers).
 func AppendJSONStringNoHTML(b []byte, s string) []byte { return appendJSONString(b, s, false) }
 
 func appendJSONString(b []byte, s string, html bool) []byte {

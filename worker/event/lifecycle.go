@@ -6,18 +6,11 @@ import (
 	"strconv"
 )
 
-// A task that succeeded at its first attempt is the bulk of a busy
-// worker's traffic and the least interesting part of its history. Its
-// three lifecycle events (task_received, executor_started,
-// executor_finished) can be stored as a Lifecycle beside its task row and
-// rebuilt from the two, byte for byte the events that were emitted (same
-// IDs, times, labels and payloads), except that a successful first
-// attempt's stdout tail is not kept. Fold checks that rebuilding gives back
-// what it is handed before it folds anything, so a Lifecycle can never
-// misstate what happened.
-
-// Lifecycle is what a successful first attempt's lifecycle events say
-// beyond their task row.
+// Lifecycle is what a successful first attempt's three lifecycle events
+// (task_received, executor_started, executor_finished) say beyond their
+// task row: the recorder stores it with the row and Expand rebuilds the
+// events byte for byte, stdout tail aside. Fold refuses anything it could
+// not rebuild exactly, so a Lifecycle never misstates what happened.
 type Lifecycle struct {
 	ReceivedID      int64 // event ID of task_received
 	StartedDID      int64 // executor_started ID − ReceivedID
@@ -29,8 +22,7 @@ type Lifecycle struct {
 	AttemptDuration int64 // executor_finished's duration_ms
 }
 
-// IsLifecycle reports whether e is one of the events a Lifecycle stands
-// for.
+// IsLifecycle reports whether e is one of the events a Lifecycle stands for.
 func IsLifecycle(e *Event) bool {
 	if e.TaskID == "" || e.Kind != "" {
 		return false
@@ -120,10 +112,9 @@ func Fold(events []*Event, row *TaskRow) (Lifecycle, bool) {
 	return l, true
 }
 
-// intMember returns the integer value of member key (`"key":`) in a JSON
-// object p, scanning bytes; ok is false when it is absent or not a plain
-// integer. Callers check the whole payload afterwards, so a false match
-// can only make a fold fail, never misstate.
+// intMember returns the integer value of member key in a JSON object p,
+// scanning bytes; ok is false when it is absent or not a plain integer.
+// Fold checks the whole payload afterwards, so a false match cannot misstate.
 func intMember(p []byte, key string) (int64, bool) {
 	i := bytes.Index(p, []byte(`"`+key+`":`))
 	if i < 0 {
@@ -146,16 +137,13 @@ func DropOKTail(e *Event) *Event {
 	if e.Type != TypeExecutorFinished || len(p) == 0 || p[len(p)-1] != '}' {
 		return e
 	}
-	// Cut the tail bytewise: decoding a 2 KiB tail costs more than the rest
-	// of the write. An unescaped `,"stdout_tail":"` can only be the key
-	// itself (quotes inside JSON strings are escaped), and the tail must be
-	// the last member; everything else stays as emitted.
+	// Cut the tail bytewise (decoding it costs more than the rest of the
+	// write): an unescaped `,"stdout_tail":"` can only be the key, and the
+	// tail must be the last member.
 	i := bytes.Index(p, tailKey)
 	if i < 0 || !oneJSONString(p[i+len(tailKey)-1:len(p)-1]) {
 		return e
 	}
-	// Attempt's member order: attempt, status, ..., error, stderr_tail,
-	// stdout_tail. Raw key texts cannot occur inside strings.
 	head := p[:i]
 	if !bytes.HasPrefix(head, []byte(`{"attempt":1,"status":"ok",`)) ||
 		bytes.Contains(head, []byte(`"error":`)) || bytes.Contains(head, []byte(`"stderr_tail":`)) {

@@ -2,9 +2,8 @@ package event
 
 import "strconv"
 
-// The payloads of the per-task events, encoded by hand: each AppendJSON
-// gives exactly the bytes json.Marshal gives (FuzzPayloadAppenders), so a
-// task's payloads cost the worker no reflection and no interface boxing.
+// The per-task payloads are encoded by hand: each AppendJSON gives exactly
+// the bytes json.Marshal gives (FuzzPayloadAppenders) without reflection.
 
 // Received is the payload of task_received.
 type Received struct {
@@ -20,25 +19,17 @@ type Received struct {
 // AppendJSON appends json.Marshal(p).
 func (p Received) AppendJSON(b []byte) []byte {
 	b = append(b, '{')
-	if p.Source != "" {
-		b = append(AppendJSONString(append(b, `"source":`...), p.Source), ',')
-	}
-	if p.Alias != "" {
-		b = append(AppendJSONString(append(b, `"alias":`...), p.Alias), ',')
-	}
+	b = appendString(b, `,"source":`, p.Source)
+	b = appendString(b, `,"alias":`, p.Alias)
 	if p.Partition != nil {
-		b = append(strconv.AppendInt(append(b, `"partition":`...), int64(*p.Partition), 10), ',')
+		b = appendInt(b, `,"partition":`, int64(*p.Partition))
 	}
 	if p.Offset != nil {
-		b = append(strconv.AppendInt(append(b, `"offset":`...), *p.Offset, 10), ',')
+		b = appendInt(b, `,"offset":`, *p.Offset)
 	}
-	if p.Key != "" {
-		b = append(AppendJSONString(append(b, `"key":`...), p.Key), ',')
-	}
-	if p.KeyEncoding != "" {
-		b = append(AppendJSONString(append(b, `"key_encoding":`...), p.KeyEncoding), ',')
-	}
-	b = strconv.AppendInt(append(b, `"input_size_bytes":`...), p.InputSizeBytes, 10)
+	b = appendString(b, `,"key":`, p.Key)
+	b = appendString(b, `,"key_encoding":`, p.KeyEncoding)
+	b = appendInt(b, `,"input_size_bytes":`, p.InputSizeBytes)
 	return append(b, '}')
 }
 
@@ -57,28 +48,20 @@ type Attempt struct {
 
 // AppendJSON appends json.Marshal(p).
 func (p Attempt) AppendJSON(b []byte) []byte {
-	b = strconv.AppendInt(append(b, `{"attempt":`...), int64(p.Attempt), 10)
-	if p.Status != "" {
-		b = AppendJSONString(append(b, `,"status":`...), p.Status)
-	}
+	b = appendInt(append(b, '{'), `,"attempt":`, int64(p.Attempt))
+	b = appendString(b, `,"status":`, p.Status)
 	if p.ExitCode != nil {
-		b = strconv.AppendInt(append(b, `,"exit_code":`...), int64(*p.ExitCode), 10)
+		b = appendInt(b, `,"exit_code":`, int64(*p.ExitCode))
 	}
 	if p.DurationMS != 0 {
-		b = strconv.AppendInt(append(b, `,"duration_ms":`...), p.DurationMS, 10)
+		b = appendInt(b, `,"duration_ms":`, p.DurationMS)
 	}
 	if p.OutputSizeBytes != 0 {
-		b = strconv.AppendInt(append(b, `,"output_size_bytes":`...), p.OutputSizeBytes, 10)
+		b = appendInt(b, `,"output_size_bytes":`, p.OutputSizeBytes)
 	}
-	if p.Error != "" {
-		b = AppendJSONString(append(b, `,"error":`...), p.Error)
-	}
-	if p.StderrTail != "" {
-		b = AppendJSONString(append(b, `,"stderr_tail":`...), p.StderrTail)
-	}
-	if p.StdoutTail != "" {
-		b = AppendJSONString(append(b, `,"stdout_tail":`...), p.StdoutTail)
-	}
+	b = appendString(b, `,"error":`, p.Error)
+	b = appendString(b, `,"stderr_tail":`, p.StderrTail)
+	b = appendString(b, `,"stdout_tail":`, p.StdoutTail)
 	return append(b, '}')
 }
 
@@ -90,6 +73,27 @@ type Delivered struct {
 
 // AppendJSON appends json.Marshal(p).
 func (p Delivered) AppendJSON(b []byte) []byte {
-	b = strconv.AppendInt(append(b, `{"output_size_bytes":`...), p.OutputSizeBytes, 10)
-	return append(AppendJSONString(append(b, `,"sink":`...), p.Sink), '}')
+	b = appendInt(append(b, '{'), `,"output_size_bytes":`, p.OutputSizeBytes)
+	return append(AppendJSONString(appendKey(b, `,"sink":`), p.Sink), '}')
+}
+
+// appendKey appends the member prefix m (`,"key":`), without its comma
+// right after the object's '{'.
+func appendKey(b []byte, m string) []byte {
+	if b[len(b)-1] == '{' {
+		m = m[1:]
+	}
+	return append(b, m...)
+}
+
+// appendString appends member m with value v unless v is empty (omitempty).
+func appendString(b []byte, m, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return AppendJSONString(appendKey(b, m), v)
+}
+
+func appendInt(b []byte, m string, v int64) []byte {
+	return strconv.AppendInt(appendKey(b, m), v, 10)
 }

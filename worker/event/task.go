@@ -2,12 +2,9 @@ package event
 
 import "encoding/json"
 
-// TaskRow is one task result. Partition and Offset are -1 when the message
-// is no Kafka record. Key is the message key as text in KeyEncoding
-// ("utf-8" or "base64"; "" for a message without a key). Env is the
-// environment the task ran with, masked like config views. In JSON, key
-// and key_encoding are null for a message without a key and env is always
-// an object.
+// TaskRow is one task result; docs/api.md (Task row) describes its JSON.
+// Partition and Offset are -1 outside Kafka; KeyEncoding is "utf-8",
+// "base64", or "" for a message without a key.
 type TaskRow struct {
 	TaskID          string            `json:"task_id"`
 	TSms            int64             `json:"ts_ms"`
@@ -26,9 +23,8 @@ type TaskRow struct {
 	OutputSizeBytes int64             `json:"output_size_bytes"`
 	Env             map[string]string `json:"env"`
 
-	// Deliveries is how many sink_delivered events follow the row of an
-	// ok result (the sinks it goes to); never stored. A recorder may wait
-	// that long for them to store them with the row.
+	// Deliveries is how many sink_delivered events follow an ok row (a
+	// recorder may wait for them); never stored.
 	Deliveries int `json:"-"`
 }
 

@@ -16,8 +16,8 @@ import (
 // FolderName is the card folder below the shared root.
 const FolderName = "fleet"
 
-// errUnsafe: a symlink, a hard link or an unexpected kind of entry where a
-// card or the card folder belongs.
+// errUnsafe: a symlink, a hard link or another kind of entry where a card
+// or the card folder belongs.
 var errUnsafe = errors.New("symlink, hard link or unexpected entry")
 
 // folder is the card folder, opened below the shared root. Nothing in it
@@ -105,49 +105,36 @@ func (f *folder) write(c *Card) error {
 	return nil
 }
 
-// read returns the card of worker name; os.ErrNotExist when there is none.
+// read returns the card of worker name, a regular one-link file of at
+// most maxCardBytes; os.ErrNotExist when there is none.
 func (f *folder) read(name string) (Card, error) {
-	data, err := f.readFile(cardFile(name))
+	file := cardFile(name)
+	before, err := f.root.Lstat(file)
 	if err != nil {
 		return Card{}, err
+	}
+	if st, ok := before.Sys().(*syscall.Stat_t); !before.Mode().IsRegular() || (ok && st.Nlink != 1) {
+		return Card{}, fmt.Errorf("read %s: %w", file, errUnsafe)
+	}
+	r, err := f.root.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return Card{}, err
+	}
+	defer r.Close()
+	if now, err := r.Stat(); err != nil || !os.SameFile(before, now) {
+		return Card{}, fmt.Errorf("read %s: %w", file, errUnsafe)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxCardBytes+1))
+	if err != nil {
+		return Card{}, err
+	}
+	if len(data) > maxCardBytes {
+		return Card{}, fmt.Errorf("read %s: over %d bytes", file, maxCardBytes)
 	}
 	return parseCard(name, data)
 }
 
-// readFile reads a regular one-link file of at most maxCardBytes.
-func (f *folder) readFile(file string) ([]byte, error) {
-	before, err := f.root.Lstat(file)
-	if err != nil {
-		return nil, err
-	}
-	if !oneLinkRegular(before) {
-		return nil, fmt.Errorf("read %s: %w", file, errUnsafe)
-	}
-	r, err := f.root.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	if now, err := r.Stat(); err != nil || !os.SameFile(before, now) {
-		return nil, fmt.Errorf("read %s: %w", file, errUnsafe)
-	}
-	data, err := io.ReadAll(io.LimitReader(r, maxCardBytes+1))
-	if err == nil && len(data) > maxCardBytes {
-		err = fmt.Errorf("read %s: over %d bytes", file, maxCardBytes)
-	}
-	return data, err
-}
-
-func oneLinkRegular(fi os.FileInfo) bool {
-	if !fi.Mode().IsRegular() {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return !ok || st.Nlink == 1
-}
-
-// entry is one name in the folder: a card file (name set) or a leftover
-// temp file (temp set).
+// entry is a card file (name set) or a leftover temp file of the folder.
 type entry struct {
 	name, file string
 	temp       bool
@@ -155,32 +142,27 @@ type entry struct {
 }
 
 // limits bound one listing of the folder, which any process that can
-// write it fills: cards is how many card files, and apart from them how
-// many temp files, are kept; scan is how many names are read in all,
-// whatever they are. Other names are skipped without being opened or
-// stat'ed and count toward scan only.
+// write it fills: cards is how many card files (and, apart, temp files)
+// are kept; scan how many names are read in all. Other names are skipped
+// unopened.
 type limits struct{ cards, scan int }
 
-// readChunk is how many names one ReadDir call reads.
-const readChunk = 256
-
 // list returns the card and temp files of the folder within lim, reading
-// the folder readChunk names at a time. truncated says a bound was hit:
-// some cards or temp files may have been left out.
+// 256 names at a time; truncated says a bound was hit.
 func (f *folder) list(lim limits) (out []entry, truncated bool, err error) {
 	d, err := f.root.Open(".")
 	if err != nil {
 		return nil, false, err
 	}
 	defer d.Close()
-	cards, temps := 0, 0
+	kept := map[bool]int{} // card files and temp files
 	for scanned := 0; ; {
 		if scanned >= lim.scan {
 			// Stopped at the bound: truncated unless the folder ends here.
 			more, err := d.ReadDir(1)
 			return out, truncated || len(more) > 0 || (err != nil && !errors.Is(err, io.EOF)), nil
 		}
-		des, err := d.ReadDir(min(readChunk, lim.scan-scanned))
+		des, err := d.ReadDir(min(256, lim.scan-scanned))
 		scanned += len(des)
 		for _, de := range des {
 			n := de.Name()
@@ -188,21 +170,16 @@ func (f *folder) list(lim limits) (out []entry, truncated bool, err error) {
 			switch {
 			case strings.HasPrefix(n, ".") && strings.Contains(n, ".json.tmp-"):
 				e.temp = true
-				if temps >= lim.cards {
-					truncated = true
-					continue
-				}
-				temps++
 			case strings.HasSuffix(n, ".json") && namePattern.MatchString(strings.TrimSuffix(n, ".json")):
 				e.name = strings.TrimSuffix(n, ".json")
-				if cards >= lim.cards {
-					truncated = true
-					continue
-				}
-				cards++
 			default:
 				continue
 			}
+			if kept[e.temp] >= lim.cards {
+				truncated = true
+				continue
+			}
+			kept[e.temp]++
 			if info, err := de.Info(); err == nil {
 				e.mod = info.ModTime()
 			}

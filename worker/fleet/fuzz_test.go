@@ -22,7 +22,7 @@ func FuzzParseCard(f *testing.F) {
 			t.Fatalf("parseCard kept %+v", c)
 		}
 		_ = c.state(time.Now(), time.Second)
-		_ = c.stale(time.Now(), time.Second)
+		_ = c.missed(time.Now(), 1, time.Second, time.Second)
 		_ = c.ahead(time.Now())
 	})
 }

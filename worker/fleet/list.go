@@ -2,39 +2,32 @@ package fleet
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
 	"svc/worker/config"
 )
 
-// Worker is one entry of the workers list (GET /api/v1/fleet/workers).
+// Worker is one entry of the workers list (GET /api/v1/fleet/workers);
+// docs/api.md describes each field.
 type Worker struct {
-	Name    string `json:"name"`
-	Cluster string `json:"cluster"`
-	// URL is the worker's UI server, only when it is a plain http(s) URL.
-	URL      string `json:"url"`
+	Name     string `json:"name"`
+	Cluster  string `json:"cluster"`
+	URL      string `json:"url"` // only a LinkURL
 	State    string `json:"state"`
 	Release  string `json:"release"`
 	Provider string `json:"provider"`
 	Self     bool   `json:"self"`
-	// Trusted says the UI may send its token to URL: this worker, or a URL
-	// whose origin is this worker's, a static peer's or in
-	// fleet.trusted_urls. A card names whatever URL its writer chose; its
-	// name earns it nothing.
-	Trusted bool `json:"trusted"`
-	// StartedAtMS and HeartbeatMS are 0 for static peers.
-	StartedAtMS int64 `json:"started_at_ms"`
-	HeartbeatMS int64 `json:"heartbeat_ms"`
-	// HeartbeatAgeMS is how long ago the last heartbeat was, by the
-	// listing worker's clock (the clock the unreachable rule uses); null
-	// for static peers.
-	HeartbeatAgeMS *int64 `json:"heartbeat_age_ms"`
-	// Load is the worker's work at its last heartbeat (see Load); null
-	// for static peers, stopped workers and cards of earlier releases.
-	Load *Load `json:"load"`
-	// CacheMarks is null for static peers and workers serving no cache rows.
-	CacheMarks *Marks `json:"cache_marks"`
+	// Trusted says the UI may send its token to URL: this worker, or an
+	// origin of this worker, a static peer or fleet.trusted_urls.
+	Trusted        bool   `json:"trusted"`
+	StartedAtMS    int64  `json:"started_at_ms"`
+	HeartbeatMS    int64  `json:"heartbeat_ms"`
+	HeartbeatAgeMS *int64 `json:"heartbeat_age_ms"` // by the listing worker's clock
+	Load           *Load  `json:"load"`
+	CacheMarks     *Marks `json:"cache_marks"`
+	instance       string // a card's, for Peers
 }
 
 // Peer is a worker the cache exchange may pull.
@@ -48,9 +41,8 @@ type Peer struct {
 }
 
 // Workers lists this worker, every card of the folder and the static
-// peers, with states derived now, sorted by cluster and name (this worker
-// first among equal names). A static peer named like a card is left out:
-// the card says more.
+// peers not named like a card, with states derived now, sorted by cluster
+// and name (this worker first among equal names).
 func (r *Registry) Workers() []Worker {
 	now := r.cfg.Now()
 	r.mu.Lock()
@@ -58,34 +50,26 @@ func (r *Registry) Workers() []Worker {
 	if self.HeartbeatMS == 0 {
 		self.HeartbeatMS = now.UnixMilli()
 	}
-	contact := make(map[string]bool, len(r.contact))
-	for k, v := range r.contact {
-		contact[k] = v
-	}
+	contact := maps.Clone(r.contact)
 	r.mu.Unlock()
 	own := config.Origin(LinkURL(self.URL))
 	trusts := func(u string) bool {
 		o := config.Origin(u)
 		return o != "" && (o == own || r.trusted[o])
 	}
-	age := func(hb int64) *int64 {
-		a := max(now.UnixMilli()-hb, 0)
-		return &a
+	worker := func(c *Card, state, provider string, self bool) Worker {
+		u, age := LinkURL(c.URL), max(now.UnixMilli()-c.HeartbeatMS, 0)
+		return Worker{
+			Name: c.Name, Cluster: c.Cluster, URL: u, State: state, Release: c.Release, Provider: provider, Self: self,
+			Trusted: self || trusts(u), StartedAtMS: c.StartedAtMS, HeartbeatMS: c.HeartbeatMS, HeartbeatAgeMS: &age,
+			CacheMarks: c.CacheMarks, Load: c.Load, instance: c.Instance,
+		}
 	}
-	out := []Worker{{
-		Name: self.Name, Cluster: self.Cluster, URL: LinkURL(self.URL), State: self.State, Release: self.Release,
-		Provider: r.cfg.Provider, Self: true, Trusted: true, StartedAtMS: self.StartedAtMS, HeartbeatMS: self.HeartbeatMS,
-		HeartbeatAgeMS: age(self.HeartbeatMS), CacheMarks: self.CacheMarks, Load: self.Load,
-	}}
-	cards := r.cards(now)
+	out := []Worker{worker(&self, self.State, r.cfg.Provider, true)}
 	named := map[string]bool{self.Name: true}
-	for _, c := range cards {
+	for _, c := range r.cards(now) {
 		named[c.Name] = true
-		out = append(out, Worker{
-			Name: c.Name, Cluster: c.Cluster, URL: c.URL, State: c.state(now, r.cfg.Heartbeat), Release: c.Release,
-			Provider: ProviderFilesystem, Trusted: trusts(c.URL), StartedAtMS: c.StartedAtMS, HeartbeatMS: c.HeartbeatMS,
-			HeartbeatAgeMS: age(c.HeartbeatMS), CacheMarks: c.CacheMarks, Load: c.Load,
-		})
+		out = append(out, worker(&c, c.state(now, r.cfg.Heartbeat), ProviderFilesystem, false))
 	}
 	for _, p := range r.cfg.Peers {
 		if named[p.Name] {
@@ -109,35 +93,23 @@ func (r *Registry) Workers() []Worker {
 	return out
 }
 
-// Peers lists what the cache exchange may pull: the static peers and
-// the cards of other workers that are live (starting, running, draining)
-// with a link URL. This worker's own name is never listed.
+// Peers lists what the cache exchange may pull: the static peers and the
+// live cards of other workers with a link URL.
 func (r *Registry) Peers() []Peer {
-	now := r.cfg.Now()
 	var out []Peer
-	named := map[string]bool{r.cfg.Worker: true}
-	for _, c := range r.cards(now) {
-		if c.Name == r.cfg.Worker {
+	for _, w := range r.Workers() {
+		static := w.Provider == ProviderStatic
+		if w.Self || w.Name == r.cfg.Worker ||
+			!static && (w.State == StateStopped || w.State == StateUnreachable || w.URL == "") {
 			continue
 		}
-		named[c.Name] = true
-		if s := c.state(now, r.cfg.Heartbeat); s == StateStopped || s == StateUnreachable || c.URL == "" {
-			continue
-		}
-		out = append(out, Peer{Name: c.Name, Cluster: c.Cluster, URL: c.URL, Marks: c.CacheMarks, Instance: c.Instance})
-	}
-	for _, p := range r.cfg.Peers {
-		if !named[p.Name] {
-			out = append(out, Peer{Name: p.Name, Cluster: p.Cluster, URL: LinkURL(p.URL), Static: true})
-		}
+		out = append(out, Peer{Name: w.Name, Cluster: w.Cluster, URL: w.URL, Static: static, Marks: w.CacheMarks, Instance: w.instance})
 	}
 	return out
 }
 
 // TrustedOrigins are the origins of the trusted workers listed, this one
-// excepted, each once: the connect sources of the UI's
-// Content-Security-Policy, so that a page cannot reach (nor send the token
-// to) a URL an untrusted card names.
+// excepted, each once: the connect sources of the UI's CSP.
 func (r *Registry) TrustedOrigins() []string {
 	var out []string
 	seen := map[string]bool{}
@@ -151,7 +123,6 @@ func (r *Registry) TrustedOrigins() []string {
 }
 
 // cards reads every valid card of the folder except this process's own.
-// Cards that cannot be read or do not parse are skipped.
 func (r *Registry) cards(now time.Time) []Card {
 	r.mu.Lock()
 	f := r.folder
@@ -181,8 +152,7 @@ func (r *Registry) cards(now time.Time) []Card {
 	return out
 }
 
-// reportAhead logs fleet_card_clock_ahead once per card name and
-// instance; what it remembers is bounded like a listing.
+// reportAhead logs fleet_card_clock_ahead once per card name and instance.
 func (r *Registry) reportAhead(c Card, now time.Time) {
 	r.mu.Lock()
 	if r.ahead[c.Name] == c.Instance {

@@ -15,9 +15,12 @@ const (
 	IntakeHTTPOnly     = "http_only"            // no Kafka source: nothing to pause
 )
 
-// MaxBreakers is how many sinks a Load names at most (a reader drops a
-// load naming more).
-const MaxBreakers = 32
+// Bounds of a Load: a reader drops a load past them.
+const (
+	MaxBreakers       = 32   // sinks named
+	MaxLoadPartitions = 4096 // partitions listed as paused or stalled
+	maxLoadCount      = 1 << 40
+)
 
 // Breaker states of a Load.
 const (
@@ -26,53 +29,25 @@ const (
 	BreakerHalfOpen = "half-open"
 )
 
-// Bounds on a Load read from a card, which anyone who can write the
-// folder may have written.
-const (
-	maxLoadCount = 1 << 40
-	// MaxLoadPartitions is how many partitions a Load lists as paused or
-	// stalled at most (a reader drops a load listing more).
-	MaxLoadPartitions = 4096
-)
-
-// Load is what a worker reports of its work on its card at every
-// heartbeat, read from its own metrics then: the workers list shows it
-// for every worker without asking each one. Cards of earlier releases and
-// stopped workers carry none (null). Pointer fields are null where they
-// do not apply (no Kafka source) or are not known yet (lag before the
-// first offsets read).
+// Load is a worker's work at a heartbeat, read from its own metrics and
+// put on its card, so the workers list needs no request to the others;
+// docs/api.md (load.*) describes each field. Pointer fields are null where
+// they do not apply (no Kafka source) or are not known yet.
 type Load struct {
-	// Partitions is how many source partitions the worker owns.
-	Partitions *int64 `json:"partitions"`
-	// MessagesInFlight are Kafka messages running (svc_kafka_messages_in_flight).
-	MessagesInFlight *int64 `json:"messages_in_flight"`
-	// TasksRunning and PoolSize: executor processes busy, and the pool's size.
-	TasksRunning int64 `json:"tasks_running"`
-	PoolSize     int64 `json:"pool_size"`
-	// TasksPerSecond are tasks finished per second since the previous
-	// heartbeat (0 on the first).
-	TasksPerSecond float64 `json:"tasks_per_second"`
-	// Lag is the messages of its partitions not yet committed by the
-	// group (svc_consumer_lag summed).
-	Lag *int64 `json:"lag"`
-	// Intake is one of the Intake* states; StalledPartitions are
-	// stall-paused after a failed DLQ send.
-	Intake            string `json:"intake"`
-	StalledPartitions int64  `json:"stalled_partitions"`
-	// PartitionsPaused and PartitionsStalled list the source partitions
-	// whose fetching is paused (for any reason) and those stall-paused (at
-	// most MaxLoadPartitions each; null without a Kafka source), so any
-	// worker can show the whole group's pauses.
-	PartitionsPaused  []int32 `json:"partitions_paused"`
-	PartitionsStalled []int32 `json:"partitions_stalled"`
-	// Breakers maps each sink to its circuit breaker's state (at most 32
-	// sinks, by name).
-	Breakers map[string]string `json:"breakers"`
+	Partitions        *int64            `json:"partitions"`
+	MessagesInFlight  *int64            `json:"messages_in_flight"`
+	TasksRunning      int64             `json:"tasks_running"`
+	PoolSize          int64             `json:"pool_size"`
+	TasksPerSecond    float64           `json:"tasks_per_second"` // since the previous heartbeat
+	Lag               *int64            `json:"lag"`
+	Intake            string            `json:"intake"` // an Intake* state
+	StalledPartitions int64             `json:"stalled_partitions"`
+	PartitionsPaused  []int32           `json:"partitions_paused"`
+	PartitionsStalled []int32           `json:"partitions_stalled"`
+	Breakers          map[string]string `json:"breakers"` // sink → breaker state
 }
 
-// clean returns l as a reader may show it, or nil when it is not a
-// plausible load: counts out of range, an unknown intake or breaker
-// state, bad sink names, too many sinks.
+// clean returns a copy of l, or nil when it is not a plausible load.
 func (l *Load) clean() *Load {
 	if l == nil {
 		return nil

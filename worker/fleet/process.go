@@ -9,16 +9,13 @@ import (
 	"syscall"
 )
 
-// proc names a process: the host it runs on and its pid. Cards carry it
-// so that a restarted worker can prove the card of its name was left by
-// its own dead predecessor.
+// proc names a process: its host, boot and pid (see Card.Host).
 type proc struct {
 	host, bootID string
 	pid          int
 }
 
-// bootIDFile holds a random id the kernel draws at each boot (Linux): two
-// hosts of one name, or one host before and after a reboot, differ.
+// bootIDFile holds a random id the kernel draws at each boot (Linux).
 const bootIDFile = "/proc/sys/kernel/random/boot_id"
 
 // thisProcess is the process running this code.
@@ -30,8 +27,6 @@ func thisProcess() proc {
 
 // processAlive reports whether pid may be a live process of this host:
 // false only when it provably is not (no such process, or a zombie).
-// Another user's process (EPERM) is alive; so is a pid reused by an
-// unrelated process, which this cannot tell.
 func processAlive(pid int) bool {
 	if pid <= 0 {
 		return true

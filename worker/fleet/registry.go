@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,38 +25,28 @@ type Config struct {
 	Worker, Cluster string
 	Release         string
 	StartedAt       time.Time
-	// Provider is fleet.registry.provider: "filesystem" reads and writes
-	// the card folder, "static" only lists Peers.
-	Provider string
-	// Root is the shared root (shared.dir, else storage.dir); "" means no
-	// card folder: the worker lists itself and its static peers.
-	Root      string
-	Heartbeat time.Duration // fleet.registry.heartbeat
-	Retention time.Duration // fleet.registry.card_retention
-	Peers     []config.Peer // fleet.registry.peers
-	Trusted   []string      // fleet.trusted_urls: see Worker.Trusted
-	URL       func() string // the card URL, called once Run starts
-	Status    Status        // nil: running from the start
-	Marks     func() *Marks // nil or returning nil: no cache rows served
-	// Load, when set, is called (from Run's goroutine) at each heartbeat
-	// for the card's load; it must be quick.
-	Load   func() *Load
-	Logger *slog.Logger     // nil discards
-	Now    func() time.Time // nil: time.Now
+	Provider        string           // fleet.registry.provider: filesystem or static
+	Root            string           // shared.dir, else storage.dir; "": no card folder
+	Heartbeat       time.Duration    // fleet.registry.heartbeat
+	Retention       time.Duration    // fleet.registry.card_retention
+	Peers           []config.Peer    // fleet.registry.peers
+	Trusted         []string         // fleet.trusted_urls: see Worker.Trusted
+	URL             func() string    // the card URL, called once Run starts
+	Status          Status           // nil: running from the start
+	Marks           func() *Marks    // nil or returning nil: no cache rows served
+	Load            func() *Load     // the card's load, called at each heartbeat; nil: none
+	Logger          *slog.Logger     // nil discards
+	Now             func() time.Time // nil: time.Now
 
-	// limits bound one listing of the card folder (0: maxCardEntries
-	// cards, maxScanEntries names); tests lower them.
+	// Tests set these: listing bounds (0: the defaults), the process put
+	// on the card (zero: this one) and whether a pid lives (nil: processAlive).
 	limits limits
-	// proc is the process put on the card (zero: this one) and alive
-	// tells whether a pid of this host lives (nil: processAlive); tests
-	// run several registries in one process.
-	proc  proc
-	alive func(pid int) bool
+	proc   proc
+	alive  func(pid int) bool
 }
 
-// Registry keeps this worker's card and lists the fleet. New starts
-// nothing; Run writes the card until its context ends, then writes it as
-// stopped. Every method is safe for concurrent use.
+// Registry keeps this worker's card and lists the fleet. Every method is
+// safe for concurrent use.
 type Registry struct {
 	cfg      Config
 	log      *slog.Logger
@@ -84,6 +75,12 @@ func New(cfg Config) *Registry {
 	if cfg.URL == nil {
 		cfg.URL = func() string { return "" }
 	}
+	if cfg.Marks == nil {
+		cfg.Marks = func() *Marks { return nil }
+	}
+	if cfg.Load == nil {
+		cfg.Load = func() *Load { return nil }
+	}
 	if cfg.limits.cards <= 0 {
 		cfg.limits.cards = maxCardEntries
 	}
@@ -100,13 +97,12 @@ func New(cfg Config) *Registry {
 	_, _ = rand.Read(b[:])
 	r := &Registry{cfg: cfg, log: cfg.Logger.With("component", "fleet"), instance: hex.EncodeToString(b[:]),
 		contact: map[string]bool{}, ahead: map[string]string{}, trusted: map[string]bool{}}
-	for _, u := range cfg.Trusted {
-		if o := config.Origin(u); o != "" {
-			r.trusted[o] = true
-		}
-	}
+	urls := slices.Clone(cfg.Trusted)
 	for _, p := range cfg.Peers {
-		if o := config.Origin(LinkURL(p.URL)); o != "" {
+		urls = append(urls, LinkURL(p.URL))
+	}
+	for _, u := range urls {
+		if o := config.Origin(u); o != "" {
 			r.trusted[o] = true
 		}
 	}
@@ -118,12 +114,10 @@ func New(cfg Config) *Registry {
 	return r
 }
 
-// Run keeps the card: it writes it every heartbeat and whenever the state
-// or the cache marks change (checked every quarter second at most),
-// removes cards past their retention, and writes the card as stopped when
-// ctx ends. A card folder that cannot be opened is logged
-// (fleet_card_folder_unavailable) and the worker goes on listing itself
-// and its static peers.
+// Run writes the card every heartbeat and whenever the state or the cache
+// marks change (checked every quarter second at most), removes cards past
+// their retention, and writes the card as stopped when ctx ends. Without a
+// usable card folder the worker lists itself and its static peers.
 func (r *Registry) Run(ctx context.Context) error {
 	r.mu.Lock()
 	r.self.URL = r.cfg.URL()
@@ -151,12 +145,12 @@ func (r *Registry) Run(ctx context.Context) error {
 	var lastWrite, lastSweep time.Time
 	for {
 		now := r.cfg.Now()
-		state, marks := r.ownState(), r.ownMarks()
+		state, marks := r.ownState(), r.cfg.Marks()
 		r.mu.Lock()
 		changed := state != r.self.State || !sameMarks(marks, r.self.CacheMarks)
 		r.mu.Unlock()
 		if changed || now.Sub(lastWrite) >= r.cfg.Heartbeat {
-			r.publish(state, marks, r.ownLoad(), now)
+			r.publish(state, marks, r.cfg.Load(), now)
 			lastWrite = now
 		}
 		if now.Sub(lastSweep) >= r.cfg.Heartbeat {
@@ -165,7 +159,7 @@ func (r *Registry) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			r.publish(StateStopped, r.ownMarks(), nil, r.cfg.Now()) // a stopped worker has no work
+			r.publish(StateStopped, r.cfg.Marks(), nil, r.cfg.Now()) // a stopped worker has no work
 			return nil
 		case <-t.C:
 		}
@@ -193,26 +187,11 @@ func (r *Registry) ownState() string {
 	return StateStarting
 }
 
-func (r *Registry) ownMarks() *Marks {
-	if r.cfg.Marks == nil {
-		return nil
-	}
-	return r.cfg.Marks()
-}
-
-func (r *Registry) ownLoad() *Load {
-	if r.cfg.Load == nil {
-		return nil
-	}
-	return r.cfg.Load()
-}
-
 func sameMarks(a, b *Marks) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
-// publish updates the card and writes it unless another live process
-// owns the name (see claim).
+// publish updates the card and writes it unless claim says not to.
 func (r *Registry) publish(state string, marks *Marks, load *Load, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -237,10 +216,9 @@ const (
 )
 
 // claim reports whether this worker may write its card now, reading the
-// card of its name (mu held). A worker that holds its name never yields
-// it and reports any card of its name it did not write; a newcomer
-// yields to another live card, except one its own dead predecessor left
-// or one stamped ahead of its clock (never believed).
+// card of its name (mu held): a worker that holds its name never yields
+// it; a newcomer yields to another live card, except one its own dead
+// predecessor left or one stamped ahead of its clock.
 func (r *Registry) claim(now time.Time) bool {
 	c, err := r.folder.read(r.cfg.Worker)
 	if err != nil || c.Instance == r.instance {
@@ -257,7 +235,7 @@ func (r *Registry) claim(now time.Time) bool {
 		r.takeOver(reasonPredecessor)
 	case c.ahead(now):
 		r.reportConflict(c, actionOverwritten, fmt.Sprintf("a card of this worker's name stamped more than %s ahead of this worker's clock is not believed: this worker writes its card over it", MaxClockSkew))
-	case c.stale(now, r.cfg.Heartbeat):
+	case c.missed(now, 1, r.cfg.Heartbeat, r.cfg.Heartbeat): // own interval at most
 		r.takeOver(reasonGone)
 	default:
 		r.reportConflict(c, actionYielded, "another live worker of this name wrote its card first; this one writes no card until that one stops or turns unreachable: give each worker its own worker.name")
@@ -267,9 +245,8 @@ func (r *Registry) claim(now time.Time) bool {
 	return true
 }
 
-// predecessor reports whether c was written on this host (host name and
-// boot id) by a process that is gone, or whose pid is this process's own
-// (a container restarted: the pid is reused, the writer is gone).
+// predecessor reports whether c was written on this host and boot by a
+// process that is gone or whose pid is this one's (a restarted container).
 func (r *Registry) predecessor(c Card) bool {
 	p := r.cfg.proc
 	return c.PID > 0 && p.host != "" && c.Host == p.host && c.BootID == p.bootID &&
@@ -289,8 +266,7 @@ func (r *Registry) takeOver(reason string) {
 	r.yielding = false
 }
 
-// reportConflict logs fleet_name_conflict once per other instance (mu
-// held).
+// reportConflict logs fleet_name_conflict once per other instance (mu held).
 func (r *Registry) reportConflict(c Card, action, detail string) {
 	if c.Instance == r.conflict {
 		return
@@ -334,8 +310,7 @@ func (r *Registry) sweep(now time.Time) {
 }
 
 // list lists f within the configured limits, logging
-// fleet_card_folder_truncated when a listing starts hitting a bound (and
-// again only after one did not).
+// fleet_card_folder_truncated when listings start hitting a bound.
 func (r *Registry) list(f *folder) ([]entry, error) {
 	entries, truncated, err := f.list(r.cfg.limits)
 	if err != nil {

@@ -12,12 +12,12 @@ type beat struct {
 	lag time.Duration
 }
 
-// lagRing keeps the beats of the last window in a fixed ring. Owned by the
-// monitor goroutine.
+// lagRing keeps the beats of the last window in a fixed ring (slots not
+// yet written hold the zero time, before any window). Owned by the monitor
+// goroutine.
 type lagRing struct {
 	beats  []beat
 	next   int
-	filled bool
 	sorted []time.Duration // scratch for quantiles
 }
 
@@ -27,10 +27,7 @@ func newLagRing(size int) *lagRing {
 
 func (r *lagRing) add(at time.Time, lag time.Duration) {
 	r.beats[r.next] = beat{at, lag}
-	r.next++
-	if r.next == len(r.beats) {
-		r.next, r.filled = 0, true
-	}
+	r.next = (r.next + 1) % len(r.beats)
 }
 
 // lagStats are heartbeat lag percentiles over a window.
@@ -41,12 +38,8 @@ type lagStats struct {
 
 // stats returns the percentiles (nearest rank) of the beats at or after since.
 func (r *lagRing) stats(since time.Time) lagStats {
-	n := r.next
-	if r.filled {
-		n = len(r.beats)
-	}
 	r.sorted = r.sorted[:0]
-	for _, b := range r.beats[:n] {
+	for _, b := range r.beats {
 		if !b.at.Before(since) {
 			r.sorted = append(r.sorted, b.lag)
 		}

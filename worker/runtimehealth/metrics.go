@@ -4,11 +4,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// collector exports the monitor's last sample, so a scrape sees the same
-// numbers as the API and the runtime_health events and costs no reading.
-// The windowed percentiles are summaries, as Prometheus expects of series
-// with a quantile label: quantiles over the monitor's window, _count and
-// _sum since the start, like client_golang's own summaries.
+// collector exports the monitor's last sample, so a scrape sees the API's
+// numbers and costs no reading. The windowed percentiles are summaries:
+// quantiles over the window, _count and _sum since the start.
 type collector struct {
 	m                                        *Monitor
 	lag, gcPause, schedLatency, gcCPU        *prometheus.Desc

@@ -22,7 +22,7 @@ type Monitor struct {
 	// Owned by the goroutine in Run.
 	reader   *reader
 	lags     *lagRing
-	reads    []cumulative // oldest first; reads[0] is the window's baseline
+	reads    []reading // oldest first; reads[0] is the window's baseline
 	episode  episode
 	lastDump time.Time
 
@@ -34,10 +34,8 @@ type Monitor struct {
 	lastLag     time.Duration
 	inStall     bool
 	stallsTotal uint64
-	// Since the start, for the summaries' _count and _sum: heartbeats and
-	// their summed lag (exact); GC pauses and scheduling latencies as the
-	// runtime counted them at the last sample, summed at their buckets'
-	// lower bounds.
+	// Since the start, for the summaries' _count and _sum (the histograms'
+	// as of the last sample).
 	beatsTotal              uint64
 	lagTotal                time.Duration
 	pausesTotal, schedTotal histTotals
@@ -49,8 +47,7 @@ func New(o Options) (*Monitor, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	// The ring spans the window plus one sample period, the most a
-	// baseline read can lie back.
+	// The window plus one sample period: the most a baseline read lies back.
 	beats := int((o.Window+o.EventEvery)/o.Interval) + 2
 	m := &Monitor{o: o, reader: newReader(), lags: newLagRing(beats)}
 	if o.Registerer != nil {
@@ -81,11 +78,8 @@ func (m *Monitor) Run(ctx context.Context) error {
 		case <-beats.C:
 			now := time.Now()
 			m.beat(now, max(now.Sub(due), 0))
-			// The next beat is due one interval after this one fired: a
-			// long stall counts once, not as a burst of missed ticks, and
-			// a stall that held this goroutine while it handled the beat
-			// (its log and event writes are syscalls, during which the
-			// scheduler runs other work) makes the next beat late.
+			// Due one interval after this beat woke: a long stall counts
+			// once, and one that held this goroutine makes the next late.
 			due = now.Add(m.o.Interval)
 			beats.Reset(max(time.Until(due), 0))
 		case <-samples.C:
@@ -113,21 +107,17 @@ func (m *Monitor) Snapshot() Snapshot {
 		LastLagMS:          ms(m.lastLag),
 		InStall:            m.inStall,
 		StallsTotal:        m.stallsTotal,
-		Recent:             make([]Sample, 0, len(m.recent)),
-		Stalls:             make([]Stall, 0, len(m.stalls)),
+		Recent:             append([]Sample{}, m.recent...),
+		Stalls:             append([]Stall{}, m.stalls...),
 	}
+	slices.Reverse(s.Recent)
+	slices.Reverse(s.Stalls)
 	if !m.lastBeat.IsZero() {
 		s.LastBeatMS = m.lastBeat.UnixMilli()
 	}
 	if m.current != nil {
 		c := *m.current
 		s.Current = &c
-	}
-	for _, r := range slices.Backward(m.recent) {
-		s.Recent = append(s.Recent, r)
-	}
-	for _, st := range slices.Backward(m.stalls) {
-		s.Stalls = append(s.Stalls, st)
 	}
 	return s
 }
@@ -181,7 +171,7 @@ func (m *Monitor) beat(now time.Time, lag time.Duration) {
 
 // sample reads the runtime, publishes the result and emits it.
 func (m *Monitor) sample(now time.Time) {
-	g, c := m.reader.read(now)
+	c := m.reader.read(now)
 	m.reads = append(m.reads, c)
 	// Keep the newest read at or before the window start as the baseline.
 	cut := now.Add(-m.o.Window)
@@ -201,10 +191,10 @@ func (m *Monitor) sample(now time.Time) {
 		LagP50MS:          ms(lags.p50),
 		LagP99MS:          ms(lags.p99),
 		LagMaxMS:          ms(lags.max),
-		Goroutines:        g.goroutines,
-		Gomaxprocs:        g.gomaxprocs,
-		HeapLiveBytes:     g.heapLiveBytes,
-		HeapTotalBytes:    g.heapTotalBytes,
+		Goroutines:        c.goroutines,
+		Gomaxprocs:        c.gomaxprocs,
+		HeapLiveBytes:     c.heapLiveBytes,
+		HeapTotalBytes:    c.heapTotalBytes,
 		GCCycles:          c.gcCycles - min(c.gcCycles, base.gcCycles),
 		GCPauses:          histTotal(pauses),
 		GCPauseP50MS:      secMS(histQuantile(pauses, m.reader.pauseBuckets, 0.50)),
@@ -231,13 +221,7 @@ func (m *Monitor) sample(now time.Time) {
 		m.recent = slices.Delete(m.recent, 0, len(m.recent)-m.o.History)
 	}
 	m.mu.Unlock()
-	m.emit("sample", s)
-}
-
-func (m *Monitor) emit(kind string, payload any) {
-	if m.o.Emit != nil {
-		m.o.Emit(kind, payload)
-	}
+	m.o.Emit("sample", s)
 }
 
 // ms converts to milliseconds (nanosecond precision).

@@ -1,8 +1,6 @@
 package runtimehealth
 
 import (
-	"errors"
-	"io"
 	"math"
 	"os"
 	"runtime"
@@ -27,28 +25,19 @@ const (
 	mSchedLatency = "/sched/latencies:seconds"
 )
 
-// gauges are the point-in-time values of one read.
-type gauges struct {
-	goroutines     int64
-	gomaxprocs     int64
-	heapLiveBytes  uint64
-	heapTotalBytes uint64
+// reading is one read: gauges, and monotonic values two readings turn
+// into the figures of the span between them.
+type reading struct {
+	at                            time.Time
+	goroutines, gomaxprocs        int64
+	heapLiveBytes, heapTotalBytes uint64
+	gcCycles                      uint64
+	gcCPU, totalCPU               float64
+	pauses, sched                 []uint64 // counts per bucket of mGCPauses, mSchedLatency
 }
 
-// cumulative holds the monotonic values of one read; two reads give the
-// figures of the span between them. The CPU estimates advance only when a
-// GC cycle ends.
-type cumulative struct {
-	at       time.Time
-	gcCycles uint64
-	gcCPU    float64
-	totalCPU float64
-	pauses   []uint64 // counts per bucket of mGCPauses
-	sched    []uint64 // counts per bucket of mSchedLatency
-}
-
-// reader reads runtime/metrics into a reused slice. Not safe for
-// concurrent use: the monitor goroutine owns it.
+// reader reads runtime/metrics into a reused slice; the monitor goroutine
+// owns it.
 type reader struct {
 	samples      []metrics.Sample
 	pauseBuckets []float64
@@ -65,23 +54,22 @@ func newReader() *reader {
 	return r
 }
 
-// read returns the gauges and the cumulative values at now. A metric this
-// Go release does not know reads as zero.
-func (r *reader) read(now time.Time) (gauges, cumulative) {
+// read returns the reading at now; a metric this Go release does not know
+// reads as zero.
+func (r *reader) read(now time.Time) reading {
 	metrics.Read(r.samples)
-	var g gauges
-	c := cumulative{at: now}
+	c := reading{at: now}
 	for _, s := range r.samples {
 		v := s.Value
 		switch s.Name {
 		case mGoroutines:
-			g.goroutines = int64(u64(v))
+			c.goroutines = int64(u64(v))
 		case mGomaxprocs:
-			g.gomaxprocs = int64(u64(v))
+			c.gomaxprocs = int64(u64(v))
 		case mHeapLive:
-			g.heapLiveBytes = u64(v)
+			c.heapLiveBytes = u64(v)
 		case mHeapObjects, mHeapUnused, mHeapFree:
-			g.heapTotalBytes += u64(v)
+			c.heapTotalBytes += u64(v)
 		case mGCCycles:
 			c.gcCycles = u64(v)
 		case mGCCPU:
@@ -94,7 +82,7 @@ func (r *reader) read(now time.Time) (gauges, cumulative) {
 			c.sched, r.schedBuckets = histCopy(v, r.schedBuckets)
 		}
 	}
-	return g, c
+	return c
 }
 
 func u64(v metrics.Value) uint64 {
@@ -137,10 +125,7 @@ func histDelta(now, then []uint64) []uint64 {
 // as the upper bound of the bucket holding it (its lower bound for the open
 // last bucket). Zero counts give 0.
 func histQuantile(counts []uint64, buckets []float64, q float64) float64 {
-	var total uint64
-	for _, c := range counts {
-		total += c
-	}
+	total := histTotal(counts)
 	if total == 0 || len(buckets) != len(counts)+1 {
 		return 0
 	}
@@ -163,10 +148,8 @@ func histQuantile(counts []uint64, buckets []float64, q float64) float64 {
 }
 
 // histTotals are a runtime histogram's count and sum since the process
-// started; the histogram keeps no sum, so each value counts at its
-// bucket's lower bound (0 for the open first bucket): the sum is a lower
-// bound, within the buckets' width (at most 25 %), as in client_golang's
-// go_* histograms.
+// started. The histogram keeps no sum, so each value counts at its
+// bucket's lower bound, as in client_golang's go_* histograms.
 type histTotals struct {
 	count uint64
 	sum   float64
@@ -203,18 +186,11 @@ func openFDs() int64 {
 		return -1
 	}
 	defer f.Close()
-	n := 0
-	for {
-		names, err := f.Readdirnames(512)
-		n += len(names)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return -1
-		}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return -1
 	}
-	return int64(n - 1) // the descriptor reading the directory
+	return int64(len(names) - 1) // the descriptor reading the directory
 }
 
 // rssBytes reads the resident set size from /proc/self/statm on Linux; -1

@@ -55,7 +55,7 @@ func (m *Monitor) lateBeat(now time.Time, lag time.Duration) {
 	m.mu.Unlock()
 	m.o.Logger.Warn("runtime_stall_detected", "lag_ms", st.LagMS, "threshold_ms", st.ThresholdMS,
 		"goroutines", st.Goroutines, "stack_sampled", st.Sampled)
-	m.emit("stall", st)
+	m.o.Emit("stall", st)
 }
 
 // endEpisode closes the episode once lag stayed low for StallQuiet.
@@ -71,13 +71,12 @@ func (m *Monitor) endEpisode(now time.Time) {
 	}
 	m.o.Logger.Info("runtime_stall_ended", "duration_ms", end.DurationMS, "max_lag_ms", end.MaxLagMS,
 		"late_beats", end.LateBeats)
-	m.emit("stall_ended", end)
+	m.o.Emit("stall_ended", end)
 }
 
-// captureStacks dumps every goroutine but the caller's, and returns the top
-// frames, the dump cut to limit bytes at a line end, and whether anything
-// was cut. The capture buffer is larger than limit so the top frames see
-// more goroutines than the stored dump holds.
+// captureStacks dumps every goroutine but the caller's and returns the top
+// frames (of a capture larger than limit), the dump cut to limit bytes at a
+// line end, and whether anything was cut.
 func captureStacks(limit int) ([]Frame, string, bool) {
 	buf := make([]byte, min(4*limit, maxCaptureSize))
 	n := runtime.Stack(buf, true)
@@ -101,10 +100,8 @@ func captureStacks(limit int) ([]Frame, string, bool) {
 }
 
 // topFrames groups the goroutines of a runtime.Stack dump by state and
-// innermost frame outside package runtime (a goroutine yielding in
-// runtime.Gosched is named by its caller). Running and runnable goroutines
-// sort first (they are what kept the heartbeat waiting), then larger
-// groups. A cut-off last goroutine without a frame is left out.
+// innermost frame outside package runtime; running and runnable ones (what
+// kept the heartbeat waiting) sort first, then larger groups.
 func topFrames(dump []byte) []Frame {
 	type key struct{ state, fn, loc string }
 	counts := map[key]int{}
@@ -141,10 +138,7 @@ func topFrames(dump []byte) []Frame {
 
 // goroutineState returns "chan receive" from "goroutine 7 [chan receive, 2 minutes]:".
 func goroutineState(header string) string {
-	_, rest, ok := strings.Cut(header, "[")
-	if !ok {
-		return ""
-	}
+	_, rest, _ := strings.Cut(header, "[")
 	state, _, _ := strings.Cut(rest, "]")
 	state, _, _ = strings.Cut(state, ",")
 	return state
