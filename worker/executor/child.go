@@ -60,24 +60,12 @@ type child struct {
 // goroutine once the process is gone. The child comes back busy (held by
 // the caller). The error wraps ErrStart; why is the restart reason.
 func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, onReaped func(*child)) (c *child, why string, err error) {
-	bin, err := s.binary()
+	cmd, pp, err := s.launch(s.persistentEnv, 3)
 	if err != nil {
-		return nil, reasonStartFailed, startError(s.opts.BinaryPath, err)
-	}
-	var pp pipes
-	if err := pp.open(3); err != nil {
-		return nil, reasonStartFailed, fmt.Errorf("%w: %w", ErrStart, err)
-	}
-	cmd := &exec.Cmd{
-		Path: bin, Args: s.argv, Env: s.persistentEnv,
-		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
-		SysProcAttr: sysProcAttr(),
-	}
-	cmd, err = start(cmd, startCmd)
-	pp.closeChild()
-	if err != nil {
-		pp.closeParent()
-		return nil, reasonStartFailed, startError(s.opts.BinaryPath, err)
+		if !errors.Is(err, ErrStart) {
+			err = fmt.Errorf("%w: %w", ErrStart, err)
+		}
+		return nil, reasonStartFailed, err
 	}
 	nc := &child{
 		cmd: cmd, pgid: cmd.Process.Pid, stdin: pp.parent[0], stdout: pp.parent[1],
@@ -87,14 +75,9 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 	c = nc
 	c.initPeek()
 	c.initQuiet()
-	s.guard.note('+', c.pgid)
 	go c.stderr.loop()
 	go func() {
-		_ = cmd.Wait()
-		waited(nc.pgid)
-		// Leftovers of its group die with it rather than hold the pipes.
-		_ = syscall.Kill(-nc.pgid, syscall.SIGKILL)
-		s.guard.note('-', nc.pgid)
+		_ = s.wait(cmd)
 		close(nc.exited)
 		onReaped(nc)
 	}()
@@ -216,10 +199,7 @@ func (c *child) stray(pipe bool) (n int, text bool) {
 }
 
 // kill SIGKILLs the child's whole process group.
-func (c *child) kill() {
-	_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
-	_ = c.cmd.Process.Kill()
-}
+func (c *child) kill() { kill(c.cmd) }
 
 // exitText says how the reaped child ended.
 func (c *child) exitText() string {
