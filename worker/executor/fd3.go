@@ -9,8 +9,8 @@ import (
 	"svc/worker"
 )
 
-// Limits on what an executor may report over fd 3. Lines past them are
-// ignored and counted, never fatal: fd 3 is diagnostics, not the result.
+// Limits on fd 3 (docs/executor.md, "fd 3"); lines past them are ignored
+// and counted.
 const (
 	eventLineMax  = 64 << 10 // bytes per line
 	eventLinesMax = 1000     // non-empty lines per attempt
@@ -18,8 +18,7 @@ const (
 )
 
 // InvalidEventsKind is the annotation kind that reports how many fd 3
-// lines an attempt ignored. The "svc." kind prefix is reserved: executors
-// cannot write annotations with it.
+// lines an attempt ignored ("svc." kinds are reserved to the worker).
 const InvalidEventsKind = "svc.fd3_invalid"
 
 // events collects an attempt's fd 3 NDJSON lines.
@@ -34,8 +33,7 @@ type events struct {
 	overLimit   int // past eventLinesMax or eventBytesMax
 }
 
-// eventLine is one fd 3 line; at least one member must be set and every
-// member set must be well formed. Unknown members are ignored.
+// eventLine is one fd 3 line: at least one member set, each well formed.
 type eventLine struct {
 	Annotation *worker.Annotation `json:"annotation"`
 	Labels     map[string]string  `json:"labels"`
@@ -116,8 +114,7 @@ func (e *events) apply(b []byte) bool {
 	return e.applyLine(l)
 }
 
-// entry counts one side-channel entry (a protocol v2 annotation, label or
-// cache write), ignoring it past the line limit or when apply fails.
+// entry counts one protocol v2 result entry, applied as an fd 3 line.
 func (e *events) entry(apply func() bool) {
 	e.lines++
 	switch {
@@ -205,8 +202,7 @@ func (t *tail) readFrom(r io.Reader) {
 	}
 }
 
-// write appends p, compacting once the buffer holds twice max, so each byte
-// is copied O(1) times.
+// write appends p, compacting once the buffer holds twice max.
 func (t *tail) write(p []byte) {
 	if len(p) >= t.max {
 		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
@@ -225,9 +221,8 @@ func (t *tail) bytes() []byte {
 	return t.buf
 }
 
-// readCapped reads r to EOF and returns at most limit bytes. Past the
-// limit it calls onOverflow and discards the rest, so the writer never
-// blocks on a full pipe.
+// readCapped reads r to EOF and returns at most limit bytes; past it,
+// onOverflow is called and the rest discarded.
 func readCapped(r io.Reader, limit int64, onOverflow func()) ([]byte, bool) {
 	out, _ := io.ReadAll(io.LimitReader(r, limit+1))
 	if int64(len(out)) <= limit {

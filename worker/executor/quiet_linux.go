@@ -17,8 +17,7 @@ type pollFD struct {
 const pollIn = 0x1 // POLLIN; POLLHUP and POLLERR are reported unasked
 
 // initQuiet readies quiet: one ppoll(2) with a zero timeout on the
-// worker's ends of stdout and stderr, built once so a call allocates
-// nothing.
+// worker's ends of stdout and stderr.
 func (c *child) initQuiet() {
 	if c.outRC == nil || c.stderr.rc == nil {
 		return
@@ -45,10 +44,8 @@ func (c *child) initQuiet() {
 	}
 }
 
-// quiet asks, with one system call and without reading, whether the
-// child's stdout and stderr pipes hold anything (or were closed). out and
-// errOut false mean nothing is there, so the reads that would look can
-// be skipped; both are true when the question cannot be asked.
+// quiet asks with one system call whether the child's stdout and stderr
+// hold anything (or were closed); both true when it cannot ask.
 func (c *child) quiet() (out, errOut bool) {
 	if c.quietOut == nil || c.outRC.Control(c.quietOut) != nil {
 		return true, true

@@ -8,9 +8,8 @@ import (
 )
 
 // seat keeps one child of the pool alive: it starts a child, hands it to
-// the pool, waits until it leaves service, and starts the next one, backing
-// off while children keep dying before they answer a task (a crash loop),
-// so that a broken binary never makes the pool spin.
+// the pool, waits until it leaves service and starts the next, backing off
+// while children die before they answer a task (a crash loop).
 func (p *persistent) seat() {
 	defer p.seats.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -24,11 +23,11 @@ func (p *persistent) seat() {
 	}()
 	deaths := 0 // consecutive children that died before answering
 	for first := true; ; first = false {
-		if deaths > 0 && !p.sleep(crashBackoff(deaths)) {
+		if deaths > 0 && !after(crashBackoff(deaths), p.stop) {
 			return
 		}
-		// A start after no failure may bring the executor up: until it
-		// ended, the executor is not reported unavailable.
+		// Until a start after no failure ended, the executor is not
+		// reported unavailable.
 		fresh := deaths == 0
 		if !first { // startLocked counted every seat's first start
 			p.mu.Lock()
@@ -49,9 +48,6 @@ func (p *persistent) seat() {
 			if why != reasonKilled {
 				deaths++
 			}
-			// The executor is unavailable (unless a trusted child is
-			// alive) when the binary cannot be run at all, or its children
-			// keep dying at start-up.
 			if !closed && (why == reasonStartFailed || deaths >= crashLoopAfter) {
 				p.startErr, p.startCause = err, readyCause(why, err)
 			}
@@ -63,9 +59,8 @@ func (p *persistent) seat() {
 			p.changed()
 			p.metrics.restarts.WithLabelValues(why).Inc()
 			if why == reasonKilled {
-				// Not the executor's fault: start again soon, without
-				// growing the crash-loop backoff.
-				if !p.sleep(crashBackoff(1)) {
+				// Not the executor's fault: no crash-loop backoff.
+				if !after(crashBackoff(1), p.stop) {
 					return
 				}
 				continue
@@ -85,16 +80,13 @@ func (p *persistent) seat() {
 		closePipes := false
 		switch {
 		case c.down:
-			// Reaped already, right after its ready frame: it never
-			// served. Its pipes are the seat's to close.
+			// Reaped right after its ready frame: the seat closes its pipes.
 			closePipes = c.closePend
 			p.failFastLocked()
 		case p.closed:
 			p.markDownLocked(c, reasonStopped)
 		default:
 			if c.inLoop || p.unavailableLocked() {
-				// Not trusted yet: it may die right after its ready
-				// frame, like the ones before it.
 				c.probation = true
 				p.probation++
 				time.AfterFunc(probation, func() {
@@ -147,8 +139,7 @@ func (p *persistent) seat() {
 		deaths++
 		detail := "executor exited before answering a task (" + c.exitText() + ")" + tailText(c.stderr.take())
 		if deaths >= crashLoopAfter && time.Since(c.readyAt) < probation {
-			// Children that die right after their ready frame are no
-			// better than children that never get ready.
+			// No better than children that never get ready.
 			p.mu.Lock()
 			if !p.closed {
 				p.startErr = fmt.Errorf("%w: executor.binary_path %q: %s", ErrStart, p.opts.BinaryPath, detail)
@@ -162,8 +153,7 @@ func (p *persistent) seat() {
 	}
 }
 
-// readyCause is a start-up failure in short, without the child's
-// output (for /readyz).
+// readyCause is a start-up failure in short, without the child's output.
 func readyCause(why string, err error) string {
 	var re *readyErr
 	switch {
@@ -184,23 +174,28 @@ func crashBackoff(n int) time.Duration {
 	return min(d, crashBackoffMax)
 }
 
-// sleep waits d; false when the pool closed first.
-func (p *persistent) sleep(d time.Duration) bool {
+// after waits d; false when done closed first (at once for d <= 0).
+func after(d time.Duration, done <-chan struct{}) bool {
 	if d <= 0 {
-		return true
+		select {
+		case <-done:
+			return false
+		default:
+			return true
+		}
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-p.stop:
+	case <-done:
 		return false
 	}
 }
 
-// noteDeath counts a start-up death; the pool's first seat to reach
-// crashLoopAfter opens a crash-loop episode (one log line, one count).
+// noteDeath counts a start-up death; the first seat to reach
+// crashLoopAfter opens the pool's crash-loop episode.
 func (p *persistent) noteDeath(n int, why, detail string) {
 	if n != crashLoopAfter {
 		return
@@ -238,7 +233,12 @@ func (p *persistent) close() {
 	}
 	p.closed = true
 	close(p.stop)
-	p.failWaitersLocked(errPoolClosed)
+	for _, w := range p.waiters {
+		w.err = errPoolClosed
+		close(w.done)
+	}
+	p.waitCount.Add(-int64(len(p.waiters)))
+	p.waiters = nil
 	idle := p.idle
 	p.idle = nil
 	for _, c := range idle {

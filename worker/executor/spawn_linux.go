@@ -13,7 +13,7 @@ import (
 )
 
 // sysProcAttr puts a child in its own process group and has the kernel
-// SIGKILL it when the worker dies, even by SIGKILL.
+// SIGKILL it when the worker dies.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
@@ -50,12 +50,9 @@ func unread(f *os.File) int {
 	return n
 }
 
-// startCmd starts cmd. "Text file busy" (ETXTBSY: the binary is still
-// open for writing somewhere, as when it was just written or replaced and
-// a concurrent fork holds the write descriptor for a moment) is retried a
-// few times with a fresh Cmd, about 300 ms in all, so that such a moment
-// is not taken for an executor that cannot run. It returns the Cmd that
-// started (or failed last).
+// startCmd starts cmd, retrying "text file busy" (ETXTBSY: a binary just
+// written while a concurrent fork holds its write descriptor) with a fresh
+// Cmd for about 300 ms. It returns the Cmd that started (or failed last).
 func startCmd(cmd *exec.Cmd) (*exec.Cmd, error) {
 	err := cmd.Start()
 	for i := 0; i < 6 && errors.Is(err, syscall.ETXTBSY); i++ {
