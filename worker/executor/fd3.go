@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -42,40 +43,31 @@ type eventLine struct {
 
 // readFrom reads NDJSON lines until EOF or a read error (a deadline).
 func (e *events) readFrom(r io.Reader) {
+	br := bufio.NewReaderSize(r, 4096)
 	var (
-		chunk = make([]byte, 4096)
-		line  []byte // the current line's bytes when it spans reads
-		long  bool   // the current line went over eventLineMax
+		line []byte // the current line's bytes when it spans reads
+		long bool   // the current line went over eventLineMax
 	)
 	for {
-		n, err := r.Read(chunk)
-		data := chunk[:n]
-		for len(data) > 0 {
-			i := bytes.IndexByte(data, '\n')
-			part := data
-			if i >= 0 {
-				part = data[:i]
-			}
-			switch {
-			case long:
-			case len(line)+len(part) > eventLineMax:
-				long, line = true, line[:0]
-			case i >= 0 && len(line) == 0:
-				// Whole line in the chunk: parse it in place.
-				e.add(part, false)
-				data = data[i+1:]
-				continue
-			default:
-				line = append(line, part...)
-			}
-			if i < 0 {
-				break
-			}
+		part, err := br.ReadSlice('\n')
+		whole := err == nil
+		if whole {
+			part = part[:len(part)-1]
+		}
+		switch {
+		case long:
+		case len(line)+len(part) > eventLineMax:
+			long, line = true, line[:0]
+		case whole && len(line) == 0:
+			e.add(part, false) // in place
+			continue
+		default:
+			line = append(line, part...)
+		}
+		if whole {
 			e.add(line, long)
 			line, long = line[:0], false
-			data = data[i+1:]
-		}
-		if err != nil {
+		} else if err != bufio.ErrBufferFull {
 			break
 		}
 	}

@@ -166,13 +166,16 @@ func (p *persistent) unavailableLocked() bool {
 // failFastLocked ends the tasks that do not wait for an unavailable
 // executor, when it is.
 func (p *persistent) failFastLocked() {
-	if !p.unavailableLocked() {
-		return
+	if p.unavailableLocked() {
+		p.endWaitersLocked(unavailable(p.startErr), false)
 	}
-	err := unavailable(p.startErr)
+}
+
+// endWaitersLocked ends the waiting tasks that fail fast, or all, with err.
+func (p *persistent) endWaitersLocked(err error, all bool) {
 	kept := p.waiters[:0]
 	for _, w := range p.waiters {
-		if w.failFast {
+		if all || w.failFast {
 			w.err = err
 			close(w.done)
 			p.waitCount.Add(-1)
@@ -377,11 +380,12 @@ func (p *persistent) markDownLocked(c *child, why string) {
 	close(c.downCh)
 }
 
-// markDown is markDownLocked for callers without the lock.
+// markDown takes c out of service and kills it.
 func (p *persistent) markDown(c *child, why string) {
 	p.mu.Lock()
 	p.markDownLocked(c, why)
 	p.mu.Unlock()
+	c.kill()
 }
 
 // reaped is called once c's process is gone: its pipes close now, or when
@@ -454,7 +458,6 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 		v = violation{kind: violationUnsolicited, detail: strayText(sn, text) + " on stdout before the task was sent"}
 		res.Status, res.Err = worker.StatusFailed, violationError("wrote to stdout while it had no task")
 		p.markDown(c, reasonProtocol)
-		c.kill()
 		p.release(c, reasonProtocol)
 		return res, runStray, v
 	}
@@ -540,7 +543,6 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 	}
 	if broken != "" && broken != reasonExited {
 		p.markDown(c, broken)
-		c.kill()
 	}
 	res.Stderr = c.stderr.take()
 	p.release(c, broken)

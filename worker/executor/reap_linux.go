@@ -51,10 +51,8 @@ func StartReaper(log *slog.Logger) (stop func()) {
 		defer tick.Stop()
 		for {
 			r.reap()
-			select {
-			case <-quit:
+			if !after(reapMinGap, quit) {
 				return
-			case <-time.After(reapMinGap):
 			}
 			select {
 			case <-quit:

@@ -233,12 +233,7 @@ func (p *persistent) close() {
 	}
 	p.closed = true
 	close(p.stop)
-	for _, w := range p.waiters {
-		w.err = errPoolClosed
-		close(w.done)
-	}
-	p.waitCount.Add(-int64(len(p.waiters)))
-	p.waiters = nil
+	p.endWaitersLocked(errPoolClosed, true)
 	idle := p.idle
 	p.idle = nil
 	for _, c := range idle {

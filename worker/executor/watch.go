@@ -94,5 +94,4 @@ func (w *runWatch) stopLocked(reason string) {
 	}
 	w.why = reason
 	w.p.markDown(w.c, reason)
-	w.c.kill()
 }
