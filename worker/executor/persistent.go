@@ -82,7 +82,8 @@ type persistent struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics
-	stop    chan struct{} // closed by close
+	ctx     context.Context // ends with close
+	stop    context.CancelFunc
 	seats   sync.WaitGroup
 	changed func() // the health may have changed (called outside mu)
 
@@ -116,7 +117,8 @@ func newPersistent(s *Spawner, changed func()) (*persistent, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &persistent{sp: s, opts: s.opts, log: s.log, metrics: m, stop: make(chan struct{}), changed: changed}
+	p := &persistent{sp: s, opts: s.opts, log: s.log, metrics: m, changed: changed}
+	p.ctx, p.stop = context.WithCancel(context.Background())
 	m.ready.Set(0)
 	return p, nil
 }

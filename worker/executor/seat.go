@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -12,18 +11,9 @@ import (
 // while children die before they answer a task (a crash loop).
 func (p *persistent) seat() {
 	defer p.seats.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	deaths := 0 // consecutive children that died before answering
 	for first := true; ; first = false {
-		if deaths > 0 && !after(crashBackoff(deaths), p.stop) {
+		if deaths > 0 && !after(crashBackoff(deaths), p.ctx.Done()) {
 			return
 		}
 		// Until a start after no failure ended, the executor is not
@@ -37,13 +27,13 @@ func (p *persistent) seat() {
 			}
 			p.mu.Unlock()
 		}
-		c, why, err := p.sp.startChild(ctx, p.opts.ReadyTimeout, p.reaped)
+		c, why, err := p.sp.startChild(p.ctx, p.opts.ReadyTimeout, p.reaped)
+		p.mu.Lock()
+		p.starting--
+		if fresh {
+			p.fresh--
+		}
 		if err != nil {
-			p.mu.Lock()
-			p.starting--
-			if fresh {
-				p.fresh--
-			}
 			closed := p.closed
 			if why != reasonKilled {
 				deaths++
@@ -58,20 +48,10 @@ func (p *persistent) seat() {
 			}
 			p.changed()
 			p.metrics.restarts.WithLabelValues(why).Inc()
-			if why == reasonKilled {
-				// Not the executor's fault: no crash-loop backoff.
-				if !after(crashBackoff(1), p.stop) {
-					return
-				}
-				continue
+			if why != reasonKilled { // else not the executor's fault
+				p.noteDeath(deaths, why, err.Error())
 			}
-			p.noteDeath(deaths, why, err.Error())
 			continue
-		}
-		p.mu.Lock()
-		p.starting--
-		if fresh {
-			p.fresh--
 		}
 		c.busy = false
 		c.inLoop = deaths >= crashLoopAfter
@@ -232,7 +212,7 @@ func (p *persistent) close() {
 		return
 	}
 	p.closed = true
-	close(p.stop)
+	p.stop()
 	p.endWaitersLocked(errPoolClosed, true)
 	idle := p.idle
 	p.idle = nil
