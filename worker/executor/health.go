@@ -70,9 +70,6 @@ func (h *health) bind(status func() worker.ExecutorHealth) {
 	h.cur = status()
 }
 
-// get is the health now.
-func (h *health) get() worker.ExecutorHealth { return h.status() }
-
 // refresh publishes the backend's state if it changed. Backends call it
 // after every change that may matter, outside their own locks.
 func (h *health) refresh() {

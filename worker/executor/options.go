@@ -67,6 +67,9 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.ReadyTimeout, 10*time.Second)
 	orDefault(&o.StopGrace, 2*time.Second)
 	orDefault(&o.Logger, slog.New(slog.DiscardHandler))
+	if o.OnAttempt == nil {
+		o.OnAttempt = func(*worker.Task, int, *worker.AttemptResult) {}
+	}
 	return o
 }
 

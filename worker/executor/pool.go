@@ -76,7 +76,7 @@ func NewPool(opts Options) (*Pool, error) {
 func (p *Pool) Start() { p.backend.start() }
 
 // ExecutorHealth is the executor's health now.
-func (p *Pool) ExecutorHealth() worker.ExecutorHealth { return p.health.get() }
+func (p *Pool) ExecutorHealth() worker.ExecutorHealth { return p.health.status() }
 
 // WatchExecutorHealth calls f with the health now and on every change (see
 // worker.ExecutorHealthSource).
@@ -125,19 +125,13 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 			stopErr = ctx.Err()
 			break
 		}
-		started := func() {
-			if p.opts.OnAttempt != nil {
-				p.opts.OnAttempt(t, attempt, nil)
-			}
-		}
+		started := func() { p.opts.OnAttempt(t, attempt, nil) }
 		var a worker.AttemptResult
 		if a, stopErr = p.backend.attempt(ctx, t, attempt, started, pol); stopErr != nil {
 			break
 		}
 		last, res.Attempts = &a, attempt
-		if p.opts.OnAttempt != nil {
-			p.opts.OnAttempt(t, attempt, last)
-		}
+		p.opts.OnAttempt(t, attempt, last)
 		if a.Status == worker.StatusTempFail {
 			tempfails++
 		}

@@ -29,7 +29,7 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // Spawner starts executor processes: one per attempt in mode spawn
 // (protocol v1), the long-lived children of mode persistent (child.go).
-// Spawn is safe for concurrent use and does not bound concurrency.
+// It is safe for concurrent use and does not bound concurrency.
 //
 // A child runs in its own process group and, on Linux, dies with the
 // worker (parent-death signal). On timeout, ctx end or output overflow the
@@ -146,15 +146,6 @@ func failed(err error) worker.AttemptResult {
 	return worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: err}
 }
 
-// Spawn runs t as its first attempt. It never panics on executor
-// misbehaviour; every problem ends up in the result.
-func (s *Spawner) Spawn(ctx context.Context, t *worker.Task) worker.AttemptResult {
-	start := time.Now()
-	res := s.spawn(ctx, t, 1, nil)
-	res.Duration = time.Since(start)
-	return res
-}
-
 // ioGrace bounds how long a descendant that left the process group may
 // keep an attempt's pipes open after the leader exited.
 const ioGrace = time.Second
@@ -214,6 +205,7 @@ func kill(cmd *exec.Cmd) {
 
 // spawn runs the attempt; onStart (optional) is called once the process
 // started. A result whose Err wraps ErrStart means no process started.
+// Executor misbehaviour never panics; every problem ends up in the result.
 func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStart func()) worker.AttemptResult {
 	if err := ctx.Err(); err != nil {
 		return failed(fmt.Errorf("run executor: %w", err))
