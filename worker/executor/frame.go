@@ -33,7 +33,7 @@ var (
 )
 
 // resultHeader is the header of a ready or result frame, its entries
-// kept raw to be decoded one by one: a bad one is ignored and counted.
+// kept raw to be decoded one by one.
 type resultHeader struct {
 	resultTop
 	Annotations []json.RawMessage `json:"annotations"`
@@ -41,7 +41,8 @@ type resultHeader struct {
 	Cache       []json.RawMessage `json:"cache"`
 }
 
-// resultTop is the part of a result header that is not entries.
+// resultTop is the part of a result header that is not entries (a field
+// of its own: decoding errors name it, as in resultHeader.resultTop.type).
 type resultTop struct {
 	Type    string `json:"type"`
 	TaskID  string `json:"task_id"`
@@ -151,64 +152,26 @@ func (e echo) namesOther(id string, n int) bool {
 // parseResult decodes a result frame's header into res (bad entries
 // ignored and counted as on fd 3) and returns the task it names.
 func parseResult(header []byte, res *worker.AttemptResult) (echo, error) {
-	// A header with an entry of the wrong shape is decoded again entry by
-	// entry, so only that entry is lost.
 	var f fastjson.Result
-	if fastjson.DecodeResult(header, &f) == nil {
-		top := resultTop{Type: f.Type, TaskID: f.TaskID, Attempt: f.Attempt, Status: f.Status, Error: f.Error}
-		return applyResult(top, res, func(e *events) {
-			for i := range f.Annotations {
-				e.entry(func() bool { return e.applyLine(eventLine{Annotation: (*worker.Annotation)(&f.Annotations[i])}) })
-			}
-			for k, v := range f.Labels {
-				e.entry(func() bool { return v != nil && e.applyLine(eventLine{Labels: map[string]string{k: *v}}) })
-			}
-			for i := range f.Cache {
-				e.entry(func() bool { return e.applyLine(eventLine{Cache: (*worker.CacheWrite)(&f.Cache[i])}) })
-			}
-		})
+	if fastjson.DecodeResult(header, &f) != nil {
+		var err error
+		if f, err = decodeByEntry(header); err != nil {
+			return echo{}, err
+		}
 	}
-	return parseResultByEntry(header, res)
+	return applyResult(&f, res)
 }
 
-// parseResultByEntry decodes a result header entry by entry.
-func parseResultByEntry(header []byte, res *worker.AttemptResult) (echo, error) {
-	var h resultHeader
-	if err := json.Unmarshal(header, &h); err != nil {
-		return echo{}, fmt.Errorf("%w: result header is not JSON: %v", errFrameProtocol, err)
+// applyResult applies a decoded result header to res.
+func applyResult(f *fastjson.Result, res *worker.AttemptResult) (echo, error) {
+	if f.Type != frameTypeResult {
+		return echo{}, fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, f.Type, frameTypeResult)
 	}
-	return applyResult(h.resultTop, res, func(e *events) {
-		for _, raw := range h.Annotations {
-			e.entry(func() bool {
-				var a worker.Annotation
-				return json.Unmarshal(raw, &a) == nil && e.applyLine(eventLine{Annotation: &a})
-			})
-		}
-		for k, v := range h.Labels {
-			e.entry(func() bool {
-				s, ok := v.(string)
-				return ok && e.applyLine(eventLine{Labels: map[string]string{k: s}})
-			})
-		}
-		for _, raw := range h.Cache {
-			e.entry(func() bool {
-				var c worker.CacheWrite
-				return json.Unmarshal(raw, &c) == nil && e.applyLine(eventLine{Cache: &c})
-			})
-		}
-	})
-}
-
-// applyResult applies a decoded header to res, its entries through apply.
-func applyResult(h resultTop, res *worker.AttemptResult, apply func(*events)) (echo, error) {
-	if h.Type != frameTypeResult {
-		return echo{}, fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, h.Type, frameTypeResult)
-	}
-	text := h.Error
+	text := f.Error
 	if len(text) > maxErrorText {
 		text = text[:maxErrorText] + "…"
 	}
-	switch h.Status {
+	switch f.Status {
 	case "ok":
 		res.Status, res.ExitCode = worker.StatusOK, 0
 	case "retry":
@@ -218,13 +181,52 @@ func applyResult(h resultTop, res *worker.AttemptResult, apply func(*events)) (e
 		res.Status, res.ExitCode = worker.StatusFailed, 1
 		res.Err = errors.New("executor answered status failed")
 	default:
-		return echo{}, fmt.Errorf("%w: result status %q is not one of ok, retry, failed", errFrameProtocol, h.Status)
+		return echo{}, fmt.Errorf("%w: result status %q is not one of ok, retry, failed", errFrameProtocol, f.Status)
 	}
 	if res.Err != nil && text != "" {
 		res.Err = fmt.Errorf("%w: %s", res.Err, text)
 	}
 	var e events
-	apply(&e)
+	for i := range f.Annotations {
+		e.entry(func() bool { return e.applyLine(eventLine{Annotation: (*worker.Annotation)(&f.Annotations[i])}) })
+	}
+	for k, v := range f.Labels {
+		e.entry(func() bool { return v != nil && e.applyLine(eventLine{Labels: map[string]string{k: *v}}) })
+	}
+	for i := range f.Cache {
+		e.entry(func() bool { return e.applyLine(eventLine{Cache: (*worker.CacheWrite)(&f.Cache[i])}) })
+	}
 	res.Annotations, res.Labels, res.CacheWrites, res.InvalidEvents = e.result()
-	return echo{taskID: h.TaskID, attempt: h.Attempt}, nil
+	return echo{taskID: f.TaskID, attempt: f.Attempt}, nil
+}
+
+// decodeByEntry decodes a header with an entry of the wrong shape entry by
+// entry, so only that entry is lost: it is left zero (a label nil), which
+// applyLine refuses.
+func decodeByEntry(header []byte) (fastjson.Result, error) {
+	var h resultHeader
+	if err := json.Unmarshal(header, &h); err != nil {
+		return fastjson.Result{}, fmt.Errorf("%w: result header is not JSON: %v", errFrameProtocol, err)
+	}
+	f := fastjson.Result{Type: h.Type, TaskID: h.TaskID, Attempt: h.Attempt, Status: h.Status, Error: h.Error,
+		Annotations: make([]fastjson.Annotation, len(h.Annotations)), Cache: make([]fastjson.CacheWrite, len(h.Cache)),
+		Labels: make(map[string]*string, len(h.Labels))}
+	for i, raw := range h.Annotations {
+		if json.Unmarshal(raw, &f.Annotations[i]) != nil {
+			f.Annotations[i] = fastjson.Annotation{}
+		}
+	}
+	for k, v := range h.Labels {
+		if s, ok := v.(string); ok {
+			f.Labels[k] = &s
+		} else {
+			f.Labels[k] = nil
+		}
+	}
+	for i, raw := range h.Cache {
+		if json.Unmarshal(raw, &f.Cache[i]) != nil {
+			f.Cache[i] = fastjson.CacheWrite{}
+		}
+	}
+	return f, nil
 }
