@@ -382,6 +382,26 @@ func (p *Pool) backoff(n int) time.Duration {
 	return half + rand.N(d-half)
 }
 
+// after waits d; false when done closed first (at once for d <= 0).
+func after(d time.Duration, done <-chan struct{}) bool {
+	if d <= 0 {
+		select {
+		case <-done:
+			return false
+		default:
+			return true
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
+}
+
 // mergeLabels returns a new map with base overlaid by extra.
 func mergeLabels(base, extra map[string]string) map[string]string {
 	if len(base)+len(extra) == 0 {

@@ -150,28 +150,7 @@ func crashBackoff(n int) time.Duration {
 	if n <= 1 {
 		return 0
 	}
-	d := crashBackoffBase << min(n-2, 20)
-	return min(d, crashBackoffMax)
-}
-
-// after waits d; false when done closed first (at once for d <= 0).
-func after(d time.Duration, done <-chan struct{}) bool {
-	if d <= 0 {
-		select {
-		case <-done:
-			return false
-		default:
-			return true
-		}
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-done:
-		return false
-	}
+	return backoffAt(crashBackoffBase, crashBackoffMax, n-2)
 }
 
 // noteDeath counts a start-up death; the first seat to reach
