@@ -18,7 +18,7 @@ import (
 
 // child is one long-lived executor process of a persistent pool. Its
 // pipes are used by one holder at a time (the starter, then one task at a
-// time); the pool's mutex guards the fields marked so.
+// time); persistent.mu guards the fields marked so.
 type child struct {
 	cmd     *exec.Cmd
 	pgid    int
@@ -30,17 +30,15 @@ type child struct {
 	startAt time.Time
 	readyAt time.Time // set by its seat when it got ready
 
-	// Used by the holder only.
-	outRC  syscall.RawConn  // stdout, for the look for stray output; nil: look in r only
-	peekFn func(fd uintptr) // reads what stdout holds into peek, peekN (built once)
-	peek   [64]byte         // the stray bytes read (never logged)
-	peekN  int              // bytes read by peekFn
-	// quietOut and quietErr poll stdout and stderr at once (quiet; nil:
-	// not available); pfd holds the poll's file descriptors and results.
-	quietOut, quietErr func(fd uintptr)
+	// Used by the holder only. The funcs are built once so that the looks
+	// before each task allocate nothing.
+	outRC              syscall.RawConn  // stdout; nil: look for stray output in r only
+	peekFn             func(fd uintptr) // reads what stdout holds into peek, peekN
+	peek               [64]byte         // stray bytes read (never logged)
+	peekN              int
+	quietOut, quietErr func(fd uintptr) // poll stdout and stderr at once (nil: not available)
 	pfd                [2]pollFD
-	// watch stops a task past its timeout or context (persistent.run).
-	watch runWatch
+	watch              runWatch // stops a task past its timeout or context
 
 	// Guarded by persistent.mu.
 	busy      bool          // a holder (starter or task) uses the pipes
@@ -56,28 +54,16 @@ type child struct {
 }
 
 // startChild starts one child and waits for its ready frame, at most
-// readyTimeout or until ctx ends. onReaped is called from the reaper
-// goroutine once the process is gone. The child comes back busy (held by
-// the caller). The error wraps ErrStart; why is the restart reason.
+// readyTimeout or until ctx ends; onReaped is called once the process is
+// gone. The child comes back busy (held by the caller). The error wraps
+// ErrStart; why is the restart reason.
 func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, onReaped func(*child)) (c *child, why string, err error) {
-	bin, err := s.binary()
+	cmd, pp, err := s.launch(s.persistentEnv, 3)
 	if err != nil {
-		return nil, reasonStartFailed, startError(s.opts.BinaryPath, err)
-	}
-	var pp pipes
-	if err := pp.open(3); err != nil {
-		return nil, reasonStartFailed, fmt.Errorf("%w: %w", ErrStart, err)
-	}
-	cmd := &exec.Cmd{
-		Path: bin, Args: s.argv, Env: s.persistentEnv,
-		Stdin: pp.child[0], Stdout: pp.child[1], Stderr: pp.child[2],
-		SysProcAttr: sysProcAttr(),
-	}
-	cmd, err = start(cmd, startCmd)
-	pp.closeChild()
-	if err != nil {
-		pp.closeParent()
-		return nil, reasonStartFailed, startError(s.opts.BinaryPath, err)
+		if !errors.Is(err, ErrStart) {
+			err = fmt.Errorf("%w: %w", ErrStart, err)
+		}
+		return nil, reasonStartFailed, err
 	}
 	nc := &child{
 		cmd: cmd, pgid: cmd.Process.Pid, stdin: pp.parent[0], stdout: pp.parent[1],
@@ -87,21 +73,15 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 	c = nc
 	c.initPeek()
 	c.initQuiet()
-	s.guard.note('+', c.pgid)
 	go c.stderr.loop()
 	go func() {
-		_ = cmd.Wait()
-		waited(nc.pgid)
-		// Leftovers of its group die with it rather than hold the pipes.
-		_ = syscall.Kill(-nc.pgid, syscall.SIGKILL)
-		s.guard.note('-', nc.pgid)
+		_ = s.wait(cmd)
 		close(nc.exited)
 		onReaped(nc)
 	}()
 
 	var timedOut atomic.Bool
-	// The timer may still run after Stop: it uses nc, never the result
-	// variable c, which the returns below overwrite.
+	// The timer may still run after Stop: it uses nc, never c.
 	timer := time.AfterFunc(readyTimeout, func() { timedOut.Store(true); nc.kill() })
 	unwatch := context.AfterFunc(ctx, nc.kill)
 	header, _, err := readFrame(c.r, 0)
@@ -124,8 +104,7 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 	case ctx.Err() != nil:
 		return nil, reasonStopped, fmt.Errorf("%w: %w", ErrStart, ctx.Err())
 	case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && signaled(c.cmd.ProcessState):
-		// Killed from outside (an operator, the OOM killer): not a broken
-		// executor, so it does not count toward a crash loop.
+		// Killed from outside (an operator, the OOM killer): no crash loop.
 		return nil, reasonKilled, fmt.Errorf("%w: executor.binary_path %q was killed before its ready frame (%s)%s",
 			ErrStart, s.opts.BinaryPath, c.cmd.ProcessState, tail)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
@@ -136,8 +115,8 @@ func (s *Spawner) startChild(ctx context.Context, readyTimeout time.Duration, on
 		err: fmt.Errorf("%w: executor.binary_path %q: %w%s", ErrStart, s.opts.BinaryPath, err, tail)}
 }
 
-// readyErr is a child's failed start-up; cause says it in short,
-// without the child's output.
+// readyErr is a child's failed start-up; cause says it in short, without
+// the child's output.
 type readyErr struct {
 	cause string
 	err   error
@@ -170,8 +149,7 @@ func tailText(b []byte) string {
 	return fmt.Sprintf("; stderr: %q", b)
 }
 
-// initPeek readies stray: the worker's end of stdout must be
-// non-blocking so that a look at it never waits.
+// initPeek readies stray: a look at stdout must never wait.
 func (c *child) initPeek() {
 	rc, err := c.stdout.SyscallConn()
 	if err != nil {
@@ -195,13 +173,9 @@ func (c *child) initPeek() {
 	}
 }
 
-// stray reports stdout output of the child that no task asked for, to be
-// called while it has no task: bytes left in r and, with pipe, bytes
-// waiting in the pipe. n is how many were seen (those in the pipe are
-// read and dropped, at most len(peek): the child is to be replaced); text
-// says they begin like text rather than a frame. Without pipe it is free;
-// with it, it costs one non-blocking read when there are none. It
-// allocates nothing.
+// stray reports stdout output no task asked for: n bytes left in r or,
+// with pipe, waiting in the pipe (read and dropped, at most len(peek): the
+// child is to be replaced); text says they begin like text, not a frame.
 func (c *child) stray(pipe bool) (n int, text bool) {
 	if n = c.r.Buffered(); n > 0 {
 		b, _ := c.r.Peek(min(n, 4))
@@ -216,10 +190,7 @@ func (c *child) stray(pipe bool) (n int, text bool) {
 }
 
 // kill SIGKILLs the child's whole process group.
-func (c *child) kill() {
-	_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
-	_ = c.cmd.Process.Kill()
-}
+func (c *child) kill() { kill(c.cmd) }
 
 // exitText says how the reaped child ended.
 func (c *child) exitText() string {
@@ -242,12 +213,8 @@ func (c *child) exitCode() int {
 func (c *child) retire(grace time.Duration) {
 	_ = c.stdin.Close()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		t := time.NewTimer(grace)
-		select {
-		case <-c.exited:
-			t.Stop()
+		if !after(grace, c.exited) {
 			return
-		case <-t.C:
 		}
 		_ = syscall.Kill(-c.pgid, sig)
 		_ = c.cmd.Process.Signal(sig)
@@ -263,9 +230,9 @@ func (c *child) closePipes() {
 	c.stderr.close()
 }
 
-// stderr keeps the tail of a child's stderr. A goroutine drains the
-// pipe as data comes; take drains what is left in the pipe under the same
-// lock, so every byte written before a result frame is in that result.
+// stderr keeps the tail of a child's stderr. loop drains the pipe as data
+// comes; take drains what is left under the same lock, so every byte
+// written before a result frame is in that result.
 type stderr struct {
 	mu    sync.Mutex
 	f     *os.File
@@ -327,8 +294,7 @@ func (s *stderr) take() []byte {
 	return out
 }
 
-// discard forgets the tail without reading the pipe: for a caller that
-// knows the pipe holds nothing (child.quiet).
+// discard forgets the tail without reading the pipe (known empty).
 func (s *stderr) discard() {
 	s.mu.Lock()
 	s.tail.buf = s.tail.buf[:0]

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -9,8 +10,8 @@ import (
 	"svc/worker"
 )
 
-// Limits on what an executor may report over fd 3. Lines past them are
-// ignored and counted, never fatal: fd 3 is diagnostics, not the result.
+// Limits on fd 3 (docs/executor.md, "fd 3"); lines past them are ignored
+// and counted.
 const (
 	eventLineMax  = 64 << 10 // bytes per line
 	eventLinesMax = 1000     // non-empty lines per attempt
@@ -18,8 +19,7 @@ const (
 )
 
 // InvalidEventsKind is the annotation kind that reports how many fd 3
-// lines an attempt ignored. The "svc." kind prefix is reserved: executors
-// cannot write annotations with it.
+// lines an attempt ignored ("svc." kinds are reserved to the worker).
 const InvalidEventsKind = "svc.fd3_invalid"
 
 // events collects an attempt's fd 3 NDJSON lines.
@@ -34,8 +34,7 @@ type events struct {
 	overLimit   int // past eventLinesMax or eventBytesMax
 }
 
-// eventLine is one fd 3 line; at least one member must be set and every
-// member set must be well formed. Unknown members are ignored.
+// eventLine is one fd 3 line: at least one member set, each well formed.
 type eventLine struct {
 	Annotation *worker.Annotation `json:"annotation"`
 	Labels     map[string]string  `json:"labels"`
@@ -44,40 +43,31 @@ type eventLine struct {
 
 // readFrom reads NDJSON lines until EOF or a read error (a deadline).
 func (e *events) readFrom(r io.Reader) {
+	br := bufio.NewReaderSize(r, 4096)
 	var (
-		chunk = make([]byte, 4096)
-		line  []byte // the current line's bytes when it spans reads
-		long  bool   // the current line went over eventLineMax
+		line []byte // the current line's bytes when it spans reads
+		long bool   // the current line went over eventLineMax
 	)
 	for {
-		n, err := r.Read(chunk)
-		data := chunk[:n]
-		for len(data) > 0 {
-			i := bytes.IndexByte(data, '\n')
-			part := data
-			if i >= 0 {
-				part = data[:i]
-			}
-			switch {
-			case long:
-			case len(line)+len(part) > eventLineMax:
-				long, line = true, line[:0]
-			case i >= 0 && len(line) == 0:
-				// Whole line in the chunk: parse it in place.
-				e.add(part, false)
-				data = data[i+1:]
-				continue
-			default:
-				line = append(line, part...)
-			}
-			if i < 0 {
-				break
-			}
+		part, err := br.ReadSlice('\n')
+		whole := err == nil
+		if whole {
+			part = part[:len(part)-1]
+		}
+		switch {
+		case long:
+		case len(line)+len(part) > eventLineMax:
+			long, line = true, line[:0]
+		case whole && len(line) == 0:
+			e.add(part, false) // in place
+			continue
+		default:
+			line = append(line, part...)
+		}
+		if whole {
 			e.add(line, long)
 			line, long = line[:0], false
-			data = data[i+1:]
-		}
-		if err != nil {
+		} else if err != bufio.ErrBufferFull {
 			break
 		}
 	}
@@ -116,8 +106,7 @@ func (e *events) apply(b []byte) bool {
 	return e.applyLine(l)
 }
 
-// entry counts one side-channel entry (a protocol v2 annotation, label or
-// cache write), ignoring it past the line limit or when apply fails.
+// entry counts one protocol v2 result entry, applied as an fd 3 line.
 func (e *events) entry(apply func() bool) {
 	e.lines++
 	switch {
@@ -205,8 +194,7 @@ func (t *tail) readFrom(r io.Reader) {
 	}
 }
 
-// write appends p, compacting once the buffer holds twice max, so each byte
-// is copied O(1) times.
+// write appends p, compacting once the buffer holds twice max.
 func (t *tail) write(p []byte) {
 	if len(p) >= t.max {
 		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
@@ -225,9 +213,8 @@ func (t *tail) bytes() []byte {
 	return t.buf
 }
 
-// readCapped reads r to EOF and returns at most limit bytes. Past the
-// limit it calls onOverflow and discards the rest, so the writer never
-// blocks on a full pipe.
+// readCapped reads r to EOF and returns at most limit bytes; past it,
+// onOverflow is called and the rest discarded.
 func readCapped(r io.Reader, limit int64, onOverflow func()) ([]byte, bool) {
 	out, _ := io.ReadAll(io.LimitReader(r, limit+1))
 	if int64(len(out)) <= limit {

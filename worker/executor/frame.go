@@ -14,33 +14,26 @@ import (
 	"svc/worker/payload"
 )
 
-// Executor protocol v2 (mode persistent): every message either way is one
-// frame, a 4-byte big-endian length L followed by L bytes: a JSON header
-// on one line ending in '\n', then the body (task input, or result bytes),
-// raw. JSON never holds a raw newline, so the first '\n' ends the header.
+// Protocol v2 frames (docs/executor.md, "Frames"): a 4-byte big-endian
+// length, a JSON header line ending in '\n', then the raw body.
 const (
 	frameTypeTask   = "task"
 	frameTypeReady  = "ready"
 	frameTypeResult = "result"
-	// maxHeaderBytes bounds a result frame's header line (annotations,
-	// labels and cache writes included).
-	maxHeaderBytes = 1 << 20
-	// maxErrorText bounds the executor's error text kept in a result.
-	maxErrorText = 1 << 10
+	maxHeaderBytes  = 1 << 20 // a result frame's header line
+	maxErrorText    = 1 << 10 // the executor's error text kept in a result
 )
 
 // Frame errors; each one makes the child unusable (it is replaced).
 var (
 	errFrameTooLarge = errors.New("frame too large")
 	errFrameProtocol = errors.New("executor protocol")
-	// errFrameText (with errFrameProtocol) is text where a frame's length
-	// prefix should be: protocol v1 output, or a stray print.
+	// errFrameText (with errFrameProtocol): text where a length should be.
 	errFrameText = errors.New("frame length prefix is text")
 )
 
-// resultHeader is the header of a ready or result frame (executor →
-// worker). Entries are decoded one by one so that a bad one is ignored
-// and counted rather than failing the task.
+// resultHeader is the header of a ready or result frame, its entries
+// kept raw to be decoded one by one.
 type resultHeader struct {
 	resultTop
 	Annotations []json.RawMessage `json:"annotations"`
@@ -48,19 +41,17 @@ type resultHeader struct {
 	Cache       []json.RawMessage `json:"cache"`
 }
 
-// resultTop is the part of a result header that is not entries.
+// resultTop is the part of a result header that is not entries (a field
+// of its own: decoding errors name it, as in resultHeader.resultTop.type).
 type resultTop struct {
 	Type    string `json:"type"`
-	TaskID  string `json:"task_id"` // echo of the task frame's task_id (required)
-	Attempt int    `json:"attempt"` // echo of the task frame's attempt (required)
+	TaskID  string `json:"task_id"`
+	Attempt int    `json:"attempt"`
 	Status  string `json:"status"`
 	Error   string `json:"error"`
 }
 
-// encodeTask appends the task frame of attempt n of t to dst: the
-// length, the header (labels and env {} when there are none; the bytes
-// json.Marshal writes, fastjson.AppendTaskHeader), '\n', the input. The
-// frame is built in a buffer the attempt reuses.
+// encodeTask appends the task frame of attempt n of t to dst.
 func encodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 	h := fastjson.TaskHeader{Type: frameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
 	if h.Labels == nil {
@@ -73,7 +64,7 @@ func encodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 	if m := t.Msg; m != nil {
 		h.Source, h.TopicAlias, h.Partition, h.Offset = m.Source, m.Alias, m.Partition, m.Offset
 		if m.Key != nil {
-			key, enc = payload.EncodeEnv(m.Key) // as SVC_KEY in spawn mode
+			key, enc = payload.EncodeEnv(m.Key)
 			h.Key, h.KeyEncoding = &key, &enc
 		}
 	}
@@ -92,10 +83,10 @@ func encodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
 var noStrings = map[string]string{}
 
 // readFrame reads one frame from r and splits it into header and body.
-// A body over maxBody fails with errFrameTooLarge (the body returned is cut
-// to maxBody, or empty when the length alone was too large to read); a
-// frame without a header line fails with errFrameProtocol. io.EOF means
-// the stream ended before the frame began, io.ErrUnexpectedEOF inside it.
+// A body over maxBody fails with errFrameTooLarge (the body cut to maxBody,
+// or empty when the length alone was too large); a frame without a header
+// line fails with errFrameProtocol. io.EOF means the stream ended before
+// the frame, io.ErrUnexpectedEOF inside it.
 func readFrame(r *bufio.Reader, maxBody int64) (header, body []byte, err error) {
 	var lb [4]byte
 	if _, err := io.ReadFull(r, lb[:]); err != nil {
@@ -125,8 +116,7 @@ func readFrame(r *bufio.Reader, maxBody int64) (header, body []byte, err error) 
 	return buf[:i], buf[i+1:], nil
 }
 
-// looksLikeText reports whether a length prefix is printable text,
-// the mark of an executor writing protocol v1 output to a v2 pool.
+// looksLikeText reports whether a length prefix is printable text.
 func looksLikeText(b []byte) bool {
 	for _, c := range b {
 		if (c < 0x20 || c > 0x7e) && c != '\n' && c != '\r' && c != '\t' {
@@ -136,9 +126,7 @@ func looksLikeText(b []byte) bool {
 	return true
 }
 
-// echo is what a result frame says of the task it answers: the task
-// frame's task_id and attempt, each zero when the executor left it out
-// (a protocol violation).
+// echo is the task_id and attempt a result names (zero when left out).
 type echo struct {
 	taskID  string
 	attempt int
@@ -161,71 +149,29 @@ func (e echo) namesOther(id string, n int) bool {
 	return (e.taskID != "" && e.taskID != id) || (e.attempt != 0 && e.attempt != n)
 }
 
-// parseResult decodes a result frame's header into res: status, error
-// text, annotations, labels and cache writes (bad entries ignored and
-// counted as in fd 3), and returns the task it names. It fails on a header
-// that is not a result frame.
+// parseResult decodes a result frame's header into res (bad entries
+// ignored and counted as on fd 3) and returns the task it names.
 func parseResult(header []byte, res *worker.AttemptResult) (echo, error) {
-	// Most headers decode whole into typed entries: one pass, no second
-	// decoding per entry. A header with an entry of the wrong shape is
-	// decoded again entry by entry, so only that entry is lost.
 	var f fastjson.Result
-	if fastjson.DecodeResult(header, &f) == nil {
-		top := resultTop{Type: f.Type, TaskID: f.TaskID, Attempt: f.Attempt, Status: f.Status, Error: f.Error}
-		return applyResult(top, res, func(e *events) {
-			for i := range f.Annotations {
-				e.entry(func() bool { return e.applyLine(eventLine{Annotation: (*worker.Annotation)(&f.Annotations[i])}) })
-			}
-			for k, v := range f.Labels {
-				e.entry(func() bool { return v != nil && e.applyLine(eventLine{Labels: map[string]string{k: *v}}) })
-			}
-			for i := range f.Cache {
-				e.entry(func() bool { return e.applyLine(eventLine{Cache: (*worker.CacheWrite)(&f.Cache[i])}) })
-			}
-		})
+	if fastjson.DecodeResult(header, &f) != nil {
+		var err error
+		if f, err = decodeByEntry(header); err != nil {
+			return echo{}, err
+		}
 	}
-	return parseResultByEntry(header, res)
+	return applyResult(&f, res)
 }
 
-// parseResultByEntry decodes a result header entry by entry.
-func parseResultByEntry(header []byte, res *worker.AttemptResult) (echo, error) {
-	var h resultHeader
-	if err := json.Unmarshal(header, &h); err != nil {
-		return echo{}, fmt.Errorf("%w: result header is not JSON: %v", errFrameProtocol, err)
+// applyResult applies a decoded result header to res.
+func applyResult(f *fastjson.Result, res *worker.AttemptResult) (echo, error) {
+	if f.Type != frameTypeResult {
+		return echo{}, fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, f.Type, frameTypeResult)
 	}
-	return applyResult(h.resultTop, res, func(e *events) {
-		for _, raw := range h.Annotations {
-			e.entry(func() bool {
-				var a worker.Annotation
-				return json.Unmarshal(raw, &a) == nil && e.applyLine(eventLine{Annotation: &a})
-			})
-		}
-		for k, v := range h.Labels {
-			e.entry(func() bool {
-				s, ok := v.(string)
-				return ok && e.applyLine(eventLine{Labels: map[string]string{k: s}})
-			})
-		}
-		for _, raw := range h.Cache {
-			e.entry(func() bool {
-				var c worker.CacheWrite
-				return json.Unmarshal(raw, &c) == nil && e.applyLine(eventLine{Cache: &c})
-			})
-		}
-	})
-}
-
-// applyResult applies a decoded header's status and error text to res,
-// then its entries through apply.
-func applyResult(h resultTop, res *worker.AttemptResult, apply func(*events)) (echo, error) {
-	if h.Type != frameTypeResult {
-		return echo{}, fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, h.Type, frameTypeResult)
-	}
-	text := h.Error
+	text := f.Error
 	if len(text) > maxErrorText {
 		text = text[:maxErrorText] + "…"
 	}
-	switch h.Status {
+	switch f.Status {
 	case "ok":
 		res.Status, res.ExitCode = worker.StatusOK, 0
 	case "retry":
@@ -235,13 +181,52 @@ func applyResult(h resultTop, res *worker.AttemptResult, apply func(*events)) (e
 		res.Status, res.ExitCode = worker.StatusFailed, 1
 		res.Err = errors.New("executor answered status failed")
 	default:
-		return echo{}, fmt.Errorf("%w: result status %q is not one of ok, retry, failed", errFrameProtocol, h.Status)
+		return echo{}, fmt.Errorf("%w: result status %q is not one of ok, retry, failed", errFrameProtocol, f.Status)
 	}
 	if res.Err != nil && text != "" {
 		res.Err = fmt.Errorf("%w: %s", res.Err, text)
 	}
 	var e events
-	apply(&e)
+	for i := range f.Annotations {
+		e.entry(func() bool { return e.applyLine(eventLine{Annotation: (*worker.Annotation)(&f.Annotations[i])}) })
+	}
+	for k, v := range f.Labels {
+		e.entry(func() bool { return v != nil && e.applyLine(eventLine{Labels: map[string]string{k: *v}}) })
+	}
+	for i := range f.Cache {
+		e.entry(func() bool { return e.applyLine(eventLine{Cache: (*worker.CacheWrite)(&f.Cache[i])}) })
+	}
 	res.Annotations, res.Labels, res.CacheWrites, res.InvalidEvents = e.result()
-	return echo{taskID: h.TaskID, attempt: h.Attempt}, nil
+	return echo{taskID: f.TaskID, attempt: f.Attempt}, nil
+}
+
+// decodeByEntry decodes a header with an entry of the wrong shape entry by
+// entry, so only that entry is lost: it is left zero (a label nil), which
+// applyLine refuses.
+func decodeByEntry(header []byte) (fastjson.Result, error) {
+	var h resultHeader
+	if err := json.Unmarshal(header, &h); err != nil {
+		return fastjson.Result{}, fmt.Errorf("%w: result header is not JSON: %v", errFrameProtocol, err)
+	}
+	f := fastjson.Result{Type: h.Type, TaskID: h.TaskID, Attempt: h.Attempt, Status: h.Status, Error: h.Error,
+		Annotations: make([]fastjson.Annotation, len(h.Annotations)), Cache: make([]fastjson.CacheWrite, len(h.Cache)),
+		Labels: make(map[string]*string, len(h.Labels))}
+	for i, raw := range h.Annotations {
+		if json.Unmarshal(raw, &f.Annotations[i]) != nil {
+			f.Annotations[i] = fastjson.Annotation{}
+		}
+	}
+	for k, v := range h.Labels {
+		if s, ok := v.(string); ok {
+			f.Labels[k] = &s
+		} else {
+			f.Labels[k] = nil
+		}
+	}
+	for i, raw := range h.Cache {
+		if json.Unmarshal(raw, &f.Cache[i]) != nil {
+			f.Cache[i] = fastjson.CacheWrite{}
+		}
+	}
+	return f, nil
 }

@@ -9,12 +9,10 @@ import (
 	"syscall"
 )
 
-// GuardArg is argv[1] of the executor guard: a copy of the worker's own
-// binary that outlives it by design. The worker tells it every executor
-// process group it starts and ends; when the worker dies (even by SIGKILL)
-// the guard reads EOF and SIGKILLs every group still listed, so an
-// executor's grandchildren never outlive the worker. The binary must call
-// RunGuard when started with this argument (svc's main does).
+// GuardArg is argv[1] of the executor guard, a process of the worker's own
+// binary that is told every executor process group started and ended, and
+// SIGKILLs the ones still listed when the worker dies (even by SIGKILL).
+// The binary must call RunGuard when started with it (svc's main does).
 const GuardArg = "svc-executor-guard"
 
 // RunGuard is the guard's main: it reads "+PGID" and "-PGID" lines from r
@@ -52,8 +50,8 @@ type guard struct {
 }
 
 // note tells the guard that process group pgid started (+) or ended (-).
-// A guard that failed or died is ignored: the parent-death signal still
-// covers the executors themselves.
+// A guard that failed or died is ignored (Pdeathsig still covers the
+// executors themselves).
 func (g *guard) note(op byte, pgid int) {
 	if g == nil || g.bin == "" {
 		return
@@ -74,8 +72,7 @@ func (g *guard) note(op byte, pgid int) {
 func (g *guard) start() {
 	cmd := exec.Command(g.bin, GuardArg)
 	cmd.Env = []string{}
-	// Its own group: a signal to the worker's group (Ctrl-C) leaves it to
-	// read EOF and clean up.
+	// Its own group: Ctrl-C to the worker's group leaves it to clean up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w, err := cmd.StdinPipe()
 	if err != nil {

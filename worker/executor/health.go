@@ -15,28 +15,19 @@ import (
 	"svc/worker"
 )
 
-// Executor health. The executor is unavailable while it cannot run
-// anything: in mode spawn from an attempt whose binary could not be
-// started until a check finds it startable again (or a process starts); in
-// mode persistent while no trusted child is alive and the last start-up
-// failed (start failed, no ready frame, crash loop), until a child gets
-// ready. Meanwhile no attempt is charged: tasks either wait (their context
-// says so: worker.WaitForExecutor) or end at once with
-// worker.ErrExecutorUnavailable. The pool logs each episode once
-// (executor_unavailable, executor_available), keeps svc_executor_healthy
-// and tells its watchers (readiness, the Kafka source's intake hold).
+// Executor health (docs/executor.md, "When the executor is unavailable"):
+// while the executor cannot run anything no attempt is charged; tasks wait
+// (worker.WaitForExecutor) or fail with worker.ErrExecutorUnavailable.
 
-// Spawn mode's re-check of an unavailable binary: stat and exec permission
-// (exec.LookPath) after base·2^n, capped. A check never runs the executor.
+// Spawn mode's re-check of an unavailable binary after base·2^n, capped.
 const (
 	recheckBase = 100 * time.Millisecond
 	recheckMax  = 5 * time.Second
 )
 
 // probation is how long a persistent child that got ready while the
-// executor was unavailable must live (or answer a task) before the
-// executor counts as available again, so that children that die right
-// after their ready frame do not flap the health.
+// executor was unavailable must live (or answer a task) before it counts
+// as available again, so that children dying at once do not flap it.
 const probation = time.Second
 
 // waitPolicy is how an attempt behaves while the executor is
@@ -46,9 +37,8 @@ type waitPolicy struct {
 	stop <-chan struct{} // closed: stop waiting (nil: never)
 }
 
-// health tracks the pool's health: it publishes changes of the
-// backend's state (status) to the gauge, the log and the watchers, one
-// change at a time, in order.
+// health publishes changes of the backend's state to the gauge, the log
+// and the watchers, one change at a time, in order.
 type health struct {
 	mu       sync.Mutex // serialises refresh and the watchers
 	status   func() worker.ExecutorHealth
@@ -80,12 +70,8 @@ func (h *health) bind(status func() worker.ExecutorHealth) {
 	h.cur = status()
 }
 
-// get is the health now.
-func (h *health) get() worker.ExecutorHealth { return h.status() }
-
 // refresh publishes the backend's state if it changed. Backends call it
-// after every change that may matter, outside their own locks; a refresh
-// always reads the latest state, so the last one wins.
+// after every change that may matter, outside their own locks.
 func (h *health) refresh() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -119,15 +105,13 @@ func (h *health) watch(f func(worker.ExecutorHealth)) {
 	f(h.cur)
 }
 
-// unavailable is the error of a task that found the executor
-// unavailable; it wraps worker.ErrExecutorUnavailable and the start-up
-// error (which wraps ErrStart).
+// unavailable is the error of a task that found the executor unavailable.
 func unavailable(cause error) error {
 	return fmt.Errorf("%w: %w", worker.ErrExecutorUnavailable, cause)
 }
 
-// startCause is the reason a start-up error gives, short and without
-// the executor's output (for /readyz): the errno text of a failed exec.
+// startCause is a start-up error in short, without the executor's output
+// (for /readyz).
 func startCause(err error) string {
 	var se *startErr
 	if errors.As(err, &se) {
@@ -136,13 +120,11 @@ func startCause(err error) string {
 	return "the executor cannot be started"
 }
 
-// messageStartError reports a start failure caused by the task rather
-// than the executor: an environment too large for exec (E2BIG, from a Go
-// handler's task environment). It fails the task, as before.
+// messageStartError reports a start failure caused by the task: an
+// environment too large for exec (E2BIG). It fails the task.
 func messageStartError(err error) bool { return errors.Is(err, syscall.E2BIG) }
 
-// startErr is a failed exec of the executor binary; it wraps ErrStart
-// and the cause.
+// startErr is a failed exec of the executor binary.
 type startErr struct {
 	bin string
 	err error
@@ -154,8 +136,7 @@ func (e *startErr) Error() string {
 
 func (e *startErr) Unwrap() []error { return []error{ErrStart, e.err} }
 
-// startError explains a failed start, naming the config key; it wraps
-// ErrStart.
+// startError explains a failed start, naming the config key.
 func startError(bin string, err error) error {
 	var pe *fs.PathError
 	var ee *exec.Error

@@ -19,25 +19,14 @@ const (
 	ModePersistent = "persistent"
 )
 
-// Executor defaults for zero Options fields.
-const (
-	defaultTimeout        = 30 * time.Second
-	defaultMaxOutputBytes = 8 << 20
-	defaultMaxAttempts    = 3
-	defaultStderrTail     = 8 << 10
-	defaultReadyTimeout   = 10 * time.Second
-	defaultStopGrace      = 2 * time.Second
-	// maxRetryBackoff caps the exponential backoff between attempts
-	// (unless RetryBackoff itself is larger).
-	maxRetryBackoff = 10 * time.Second
-)
+// maxRetryBackoff caps the backoff between attempts (unless RetryBackoff
+// itself is larger).
+const maxRetryBackoff = 10 * time.Second
 
 // Options configures the executor pool. Zero values take the defaults
 // noted per field; negative values are rejected by NewPool.
 type Options struct {
-	// Mode is ModeSpawn (one process per attempt, the default when empty)
-	// or ModePersistent (PoolSize long-lived processes, protocol v2).
-	Mode           string
+	Mode           string            // executor.mode: ModeSpawn (when empty) or ModePersistent
 	BinaryPath     string            // executor.binary_path; a bare name is looked up in the worker's PATH
 	Args           []string          // executor.args, after the binary in argv
 	Env            map[string]string // executor.env, on top of the minimal base environment
@@ -51,58 +40,44 @@ type Options struct {
 	StderrTail   int          // stderr bytes kept, the last ones (0: 8 KiB)
 	Logger       *slog.Logger // nil: discard; should already carry component=executor
 	// OnAttempt, when set, is called from Run's goroutine when an attempt
-	// starts (res is nil; the slot is held) and when it ended (res set; the
-	// slot is released). It must be quick and safe for concurrent use.
+	// starts (res nil) and when it ended (res set). It must be quick and
+	// safe for concurrent use.
 	OnAttempt func(t *worker.Task, attempt int, res *worker.AttemptResult)
 
-	// MaxTasksPerChild recycles a persistent child after that many tasks
-	// (executor.max_tasks_per_child; 0: never).
-	MaxTasksPerChild int
-	// ReadyTimeout bounds a persistent child's start-up until its ready
-	// frame (executor.ready_timeout; 0: 10s).
-	ReadyTimeout time.Duration
+	MaxTasksPerChild int           // executor.max_tasks_per_child: recycle a persistent child after that many (0: never)
+	ReadyTimeout     time.Duration // executor.ready_timeout: a persistent child's start-up (0: 10s)
 	// StopGrace is how long a persistent child has to exit after EOF on
 	// stdin before SIGTERM, and after SIGTERM before SIGKILL (0: 2s).
-	StopGrace time.Duration
-	// Registerer takes the persistent pool's metrics; nil registers none.
-	Registerer prometheus.Registerer
-	// GuardBinary, when set, is a binary that runs RunGuard when started
-	// with GuardArg (the worker's own: svc does). It is started once and
-	// kills every executor process group left when the worker dies, so that
-	// grandchildren die too; "" relies on the parent-death signal alone.
+	StopGrace  time.Duration
+	Registerer prometheus.Registerer // takes the pool's metrics; nil registers none
+	// GuardBinary, when set, is started once with GuardArg and must run
+	// RunGuard (svc's own binary does); "" relies on the parent-death
+	// signal alone.
 	GuardBinary string
 }
 
 // withDefaults returns o with zero fields replaced by their defaults.
 func (o Options) withDefaults() Options {
-	if o.Mode == "" {
-		o.Mode = ModeSpawn
-	}
-	if o.PoolSize == 0 {
-		o.PoolSize = runtime.NumCPU()
-	}
-	if o.Timeout == 0 {
-		o.Timeout = defaultTimeout
-	}
-	if o.MaxOutputBytes == 0 {
-		o.MaxOutputBytes = defaultMaxOutputBytes
-	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = defaultMaxAttempts
-	}
-	if o.StderrTail == 0 {
-		o.StderrTail = defaultStderrTail
-	}
-	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = defaultReadyTimeout
-	}
-	if o.StopGrace == 0 {
-		o.StopGrace = defaultStopGrace
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+	orDefault(&o.Mode, ModeSpawn)
+	orDefault(&o.PoolSize, runtime.NumCPU())
+	orDefault(&o.Timeout, 30*time.Second)
+	orDefault(&o.MaxOutputBytes, 8<<20)
+	orDefault(&o.MaxAttempts, 3)
+	orDefault(&o.StderrTail, 8<<10)
+	orDefault(&o.ReadyTimeout, 10*time.Second)
+	orDefault(&o.StopGrace, 2*time.Second)
+	orDefault(&o.Logger, slog.New(slog.DiscardHandler))
+	if o.OnAttempt == nil {
+		o.OnAttempt = func(*worker.Task, int, *worker.AttemptResult) {}
 	}
 	return o
+}
+
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // maxFrameInput bounds a task frame's payload: the length prefix is 32
@@ -116,26 +91,27 @@ func (o Options) validate() error {
 		return fmt.Errorf("executor.mode: %q is not one of spawn, persistent", o.Mode)
 	case o.BinaryPath == "":
 		return fmt.Errorf("executor.binary_path: required")
-	case o.PoolSize < 0:
-		return fmt.Errorf("executor.pool_size: must not be negative (got %d)", o.PoolSize)
-	case o.Timeout < 0:
-		return fmt.Errorf("executor.timeout: must not be negative (got %s)", o.Timeout)
-	case o.MaxOutputBytes < 0:
-		return fmt.Errorf("executor.max_output_bytes: must not be negative (got %d)", o.MaxOutputBytes)
 	case o.MaxOutputBytes > maxFrameInput:
 		return fmt.Errorf("executor.max_output_bytes: %d is over the limit of %d", o.MaxOutputBytes, int64(maxFrameInput))
-	case o.MaxAttempts < 0:
-		return fmt.Errorf("handler.max_attempts: must not be negative (got %d)", o.MaxAttempts)
-	case o.RetryBackoff < 0:
-		return fmt.Errorf("handler.retry_backoff: must not be negative (got %s)", o.RetryBackoff)
-	case o.StderrTail < 0:
-		return fmt.Errorf("executor stderr tail: must not be negative (got %d)", o.StderrTail)
-	case o.MaxTasksPerChild < 0:
-		return fmt.Errorf("executor.max_tasks_per_child: must not be negative (got %d)", o.MaxTasksPerChild)
-	case o.ReadyTimeout < 0:
-		return fmt.Errorf("executor.ready_timeout: must not be negative (got %s)", o.ReadyTimeout)
-	case o.StopGrace < 0:
-		return fmt.Errorf("executor stop grace: must not be negative (got %s)", o.StopGrace)
+	}
+	for _, f := range []struct {
+		key string
+		bad bool
+		got any
+	}{
+		{"executor.pool_size", o.PoolSize < 0, o.PoolSize},
+		{"executor.timeout", o.Timeout < 0, o.Timeout},
+		{"executor.max_output_bytes", o.MaxOutputBytes < 0, o.MaxOutputBytes},
+		{"handler.max_attempts", o.MaxAttempts < 0, o.MaxAttempts},
+		{"handler.retry_backoff", o.RetryBackoff < 0, o.RetryBackoff},
+		{"executor stderr tail", o.StderrTail < 0, o.StderrTail},
+		{"executor.max_tasks_per_child", o.MaxTasksPerChild < 0, o.MaxTasksPerChild},
+		{"executor.ready_timeout", o.ReadyTimeout < 0, o.ReadyTimeout},
+		{"executor stop grace", o.StopGrace < 0, o.StopGrace},
+	} {
+		if f.bad {
+			return fmt.Errorf("%s: must not be negative (got %v)", f.key, f.got)
+		}
 	}
 	for k, v := range o.Env {
 		if !envOK(k, v) {
@@ -157,9 +133,7 @@ func ConfigOptions(cfg *config.Config) Options {
 }
 
 // ErrStart is wrapped by the error of an executor start that failed
-// (missing binary, not executable, not a program, or, in mode persistent,
-// no child reached readiness). The message is not at fault: the executor
-// is unavailable (worker.ErrExecutorUnavailable) and no attempt is
-// charged; the only exception, an environment too large to exec (E2BIG),
-// fails its attempt unretried.
+// (missing binary, not executable, or no persistent child got ready): the
+// executor is unavailable and no attempt is charged, except for an
+// environment too large to exec (E2BIG), which fails its attempt.
 var ErrStart = errors.New("start executor")

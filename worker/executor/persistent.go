@@ -15,8 +15,7 @@ import (
 	"svc/worker"
 )
 
-// Restart reasons of persistent children (the reason label of
-// svc_executor_restarts_total).
+// Restart reasons (the reason label of svc_executor_restarts_total).
 const (
 	reasonStartFailed = "start_failed" // the binary could not be started
 	reasonNotReady    = "not_ready"    // no ready frame (exit, garbage or ready_timeout)
@@ -35,9 +34,8 @@ var restartReasons = []string{
 	reasonProtocol, reasonOversized, reasonRecycled,
 }
 
-// Protocol violations of persistent children past their ready frame (the
-// kind label of svc_executor_protocol_violations_total). Each one replaces
-// the child.
+// Protocol violations past the ready frame (the kind label of
+// svc_executor_protocol_violations_total); each one replaces the child.
 const (
 	violationUnsolicited = "unsolicited_output" // stdout output while the child had no task
 	violationWrongTask   = "wrong_task"         // a result not naming its task's task_id and attempt
@@ -63,36 +61,29 @@ type violation struct {
 	after  bool   // seen after the task's result, which the task keeps
 }
 
-// Crash-loop backoff: a seat whose children die before answering a task
-// waits base·2^(n-2) (capped) before start n; the first restart is at once.
+// Crash-loop backoff (crashBackoff); crashLoopAfter consecutive start-up
+// deaths make a crash loop.
 const (
 	crashBackoffBase = 100 * time.Millisecond
 	crashBackoffMax  = 10 * time.Second
-	// crashLoopAfter consecutive start-up deaths make a crash loop.
-	crashLoopAfter = 3
+	crashLoopAfter   = 3
 )
 
 // errPoolClosed ends attempts that arrive after Close.
 var errPoolClosed = errors.New("executor pool closed")
 
 // persistent is mode persistent: PoolSize seats, each keeping one child
-// alive, and the tasks that wait for an idle child in arrival order.
-//
-// The executor is unavailable while the last start-up failed (startErr:
-// the binary could not be started, or a seat's children keep dying before
-// their ready frame or right after it), no trusted child is alive and no
-// seat without failures is starting one. A child that gets ready while
-// the executor is unavailable, or from a seat in a crash loop, is on
-// probation until it answers a task or lives probation; until then it
-// serves but does not make the executor available. Tasks that do not wait
-// for an unavailable executor are failed when it becomes so
-// (failFastLocked).
+// alive, and the tasks that wait for an idle child in arrival order. A
+// child that gets ready while the executor is unavailable, or in a crash
+// loop, is on probation: it serves, but the executor is not available
+// again until it answers a task or lives probation.
 type persistent struct {
 	sp      *Spawner
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics
-	stop    chan struct{} // closed by close
+	ctx     context.Context // ends with close
+	stop    context.CancelFunc
 	seats   sync.WaitGroup
 	changed func() // the health may have changed (called outside mu)
 
@@ -126,7 +117,8 @@ func newPersistent(s *Spawner, changed func()) (*persistent, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &persistent{sp: s, opts: s.opts, log: s.log, metrics: m, stop: make(chan struct{}), changed: changed}
+	p := &persistent{sp: s, opts: s.opts, log: s.log, metrics: m, changed: changed}
+	p.ctx, p.stop = context.WithCancel(context.Background())
 	m.ready.Set(0)
 	return p, nil
 }
@@ -167,23 +159,25 @@ func (p *persistent) status() worker.ExecutorHealth {
 	return worker.ExecutorHealth{State: worker.ExecutorAvailable}
 }
 
-// unavailableLocked reports an executor that cannot run anything: the last
-// start-up failed, no trusted child is alive, and no seat whose children
-// did not fail is starting one.
+// unavailableLocked: the last start-up failed, no trusted child is alive,
+// and no seat whose children did not fail is starting one.
 func (p *persistent) unavailableLocked() bool {
 	return p.startErr != nil && p.live-p.probation <= 0 && p.fresh == 0
 }
 
-// failFastLocked ends the waiting tasks that do not wait for an
-// unavailable executor, when it is.
+// failFastLocked ends the tasks that do not wait for an unavailable
+// executor, when it is.
 func (p *persistent) failFastLocked() {
-	if !p.unavailableLocked() {
-		return
+	if p.unavailableLocked() {
+		p.endWaitersLocked(unavailable(p.startErr), false)
 	}
-	err := unavailable(p.startErr)
+}
+
+// endWaitersLocked ends the waiting tasks that fail fast, or all, with err.
+func (p *persistent) endWaitersLocked(err error, all bool) {
 	kept := p.waiters[:0]
 	for _, w := range p.waiters {
-		if w.failFast {
+		if all || w.failFast {
 			w.err = err
 			close(w.done)
 			p.waitCount.Add(-1)
@@ -195,8 +189,7 @@ func (p *persistent) failFastLocked() {
 	p.waiters = kept
 }
 
-// trustLocked ends c's probation (it answered, or lived long enough): the
-// executor works again.
+// trustLocked ends c's probation: the executor works again.
 func (p *persistent) trustLocked(c *child) bool {
 	if !c.probation {
 		return false
@@ -209,8 +202,7 @@ func (p *persistent) trustLocked(c *child) bool {
 	return true
 }
 
-// frames holds task frame buffers between attempts; one larger than
-// keptFrameBytes (a large input) is left to the collector.
+// frames holds task frame buffers between attempts, up to keptFrameBytes.
 var frames = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 const keptFrameBytes = 256 << 10
@@ -219,14 +211,10 @@ const keptFrameBytes = 256 << 10
 var unnamed atomic.Uint64
 
 // attempt runs attempt n of t on an idle child. A child found dead before
-// it read the task frame costs no attempt: the task moves to another. Nor
-// does a child's stray output from before the task: the child is replaced
-// and the task moves on (at most PoolSize such moves per attempt; text
-// that may be stray, one).
-//
-// Under a waiting policy, a child that died before it read the task frame
-// never costs the attempt (however many do): a crash-looping executor is
-// unavailable, not the task's failure.
+// it read the task frame, or one whose stray output came before the task,
+// costs no attempt: the task moves to another child, at most PoolSize
+// times (text that may be stray, once; a dead child any number of times
+// under a waiting policy).
 func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started func(), pol waitPolicy) (worker.AttemptResult, error) {
 	fb := frames.Get().(*[]byte)
 	defer func() {
@@ -235,8 +223,7 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 		}
 	}()
 	if t.ID == "" {
-		// A result proves its task by naming its task_id: a task without
-		// one (a library caller's) gets one of its own for the frame.
+		// A result proves its task by naming its task_id.
 		named := *t
 		named.ID = "svc-unnamed-" + strconv.FormatUint(unnamed.Add(1), 10)
 		t = &named
@@ -281,8 +268,8 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 	}
 }
 
-// violation logs and counts a protocol violation of c seen by attempt n of
-// t; rerun says the task moves to another child at no cost.
+// violation logs and counts a protocol violation of c seen by attempt n
+// of t; rerun: the task moves to another child at no cost.
 func (p *persistent) violation(c *child, t *worker.Task, n int, v violation, rerun bool) {
 	p.metrics.violations.WithLabelValues(v.kind).Inc()
 	task := "attempt_failed" // the attempt failed and counts
@@ -297,10 +284,8 @@ func (p *persistent) violation(c *child, t *worker.Task, n int, v violation, rer
 }
 
 // acquire takes an idle child, waiting in line for one. It fails with
-// ctx's error, errPoolClosed, or, unless pol waits for the executor, the
-// unavailable error (wrapping worker.ErrExecutorUnavailable and the last
-// start-up error) when the executor is or becomes unavailable. Past
-// pol.stop the task no longer waits for an unavailable executor.
+// ctx's error, errPoolClosed, or, unless pol waits, the unavailable error
+// when the executor is or becomes unavailable.
 func (p *persistent) acquire(ctx context.Context, pol *waitPolicy) (*child, error) {
 	p.mu.Lock()
 	if p.closed {
@@ -331,9 +316,7 @@ func (p *persistent) acquire(ctx context.Context, pol *waitPolicy) (*child, erro
 			return w.c, w.err
 		case <-ctx.Done():
 			wait = false
-		case <-pol.stop:
-			// Stop waiting for an unavailable executor; an available one
-			// still hands this task a child in its turn.
+		case <-pol.stop: // an available executor still serves it in turn
 			pol.wait, pol.stop = false, nil
 			p.mu.Lock()
 			w.failFast = true
@@ -378,16 +361,6 @@ func (p *persistent) handLocked(c *child) {
 	close(w.done)
 }
 
-// failWaitersLocked ends every waiting task with err (the pool closed).
-func (p *persistent) failWaitersLocked(err error) {
-	for _, w := range p.waiters {
-		w.err = err
-		close(w.done)
-	}
-	p.waitCount.Add(-int64(len(p.waiters)))
-	p.waiters = nil
-}
-
 // markDownLocked takes c out of service with the first reason given.
 func (p *persistent) markDownLocked(c *child, why string) {
 	if c.down {
@@ -409,11 +382,12 @@ func (p *persistent) markDownLocked(c *child, why string) {
 	close(c.downCh)
 }
 
-// markDown is markDownLocked for callers without the lock.
+// markDown takes c out of service and kills it.
 func (p *persistent) markDown(c *child, why string) {
 	p.mu.Lock()
 	p.markDownLocked(c, why)
 	p.mu.Unlock()
+	c.kill()
 }
 
 // reaped is called once c's process is gone: its pipes close now, or when
@@ -429,8 +403,8 @@ func (p *persistent) reaped(c *child) {
 	}
 }
 
-// release returns c after a task. broken is the restart reason when the
-// task found the child unusable (it was killed), "" when it answered.
+// release returns c after a task; broken is the restart reason of a child
+// found unusable, "" when it answered.
 func (p *persistent) release(c *child, broken string) {
 	var retire, loopEnded, trusted bool
 	p.mu.Lock()
@@ -472,25 +446,20 @@ func (p *persistent) release(c *child, broken string) {
 	}
 }
 
-// run sends attempt n of t (its task frame) to c and reads the result
-// frame, taken only when it is provably the answer: nothing was left on
-// stdout before the frame was sent, and it names this task: its task_id
-// and attempt (each sent to a child once, so only an answer written after
-// the child read this task's frame can name them). end says what the run
-// means for the attempt; v is the violation seen, if any (c is then
-// replaced).
+// run sends the task frame of attempt n of t to c and reads the result,
+// taken only when it is provably the answer: stdout held nothing before the
+// frame was sent, and the result names this task_id and attempt (sent to a
+// child once each). v is the violation seen, if any (c is then replaced).
 func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, frame []byte) (res worker.AttemptResult, end runEnd, v violation) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	res.ExitCode = -1
-	// One poll says whether stdout or stderr holds anything; only then
-	// are they read (most tasks find both empty: one system call, not two).
+	// One poll says whether stdout or stderr holds anything to read.
 	outWaiting, errWaiting := c.quiet()
 	if sn, text := c.stray(outWaiting); sn > 0 {
 		v = violation{kind: violationUnsolicited, detail: strayText(sn, text) + " on stdout before the task was sent"}
 		res.Status, res.Err = worker.StatusFailed, violationError("wrote to stdout while it had no task")
 		p.markDown(c, reasonProtocol)
-		c.kill()
 		p.release(c, reasonProtocol)
 		return res, runStray, v
 	}
@@ -522,10 +491,9 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: violationError("answered another task")}
 			end, broken = runStray, reasonProtocol
 		case echo.taskID == "" || echo.attempt == 0:
-			// Not provably this task's answer: it may be a late frame of
-			// an earlier task. Never taken; a child that named its tasks
-			// before (it answered) sent a stray, one that never did is an
-			// executor that does not echo, and the attempt fails.
+			// Maybe a late frame of an earlier task: never taken. From a
+			// child that answered before it is stray; else the executor
+			// does not echo and the attempt fails.
 			v = violation{kind: violationWrongTask, detail: "the result names no " + echo.missing() +
 				"; protocol v2 requires the task frame's task_id and attempt in every result"}
 			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1,
@@ -537,8 +505,7 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 		default:
 			res.Output = body
 			if sn, text := c.stray(false); sn > 0 {
-				// More behind the result: the task keeps its answer,
-				// the child that wrote unasked output goes.
+				// The task keeps its answer; the child goes.
 				v = violation{kind: violationUnsolicited, after: true, detail: strayText(sn, text) + " on stdout behind the result"}
 				broken = reasonProtocol
 			}
@@ -560,8 +527,7 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 			res.Status, res.Err = worker.StatusFailed, rerr
 			v = violation{kind: violationMalformed, detail: malformedText(rerr)}
 			if errors.Is(rerr, errFrameText) && c.answered > 0 {
-				// A child that answered in frames before is not speaking
-				// protocol v1: likely a print after its last result.
+				// Likely a print after its last result.
 				end = runSuspect
 			}
 		default: // the child closed stdin or stdout: it is exiting
@@ -579,15 +545,13 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 	}
 	if broken != "" && broken != reasonExited {
 		p.markDown(c, broken)
-		c.kill()
 	}
 	res.Stderr = c.stderr.take()
 	p.release(c, broken)
 	return res, end, v
 }
 
-// violationError is the error of an attempt that met a protocol
-// violation of its child.
+// violationError is the error of an attempt whose child broke protocol.
 func violationError(what string) error {
 	return fmt.Errorf("%w: the executor %s (protocol violation); the child was replaced", errFrameProtocol, what)
 }
@@ -601,9 +565,8 @@ func strayText(n int, text bool) string {
 	return fmt.Sprintf("at least %d bytes of %s", n, what)
 }
 
-// malformedText says what was wrong with a malformed result frame,
-// for the log: header facts at most (a type, a status, a JSON error),
-// never stray text or a body.
+// malformedText says, for the log, what was wrong with a result frame:
+// header facts at most, never stray text or a body.
 func malformedText(err error) string {
 	if errors.Is(err, errFrameText) {
 		return "text where a frame length prefix should be (a print to stdout, or protocol v1 output?)"
@@ -622,13 +585,8 @@ func capText(s string) string {
 // awaitExit waits briefly for a child that closed its pipes to exit by
 // itself, then kills it.
 func (c *child) awaitExit() {
-	t := time.NewTimer(ioGrace)
-	defer t.Stop()
-	select {
-	case <-c.exited:
-		return
-	case <-t.C:
+	if after(ioGrace, c.exited) {
+		c.kill()
+		<-c.exited
 	}
-	c.kill()
-	<-c.exited
 }

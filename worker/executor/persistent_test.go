@@ -371,7 +371,12 @@ func FuzzParseResult(f *testing.F) {
 	f.Fuzz(func(t *testing.T, header []byte) {
 		var fast, slow worker.AttemptResult
 		fe, ferr := parseResult(header, &fast)
-		se, serr := parseResultByEntry(header, &slow)
+		se, serr := echo{}, error(nil)
+		if h, err := decodeByEntry(header); err != nil {
+			serr = err
+		} else {
+			se, serr = applyResult(&h, &slow)
+		}
 		if (ferr == nil) != (serr == nil) || fe != se {
 			t.Fatalf("one pass: %v %+v; entry by entry: %v %+v", ferr, fe, serr, se)
 		}

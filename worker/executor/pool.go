@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os/exec"
 	"strings"
@@ -15,22 +16,11 @@ import (
 )
 
 // Pool runs tasks through executor processes, at most Size at once, in
-// mode spawn (one process per attempt) or persistent (Size long-lived
-// processes fed framed tasks). It is the worker's worker.TaskRunner and
-// worker.PoolStats; both modes share the retry loop and the result rules.
-//
-// Run is safe for concurrent use. Each attempt takes a slot (spawn) or an
-// idle child (persistent); callers that find none wait in arrival order
-// until one frees up or their ctx ends. The slot is released while a retry
-// backs off, so a task being retried never holds a process idle. Run has no
-// ordering guarantee between tasks: callers that need per-key order must
-// not start the next task of a key before the previous one returned.
-//
-// While the executor is unavailable (its binary cannot be started, or no
-// persistent child gets ready) no attempt is charged: a task waits for it
-// when its ctx says so (worker.WaitForExecutor), else it ends at once with
-// worker.ErrExecutorUnavailable. ExecutorHealth and WatchExecutorHealth
-// report the state (see health.go).
+// mode spawn or persistent; both modes share the retry loop and result
+// rules. Run is safe for concurrent use: each attempt takes a slot (spawn)
+// or an idle child (persistent), waiting in arrival order, and lets it go
+// while a retry backs off. Run orders nothing between tasks: callers that
+// need per-key order wait for a key's task before starting its next.
 type Pool struct {
 	opts    Options
 	backend backend
@@ -42,14 +32,12 @@ type Pool struct {
 type backend interface {
 	// attempt waits for a slot, calls started once it holds one, runs
 	// attempt n of t and releases the slot. A non-nil error says nothing
-	// ran: ctx ended, the pool closed, or the executor is unavailable
-	// (wrapping worker.ErrExecutorUnavailable) and pol does not wait.
+	// ran: ctx ended, the pool closed, or the executor is unavailable and
+	// pol does not wait.
 	attempt(ctx context.Context, t *worker.Task, n int, started func(), pol waitPolicy) (worker.AttemptResult, error)
 	busy() int
 	waiting() int
-	// start starts what runs ahead of tasks (persistent children).
-	start()
-	// status is the executor's health now.
+	start() // starts what runs ahead of tasks (persistent children)
 	status() worker.ExecutorHealth
 	close()
 }
@@ -61,11 +49,8 @@ var (
 )
 
 // NewPool validates opts and returns a pool of opts.Mode. It starts
-// nothing: spawn mode spawns per attempt, persistent mode starts its
-// children on Start (the builder calls it at startup) or the first Run. A
-// missing or unusable binary is not an error here (it may be installed
-// later; config validation refuses it at load): the executor is then
-// unavailable (see Run). Close stops a persistent pool's children.
+// nothing (see Start). A missing or unusable binary is not an error here:
+// the executor is then unavailable (see Run).
 func NewPool(opts Options) (*Pool, error) {
 	s, err := NewSpawner(opts)
 	if err != nil {
@@ -86,14 +71,12 @@ func NewPool(opts Options) (*Pool, error) {
 	return p, nil
 }
 
-// Start starts the executor ahead of the first task: mode persistent
-// starts its children now, so that readiness and the health reflect them
-// from startup. Mode spawn has nothing to start. Idempotent; Run starts a
-// pool that was not started.
+// Start starts a persistent pool's children ahead of the first task (else
+// the first Run does). Idempotent; nothing to do in mode spawn.
 func (p *Pool) Start() { p.backend.start() }
 
 // ExecutorHealth is the executor's health now.
-func (p *Pool) ExecutorHealth() worker.ExecutorHealth { return p.health.get() }
+func (p *Pool) ExecutorHealth() worker.ExecutorHealth { return p.health.status() }
 
 // WatchExecutorHealth calls f with the health now and on every change (see
 // worker.ExecutorHealthSource).
@@ -111,31 +94,24 @@ func (p *Pool) Waiting() int { return p.backend.waiting() }
 // Mode is the pool's executor mode (ModeSpawn or ModePersistent).
 func (p *Pool) Mode() string { return p.opts.Mode }
 
-// Close stops the pool: later Runs fail at once (mode persistent), the
-// guard process (GuardBinary) ends, and in mode persistent
-// every child gets EOF on stdin, SIGTERM after StopGrace and SIGKILL after
-// as long again; Close returns once they are gone. Tasks still running keep
-// their child until they end. Safe to call more than once.
+// Close stops the pool and the guard process. In mode persistent later
+// Runs fail at once and every idle child is retired (Options.StopGrace);
+// Close returns once all are gone, running tasks keep theirs until they
+// end. Safe to call more than once.
 func (p *Pool) Close() {
 	p.backend.close()
 	p.guard.close()
 }
 
-// Run runs t until an attempt is ok or MaxAttempts attempts were made; every
-// non-ok attempt (failed, timeout, tempfail) is retried after a backoff. The
-// result carries the last attempt's output, stderr, exit code,
-// annotations and cache writes, the task labels merged with the last
-// attempt's labels (the executor's win), and the wall time of all attempts.
-// A last attempt that asked to retry ends as failed. When ctx ends first
-// the status is failed and Err wraps ctx.Err(), so callers can tell a
-// shutdown from an executor failure.
+// Run runs t until an attempt is ok or MaxAttempts attempts were made,
+// retrying every other after a backoff. The result is the last attempt's,
+// with the task labels merged under the executor's and the wall time of
+// all attempts; a last tempfail ends as failed. When ctx ends first the
+// status is failed and Err wraps ctx.Err().
 //
-// An executor that cannot be started is not the task's failure: no attempt
-// is counted for it. Under a ctx marked by worker.WaitForExecutor the task
-// waits until the executor is available again (or ctx ends, or the mark's
-// stop channel closes); otherwise it ends at once, failed, with an Err
-// wrapping worker.ErrExecutorUnavailable and the start-up error (ErrStart,
-// naming executor.binary_path).
+// An executor that cannot be started costs no attempt: under a ctx marked
+// by worker.WaitForExecutor the task waits for it, else it fails at once
+// with an Err wrapping worker.ErrExecutorUnavailable and the start error.
 func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 	start := time.Now()
 	res := worker.TaskResult{Task: t, Status: worker.StatusFailed, ExitCode: -1}
@@ -145,24 +121,17 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 	var pol waitPolicy
 	pol.wait, pol.stop = worker.ExecutorWait(ctx)
 	for attempt := 1; attempt <= p.opts.MaxAttempts; attempt++ {
-		if attempt > 1 {
-			if stopErr = sleep(ctx, p.backoff(attempt-1)); stopErr != nil {
-				break
-			}
+		if attempt > 1 && !after(p.backoff(attempt-1), ctx.Done()) {
+			stopErr = ctx.Err()
+			break
 		}
-		started := func() {
-			if p.opts.OnAttempt != nil {
-				p.opts.OnAttempt(t, attempt, nil)
-			}
-		}
+		started := func() { p.opts.OnAttempt(t, attempt, nil) }
 		var a worker.AttemptResult
 		if a, stopErr = p.backend.attempt(ctx, t, attempt, started, pol); stopErr != nil {
 			break
 		}
 		last, res.Attempts = &a, attempt
-		if p.opts.OnAttempt != nil {
-			p.opts.OnAttempt(t, attempt, last)
-		}
+		p.opts.OnAttempt(t, attempt, last)
 		if a.Status == worker.StatusTempFail {
 			tempfails++
 		}
@@ -196,9 +165,8 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 
 // spawnBackend is mode spawn: a channel semaphore of PoolSize slots, one
 // process per attempt. A start that fails for want of a runnable binary
-// makes the executor unavailable: attempts then pass a gate that waits (or
-// fails at once), and a re-check loop looks at the binary with backoff
-// until it is startable again. The first process that starts proves it.
+// makes the executor unavailable: attempts wait at a gate (or fail) while
+// recheck looks at the binary; the first process that starts proves it.
 type spawnBackend struct {
 	spawner  *Spawner
 	slots    chan struct{}
@@ -273,9 +241,8 @@ func (b *spawnBackend) status() worker.ExecutorHealth {
 	return worker.ExecutorHealth{State: worker.ExecutorUnavailable, Reason: startCause(b.downErr), Detail: b.downErr.Error()}
 }
 
-// gate lets an attempt through while the executor is available. While it
-// is not, the attempt waits for the re-check (pol.wait, until pol.stop)
-// or ends with the unavailable error.
+// gate lets an attempt through while the executor is available; else it
+// waits for the re-check (pol.wait, until pol.stop) or fails.
 func (b *spawnBackend) gate(ctx context.Context, pol *waitPolicy) error {
 	if !b.down.Load() {
 		return nil
@@ -305,8 +272,8 @@ func (b *spawnBackend) gate(ctx context.Context, pol *waitPolicy) error {
 	}
 }
 
-// markDown makes the executor unavailable after a start failed for err,
-// and starts the re-check loop; false when the pool is closed.
+// markDown makes the executor unavailable after a start failed for err
+// and starts recheck; false when the pool is closed.
 func (b *spawnBackend) markDown(err error) bool {
 	b.mu.Lock()
 	if b.closed {
@@ -352,19 +319,13 @@ func (b *spawnBackend) upLocked() {
 	b.retry = make(chan struct{})
 }
 
-// recheck looks at the binary, with backoff, until it could be started
-// again (stat and exec permission, or found on PATH; it never runs it),
-// then lets the gated attempts try. The backoff keeps growing over
-// episodes until a process actually starts (a binary that passes the check
-// but still cannot be executed, such as one of another architecture).
+// recheck looks at the binary (exec.LookPath, never running it) with
+// backoff until it looks startable, then lets the gated attempts try. The
+// backoff grows over episodes until a process actually starts (a binary
+// may pass the check and still not run, such as one of another arch).
 func (b *spawnBackend) recheck() {
 	for {
-		d := backoffAt(recheckBase, recheckMax, int(b.unproven.Add(1)-1))
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-b.stop:
-			t.Stop()
+		if !after(backoffAt(recheckBase, recheckMax, int(b.unproven.Add(1)-1)), b.stop) {
 			return
 		}
 		b.mu.Lock()
@@ -404,8 +365,7 @@ func (b *spawnBackend) acquire(ctx context.Context) error {
 }
 
 // backoff is the delay before retry n (1-based): RetryBackoff·2^(n-1),
-// capped, with "equal jitter" (a uniform draw in [d/2, d)) so that tasks
-// failing together do not retry together.
+// capped, with equal jitter (uniform in [d/2, d)).
 func (p *Pool) backoff(n int) time.Duration {
 	base := p.opts.RetryBackoff
 	if base <= 0 {
@@ -422,18 +382,23 @@ func (p *Pool) backoff(n int) time.Duration {
 	return half + rand.N(d-half)
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// after waits d; false when done closed first (at once for d <= 0).
+func after(d time.Duration, done <-chan struct{}) bool {
 	if d <= 0 {
-		return ctx.Err()
+		select {
+		case <-done:
+			return false
+		default:
+			return true
+		}
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-t.C:
+		return true
+	case <-done:
+		return false
 	}
 }
 
@@ -443,12 +408,8 @@ func mergeLabels(base, extra map[string]string) map[string]string {
 		return nil
 	}
 	m := make(map[string]string, len(base)+len(extra))
-	for k, v := range base {
-		m[k] = v
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
+	maps.Copy(m, base)
+	maps.Copy(m, extra)
 	return m
 }
 

@@ -5,20 +5,17 @@ import (
 	"sync"
 )
 
-// procs is every process this package started and waits for itself
-// (os/exec's Wait): the reaper (StartReaper) must never reap one of them,
-// or its Wait would fail and its exit status be lost.
+// procs is every process this package started and waits for itself: the
+// reaper must never reap one, or its exit status would be lost.
 var procs = struct {
-	// gate is held shared while a process starts and is recorded, and
-	// held by the reaper while it reaps: a child that exits at once is
-	// never taken for an orphan before it is recorded.
+	// gate is held shared while a process starts and is recorded, and by
+	// the reaper while it reaps: no child is taken for an orphan early.
 	gate sync.RWMutex
 	mu   sync.Mutex
 	pids map[int]int // pid → starts not waited for yet
 }{pids: map[int]int{}}
 
-// start starts cmd with start and records its process until
-// waited is called for it.
+// start starts cmd with start and records its process until waited.
 func start(cmd *exec.Cmd, start func(*exec.Cmd) (*exec.Cmd, error)) (*exec.Cmd, error) {
 	procs.gate.RLock()
 	defer procs.gate.RUnlock()
@@ -40,8 +37,7 @@ func waited(pid int) {
 	}
 }
 
-// own reports whether pid is a process started by start and not
-// waited for yet.
+// own reports whether pid was started by start and not waited for yet.
 func own(pid int) bool {
 	procs.mu.Lock()
 	defer procs.mu.Unlock()

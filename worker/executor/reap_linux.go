@@ -17,22 +17,18 @@ import (
 // prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
 const prSetChildSubreaper = 36
 
-// Reaper pacing: a look on SIGCHLD, at most one per reapMinGap, and
-// one every reapEvery whatever the signals say.
+// Reaper pacing: a look on SIGCHLD at most every reapMinGap, and one every
+// reapEvery.
 const (
 	reapMinGap = 50 * time.Millisecond
 	reapEvery  = time.Second
 )
 
 // StartReaper makes the process the child subreaper of its descendants
-// (Linux's PR_SET_CHILD_SUBREAPER: an executor's orphaned descendants are
-// re-parented to the worker rather than to init) and reaps those orphans
-// when they exit, as PID 1 must too (in a container without an init).
-// Processes this package started are left to their own Wait. It returns
-// the function that stops reaping.
-//
-// Call it only in a program whose child processes are all started by this
-// package (svc run): another child's exit status could be reaped by it.
+// (PR_SET_CHILD_SUBREAPER) and reaps the executors' orphans, as PID 1 must
+// too, leaving the processes this package started to their own Wait. Call
+// it only in a program whose children all come from this package (svc
+// run). It returns the function that stops reaping.
 func StartReaper(log *slog.Logger) (stop func()) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -40,7 +36,6 @@ func StartReaper(log *slog.Logger) (stop func()) {
 	_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	pid1 := os.Getpid() == 1
 	if errno != 0 && !pid1 {
-		// Orphans go to init, which reaps them.
 		log.Warn("executor_reaper_off", "error", errno.Error(),
 			"detail", "cannot become the child subreaper of the executors; their orphans go to init")
 		return func() {}
@@ -56,10 +51,8 @@ func StartReaper(log *slog.Logger) (stop func()) {
 		defer tick.Stop()
 		for {
 			r.reap()
-			select {
-			case <-quit:
+			if !after(reapMinGap, quit) {
 				return
-			case <-time.After(reapMinGap):
 			}
 			select {
 			case <-quit:
@@ -92,8 +85,8 @@ func newReaper() *reaper {
 	return r
 }
 
-// reap waits for every child that this package did not start and that
-// has exited, without blocking.
+// reap waits, without blocking, for every exited child this package did
+// not start.
 func (r *reaper) reap() {
 	procs.gate.Lock()
 	defer procs.gate.Unlock()
@@ -111,8 +104,7 @@ func (r *reaper) reap() {
 }
 
 // children lists the process's children: from each thread's children
-// file, else (a kernel without them) from a scan of /proc. A list may
-// miss a child that came meanwhile; the next look finds it.
+// file, else from a scan of /proc.
 func (r *reaper) children() []int {
 	var out []int
 	if r.kids {

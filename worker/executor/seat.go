@@ -1,34 +1,23 @@
 package executor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 )
 
 // seat keeps one child of the pool alive: it starts a child, hands it to
-// the pool, waits until it leaves service, and starts the next one, backing
-// off while children keep dying before they answer a task (a crash loop),
-// so that a broken binary never makes the pool spin.
+// the pool, waits until it leaves service and starts the next, backing off
+// while children die before they answer a task (a crash loop).
 func (p *persistent) seat() {
 	defer p.seats.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	deaths := 0 // consecutive children that died before answering
 	for first := true; ; first = false {
-		if deaths > 0 && !p.sleep(crashBackoff(deaths)) {
+		if deaths > 0 && !after(crashBackoff(deaths), p.ctx.Done()) {
 			return
 		}
-		// A start after no failure may bring the executor up: until it
-		// ended, the executor is not reported unavailable.
+		// Until a start after no failure ended, the executor is not
+		// reported unavailable.
 		fresh := deaths == 0
 		if !first { // startLocked counted every seat's first start
 			p.mu.Lock()
@@ -38,20 +27,17 @@ func (p *persistent) seat() {
 			}
 			p.mu.Unlock()
 		}
-		c, why, err := p.sp.startChild(ctx, p.opts.ReadyTimeout, p.reaped)
+		c, why, err := p.sp.startChild(p.ctx, p.opts.ReadyTimeout, p.reaped)
+		p.mu.Lock()
+		p.starting--
+		if fresh {
+			p.fresh--
+		}
 		if err != nil {
-			p.mu.Lock()
-			p.starting--
-			if fresh {
-				p.fresh--
-			}
 			closed := p.closed
 			if why != reasonKilled {
 				deaths++
 			}
-			// The executor is unavailable (unless a trusted child is
-			// alive) when the binary cannot be run at all, or its children
-			// keep dying at start-up.
 			if !closed && (why == reasonStartFailed || deaths >= crashLoopAfter) {
 				p.startErr, p.startCause = err, readyCause(why, err)
 			}
@@ -62,21 +48,10 @@ func (p *persistent) seat() {
 			}
 			p.changed()
 			p.metrics.restarts.WithLabelValues(why).Inc()
-			if why == reasonKilled {
-				// Not the executor's fault: start again soon, without
-				// growing the crash-loop backoff.
-				if !p.sleep(crashBackoff(1)) {
-					return
-				}
-				continue
+			if why != reasonKilled { // else not the executor's fault
+				p.noteDeath(deaths, why, err.Error())
 			}
-			p.noteDeath(deaths, why, err.Error())
 			continue
-		}
-		p.mu.Lock()
-		p.starting--
-		if fresh {
-			p.fresh--
 		}
 		c.busy = false
 		c.inLoop = deaths >= crashLoopAfter
@@ -85,16 +60,13 @@ func (p *persistent) seat() {
 		closePipes := false
 		switch {
 		case c.down:
-			// Reaped already, right after its ready frame: it never
-			// served. Its pipes are the seat's to close.
+			// Reaped right after its ready frame: the seat closes its pipes.
 			closePipes = c.closePend
 			p.failFastLocked()
 		case p.closed:
 			p.markDownLocked(c, reasonStopped)
 		default:
 			if c.inLoop || p.unavailableLocked() {
-				// Not trusted yet: it may die right after its ready
-				// frame, like the ones before it.
 				c.probation = true
 				p.probation++
 				time.AfterFunc(probation, func() {
@@ -147,8 +119,7 @@ func (p *persistent) seat() {
 		deaths++
 		detail := "executor exited before answering a task (" + c.exitText() + ")" + tailText(c.stderr.take())
 		if deaths >= crashLoopAfter && time.Since(c.readyAt) < probation {
-			// Children that die right after their ready frame are no
-			// better than children that never get ready.
+			// No better than children that never get ready.
 			p.mu.Lock()
 			if !p.closed {
 				p.startErr = fmt.Errorf("%w: executor.binary_path %q: %s", ErrStart, p.opts.BinaryPath, detail)
@@ -162,8 +133,7 @@ func (p *persistent) seat() {
 	}
 }
 
-// readyCause is a start-up failure in short, without the child's
-// output (for /readyz).
+// readyCause is a start-up failure in short, without the child's output.
 func readyCause(why string, err error) string {
 	var re *readyErr
 	switch {
@@ -180,27 +150,11 @@ func crashBackoff(n int) time.Duration {
 	if n <= 1 {
 		return 0
 	}
-	d := crashBackoffBase << min(n-2, 20)
-	return min(d, crashBackoffMax)
+	return backoffAt(crashBackoffBase, crashBackoffMax, n-2)
 }
 
-// sleep waits d; false when the pool closed first.
-func (p *persistent) sleep(d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-p.stop:
-		return false
-	}
-}
-
-// noteDeath counts a start-up death; the pool's first seat to reach
-// crashLoopAfter opens a crash-loop episode (one log line, one count).
+// noteDeath counts a start-up death; the first seat to reach
+// crashLoopAfter opens the pool's crash-loop episode.
 func (p *persistent) noteDeath(n int, why, detail string) {
 	if n != crashLoopAfter {
 		return
@@ -237,8 +191,8 @@ func (p *persistent) close() {
 		return
 	}
 	p.closed = true
-	close(p.stop)
-	p.failWaitersLocked(errPoolClosed)
+	p.stop()
+	p.endWaitersLocked(errPoolClosed, true)
 	idle := p.idle
 	p.idle = nil
 	for _, c := range idle {

@@ -48,7 +48,10 @@ func spawn(t *testing.T, opts Options, task *worker.Task) worker.AttemptResult {
 	if err != nil {
 		t.Fatalf("NewSpawner: %v", err)
 	}
-	return s.Spawn(t.Context(), task)
+	start := time.Now()
+	res := s.spawn(t.Context(), task, 1, nil)
+	res.Duration = time.Since(start)
+	return res
 }
 
 // waitGone fails t unless pid is gone (or a zombie) within 5 s.

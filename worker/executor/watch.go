@@ -7,12 +7,10 @@ import (
 )
 
 // runWatch ends a child's task that runs past executor.timeout or whose
-// context ends, by marking the child down and killing it. One per child,
-// armed for each task: its timer is reset rather than made anew, and the
-// task's context (the worker's task context, the same for every Kafka
-// task) is watched once for as long as tasks keep coming with it, not
-// registered and removed under that context's lock for every task (eight
-// children did so for every task of the Kafka path).
+// context ends, by marking the child down and killing it. One per child:
+// its timer is reset per task, and a context shared by tasks (the Kafka
+// path's) is watched once while tasks keep coming with it, rather than
+// registered and removed under that context's lock for every task.
 type runWatch struct {
 	p *persistent
 	c *child
@@ -70,9 +68,8 @@ func (w *runWatch) release() {
 	}
 }
 
-// onTimeout is the timer's. A late call for an earlier task (its timer
-// fired while that task was ending) is told apart by the deadline: a
-// timer never fires before its own.
+// onTimeout is the timer's. A late call for an earlier task is told apart
+// by the deadline: a timer never fires before its own.
 func (w *runWatch) onTimeout() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -81,8 +78,8 @@ func (w *runWatch) onTimeout() {
 	}
 }
 
-// onCancel is the watched context's end: the armed task stops; a task
-// armed later under the same context stops at arm.
+// onCancel stops the armed task; one armed later under the same context
+// stops at arm.
 func (w *runWatch) onCancel() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -97,5 +94,4 @@ func (w *runWatch) stopLocked(reason string) {
 	}
 	w.why = reason
 	w.p.markDown(w.c, reason)
-	w.c.kill()
 }

@@ -1,20 +1,11 @@
 // Package gcfloor gives the garbage collector a floor under its heap goal.
 //
-// The Go collector starts a cycle when the heap has grown by GOGC % (100)
-// of what the last cycle left live (plus goroutine stacks and globals),
-// with a floor of 4 MiB. svc's live heap on the HTTP path is small (about
-// 5 MiB), so it collected every 5 MiB allocated, about every 500 requests,
-// and the collector took 7-15 % of the worker's CPU (bench/speed.sh, HTTP
-// at 32 connections). With the floor, in the same run, a request cost 66
-// µs of worker CPU at 8 connections and 71 at 32, without it 75 and 82,
-// for a peak RSS of 46-47 MiB against 33-37. This package raises the floor
-// to MinGoal: after each cycle GOGC is set so that the next goal is
-// max(MinGoal, 2 × what the cycle left), at most MaxPercent. A heap that
-// is larger anyway (a Kafka worker's, 8-11 MiB live through a backlog)
-// keeps GOGC=100, so its peak memory does not move.
-//
-// An operator's GOGC or GOMEMLIMIT wins: with either set in the
-// environment, Start does nothing.
+// With GOGC=100 the collector's goal is twice what the last cycle left live
+// (at least 4 MiB); svc's small live heap on the HTTP path made the
+// collector take 7-15 % of the worker's CPU. After each cycle this package
+// sets GOGC so that the next goal is max(MinGoal, 2 × what the cycle left),
+// at most MaxPercent; a larger heap keeps GOGC=100. An operator's GOGC or
+// GOMEMLIMIT wins: with either set, Start does nothing.
 package gcfloor
 
 import (
@@ -29,8 +20,7 @@ import (
 // MinGoal is svc's floor under the heap goal.
 const MinGoal = 20 << 20
 
-// MaxPercent bounds the GOGC the floor sets (a heap of 2 MiB gets a goal
-// of 10 MiB, not 20).
+// MaxPercent bounds the GOGC the floor sets.
 const MaxPercent = 400
 
 // Active reports whether the environment leaves the collector to svc: no
@@ -48,9 +38,8 @@ type floor struct {
 	percent int
 }
 
-// Start keeps the heap goal at least minGoal bytes after every collection
-// until stop is called; stop puts GOGC back to what it was. Start does
-// nothing (and stop nothing) when Active is false.
+// Start keeps the heap goal at least minGoal bytes until stop, which puts
+// GOGC back. It does nothing when Active is false.
 func Start(minGoal uint64) (stop func()) {
 	if !Active() || minGoal == 0 {
 		return func() {}
@@ -68,8 +57,7 @@ func Start(minGoal uint64) (stop func()) {
 	}
 }
 
-// arm registers a cleanup that runs after the next collection; it adjusts
-// GOGC and arms again.
+// arm adjusts GOGC after the next collection, and arms again.
 func (f *floor) arm() {
 	sentinel := new([16]byte)
 	runtime.AddCleanup(sentinel, func(f *floor) {
@@ -81,8 +69,8 @@ func (f *floor) arm() {
 	}, f)
 }
 
-// adjust sets GOGC from what the last collection left: the live heap,
-// the stacks and the globals, which the goal is computed from.
+// adjust sets GOGC from what the goal is computed from: the live heap,
+// stacks and globals the last collection left.
 func (f *floor) adjust() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -102,9 +90,8 @@ func (f *floor) adjust() {
 	}
 }
 
-// Percent is the GOGC that makes the goal of a heap whose collection left
-// base bytes at least minGoal: max(100, (minGoal − base) / base) in
-// percent, at most MaxPercent. Nothing measured yet (base 0) is 100.
+// Percent is the GOGC that makes the goal after a collection that left base
+// bytes at least minGoal, between 100 and MaxPercent (100 for base 0).
 func Percent(base, minGoal uint64) int {
 	switch {
 	case base == 0 || base >= minGoal/2:

@@ -4,6 +4,7 @@ package executor
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"syscall"
@@ -42,3 +43,21 @@ func unread(*os.File) int { return -1 }
 
 // startCmd starts cmd.
 func startCmd(cmd *exec.Cmd) (*exec.Cmd, error) { return cmd, cmd.Start() }
+
+// pollFD is unused outside Linux.
+type pollFD struct{}
+
+// initQuiet does nothing outside Linux: quiet always says "look".
+func (c *child) initQuiet() {}
+
+// quiet reports that both pipes must be looked at with reads.
+func (c *child) quiet() (out, errOut bool) { return true, true }
+
+// StartReaper does nothing outside Linux: there is no child subreaper, and
+// a worker is not PID 1 of a container there.
+func StartReaper(*slog.Logger) (stop func()) { return func() {} }
+
+type reaper struct{}
+
+func newReaper() *reaper { return &reaper{} }
+func (*reaper) reap()    {}
