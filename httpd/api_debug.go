@@ -220,5 +220,5 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, pt)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": out, "probe_details": s.app.ProbeDetails()})
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": out, "probe_details": s.details})
 }

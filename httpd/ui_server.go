@@ -12,6 +12,7 @@ import (
 
 	"svc/kafkaread"
 	"svc/recorder"
+	"svc/ui"
 	"svc/worker"
 	"svc/worker/cache"
 	"svc/worker/config"
@@ -54,6 +55,10 @@ type UIDeps struct {
 	// Trends samples throughput, failures and lag for the Dashboard's
 	// trend charts; nil answers 404.
 	Trends *trends.Sampler
+	// Pages and ProbeDetails are the handler's UI declarations, validated
+	// and normalized (never nil: GET /api/v1/pages answers [] when none).
+	Pages        []ui.Page
+	ProbeDetails ui.ProbeDetails
 }
 
 // UIServer is the operator UI server: UI pages, /api/v1, /ws and probes.
@@ -74,6 +79,8 @@ type UIServer struct {
 	fleet   *fleet.Registry
 	cache   *cache.Store
 	trends  *trends.Sampler
+	uiPages []ui.Page
+	details ui.ProbeDetails
 	// peers asks the cluster's other workers for their live files'
 	// events (trace_fleet.go) and their trends (api_trends.go).
 	peers   *http.Client
@@ -88,7 +95,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
 		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, redrive: d.Redrive, pause: d.Pause, runtime: d.Runtime, costs: d.Throughput, started: time.Now(),
 		streams: newStreamSlots(), features: map[string]bool{},
-		fleet: d.Fleet, cache: d.Cache, peers: newPeerClient(), trends: d.Trends,
+		fleet: d.Fleet, cache: d.Cache, peers: newPeerClient(), trends: d.Trends, uiPages: d.Pages, details: d.ProbeDetails,
 	}
 	if s.kafka == nil {
 		return nil, errors.New("ui server: the Kafka read API is required (NewKafkaReader)")

@@ -5,7 +5,8 @@
 // library only and never imports the worker or the HTTP server. The worker
 // config keeps the declarations as plain tables; the composition root
 // (httpd/root) reads them into these types and validates them at load
-// (CheckDeclarations, CheckLinkBases), and the App for a Go handler's hooks.
+// (CheckDeclarations, CheckLinkBases), and at start a Go handler's hooks
+// (Pager, ProbeDetailer).
 //
 // Releasing and serving a bundle (pack, fetch, verify, unpack, the per-host
 // cache, the page handler, the sign-in page and the `svc ui` command) is

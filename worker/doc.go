@@ -15,8 +15,7 @@
 //	worker/              App (app.go), tasks and handler hooks (task.go), the
 //	                     interfaces between the parts (interfaces.go), the exec
 //	                     handler (exec_handler.go), HTTP requests (http_source.go),
-//	                     probes (probe.go), the optional UI hooks UIPages and
-//	                     ProbeDetails (ui_hooks.go), flight-recorder events
+//	                     probes (probe.go), flight-recorder events
 //	                     (events.go), start and shutdown order (lifecycle.go),
 //	                     pipeline metrics (metrics.go), offload/IO pools
 //	                     (threads.go), the drain's work count (work.go)

@@ -27,6 +27,7 @@ import (
 	"svc/httpd"
 	"svc/kafkaread"
 	"svc/recorder"
+	"svc/ui"
 	"svc/ui/release"
 	"svc/worker"
 	"svc/worker/cache"
@@ -89,8 +90,10 @@ type Worker struct {
 	// advertises them.
 	Features map[string]bool
 
-	life *worker.Lifecycle
-	lns  *httpd.Listeners
+	life    *worker.Lifecycle
+	lns     *httpd.Listeners
+	pages   []ui.Page // the handler's, validated and normalized (bindUI)
+	details ui.ProbeDetails
 }
 
 // New builds the worker from cfg, which must be validated (config.Load
@@ -157,6 +160,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 		w.Events.Deliveries = deliveries(cfg, w.Sinks)
 	}
 	if w.App, err = worker.New(cfg, deps); err != nil {
+		return nil, err
+	}
+	if w.pages, w.details, err = bindUI(cfg, o.Handler, log.With("component", "worker")); err != nil {
 		return nil, err
 	}
 	if cfg.Sources.Kafka.Enabled {
@@ -312,12 +318,13 @@ func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([
 	w.Trends = trends.New(reg)
 	services = append(services, service{"trends", w.Trends})
 	deps := httpd.UIDeps{Config: cfg, App: w.App, Gatherer: reg, Log: uiLog, Recorder: rec, Kafka: w.Reader,
-		Redrive: w.Redrive, Fleet: w.Fleet, Cache: w.Cache, Runtime: w.Monitor, Throughput: w.Throughput, Trends: w.Trends}
+		Redrive: w.Redrive, Fleet: w.Fleet, Cache: w.Cache, Runtime: w.Monitor, Throughput: w.Throughput, Trends: w.Trends,
+		Pages: w.pages, ProbeDetails: w.details}
 	if w.Kafka != nil {
 		deps.Pause = w.Kafka
 	}
 	if cfg.UI.Release.Enabled {
-		if w.Site, err = newSite(cfg, w.App, w.Fleet.TrustedOrigins, log); err != nil {
+		if w.Site, err = newSite(cfg, w.pages, w.Fleet.TrustedOrigins, log); err != nil {
 			return nil, err
 		}
 		deps.Bundle = w.Site

@@ -10,6 +10,7 @@ import (
 
 	"svc/httpd"
 	"svc/recorder"
+	"svc/ui"
 	"svc/ui/release"
 	"svc/worker"
 	"svc/worker/cache"
@@ -118,9 +119,9 @@ func newMonitors(cfg *config.Config, events *worker.Events, pool worker.PoolStat
 // answer 503. peers lists the origins of the fleet's other trusted
 // workers (fleet.trusted_urls, static peers), the only ones besides this
 // worker that pages may connect to: never a URL an untrusted card names.
-func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *slog.Logger) (*release.Site, error) {
+func newSite(cfg *config.Config, pages []ui.Page, peers func() []string, log *slog.Logger) (*release.Site, error) {
 	var slugs []string
-	for _, p := range app.UIPages() {
+	for _, p := range pages {
 		slugs = append(slugs, p.Slug)
 	}
 	r := cfg.UI.Release
