@@ -47,9 +47,8 @@ func (s *UIServer) debugCache(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit, err := intQuery(r, "limit", 200, 1, cache.MaxPageRows)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", 200, 1, cache.MaxPageRows)
+	if !ok {
 		return
 	}
 	o := cache.ListOptions{Scope: q.Get("scope"), Prefix: q.Get("prefix"), Limit: int(limit)}
@@ -101,9 +100,8 @@ func (s *UIServer) peerCacheChanges(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "this worker serves no cache rows to peers: "+why)
 		return
 	}
-	limit, err := intQuery(r, "limit", cache.DefaultPageRows, 1, cache.MaxPageRows)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", cache.DefaultPageRows, 1, cache.MaxPageRows)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()

@@ -16,30 +16,30 @@ import (
 	"svc/worker/event"
 )
 
-// intQuery reads an optional integer query parameter within [lo, hi].
-func intQuery(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+// intQuery reads an optional integer query parameter within [lo, hi]; one
+// out of range answers 400 (ok false).
+func intQuery(w http.ResponseWriter, r *http.Request, name string, def, lo, hi int64) (n int64, ok bool) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
-		return def, nil
+		return def, true
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < lo || n > hi {
-		return 0, fmt.Errorf("%s must be an integer from %d to %d, got %q", name, lo, hi, v)
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("%s must be an integer from %d to %d, got %q", name, lo, hi, v))
+		return 0, false
 	}
-	return n, nil
+	return n, true
 }
 
 // events serves GET /api/v1/events: newest first, filtered by types,
 // task_id, before_id (paging), limit 1-1000 (default 200).
 func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
-	limit, err := intQuery(r, "limit", 200, 1, 1000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", 200, 1, 1000)
+	if !ok {
 		return
 	}
-	before, err := intQuery(r, "before_id", 0, 0, 1<<62)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	before, ok := intQuery(w, r, "before_id", 0, 0, 1<<62)
+	if !ok {
 		return
 	}
 	q := recorder.EventQuery{Limit: int(limit), TaskID: r.URL.Query().Get("task_id"), BeforeID: before}
@@ -67,9 +67,8 @@ func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
 
 // taskResults serves GET /api/v1/live/task-results, newest first.
 func (s *UIServer) taskResults(w http.ResponseWriter, r *http.Request) {
-	limit, err := intQuery(r, "limit", 200, 1, 1000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", 200, 1, 1000)
+	if !ok {
 		return
 	}
 	rows, err := s.rec.TaskResults(r.Context(), int(limit))
@@ -165,9 +164,8 @@ func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "name is required: the label to look for (value is optional; without it any value matches)")
 		return
 	}
-	limit, err := intQuery(r, "limit", 100, 1, 1000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", 100, 1, 1000)
+	if !ok {
 		return
 	}
 	scope, scopeName, err := traceScope(r)

@@ -59,13 +59,8 @@ type HeadOfLineAnswer struct {
 // the other workers' partitions for their head of line (askPeers: one
 // request each, within 3 s, trusted and live owners only).
 func (s *UIServer) kafkaGroup(w http.ResponseWriter, r *http.Request) {
-	scope := r.URL.Query().Get("scope")
-	switch scope {
-	case "":
-		scope = scopeLocal
-	case scopeLocal, "fleet":
-	default:
-		writeError(w, http.StatusBadRequest, "bad_request", "scope must be local (this worker's partitions' head of line) or fleet (also the other owners')")
+	scope, ok := oneOf(w, r, "scope", "scope must be local (this worker's partitions' head of line) or fleet (also the other owners')", scopeLocal, "fleet")
+	if !ok {
 		return
 	}
 	g, ok := s.pause.(kafkaGrouper)

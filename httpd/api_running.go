@@ -62,19 +62,13 @@ type Running struct {
 // peerTraceTimeout, so the browser asks this worker only (the route sends
 // no CORS header). task_id lists that task alone, if it runs here.
 func (s *UIServer) running(w http.ResponseWriter, r *http.Request) {
-	limit, err := intQuery(r, "limit", 100, 1, 1000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", 100, 1, 1000)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()
-	scope := q.Get("scope")
-	switch scope {
-	case "":
-		scope = scopeLocal
-	case scopeLocal, "fleet":
-	default:
-		writeError(w, http.StatusBadRequest, "bad_request", "scope must be local (this worker's tasks) or fleet (every live, trusted worker's)")
+	scope, ok := oneOf(w, r, "scope", "scope must be local (this worker's tasks) or fleet (every live, trusted worker's)", scopeLocal, "fleet")
+	if !ok {
 		return
 	}
 	out := Running{Worker: s.cfg.Worker.Name, Scope: scope, Tasks: []RunningTask{}, Peers: []RunningPeer{}, Missing: []TraceMissing{}}

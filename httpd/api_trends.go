@@ -3,6 +3,7 @@ package httpd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -71,13 +72,8 @@ func (s *UIServer) dashboardTrends(w http.ResponseWriter, r *http.Request) {
 		}
 		window = d
 	}
-	scope := q.Get("scope")
-	switch scope {
-	case "":
-		scope = "fleet"
-	case "fleet", "self":
-	default:
-		writeError(w, http.StatusBadRequest, "bad_request", "scope must be fleet or self")
+	scope, ok := oneOf(w, r, "scope", "scope must be fleet or self", "fleet", "self")
+	if !ok {
 		return
 	}
 	own := s.trends.Snapshot(window)
@@ -150,22 +146,17 @@ func (s *UIServer) askPeers(ctx context.Context, window string, step int64) ([]T
 	return got, missing
 }
 
-// peerTrends asks one peer for its own trend (scope=self), with this
-// worker's UI token: the fleet shares one.
+// peerTrends asks one peer for its own trend (scope=self).
 func (s *UIServer) peerTrends(ctx context.Context, base, window string) (trends.Series, error) {
 	u := base + "/api/v1/dashboard/trends?scope=self"
 	if window != "" {
 		u += "&window=" + url.QueryEscape(window)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := s.peerGet(ctx, u)
 	if err != nil {
-		return trends.Series{}, fmt.Errorf("bad URL")
-	}
-	if t := s.cfg.UI.AuthToken; t != "" {
-		req.Header.Set("Authorization", "Bearer "+t)
-	}
-	resp, err := s.peers.Do(req)
-	if err != nil {
+		if errors.As(err, new(badURL)) {
+			return trends.Series{}, fmt.Errorf("bad URL")
+		}
 		if ctx.Err() != nil || isTimeout(err) {
 			return trends.Series{}, fmt.Errorf("no answer within %s", trendsPeerTimeout)
 		}

@@ -17,23 +17,14 @@ import (
 	"svc/recorder"
 )
 
-// wsHub fans the live streams out to the /ws sockets so that the set of
-// them, not only each one, costs the pipeline a bounded amount:
-//
-//   - Sockets with the same subscription share one wsGroup: one recorder
-//     subscription (so the recorder queues, samples and holds each item
-//     once per distinct subscription, not once per socket) and one
-//     encoding of each batch, whose bytes every member socket is handed.
-//   - What waits to be written is accounted in bytes: a socket whose
-//     unsent backlog passes lim.sockBacklog is shed, and when the frames
-//     held for all sockets (each counted once however many sockets share
-//     it) pass lim.budget, the sockets furthest behind are shed until they
-//     fit. A frame a client does not take within lim.writeTimeout sheds
-//     its socket too.
-//   - Shedding releases the socket's queue at once, tells the client (an
-//     "error" frame with code too_slow and a close frame with status 1008
-//     when the socket still takes them), is counted in
-//     svc_ui_ws_shed_total and logged at most once per wsShedLogEvery.
+// wsHub fans the live streams out to the /ws sockets so that all of them
+// together cost the pipeline a bounded amount. Sockets with the same
+// subscription share one wsGroup: one recorder subscription and one
+// encoding of each batch. What waits to be written is accounted in bytes
+// (a frame shared by sockets once); a socket over lim.sockBacklog, not
+// taking a frame within lim.writeTimeout, or furthest behind while all
+// pass lim.budget is shed: its queue is released at once and the client
+// told (too_slow, close status 1008).
 //
 // Lock order: hub.mu, then a group's mu, then a socket's mu.
 type wsHub struct {
@@ -57,15 +48,15 @@ type wsHub struct {
 
 // Why a socket is shed (the reason label of svc_ui_ws_shed_total).
 const (
-	shedBacklog      = iota // its own unsent backlog passed lim.sockBacklog
-	shedBudget              // the frames held for all sockets passed lim.budget and it was furthest behind
-	shedWriteTimeout        // a frame was not taken within lim.writeTimeout
+	shedBacklog = iota
+	shedBudget
+	shedWriteTimeout
 )
 
 var wsShedReasons = [...]string{"backlog", "budget", "write_timeout"}
 
 // wsShedLogEvery spaces the ws_shed log lines: a herd of stuck sockets
-// logs one line (with how many were shed meanwhile), not one each.
+// logs one line, with how many were shed meanwhile.
 const wsShedLogEvery = 10 * time.Second
 
 func newWSHub(rec *recorder.Recorder, lim wsLimits, log *slog.Logger) *wsHub {
@@ -73,7 +64,7 @@ func newWSHub(rec *recorder.Recorder, lim wsLimits, log *slog.Logger) *wsHub {
 }
 
 // register exports the hub's series; a registry that has them already
-// (a second endpoint in tests) keeps the first.
+// keeps the first.
 func (h *wsHub) register(reg prometheus.Registerer) {
 	shed := prometheus.NewDesc("svc_ui_ws_shed_total",
 		"/ws sockets closed for falling behind, by reason: backlog (own unsent frames over 4 MiB), budget (all sockets' frames over 32 MiB, furthest behind first), write_timeout (a frame not taken within 10 s).",
@@ -107,14 +98,12 @@ func (c wsShedCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// subscriptions returns how many distinct subscriptions are live.
 func (h *wsHub) subscriptions() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.groups)
 }
 
-// shedTotal returns the sockets shed so far, all reasons.
 func (h *wsHub) shedTotal() uint64 {
 	var n uint64
 	for i := range h.shed {
@@ -123,16 +112,16 @@ func (h *wsHub) shedTotal() uint64 {
 	return n
 }
 
-// wsOut is one frame on its way to sockets: a batch shared by the members
-// of a group, or one socket's own. Its bytes never change once made.
+// wsOut is one frame on its way to sockets, shared by a group's members or
+// one socket's own. Its bytes never change once made.
 type wsOut struct {
 	b    []byte
 	seq  uint64       // order made: a socket whose oldest queued frame has the lowest is furthest behind
 	refs atomic.Int32 // sockets that still have it queued or in flight
 }
 
-// newOut accounts b, to be handed to refs sockets (each takes one
-// reference, released once written or dropped).
+// newOut accounts b, to be handed to refs sockets (each releases one
+// reference once it wrote or dropped it).
 func (h *wsHub) newOut(b []byte, refs int) *wsOut {
 	o := &wsOut{b: b, seq: h.seq.Add(1)}
 	o.refs.Store(int32(refs))
@@ -140,7 +129,6 @@ func (h *wsHub) newOut(b []byte, refs int) *wsOut {
 	return o
 }
 
-// release drops one socket's reference to o.
 func (h *wsHub) release(o *wsOut) {
 	if o.refs.Add(-1) == 0 {
 		h.held.Add(-int64(len(o.b)))
@@ -156,8 +144,7 @@ func (h *wsHub) personal(f wsFrame) *wsOut {
 	return h.newOut(b, 1)
 }
 
-// wsSock is one socket's side of the hub: the frames waiting for its
-// writer.
+// wsSock is one socket's side of the hub: the frames waiting for its writer.
 type wsSock struct {
 	hub    *wsHub
 	ws     *websocket.Conn
@@ -178,7 +165,6 @@ type wsSock struct {
 	dropped atomic.Uint64 // items its subscriptions missed (a full recorder queue)
 }
 
-// add starts serving a socket.
 func (h *wsHub) add(ws *websocket.Conn) *wsSock {
 	s := &wsSock{hub: h, ws: ws, remote: ws.Request().RemoteAddr, ready: make(chan struct{}, 1)}
 	h.mu.Lock()
@@ -188,8 +174,7 @@ func (h *wsHub) add(ws *websocket.Conn) *wsSock {
 	return s
 }
 
-// remove stops serving s: it leaves its group (the group ends with its
-// last member) and its queue is released.
+// remove stops serving s: it leaves its group and its queue is released.
 func (h *wsHub) remove(s *wsSock) {
 	h.mu.Lock()
 	if g := s.group; g != nil {
@@ -255,7 +240,7 @@ func (s *wsSock) next() (*wsOut, string) {
 	return o, ""
 }
 
-// dropQueue releases every queued frame (caller holds s.mu).
+// dropQueue releases every queued frame (s.mu held).
 func (s *wsSock) dropQueue() {
 	for i := s.head; i < len(s.queue); i++ {
 		s.hub.release(s.queue[i])
@@ -264,9 +249,8 @@ func (s *wsSock) dropQueue() {
 	s.queue, s.head, s.backlog = nil, 0, 0
 }
 
-// shedFor sheds s: its queue is released now, its writer finishes the
+// shedFor sheds s: its queue is released now; its writer finishes the
 // frame in flight (within lim.closeTimeout), tells the client and closes.
-// Counted and logged once per socket.
 func (s *wsSock) shedFor(reason int) {
 	s.mu.Lock()
 	if s.closed || s.shed != "" {
@@ -304,12 +288,10 @@ func (h *wsHub) logShed(s *wsSock, reason string, backlog int64) {
 		"pending_bytes", h.held.Load(), "shed_since_last_line", more, "shed_total", h.shedTotal())
 }
 
-// enforceBudget sheds the sockets furthest behind while the frames held
-// for all sockets pass lim.budget. Furthest behind is the socket whose
-// oldest queued frame is the oldest; only sockets that let a frame wait
-// while a newer one came (two or more queued) are candidates: a socket
-// that keeps up is never shed for the others, and what is in flight is
-// freed as those writes end (within lim.closeTimeout for a shed socket).
+// enforceBudget sheds the sockets furthest behind (oldest queued frame)
+// while the frames held for all sockets pass lim.budget. Only sockets with
+// two or more frames queued are candidates: one that keeps up is never
+// shed for the others.
 func (h *wsHub) enforceBudget() {
 	if h.held.Load() <= h.lim.budget {
 		return
@@ -335,8 +317,8 @@ func (h *wsHub) enforceBudget() {
 	}
 }
 
-// wsGroup is the sockets with one subscription: one recorder
-// subscription, one batch encoding every flushEvery at most, shared.
+// wsGroup is the sockets with one subscription, sharing its recorder
+// subscription and one batch encoding every flushEvery at most.
 type wsGroup struct {
 	hub  *wsHub
 	key  string
@@ -373,10 +355,9 @@ func (f wsFilter) key() string {
 	return b.String()
 }
 
-// setFilter makes f the subscription of s: whatever its old group had
-// queued is sent first, then the acknowledgement, then what is recorded
-// for f after this call. A subscription that would pass lim.maxGroups
-// distinct ones is refused with an error frame; s keeps its old one.
+// setFilter makes f the subscription of s: what its old group had queued
+// goes first, then the acknowledgement, then what is recorded for f. One
+// past lim.maxGroups distinct subscriptions is refused; s keeps its old.
 func (h *wsHub) setFilter(s *wsSock, f wsFilter, req *wsSubscribe) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -407,7 +388,7 @@ func (h *wsHub) setFilter(s *wsSock, f wsFilter, req *wsSubscribe) {
 	s.group = g
 }
 
-// newGroup starts a group (caller holds h.mu).
+// newGroup starts a group (h.mu held).
 func (h *wsHub) newGroup(key string, f wsFilter) *wsGroup {
 	g := &wsGroup{hub: h, key: key, f: f, sub: h.rec.Subscribe(h.lim.subBuffer), stop: make(chan struct{})}
 	g.sub.Filter(recorder.LiveFilter{Events: f.events, EventTypes: f.types, State: f.state, Tasks: f.tasks})
@@ -417,8 +398,7 @@ func (h *wsHub) newGroup(key string, f wsFilter) *wsGroup {
 }
 
 // leave takes s out of g, first sending g's queued items when flush (a
-// resubscribe: they were recorded under the old subscription); the group
-// ends with its last member (caller holds h.mu).
+// resubscribe); the group ends with its last member (h.mu held).
 func (h *wsHub) leave(s *wsSock, g *wsGroup, flush bool) {
 	g.mu.Lock()
 	if flush {
@@ -436,8 +416,8 @@ func (h *wsHub) leave(s *wsSock, g *wsGroup, flush bool) {
 	}
 }
 
-// join adds s to g after sending the members what g had queued (recorded
-// before s subscribed), and queues ack for s first thing.
+// join adds s to g after sending the members what g had queued, and
+// queues ack for s first.
 func (g *wsGroup) join(s *wsSock, ack *wsOut) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -448,7 +428,7 @@ func (g *wsGroup) join(s *wsSock, ack *wsOut) {
 }
 
 // run flushes the group's subscription at most every flushEvery (at once
-// when the worker was quiet) and reports sampled counts once a second.
+// after a quiet spell) and reports sampled counts once a second.
 func (g *wsGroup) run() {
 	lim := g.hub.lim
 	flushAt := time.NewTimer(time.Hour)
@@ -489,9 +469,8 @@ func (g *wsGroup) run() {
 	}
 }
 
-// flushLocked encodes what the subscription queued as one batch frame,
-// hands it to every member, and tells them of items the subscription
-// dropped (caller holds g.mu).
+// flushLocked hands every member one batch frame of what the subscription
+// queued, and tells them of items it dropped (g.mu held).
 func (g *wsGroup) flushLocked() {
 	g.last = time.Now()
 	if err := g.batch.take(g.sub, g.f); err != nil {
@@ -512,7 +491,6 @@ func (g *wsGroup) flushLocked() {
 	}
 }
 
-// deliver hands b, one frame, to every member: encoded once, shared.
 func (g *wsGroup) deliver(b []byte) {
 	if len(g.members) == 0 {
 		return
@@ -530,9 +508,9 @@ func (g *wsGroup) counts() [4]uint64 {
 	return [4]uint64{t, ev, st, sev}
 }
 
-// reportSampled sends socks (members) a "sampled" frame with the routine
-// items not sent since their last one, when there are any; sockets with
-// the same counts share one frame (caller holds g.mu).
+// reportSampled sends members socks a "sampled" frame of the routine items
+// not sent since their last one, if any; sockets with the same counts
+// share one frame (g.mu held).
 func (g *wsGroup) reportSampled(socks []*wsSock) {
 	now := g.counts()
 	var byBase map[[4]uint64][]*wsSock

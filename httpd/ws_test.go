@@ -376,7 +376,7 @@ func TestWSWithoutRecorder(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
 	ui := &UIServer{cfg: cfg, log: quietLogger()}
-	srv := httptest.NewServer(ui.websocket())
+	srv := httptest.NewServer(ui.newWSEndpoint(defaultWSLimits()))
 	defer srv.Close()
 	r := rawUpgrade(t, strings.TrimPrefix(srv.URL, "http://"), "/ws", "")
 	if r.status != 503 || !strings.Contains(r.body, "recorder_unavailable") {
