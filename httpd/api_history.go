@@ -59,10 +59,7 @@ func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	if evs == nil {
-		evs = []event.Event{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+	writeJSON(w, http.StatusOK, map[string]any{"events": nonNil(evs)})
 }
 
 // taskResults serves GET /api/v1/live/task-results, newest first.
@@ -76,10 +73,7 @@ func (s *UIServer) taskResults(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	if rows == nil {
-		rows = []event.TaskRow{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": rows})
+	writeJSON(w, http.StatusOK, map[string]any{"results": nonNil(rows)})
 }
 
 // counts serves the dashboard tile's request counts, derived from recorded
@@ -111,10 +105,7 @@ func (s *UIServer) databases(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	if dbs == nil {
-		dbs = []recorder.Database{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"databases": dbs, "history": s.rec.History()})
+	writeJSON(w, http.StatusOK, map[string]any{"databases": nonNil(dbs), "history": s.rec.History()})
 }
 
 // trace serves every event of one task: with scope cluster (the default)
@@ -146,10 +137,7 @@ func (s *UIServer) trace(w http.ResponseWriter, r *http.Request) {
 		out.Sources = append(out.Sources, name)
 		lists = append(lists, slices.DeleteFunc(peers[name].Events, func(e event.Event) bool { return e.TaskID != id }))
 	}
-	out.Events = recorder.MergeEvents(lists...)
-	if out.Events == nil {
-		out.Events = []event.Event{}
-	}
+	out.Events = nonNil(recorder.MergeEvents(lists...))
 	sortMissing(out.Missing)
 	writeJSON(w, http.StatusOK, out)
 }
@@ -193,12 +181,17 @@ func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 		out.Sources = append(out.Sources, peer)
 		lists = append(lists, peers[peer].Tasks)
 	}
-	out.Tasks = recorder.MergeTaskRows(name, value, int(limit), lists...)
-	if out.Tasks == nil {
-		out.Tasks = []event.TaskRow{}
-	}
+	out.Tasks = nonNil(recorder.MergeTaskRows(name, value, int(limit), lists...))
 	sortMissing(out.Missing)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// nonNil is s, or an empty slice for nil: a JSON list, never null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func sortedKeys[T any](m map[string]T) []string {
@@ -249,22 +242,15 @@ func (s *UIServer) download(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	name := path.Base(rel)
-	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	http.ServeContent(w, r, name, mod, f)
+	attachment(w, path.Base(rel))
+	http.ServeContent(w, r, path.Base(rel), mod, f)
 }
 
 // downloadLive streams a consistent snapshot of this worker's live file.
 func (s *UIServer) downloadLive(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	name := fmt.Sprintf("%s-live-%d.db", s.cfg.Worker.Name, time.Now().UnixMilli())
-	pw := &lazyHeaderWriter{w: w, start: func() {
-		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-	}}
+	pw := &lazyHeaderWriter{w: w, start: func() { attachment(w, name) }}
 	err := s.rec.SnapshotLive(r.Context(), pw)
 	switch {
 	case err == nil:
@@ -275,6 +261,13 @@ func (s *UIServer) downloadLive(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, http.StatusInternalServerError, "recorder_error", "cannot snapshot the live file")
 	}
+}
+
+// attachment sets the headers of a database download.
+func attachment(w http.ResponseWriter, name string) {
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 }
 
 // lazyHeaderWriter sets the download headers just before the first byte, so

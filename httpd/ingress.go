@@ -78,9 +78,6 @@ func NewIngress(cfg *config.Config, app *worker.App, reg prometheus.Registerer, 
 	return in
 }
 
-// Listen binds the ingress socket; a failure is fatal at startup.
-func (in *Ingress) Listen() error { return in.listen() }
-
 // Run serves until ctx ends, then closes the listener and lets the
 // requests in flight finish within worker.shutdown_timeout.
 func (in *Ingress) Run(ctx context.Context) error { return in.serve(ctx, in.grace) }
