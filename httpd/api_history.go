@@ -31,8 +31,7 @@ func intQuery(w http.ResponseWriter, r *http.Request, name string, def, lo, hi i
 	return n, true
 }
 
-// events serves GET /api/v1/events: newest first, filtered by types,
-// task_id, before_id (paging), limit 1-1000 (default 200).
+// events serves GET /api/v1/events, newest first.
 func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
 	limit, ok := intQuery(w, r, "limit", 200, 1, 1000)
 	if !ok {
@@ -76,10 +75,8 @@ func (s *UIServer) taskResults(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"results": nonNil(rows)})
 }
 
-// counts serves the dashboard tile's request counts, derived from recorded
-// task rows, and how far back history goes and what it takes on disk. A
-// memory-only recorder keeps no history, so its counts are zeroed as the
-// spec says, flagged with memory_only.
+// counts serves the dashboard's task counts and the history's reach and
+// size; a memory-only recorder's counts are zeroed, flagged memory_only.
 func (s *UIServer) counts(w http.ResponseWriter, r *http.Request) {
 	c, err := s.rec.Counts(r.Context())
 	if err != nil {
@@ -97,8 +94,7 @@ func (s *UIServer) counts(w http.ResponseWriter, r *http.Request) {
 	}{c, memory, s.rec.History()})
 }
 
-// databases lists live, sealed, archived and merged recorder files of the
-// shared folder, paths relative to it, and how far back history goes.
+// databases lists the recorder files of the shared folder.
 func (s *UIServer) databases(w http.ResponseWriter, r *http.Request) {
 	dbs, err := s.rec.Databases(r.Context())
 	if err != nil {
@@ -108,10 +104,7 @@ func (s *UIServer) databases(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"databases": nonNil(dbs), "history": s.rec.History()})
 }
 
-// trace serves every event of one task: with scope cluster (the default)
-// across the live file, the cluster's sealed files and its archives, and
-// the live files of the cluster's other workers, asked in parallel
-// (trace_fleet.go); with scope local from this worker's live file only.
+// trace serves every event of one task (scope: traceScope).
 func (s *UIServer) trace(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("task_id")
 	if id == "" {
@@ -142,9 +135,7 @@ func (s *UIServer) trace(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// traceByLabel finds task rows by one label across the same files as
-// trace, and the live files of the cluster's other workers (scope
-// cluster, the default), or in this worker's live file (scope local).
+// traceByLabel finds task rows by one label, across the files trace reads.
 func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("name")
 	values, hasValue := r.URL.Query()["value"]
@@ -207,10 +198,8 @@ func sortMissing(m []TraceMissing) {
 	slices.SortFunc(m, func(a, b TraceMissing) int { return strings.Compare(a.Worker, b.Worker) })
 }
 
-// download serves a database of the shared folder by relative path: only
-// history/<cluster>/<name>.db, history/<cluster>/<archive>.db.gz and
-// merged/<name>.db; anything else, unsafe, a symlink, outside shared.dir,
-// in storage.dir or missing is 404.
+// download serves a database of the shared folder by relative path; any
+// other shape, a symlink or a file outside shared.dir is 404.
 func (s *UIServer) download(w http.ResponseWriter, r *http.Request) {
 	rel := r.URL.Query().Get("path")
 	if rel == "" {
@@ -270,8 +259,8 @@ func attachment(w http.ResponseWriter, name string) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 }
 
-// lazyHeaderWriter sets the download headers just before the first byte, so
-// an error before any byte can still become a JSON error.
+// lazyHeaderWriter sets the download headers at the first byte, so an
+// error before it can still be a JSON error.
 type lazyHeaderWriter struct {
 	w       http.ResponseWriter
 	start   func()

@@ -48,9 +48,8 @@ func (s *UIServer) debugMetrics(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"families": out})
 }
 
-// topicAliases maps the worker's topics to their aliases: a `topic`
-// label (svc_consumer_lag) carries the raw name on the Prometheus
-// exporter, but API answers name topics by alias only.
+// topicAliases maps the worker's topics to their aliases: API answers
+// name topics by alias only (the exporter's `topic` labels are raw).
 func (s *UIServer) topicAliases() map[string]string {
 	m := map[string]string{}
 	for _, k := range s.cfg.Sinks.Kafka {
@@ -119,14 +118,10 @@ func formatBound(f float64) string {
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
-// debugRuntime answers the runtime health snapshot; with the monitor off it
-// says so in a 200 ({"enabled": false, "reason": ...}), not an error page.
 func (s *UIServer) debugRuntime(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.runtime.Snapshot())
 }
 
-// debugThroughput answers the task cost windows; without
-// throughput.cost_label it says the feature is off.
 func (s *UIServer) debugThroughput(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.costs.Snapshot())
 }

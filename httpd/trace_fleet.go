@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -119,23 +120,28 @@ func (s *UIServer) tracePeers() (ask []fleet.Worker, missing []TraceMissing) {
 // askPeers sends GET path?query&scope=local to each worker of ask, at most
 // peerTraceParallel at once, and decodes each 200 answer into a T; the
 // others are missing, with the reason.
-func askPeers[T any](ctx context.Context, s *UIServer, ask []fleet.Worker, path string, query url.Values) (got map[string]T, missing []TraceMissing) {
+func askPeers[T any](ctx context.Context, s *UIServer, ask []fleet.Worker, path string, query url.Values) (map[string]T, []TraceMissing) {
 	q := url.Values{}
-	for k, v := range query {
-		q[k] = v
-	}
+	maps.Copy(q, query)
 	q.Set("scope", scopeLocal)
-	got = map[string]T{}
+	return fanOut(ask, peerTraceParallel, func(w fleet.Worker) (T, error) {
+		return askPeer[T](ctx, s, strings.TrimSuffix(w.URL, "/")+path+"?"+q.Encode())
+	})
+}
+
+// fanOut calls fetch for each worker of ask, at most parallel at once, and
+// returns the answers by worker name and the workers whose fetch failed.
+func fanOut[T any](ask []fleet.Worker, parallel int, fetch func(fleet.Worker) (T, error)) (map[string]T, []TraceMissing) {
+	got := map[string]T{}
+	var missing []TraceMissing
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, peerTraceParallel)
+	sem := make(chan struct{}, parallel)
 	for _, w := range ask {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			v, err := askPeer[T](ctx, s, strings.TrimSuffix(w.URL, "/")+path+"?"+q.Encode())
+			v, err := fetch(w)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -143,7 +149,7 @@ func askPeers[T any](ctx context.Context, s *UIServer, ask []fleet.Worker, path 
 				return
 			}
 			got[w.Name] = v
-		}()
+		})
 	}
 	wg.Wait()
 	return got, missing

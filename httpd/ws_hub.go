@@ -36,10 +36,11 @@ type wsHub struct {
 	groups map[string]*wsGroup // by wsFilter.key
 	socks  map[*wsSock]struct{}
 
-	held  atomic.Int64                      // bytes of frames queued for or being written to sockets, each frame once
-	seq   atomic.Uint64                     // frames made
-	shed  [len(wsShedReasons)]atomic.Uint64 // sockets shed, by reason
-	conns atomic.Int64                      // sockets served
+	held      atomic.Int64           // bytes of frames queued for or being written to sockets, each frame once
+	seq       atomic.Uint64          // frames made
+	shed      *prometheus.CounterVec // sockets shed, by reason
+	shedTotal atomic.Uint64          // sockets shed, all reasons
+	conns     atomic.Int64           // sockets served
 
 	logMu    sync.Mutex
 	lastLog  time.Time
@@ -60,15 +61,18 @@ var wsShedReasons = [...]string{"backlog", "budget", "write_timeout"}
 const wsShedLogEvery = 10 * time.Second
 
 func newWSHub(rec *recorder.Recorder, lim wsLimits, log *slog.Logger) *wsHub {
-	return &wsHub{rec: rec, lim: lim, log: log, groups: map[string]*wsGroup{}, socks: map[*wsSock]struct{}{}}
+	shed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svc_ui_ws_shed_total",
+		Help: "/ws sockets closed for falling behind, by reason: backlog (own unsent frames over 4 MiB), budget (all sockets' frames over 32 MiB, furthest behind first), write_timeout (a frame not taken within 10 s).",
+	}, []string{"reason"})
+	for _, r := range wsShedReasons {
+		shed.WithLabelValues(r)
+	}
+	return &wsHub{rec: rec, lim: lim, log: log, groups: map[string]*wsGroup{}, socks: map[*wsSock]struct{}{}, shed: shed}
 }
 
 // register exports the hub's series; a registry that has them already
 // keeps the first.
 func (h *wsHub) register(reg prometheus.Registerer) {
-	shed := prometheus.NewDesc("svc_ui_ws_shed_total",
-		"/ws sockets closed for falling behind, by reason: backlog (own unsent frames over 4 MiB), budget (all sockets' frames over 32 MiB, furthest behind first), write_timeout (a frame not taken within 10 s).",
-		[]string{"reason"}, nil)
 	cs := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ui_ws_pending_bytes",
 			Help: "Bytes of /ws frames queued for or being written to sockets, a frame shared by sockets counted once."},
@@ -78,23 +82,10 @@ func (h *wsHub) register(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ui_ws_subscriptions",
 			Help: "Distinct /ws subscriptions: each is encoded once for all its sockets."},
 			func() float64 { return float64(h.subscriptions()) }),
-		wsShedCollector{h, shed},
+		h.shed,
 	}
 	for _, c := range cs {
 		_ = reg.Register(c) // only ever AlreadyRegisteredError: the names are this file's
-	}
-}
-
-type wsShedCollector struct {
-	h    *wsHub
-	desc *prometheus.Desc
-}
-
-func (c wsShedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c wsShedCollector) Collect(ch chan<- prometheus.Metric) {
-	for i, r := range wsShedReasons {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.h.shed[i].Load()), r)
 	}
 }
 
@@ -102,14 +93,6 @@ func (h *wsHub) subscriptions() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.groups)
-}
-
-func (h *wsHub) shedTotal() uint64 {
-	var n uint64
-	for i := range h.shed {
-		n += h.shed[i].Load()
-	}
-	return n
 }
 
 // wsOut is one frame on its way to sockets, shared by a group's members or
@@ -268,7 +251,8 @@ func (s *wsSock) shedFor(reason int) {
 	case s.ready <- struct{}{}:
 	default:
 	}
-	s.hub.shed[reason].Add(1)
+	s.hub.shed.WithLabelValues(wsShedReasons[reason]).Inc()
+	s.hub.shedTotal.Add(1)
 	s.hub.logShed(s, wsShedReasons[reason], backlog)
 }
 
@@ -285,7 +269,7 @@ func (h *wsHub) logShed(s *wsSock, reason string, backlog int64) {
 	h.lastLog, h.unlogged = now, 0
 	h.logMu.Unlock()
 	h.log.Warn("ws_shed", "remote", s.remote, "reason", reason, "backlog_bytes", backlog,
-		"pending_bytes", h.held.Load(), "shed_since_last_line", more, "shed_total", h.shedTotal())
+		"pending_bytes", h.held.Load(), "shed_since_last_line", more, "shed_total", h.shedTotal.Load())
 }
 
 // enforceBudget sheds the sockets furthest behind (oldest queued frame)

@@ -9,9 +9,8 @@ import (
 	"svc/worker/config"
 )
 
-// LoadConfig loads the config file at path as `svc run`, `svc check` and
-// every other subcommand do: config.LoadFile with CheckUI, so that one
-// error lists every problem, the config's and the ui package's.
+// LoadConfig loads the config file at path as every subcommand does: one
+// error lists every problem, the config's and the ui package's (CheckUI).
 func LoadConfig(path string) (*config.Config, error) {
 	return config.LoadFile(path, CheckUI)
 }
