@@ -85,7 +85,6 @@ func (s *UIServer) consumeResume(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *UIServer) pauseAnswer(w http.ResponseWriter, st kafka.PauseState, err error) {
-	var de *kafka.DurationError
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, st)
@@ -93,7 +92,7 @@ func (s *UIServer) pauseAnswer(w http.ResponseWriter, st kafka.PauseState, err e
 		writeError(w, http.StatusForbidden, "feature_disabled", "ui.consume_pause.enabled is false")
 	case errors.Is(err, kafka.ErrConsumerNotRunning):
 		writeError(w, http.StatusServiceUnavailable, "consumer_not_running", err.Error())
-	case errors.As(err, &de):
+	case errors.As(err, new(*kafka.DurationError)):
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())

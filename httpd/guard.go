@@ -94,15 +94,7 @@ func (s *UIServer) guardCrossSite(next http.Handler) http.Handler {
 
 func (s *UIServer) originListed(r *http.Request) bool {
 	origin, _, ok := normalizeOrigin(r.Header.Get("Origin"))
-	if !ok {
-		return false
-	}
-	for _, o := range s.cfg.UI.AllowedWSOrigins {
-		if n, _, ok := normalizeOrigin(o); ok && n == origin {
-			return true
-		}
-	}
-	return false
+	return ok && s.listed(origin)
 }
 
 // cut shortens s for a message.

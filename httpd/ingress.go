@@ -160,13 +160,11 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(http.MaxBytesReader(w, r.Body, in.maxBody), r.ContentLength)
 	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
-		var mbe *http.MaxBytesError
-		var ne net.Error
 		switch {
-		case errors.As(err, &mbe):
+		case errors.As(err, new(*http.MaxBytesError)):
 			in.reject(w, name, http.StatusRequestEntityTooLarge, "too_large", "body_too_large",
 				fmt.Sprintf("request body exceeds sources.http.max_body_bytes (%d)", in.maxBody))
-		case errors.As(err, &ne) && ne.Timeout():
+		case isTimeout(err):
 			in.reject(w, name, http.StatusRequestTimeout, "body_timeout", "body_timeout",
 				fmt.Sprintf("the request body did not arrive within sources.http.body_timeout (%s)", in.bodyTime))
 		default:

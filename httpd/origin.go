@@ -39,8 +39,8 @@ func (s *UIServer) originCheck(r *http.Request) (bool, string) {
 	if !ok {
 		return false, "Origin " + quoteOrigin(values[0]) + " is not an http or https origin"
 	}
-	if list := s.cfg.UI.AllowedWSOrigins; len(list) > 0 {
-		if slices.ContainsFunc(list, func(o string) bool { n, _, ok := normalizeOrigin(o); return ok && n == origin }) {
+	if len(s.cfg.UI.AllowedWSOrigins) > 0 {
+		if s.listed(origin) {
 			return true, "origin listed in ui.allowed_ws_origins"
 		}
 		return false, "origin " + origin + " is not listed in ui.allowed_ws_origins"
@@ -55,6 +55,14 @@ func (s *UIServer) originCheck(r *http.Request) (bool, string) {
 		return false, "a page not on loopback (" + origin + ") cannot reach a worker over loopback; list it in ui.allowed_ws_origins"
 	}
 	return true, "untokened worker accepts cross-origin pages"
+}
+
+// listed reports a normalised origin listed in ui.allowed_ws_origins.
+func (s *UIServer) listed(origin string) bool {
+	return slices.ContainsFunc(s.cfg.UI.AllowedWSOrigins, func(o string) bool {
+		n, _, ok := normalizeOrigin(o)
+		return ok && n == origin
+	})
 }
 
 // isOwnOrigin reports whether origin is the worker's own: the Host header
@@ -147,9 +155,4 @@ func isLoopbackHost(host string) bool {
 }
 
 // quoteOrigin quotes a refused Origin for a message, cut to a sane length.
-func quoteOrigin(v string) string {
-	if len(v) > 100 {
-		v = v[:100] + "..."
-	}
-	return strconv.Quote(v)
-}
+func quoteOrigin(v string) string { return strconv.Quote(cut(v, 100)) }

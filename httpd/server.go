@@ -26,6 +26,16 @@ type surface struct {
 	log  *slog.Logger
 }
 
+// newSurface is a surface with the UI server's limits.
+func newSurface(name, addr string, h http.Handler, log *slog.Logger) surface {
+	return surface{name: name, log: log, srv: &http.Server{
+		Addr: addr, Handler: h,
+		ReadTimeout: uiReadTimeout, ReadHeaderTimeout: uiReadHeaderTimeout,
+		WriteTimeout: uiWriteTimeout, IdleTimeout: uiIdleTimeout, MaxHeaderBytes: uiMaxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}}
+}
+
 // Adopt makes the surface serve ln, a socket bound by Bind.
 func (s *surface) Adopt(ln net.Listener) { s.ln = ln }
 
@@ -73,15 +83,7 @@ func NewMetricsServer(cfg *config.Config, reg *prometheus.Registry, log *slog.Lo
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("svc metrics exporter: see /metrics\n"))
 	})
-	return &MetricsServer{surface{
-		name: "metrics", log: log,
-		srv: &http.Server{
-			Addr: hostPort(cfg.Metrics.Host, cfg.Metrics.Port), Handler: mux,
-			ReadTimeout: uiReadTimeout, ReadHeaderTimeout: uiReadHeaderTimeout,
-			WriteTimeout: uiWriteTimeout, IdleTimeout: uiIdleTimeout, MaxHeaderBytes: uiMaxHeaderBytes,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		},
-	}}
+	return &MetricsServer{newSurface("metrics", hostPort(cfg.Metrics.Host, cfg.Metrics.Port), mux, log)}
 }
 
 // Run serves until ctx ends.

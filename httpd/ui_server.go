@@ -98,15 +98,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	}
 	s.ws = s.newWSEndpoint(defaultWSLimits())
 	addr := hostPort(d.Config.UI.Host, d.Config.UI.Port)
-	s.surface = surface{
-		name: "ui", log: d.Log,
-		srv: &http.Server{
-			Addr: addr, Handler: s.handler(),
-			ReadTimeout: uiReadTimeout, ReadHeaderTimeout: uiReadHeaderTimeout,
-			WriteTimeout: uiWriteTimeout, IdleTimeout: uiIdleTimeout, MaxHeaderBytes: uiMaxHeaderBytes,
-			ErrorLog: slog.NewLogLogger(d.Log.Handler(), slog.LevelDebug),
-		},
-	}
+	s.surface = newSurface("ui", addr, s.handler(), d.Log)
 	s.srv.RegisterOnShutdown(s.ws.closeAll)
 	s.srv.RegisterOnShutdown(s.peers.CloseIdleConnections)
 	if d.Config.UI.AuthToken == "" {

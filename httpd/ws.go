@@ -62,11 +62,10 @@ func defaultWSLimits() wsLimits {
 // handshake (originCheck), which x/net/websocket's default Handler does
 // not do, hence websocket.Server with our own Handshake.
 type wsEndpoint struct {
-	s        *UIServer
-	lim      wsLimits
-	log      *slog.Logger
-	hookOnce sync.Once
-	hub      *wsHub
+	s   *UIServer
+	lim wsLimits
+	log *slog.Logger
+	hub *wsHub
 
 	mu     sync.Mutex
 	active int                                   // slots taken, upgrading sockets included
@@ -104,12 +103,6 @@ var (
 // ServeHTTP checks what can be checked before the upgrade, then hands the
 // request to websocket.Server.
 func (e *wsEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Routes are built before the http.Server exists: hook it on first use.
-	e.hookOnce.Do(func() {
-		if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
-			srv.RegisterOnShutdown(e.closeAll)
-		}
-	})
 	if e.hub == nil {
 		writeError(w, http.StatusServiceUnavailable, "recorder_unavailable", "no flight recorder: live streams are off")
 		return
@@ -191,7 +184,7 @@ func (e *wsEndpoint) untrack(cancel *context.CancelCauseFunc) {
 }
 
 // closeAll ends every open socket and refuses new ones; it runs as the
-// http.Server's shutdown hook.
+// http.Server's shutdown hook (NewUIServer).
 func (e *wsEndpoint) closeAll() {
 	e.mu.Lock()
 	defer e.mu.Unlock()

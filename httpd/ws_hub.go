@@ -2,9 +2,10 @@ package httpd
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -319,24 +320,11 @@ type wsGroup struct {
 
 // key names a subscription: sockets with the same key share a group.
 func (f wsFilter) key() string {
-	var b strings.Builder
-	for _, on := range []bool{f.tasks, f.events, f.state} {
-		if on {
-			b.WriteByte('1')
-		} else {
-			b.WriteByte('0')
-		}
-	}
+	k := fmt.Sprint(f.tasks, f.events, f.state)
 	if f.events && f.types != nil {
-		types := make([]string, 0, len(f.types))
-		for t := range f.types {
-			types = append(types, t)
-		}
-		sort.Strings(types)
-		b.WriteByte(':')
-		b.WriteString(strings.Join(types, "\x00"))
+		k += ":" + strings.Join(slices.Sorted(maps.Keys(f.types)), "\x00")
 	}
-	return b.String()
+	return k
 }
 
 // setFilter makes f the subscription of s: what its old group had queued
