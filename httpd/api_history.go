@@ -31,6 +31,20 @@ func intQuery(w http.ResponseWriter, r *http.Request, name string, def, lo, hi i
 	return n, true
 }
 
+// oneOf reads query parameter name: one of allowed, the first when absent
+// or empty; anything else answers 400 with detail (ok false).
+func oneOf(w http.ResponseWriter, r *http.Request, name, detail string, allowed ...string) (v string, ok bool) {
+	v = r.URL.Query().Get(name)
+	switch {
+	case v == "":
+		return allowed[0], true
+	case slices.Contains(allowed, v):
+		return v, true
+	}
+	writeError(w, http.StatusBadRequest, "bad_request", detail)
+	return "", false
+}
+
 // events serves GET /api/v1/events, newest first.
 func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
 	limit, ok := intQuery(w, r, "limit", 200, 1, 1000)

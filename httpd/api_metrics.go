@@ -91,8 +91,7 @@ func sampleOf(t dto.MetricType, m *dto.Metric) MetricSample {
 	case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
 		h := m.GetHistogram()
 		s.Value = float64(h.GetSampleCount())
-		sum := h.GetSampleSum()
-		s.Sum = &sum
+		s.Sum = new(h.GetSampleSum())
 		s.Buckets = map[string]float64{}
 		for _, b := range h.Bucket {
 			s.Buckets[formatBound(b.GetUpperBound())] = float64(b.GetCumulativeCount())
@@ -100,8 +99,7 @@ func sampleOf(t dto.MetricType, m *dto.Metric) MetricSample {
 	case dto.MetricType_SUMMARY:
 		sm := m.GetSummary()
 		s.Value = float64(sm.GetSampleCount())
-		sum := sm.GetSampleSum()
-		s.Sum = &sum
+		s.Sum = new(sm.GetSampleSum())
 	default:
 		s.Value = m.GetUntyped().GetValue()
 	}

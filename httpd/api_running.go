@@ -106,8 +106,7 @@ func (s *UIServer) runningTasks(limit int, id string) ([]RunningTask, int) {
 		rt := RunningTask{TaskID: t.TaskID, Source: t.Source, RequestID: t.RequestID, KeyTruncated: t.KeyTruncated,
 			Attempt: t.Attempt, AttemptEnded: t.AttemptEnded, StartedAtMS: t.Started.UnixMilli(), ElapsedMS: now.Sub(t.Started).Milliseconds()}
 		if t.Alias != "" {
-			p, o := t.Partition, t.Offset
-			rt.Alias, rt.Partition, rt.Offset = t.Alias, &p, &o
+			rt.Alias, rt.Partition, rt.Offset = t.Alias, new(t.Partition), new(t.Offset)
 		}
 		rt.Key, rt.KeyEncoding = payload.Encode(t.Key)
 		out = append(out, rt)

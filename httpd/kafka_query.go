@@ -52,8 +52,7 @@ func parseStreamQuery(v url.Values) (kafkaread.StreamQuery, error) {
 		return q, err
 	}
 	if part != nil {
-		p := int32(*part)
-		q.Partition = &p
+		q.Partition = new(int32(*part))
 	}
 	switch {
 	case q.FromTS < 0:
@@ -153,8 +152,7 @@ func parseTriageQuery(v url.Values) (triage.Query, error) {
 		if *part < 0 {
 			return q, badQuery("partition must not be negative")
 		}
-		p := int32(*part)
-		q.Partition = &p
+		q.Partition = new(int32(*part))
 	}
 	if v.Has("before") && v.Has("after") {
 		return q, badQuery("give before or after, not both")

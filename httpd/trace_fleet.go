@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,20 +73,6 @@ func traceScope(r *http.Request) (recorder.Scope, string, error) {
 	default:
 		return 0, "", fmt.Errorf("scope must be cluster (this worker's files, the cluster's sealed files and archives, and the live files of its other workers) or local (this worker's live file only), got %q", cut(v, 100))
 	}
-}
-
-// oneOf reads query parameter name: one of allowed, the first when absent
-// or empty; anything else answers 400 with detail (ok false).
-func oneOf(w http.ResponseWriter, r *http.Request, name, detail string, allowed ...string) (v string, ok bool) {
-	v = r.URL.Query().Get(name)
-	switch {
-	case v == "":
-		return allowed[0], true
-	case slices.Contains(allowed, v):
-		return v, true
-	}
-	writeError(w, http.StatusBadRequest, "bad_request", detail)
-	return "", false
 }
 
 // newPeerClient reaches other workers directly (no proxy), follows no
