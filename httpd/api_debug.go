@@ -156,7 +156,8 @@ func (req *ProbeRequest) decode() (pr worker.ProbeRequest, err error) {
 	pr = worker.ProbeRequest{Value: field("payload", req.Payload, req.PayloadEncoding), Labels: req.Labels}
 	pr.Key = field("key", req.Key, req.KeyEncoding)
 	for i, h := range req.Headers {
-		pr.Headers = append(pr.Headers, worker.Header{Key: h.Key, Value: field(fmt.Sprintf("headers[%d].value", i), h.Value, h.ValueEncoding)})
+		value := field(fmt.Sprintf("headers[%d].value", i), h.Value, h.ValueEncoding)
+		pr.Headers = append(pr.Headers, worker.Header{Key: h.Key, Value: value})
 	}
 	return pr, err
 }

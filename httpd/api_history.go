@@ -25,7 +25,8 @@ func intQuery(w http.ResponseWriter, r *http.Request, name string, def, lo, hi i
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < lo || n > hi {
-		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("%s must be an integer from %d to %d, got %q", name, lo, hi, v))
+		detail := fmt.Sprintf("%s must be an integer from %d to %d, got %q", name, lo, hi, v)
+		writeError(w, http.StatusBadRequest, "bad_request", detail)
 		return 0, false
 	}
 	return n, true

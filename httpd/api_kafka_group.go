@@ -53,7 +53,8 @@ type HeadOfLineAnswer struct {
 // brokers now; scope fleet also asks the other partitions' owners for their
 // head of line.
 func (s *UIServer) kafkaGroup(w http.ResponseWriter, r *http.Request) {
-	scope, ok := oneOf(w, r, "scope", "scope must be local (this worker's partitions' head of line) or fleet (also the other owners')", scopeLocal, "fleet")
+	scope, ok := oneOf(w, r, "scope",
+		"scope must be local (this worker's partitions' head of line) or fleet (also the other owners')", scopeLocal, "fleet")
 	if !ok {
 		return
 	}

@@ -59,7 +59,8 @@ func (s *UIServer) running(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	scope, ok := oneOf(w, r, "scope", "scope must be local (this worker's tasks) or fleet (every live, trusted worker's)", scopeLocal, "fleet")
+	scope, ok := oneOf(w, r, "scope",
+		"scope must be local (this worker's tasks) or fleet (every live, trusted worker's)", scopeLocal, "fleet")
 	if !ok {
 		return
 	}
