@@ -85,7 +85,6 @@ func (s *UIServer) consumeResume(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *UIServer) pauseAnswer(w http.ResponseWriter, st kafka.PauseState, err error) {
-	var de *kafka.DurationError
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, st)
@@ -93,7 +92,7 @@ func (s *UIServer) pauseAnswer(w http.ResponseWriter, st kafka.PauseState, err e
 		writeError(w, http.StatusForbidden, "feature_disabled", "ui.consume_pause.enabled is false")
 	case errors.Is(err, kafka.ErrConsumerNotRunning):
 		writeError(w, http.StatusServiceUnavailable, "consumer_not_running", err.Error())
-	case errors.As(err, &de):
+	case errors.As(err, new(*kafka.DurationError)):
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
@@ -138,17 +137,29 @@ type ProbeTask struct {
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
-// decodeField decodes a probe request's field name, value in enc; an
-// omitted encoding is utf-8.
-func decodeField(name, value, enc string) ([]byte, error) {
-	if enc == "" {
-		enc = payload.UTF8
+// decode reads the request's encoded fields (an omitted encoding is
+// utf-8); the error names the first bad one.
+func (req *ProbeRequest) decode() (pr worker.ProbeRequest, err error) {
+	field := func(name string, v *string, enc string) []byte {
+		if v == nil || err != nil {
+			return nil
+		}
+		if enc == "" {
+			enc = payload.UTF8
+		}
+		b, derr := payload.Decode(*v, enc)
+		if derr != nil {
+			err = fmt.Errorf("%s %w", name, derr)
+		}
+		return b
 	}
-	b, err := payload.Decode(value, enc)
-	if err != nil {
-		return nil, fmt.Errorf("%s %w", name, err)
+	pr = worker.ProbeRequest{Value: field("payload", req.Payload, req.PayloadEncoding), Labels: req.Labels}
+	pr.Key = field("key", req.Key, req.KeyEncoding)
+	for i, h := range req.Headers {
+		value := field(fmt.Sprintf("headers[%d].value", i), h.Value, h.ValueEncoding)
+		pr.Headers = append(pr.Headers, worker.Header{Key: h.Key, Value: value})
 	}
-	return b, nil
+	return pr, err
 }
 
 func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
@@ -161,29 +172,11 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", `payload is required: the message to run, e.g. {"payload": "hello"} ("" for an empty message)`)
 		return
 	}
-	var pr worker.ProbeRequest
-	var err error
-	if pr.Value, err = decodeField("payload", *req.Payload, req.PayloadEncoding); err != nil {
+	pr, err := req.decode()
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	if req.Key != nil {
-		if pr.Key, err = decodeField("key", *req.Key, req.KeyEncoding); err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-			return
-		}
-	}
-	for i, h := range req.Headers {
-		hd := worker.Header{Key: h.Key}
-		if h.Value != nil {
-			if hd.Value, err = decodeField(fmt.Sprintf("headers[%d].value", i), *h.Value, h.ValueEncoding); err != nil {
-				writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-				return
-			}
-		}
-		pr.Headers = append(pr.Headers, hd)
-	}
-	pr.Labels = req.Labels
 	results, err := s.app.Probe(r.Context(), pr)
 	if err != nil {
 		if errors.Is(err, worker.ErrProbeQueueFull) {
@@ -191,8 +184,7 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "probe_queue_full", err.Error())
 			return
 		}
-		if errors.Is(err, worker.ErrExecutorUnavailable) {
-			// For the operator: the reason, as /readyz gives it.
+		if errors.Is(err, worker.ErrExecutorUnavailable) { // the reason, as /readyz gives it
 			w.Header().Set("Retry-After", executorRetryAfter)
 			writeError(w, http.StatusServiceUnavailable, "executor_unavailable", err.Error())
 			return
@@ -203,7 +195,7 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 	out := make([]ProbeTask, 0, len(results))
 	for _, res := range results {
 		pt := ProbeTask{TaskID: res.Task.ID, Status: res.Status, Attempts: res.Attempts, DurationMS: res.Duration.Milliseconds(),
-			ExitCode: res.ExitCode, OutputTruncated: res.OutputTruncated, Labels: res.Labels, Annotations: res.Annotations}
+			ExitCode: res.ExitCode, OutputTruncated: res.OutputTruncated, Labels: res.Labels, Annotations: nonNil(res.Annotations)}
 		if res.Err != nil {
 			pt.Error = res.Err.Error()
 		}
@@ -215,10 +207,7 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 		if pt.Labels == nil {
 			pt.Labels = map[string]string{}
 		}
-		if pt.Annotations == nil {
-			pt.Annotations = []worker.Annotation{}
-		}
 		out = append(out, pt)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": out, "probe_details": s.app.ProbeDetails()})
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": out, "probe_details": s.details})
 }

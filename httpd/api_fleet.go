@@ -10,7 +10,7 @@ import (
 )
 
 // debugCacheBytes cuts the debug listing once this many value bytes are
-// in it (truncated: true); ask with a prefix or a scope to see the rest.
+// in it (truncated: true).
 const debugCacheBytes = 4 << 20
 
 // WorkersList is GET /api/v1/fleet/workers.
@@ -18,8 +18,6 @@ type WorkersList struct {
 	Workers []fleet.Worker `json:"workers"`
 }
 
-// fleetWorkers lists this worker, the cards of the card folder and the
-// static peers with their derived states.
 func (s *UIServer) fleetWorkers(w http.ResponseWriter, r *http.Request) {
 	if s.fleet == nil {
 		writeError(w, http.StatusNotFound, "not_found", "the worker registry is not running")
@@ -39,17 +37,15 @@ type CacheListing struct {
 	Entries    []cache.WireRow `json:"rows"`
 }
 
-// debugCache lists cache rows newest first: query scope (local, cluster,
-// global), prefix (of the key), limit 1-1000 (default 200).
+// debugCache lists cache rows newest first.
 func (s *UIServer) debugCache(w http.ResponseWriter, r *http.Request) {
 	if s.cache == nil {
 		writeError(w, http.StatusNotFound, "not_found", "the handler cache is off (cache.enabled is false)")
 		return
 	}
 	q := r.URL.Query()
-	limit, err := intQuery(r, "limit", 200, 1, cache.MaxPageRows)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", 200, 1, cache.MaxPageRows)
+	if !ok {
 		return
 	}
 	o := cache.ListOptions{Scope: q.Get("scope"), Prefix: q.Get("prefix"), Limit: int(limit)}
@@ -92,18 +88,15 @@ func (s *UIServer) peerServed() string {
 	return ""
 }
 
-// peerCacheChanges serves the rows this worker originated to peers:
-// public, no token. Query scopes (cluster and/or global, default both),
-// since (the next cursor of the previous page), limit 1-1000 (default
-// 500).
+// peerCacheChanges serves the rows this worker originated to peers
+// (public, no token).
 func (s *UIServer) peerCacheChanges(w http.ResponseWriter, r *http.Request) {
 	if why := s.peerServed(); why != "" {
 		writeError(w, http.StatusNotFound, "not_found", "this worker serves no cache rows to peers: "+why)
 		return
 	}
-	limit, err := intQuery(r, "limit", cache.DefaultPageRows, 1, cache.MaxPageRows)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", cache.DefaultPageRows, 1, cache.MaxPageRows)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()

@@ -16,30 +16,44 @@ import (
 	"svc/worker/event"
 )
 
-// intQuery reads an optional integer query parameter within [lo, hi].
-func intQuery(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+// intQuery reads an optional integer query parameter within [lo, hi]; one
+// out of range answers 400 (ok false).
+func intQuery(w http.ResponseWriter, r *http.Request, name string, def, lo, hi int64) (n int64, ok bool) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
-		return def, nil
+		return def, true
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < lo || n > hi {
-		return 0, fmt.Errorf("%s must be an integer from %d to %d, got %q", name, lo, hi, v)
+		detail := fmt.Sprintf("%s must be an integer from %d to %d, got %q", name, lo, hi, v)
+		writeError(w, http.StatusBadRequest, "bad_request", detail)
+		return 0, false
 	}
-	return n, nil
+	return n, true
 }
 
-// events serves GET /api/v1/events: newest first, filtered by types,
-// task_id, before_id (paging), limit 1-1000 (default 200).
+// oneOf reads query parameter name: one of allowed, the first when absent
+// or empty; anything else answers 400 with detail (ok false).
+func oneOf(w http.ResponseWriter, r *http.Request, name, detail string, allowed ...string) (v string, ok bool) {
+	v = r.URL.Query().Get(name)
+	switch {
+	case v == "":
+		return allowed[0], true
+	case slices.Contains(allowed, v):
+		return v, true
+	}
+	writeError(w, http.StatusBadRequest, "bad_request", detail)
+	return "", false
+}
+
+// events serves GET /api/v1/events, newest first.
 func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
-	limit, err := intQuery(r, "limit", 200, 1, 1000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", 200, 1, 1000)
+	if !ok {
 		return
 	}
-	before, err := intQuery(r, "before_id", 0, 0, 1<<62)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	before, ok := intQuery(w, r, "before_id", 0, 0, 1<<62)
+	if !ok {
 		return
 	}
 	q := recorder.EventQuery{Limit: int(limit), TaskID: r.URL.Query().Get("task_id"), BeforeID: before}
@@ -59,17 +73,13 @@ func (s *UIServer) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	if evs == nil {
-		evs = []event.Event{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+	writeJSON(w, http.StatusOK, map[string]any{"events": nonNil(evs)})
 }
 
 // taskResults serves GET /api/v1/live/task-results, newest first.
 func (s *UIServer) taskResults(w http.ResponseWriter, r *http.Request) {
-	limit, err := intQuery(r, "limit", 200, 1, 1000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", 200, 1, 1000)
+	if !ok {
 		return
 	}
 	rows, err := s.rec.TaskResults(r.Context(), int(limit))
@@ -77,16 +87,11 @@ func (s *UIServer) taskResults(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	if rows == nil {
-		rows = []event.TaskRow{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": rows})
+	writeJSON(w, http.StatusOK, map[string]any{"results": nonNil(rows)})
 }
 
-// counts serves the dashboard tile's request counts, derived from recorded
-// task rows, and how far back history goes and what it takes on disk. A
-// memory-only recorder keeps no history, so its counts are zeroed as the
-// spec says, flagged with memory_only.
+// counts serves the dashboard's task counts and the history's reach and
+// size; a memory-only recorder's counts are zeroed, flagged memory_only.
 func (s *UIServer) counts(w http.ResponseWriter, r *http.Request) {
 	c, err := s.rec.Counts(r.Context())
 	if err != nil {
@@ -104,24 +109,17 @@ func (s *UIServer) counts(w http.ResponseWriter, r *http.Request) {
 	}{c, memory, s.rec.History()})
 }
 
-// databases lists live, sealed, archived and merged recorder files of the
-// shared folder, paths relative to it, and how far back history goes.
+// databases lists the recorder files of the shared folder.
 func (s *UIServer) databases(w http.ResponseWriter, r *http.Request) {
 	dbs, err := s.rec.Databases(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "recorder_error", err.Error())
 		return
 	}
-	if dbs == nil {
-		dbs = []recorder.Database{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"databases": dbs, "history": s.rec.History()})
+	writeJSON(w, http.StatusOK, map[string]any{"databases": nonNil(dbs), "history": s.rec.History()})
 }
 
-// trace serves every event of one task: with scope cluster (the default)
-// across the live file, the cluster's sealed files and its archives, and
-// the live files of the cluster's other workers, asked in parallel
-// (trace_fleet.go); with scope local from this worker's live file only.
+// trace serves every event of one task (scope: traceScope).
 func (s *UIServer) trace(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("task_id")
 	if id == "" {
@@ -147,17 +145,12 @@ func (s *UIServer) trace(w http.ResponseWriter, r *http.Request) {
 		out.Sources = append(out.Sources, name)
 		lists = append(lists, slices.DeleteFunc(peers[name].Events, func(e event.Event) bool { return e.TaskID != id }))
 	}
-	out.Events = recorder.MergeEvents(lists...)
-	if out.Events == nil {
-		out.Events = []event.Event{}
-	}
+	out.Events = nonNil(recorder.MergeEvents(lists...))
 	sortMissing(out.Missing)
 	writeJSON(w, http.StatusOK, out)
 }
 
-// traceByLabel finds task rows by one label across the same files as
-// trace, and the live files of the cluster's other workers (scope
-// cluster, the default), or in this worker's live file (scope local).
+// traceByLabel finds task rows by one label, across the files trace reads.
 func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("name")
 	values, hasValue := r.URL.Query()["value"]
@@ -165,9 +158,8 @@ func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "name is required: the label to look for (value is optional; without it any value matches)")
 		return
 	}
-	limit, err := intQuery(r, "limit", 100, 1, 1000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", 100, 1, 1000)
+	if !ok {
 		return
 	}
 	scope, scopeName, err := traceScope(r)
@@ -195,12 +187,17 @@ func (s *UIServer) traceByLabel(w http.ResponseWriter, r *http.Request) {
 		out.Sources = append(out.Sources, peer)
 		lists = append(lists, peers[peer].Tasks)
 	}
-	out.Tasks = recorder.MergeTaskRows(name, value, int(limit), lists...)
-	if out.Tasks == nil {
-		out.Tasks = []event.TaskRow{}
-	}
+	out.Tasks = nonNil(recorder.MergeTaskRows(name, value, int(limit), lists...))
 	sortMissing(out.Missing)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// nonNil is s, or an empty slice for nil: a JSON list, never null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func sortedKeys[T any](m map[string]T) []string {
@@ -216,10 +213,8 @@ func sortMissing(m []TraceMissing) {
 	slices.SortFunc(m, func(a, b TraceMissing) int { return strings.Compare(a.Worker, b.Worker) })
 }
 
-// download serves a database of the shared folder by relative path: only
-// history/<cluster>/<name>.db, history/<cluster>/<archive>.db.gz and
-// merged/<name>.db; anything else, unsafe, a symlink, outside shared.dir,
-// in storage.dir or missing is 404.
+// download serves a database of the shared folder by relative path; any
+// other shape, a symlink or a file outside shared.dir is 404.
 func (s *UIServer) download(w http.ResponseWriter, r *http.Request) {
 	rel := r.URL.Query().Get("path")
 	if rel == "" {
@@ -251,22 +246,15 @@ func (s *UIServer) download(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	name := path.Base(rel)
-	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	http.ServeContent(w, r, name, mod, f)
+	attachment(w, path.Base(rel))
+	http.ServeContent(w, r, path.Base(rel), mod, f)
 }
 
 // downloadLive streams a consistent snapshot of this worker's live file.
 func (s *UIServer) downloadLive(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	name := fmt.Sprintf("%s-live-%d.db", s.cfg.Worker.Name, time.Now().UnixMilli())
-	pw := &lazyHeaderWriter{w: w, start: func() {
-		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-	}}
+	pw := &lazyHeaderWriter{w: w, start: func() { attachment(w, name) }}
 	err := s.rec.SnapshotLive(r.Context(), pw)
 	switch {
 	case err == nil:
@@ -279,8 +267,15 @@ func (s *UIServer) downloadLive(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// lazyHeaderWriter sets the download headers just before the first byte, so
-// an error before any byte can still become a JSON error.
+// attachment sets the headers of a database download.
+func attachment(w http.ResponseWriter, name string) {
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+}
+
+// lazyHeaderWriter sets the download headers at the first byte, so an
+// error before it can still be a JSON error.
 type lazyHeaderWriter struct {
 	w       http.ResponseWriter
 	start   func()

@@ -31,8 +31,7 @@ type Identity struct {
 	UILinks
 }
 
-// SetFeatures sets the switches identity advertises: the builder derives
-// them from the parts it built. Call before the server runs.
+// SetFeatures sets the switches identity advertises. Call before Run.
 func (s *UIServer) SetFeatures(f map[string]bool) { s.features = f }
 
 func (s *UIServer) identity(w http.ResponseWriter, r *http.Request) {
@@ -51,8 +50,8 @@ func (s *UIServer) config(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.cfg.Masked())
 }
 
-// taskSampling is history.sample_above_per_second when a recorder stores
-// task rows in files (memory-only: nothing is sampled), else 0.
+// taskSampling is history.sample_above_per_second when a recorder samples
+// task rows into files, else 0.
 func (s *UIServer) taskSampling() int {
 	if s.rec == nil || s.rec.MemoryOnly() || s.cfg.History.TaskDetail == "full" {
 		return 0

@@ -31,9 +31,7 @@ func (s *UIServer) kafkaMessage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec)
 }
 
-// kafkaMessages streams a time window as NDJSON, flushing every line. An
-// error before the first line is a status code; after it, a final line
-// carrying "error".
+// kafkaMessages streams a time window as NDJSON (ndjsonWriter).
 func (s *UIServer) kafkaMessages(w http.ResponseWriter, r *http.Request) {
 	q, err := parseStreamQuery(r.URL.Query())
 	if err != nil {
@@ -46,9 +44,10 @@ func (s *UIServer) kafkaMessages(w http.ResponseWriter, r *http.Request) {
 	nd.end(r, err)
 }
 
-// ndjsonWriter writes one JSON value a line and flushes each; the status
-// and headers go out with the first line, so an error before it can still
-// be a status code.
+// ndjsonWriter writes one JSON value a line and flushes each. The status
+// goes out with the first line: an error before it is a status code, one
+// after it a final {"error": ...} line (a client treats any line with an
+// "error" key as a terminated stream).
 type ndjsonWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
@@ -71,8 +70,7 @@ func (n *ndjsonWriter) begin() {
 }
 
 // line writes v as one line and flushes it. A value that writes its own
-// line (kafkaread.Record: its payload escaped a piece at a time) is not
-// held whole in memory.
+// line (kafkaread.Record) is not held whole in memory.
 func (n *ndjsonWriter) line(v any) error {
 	n.begin()
 	if lw, ok := v.(interface{ WriteJSONLine(io.Writer) error }); ok {
@@ -85,10 +83,8 @@ func (n *ndjsonWriter) line(v any) error {
 	return n.rc.Flush()
 }
 
-// end closes a stream that stopped with err: before the first line as a
-// status code, after it with a final {"error"} line, nothing when the
-// client is gone. It reports whether the stream ended well (an empty one
-// still answers 200).
+// end closes a stream that stopped with err (nothing when the client is
+// gone) and reports whether it ended well (an empty one answers 200).
 func (n *ndjsonWriter) end(r *http.Request, err error) bool {
 	switch {
 	case err != nil && r.Context().Err() != nil:
@@ -108,7 +104,6 @@ func (n *ndjsonWriter) end(r *http.Request, err error) bool {
 // (alias, partition, offset), 400 for a bad query, 422 for a batch too
 // large to read, 502 for broker timeouts and failures, 500 otherwise.
 func kafkaError(w http.ResponseWriter, err error) {
-	// The read API's errors, and a redrive refused before its first line.
 	switch {
 	case errors.Is(err, kafkaread.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
@@ -125,9 +120,7 @@ func kafkaError(w http.ResponseWriter, err error) {
 	}
 }
 
-// errorLine is the final NDJSON line of a stream that failed after its
-// first line: {"error": "<detail>"}; a client treats any line with an
-// "error" key as a terminated stream.
+// errorLine is the final line of a stream that failed after its first.
 func errorLine(err error) []byte {
 	b, _ := json.Marshal(map[string]string{"error": err.Error()})
 	return append(b, '\n')

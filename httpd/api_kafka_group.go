@@ -14,9 +14,8 @@ import (
 // kafkaGroupTimeout bounds the broker reads of one group view.
 const kafkaGroupTimeout = 10 * time.Second
 
-// kafkaGrouper is the Kafka source's group view. The source is already
-// wired in as the consume pause (UIDeps.Pause), so the view is taken from
-// it rather than from a dependency of its own.
+// kafkaGrouper is the Kafka source's group view, taken from the consume
+// pause (UIDeps.Pause), which is the source.
 type kafkaGrouper interface {
 	GroupState(ctx context.Context) (kafka.GroupState, error)
 	HeadOfLine() (map[int32]*kafka.HeadOfLine, error)
@@ -29,9 +28,8 @@ type WorkerURL struct {
 }
 
 // GroupAnswer is GET /api/v1/debug/kafka/group: the group view and, with
-// scope fleet, the head of line of the partitions other workers own, as
-// their owners answered (HeadOfLinePeers, with the UI where their tasks
-// open) or not (HeadOfLineMissing).
+// scope fleet, which owners of other partitions answered for their head of
+// line and which did not.
 type GroupAnswer struct {
 	kafka.GroupState
 	Scope             string         `json:"scope"`
@@ -45,27 +43,19 @@ type PartitionHead struct {
 	HeadOfLine *kafka.HeadOfLine `json:"head_of_line"`
 }
 
-// HeadOfLineAnswer is GET /api/v1/debug/kafka/head-of-line: what holds
-// back each partition this worker owns, from memory (no broker read).
+// HeadOfLineAnswer is GET /api/v1/debug/kafka/head-of-line.
 type HeadOfLineAnswer struct {
 	Worker     string          `json:"worker"`
 	Partitions []PartitionHead `json:"partitions"`
 }
 
-// kafkaGroup answers GET /api/v1/debug/kafka/group?scope=local|fleet: the
-// consumer group and every partition of the topic, with offsets read from
-// the brokers now; 503 when the consumer is not running, 502 when the
-// brokers do not answer within 10 s. Scope fleet also asks the owners of
-// the other workers' partitions for their head of line (askPeers: one
-// request each, within 3 s, trusted and live owners only).
+// kafkaGroup answers GET /api/v1/debug/kafka/group: offsets read from the
+// brokers now; scope fleet also asks the other partitions' owners for their
+// head of line.
 func (s *UIServer) kafkaGroup(w http.ResponseWriter, r *http.Request) {
-	scope := r.URL.Query().Get("scope")
-	switch scope {
-	case "":
-		scope = scopeLocal
-	case scopeLocal, "fleet":
-	default:
-		writeError(w, http.StatusBadRequest, "bad_request", "scope must be local (this worker's partitions' head of line) or fleet (also the other owners')")
+	scope, ok := oneOf(w, r, "scope",
+		"scope must be local (this worker's partitions' head of line) or fleet (also the other owners')", scopeLocal, "fleet")
+	if !ok {
 		return
 	}
 	g, ok := s.pause.(kafkaGrouper)
@@ -132,9 +122,8 @@ func (s *UIServer) peersHeadOfLine(ctx context.Context, out *GroupAnswer) {
 	sort.Slice(out.HeadOfLineMissing, func(i, j int) bool { return out.HeadOfLineMissing[i].Worker < out.HeadOfLineMissing[j].Worker })
 }
 
-// kafkaHeadOfLine answers GET /api/v1/debug/kafka/head-of-line: what holds
-// back each partition this worker owns (what another worker's group view
-// of scope fleet asks); 503 when the consumer is not running.
+// kafkaHeadOfLine answers what holds back each partition this worker owns,
+// from memory (what another worker's group view of scope fleet asks).
 func (s *UIServer) kafkaHeadOfLine(w http.ResponseWriter, r *http.Request) {
 	g, ok := s.pause.(kafkaGrouper)
 	var heads map[int32]*kafka.HeadOfLine

@@ -48,9 +48,8 @@ func (s *UIServer) debugMetrics(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"families": out})
 }
 
-// topicAliases maps the worker's topics to their aliases: a `topic`
-// label (svc_consumer_lag) carries the raw name on the Prometheus
-// exporter, but API answers name topics by alias only.
+// topicAliases maps the worker's topics to their aliases: API answers
+// name topics by alias only (the exporter's `topic` labels are raw).
 func (s *UIServer) topicAliases() map[string]string {
 	m := map[string]string{}
 	for _, k := range s.cfg.Sinks.Kafka {
@@ -92,8 +91,7 @@ func sampleOf(t dto.MetricType, m *dto.Metric) MetricSample {
 	case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
 		h := m.GetHistogram()
 		s.Value = float64(h.GetSampleCount())
-		sum := h.GetSampleSum()
-		s.Sum = &sum
+		s.Sum = new(h.GetSampleSum())
 		s.Buckets = map[string]float64{}
 		for _, b := range h.Bucket {
 			s.Buckets[formatBound(b.GetUpperBound())] = float64(b.GetCumulativeCount())
@@ -101,8 +99,7 @@ func sampleOf(t dto.MetricType, m *dto.Metric) MetricSample {
 	case dto.MetricType_SUMMARY:
 		sm := m.GetSummary()
 		s.Value = float64(sm.GetSampleCount())
-		sum := sm.GetSampleSum()
-		s.Sum = &sum
+		s.Sum = new(sm.GetSampleSum())
 	default:
 		s.Value = m.GetUntyped().GetValue()
 	}
@@ -119,14 +116,10 @@ func formatBound(f float64) string {
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
-// debugRuntime answers the runtime health snapshot; with the monitor off it
-// says so in a 200 ({"enabled": false, "reason": ...}), not an error page.
 func (s *UIServer) debugRuntime(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.runtime.Snapshot())
 }
 
-// debugThroughput answers the task cost windows; without
-// throughput.cost_label it says the feature is off.
 func (s *UIServer) debugThroughput(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.costs.Snapshot())
 }

@@ -8,9 +8,7 @@ import (
 )
 
 // redriveRequest is the body of POST /api/v1/debug/dlq/redrive: an offset
-// range of one DLQ partition, a time window like GET .../messages, or DLQ
-// records named one by one. dry_run defaults to true: only "dry_run":
-// false writes to the source.
+// range, a time window or named records; only "dry_run": false writes.
 type redriveRequest struct {
 	Records    []redriveAt `json:"records"`
 	Partition  *int32      `json:"partition"`
@@ -23,15 +21,12 @@ type redriveRequest struct {
 	Again      bool        `json:"again"`
 }
 
-// redriveAt names one DLQ record; both fields are required.
 type redriveAt struct {
 	Partition *int32 `json:"partition"`
 	Offset    *int64 `json:"offset"`
 }
 
-// dlqRedrive streams one NDJSON line per DLQ record (its outcome), then a
-// final {"summary": {...}} line; a failure after the first line ends the
-// stream with an {"error": ...} line.
+// dlqRedrive streams one NDJSON line per DLQ record, then a summary line.
 func (s *UIServer) dlqRedrive(w http.ResponseWriter, r *http.Request) {
 	if s.redrive == nil {
 		writeError(w, http.StatusConflict, "no_kafka_source", "redrive re-produces DLQ records to the source topic: this worker has no Kafka source")

@@ -13,11 +13,7 @@ import (
 	"svc/worker/payload"
 )
 
-// RunningTask is one task of GET /api/v1/running. Alias, partition and
-// offset are set for a Kafka task, request_id for an HTTP one. Key follows
-// the UTF-8-or-base64 rule (key_encoding), at most 1 KiB of it
-// (key_truncated). Attempt 0 means the task waits for an executor slot;
-// attempt_ended that the attempt ended and the next has not started.
+// RunningTask is one task of GET /api/v1/running (fields: docs/api.md).
 type RunningTask struct {
 	TaskID       string `json:"task_id"`
 	Source       string `json:"source"`
@@ -43,9 +39,8 @@ type RunningPeer struct {
 }
 
 // Running is GET /api/v1/running: this worker's running tasks, longest
-// running first, at most limit of them; Total counts them all. With scope
-// fleet, Peers are the other workers' lists that answered and Missing the
-// workers not in the answer, with the reason.
+// running first, at most limit (Total counts all); with scope fleet, the
+// other workers' lists and the workers missing from the answer.
 type Running struct {
 	Worker  string         `json:"worker"`
 	Scope   string         `json:"scope"`
@@ -55,26 +50,18 @@ type Running struct {
 	Missing []TraceMissing `json:"missing"`
 }
 
-// running serves GET /api/v1/running?limit=N (1-1000, default 100)
-// &scope=local|fleet&task_id=ID. Scope local (the default) answers this
-// worker's list; fleet also asks every other live, trusted worker of the
-// registry for its own list (scope local), 8 at a time, each within
-// peerTraceTimeout, so the browser asks this worker only (the route sends
-// no CORS header). task_id lists that task alone, if it runs here.
+// running serves GET /api/v1/running. Scope fleet asks the other live,
+// trusted workers for their own lists (askPeers), so the browser asks this
+// worker only (the route sends no CORS header).
 func (s *UIServer) running(w http.ResponseWriter, r *http.Request) {
-	limit, err := intQuery(r, "limit", 100, 1, 1000)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	limit, ok := intQuery(w, r, "limit", 100, 1, 1000)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()
-	scope := q.Get("scope")
-	switch scope {
-	case "":
-		scope = scopeLocal
-	case scopeLocal, "fleet":
-	default:
-		writeError(w, http.StatusBadRequest, "bad_request", "scope must be local (this worker's tasks) or fleet (every live, trusted worker's)")
+	scope, ok := oneOf(w, r, "scope",
+		"scope must be local (this worker's tasks) or fleet (every live, trusted worker's)", scopeLocal, "fleet")
+	if !ok {
 		return
 	}
 	out := Running{Worker: s.cfg.Worker.Name, Scope: scope, Tasks: []RunningTask{}, Peers: []RunningPeer{}, Missing: []TraceMissing{}}
@@ -105,8 +92,7 @@ func (s *UIServer) running(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// runningTasks is this worker's running tasks as the API shows them: the
-// limit longest-running, or the task id alone (when it runs).
+// runningTasks is the limit longest-running tasks, or the task id alone.
 func (s *UIServer) runningTasks(limit int, id string) ([]RunningTask, int) {
 	var list []worker.RunningTask
 	var total int
@@ -121,8 +107,7 @@ func (s *UIServer) runningTasks(limit int, id string) ([]RunningTask, int) {
 		rt := RunningTask{TaskID: t.TaskID, Source: t.Source, RequestID: t.RequestID, KeyTruncated: t.KeyTruncated,
 			Attempt: t.Attempt, AttemptEnded: t.AttemptEnded, StartedAtMS: t.Started.UnixMilli(), ElapsedMS: now.Sub(t.Started).Milliseconds()}
 		if t.Alias != "" {
-			p, o := t.Partition, t.Offset
-			rt.Alias, rt.Partition, rt.Offset = t.Alias, &p, &o
+			rt.Alias, rt.Partition, rt.Offset = t.Alias, new(t.Partition), new(t.Offset)
 		}
 		rt.Key, rt.KeyEncoding = payload.Encode(t.Key)
 		out = append(out, rt)
@@ -130,15 +115,11 @@ func (s *UIServer) runningTasks(limit int, id string) ([]RunningTask, int) {
 	return out, total
 }
 
-// unreachable is why a worker whose card has no recent heartbeat is not
-// asked.
 const unreachable = "unreachable: its card has no recent heartbeat"
 
-// livePeers splits the other workers of the registry that want keeps into
-// those to ask (live, or a static peer; trusted, since the request carries
-// the UI token; one per origin, never this worker's own) and the others,
-// named with the reason (unreachableWhy for a worker without a recent
-// heartbeat).
+// livePeers splits the other workers that want keeps into those to ask
+// (live or a static peer; trusted, since the request carries the UI token;
+// one per origin, never this worker's) and the others, with the reason.
 func (s *UIServer) livePeers(want func(fleet.Worker) bool, unreachableWhy string) (ask []fleet.Worker, missing []TraceMissing) {
 	list := s.fleet.Workers()
 	asked := map[string]bool{}

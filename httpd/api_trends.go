@@ -3,21 +3,19 @@ package httpd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"sort"
-	"sync"
 	"time"
 
 	"svc/worker/fleet"
 	"svc/worker/trends"
 )
 
-// Bounds of a fleet trends answer: peers are asked together, each answer
-// within trendsPeerTimeout and at most trendsPeerBytes; past trendsMaxPeers
-// workers the rest are named missing.
+// Bounds of a fleet trends answer (past trendsMaxPeers, workers are missing).
 const (
 	trendsPeerTimeout = 3 * time.Second
 	trendsPeerBytes   = 1 << 20
@@ -31,8 +29,7 @@ type TrendsWorker struct {
 	trends.Series
 }
 
-// TrendsMissing is a worker of the list whose trend is not in the answer,
-// and why.
+// TrendsMissing is a worker whose trend is not in the answer, and why.
 type TrendsMissing struct {
 	Worker string `json:"worker"`
 	Reason string `json:"reason"`
@@ -40,22 +37,18 @@ type TrendsMissing struct {
 
 // Trends is GET /api/v1/dashboard/trends.
 type Trends struct {
-	WindowSeconds int64  `json:"window_seconds"`
-	StepSeconds   int64  `json:"step_seconds"`
-	Scope         string `json:"scope"`
-	FromMS        int64  `json:"from_ms"`
-	ToMS          int64  `json:"to_ms"`
-	// Workers are the trends asked for: this worker's, and with scope
-	// fleet every other worker's that answered.
-	Workers []TrendsWorker `json:"workers"`
-	// Fleet is the workers' points added up by step.
-	Fleet   []trends.Point  `json:"fleet"`
-	Missing []TrendsMissing `json:"missing"`
+	WindowSeconds int64           `json:"window_seconds"`
+	StepSeconds   int64           `json:"step_seconds"`
+	Scope         string          `json:"scope"`
+	FromMS        int64           `json:"from_ms"`
+	ToMS          int64           `json:"to_ms"`
+	Workers       []TrendsWorker  `json:"workers"`
+	Fleet         []trends.Point  `json:"fleet"` // the workers' points added up by step
+	Missing       []TrendsMissing `json:"missing"`
 }
 
-// dashboardTrends answers the throughput, failures and lag trends of this
-// worker (scope=self) or of every worker of the list (scope=fleet, the
-// default), over window (1m-24h, default 1h).
+// dashboardTrends answers the trends of this worker (scope=self) or of
+// every worker of the list (scope=fleet).
 func (s *UIServer) dashboardTrends(w http.ResponseWriter, r *http.Request) {
 	if s.trends == nil {
 		writeError(w, http.StatusNotFound, "not_found", "this worker keeps no trends")
@@ -71,13 +64,8 @@ func (s *UIServer) dashboardTrends(w http.ResponseWriter, r *http.Request) {
 		}
 		window = d
 	}
-	scope := q.Get("scope")
-	switch scope {
-	case "":
-		scope = "fleet"
-	case "fleet", "self":
-	default:
-		writeError(w, http.StatusBadRequest, "bad_request", "scope must be fleet or self")
+	scope, ok := oneOf(w, r, "scope", "scope must be fleet or self", "fleet", "self")
+	if !ok {
 		return
 	}
 	own := s.trends.Snapshot(window)
@@ -94,78 +82,61 @@ func (s *UIServer) dashboardTrends(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// askPeers asks every other worker of the list for its own trend at once,
-// within trendsPeerTimeout. A worker that is not running, not trusted
-// with the token, or fails to answer is named missing, never dropped.
+// askPeers asks every other worker of the list for its own trend at once;
+// one not asked or not answering is named missing, never dropped.
 func (s *UIServer) askPeers(ctx context.Context, window string, step int64) ([]TrendsWorker, []TrendsMissing) {
-	var (
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		got     []TrendsWorker
-		missing []TrendsMissing
-	)
-	miss := func(name, why string) {
-		mu.Lock()
-		missing = append(missing, TrendsMissing{Worker: name, Reason: why})
-		mu.Unlock()
-	}
 	ctx, cancel := context.WithTimeout(ctx, trendsPeerTimeout)
 	defer cancel()
-	asked := 0
+	var ask []fleet.Worker
+	var missing []TrendsMissing
 	for _, wk := range s.fleet.Workers() {
+		var why string
 		switch {
 		case wk.Self:
 			continue
 		case wk.State == fleet.StateStopped || wk.State == fleet.StateUnreachable:
-			miss(wk.Name, wk.State)
-			continue
+			why = wk.State
 		case wk.URL == "":
-			miss(wk.Name, "no usable URL on its card")
-			continue
+			why = "no usable URL on its card"
 		case !wk.Trusted:
-			miss(wk.Name, "not trusted: its URL's origin is not in fleet.trusted_urls, so it is not sent the token")
-			continue
-		case asked >= trendsMaxPeers:
-			miss(wk.Name, fmt.Sprintf("not asked: at most %d workers are asked", trendsMaxPeers))
+			why = "not trusted: its URL's origin is not in fleet.trusted_urls, so it is not sent the token"
+		case len(ask) >= trendsMaxPeers:
+			why = fmt.Sprintf("not asked: at most %d workers are asked", trendsMaxPeers)
+		default:
+			ask = append(ask, wk)
 			continue
 		}
-		asked++
-		wg.Go(func() {
-			series, err := s.peerTrends(ctx, wk.URL, window)
-			switch {
-			case err != nil:
-				miss(wk.Name, err.Error())
-			case series.StepSeconds != step:
-				miss(wk.Name, fmt.Sprintf("answered in %d-second steps, not %d (an earlier release?)", series.StepSeconds, step))
-			default:
-				mu.Lock()
-				got = append(got, TrendsWorker{Worker: wk.Name, Series: series})
-				mu.Unlock()
-			}
-		})
+		missing = append(missing, TrendsMissing{Worker: wk.Name, Reason: why})
 	}
-	wg.Wait()
-	sort.Slice(got, func(i, j int) bool { return got[i].Worker < got[j].Worker })
+	got, failed := fanOut(ask, trendsMaxPeers, func(wk fleet.Worker) (trends.Series, error) {
+		series, err := s.peerTrends(ctx, wk.URL, window)
+		if err == nil && series.StepSeconds != step {
+			err = fmt.Errorf("answered in %d-second steps, not %d (an earlier release?)", series.StepSeconds, step)
+		}
+		return series, err
+	})
+	for _, m := range failed {
+		missing = append(missing, TrendsMissing{Worker: m.Worker, Reason: m.Reason})
+	}
+	var workers []TrendsWorker
+	for _, name := range sortedKeys(got) {
+		workers = append(workers, TrendsWorker{Worker: name, Series: got[name]})
+	}
 	sort.Slice(missing, func(i, j int) bool { return missing[i].Worker < missing[j].Worker })
-	return got, missing
+	return workers, missing
 }
 
-// peerTrends asks one peer for its own trend (scope=self), with this
-// worker's UI token: the fleet shares one.
+// peerTrends asks one peer for its own trend (scope=self).
 func (s *UIServer) peerTrends(ctx context.Context, base, window string) (trends.Series, error) {
 	u := base + "/api/v1/dashboard/trends?scope=self"
 	if window != "" {
 		u += "&window=" + url.QueryEscape(window)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := s.peerGet(ctx, u)
 	if err != nil {
-		return trends.Series{}, fmt.Errorf("bad URL")
-	}
-	if t := s.cfg.UI.AuthToken; t != "" {
-		req.Header.Set("Authorization", "Bearer "+t)
-	}
-	resp, err := s.peers.Do(req)
-	if err != nil {
+		if errors.As(err, new(badURL)) {
+			return trends.Series{}, fmt.Errorf("bad URL")
+		}
 		if ctx.Err() != nil || isTimeout(err) {
 			return trends.Series{}, fmt.Errorf("no answer within %s", trendsPeerTimeout)
 		}

@@ -49,5 +49,5 @@ func safeHTTPURL(s string) bool {
 // pages serves GET /api/v1/pages: the handler's declared pages, validated
 // and normalized, in declaration order; [] when none.
 func (s *UIServer) pages(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.app.UIPages())
+	writeJSON(w, http.StatusOK, s.uiPages)
 }

@@ -8,8 +8,7 @@ import (
 )
 
 // tokenCheck compares presented tokens with a configured one in constant
-// time. Both sides are hashed first so the comparison does not leak the
-// token's length either.
+// time, both hashed first so the token's length does not leak either.
 type tokenCheck struct {
 	set  bool
 	hash [32]byte
@@ -22,19 +21,16 @@ func newTokenCheck(token string) tokenCheck {
 	return tokenCheck{set: true, hash: hashToken(token)}
 }
 
-// matches reports whether presented is the configured token. A blank
-// presented token never matches, so a blank configured one (which config
-// validation refuses) can never open anything: ?token=%20 is refused.
+// matches reports whether presented is the configured token; a blank one
+// never matches (?token=%20 opens nothing).
 func (t tokenCheck) matches(presented string) bool {
 	return strings.TrimSpace(presented) != "" && t.equal(hashToken(presented))
 }
 
-// equal compares a presented token's hash in constant time.
 func (t tokenCheck) equal(h [32]byte) bool {
 	return t.set && subtle.ConstantTimeCompare(h[:], t.hash[:]) == 1
 }
 
-// hashToken is the hash tokenCheck compares.
 func hashToken(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
@@ -55,13 +51,11 @@ func uiToken(r *http.Request) string {
 	return r.URL.Query().Get("token")
 }
 
-// isPublic reports the paths that need no UI token.
 func isPublic(path string) bool {
 	return path == "/healthz" || path == "/readyz" || strings.HasPrefix(path, "/api/v1/peer/")
 }
 
 // requireToken gates every route but the public ones when a token is set.
-// A missing or wrong token gets 401 with WWW-Authenticate.
 func requireToken(check tokenCheck, next http.Handler) http.Handler {
 	if !check.set {
 		return next
@@ -80,7 +74,6 @@ func requireToken(check tokenCheck, next http.Handler) http.Handler {
 	})
 }
 
-// isCORSRoute reports the routes that answer cross-origin reads.
 func isCORSRoute(path string) bool {
 	switch path {
 	case "/api/v1/debug/trace", "/api/v1/debug/trace-by-label", "/api/v1/debug/databases":
@@ -89,8 +82,7 @@ func isCORSRoute(path string) bool {
 	return false
 }
 
-// isCORSPreflight reports an OPTIONS preflight, which needs no token on a
-// CORS route (and only there).
+// isCORSPreflight reports an OPTIONS preflight (no token on a CORS route).
 func isCORSPreflight(r *http.Request) bool {
 	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != ""
 }

@@ -11,46 +11,36 @@ import (
 	"svc/worker/config"
 )
 
-// Connection caps. Each listener holds at most its cap of open
-// connections, idle and unauthenticated ones included, so a flood of idle
-// connections cannot take the descriptors the worker needs for its own
-// files (recorder, fleet card, executor pipes, Kafka). A connection over
-// the cap is not accepted: it waits in the kernel's accept queue (costing
-// no descriptor of the worker) until an open one closes; idle ones close
-// after the servers' header and idle timeouts.
+// Connection caps: each listener holds at most its cap of open
+// connections, idle ones included, so a flood of them cannot take the
+// descriptors the worker needs for its own files. One over the cap waits
+// in the kernel's accept queue, costing the worker no descriptor.
 const (
 	// connReserveMin is the least number of descriptors kept for the
-	// worker's own files; a quarter of the file limit is kept when larger.
+	// worker's own files; a quarter of the file limit when larger.
 	connReserveMin = 256
-	// Ceilings and shares of the derived caps, of the file limit left
-	// after the reserve: the ingress takes half, the UI server a quarter,
-	// the metrics exporter an eighth.
+	// Ceilings of the derived caps (shares of what the reserve leaves:
+	// ingress a half, UI a quarter, metrics an eighth).
 	ingressConnCeiling = 16384
 	uiConnCeiling      = 4096
 	metricsConnCeiling = 64
 	connCapFloor       = 8
-	// connCapWarnEvery spaces the connection_cap_reached warnings of one
-	// listener.
-	connCapWarnEvery = time.Minute
+	connCapWarnEvery   = time.Minute // between connection_cap_reached warnings of a listener
 )
 
-// ConnCaps is the connection plan of a worker: the process's file limit,
-// the reserve kept for its own files and each surface's cap (0 for a
-// surface that is off).
+// ConnCaps is the connection plan: the file limit, the reserve kept for
+// the worker's own files and each surface's cap (0: off).
 type ConnCaps struct {
 	NoFile, Reserve      int
 	UI, Ingress, Metrics int
-	// Clamped names the configured caps lowered to what the file limit
-	// allows; Over reports that the enabled surfaces' caps together
-	// exceed it.
+	// Clamped names the configured caps lowered to the file limit; Over:
+	// the caps together exceed it.
 	Clamped []string
 	Over    bool
 }
 
-// fileLimit is the process's soft RLIMIT_NOFILE. The Go runtime (1.19
-// and later, package syscall's init) raises the soft limit to just under
-// the hard one at start, so this is as many descriptors as the worker can
-// get.
+// fileLimit is the process's soft RLIMIT_NOFILE, which the Go runtime
+// raised to the hard one at start.
 func fileLimit() int {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
@@ -59,10 +49,9 @@ func fileLimit() int {
 	return int(rl.Cur)
 }
 
-// PlanConnCaps derives each enabled surface's cap from its max_connections
-// key and the file limit nofile: a configured cap is kept unless it alone
-// exceeds the descriptors left after the reserve; 0 takes the surface's
-// share of them, within its ceiling.
+// PlanConnCaps derives each enabled surface's cap: its max_connections
+// unless that alone exceeds what the reserve leaves of nofile; 0 takes the
+// surface's share, within its ceiling.
 func PlanConnCaps(cfg *config.Config, nofile int) ConnCaps {
 	c := ConnCaps{NoFile: nofile, Reserve: max(connReserveMin, nofile/4)}
 	avail := max(nofile-c.Reserve, connCapFloor)
@@ -85,8 +74,7 @@ func PlanConnCaps(cfg *config.Config, nofile int) ConnCaps {
 	return c
 }
 
-// Log reports the plan at startup, and warns when the caps exceed what
-// the file limit allows.
+// Log reports the plan, and warns when the caps exceed the file limit.
 func (c ConnCaps) Log(log *slog.Logger) {
 	args := []any{"nofile", c.NoFile, "reserve", c.Reserve, "ui", c.UI, "ingress", c.Ingress, "metrics", c.Metrics}
 	log.Info("connection_caps", args...)
@@ -97,8 +85,8 @@ func (c ConnCaps) Log(log *slog.Logger) {
 	}
 }
 
-// limitListener accepts at most cap connections at a time; Accept waits
-// for an open one to close (as golang.org/x/net/netutil.LimitListener).
+// limitListener accepts at most cap(sem) connections at a time; Accept
+// waits for an open one to close (as x/net/netutil.LimitListener).
 type limitListener struct {
 	net.Listener
 	name      string
@@ -136,7 +124,6 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
 }
 
-// warnFull logs that the cap is reached, at most once a connCapWarnEvery.
 func (l *limitListener) warnFull() {
 	log := l.log.Load()
 	if log == nil {

@@ -5,25 +5,18 @@ import (
 	"strconv"
 )
 
-// CORS answers of the cross-origin routes. Only
-// withCORS and corsPreflight send CORS headers; no other path does.
+// CORS answers: only withCORS and corsPreflight send CORS headers.
 const (
 	corsAllowMethods = "GET, OPTIONS"
 	corsAllowHeaders = "Authorization"
 	corsMaxAge       = 600 // seconds a browser may cache a preflight answer
 )
 
-// withCORS wraps one of the CORS routes (trace, trace-by-label,
-// databases). The read is always served, since the token gate in front of
-// it decides access; only a request whose Origin passes originAllowed gets
-// Access-Control-Allow-Origin, so the browser hands a refused origin no
-// response. The allowed origin is echoed, never "*", and the answer varies
-// by Origin for caches.
-//
-// No Access-Control-Allow-Credentials: the token travels in the
-// Authorization header (or ?token=), never in a cookie, so the pages never
-// need a credentialed request, and leaving it out keeps any ambient browser
-// credentials out of cross-origin reads.
+// withCORS wraps a CORS route. The token gate in front decides access;
+// only an allowed Origin gets Access-Control-Allow-Origin (echoed, never
+// "*"), so the browser hands a refused one no response. No
+// Access-Control-Allow-Credentials: the token is never a cookie, so
+// ambient browser credentials stay out of cross-origin reads.
 func (s *UIServer) withCORS(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Vary", "Origin")
@@ -34,11 +27,9 @@ func (s *UIServer) withCORS(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// corsPreflight answers OPTIONS on a CORS route. It needs no token (the
-// token gate lets preflights through) and grants only what the routes use:
-// GET with an Authorization header. A refused origin, or a preflight for
-// another method, answers 403 cors_refused with the reason. An OPTIONS
-// without Origin is not a preflight and gets a plain 204 with Allow.
+// corsPreflight answers OPTIONS on a CORS route (no token needed): it
+// grants only GET with an Authorization header. An OPTIONS without Origin
+// is not a preflight and gets a plain 204 with Allow.
 func (s *UIServer) corsPreflight(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Add("Vary", "Origin")

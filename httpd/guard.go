@@ -9,11 +9,9 @@ import (
 )
 
 // hostRule is the DNS-rebinding defence of a server bound to loopback: a
-// page on an attacker's domain that resolves to 127.0.0.1 reaches the
-// worker with the attacker's name in the Host header, so such a server
-// answers only Host names it knows. A server bound to any other address
-// (0.0.0.0, a LAN address) cannot know every name it is reached by and
-// relies on its token instead.
+// rebound page arrives with the attacker's name in the Host header, so
+// such a server answers only names it knows. One bound elsewhere cannot
+// know every name it is reached by and relies on its token.
 type hostRule struct {
 	on      bool
 	allowed map[string]bool // extra host names (lowercase, no port)
@@ -21,7 +19,7 @@ type hostRule struct {
 }
 
 // newHostRule builds the rule of a server bound to bindHost; publicURL's
-// host and the allowed names are accepted besides loopback names.
+// host and the allowed names pass besides loopback names.
 func newHostRule(bindHost, publicURL string, allowed []string, key string) hostRule {
 	r := hostRule{on: isLoopbackHost(strings.Trim(bindHost, "[]")), allowed: map[string]bool{}, key: key}
 	for _, h := range allowed {
@@ -38,7 +36,6 @@ func normalHost(h string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
 }
 
-// check reports whether r's Host is acceptable, with the refusal's detail.
 func (h hostRule) check(r *http.Request) (bool, string) {
 	if !h.on {
 		return true, ""
@@ -55,7 +52,6 @@ func (h hostRule) check(r *http.Request) (bool, string) {
 		"(a DNS-rebinding page would arrive like this); to reach it under that name, add the name to " + h.key
 }
 
-// guardHost answers 403 host_not_allowed to a request the rule refuses.
 func guardHost(rule hostRule, next http.Handler) http.Handler {
 	if !rule.on {
 		return next
@@ -69,17 +65,14 @@ func guardHost(rule hostRule, next http.Handler) http.Handler {
 	})
 }
 
-// safeMethod reports the methods that change nothing.
 func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
-// guardCrossSite refuses a state-changing request (POST, PUT, PATCH,
-// DELETE) that a browser sent from another site: Sec-Fetch-Site:
-// cross-site, or an Origin that the /ws origin rule refuses. It closes the
-// browser's path to a worker (a "simple" POST such as text/plain needs no
-// CORS preflight), token or not. Requests without those headers (curl,
-// peers, scripts) pass; safe methods are untouched.
+// guardCrossSite refuses a state-changing request a browser sent from
+// another site (Sec-Fetch-Site: cross-site, or an Origin originCheck
+// refuses), token or not: a "simple" POST needs no CORS preflight.
+// Requests without those headers (curl, peers) pass.
 func (s *UIServer) guardCrossSite(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if safeMethod(r.Method) {
@@ -99,18 +92,9 @@ func (s *UIServer) guardCrossSite(next http.Handler) http.Handler {
 	})
 }
 
-// originListed reports whether r's Origin is in ui.allowed_ws_origins.
 func (s *UIServer) originListed(r *http.Request) bool {
 	origin, _, ok := normalizeOrigin(r.Header.Get("Origin"))
-	if !ok {
-		return false
-	}
-	for _, o := range s.cfg.UI.AllowedWSOrigins {
-		if n, _, ok := normalizeOrigin(o); ok && n == origin {
-			return true
-		}
-	}
-	return false
+	return ok && s.listed(origin)
 }
 
 // cut shortens s for a message.

@@ -21,7 +21,6 @@ import (
 	"svc/worker/config"
 )
 
-// ingressClient is one configured caller.
 type ingressClient struct {
 	name  string
 	token tokenCheck
@@ -79,15 +78,12 @@ func NewIngress(cfg *config.Config, app *worker.App, reg prometheus.Registerer, 
 	return in
 }
 
-// Listen binds the ingress socket; a failure is fatal at startup.
-func (in *Ingress) Listen() error { return in.listen() }
-
 // Run serves until ctx ends, then closes the listener and lets the
 // requests in flight finish within worker.shutdown_timeout.
 func (in *Ingress) Run(ctx context.Context) error { return in.serve(ctx, in.grace) }
 
-// authenticate returns the client presenting the request's token. Every
-// client's hash is compared so timing does not tell which one matched.
+// authenticate returns the client presenting the request's token; every
+// client's hash is compared, so timing does not tell which one matched.
 func (in *Ingress) authenticate(r *http.Request) (*ingressClient, bool) {
 	if len(in.clients) == 0 {
 		return nil, true
@@ -107,9 +103,8 @@ func (in *Ingress) authenticate(r *http.Request) (*ingressClient, bool) {
 }
 
 // reject answers a request refused before the pipeline and closes the
-// connection: the server would otherwise read the rest of an unread body
-// (from a client that may be sending it a byte at a time) before the
-// answer goes out.
+// connection, which the server would otherwise keep reading the unread
+// body of (perhaps a byte at a time) before answering.
 func (in *Ingress) reject(w http.ResponseWriter, client string, status int, reason, code, detail string) {
 	w.Header().Set("Connection", "close")
 	in.metrics.rejections.WithLabelValues(reason).Inc()
@@ -117,11 +112,10 @@ func (in *Ingress) reject(w http.ResponseWriter, client string, status int, reas
 	writeError(w, status, code, detail)
 }
 
-// process runs one request. The order matters: the client is known and
-// within its rate and its own concurrency cap before its body is read; the
-// body is read under its own deadline before the request takes one of the
-// max_concurrent pipeline slots, so slow bodies cannot hold the pipeline
-// from other clients.
+// process runs one request. The client is known and within its rate and
+// concurrency cap before its body is read, and the body is read under its
+// own deadline before the request takes a max_concurrent slot, so slow
+// bodies cannot hold the pipeline from other clients.
 func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 	client, ok := in.authenticate(r)
 	if !ok {
@@ -151,9 +145,7 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 		in.reject(w, name, http.StatusServiceUnavailable, "draining", "draining", "the worker is shutting down")
 		return
 	}
-	if in.app.ExecutorHealth().State == worker.ExecutorUnavailable {
-		// Nothing can run: tell the caller at once rather than hold the
-		// request until the executor is back.
+	if in.app.ExecutorHealth().State == worker.ExecutorUnavailable { // answered at once, not held
 		w.Header().Set("Retry-After", executorRetryAfter)
 		in.reject(w, name, http.StatusServiceUnavailable, "executor_unavailable", "executor_unavailable", executorUnavailableDetail)
 		return
@@ -168,13 +160,11 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(http.MaxBytesReader(w, r.Body, in.maxBody), r.ContentLength)
 	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
-		var mbe *http.MaxBytesError
-		var ne net.Error
 		switch {
-		case errors.As(err, &mbe):
+		case errors.As(err, new(*http.MaxBytesError)):
 			in.reject(w, name, http.StatusRequestEntityTooLarge, "too_large", "body_too_large",
 				fmt.Sprintf("request body exceeds sources.http.max_body_bytes (%d)", in.maxBody))
-		case errors.As(err, &ne) && ne.Timeout():
+		case isTimeout(err):
 			in.reject(w, name, http.StatusRequestTimeout, "body_timeout", "body_timeout",
 				fmt.Sprintf("the request body did not arrive within sources.http.body_timeout (%s)", in.bodyTime))
 		default:
@@ -193,9 +183,8 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 	in.metrics.inFlight.Inc()
 	defer in.metrics.inFlight.Dec()
 	start := time.Now()
-	// The request's own header map, not a copy: net/http makes one per
-	// request and does not change it once the handler runs (a copy was
-	// 6 % of the bytes the ingress allocated).
+	// The request's own header map, not a copy: net/http does not change it
+	// once the handler runs.
 	req := &worker.HTTPRequest{ID: in.app.IDs().Next(), Body: body, Header: r.Header, Labels: labelHeaders(r.Header)}
 	if client != nil {
 		req.Client = client.name
@@ -210,14 +199,10 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, context.Canceled):
 			status, code = 499, "client_closed"
-		case errors.Is(err, worker.ErrExecutorUnavailable):
-			// The executor became unavailable while the request waited
-			// for it: nothing ran.
+		case errors.Is(err, worker.ErrExecutorUnavailable): // while the request waited: nothing ran
 			w.Header().Set("Retry-After", executorRetryAfter)
 			status, code, detail = http.StatusServiceUnavailable, "executor_unavailable", executorUnavailableDetail
-		case errors.Is(err, worker.ErrDeliveryStalled):
-			// The task failed and its message could not be written to the
-			// DLQ: nothing kept it, so the caller must retry.
+		case errors.Is(err, worker.ErrDeliveryStalled): // nothing kept the failed message
 			w.Header().Set("Retry-After", "5")
 			status, code, detail = http.StatusServiceUnavailable, "dlq_unavailable",
 				"the task failed and the message could not be written to the DLQ within dlq.send_timeout; retry the request"
@@ -234,8 +219,7 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, resp.Body)
 }
 
-// The answer while the executor is unavailable: 503 with Retry-After. The
-// detail names the executor but not why (that is for operators: /readyz,
+// The 503 while the executor is unavailable; why is for operators (/readyz,
 // the executor_unavailable log).
 const (
 	executorRetryAfter        = "5"
@@ -258,8 +242,7 @@ func labelHeaders(h http.Header) map[string]string {
 	return labels
 }
 
-// remoteHost is the address a request came from, the per-client key of an
-// ingress without clients.
+// remoteHost is the per-client key of an ingress without clients.
 func remoteHost(r *http.Request) string {
 	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		return "addr:" + h
@@ -268,8 +251,7 @@ func remoteHost(r *http.Request) string {
 }
 
 // clientSlots counts requests in progress per client and refuses one over
-// max. Safe for concurrent use; a client with none in progress holds no
-// memory.
+// max; a client with none in progress holds no memory.
 type clientSlots struct {
 	mu  sync.Mutex
 	max int
@@ -298,8 +280,7 @@ func (c *clientSlots) release(key string) {
 }
 
 // guardBrowsers refuses ingress requests a browser sends from another site:
-// machines that call the ingress send no Origin, and a page must not be
-// able to push bytes through the executor from a visitor's browser.
+// a page must not push bytes through the executor from a visitor's browser.
 func guardBrowsers(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
@@ -319,10 +300,8 @@ func guardBrowsers(next http.Handler) http.Handler {
 }
 
 // readBody reads the whole body. With a declared length (at most the body
-// cap, checked before) the buffer is sized once: io.ReadAll starts at 512
-// bytes and grew a 1 KiB body three times (13 % of the bytes the ingress
-// allocated). One more byte of room lets the final read see EOF without
-// growing the buffer.
+// cap, checked before) the buffer is sized once, with one more byte of room
+// so the final read sees EOF without growing it.
 func readBody(r io.Reader, declared int64) ([]byte, error) {
 	if declared <= 0 {
 		return io.ReadAll(r)

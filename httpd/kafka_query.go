@@ -9,9 +9,8 @@ import (
 	"svc/kafkaread/triage"
 )
 
-// parseMessageQuery reads the required `partition` and `offset` parameters
-// and the optional `isolation` of GET /api/v1/debug/kafka/{alias}/message.
-// Errors match kafkaread.ErrBadQuery.
+// parseMessageQuery reads the query of GET .../{alias}/message. Errors
+// here and below match kafkaread.ErrBadQuery.
 func parseMessageQuery(v url.Values) (partition int32, offset int64, iso kafkaread.Isolation, err error) {
 	p, err := intParam(v, "partition", true, 32)
 	if err != nil {
@@ -21,19 +20,13 @@ func parseMessageQuery(v url.Values) (partition int32, offset int64, iso kafkare
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	if p == nil || o == nil {
-		return 0, 0, 0, badQuery("partition and offset are required")
-	}
 	if iso, err = isolationParam(v); err != nil {
 		return 0, 0, 0, err
 	}
 	return int32(*p), *o, iso, nil
 }
 
-// parseStreamQuery reads `from_ts` (required), `to_ts`, `limit`,
-// `partition` and `isolation` of GET /api/v1/debug/kafka/{alias}/messages.
-// Negative from_ts or limit and to_ts before from_ts are rejected; Errors
-// match kafkaread.ErrBadQuery.
+// parseStreamQuery reads the query of GET .../{alias}/messages.
 func parseStreamQuery(v url.Values) (kafkaread.StreamQuery, error) {
 	var q kafkaread.StreamQuery
 	from, err := intParam(v, "from_ts", true, 64)
@@ -59,8 +52,7 @@ func parseStreamQuery(v url.Values) (kafkaread.StreamQuery, error) {
 		return q, err
 	}
 	if part != nil {
-		p := int32(*part)
-		q.Partition = &p
+		q.Partition = new(int32(*part))
 	}
 	switch {
 	case q.FromTS < 0:
@@ -93,9 +85,8 @@ func intParam(v url.Values, name string, required bool, bits int) (*int64, error
 	return &n, nil
 }
 
-// isolationParam reads the optional `isolation` parameter of the Kafka
-// read routes: read_uncommitted (the default, also when empty, as for the
-// integer parameters) or read_committed.
+// isolationParam reads the optional `isolation` parameter (default, also
+// when empty, read_uncommitted).
 func isolationParam(v url.Values) (kafkaread.Isolation, error) {
 	raw, ok := v["isolation"]
 	if !ok || len(raw) == 0 || raw[0] == "" {
@@ -117,13 +108,9 @@ type queryError string
 func (e queryError) Error() string        { return string(e) }
 func (e queryError) Is(target error) bool { return target == kafkaread.ErrBadQuery }
 
-// badQuery formats a queryError.
 func badQuery(format string, args ...any) error { return queryError(fmt.Sprintf(format, args...)) }
 
-// parseTriageQuery reads the query of GET /api/v1/debug/dlq/records:
-// `limit`, `scan`, `partition`, `before` or `after` (a cursor of an
-// earlier page), `key`, `task_id`, `reason` and `isolation`. Errors match
-// kafkaread.ErrBadQuery.
+// parseTriageQuery reads the query of GET /api/v1/debug/dlq/records.
 func parseTriageQuery(v url.Values) (triage.Query, error) {
 	var q triage.Query
 	for name := range v {
@@ -165,8 +152,7 @@ func parseTriageQuery(v url.Values) (triage.Query, error) {
 		if *part < 0 {
 			return q, badQuery("partition must not be negative")
 		}
-		p := int32(*part)
-		q.Partition = &p
+		q.Partition = new(int32(*part))
 	}
 	if v.Has("before") && v.Has("after") {
 		return q, badQuery("give before or after, not both")

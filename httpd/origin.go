@@ -9,38 +9,24 @@ import (
 	"strings"
 )
 
-// originAllowed reports whether the browser page named by r's Origin header
-// may use /ws or read one of the CORS routes. Both use
-// this one rule; see originCheck for the order of the decisions.
+// originAllowed reports whether the page named by r's Origin may use /ws
+// or read a CORS route: the one rule, originCheck.
 func (s *UIServer) originAllowed(r *http.Request) bool {
 	ok, _ := s.originCheck(r)
 	return ok
 }
 
-// originCheck is originAllowed with the reason for the answer, for logs and
-// the 403 body of a refused preflight. The decisions, in order:
+// originCheck is originAllowed with the reason, for logs and 403 bodies
+// (the table: docs/api.md, "CORS and origins"). In order:
 //
-//  1. No Origin header: not a browser page (curl, a peer, the CLI), or a
-//     same-origin GET a browser sent without one. Allowed: the token gate
-//     alone decides.
-//  2. An Origin that is not a plain http(s) origin (including "null", sent by
-//     sandboxed frames and file:// pages, and repeated Origin headers) is
-//     refused.
-//  3. ui.allowed_ws_origins non-empty: a strict allowlist, token or not; the
-//     Host header is not consulted, so the worker's own URL must be listed
-//     too when its own pages should connect.
-//  4. Token set: only the request's own origin passes ("http://" + Host
-//     header, or the origin of ui.public_url for a worker behind a proxy).
-//     A DNS-rebound page can forge a matching Host, but not the token.
-//  5. No token: every origin passes, except a page not on loopback reaching
-//     a worker over loopback. This check comes before the same-origin test
-//     on purpose: a DNS-rebound page is "same-origin" by Host header, and
-//     with no token this rule is all that stops it. An untokened worker
-//     reached through a proxy on its own host therefore needs its public
-//     origin in ui.allowed_ws_origins.
-//
-// Origins compare after normalising: lowercase scheme and host, default
-// port (80, 443) dropped, IPv6 in brackets.
+//  1. No Origin: not a page (the token gate alone decides).
+//  2. Not a plain http(s) origin ("null", repeated headers): refused.
+//  3. ui.allowed_ws_origins set: a strict allowlist.
+//  4. Token set: only the own origin (Host, or ui.public_url); a
+//     DNS-rebound page can forge the Host, not the token.
+//  5. No token: all but a page not on loopback reaching a worker over
+//     loopback, checked before any same-origin test since a rebound page
+//     is "same-origin" by Host.
 func (s *UIServer) originCheck(r *http.Request) (bool, string) {
 	values := r.Header.Values("Origin")
 	if len(values) == 0 || len(values) == 1 && values[0] == "" {
@@ -53,8 +39,8 @@ func (s *UIServer) originCheck(r *http.Request) (bool, string) {
 	if !ok {
 		return false, "Origin " + quoteOrigin(values[0]) + " is not an http or https origin"
 	}
-	if list := s.cfg.UI.AllowedWSOrigins; len(list) > 0 {
-		if slices.ContainsFunc(list, func(o string) bool { n, _, ok := normalizeOrigin(o); return ok && n == origin }) {
+	if len(s.cfg.UI.AllowedWSOrigins) > 0 {
+		if s.listed(origin) {
 			return true, "origin listed in ui.allowed_ws_origins"
 		}
 		return false, "origin " + origin + " is not listed in ui.allowed_ws_origins"
@@ -69,6 +55,14 @@ func (s *UIServer) originCheck(r *http.Request) (bool, string) {
 		return false, "a page not on loopback (" + origin + ") cannot reach a worker over loopback; list it in ui.allowed_ws_origins"
 	}
 	return true, "untokened worker accepts cross-origin pages"
+}
+
+// listed reports a normalised origin listed in ui.allowed_ws_origins.
+func (s *UIServer) listed(origin string) bool {
+	return slices.ContainsFunc(s.cfg.UI.AllowedWSOrigins, func(o string) bool {
+		n, _, ok := normalizeOrigin(o)
+		return ok && n == origin
+	})
 }
 
 // isOwnOrigin reports whether origin is the worker's own: the Host header
@@ -130,10 +124,9 @@ func normalizeOrigin(raw string) (origin, host string, ok bool) {
 	return scheme + "://" + hostport, host, true
 }
 
-// arrivedOnLoopback reports whether the request reached the worker over
-// loopback: the server's own end of the connection is a loopback address,
-// or the Host header names one (an SSH tunnel or port-forward on the
-// browser's machine).
+// arrivedOnLoopback reports a request that reached the worker over
+// loopback: by the connection's local address or the Host header (a
+// tunnel on the browser's machine).
 func arrivedOnLoopback(r *http.Request) bool {
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		if host, _, err := net.SplitHostPort(a.String()); err == nil && isLoopbackHost(host) {
@@ -162,9 +155,4 @@ func isLoopbackHost(host string) bool {
 }
 
 // quoteOrigin quotes a refused Origin for a message, cut to a sane length.
-func quoteOrigin(v string) string {
-	if len(v) > 100 {
-		v = v[:100] + "..."
-	}
-	return strconv.Quote(v)
-}
+func quoteOrigin(v string) string { return strconv.Quote(cut(v, 100)) }

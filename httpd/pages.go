@@ -9,29 +9,18 @@ import (
 	"svc/ui/release"
 )
 
-// Page serving and the page token flow. The token gate (requireToken)
-// answers every request without a valid token with a JSON 401, which is
-// right for the API but useless to a browser opening a page, so pageGate
-// runs before it: static assets carry no data and are served without the
-// token (a sign-in page needs its stylesheet), and a page request without
-// a valid token gets the sign-in page (still 401).
-//
-// The flow: the sign-in form reloads the page with ?token=; the shell then
-// moves the token into sessionStorage and drops it from the address bar
-// with history.replaceState, so it is sent as an Authorization header from
-// then on. The token never reaches a log line (only paths are logged) or
-// the flight recorder (which records tasks, not HTTP requests).
-
 // isPagePath reports a path the bundle answers: everything but the API,
 // the live socket and the public probes.
 func isPagePath(p string) bool {
 	return !strings.HasPrefix(p, "/api/") && p != "/ws" && !isPublic(p)
 }
 
-// pageGate serves assets without the token and answers page requests that
-// lack a valid one with the sign-in page; everything else goes to next.
-// It does nothing when no token is set or no bundle is configured (an
-// API-only worker keeps the JSON answers).
+// pageGate runs before the token gate, whose JSON 401 is useless to a
+// browser opening a page: assets (no data; the sign-in page needs its
+// stylesheet) are served without the token, and a page request without a
+// valid one gets the sign-in page (still 401), whose form reloads the page
+// with ?token= (the shell then keeps it in sessionStorage, off the address
+// bar). Without a token or a bundle it does nothing.
 func (s *UIServer) pageGate(next http.Handler) http.Handler {
 	check := newTokenCheck(s.cfg.UI.AuthToken)
 	if !check.set {
@@ -59,9 +48,8 @@ func (s *UIServer) bundleTag() string {
 	return ""
 }
 
-// page serves the SPA bundle: 404 when ui.release.enabled is false (the
-// worker serves /api/v1 and the probes only), 503 while no bundle is
-// cached.
+// page serves the SPA bundle: 404 when ui.release.enabled is false, 503
+// while no bundle is cached.
 func (s *UIServer) page(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !s.cfg.UI.Release.Enabled:
@@ -75,8 +63,7 @@ func (s *UIServer) page(w http.ResponseWriter, r *http.Request) {
 }
 
 // BundleUnavailable answers page requests while no UI bundle is cached:
-// 503 ui_bundle_missing naming the command that stages release tag ("" is
-// the release embedded in this binary).
+// 503 ui_bundle_missing naming the command that stages tag ("": embedded).
 func BundleUnavailable(tag string) http.Handler {
 	if tag == "" {
 		tag = ui.EmbeddedTag

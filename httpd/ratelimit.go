@@ -6,9 +6,7 @@ import (
 )
 
 // slidingWindow admits at most limit events in any window-long span: an
-// exact sliding log kept in a ring of the last limit admission times, so
-// memory is fixed at limit timestamps and each call is O(1). Safe for
-// concurrent use.
+// exact sliding log in a ring of the last limit admission times.
 type slidingWindow struct {
 	mu     sync.Mutex
 	window time.Duration

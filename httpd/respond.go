@@ -13,8 +13,8 @@ type ErrorBody struct {
 	Detail string `json:"detail"`
 }
 
-// writeJSON writes v as a JSON response with status.
-// HTML escaping is off: details such as "Bearer <token>" read as written.
+// writeJSON writes v as a JSON response with status, HTML escaping off
+// (details such as "Bearer <token>" read as written).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	buf := jsonBufs.Get().(*bytes.Buffer)
 	defer func() {
@@ -25,8 +25,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}()
 	b := []byte(`{"error":"internal","detail":"cannot encode response"}` + "\n")
 	if a, ok := v.(jsonAppender); ok { // the ingress's answers: no reflection
-		// In place when it fits the pooled buffer; else the buffer grows
-		// by this once, for the next response.
 		buf.Write(append(a.AppendJSON(buf.AvailableBuffer()), '\n'))
 		b = buf.Bytes()
 	} else {
@@ -46,20 +44,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b) // copied into the connection's buffer
 }
 
-// jsonAppender is a response body that appends its own JSON encoding,
-// the same bytes writeJSON's encoder would give (worker.ExecResponse).
+// jsonAppender is a response body that appends its own JSON encoding, the
+// bytes the encoder would give (worker.ExecResponse).
 type jsonAppender interface {
 	AppendJSON(b []byte) []byte
 }
 
-// jsonBufs holds response buffers between requests: a fresh one grew
-// through five sizes for a 1 KiB output (the ingress answers every task).
-// One larger than keptJSONBuf is left to the collector.
+// jsonBufs holds response buffers between requests (a fresh one grows
+// several times per answer); one over keptJSONBuf goes to the collector.
 var jsonBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 const keptJSONBuf = 64 << 10
 
-// writeError writes {"error": code, "detail": detail} with status.
 func writeError(w http.ResponseWriter, status int, code, detail string) {
 	writeJSON(w, status, ErrorBody{Error: code, Detail: detail})
 }

@@ -26,18 +26,18 @@ type surface struct {
 	log  *slog.Logger
 }
 
+// newSurface is a surface with the UI server's limits.
+func newSurface(name, addr string, h http.Handler, log *slog.Logger) surface {
+	return surface{name: name, log: log, srv: &http.Server{
+		Addr: addr, Handler: h,
+		ReadTimeout: uiReadTimeout, ReadHeaderTimeout: uiReadHeaderTimeout,
+		WriteTimeout: uiWriteTimeout, IdleTimeout: uiIdleTimeout, MaxHeaderBytes: uiMaxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}}
+}
+
 // Adopt makes the surface serve ln, a socket bound by Bind.
 func (s *surface) Adopt(ln net.Listener) { s.ln = ln }
-
-// listen binds the surface's socket; a failure is fatal at startup.
-func (s *surface) listen() error {
-	ln, err := net.Listen("tcp", s.srv.Addr)
-	if err != nil {
-		return fmt.Errorf("%s: bind %s: %w", s.name, s.srv.Addr, err)
-	}
-	s.ln = ln
-	return nil
-}
 
 // Addr is the bound address (useful with port 0).
 func (s *surface) Addr() string {
@@ -47,9 +47,8 @@ func (s *surface) Addr() string {
 	return s.ln.Addr().String()
 }
 
-// serve runs until ctx ends, then shuts down gracefully within grace:
-// the listener closes at once (new connections are refused), requests in
-// flight finish.
+// serve runs until ctx ends, then closes the listener and lets requests
+// in flight finish within grace.
 func (s *surface) serve(ctx context.Context, grace time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.srv.Serve(s.ln) }()
@@ -84,36 +83,22 @@ func NewMetricsServer(cfg *config.Config, reg *prometheus.Registry, log *slog.Lo
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("svc metrics exporter: see /metrics\n"))
 	})
-	return &MetricsServer{surface{
-		name: "metrics", log: log,
-		srv: &http.Server{
-			Addr: hostPort(cfg.Metrics.Host, cfg.Metrics.Port), Handler: mux,
-			ReadTimeout: uiReadTimeout, ReadHeaderTimeout: uiReadHeaderTimeout,
-			WriteTimeout: uiWriteTimeout, IdleTimeout: uiIdleTimeout, MaxHeaderBytes: uiMaxHeaderBytes,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		},
-	}}
+	return &MetricsServer{newSurface("metrics", hostPort(cfg.Metrics.Host, cfg.Metrics.Port), mux, log)}
 }
-
-// Listen binds the exporter's socket.
-func (m *MetricsServer) Listen() error { return m.listen() }
 
 // Run serves until ctx ends.
 func (m *MetricsServer) Run(ctx context.Context) error { return m.serve(ctx, 5*time.Second) }
 
-// Listeners are the sockets of the three surfaces, bound before anything
-// else starts so that a bind failure ends the worker before it opens its
-// recorder or logs as if it were serving. A nil listener is a surface that
-// is switched off.
+// Listeners are the sockets of the three surfaces (nil: off), bound before
+// anything else so that a bind failure ends the worker first.
 type Listeners struct {
 	UI, Ingress, Metrics net.Listener
 	// Caps is the connection plan each listener is capped by.
 	Caps ConnCaps
 }
 
-// Bind binds the enabled surfaces' sockets, each capped at its share of
-// the process's file limit (PlanConnCaps); on a failure it closes the
-// ones it bound and names the surface and address.
+// Bind binds the enabled surfaces' sockets, each capped (PlanConnCaps); on
+// a failure it closes the ones it bound and names the surface and address.
 func Bind(cfg *config.Config) (*Listeners, error) {
 	l := &Listeners{Caps: PlanConnCaps(cfg, fileLimit())}
 	bind := func(name, host string, port, n int, dst *net.Listener) error {
@@ -142,9 +127,8 @@ func Bind(cfg *config.Config) (*Listeners, error) {
 	return l, nil
 }
 
-// Log logs the connection plan (connection_caps, and
-// connection_caps_above_file_limit when the caps exceed the file limit)
-// and lets each capped listener warn connection_cap_reached on log.
+// Log logs the connection plan and lets each capped listener warn
+// connection_cap_reached on log.
 func (l *Listeners) Log(log *slog.Logger) {
 	l.Caps.Log(log)
 	for _, ln := range []net.Listener{l.UI, l.Ingress, l.Metrics} {
@@ -154,8 +138,7 @@ func (l *Listeners) Log(log *slog.Logger) {
 	}
 }
 
-// Close closes every listener (serving ones are closed by their server
-// too; a second close is harmless).
+// Close closes every listener (a second close is harmless).
 func (l *Listeners) Close() {
 	for _, ln := range []net.Listener{l.UI, l.Ingress, l.Metrics} {
 		if ln != nil {

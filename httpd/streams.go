@@ -6,8 +6,7 @@ import (
 	"time"
 )
 
-// Limits of the long-lived responses (database downloads, the live
-// snapshot, Kafka NDJSON windows).
+// Limits of the long-lived responses (downloads, Kafka NDJSON streams).
 const (
 	maxStreams        = 8                // at once per worker; more answer 503
 	streamWriteWindow = 30 * time.Second // a write that makes no progress for this long ends the stream
@@ -24,9 +23,8 @@ func newStreamSlots() *streamSlots {
 }
 
 // guard wraps a streaming handler: at most maxStreams run at once, and
-// instead of the server's fixed write timeout each write gets
-// streamWriteWindow from when it starts, so a client that keeps reading
-// may take as long as it needs and one that stops reading is cut off.
+// each write gets streamWriteWindow instead of the server's fixed write
+// timeout, so only a client that stops reading is cut off.
 func (s *streamSlots) guard(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -43,8 +41,7 @@ func (s *streamSlots) guard(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // progressWriter moves the connection's write deadline before every write
-// and flush. It keeps Flush and Unwrap so NDJSON flushing and
-// http.ResponseController keep working.
+// and flush.
 type progressWriter struct {
 	http.ResponseWriter
 	rc     *http.ResponseController
@@ -56,7 +53,6 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 	return p.ResponseWriter.Write(b)
 }
 
-// Flush flushes the buffered response, under the same deadline.
 func (p *progressWriter) Flush() {
 	_ = p.rc.SetWriteDeadline(time.Now().Add(p.window))
 	_ = p.rc.Flush()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,18 +19,11 @@ import (
 	"svc/worker/fleet"
 )
 
-// A trace answered from the files of this worker alone misses what the
-// cluster's other workers have not sealed yet (their live files are in
-// their own storage.dir, up to history.seal_interval old). So a trace of
-// scope "cluster" (the default) also asks each live, trusted worker of
-// this cluster for its own live file, in parallel, each within
-// peerTraceTimeout, with scope=local: a worker asked that way answers
-// from its live file only and asks nobody, so a trace never recurses
-// (an earlier release that knows no scope answers from its files and
-// asks nobody either). Reading another worker's live SQLite file instead
-// is not an option: it lies in that worker's private storage.dir, and a
-// WAL database is safely read only by processes sharing its -shm memory
-// on one host.
+// A trace of scope cluster also asks each live, trusted worker of the
+// cluster for what its live file holds (not sealed yet), with scope=local,
+// so a trace never recurses (docs/api.md, "Fleet-wide trace"). Another
+// worker's live SQLite file cannot be read directly: it is in that
+// worker's private storage.dir, and WAL needs its -shm memory on one host.
 const (
 	peerTraceTimeout  = 3 * time.Second
 	peerTraceMaxBytes = 64 << 20
@@ -81,7 +75,7 @@ func traceScope(r *http.Request) (recorder.Scope, string, error) {
 	}
 }
 
-// peerClient reaches other workers directly (no proxy), follows no
+// newPeerClient reaches other workers directly (no proxy), follows no
 // redirect and gives up after peerTraceTimeout.
 func newPeerClient() *http.Client {
 	return &http.Client{
@@ -98,9 +92,8 @@ func newPeerClient() *http.Client {
 }
 
 // tracePeers splits the other workers of this cluster into those a trace
-// asks for their live file and those it cannot: listed as missing when
-// their live file may hold events (not trusted, no URL, unreachable). A
-// stopped worker sealed its live file as it stopped: it is neither.
+// asks and those it cannot (missing). A stopped worker sealed its live
+// file as it stopped: it is neither.
 func (s *UIServer) tracePeers() (ask []fleet.Worker, missing []TraceMissing) {
 	if s.fleet == nil {
 		return nil, nil
@@ -109,27 +102,31 @@ func (s *UIServer) tracePeers() (ask []fleet.Worker, missing []TraceMissing) {
 		"unreachable: its card has no recent heartbeat; what its live file holds is traced once it restarts and seals it")
 }
 
-// askPeers sends GET path?query&scope=local to each worker of ask in
-// parallel (at most peerTraceParallel at once), and decodes each 200
-// answer into a T. Workers that did not answer usefully are returned as
-// missing, with the reason.
-func askPeers[T any](ctx context.Context, s *UIServer, ask []fleet.Worker, path string, query url.Values) (got map[string]T, missing []TraceMissing) {
+// askPeers sends GET path?query&scope=local to each worker of ask, at most
+// peerTraceParallel at once, and decodes each 200 answer into a T; the
+// others are missing, with the reason.
+func askPeers[T any](ctx context.Context, s *UIServer, ask []fleet.Worker, path string, query url.Values) (map[string]T, []TraceMissing) {
 	q := url.Values{}
-	for k, v := range query {
-		q[k] = v
-	}
+	maps.Copy(q, query)
 	q.Set("scope", scopeLocal)
-	got = map[string]T{}
+	return fanOut(ask, peerTraceParallel, func(w fleet.Worker) (T, error) {
+		return askPeer[T](ctx, s, strings.TrimSuffix(w.URL, "/")+path+"?"+q.Encode())
+	})
+}
+
+// fanOut calls fetch for each worker of ask, at most parallel at once, and
+// returns the answers by worker name and the workers whose fetch failed.
+func fanOut[T any](ask []fleet.Worker, parallel int, fetch func(fleet.Worker) (T, error)) (map[string]T, []TraceMissing) {
+	got := map[string]T{}
+	var missing []TraceMissing
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, peerTraceParallel)
+	sem := make(chan struct{}, parallel)
 	for _, w := range ask {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			v, err := askPeer[T](ctx, s, strings.TrimSuffix(w.URL, "/")+path+"?"+q.Encode())
+			v, err := fetch(w)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -137,7 +134,7 @@ func askPeers[T any](ctx context.Context, s *UIServer, ask []fleet.Worker, path 
 				return
 			}
 			got[w.Name] = v
-		}()
+		})
 	}
 	wg.Wait()
 	return got, missing
@@ -148,14 +145,11 @@ func askPeer[T any](ctx context.Context, s *UIServer, u string) (T, error) {
 	var v T
 	ctx, cancel := context.WithTimeout(ctx, peerTraceTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return v, fmt.Errorf("bad URL: %v", err)
+	resp, err := s.peerGet(ctx, u)
+	var bad badURL
+	if errors.As(err, &bad) {
+		return v, fmt.Errorf("bad URL: %v", bad.error)
 	}
-	if tok := s.cfg.UI.AuthToken; tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := s.peers.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 			return v, fmt.Errorf("did not answer within %s", peerTraceTimeout)
@@ -184,6 +178,21 @@ func askPeer[T any](ctx context.Context, s *UIServer, u string) (T, error) {
 		return v, errors.New("answer is not the expected JSON")
 	}
 	return v, nil
+}
+
+// badURL is a peer URL that makes no request.
+type badURL struct{ error }
+
+// peerGet GETs u from a peer with this worker's UI token: a fleet shares one.
+func (s *UIServer) peerGet(ctx context.Context, u string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, badURL{err}
+	}
+	if tok := s.cfg.UI.AuthToken; tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return s.peers.Do(req)
 }
 
 func isTimeout(err error) bool {

@@ -12,6 +12,7 @@ import (
 
 	"svc/kafkaread"
 	"svc/recorder"
+	"svc/ui"
 	"svc/worker"
 	"svc/worker/cache"
 	"svc/worker/config"
@@ -29,9 +30,8 @@ type UIDeps struct {
 	App      *worker.App
 	Gatherer prometheus.Gatherer
 	Log      *slog.Logger
-	// Bundle serves the SPA (a *release.Site); nil means no bundle is cached
-	// (pages answer 503). A Tag() string method, when present, names the
-	// release served in identity and the sign-in page.
+	// Bundle serves the SPA (a *release.Site; nil: pages answer 503). A
+	// Tag() string method names the release served.
 	Bundle http.Handler
 	// Kafka serves the Kafka read API (NewKafkaReader); required.
 	Kafka *kafkaread.Reader
@@ -43,44 +43,44 @@ type UIDeps struct {
 	Pause consumePauser
 	// Runtime is the runtime health monitor; nil when it is switched off.
 	Runtime *runtimehealth.Monitor
-	// Throughput is the task cost tracker; nil or disabled without
-	// throughput.cost_label.
+	// Throughput is the task cost tracker (disabled without a cost label).
 	Throughput *throughput.Tracker
 	// Fleet is the worker registry (the workers list); nil answers 404.
 	Fleet *fleet.Registry
-	// Cache is the handler cache (debug listing, peer route); nil when
-	// cache.enabled is false.
+	// Cache is the handler cache; nil when cache.enabled is false.
 	Cache *cache.Store
-	// Trends samples throughput, failures and lag for the Dashboard's
-	// trend charts; nil answers 404.
+	// Trends feeds the Dashboard's trend charts; nil answers 404.
 	Trends *trends.Sampler
+	// Pages and ProbeDetails are the handler's UI declarations, validated
+	// and normalized (never nil: GET /api/v1/pages answers [] when none).
+	Pages        []ui.Page
+	ProbeDetails ui.ProbeDetails
 }
 
 // UIServer is the operator UI server: UI pages, /api/v1, /ws and probes.
 type UIServer struct {
 	surface
-	cfg     *config.Config
-	app     *worker.App
-	gather  prometheus.Gatherer
-	log     *slog.Logger
-	bundle  http.Handler
-	kafka   *kafkaread.Reader
-	redrive *redrive.Redriver
-	rec     *recorder.Recorder
-	pause   consumePauser
-	runtime *runtimehealth.Monitor
-	costs   *throughput.Tracker
-	streams *streamSlots
-	fleet   *fleet.Registry
-	cache   *cache.Store
-	trends  *trends.Sampler
-	// peers asks the cluster's other workers for their live files'
-	// events (trace_fleet.go) and their trends (api_trends.go).
-	peers   *http.Client
-	ws      *wsEndpoint
-	started time.Time
-	// features are what identity advertises (SetFeatures).
-	features map[string]bool
+	cfg      *config.Config
+	app      *worker.App
+	gather   prometheus.Gatherer
+	log      *slog.Logger
+	bundle   http.Handler
+	kafka    *kafkaread.Reader
+	redrive  *redrive.Redriver
+	rec      *recorder.Recorder
+	pause    consumePauser
+	runtime  *runtimehealth.Monitor
+	costs    *throughput.Tracker
+	streams  *streamSlots
+	fleet    *fleet.Registry
+	cache    *cache.Store
+	trends   *trends.Sampler
+	uiPages  []ui.Page
+	details  ui.ProbeDetails
+	peers    *http.Client // asks other workers (traces, trends, running, head of line)
+	ws       *wsEndpoint
+	started  time.Time
+	features map[string]bool // what identity advertises (SetFeatures)
 }
 
 // NewUIServer builds the UI server; it does not bind or start anything.
@@ -88,7 +88,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
 		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, redrive: d.Redrive, pause: d.Pause, runtime: d.Runtime, costs: d.Throughput, started: time.Now(),
 		streams: newStreamSlots(), features: map[string]bool{},
-		fleet: d.Fleet, cache: d.Cache, peers: newPeerClient(), trends: d.Trends,
+		fleet: d.Fleet, cache: d.Cache, peers: newPeerClient(), trends: d.Trends, uiPages: d.Pages, details: d.ProbeDetails,
 	}
 	if s.kafka == nil {
 		return nil, errors.New("ui server: the Kafka read API is required (NewKafkaReader)")
@@ -98,15 +98,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	}
 	s.ws = s.newWSEndpoint(defaultWSLimits())
 	addr := hostPort(d.Config.UI.Host, d.Config.UI.Port)
-	s.surface = surface{
-		name: "ui", log: d.Log,
-		srv: &http.Server{
-			Addr: addr, Handler: s.handler(),
-			ReadTimeout: uiReadTimeout, ReadHeaderTimeout: uiReadHeaderTimeout,
-			WriteTimeout: uiWriteTimeout, IdleTimeout: uiIdleTimeout, MaxHeaderBytes: uiMaxHeaderBytes,
-			ErrorLog: slog.NewLogLogger(d.Log.Handler(), slog.LevelDebug),
-		},
-	}
+	s.surface = newSurface("ui", addr, s.handler(), d.Log)
 	s.srv.RegisterOnShutdown(s.ws.closeAll)
 	s.srv.RegisterOnShutdown(s.peers.CloseIdleConnections)
 	if d.Config.UI.AuthToken == "" {
@@ -119,10 +111,8 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 }
 
 // aliasInput is what the Kafka read API needs of the config to resolve its
-// aliases. A sink's and the DLQ's connection come already resolved by the
-// config (their own, or the consumer's whole connection when they name no
-// broker), the ones their producers use, so BuildAliases' own inheritance
-// finds nothing left to inherit and resolves them the same way.
+// aliases; the sinks' and the DLQ's connections come resolved as their
+// producers use them.
 func aliasInput(cfg *config.Config) kafkaread.AliasInput {
 	in := kafkaread.AliasInput{
 		SourceEnabled: cfg.Sources.Kafka.Enabled, SourceTopic: cfg.Sources.Kafka.Topic, SourceConn: cfg.SourceConn(),
@@ -134,8 +124,8 @@ func aliasInput(cfg *config.Config) kafkaread.AliasInput {
 	return in
 }
 
-// NewKafkaReader resolves the read API's aliases and logs the
-// startup warnings about them.
+// NewKafkaReader resolves the read API's aliases and logs the startup
+// warnings about them.
 func NewKafkaReader(cfg *config.Config, log *slog.Logger) (*kafkaread.Reader, error) {
 	aliases, shadowed := kafkaread.BuildAliases(aliasInput(cfg))
 	for _, name := range shadowed {
@@ -155,11 +145,8 @@ func NewKafkaReader(cfg *config.Config, log *slog.Logger) (*kafkaread.Reader, er
 	return r, nil
 }
 
-// handler composes the middleware around the route table, outermost first:
-// panic recovery, Host check (a loopback-bound server answers only its own
-// names), body limit, kill switches (403 whatever the token), cross-site
-// refusal of state-changing requests, page gate (assets public, sign-in
-// page for pages), token gate.
+// handler composes the middleware around the route table; the outermost
+// is applied last.
 func (s *UIServer) handler() http.Handler {
 	var h http.Handler = s.routes()
 	h = requireToken(newTokenCheck(s.cfg.UI.AuthToken), h)
@@ -171,11 +158,7 @@ func (s *UIServer) handler() http.Handler {
 	return recoverPanics(s.log, h)
 }
 
-// Listen binds the UI socket; a failure is fatal at startup.
-func (s *UIServer) Listen() error { return s.listen() }
-
-// Run serves until ctx ends; requests in flight then get uiShutdownGrace
-// to finish.
+// Run serves until ctx ends, then gives requests uiShutdownGrace.
 func (s *UIServer) Run(ctx context.Context) error { return s.serve(ctx, uiShutdownGrace) }
 
 // URL is the address operators and peers use: ui.public_url, else the bind.

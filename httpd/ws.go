@@ -22,18 +22,18 @@ import (
 	"svc/worker/event"
 )
 
-// Limits of /ws.
+// Limits of /ws (docs/api.md, "Live stream: GET /ws").
 const (
 	wsMaxConns      = 256                    // concurrent sockets; more answer 503 before the upgrade
 	wsMaxFrameBytes = 64 << 10               // largest client message; larger ones are discarded unread
-	wsSubBuffer     = 4096                   // items of each kind (events, task rows) a subscription queues between two batches; more are dropped and reported
-	wsFlushInterval = 100 * time.Millisecond // at most one batch frame per interval: 10 a second
-	wsWriteTimeout  = 10 * time.Second       // a frame the client does not take within this sheds the socket
-	wsSockBacklog   = 4 << 20                // bytes of frames waiting for one socket; more shed it
-	wsPendingBudget = 32 << 20               // bytes of frames waiting for all sockets (a shared frame once); more shed the furthest behind
-	wsMaxGroups     = 32                     // distinct subscriptions at once across all sockets
-	wsPingInterval  = 30 * time.Second       // {"stream":"ping"}: keeps proxies from reaping idle sockets; a vanished peer fails a write once TCP gives up
-	wsCloseTimeout  = time.Second            // budget for the close frame, and for the frame in flight of a shed socket
+	wsSubBuffer     = 4096                   // items of each kind a subscription queues between two batches
+	wsFlushInterval = 100 * time.Millisecond // at most one batch frame per interval
+	wsWriteTimeout  = 10 * time.Second       // a frame not taken within this sheds the socket
+	wsSockBacklog   = 4 << 20                // bytes waiting for one socket; more shed it
+	wsPendingBudget = 32 << 20               // bytes waiting for all sockets; more shed the furthest behind
+	wsMaxGroups     = 32                     // distinct subscriptions across all sockets
+	wsPingInterval  = 30 * time.Second       // keeps proxies from reaping idle sockets
+	wsCloseTimeout  = time.Second            // for the close frame, and the frame in flight of a shed socket
 )
 
 // wsLimits are the per-endpoint knobs; tests shorten them. Zero
@@ -51,34 +51,21 @@ func defaultWSLimits() wsLimits {
 		sockBacklog: wsSockBacklog, budget: wsPendingBudget, maxGroups: wsMaxGroups, closeTimeout: wsCloseTimeout}
 }
 
-// websocket serves GET /ws, the live task, event and state streams (frames
-// described at wsEndpoint.serve).
+// wsEndpoint serves GET /ws, the live streams (docs/api.md, "Live stream:
+// GET /ws"). It bounds the open sockets and closes them when the server
+// shuts down (http.Server.Shutdown does not touch hijacked connections).
 //
-// Access: the token gate (requireToken) runs on the HTTP upgrade request
-// itself, before any handshake byte is written, so "the token is validated
-// inside the handshake": a socket without the token is
-// answered 401 and never upgraded. Browsers cannot set headers on a
-// WebSocket, so pages pass ?token=; non-browser clients may use
-// Authorization: Bearer. The token is deliberately not accepted as a
-// "bearer.<token>" subprotocol: the UI already carries it in ?token= for
-// navigation and module imports, a second channel would need a second gate
-// in auth.go, and the echoed subprotocol would copy the secret into the
-// response. The endpoint speaks no subprotocol and selects none.
-//
-// Origin: checked on every handshake by originCheck (origin.go), token or
-// not; x/net/websocket's default Handler does not, hence websocket.Server
-// with our own Handshake. A refused Origin fails the handshake with 403.
-func (s *UIServer) websocket() http.Handler { return s.newWSEndpoint(defaultWSLimits()) }
-
-// wsEndpoint owns the open sockets: it bounds their number and closes them
-// when the server shuts down (http.Server.Shutdown does not touch hijacked
-// connections).
+// Access: the token gate runs on the upgrade request, so a socket without
+// the token gets 401 and is never upgraded. The token is not accepted as a
+// subprotocol (the echoed subprotocol would copy the secret into the
+// response); the endpoint selects none. The Origin is checked on every
+// handshake (originCheck), which x/net/websocket's default Handler does
+// not do, hence websocket.Server with our own Handshake.
 type wsEndpoint struct {
-	s        *UIServer
-	lim      wsLimits
-	log      *slog.Logger
-	hookOnce sync.Once
-	hub      *wsHub
+	s   *UIServer
+	lim wsLimits
+	log *slog.Logger
+	hub *wsHub
 
 	mu     sync.Mutex
 	active int                                   // slots taken, upgrading sockets included
@@ -88,18 +75,10 @@ type wsEndpoint struct {
 
 func (s *UIServer) newWSEndpoint(lim wsLimits) *wsEndpoint {
 	def := defaultWSLimits()
-	if lim.sockBacklog <= 0 {
-		lim.sockBacklog = def.sockBacklog
-	}
-	if lim.budget <= 0 {
-		lim.budget = def.budget
-	}
-	if lim.maxGroups <= 0 {
-		lim.maxGroups = def.maxGroups
-	}
-	if lim.closeTimeout <= 0 {
-		lim.closeTimeout = def.closeTimeout
-	}
+	orDefault(&lim.sockBacklog, def.sockBacklog)
+	orDefault(&lim.budget, def.budget)
+	orDefault(&lim.maxGroups, def.maxGroups)
+	orDefault(&lim.closeTimeout, def.closeTimeout)
 	e := &wsEndpoint{s: s, lim: lim, log: s.log.With("component", "ws"), conns: map[*context.CancelCauseFunc]struct{}{}}
 	if s.rec != nil {
 		e.hub = newWSHub(s.rec, lim, e.log)
@@ -110,6 +89,12 @@ func (s *UIServer) newWSEndpoint(lim wsLimits) *wsEndpoint {
 	return e
 }
 
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 var (
 	errWSShutdown   = errors.New("server shutting down")
 	errWSClientGone = errors.New("client closed the socket")
@@ -118,13 +103,6 @@ var (
 // ServeHTTP checks what can be checked before the upgrade, then hands the
 // request to websocket.Server.
 func (e *wsEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// The UI server's routes are built before its http.Server exists, so
-	// the shutdown hook is registered on first use.
-	e.hookOnce.Do(func() {
-		if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
-			srv.RegisterOnShutdown(e.closeAll)
-		}
-	})
 	if e.hub == nil {
 		writeError(w, http.StatusServiceUnavailable, "recorder_unavailable", "no flight recorder: live streams are off")
 		return
@@ -146,8 +124,7 @@ func (e *wsEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer e.release()
-	// The server's ReadTimeout and WriteTimeout are request deadlines that
-	// outlive the hijack; a socket sets its own per frame.
+	// The server's deadlines outlive the hijack; a socket sets its own per frame.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Now().Add(e.lim.writeTimeout))
@@ -165,7 +142,6 @@ func (e *wsEndpoint) handshake(cfg *websocket.Config, r *http.Request) error {
 	return nil
 }
 
-// logRefused logs a refused handshake once, the origin as sent (cut).
 func (e *wsEndpoint) logRefused(r *http.Request, reason string) {
 	e.log.Info("ws_origin_refused", "origin", cut(r.Header.Get("Origin"), 100), "host", r.Host, "remote", r.RemoteAddr, "reason", reason)
 }
@@ -208,7 +184,7 @@ func (e *wsEndpoint) untrack(cancel *context.CancelCauseFunc) {
 }
 
 // closeAll ends every open socket and refuses new ones; it runs as the
-// http.Server's shutdown hook.
+// http.Server's shutdown hook (NewUIServer).
 func (e *wsEndpoint) closeAll() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -224,9 +200,8 @@ type wsFrame struct {
 	Data   any    `json:"data,omitempty"`
 }
 
-// wsSubscribe is the client's message; resending it replaces the
-// subscription. A nil Subscribe (key missing) is an error, an empty one
-// unsubscribes from everything.
+// wsSubscribe is the client's message. A nil Subscribe (key missing) is an
+// error, an empty one unsubscribes from everything.
 type wsSubscribe struct {
 	Subscribe  []string `json:"subscribe"`
 	EventTypes []string `json:"event_types"`
@@ -249,17 +224,13 @@ func parseSubscribe(msg []byte) (wsFilter, *wsSubscribe, error) {
 		return wsFilter{}, nil, errors.New(`missing "subscribe": send {"subscribe":["tasks","events","state"]}`)
 	}
 	var f wsFilter
+	streams := map[string]*bool{"tasks": &f.tasks, "events": &f.events, "state": &f.state}
 	for _, name := range req.Subscribe {
-		switch name {
-		case "tasks":
-			f.tasks = true
-		case "events":
-			f.events = true
-		case "state":
-			f.state = true
-		default:
+		on, ok := streams[name]
+		if !ok {
 			return wsFilter{}, nil, fmt.Errorf("unknown stream %q; streams are tasks, events, state", name)
 		}
+		*on = true
 	}
 	if len(req.EventTypes) > 0 {
 		f.types = make(map[string]bool, len(req.EventTypes))
@@ -274,34 +245,9 @@ func wsError(code, detail string) *wsFrame {
 	return &wsFrame{Stream: "error", Data: ErrorBody{Error: code, Detail: detail}}
 }
 
-// serve runs one socket. The client sends wsSubscribe messages; the server
-// answers each with {"stream":"subscribed","data":<the message>} or
-// {"stream":"error","data":{"error","detail"}} and then sends
-//
-//	{"stream":"batch","data":[item...]}   at most one every 100 ms, each item one of
-//	    {"stream":"tasks","data":<event.TaskRow>}
-//	    {"stream":"events","data":<event.Event>}   (only event_types, when given)
-//	    {"stream":"state","data":<event.Event of type state>}
-//	{"stream":"dropped","data":{"count":n,"total":n}}   items this socket missed
-//	{"stream":"sampled","data":{"tasks":n,"events":n,"per_second":n,"sent":{"tasks":n,"events":n}}}
-//	                                   routine items not sent in the last second, and those sent
-//	{"stream":"ping"}                  every 30 s
-//	{"stream":"error","data":{"error":"too_slow",...}}   the socket fell behind and is closed (status 1008)
-//
-// Items are coalesced: a batch carries everything recorded (and wanted)
-// since the previous one. Sockets with the same subscription share it
-// (wsHub): the recorder queues, samples and holds each item once per
-// distinct subscription, and each batch is encoded once for all of its
-// sockets, so a socket costs a wake-up and a write per batch at most.
-// Routine items (task rows and lifecycle events of successful tasks) are
-// sent at most recorder.LiveRoutinePerSecond a second each; failures (with
-// their lifecycle events, see recorder.Subscription), annotations, DLQ
-// records and worker events always.
-// A state event goes to both "events" and "state" when both are subscribed.
-// A message over 64 KiB is discarded unread and answered with an error; the
-// socket stays open. One goroutine reads, this one writes: the recorder
-// never waits for a socket, and a socket that falls behind (see wsHub) is
-// shed rather than buffered for.
+// serve runs one socket (the frames: docs/api.md, "Live stream: GET /ws").
+// One goroutine reads, this one writes what the hub queues: the recorder
+// never waits for a socket, and one that falls behind is shed (wsHub).
 func (e *wsEndpoint) serve(ws *websocket.Conn) {
 	ws.MaxPayloadBytes = wsMaxFrameBytes
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -322,9 +268,7 @@ func (e *wsEndpoint) serve(ws *websocket.Conn) {
 	err := e.writeLoop(ctx, s)
 	var shed *wsShedError
 	switch {
-	case errors.As(err, &shed):
-		// Told with the socket's last frames; the server closes the
-		// connection when serve returns.
+	case errors.As(err, &shed): // told, then closed when serve returns
 		_ = ws.SetWriteDeadline(time.Now().Add(e.lim.closeTimeout))
 		if e.writeNow(ws, shed.frame()) == nil {
 			ws.PayloadType = websocket.CloseFrame
@@ -354,8 +298,7 @@ func (e *wsShedError) frame() []byte {
 	return b
 }
 
-// closeFrame is the payload of its close frame: 1008 (policy violation)
-// and the reason.
+// closeFrame is its close frame's payload: 1008 (policy violation), reason.
 func (e *wsShedError) closeFrame() []byte {
 	return append([]byte{0x03, 0xf0}, "too slow: "+e.reason...)
 }
@@ -431,8 +374,7 @@ func (e *wsEndpoint) writeFailed(s *wsSock, err error) error {
 	return err
 }
 
-// wsSampled is the data of a "sampled" frame: the routine items of the
-// last second not sent, and those sent.
+// wsSampled is the data of a "sampled" frame.
 type wsSampled struct {
 	Tasks     uint64        `json:"tasks"`
 	Events    uint64        `json:"events"`
@@ -445,9 +387,8 @@ type wsRoutineSent struct {
 	Events uint64 `json:"events"`
 }
 
-// wsBatch builds one batch frame, {"stream":"batch","data":[frame...]},
-// from the items a subscription queued; its buffers are reused from batch
-// to batch.
+// wsBatch builds one batch frame from the items a subscription queued,
+// reusing its buffers from batch to batch.
 type wsBatch struct {
 	buf    bytes.Buffer
 	enc    *json.Encoder
@@ -503,10 +444,7 @@ func (b *wsBatch) add(stream string, v any) error {
 	b.buf.WriteString(`{"stream":"`)
 	b.buf.WriteString(stream)
 	b.buf.WriteString(`","data":`)
-	if ev, ok := v.(*event.Event); ok {
-		// Events by hand: every annotation is sent (never sampled), so
-		// at full load most items are events (bench/speed.sh's Live page:
-		// 10,000 annotations for 10,000 tasks).
+	if ev, ok := v.(*event.Event); ok { // by hand: at full load most items are events
 		out, err := ev.AppendJSON(b.buf.AvailableBuffer())
 		if err != nil {
 			return fmt.Errorf("encode %s frame: %w", stream, err)
@@ -520,18 +458,17 @@ func (b *wsBatch) add(stream string, v any) error {
 	return nil
 }
 
-// reset drops a batch half built (an item failed to encode).
+// reset drops a batch half built.
 func (b *wsBatch) reset() { b.n = 0 }
 
-// frame closes the batch and returns it; the bytes are valid until the
-// next add.
+// frame closes the batch; the bytes are valid until the next add.
 func (b *wsBatch) frame() []byte {
 	b.buf.WriteString("]}")
 	b.n = 0
 	return b.buf.Bytes()
 }
 
-// write sends b, one JSON text, as one text frame under the write deadline.
+// write sends b as one text frame under the write deadline.
 func (e *wsEndpoint) write(ws *websocket.Conn, b []byte) error {
 	if err := ws.SetWriteDeadline(time.Now().Add(e.lim.writeTimeout)); err != nil {
 		return err

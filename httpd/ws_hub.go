@@ -2,9 +2,10 @@ package httpd
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,23 +18,14 @@ import (
 	"svc/recorder"
 )
 
-// wsHub fans the live streams out to the /ws sockets so that the set of
-// them, not only each one, costs the pipeline a bounded amount:
-//
-//   - Sockets with the same subscription share one wsGroup: one recorder
-//     subscription (so the recorder queues, samples and holds each item
-//     once per distinct subscription, not once per socket) and one
-//     encoding of each batch, whose bytes every member socket is handed.
-//   - What waits to be written is accounted in bytes: a socket whose
-//     unsent backlog passes lim.sockBacklog is shed, and when the frames
-//     held for all sockets (each counted once however many sockets share
-//     it) pass lim.budget, the sockets furthest behind are shed until they
-//     fit. A frame a client does not take within lim.writeTimeout sheds
-//     its socket too.
-//   - Shedding releases the socket's queue at once, tells the client (an
-//     "error" frame with code too_slow and a close frame with status 1008
-//     when the socket still takes them), is counted in
-//     svc_ui_ws_shed_total and logged at most once per wsShedLogEvery.
+// wsHub fans the live streams out to the /ws sockets so that all of them
+// together cost the pipeline a bounded amount. Sockets with the same
+// subscription share one wsGroup: one recorder subscription and one
+// encoding of each batch. What waits to be written is accounted in bytes
+// (a frame shared by sockets once); a socket over lim.sockBacklog, not
+// taking a frame within lim.writeTimeout, or furthest behind while all
+// pass lim.budget is shed: its queue is released at once and the client
+// told (too_slow, close status 1008).
 //
 // Lock order: hub.mu, then a group's mu, then a socket's mu.
 type wsHub struct {
@@ -45,10 +37,11 @@ type wsHub struct {
 	groups map[string]*wsGroup // by wsFilter.key
 	socks  map[*wsSock]struct{}
 
-	held  atomic.Int64                      // bytes of frames queued for or being written to sockets, each frame once
-	seq   atomic.Uint64                     // frames made
-	shed  [len(wsShedReasons)]atomic.Uint64 // sockets shed, by reason
-	conns atomic.Int64                      // sockets served
+	held      atomic.Int64           // bytes of frames queued for or being written to sockets, each frame once
+	seq       atomic.Uint64          // frames made
+	shed      *prometheus.CounterVec // sockets shed, by reason
+	shedTotal atomic.Uint64          // sockets shed, all reasons
+	conns     atomic.Int64           // sockets served
 
 	logMu    sync.Mutex
 	lastLog  time.Time
@@ -57,27 +50,30 @@ type wsHub struct {
 
 // Why a socket is shed (the reason label of svc_ui_ws_shed_total).
 const (
-	shedBacklog      = iota // its own unsent backlog passed lim.sockBacklog
-	shedBudget              // the frames held for all sockets passed lim.budget and it was furthest behind
-	shedWriteTimeout        // a frame was not taken within lim.writeTimeout
+	shedBacklog = iota
+	shedBudget
+	shedWriteTimeout
 )
 
 var wsShedReasons = [...]string{"backlog", "budget", "write_timeout"}
 
 // wsShedLogEvery spaces the ws_shed log lines: a herd of stuck sockets
-// logs one line (with how many were shed meanwhile), not one each.
+// logs one line, with how many were shed meanwhile.
 const wsShedLogEvery = 10 * time.Second
 
 func newWSHub(rec *recorder.Recorder, lim wsLimits, log *slog.Logger) *wsHub {
-	return &wsHub{rec: rec, lim: lim, log: log, groups: map[string]*wsGroup{}, socks: map[*wsSock]struct{}{}}
+	shed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svc_ui_ws_shed_total",
+		Help: "/ws sockets closed for falling behind, by reason: backlog (own unsent frames over 4 MiB), budget (all sockets' frames over 32 MiB, furthest behind first), write_timeout (a frame not taken within 10 s).",
+	}, []string{"reason"})
+	for _, r := range wsShedReasons {
+		shed.WithLabelValues(r)
+	}
+	return &wsHub{rec: rec, lim: lim, log: log, groups: map[string]*wsGroup{}, socks: map[*wsSock]struct{}{}, shed: shed}
 }
 
 // register exports the hub's series; a registry that has them already
-// (a second endpoint in tests) keeps the first.
+// keeps the first.
 func (h *wsHub) register(reg prometheus.Registerer) {
-	shed := prometheus.NewDesc("svc_ui_ws_shed_total",
-		"/ws sockets closed for falling behind, by reason: backlog (own unsent frames over 4 MiB), budget (all sockets' frames over 32 MiB, furthest behind first), write_timeout (a frame not taken within 10 s).",
-		[]string{"reason"}, nil)
 	cs := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ui_ws_pending_bytes",
 			Help: "Bytes of /ws frames queued for or being written to sockets, a frame shared by sockets counted once."},
@@ -87,52 +83,29 @@ func (h *wsHub) register(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ui_ws_subscriptions",
 			Help: "Distinct /ws subscriptions: each is encoded once for all its sockets."},
 			func() float64 { return float64(h.subscriptions()) }),
-		wsShedCollector{h, shed},
+		h.shed,
 	}
 	for _, c := range cs {
 		_ = reg.Register(c) // only ever AlreadyRegisteredError: the names are this file's
 	}
 }
 
-type wsShedCollector struct {
-	h    *wsHub
-	desc *prometheus.Desc
-}
-
-func (c wsShedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c wsShedCollector) Collect(ch chan<- prometheus.Metric) {
-	for i, r := range wsShedReasons {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.h.shed[i].Load()), r)
-	}
-}
-
-// subscriptions returns how many distinct subscriptions are live.
 func (h *wsHub) subscriptions() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.groups)
 }
 
-// shedTotal returns the sockets shed so far, all reasons.
-func (h *wsHub) shedTotal() uint64 {
-	var n uint64
-	for i := range h.shed {
-		n += h.shed[i].Load()
-	}
-	return n
-}
-
-// wsOut is one frame on its way to sockets: a batch shared by the members
-// of a group, or one socket's own. Its bytes never change once made.
+// wsOut is one frame on its way to sockets, shared by a group's members or
+// one socket's own. Its bytes never change once made.
 type wsOut struct {
 	b    []byte
 	seq  uint64       // order made: a socket whose oldest queued frame has the lowest is furthest behind
 	refs atomic.Int32 // sockets that still have it queued or in flight
 }
 
-// newOut accounts b, to be handed to refs sockets (each takes one
-// reference, released once written or dropped).
+// newOut accounts b, to be handed to refs sockets (each releases one
+// reference once it wrote or dropped it).
 func (h *wsHub) newOut(b []byte, refs int) *wsOut {
 	o := &wsOut{b: b, seq: h.seq.Add(1)}
 	o.refs.Store(int32(refs))
@@ -140,7 +113,6 @@ func (h *wsHub) newOut(b []byte, refs int) *wsOut {
 	return o
 }
 
-// release drops one socket's reference to o.
 func (h *wsHub) release(o *wsOut) {
 	if o.refs.Add(-1) == 0 {
 		h.held.Add(-int64(len(o.b)))
@@ -156,8 +128,7 @@ func (h *wsHub) personal(f wsFrame) *wsOut {
 	return h.newOut(b, 1)
 }
 
-// wsSock is one socket's side of the hub: the frames waiting for its
-// writer.
+// wsSock is one socket's side of the hub: the frames waiting for its writer.
 type wsSock struct {
 	hub    *wsHub
 	ws     *websocket.Conn
@@ -178,7 +149,6 @@ type wsSock struct {
 	dropped atomic.Uint64 // items its subscriptions missed (a full recorder queue)
 }
 
-// add starts serving a socket.
 func (h *wsHub) add(ws *websocket.Conn) *wsSock {
 	s := &wsSock{hub: h, ws: ws, remote: ws.Request().RemoteAddr, ready: make(chan struct{}, 1)}
 	h.mu.Lock()
@@ -188,8 +158,7 @@ func (h *wsHub) add(ws *websocket.Conn) *wsSock {
 	return s
 }
 
-// remove stops serving s: it leaves its group (the group ends with its
-// last member) and its queue is released.
+// remove stops serving s: it leaves its group and its queue is released.
 func (h *wsHub) remove(s *wsSock) {
 	h.mu.Lock()
 	if g := s.group; g != nil {
@@ -255,7 +224,7 @@ func (s *wsSock) next() (*wsOut, string) {
 	return o, ""
 }
 
-// dropQueue releases every queued frame (caller holds s.mu).
+// dropQueue releases every queued frame (s.mu held).
 func (s *wsSock) dropQueue() {
 	for i := s.head; i < len(s.queue); i++ {
 		s.hub.release(s.queue[i])
@@ -264,9 +233,8 @@ func (s *wsSock) dropQueue() {
 	s.queue, s.head, s.backlog = nil, 0, 0
 }
 
-// shedFor sheds s: its queue is released now, its writer finishes the
+// shedFor sheds s: its queue is released now; its writer finishes the
 // frame in flight (within lim.closeTimeout), tells the client and closes.
-// Counted and logged once per socket.
 func (s *wsSock) shedFor(reason int) {
 	s.mu.Lock()
 	if s.closed || s.shed != "" {
@@ -284,7 +252,8 @@ func (s *wsSock) shedFor(reason int) {
 	case s.ready <- struct{}{}:
 	default:
 	}
-	s.hub.shed[reason].Add(1)
+	s.hub.shed.WithLabelValues(wsShedReasons[reason]).Inc()
+	s.hub.shedTotal.Add(1)
 	s.hub.logShed(s, wsShedReasons[reason], backlog)
 }
 
@@ -301,15 +270,13 @@ func (h *wsHub) logShed(s *wsSock, reason string, backlog int64) {
 	h.lastLog, h.unlogged = now, 0
 	h.logMu.Unlock()
 	h.log.Warn("ws_shed", "remote", s.remote, "reason", reason, "backlog_bytes", backlog,
-		"pending_bytes", h.held.Load(), "shed_since_last_line", more, "shed_total", h.shedTotal())
+		"pending_bytes", h.held.Load(), "shed_since_last_line", more, "shed_total", h.shedTotal.Load())
 }
 
-// enforceBudget sheds the sockets furthest behind while the frames held
-// for all sockets pass lim.budget. Furthest behind is the socket whose
-// oldest queued frame is the oldest; only sockets that let a frame wait
-// while a newer one came (two or more queued) are candidates: a socket
-// that keeps up is never shed for the others, and what is in flight is
-// freed as those writes end (within lim.closeTimeout for a shed socket).
+// enforceBudget sheds the sockets furthest behind (oldest queued frame)
+// while the frames held for all sockets pass lim.budget. Only sockets with
+// two or more frames queued are candidates: one that keeps up is never
+// shed for the others.
 func (h *wsHub) enforceBudget() {
 	if h.held.Load() <= h.lim.budget {
 		return
@@ -335,8 +302,8 @@ func (h *wsHub) enforceBudget() {
 	}
 }
 
-// wsGroup is the sockets with one subscription: one recorder
-// subscription, one batch encoding every flushEvery at most, shared.
+// wsGroup is the sockets with one subscription, sharing its recorder
+// subscription and one batch encoding every flushEvery at most.
 type wsGroup struct {
 	hub  *wsHub
 	key  string
@@ -353,30 +320,16 @@ type wsGroup struct {
 
 // key names a subscription: sockets with the same key share a group.
 func (f wsFilter) key() string {
-	var b strings.Builder
-	for _, on := range []bool{f.tasks, f.events, f.state} {
-		if on {
-			b.WriteByte('1')
-		} else {
-			b.WriteByte('0')
-		}
-	}
+	k := fmt.Sprint(f.tasks, f.events, f.state)
 	if f.events && f.types != nil {
-		types := make([]string, 0, len(f.types))
-		for t := range f.types {
-			types = append(types, t)
-		}
-		sort.Strings(types)
-		b.WriteByte(':')
-		b.WriteString(strings.Join(types, "\x00"))
+		k += ":" + strings.Join(slices.Sorted(maps.Keys(f.types)), "\x00")
 	}
-	return b.String()
+	return k
 }
 
-// setFilter makes f the subscription of s: whatever its old group had
-// queued is sent first, then the acknowledgement, then what is recorded
-// for f after this call. A subscription that would pass lim.maxGroups
-// distinct ones is refused with an error frame; s keeps its old one.
+// setFilter makes f the subscription of s: what its old group had queued
+// goes first, then the acknowledgement, then what is recorded for f. One
+// past lim.maxGroups distinct subscriptions is refused; s keeps its old.
 func (h *wsHub) setFilter(s *wsSock, f wsFilter, req *wsSubscribe) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -407,7 +360,7 @@ func (h *wsHub) setFilter(s *wsSock, f wsFilter, req *wsSubscribe) {
 	s.group = g
 }
 
-// newGroup starts a group (caller holds h.mu).
+// newGroup starts a group (h.mu held).
 func (h *wsHub) newGroup(key string, f wsFilter) *wsGroup {
 	g := &wsGroup{hub: h, key: key, f: f, sub: h.rec.Subscribe(h.lim.subBuffer), stop: make(chan struct{})}
 	g.sub.Filter(recorder.LiveFilter{Events: f.events, EventTypes: f.types, State: f.state, Tasks: f.tasks})
@@ -417,8 +370,7 @@ func (h *wsHub) newGroup(key string, f wsFilter) *wsGroup {
 }
 
 // leave takes s out of g, first sending g's queued items when flush (a
-// resubscribe: they were recorded under the old subscription); the group
-// ends with its last member (caller holds h.mu).
+// resubscribe); the group ends with its last member (h.mu held).
 func (h *wsHub) leave(s *wsSock, g *wsGroup, flush bool) {
 	g.mu.Lock()
 	if flush {
@@ -436,8 +388,8 @@ func (h *wsHub) leave(s *wsSock, g *wsGroup, flush bool) {
 	}
 }
 
-// join adds s to g after sending the members what g had queued (recorded
-// before s subscribed), and queues ack for s first thing.
+// join adds s to g after sending the members what g had queued, and
+// queues ack for s first.
 func (g *wsGroup) join(s *wsSock, ack *wsOut) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -448,7 +400,7 @@ func (g *wsGroup) join(s *wsSock, ack *wsOut) {
 }
 
 // run flushes the group's subscription at most every flushEvery (at once
-// when the worker was quiet) and reports sampled counts once a second.
+// after a quiet spell) and reports sampled counts once a second.
 func (g *wsGroup) run() {
 	lim := g.hub.lim
 	flushAt := time.NewTimer(time.Hour)
@@ -489,9 +441,8 @@ func (g *wsGroup) run() {
 	}
 }
 
-// flushLocked encodes what the subscription queued as one batch frame,
-// hands it to every member, and tells them of items the subscription
-// dropped (caller holds g.mu).
+// flushLocked hands every member one batch frame of what the subscription
+// queued, and tells them of items it dropped (g.mu held).
 func (g *wsGroup) flushLocked() {
 	g.last = time.Now()
 	if err := g.batch.take(g.sub, g.f); err != nil {
@@ -512,7 +463,6 @@ func (g *wsGroup) flushLocked() {
 	}
 }
 
-// deliver hands b, one frame, to every member: encoded once, shared.
 func (g *wsGroup) deliver(b []byte) {
 	if len(g.members) == 0 {
 		return
@@ -530,9 +480,9 @@ func (g *wsGroup) counts() [4]uint64 {
 	return [4]uint64{t, ev, st, sev}
 }
 
-// reportSampled sends socks (members) a "sampled" frame with the routine
-// items not sent since their last one, when there are any; sockets with
-// the same counts share one frame (caller holds g.mu).
+// reportSampled sends members socks a "sampled" frame of the routine items
+// not sent since their last one, if any; sockets with the same counts
+// share one frame (g.mu held).
 func (g *wsGroup) reportSampled(socks []*wsSock) {
 	now := g.counts()
 	var byBase map[[4]uint64][]*wsSock

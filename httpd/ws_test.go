@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/websocket"
 
 	"svc/recorder"
@@ -376,7 +377,7 @@ func TestWSWithoutRecorder(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "/bin/cat")
 	ui := &UIServer{cfg: cfg, log: quietLogger()}
-	srv := httptest.NewServer(ui.websocket())
+	srv := httptest.NewServer(ui.newWSEndpoint(defaultWSLimits()))
 	defer srv.Close()
 	r := rawUpgrade(t, strings.TrimPrefix(srv.URL, "http://"), "/ws", "")
 	if r.status != 503 || !strings.Contains(r.body, "recorder_unavailable") {
@@ -426,13 +427,13 @@ func TestWSSlowClientDoesNotBlockRecorder(t *testing.T) {
 	if got := after.EventsWritten - before.EventsWritten; got < n {
 		t.Errorf("recorder stored %d events, want at least %d", got, n)
 	}
-	if e.hub.shedTotal() != 1 {
-		t.Errorf("%d sockets shed, want 1", e.hub.shedTotal())
+	if e.hub.shedTotal.Load() != 1 {
+		t.Errorf("%d sockets shed, want 1", e.hub.shedTotal.Load())
 	}
 	if held := e.hub.held.Load(); held != 0 {
 		t.Errorf("%d bytes still accounted to sockets after the only one closed", held)
 	}
-	t.Logf("client received %d frames; shed %v", frames, e.hub.shed[0].Load())
+	t.Logf("client received %d frames; shed %v", frames, shedCount(e.hub, "backlog"))
 }
 
 func TestWSShutdownClosesSockets(t *testing.T) {
@@ -553,4 +554,9 @@ func TestWSSamplesRoutineItems(t *testing.T) {
 		t.Errorf("sent %d ok task rows and %d routine events, want at most %d each (one budget a second)", gotOK, gotReceived, recorder.LiveRoutinePerSecond)
 	}
 	t.Logf("sent %d ok rows, %d routine events; sampled %d and %d", gotOK, gotReceived, sampledTasks, sampledEvents)
+}
+
+// shedCount is svc_ui_ws_shed_total's value for reason.
+func shedCount(h *wsHub, reason string) uint64 {
+	return uint64(testutil.ToFloat64(h.shed.WithLabelValues(reason)))
 }

@@ -125,13 +125,13 @@ func TestWSIdleWatchersAreBounded(t *testing.T) {
 		peakHeap = max(peakHeap, ms.HeapAlloc)
 	}
 	start := time.Now()
-	for e.hub.shedTotal() < idle && time.Since(start) < wsWait {
+	for e.hub.shedTotal.Load() < idle && time.Since(start) < wsWait {
 		publish()
 		sample()
 		time.Sleep(10 * time.Millisecond)
 	}
 	sample()
-	if got := e.hub.shedTotal(); got < idle {
+	if got := e.hub.shedTotal.Load(); got < idle {
 		t.Errorf("%d of %d idle sockets shed after %s", got, idle, time.Since(start).Round(time.Millisecond))
 	}
 	if peakHeld > 2*budget {
@@ -150,8 +150,8 @@ func TestWSIdleWatchersAreBounded(t *testing.T) {
 		return last.Load() == seq, fmt.Sprintf("seq %d of %d", last.Load(), seq)
 	})
 	t.Logf("%d tasks in %s: reader read %d MiB; shed %d (backlog %d, budget %d, write_timeout %d); held at most %d KiB; heap grew %d MiB at most",
-		seq, time.Since(start).Round(time.Millisecond), readBytes.Load()>>20, e.hub.shedTotal(), e.hub.shed[shedBacklog].Load(),
-		e.hub.shed[shedBudget].Load(), e.hub.shed[shedWriteTimeout].Load(), peakHeld>>10, (int64(peakHeap)-int64(heap0))>>20)
+		seq, time.Since(start).Round(time.Millisecond), readBytes.Load()>>20, e.hub.shedTotal.Load(), shedCount(e.hub, "backlog"),
+		shedCount(e.hub, "budget"), shedCount(e.hub, "write_timeout"), peakHeld>>10, (int64(peakHeap)-int64(heap0))>>20)
 }
 
 // A socket shed for falling behind is told so: once its client reads
@@ -167,9 +167,9 @@ func TestWSShedSocketIsTold(t *testing.T) {
 		for range 20 {
 			s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: "ws-shed", Payload: payload})
 		}
-		return e.hub.shedTotal() == 1, fmt.Sprintf("%d shed", e.hub.shedTotal())
+		return e.hub.shedTotal.Load() == 1, fmt.Sprintf("%d shed", e.hub.shedTotal.Load())
 	})
-	if got := e.hub.shed[shedBacklog].Load(); got != 1 {
+	if got := shedCount(e.hub, "backlog"); got != 1 {
 		t.Errorf("shed for backlog %d times, want 1", got)
 	}
 	var last string
@@ -281,15 +281,15 @@ func TestWSBudgetShedsFurthestBehind(t *testing.T) {
 			seq++
 			s.rec.Event(event.Event{Type: event.TypeAnnotation, Kind: fmt.Sprint("seq-", seq), Payload: payload})
 		}
-		return e.hub.shedTotal() >= idle, fmt.Sprintf("%d shed", e.hub.shedTotal())
+		return e.hub.shedTotal.Load() >= idle, fmt.Sprintf("%d shed", e.hub.shedTotal.Load())
 	})
-	if b, o := e.hub.shed[shedBudget].Load(), e.hub.shedTotal(); b != idle || o != idle {
+	if b, o := shedCount(e.hub, "budget"), e.hub.shedTotal.Load(); b != idle || o != idle {
 		t.Errorf("%d shed for the budget, %d in all, want %d and %d", b, o, idle, idle)
 	}
 	wait.For(t, wsWait, "the reader to see the last annotation", func() (bool, string) {
 		return last.Load() == seq, fmt.Sprintf("seq %d of %d", last.Load(), seq)
 	})
-	if got := e.hub.shedTotal(); got != idle {
+	if got := e.hub.shedTotal.Load(); got != idle {
 		t.Errorf("%d sockets shed, want the %d idle ones only", got, idle)
 	}
 }

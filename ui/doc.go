@@ -2,10 +2,12 @@
 // declared-pages and probe-details models with their validation, link
 // templates and link bases, and the SPA bundle embedded from web/ with its
 // release tag (EmbeddedTag, Embedded, CheckTag). It uses the standard
-// library only and never imports the worker or the HTTP server; the
-// composition root (httpd/root) reads the worker config's plain tables into
-// these types and validates them at load (CheckDeclarations,
-// CheckLinkBases). Releasing and serving the bundle is package ui/release.
+// library only and never imports the worker or the HTTP server. The worker
+// config keeps the declarations as plain tables; the composition root
+// (httpd/root) reads them into these types and validates them at load
+// (CheckDeclarations, CheckLinkBases), and at start a Go handler's hooks
+// (Pager, ProbeDetailer). Releasing and serving the bundle is package
+// ui/release.
 //
 // Operators declare pages and probe details in TOML as docs/ui.md
 // ("Declared pages", "Debug") describes; the complete example is

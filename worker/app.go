@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/ui"
 	"svc/worker/config"
 )
 
@@ -48,8 +47,6 @@ type App struct {
 	sinks    Deliverer
 	cache    TaskCache
 	probes   chan struct{}
-	pages    []ui.Page
-	details  ui.ProbeDetails
 
 	// taskCtx outlives intake; it ends when the drain deadline passes.
 	taskCtx      context.Context
@@ -86,16 +83,9 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	a.kafkaCtx = WaitForExecutor(a.taskCtx, a.drainStarted)
 	h := d.Handler
 	if h == nil {
-		eh, err := NewExecHandler(cfg, a.ids)
-		if err != nil {
-			return nil, err
-		}
-		h = eh
+		h = NewExecHandler(cfg, a.ids)
 	}
 	if err := a.bindHandler(h); err != nil {
-		return nil, err
-	}
-	if err := a.bindUI(h); err != nil {
 		return nil, err
 	}
 	stats, _ := d.Runner.(PoolStats)

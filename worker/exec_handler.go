@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"svc/ui"
 	"svc/worker/config"
 	"svc/worker/payload"
 )
@@ -23,25 +22,17 @@ const LabelHeaderPrefix = "svc-label-"
 // ExecHandler is the built-in handler: one task per message, the message
 // bytes as the executor's stdin, labels from svc-label-* headers and from the
 // top-level JSON fields named in handler.label_fields. It implements Handler,
-// HTTPArranger, HTTPCompleter, UIPager and ProbeDetailer (from
-// handler.ui_pages and handler.probe_details) and is safe for concurrent use.
+// HTTPArranger and HTTPCompleter and is safe for concurrent use. Its UI
+// declarations (handler.ui_pages, handler.probe_details) are read by the
+// composition root, not here.
 type ExecHandler struct {
 	labelFields []string
 	ids         *IDGen
-	pages       []ui.Page
-	details     ui.ProbeDetails
 }
 
-// NewExecHandler returns the built-in exec handler, its declarations read
-// from the config's plain tables into the ui model.
-func NewExecHandler(cfg *config.Config, ids *IDGen) (*ExecHandler, error) {
-	h := &ExecHandler{labelFields: cfg.Handler.LabelFields, ids: ids}
-	problems := cfg.DecodeTables("handler.ui_pages", cfg.Handler.UIPages, &h.pages)
-	problems = append(problems, cfg.DecodeTables("handler.probe_details", cfg.Handler.ProbeDetails, &h.details)...)
-	if len(problems) > 0 {
-		return nil, &config.Error{Problems: problems}
-	}
-	return h, nil
+// NewExecHandler returns the built-in exec handler.
+func NewExecHandler(cfg *config.Config, ids *IDGen) *ExecHandler {
+	return &ExecHandler{labelFields: cfg.Handler.LabelFields, ids: ids}
 }
 
 // Arrange makes one task per Kafka message.

@@ -1,20 +1,10 @@
 // Package root is the worker's one composition root: New turns a
-// validated config into the running worker (every component, socket and
-// feature switch) and Worker.Run runs it under the one lifecycle. `svc
-// run`, `svc demo` and every test that needs a whole worker call it; a
-// test swaps a part (the handler, the task runner, the logger) through
-// Options and never assembles a worker of its own, so what is tested is
-// what runs.
-//
-// Build order (each part may use the ones before it): sockets, metrics
-// registry and events, executor pool, monitors, handler cache, sinks and
-// DLQ, App, Kafka source, the executor's health wired into both and the
-// pool started (persistent children start here), then with the UI on:
-// fleet registry, flight recorder, Kafka read API, DLQ redrive, trends, UI
-// release, UI server, cache exchange; then the metrics exporter and the
-// HTTP ingress. Shutdown is the lifecycle's (worker.Lifecycle): intake,
-// drain, sinks, services in reverse, then the released parts in reverse
-// build order.
+// validated config into the worker and Worker.Run runs it under the one
+// lifecycle. `svc run`, `svc demo` and every test that needs a whole worker
+// call it, swapping parts only through Options, so what is tested is what
+// runs. New builds in dependency order (each part may use the ones before
+// it); shutdown is worker.Lifecycle's: intake, drain, sinks, services in
+// reverse, then the released parts in reverse build order.
 package root
 
 import (
@@ -27,6 +17,7 @@ import (
 	"svc/httpd"
 	"svc/kafkaread"
 	"svc/recorder"
+	"svc/ui"
 	"svc/ui/release"
 	"svc/worker"
 	"svc/worker/cache"
@@ -48,18 +39,15 @@ type Options struct {
 	Log *slog.Logger
 	// Handler is the message handler; nil is the built-in exec handler.
 	Handler any
-	// Runner runs tasks instead of the executor pool built from
-	// cfg.Executor (tests with a fake executor).
+	// Runner runs tasks instead of the executor pool built from cfg.Executor.
 	Runner worker.TaskRunner
 	// GuardBinary is the binary the executor pool starts as the guard that
-	// kills executor trees left by a SIGKILLed worker (`svc run` passes its
-	// own path); "" runs without it.
+	// kills executor trees left by a SIGKILLed worker; "" runs without it.
 	GuardBinary string
 }
 
-// Worker is a built worker: its parts, its bound sockets and its
-// lifecycle. Parts a config switches off are nil. Fields are for reading
-// (tests, the demo's printed text); the lifecycle owns their shutdown.
+// Worker is a built worker: its parts (nil when switched off, for reading
+// only: the lifecycle owns their shutdown), its sockets and its lifecycle.
 type Worker struct {
 	Config   *config.Config
 	Log      *slog.Logger
@@ -80,31 +68,27 @@ type Worker struct {
 	Site       *release.Site
 	UI         *httpd.UIServer
 	Exchange   *cache.Exchange
-	// Trends samples throughput, failures and lag for the Dashboard (with
-	// the UI on).
-	Trends  *trends.Sampler
-	Metrics *httpd.MetricsServer
-	Ingress *httpd.Ingress
-	// Features are the switches that were built, as GET /api/v1/identity
-	// advertises them.
+	Trends     *trends.Sampler
+	Metrics    *httpd.MetricsServer
+	Ingress    *httpd.Ingress
+	// Features are the switches identity advertises.
 	Features map[string]bool
 
-	life *worker.Lifecycle
-	lns  *httpd.Listeners
+	life    *worker.Lifecycle
+	lns     *httpd.Listeners
+	pages   []ui.Page // the handler's, validated and normalized (bindUI)
+	details ui.ProbeDetails
 }
 
-// New builds the worker from cfg, which must be validated (config.Load
-// does). It binds every enabled socket first (a bind failure is fatal
-// before anything else is opened) and starts nothing: Run does. On an
-// error it releases what it had built.
+// New builds the worker from a validated cfg. It binds every enabled
+// socket first (a bind failure is fatal before anything is opened) and
+// starts nothing: Run does. On an error it releases what it had built.
 func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	w = &Worker{Config: cfg, Log: o.Log, Registry: worker.NewRegistry()}
-	// Until the lifecycle takes them, built parts are released here on
-	// error, the way the lifecycle would (worker.Lifecycle.Abandon).
-	var own owned
+	var own owned // released on error until the lifecycle takes them
 	defer func() {
 		if err != nil {
 			own.abandon()
@@ -114,8 +98,6 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 		return nil, err
 	}
 	w.lns.Log(o.Log)
-	// Closed by their servers when they run; closing them again at the end
-	// is harmless and covers a surface that never ran.
 	own.release(w.lns.Close)
 	log, reg := o.Log, w.Registry
 	w.Events = worker.NewEvents(cfg.Worker.Name, cfg.Executor.Env)
@@ -151,12 +133,14 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 		if w.Sinks, err = sink.New(cfg, reg, w.Events, log.With("component", "sinks")); err != nil {
 			return nil, err
 		}
-		// Closed once, after the drain: results of drained work go out.
 		own.drained = append(own.drained, w.Sinks.Close)
 		deps.Sinks = w.Sinks
 		w.Events.Deliveries = deliveries(cfg, w.Sinks)
 	}
 	if w.App, err = worker.New(cfg, deps); err != nil {
+		return nil, err
+	}
+	if w.pages, w.details, err = bindUI(cfg, o.Handler, log.With("component", "worker")); err != nil {
 		return nil, err
 	}
 	if cfg.Sources.Kafka.Enabled {
@@ -213,11 +197,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 	return w, nil
 }
 
-// watchExecutor wires the executor's health (when the runner reports it)
-// into readiness, the ingress and probes (through the App) and the Kafka
-// source's intake hold, then starts the pool: persistent children start
-// now, not on the first task, so that /readyz and the hold reflect them
-// from startup.
+// watchExecutor wires the executor's health into the App (readiness,
+// ingress, probes) and the Kafka source's intake hold, then starts the
+// pool, so that persistent children start now and /readyz reflects them.
 func (w *Worker) watchExecutor(runner worker.TaskRunner) {
 	if hs, ok := runner.(worker.ExecutorHealthSource); ok {
 		hs.WatchExecutorHealth(func(h worker.ExecutorHealth) {
@@ -251,19 +233,16 @@ type service struct {
 	r    worker.Runner
 }
 
-// buildUI builds the parts that run only with the UI server: the fleet
-// registry, the flight recorder, the Kafka read API, DLQ redrive, the UI
-// release, the UI server and the cache exchange. It returns the services
-// in start order, after the given ones.
+// buildUI builds the parts that run only with the UI server and returns
+// the services in start order, after the given ones.
 func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([]service, error) {
 	cfg, log, reg := w.Config, w.Log, w.Registry
-	// Registered before the other UI parts, the registry stops after them:
-	// its card says "stopped" once they have.
+	// First in, last out: its card says "stopped" once the others have.
 	w.Fleet = newRegistry(cfg, w.App, w.Cache, reg, func() string { return w.UI.Addr() }, log)
 	services = append(services, service{"fleet", w.Fleet})
 	if w.Kafka != nil {
-		// Group members whose worker's card says stopped or unreachable
-		// hold their partitions for nobody: their lag is reported.
+		// Members whose card says stopped or unreachable hold their
+		// partitions for nobody: their lag is reported.
 		w.Kafka.SetLiveness(func() map[string]bool {
 			live := map[string]bool{}
 			for _, wk := range w.Fleet.Workers() {
@@ -312,12 +291,13 @@ func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([
 	w.Trends = trends.New(reg)
 	services = append(services, service{"trends", w.Trends})
 	deps := httpd.UIDeps{Config: cfg, App: w.App, Gatherer: reg, Log: uiLog, Recorder: rec, Kafka: w.Reader,
-		Redrive: w.Redrive, Fleet: w.Fleet, Cache: w.Cache, Runtime: w.Monitor, Throughput: w.Throughput, Trends: w.Trends}
+		Redrive: w.Redrive, Fleet: w.Fleet, Cache: w.Cache, Runtime: w.Monitor, Throughput: w.Throughput, Trends: w.Trends,
+		Pages: w.pages, ProbeDetails: w.details}
 	if w.Kafka != nil {
 		deps.Pause = w.Kafka
 	}
 	if cfg.UI.Release.Enabled {
-		if w.Site, err = newSite(cfg, w.App, w.Fleet.TrustedOrigins, log); err != nil {
+		if w.Site, err = newSite(cfg, w.pages, w.Fleet.TrustedOrigins, log); err != nil {
 			return nil, err
 		}
 		deps.Bundle = w.Site
@@ -338,8 +318,7 @@ func (w *Worker) buildUI(ctx context.Context, own *owned, services []service) ([
 }
 
 // Run runs the worker until ctx ends or a component fails, then shuts it
-// down (worker.Lifecycle) and releases every part. It returns the first
-// component error, or nil when ctx ended.
+// down and releases every part. It returns the first component error.
 func (w *Worker) Run(ctx context.Context) error {
 	w.Log.Info("worker_started", "worker", w.Config.Worker.Name, "cluster", w.Config.Worker.Cluster, "release", worker.Version,
 		"ui", w.UIAddr(), "ingress", w.IngressAddr(), "kafka_source", w.Kafka != nil)
@@ -369,8 +348,7 @@ func (w *Worker) IngressAddr() string {
 }
 
 // deliveries tells the flight recorder how many sink_delivered events
-// follow an ok task of a source: the sinks its result goes to, for the
-// Kafka source and an ingress with sinks_enabled; none otherwise.
+// follow an ok task of a source (none when its results go to no sink).
 func deliveries(cfg *config.Config, sinks *sink.Set) func(string, *worker.TaskResult) int {
 	kafkaOut := cfg.Sources.Kafka.Enabled
 	httpOut := cfg.Sources.HTTP.Enabled && cfg.Sources.HTTP.SinksEnabled

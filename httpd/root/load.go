@@ -12,9 +12,8 @@ import (
 	"svc/worker/fleet"
 )
 
-// loadReader reads the worker's load for its card from its own metrics,
-// the numbers its Dashboard shows, so the workers list and each worker's
-// own pages agree. It is called from the registry's goroutine only.
+// loadReader reads the worker's load for its card from its own metrics, so
+// the workers list and its Dashboard agree. Registry goroutine only.
 type loadReader struct {
 	g     prometheus.Gatherer
 	kafka bool // the Kafka source runs

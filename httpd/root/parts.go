@@ -10,6 +10,7 @@ import (
 
 	"svc/httpd"
 	"svc/recorder"
+	"svc/ui"
 	"svc/ui/release"
 	"svc/worker"
 	"svc/worker/cache"
@@ -41,9 +42,8 @@ func servesCache(cfg *config.Config, store *cache.Store) bool {
 	return store != nil && store.Persistent() && cfg.CacheExchangeOn()
 }
 
-// newRegistry builds the worker registry (UI on only); bind returns the
-// UI server's bound address once it listens. Its card carries the
-// worker's load, read from the metrics registry g at each heartbeat.
+// newRegistry builds the worker registry; bind returns the UI server's
+// address once it listens. Its card carries the load read from g.
 func newRegistry(cfg *config.Config, app *worker.App, store *cache.Store, g prometheus.Gatherer, bind func() string, log *slog.Logger) *fleet.Registry {
 	root := cfg.Shared.Dir
 	if root == "" {
@@ -78,10 +78,8 @@ func newExchange(cfg *config.Config, store *cache.Store, registry *fleet.Registr
 	})
 }
 
-// newMonitors builds the runtime health monitor (nil when
-// runtime_health.enabled is false) and the task cost tracker (disabled
-// without throughput.cost_label). The monitor's samples and stalls become
-// runtime_health recorder events.
+// newMonitors builds the runtime health monitor (nil when switched off),
+// whose samples become runtime_health events, and the task cost tracker.
 func newMonitors(cfg *config.Config, events *worker.Events, pool worker.PoolStats, reg prometheus.Registerer, log *slog.Logger) (*runtimehealth.Monitor, *throughput.Tracker, error) {
 	tracker, err := throughput.New(throughput.Options{
 		CostLabel: cfg.Throughput.CostLabel, Window: cfg.Throughput.Window.D(),
@@ -112,15 +110,12 @@ func newMonitors(cfg *config.Config, events *worker.Events, pool worker.PoolStat
 	return monitor, tracker, nil
 }
 
-// newSite serves the configured UI release: from the per-host cache or,
-// for the tag embedded in this binary, from the binary itself at once;
-// anything else is fetched in the background by Site.Run while pages
-// answer 503. peers lists the origins of the fleet's other trusted
-// workers (fleet.trusted_urls, static peers), the only ones besides this
-// worker that pages may connect to: never a URL an untrusted card names.
-func newSite(cfg *config.Config, app *worker.App, peers func() []string, log *slog.Logger) (*release.Site, error) {
+// newSite serves the configured UI release (pages answer 503 until it is
+// cached). peers lists the trusted workers' origins, the only others that
+// pages may connect to: never a URL an untrusted card names.
+func newSite(cfg *config.Config, pages []ui.Page, peers func() []string, log *slog.Logger) (*release.Site, error) {
 	var slugs []string
-	for _, p := range app.UIPages() {
+	for _, p := range pages {
 		slugs = append(slugs, p.Slug)
 	}
 	r := cfg.UI.Release
@@ -150,11 +145,8 @@ func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recor
 }
 
 // maskEnvOnce is the recorder's redaction of a task row's environment:
-// config.MaskEnv, but the map itself when no name is secret. The worker's
-// rows carry a fresh map that it redacted already (Events.taskEnv), so a
-// second copy per task only fed the collector. The worker's own key
-// encoding entry, on every keyed Kafka row, is not secret and skips the
-// name check (1.0 % of the worker's CPU in the Kafka bench).
+// config.MaskEnv, but the map itself (already redacted by Events) when no
+// name is secret. The key encoding entry, on every keyed row, is not.
 func maskEnvOnce(env map[string]string) map[string]string {
 	for k := range env {
 		if k != worker.KeyEncodingEnv && config.IsSecretName(k) {
