@@ -18,6 +18,9 @@ import (
 // fetch sizer, one fetch (1 MiB a partition on the wire) held the whole
 // backlog. Everything is still consumed and committed.
 func TestKafkaFetchBufferBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("it needs a backlog many times the fetch budget (thousands of records): runs in the full suite")
+	}
 	t.Parallel()
 	n := 20_000
 	if testing.Short() {
