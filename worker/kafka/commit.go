@@ -14,10 +14,8 @@ import (
 )
 
 // atLeastOnce is the at-least-once committer: a message's results are
-// delivered (the sinks' own idempotent producers), then it is finished,
-// and the commit point of each partition (its highest contiguous finished
-// offset + 1) is committed every sources.kafka.commit_interval, on revoke
-// and at shutdown.
+// delivered, then it is finished; commit points are committed every
+// commit_interval, on revoke and at shutdown.
 type atLeastOnce struct{ *Source }
 
 func (s atLeastOnce) newClient(opts []kgo.Opt) (*kgo.Client, error) {
@@ -33,11 +31,8 @@ func (s atLeastOnce) last(ctx context.Context)       { s.commit(ctx, nil) }
 func (s atLeastOnce) onLost(ps []int32)              { s.forget(ps) }
 
 // onRevoked drops the revoked partitions' waiting messages, lets their
-// running ones finish (up to sources.kafka.revoke_timeout), commits what
-// finished and forgets them, clearing any stall so a later owner starts
-// clean. The commit happens during a consume pause too: the partitions
-// leave this worker, and what finished here would otherwise be processed
-// again by the next owner.
+// running ones finish (up to revoke_timeout), commits what finished (during
+// a consume pause too: the next owner would redo it) and forgets them.
 func (s atLeastOnce) onRevoked(ctx context.Context, ps []int32) {
 	s.mu.Lock()
 	for _, p := range ps {
@@ -48,10 +43,8 @@ func (s atLeastOnce) onRevoked(ctx context.Context, ps []int32) {
 	s.updateFlowLocked()
 	s.mu.Unlock()
 	deadline := time.After(s.cfg.RevokeTimeout.D())
-	// On shutdown run has already waited worker.shutdown_timeout for the
-	// work in flight; waiting revoke_timeout on top would overrun it.
 	for _, p := range ps {
-		if !s.live.Load() {
+		if !s.live.Load() { // shutdown: Run has drained already
 			break
 		}
 		s.mu.Lock()
@@ -78,11 +71,8 @@ func (s atLeastOnce) onRevoked(ctx context.Context, ps []int32) {
 }
 
 // memberFenced stops consuming for good after the group refused this
-// worker's static membership: another worker with the same worker.name
-// (group.instance.id) joined, and it owns the partitions now. Retrying
-// would only log the refusal every few seconds while the worker looked
-// ready. (Exactly-once, it is the fence of txn.go: the newer worker takes
-// the transactional id as well.)
+// worker's static membership: another worker of the same worker.name owns
+// the partitions now.
 func (s atLeastOnce) memberFenced(err error) {
 	if !s.fenced.CompareAndSwap(nil, &err) {
 		return
@@ -96,10 +86,8 @@ func (s atLeastOnce) memberFenced(err error) {
 
 // finished delivers j's results and then finishes its message: one result
 // asynchronously, several in order on a goroutine of their own. A result
-// cancelled past the drain deadline, or still waiting for an unavailable
-// executor when the drain began, is not a failure of the message: no DLQ,
-// and the message stays uncommitted (read again). The messages its end
-// admits start from there (finish): it returns none.
+// not run (notRun) leaves the message uncommitted, with no DLQ. The
+// messages its end admits start from finish: it returns none.
 func (s atLeastOnce) finished(j job, taskCtx context.Context, results []worker.TaskResult) []job {
 	var first [1]*worker.TaskResult // on the stack: the usual one result allocates nothing here
 	todo := first[:0]
@@ -114,9 +102,7 @@ func (s atLeastOnce) finished(j job, taskCtx context.Context, results []worker.T
 	switch len(todo) {
 	case 0:
 		s.finish(j, false, unfinished)
-	case 1:
-		// A DLQ send failed under "stall", or the task context ended past
-		// the drain deadline: the message stays uncommitted.
+	case 1: // err: a DLQ send failed under "stall"
 		s.app.DeliverAsync(todo[0], func(err error) { s.finish(j, err != nil, unfinished) })
 	default:
 		several := slices.Clone(todo)
@@ -134,8 +120,8 @@ func (s atLeastOnce) finished(j job, taskCtx context.Context, results []worker.T
 }
 
 // finish accounts for j's delivered message (stalled: its partition
-// stalls; unfinished: it stays uncommitted, quietly), starts the messages
-// that lets in and lets j's hold go.
+// stalls; unfinished: it stays uncommitted, quietly), starts what that
+// lets in and lets j's hold go.
 func (s atLeastOnce) finish(j job, stalled, unfinished bool) {
 	s.mu.Lock()
 	s.doneLocked(j.w, stalled || unfinished, !stalled)
@@ -149,9 +135,8 @@ func (s atLeastOnce) finish(j job, stalled, unfinished bool) {
 	j.done()
 }
 
-// commitLoop commits finished offsets every sources.kafka.commit_interval,
-// except while the operator's consume pause holds intake (nothing is
-// committed while paused); the end of the pause asks for a commit at once.
+// commitLoop commits every commit_interval, and at once when a consume
+// pause ends; nothing while one is active.
 func (s atLeastOnce) commitLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.CommitInterval.D())
 	defer t.Stop()
@@ -171,8 +156,7 @@ func (s atLeastOnce) commitLoop(ctx context.Context) {
 	}
 }
 
-// commitSoon asks the commit loop for a commit now (end of a consume
-// pause); it never blocks.
+// commitSoon asks for a commit now (end of a consume pause); never blocks.
 func (s *Source) commitSoon() {
 	select {
 	case s.commitNow <- struct{}{}:
@@ -230,8 +214,7 @@ func (s atLeastOnce) commit(ctx context.Context, only []int32) {
 	s.committed(offsets)
 }
 
-// committed counts and reports a successful commit of offsets, in either
-// mode.
+// committed counts and reports a successful commit, in either mode.
 func (s *Source) committed(offsets map[int32]kgo.EpochOffset) {
 	s.m.commits.WithLabelValues("ok").Inc()
 	committed := make(map[int32]int64, len(offsets))

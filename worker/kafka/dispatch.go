@@ -9,26 +9,13 @@ import (
 	"svc/worker"
 )
 
-// Message workers: each started message runs in a goroutine, runs its
-// tasks, hands its task slot on and starts delivering its results; the
-// message is finished (its offset, which lets the next message of its key
-// in) when the last result is out. The goroutine whose message leaves its
-// task slot runs the first message that lets in itself, at once, while
-// its own results are delivered: the executor's queue is fed by the
-// goroutines that just used it, not by goroutines woken for it. A message
-// with one result is delivered asynchronously (App.DeliverAsync: finished
-// in the producer's acknowledgement, no goroutine waits for it); one with
-// several results, or under exactly-once, the synchronous way. A goroutine
-// left without work waits idle for a while for the next message to start:
-// a fresh goroutine per message grew its stack anew for every task
-// (runtime.copystack was 7.7 % of svc's CPU in the Kafka bench).
-//
-// Why: with every message's goroutine blocked in its delivery, each
-// produce response woke dozens of them at once (one per record), and the
-// goroutines reading the executor children's answers waited behind that
-// crowd: the Kafka bench's trace (svc run -trace) showed 4.2 goroutine
-// wakes a message and a delivery's goroutine waiting 657 µs on average to
-// run again; 1.9 wakes a message since.
+// Message workers: each started message runs on a goroutine, runs its
+// tasks, hands its task slot on and delivers its results. The goroutine
+// whose message leaves its task slot runs the first message that lets in
+// itself, so the executor's queue is fed by the goroutines that just used
+// it rather than by goroutines woken for it, and an idle goroutine waits a
+// while for the next message instead of exiting: a fresh goroutine per
+// message grew its stack anew each time (7.7 % of CPU in the Kafka bench).
 
 // idleFor is how long a message goroutine without work waits for one
 // before it exits.
@@ -40,8 +27,8 @@ type job struct {
 	done func()
 }
 
-// jobs holds the worker's drain for each of ws (before whatever admitted
-// them lets its own hold go, so a drain never sees a gap).
+// jobs holds the worker's drain for each of ws, before whatever admitted
+// them lets its own hold go, so a drain never sees a gap.
 func (s *Source) jobs(ws []*msgWork) []job {
 	if len(ws) == 0 {
 		return nil
@@ -53,8 +40,7 @@ func (s *Source) jobs(ws []*msgWork) []job {
 	return js
 }
 
-// start runs js: each on an idle message goroutine if one waits, else on a
-// new one.
+// start runs each of js on an idle message goroutine, else on a new one.
 func (s *Source) start(js []job) {
 	for _, j := range js {
 		select {
@@ -66,9 +52,7 @@ func (s *Source) start(js []job) {
 }
 
 // run processes j's message, then the first message its tasks' end
-// admits, and so on; the others admitted on the way go to other
-// goroutines. Out of work, it waits up to idleFor for more, or until the
-// source stops.
+// admits, and so on. Out of work, it waits up to idleFor for more.
 func (s *Source) run(j job) {
 	var idle *time.Timer
 	for {
@@ -94,26 +78,21 @@ func (s *Source) run(j job) {
 	}
 }
 
-// process runs a message's tasks and sees to the delivery of every
-// result; once they are out the message's offset is finished (or
-// abandoned when its partition stalled) and its hold let go. It returns
-// the messages admitted meanwhile, held, for the caller to run.
+// process runs a message's tasks and hands the results to the committer.
+// It returns the messages admitted meanwhile, held, for the caller to run.
 func (s *Source) process(j job) []job {
 	w := j.w
 	var results []worker.TaskResult
 	taskCtx := s.app.TaskContext()
-	if w.arrangeErr != nil {
-		// The handler could not arrange the batch: every task of the
-		// message fails unrun (to the DLQ).
+	if w.arrangeErr != nil { // every task fails unrun (to the DLQ)
 		for i := range w.tasks {
 			results = append(results, worker.TaskResult{Task: &w.tasks[i], Status: worker.StatusFailed, Err: fmt.Errorf("arrange: %w", w.arrangeErr)})
 		}
 	} else {
 		results = s.app.RunTasks(taskCtx, worker.SourceKafka, w.tasks) // the message's own tasks: nothing else uses them
 	}
-	// The tasks ended: the message gives its task slot to the next one
-	// and delivers its results (the next message of its key still waits
-	// until it is finished).
+	// The tasks ended: the task slot goes to the next message (the next
+	// of its key still waits until this one is finished).
 	var resultBytes int64
 	for i := range results {
 		resultBytes += int64(len(results[i].Output))
@@ -138,13 +117,9 @@ func notRun(taskCtx context.Context, r *worker.TaskResult) bool {
 }
 
 // pollWakeLocked reports whether a finished message should wake the poll
-// loop: when the next poll may take records, when the exactly-once loop
-// may have a transaction due, or when nothing runs any more (the drain at
-// shutdown waits for that). While backpressure holds, the poll loop would
-// only find no room and wait again: woken for every finished message, it
-// took the source's lock and a new timer each time, 3 µs of the worker's
-// CPU a message on the Kafka bench (TestKafkaBackpressureQuietPoll counts the
-// wakes).
+// loop: the next poll may take records, a transaction may be due, or
+// nothing runs any more (the shutdown drain). Woken while backpressure
+// holds, it would only wait again (TestKafkaBackpressureQuietPoll).
 func (s *Source) pollWakeLocked() bool {
 	return s.c.transactional() || s.running == 0 || s.pollRoomLocked() > 0
 }
@@ -157,11 +132,9 @@ func (s *Source) signalRoom() {
 	}
 }
 
-// stallLocked stall-pauses the message's partition: its offsets freeze, its
-// waiting messages are dropped and fetching stops until restart or revoke;
-// neither the consume pause nor backpressure touches it. quiet (a message
-// left unfinished by the shutdown) only freezes the offsets and drops the
-// waiting messages: no pause, log or count.
+// stallLocked stall-pauses the message's partition until restart or
+// revoke: offsets frozen, waiting messages dropped, fetching stopped.
+// quiet (a message the shutdown left unfinished): no pause, log or count.
 func (s *Source) stallLocked(w *msgWork, quiet bool) {
 	p := w.part
 	first := !p.stalled
@@ -177,8 +150,7 @@ func (s *Source) stallLocked(w *msgWork, quiet bool) {
 	}
 }
 
-// runningCount is the number of messages started and not finished
-// (running their tasks or delivering their results).
+// runningCount is the number of messages started and not finished.
 func (s *Source) runningCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -40,7 +40,10 @@ func TestExactlyOnceDelivers(t *testing.T) {
 	addrs := c.ListenAddrs()
 	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
 	w := ktStart(t, cfg)
-	const n = 3000
+	n := 3000
+	if testing.Short() {
+		n = 300 // the same checks on a tenth: the exactly-once mode's -short test
+	}
 	fails := func(id int) bool { return id%50 == 7 }
 	var recs []*kgo.Record
 	for i := range n {
@@ -115,6 +118,9 @@ func eosIDs(recs []*kgo.Record) map[int]int {
 // stops consuming and reports not ready, saying why, and every message is
 // still in the sink or the DLQ exactly once for a read_committed reader.
 func TestExactlyOnceFencing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a second worker fences the first under a stream of thousands of messages: runs in the full suite")
+	}
 	t.Parallel()
 	c := ktCluster(t, 4)
 	addrs := c.ListenAddrs()
@@ -162,6 +168,9 @@ func TestExactlyOnceFencing(t *testing.T) {
 // breaker's trial transaction commits, and every message is in the sink
 // exactly once.
 func TestExactlyOnceSinkOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a whole sink outage with timed waits for the breaker and the offsets: runs in the full suite")
+	}
 	t.Parallel()
 	c := ktCluster(t, 2)
 	addrs := c.ListenAddrs()
@@ -231,6 +240,9 @@ func TestExactlyOnceSinkOutage(t *testing.T) {
 // work on the revoke and rewinds (kafka_transaction_reset); the partitions
 // move both ways, and a read_committed reader finds every message once.
 func TestExactlyOnceRebalance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a worker joins and leaves mid-stream over 3,000 messages: runs in the full suite")
+	}
 	t.Parallel()
 	c := ktCluster(t, 4)
 	addrs := c.ListenAddrs()
@@ -267,6 +279,9 @@ func TestExactlyOnceRebalance(t *testing.T) {
 // stop: it logs kafka_transaction_session_restart once, builds a new
 // session, stays ready, and every message is in the sink exactly once.
 func TestExactlyOnceSessionRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a broken transaction session under 2,000 paced messages: runs in the full suite")
+	}
 	t.Parallel()
 	c := ktCluster(t, 2)
 	addrs := c.ListenAddrs()
@@ -316,6 +331,9 @@ func TestExactlyOnceSessionRestart(t *testing.T) {
 // A newer worker under the same name then finishes the stream, each
 // message once.
 func TestExactlyOnceSupplantedMidCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("another producer takes the transactional id mid-stream, then a second worker finishes: runs in the full suite")
+	}
 	t.Parallel()
 	c := ktCluster(t, 2)
 	addrs := c.ListenAddrs()

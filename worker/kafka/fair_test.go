@@ -23,12 +23,15 @@ import (
 // before any one partition is done; served one partition at a time, the
 // first would reach its end while the others were still at 0.
 func TestKafkaFairAcrossPartitions(t *testing.T) {
+	if testing.Short() {
+		// 200 messages finished within one commit interval on a quiet
+		// machine: the first commit held every partition's end, and the
+		// check failed 13 times in 15.
+		t.Skip("the backlog must outlast several commit intervals to show fairness: runs in the full suite")
+	}
 	t.Parallel()
 	const parts = 4
 	n := 4000
-	if testing.Short() {
-		n = 200 // the same check on a twentieth of the backlog
-	}
 	c := ktCluster(t, parts)
 	addrs := c.ListenAddrs()
 	var recs []*kgo.Record
@@ -81,6 +84,9 @@ func TestKafkaFairAcrossPartitions(t *testing.T) {
 // one message: its queue holds one running slot, not the whole in-flight
 // budget. Once released, the hot key's messages reach the sink in order.
 func TestKafkaHotKeyDoesNotStallOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a held hot key among hundreds of messages on 4 partitions: runs in the full suite")
+	}
 	t.Parallel()
 	const parts = 4
 	n := 1000

@@ -10,27 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// The consumer's memory is mostly what a fetch response becomes once its
-// batches are decompressed into records. Kafka bounds a fetch by its bytes
-// on the wire (the client library asks for up to 50 MiB, 1 MiB per
-// partition, by default), and compressed batches inflate: 1 KiB records
-// that compress 15× made one default fetch of a 20,000-record backlog hold
-// the whole backlog, 20 MiB of records, while the source itself lets only
-// a few thousand messages wait. The client keeps one such response per
-// broker buffered until it is polled.
-//
-// fetchSizer bounds the inflated size instead: it watches every batch the
-// client decompresses (HookFetchBatchRead) and asks the next fetches for
-// sources.kafka.fetch_buffer_bytes divided by how much the batches read so
-// far inflated, the records' in-memory overhead included. The first fetch
-// asks for little (minFetchAsk), so even a topic of highly compressed
-// batches starts within the budget; a rise in the inflation is followed at
-// once, a fall gradually. A fetch still returns at least one batch (Kafka's
-// rule), so a producer batch larger than the budget is fetched whole.
-//
-// It also counts what the client holds fetched and not yet polled
-// (HookFetchRecordBuffered / Unbuffered): the gauge
-// svc_kafka_fetch_buffered_bytes, and the peak the tests check.
+// fetchSizer bounds what one fetch response holds once decompressed
+// (docs/operations.md "Kafka consumer memory"): Kafka bounds a fetch by
+// its bytes on the wire, and compressed batches inflate (one default fetch
+// held a 20,000-record backlog whole). It watches every batch the client
+// decompresses and asks the next fetches for fetch_buffer_bytes over how
+// much the batches inflated, overhead included: the first ask is small
+// (minFetchAsk), a rise is followed at once, a fall gradually. It also
+// counts what the client holds fetched and not yet polled.
 type fetchSizer struct {
 	budget  int64 // inflated bytes one fetch may hold
 	ceiling int32 // the wire size never asked above (client_config fetch.max.bytes, else budget up to 100 MiB)
@@ -60,7 +47,7 @@ const maxDefaultRead = 100 << 20
 
 func newFetchSizer(budget int64, clientConfig map[string]string, reg prometheus.Registerer) *fetchSizer {
 	// The client reads at most 100 MiB a response unless fetch.max.bytes
-	// raised that (kconn), so the ask stays below it.
+	// raised that (kconn).
 	ceiling := int32(min(budget, maxDefaultRead))
 	if v, err := strconv.ParseInt(strings.TrimSpace(clientConfig["fetch.max.bytes"]), 10, 32); err == nil && v > 0 {
 		ceiling = int32(v)
@@ -116,8 +103,7 @@ func (f *fetchSizer) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m
 		f.ratio = 0.9*f.ratio + 0.1*r
 	}
 	ask, cur := f.askFor(f.ratio), f.ask.Load()
-	// The client reads the size at each fetch; a store is needed only
-	// for a smaller size or a clearly larger one.
+	// Updated only for a smaller size or a clearly larger one.
 	if ask < cur || ask > cur+cur/8 {
 		f.ask.Store(ask)
 		if f.cl != nil {
@@ -149,11 +135,4 @@ func (f *fetchSizer) OnFetchRecordBuffered(r *kgo.Record) {
 // OnFetchRecordUnbuffered implements kgo.HookFetchRecordUnbuffered.
 func (f *fetchSizer) OnFetchRecordUnbuffered(r *kgo.Record, _ bool) {
 	f.buffered.Add(-recordSize(r))
-}
-
-// askNow returns the wire size asked now and the smoothed inflation.
-func (f *fetchSizer) askNow() (int32, float64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.ask.Load(), f.ratio
 }

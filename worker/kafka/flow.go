@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -35,8 +36,8 @@ type PauseState struct {
 	RequestedSeconds int   `json:"requested_seconds"`
 }
 
-// pauseTarget is what flow control drives: pausing or resuming fetching of
-// the whole topic, or of single partitions.
+// pauseTarget is what flow control drives: fetching of the whole topic, or
+// of single partitions.
 type pauseTarget interface {
 	pauseIntake()
 	resumeIntake()
@@ -54,14 +55,10 @@ type partHold struct {
 
 func (h partHold) paused() bool { return h.saturated || h.stalled }
 
-// flowControl is the one place that pauses and resumes fetching. Four
-// actors pause: the operator's timed consume pause, backpressure and the
-// executor hold (the whole topic), stalls and backpressure of a single
-// partition (that partition). The topic is fetched only while none of the
-// operator, backpressure and the executor hold holds it; a partition only
-// while the topic is and nothing holds the partition itself. A stalled partition stays paused whatever the
-// others do, until restart or revoke. Safe for concurrent use; its lock
-// comes after the source's.
+// flowControl is the one place that pauses and resumes fetching. The
+// operator's consume pause, backpressure and the executor hold pause the
+// topic; a partition's own backpressure and its stall (until restart or
+// revoke) pause that partition. Its lock comes after the source's.
 type flowControl struct {
 	mu           sync.Mutex
 	enabled      bool
@@ -117,19 +114,28 @@ func (f *flowControl) State() PauseState {
 	return st
 }
 
-// Pause starts or extends the operator's pause: the deadline becomes now +
-// seconds (a re-pause moves it).
-func (f *flowControl) Pause(seconds int64) (PauseState, error) {
+// lockRunning takes f.mu when the consume pause may change now; else it
+// returns why not.
+func (f *flowControl) lockRunning() error {
 	if !f.enabled {
-		return f.State(), ErrPauseDisabled
-	}
-	if seconds < 1 || seconds > 3600 {
-		return f.State(), &DurationError{Seconds: seconds}
+		return ErrPauseDisabled
 	}
 	f.mu.Lock()
 	if f.target == nil || !f.target.consuming() {
 		f.mu.Unlock()
-		return f.State(), ErrConsumerNotRunning
+		return ErrConsumerNotRunning
+	}
+	return nil
+}
+
+// Pause starts or extends the operator's pause: the deadline becomes now +
+// seconds (a re-pause moves it).
+func (f *flowControl) Pause(seconds int64) (PauseState, error) {
+	if f.enabled && (seconds < 1 || seconds > 3600) {
+		return f.State(), &DurationError{Seconds: seconds}
+	}
+	if err := f.lockRunning(); err != nil {
+		return f.State(), err
 	}
 	d := time.Duration(seconds) * time.Second
 	wasActive := f.operator
@@ -158,13 +164,8 @@ func (f *flowControl) Pause(seconds int64) (PauseState, error) {
 // Resume ends the operator's pause; idempotent. Partitions stay paused while
 // backpressure still holds them.
 func (f *flowControl) Resume() (PauseState, error) {
-	if !f.enabled {
-		return f.State(), ErrPauseDisabled
-	}
-	f.mu.Lock()
-	if f.target == nil || !f.target.consuming() {
-		f.mu.Unlock()
-		return f.State(), ErrConsumerNotRunning
+	if err := f.lockRunning(); err != nil {
+		return f.State(), err
 	}
 	was := f.endLocked()
 	f.mu.Unlock()
@@ -178,12 +179,11 @@ func (f *flowControl) Resume() (PauseState, error) {
 
 func (f *flowControl) deadline(gen int) {
 	f.mu.Lock()
-	if gen != f.gen || !f.operator {
-		f.mu.Unlock()
+	ended := gen == f.gen && f.endLocked()
+	f.mu.Unlock()
+	if !ended {
 		return
 	}
-	f.endLocked()
-	f.mu.Unlock()
 	f.events.State("consume_pause", map[string]any{"active": false, "by": "deadline"})
 	f.log.Info("consume_pause_deadline_reached")
 	f.released()
@@ -195,8 +195,8 @@ func (f *flowControl) released() {
 	}
 }
 
-// commitsHeld reports whether the operator's pause is active: nothing is
-// committed then.
+// commitsHeld reports whether the operator's pause is active: nothing
+// commits then.
 func (f *flowControl) commitsHeld() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -219,17 +219,11 @@ func (f *flowControl) endLocked() bool {
 	return true
 }
 
-// setBackpressure is called by the source as in-flight work crosses the
-// thresholds.
 func (f *flowControl) setBackpressure(on bool) { f.setTopicHold(&f.backpressure, f.bpGauge, on) }
 
-// setExecutorHold pauses all fetching while the executor is unavailable
-// (on) and lets it run again when the executor is back; the operator's
-// pause and backpressure still apply.
 func (f *flowControl) setExecutorHold(on bool) { f.setTopicHold(&f.executor, f.execGauge, on) }
 
-// setTopicHold sets one topic-wide actor's hold and its gauge, and pauses
-// or resumes intake as the holds now say.
+// setTopicHold sets one topic-wide hold and its gauge and applies them.
 func (f *flowControl) setTopicHold(hold *bool, gauge prometheus.Gauge, on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -237,16 +231,11 @@ func (f *flowControl) setTopicHold(hold *bool, gauge prometheus.Gauge, on bool) 
 		return
 	}
 	*hold = on
-	if on {
-		gauge.Set(1)
-	} else {
-		gauge.Set(0)
-	}
+	gauge.Set(flag(on))
 	f.applyLocked()
 }
 
-// applyLocked pauses intake while any topic-wide actor holds it, resumes
-// it when none does.
+// applyLocked pauses the topic while any topic-wide hold holds it.
 func (f *flowControl) applyLocked() {
 	want := f.operator || f.backpressure || f.executor
 	if f.target == nil || want == f.applied {
@@ -260,8 +249,8 @@ func (f *flowControl) applyLocked() {
 	}
 }
 
-// setSaturated pauses (on) or resumes one partition's fetching as its
-// waiting work crosses the thresholds; a stall keeps it paused.
+// setSaturated pauses (on) or resumes one partition's fetching for its
+// waiting work; a stall keeps it paused.
 func (f *flowControl) setSaturated(p int32, on bool) {
 	f.holdPart(p, func(h *partHold) { h.saturated = on })
 }
@@ -271,8 +260,7 @@ func (f *flowControl) stall(p int32) {
 	f.holdPart(p, func(h *partHold) { h.stalled = true })
 }
 
-// holdPart changes partition p's holds and pauses or resumes its fetching
-// when that changes whether it is paused.
+// holdPart changes partition p's holds and applies them.
 func (f *flowControl) holdPart(p int32, change func(*partHold)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -294,8 +282,7 @@ func (f *flowControl) holdPart(p int32, change func(*partHold)) {
 	}
 }
 
-// forget lifts the partition-level pauses of partitions that left this
-// worker, so they do not arrive paused if they come back.
+// forget lifts the own pauses of partitions that left this worker.
 func (f *flowControl) forget(ps []int32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -318,11 +305,7 @@ func (f *flowControl) forget(ps []int32) {
 func (f *flowControl) fetchPaused() (topic bool, parts map[int32]partHold) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	parts = make(map[int32]partHold, len(f.parts))
-	for p, h := range f.parts {
-		parts[p] = h
-	}
-	return f.applied, parts
+	return f.applied, maps.Clone(f.parts)
 }
 
 // attach connects the running consumer; detach disconnects it on stop.

@@ -2,7 +2,8 @@ package kafka
 
 import (
 	"context"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,11 +58,9 @@ func (s *Source) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	s.log.Warn("partitions_lost", "partitions", ps)
 }
 
-// forget drops the partitions' state; their messages still running finish
-// against the dropped state and start nothing more. Fetch pauses of their
-// own (stall, too much waiting work) are lifted, so the partitions do not
-// arrive paused if they come back. It returns the staged results of the
-// partitions' finished messages (exactly-once), which will never commit.
+// forget drops the partitions' state (their running messages finish
+// against it) and lifts their own fetch pauses. It returns the staged
+// results of their finished messages (exactly-once), never to commit.
 func (s *Source) forget(ps []int32) []*sink.Staged {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -69,7 +68,7 @@ func (s *Source) forget(ps []int32) []*sink.Staged {
 }
 
 func (s *Source) forgetLocked(ps []int32) []*sink.Staged {
-	var dropped []*sink.Staged // exactly-once: results that will never commit
+	var dropped []*sink.Staged
 	for _, p := range ps {
 		st := s.parts[p]
 		if st == nil {
@@ -104,10 +103,7 @@ func (s *Source) drainAll(timeout time.Duration) {
 	}
 }
 
-// pauseTarget implementation. Consume pause and backpressure pause the
-// topic; stalls and partitions with too much waiting work pause single
-// partitions. kgo keeps the two apart: resuming the topic leaves paused
-// partitions paused.
+// pauseTarget implementation: kgo keeps topic and partition pauses apart.
 
 func (s *Source) pauseIntake()  { s.cl.PauseFetchTopics(s.topic) }
 func (s *Source) resumeIntake() { s.cl.ResumeFetchTopics(s.topic) }
@@ -122,10 +118,5 @@ func (s *Source) consuming() bool { return s.live.Load() }
 func (s *Source) assignedPartitions() []int32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]int32, 0, len(s.parts))
-	for p := range s.parts {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return slices.Sorted(maps.Keys(s.parts))
 }

@@ -5,49 +5,30 @@ import (
 	"sort"
 )
 
-// The whole group's partitions: one worker answers for every partition of
-// the source topic, owned by it, by another live worker, by a dead member
-// or by nobody, so an operator sees the group's lag from any worker.
-
-// GroupPartition is one partition of the source topic, whoever owns it.
-// Offsets are as last read from the brokers (this worker's own commits
-// count at once); Paused and Stalled come from this worker's state for its
-// own partitions, from the owner's fleet card (as of its last heartbeat)
-// for another worker's, and are null when nothing says (an owner without a
-// card, an unowned partition).
+// GroupPartition is one partition of the source topic, whoever owns it:
+// one worker answers for the whole group (docs/api.md, group_partitions).
+// Paused and Stalled come from the owner's fleet card for another worker's
+// partition, nil when nothing says; HeadOfLine is set for this worker's.
 type GroupPartition struct {
-	Partition       int32  `json:"partition"`
-	CommittedOffset *int64 `json:"committed_offset"`
-	HighWatermark   *int64 `json:"high_watermark"`
-	Lag             *int64 `json:"lag"`
-	// Owner is the member the group assigned it to, live or dead; null
-	// when no member has it (a rebalance is under way).
-	Owner *Member `json:"owner"`
-	// Mine: this worker consumes it.
-	Mine bool `json:"mine"`
-	// Unowned: no live member consumes it (held by a dead member until its
-	// session times out, or by nobody); UnownedSinceMS is when this worker
-	// first saw it so (0 while owned).
-	Unowned        bool  `json:"unowned"`
-	UnownedSinceMS int64 `json:"unowned_since_ms"`
-	Paused         *bool `json:"paused"`
-	Stalled        *bool `json:"stalled"`
-	// OldestUnconsumedMS is the timestamp of the record at the committed
-	// offset (the oldest message not yet consumed) and LagSeconds how old
-	// it is now: 0 without lag, null until read (lagtime.go).
-	OldestUnconsumedMS *int64   `json:"oldest_unconsumed_ms"`
-	LagSeconds         *float64 `json:"lag_seconds"`
-	// Drain is the time-to-drain estimate; LagTrend the lag as sampled by
-	// the lag loop over the last minutes (oldest first).
-	Drain    *Drain     `json:"drain"`
-	LagTrend []LagPoint `json:"lag_trend"`
-	// HeadOfLine is what holds the partition back, for this worker's own
-	// partitions (null for the others: headofline.go).
-	HeadOfLine *HeadOfLine `json:"head_of_line"`
+	Partition          int32       `json:"partition"`
+	CommittedOffset    *int64      `json:"committed_offset"`
+	HighWatermark      *int64      `json:"high_watermark"`
+	Lag                *int64      `json:"lag"`
+	Owner              *Member     `json:"owner"` // live or dead; nil while no member has it
+	Mine               bool        `json:"mine"`
+	Unowned            bool        `json:"unowned"`
+	UnownedSinceMS     int64       `json:"unowned_since_ms"`
+	Paused             *bool       `json:"paused"`
+	Stalled            *bool       `json:"stalled"`
+	OldestUnconsumedMS *int64      `json:"oldest_unconsumed_ms"`
+	LagSeconds         *float64    `json:"lag_seconds"`
+	Drain              *Drain      `json:"drain"`
+	LagTrend           []LagPoint  `json:"lag_trend"`
+	HeadOfLine         *HeadOfLine `json:"head_of_line"`
 }
 
-// PartitionFlow is what a worker's fleet card says of its partitions'
-// fetching: those paused (for any reason) and those stall-paused.
+// PartitionFlow is a worker's fleet card's paused (for any reason) and
+// stall-paused partitions.
 type PartitionFlow struct {
 	Paused, Stalled []int32
 }
@@ -61,9 +42,8 @@ type PeerFlow func() map[string]PartitionFlow
 // Run.
 func (s *Source) SetPeerFlow(f PeerFlow) { s.peerFlow = f }
 
-// groupPartitions lists every partition of the topic as last read, by
-// partition, and the lag of all of them together (nil until a lag is
-// known).
+// groupPartitions lists every partition of the topic as last read, and
+// their total lag (nil until one is known).
 func (s *Source) groupPartitions(mine []PartitionState, orphaned []OrphanedPartition) ([]GroupPartition, *int64) {
 	_, hwm, start, committed := s.offsets.snapshot()
 	s.offsets.mu.Lock()
@@ -88,7 +68,7 @@ func (s *Source) groupPartitions(mine []PartitionState, orphaned []OrphanedParti
 			selfMember = m
 		}
 	}
-	flag := func(b bool) *bool { return &b }
+	boolp := func(b bool) *bool { return &b }
 	var total int64
 	known := false
 	out := make([]GroupPartition, 0, len(hwm))
@@ -99,7 +79,7 @@ func (s *Source) groupPartitions(mine []PartitionState, orphaned []OrphanedParti
 			m := selfMember
 			row.Owner, row.Mine = &m, true
 			row.CommittedOffset, row.HighWatermark, row.Lag = r.CommittedOffset, r.HighWatermark, r.Lag
-			row.Paused, row.Stalled = flag(r.Paused), flag(r.Stalled)
+			row.Paused, row.Stalled = boolp(r.Paused), boolp(r.Stalled)
 		default:
 			row.HighWatermark, row.CommittedOffset, row.Lag = offsetsOf(p, h, committed, start)
 			if o, isUnowned := unowned[p]; isUnowned {
@@ -107,7 +87,7 @@ func (s *Source) groupPartitions(mine []PartitionState, orphaned []OrphanedParti
 			} else if m, held := g.holder[p]; held {
 				row.Owner = &m
 				if f, card := flows[m.Worker]; card && m.Worker != "" {
-					row.Paused, row.Stalled = flag(slices.Contains(f.Paused, p)), flag(slices.Contains(f.Stalled, p))
+					row.Paused, row.Stalled = boolp(slices.Contains(f.Paused, p)), boolp(slices.Contains(f.Stalled, p))
 				}
 			}
 		}

@@ -50,6 +50,9 @@ func ktGroupRow(g GroupState, p int32) (GroupPartition, bool) {
 // lag 0. svc_consumer_lag carries the topic and the group, and a exports
 // only its own partitions (each partition counted once across the fleet).
 func TestWholeGroupLag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two workers and a paused member watched over timed lag rounds: runs in the full suite")
+	}
 	t.Parallel()
 	c := ktCluster(t, 4)
 	addrs := c.ListenAddrs()
@@ -157,6 +160,9 @@ func ktStaticConfig(t testing.TB, addrs []string, group string, session time.Dur
 // unowned since about when it stopped, held by the stopped member, with
 // their lag growing as messages arrive.
 func TestUnownedSinceAfterMemberStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two static members and a stopped member left in the group: runs in the full suite")
+	}
 	t.Parallel()
 	c := ktCluster(t, 4)
 	addrs := c.ListenAddrs()
@@ -215,6 +221,9 @@ func TestUnownedSinceAfterMemberStops(t *testing.T) {
 // partitions go to the other worker, which consumes what arrives on them,
 // long before the 5-minute session would have timed out.
 func TestCleanLeaveReassignsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two static members and a rebalance on leave: runs in the full suite")
+	}
 	t.Parallel()
 	c := ktCluster(t, 4)
 	addrs := c.ListenAddrs()

@@ -531,12 +531,7 @@ func ktIDs(from, n int) []int {
 }
 
 // client is the running consumer (nil before Run created it).
-func (w *ktWorker) client() *kgo.Client {
-	s := w.Src
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cl
-}
+func (w *ktWorker) client() *kgo.Client { return w.Src.client() }
 
 // IntakePaused reports whether the consumer has fetching of the source
 // topic paused (consume pause or backpressure).

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -35,10 +35,8 @@ type offsetCache struct {
 	hwm, start, committed map[int32]int64
 	members               groupMembers
 	orphanSince           map[int32]time.Time
-	// clock is the lag in time and the drain rates (lagtime.go); reader
-	// reads the oldest unconsumed records for it.
-	clock  lagClock
-	reader *kgo.Client
+	clock                 lagClock    // lag in time and drain rates (lagtime.go)
+	reader                *kgo.Client // reads the oldest unconsumed records for clock
 }
 
 func (c *offsetCache) snapshot() (at time.Time, hwm, start, committed map[int32]int64) {
@@ -55,8 +53,7 @@ type Owner struct {
 }
 
 // PartitionState is one assigned partition of the group view. Offsets are
-// null until read from the brokers (committed: until the group committed
-// one); lag counts from the log start when nothing is committed.
+// nil until read; lag counts from the log start when nothing is committed.
 type PartitionState struct {
 	Partition       int32  `json:"partition"`
 	CommittedOffset *int64 `json:"committed_offset"`
@@ -69,12 +66,8 @@ type PartitionState struct {
 	Owner           Owner  `json:"owner"`
 }
 
-// GroupState is the consumer group as this worker sees it: its membership,
-// every partition assigned to it, the partitions no live member consumes
-// (Orphaned: held by a dead member until its session times out, or by
-// nobody during a rebalance), and every partition of the topic whoever
-// owns it (GroupPartitions, with TotalLag their lag together). The topic
-// is the alias "source"; its raw name is not shown.
+// GroupState is the consumer group as this worker sees it (docs/api.md,
+// GET /api/v1/debug/kafka/group). The topic shows as the alias "source".
 type GroupState struct {
 	Group           string              `json:"group"`
 	Alias           string              `json:"alias"`
@@ -87,10 +80,8 @@ type GroupState struct {
 	Orphaned        []OrphanedPartition `json:"orphaned"`
 	GroupPartitions []GroupPartition    `json:"group_partitions"`
 	TotalLag        *int64              `json:"total_lag"`
-	// LagSeconds is the oldest unconsumed message's age over every
-	// partition; Drain the group's time to drain (its slowest partition).
-	LagSeconds *float64 `json:"lag_seconds"`
-	Drain      *Drain   `json:"drain"`
+	LagSeconds      *float64            `json:"lag_seconds"` // the oldest unconsumed message's age
+	Drain           *Drain              `json:"drain"`       // its slowest partition's
 }
 
 // ErrGroupRead is a failed or timed-out read of the group's offsets from
@@ -98,8 +89,7 @@ type GroupState struct {
 var ErrGroupRead = errors.New("reading the group's offsets from the brokers failed")
 
 // groupReadError is an ErrGroupRead whose text names no topic and no
-// broker address (API answers show neither), only what kind of failure it
-// was; it unwraps to the client's error too.
+// broker address (API answers show neither); it unwraps to the cause too.
 type groupReadError struct{ cause error }
 
 func (e *groupReadError) Error() string {
@@ -158,9 +148,7 @@ func (s *Source) owner() (Owner, int32) {
 		id := s.wcfg.Worker.Name
 		o.InstanceID = &id
 	}
-	s.mu.Lock()
-	cl := s.cl
-	s.mu.Unlock()
+	cl := s.client()
 	var gen int32 = -1
 	if cl != nil {
 		o.MemberID, gen = cl.GroupMetadata()
@@ -168,9 +156,8 @@ func (s *Source) owner() (Owner, int32) {
 	return o, gen
 }
 
-// lagLoop reads the offsets every lagEvery until ctx ends. It runs beside
-// the poll loop and never holds it up; a failed read keeps the last values
-// and is logged once until a read succeeds again.
+// lagLoop reads the offsets every lagEvery until ctx ends; a failed read
+// keeps the last values and is logged once until a read succeeds again.
 func (s *Source) lagLoop(ctx context.Context) {
 	t := time.NewTicker(s.lagEvery)
 	defer t.Stop()
@@ -204,9 +191,7 @@ func (s *Source) lagLoop(ctx context.Context) {
 // readOffsets reads the source topic's log start and end offsets and the
 // group's committed offsets with the consumer's own client.
 func (s *Source) readOffsets(ctx context.Context) error {
-	s.mu.Lock()
-	cl := s.cl
-	s.mu.Unlock()
+	cl := s.client()
 	if cl == nil {
 		return ErrConsumerNotRunning
 	}
@@ -267,16 +252,16 @@ func (s *Source) readOffsets(ctx context.Context) error {
 	return nil
 }
 
-// partitionRows is the state of every assigned partition, by partition: the
-// live queues and pauses, the offsets as last read (a commit of this
-// worker since then counts at once).
+// partitionRows is the state of every assigned partition, by partition,
+// with the offsets as last read (this worker's later commits count).
 func (s *Source) partitionRows() []PartitionState {
 	topicPaused, holds := s.flow.fetchPaused()
 	_, hwm, start, committed := s.offsets.snapshot()
 	owner, _ := s.owner()
 	s.mu.Lock()
 	rows := make([]PartitionState, 0, len(s.parts))
-	for p, st := range s.parts {
+	for _, p := range slices.Sorted(maps.Keys(s.parts)) {
+		st := s.parts[p]
 		r := PartitionState{Partition: p, InFlight: st.running, Waiting: st.waiting,
 			Paused: topicPaused || holds[p].paused(), Stalled: st.stallPaused, Owner: owner}
 		c, ok := committed[p]
@@ -300,6 +285,5 @@ func (s *Source) partitionRows() []PartitionState {
 		rows = append(rows, r)
 	}
 	s.mu.Unlock()
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Partition < rows[j].Partition })
 	return rows
 }

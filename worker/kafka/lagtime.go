@@ -1,8 +1,12 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -10,13 +14,11 @@ import (
 	"svc/worker/kconn"
 )
 
-// Lag in time and time to drain. Every lag read (lagLoop, every 10 s) adds
-// a sample of each partition's offsets to a short ring, and reads the
-// timestamp of the record at each lagging partition's committed offset
-// (the oldest message not yet consumed) when that offset moved since the
-// last read and at most once every ageEvery per partition. A record never
-// changes, so an offset read once is not read again while it stays
-// committed: a stuck partition costs one read, a caught-up one none.
+// Lag in time and time to drain (docs/operations.md "Consumer group").
+// Every lag read adds a sample of each partition's offsets to a short ring
+// and reads the timestamp of the record at each lagging partition's
+// committed offset when that offset moved, at most every ageEvery: a stuck
+// partition costs one read, a caught-up one none.
 
 const (
 	// ageEvery is the shortest time between two reads of one partition's
@@ -32,8 +34,7 @@ const (
 	drainWindow  = 5 * time.Minute
 	drainSamples = 31
 	// ageFetchBytes is what one read asks for per partition: as little as
-	// possible, so the broker returns the record batch holding the offset
-	// (it always returns one whole batch) and nothing after it.
+	// possible, so the broker returns just the batch holding the offset.
 	ageFetchBytes = 1 << 10
 )
 
@@ -48,9 +49,9 @@ const (
 	DrainUnknown       = "unknown"        // not enough samples yet
 )
 
-// Drain is a time-to-drain estimate from the lag and the net rate of the
-// last minutes (Window): consumed (committed offsets moving) minus produced
-// (high watermark moving). Seconds is set for catching_up only.
+// Drain is a time-to-drain estimate from the lag and the net rate
+// (consumed minus produced) of the last minutes. Seconds is set for
+// catching_up only.
 type Drain struct {
 	State         string   `json:"state"`
 	Seconds       *float64 `json:"seconds"`
@@ -70,12 +71,10 @@ type lagSample struct {
 	committed, hwm int64
 }
 
-// partClock is one partition's samples and its oldest unconsumed record's
-// timestamp as last read.
+// partClock is one partition's samples and the timestamp ageTS of the
+// record at ageOffset as last read (0: nothing readable there).
 type partClock struct {
-	samples []lagSample // oldest first, at most drainSamples
-	// ageOffset is the offset whose record's timestamp ageTS is (0 ms: not
-	// read); ageReadAt when it was read.
+	samples   []lagSample // oldest first, at most drainSamples
 	ageOffset int64
 	ageTS     int64
 	ageReadAt time.Time
@@ -88,13 +87,10 @@ type lagClock struct {
 	mu    sync.Mutex
 	parts map[int32]*partClock
 	every time.Duration
-	reads int64 // records read, for tests and the docs' cost figures
+	reads atomic.Int64 // records read
 }
 
 func (c *lagClock) part(p int32) *partClock {
-	if c.parts == nil {
-		c.parts = map[int32]*partClock{}
-	}
 	pc := c.parts[p]
 	if pc == nil {
 		pc = &partClock{}
@@ -113,11 +109,27 @@ func next(r GroupPartition) (int64, bool) {
 	return *r.HighWatermark - *r.Lag, true
 }
 
-// sample adds the offsets read at at to each partition's ring.
-func (c *lagClock) sample(at time.Time, rows []GroupPartition) {
+// ageTarget is a partition whose oldest unconsumed record is to be read.
+type ageTarget struct {
+	p           int32
+	offset, hwm int64
+}
+
+// round drops the partitions no longer in rows, adds the offsets read at
+// at to each partition's ring, and lists the lagging partitions whose
+// committed offset moved since their record was read, not read within
+// every, at most ageMaxReads.
+func (c *lagClock) round(now, at time.Time, rows []GroupPartition) []ageTarget {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	every := cmp.Or(c.every, ageEvery)
+	old := c.parts
+	c.parts = make(map[int32]*partClock, len(rows))
+	var out []ageTarget
 	for _, r := range rows {
+		if pc := old[r.Partition]; pc != nil {
+			c.parts[r.Partition] = pc
+		}
 		n, ok := next(r)
 		if !ok {
 			continue
@@ -127,80 +139,30 @@ func (c *lagClock) sample(at time.Time, rows []GroupPartition) {
 		if len(pc.samples) > drainSamples {
 			pc.samples = append(pc.samples[:0], pc.samples[len(pc.samples)-drainSamples:]...)
 		}
-	}
-}
-
-// ageTarget is a partition whose oldest unconsumed record is to be read.
-type ageTarget struct {
-	p       int32
-	offset  int64
-	hwm     int64
-	control bool // the record at offset was a transaction marker: skip on
-}
-
-// due lists the lagging partitions whose committed offset moved since
-// their record was read, not read within every, at most ageMaxReads.
-func (c *lagClock) due(now time.Time, rows []GroupPartition) []ageTarget {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	every := c.every
-	if every == 0 {
-		every = ageEvery
-	}
-	var out []ageTarget
-	for _, r := range rows {
-		n, ok := next(r)
-		if !ok || *r.Lag == 0 {
-			continue
-		}
-		pc := c.part(r.Partition)
-		if pc.ageKnown && pc.ageOffset == n || now.Sub(pc.ageReadAt) < every {
+		if *r.Lag == 0 || len(out) == ageMaxReads || pc.ageKnown && pc.ageOffset == n || now.Sub(pc.ageReadAt) < every {
 			continue
 		}
 		out = append(out, ageTarget{p: r.Partition, offset: n, hwm: *r.HighWatermark})
-		if len(out) == ageMaxReads {
-			break
-		}
 	}
 	return out
 }
 
 // note keeps what a round read: the timestamp of the record at offset, or
-// (ts 0) that nothing readable is there before the high watermark.
-func (c *lagClock) note(now time.Time, p int32, offset, ts int64) {
+// (ts 0) that nothing readable is there before the high watermark; t nil:
+// no answer (not tried again before every).
+func (c *lagClock) note(now time.Time, p int32, t *ageTarget, ts int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pc := c.part(p)
-	pc.ageOffset, pc.ageTS, pc.ageReadAt, pc.ageKnown = offset, ts, now, true
-	c.reads++
-}
-
-// tried marks a partition read without an answer (timed out): it is not
-// tried again before every.
-func (c *lagClock) tried(now time.Time, p int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.part(p).ageReadAt = now
-}
-
-// forget drops partitions that are no longer in the topic's offsets.
-func (c *lagClock) forget(rows []GroupPartition) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	keep := make(map[int32]bool, len(rows))
-	for _, r := range rows {
-		keep[r.Partition] = true
-	}
-	for p := range c.parts {
-		if !keep[p] {
-			delete(c.parts, p)
-		}
+	pc.ageReadAt = now
+	if t != nil {
+		pc.ageOffset, pc.ageTS, pc.ageKnown = t.offset, ts, true
+		c.reads.Add(1)
 	}
 }
 
-// age is a partition's lag in time: how old the record at its committed
-// offset is (and that record's timestamp); 0 without lag, nil while not
-// read for next, the offset read next.
+// age is a partition's lag in time and the timestamp of the record at
+// next, the offset read next: 0 without lag, nil while not read.
 func (pc *partClock) age(now time.Time, next, lag int64) (*int64, *float64) {
 	if lag == 0 {
 		zero := 0.0
@@ -333,9 +295,8 @@ func groupDrain(rows []GroupPartition) (*float64, *Drain) {
 func (s *Source) ageRound(ctx context.Context) {
 	now := time.Now()
 	rows, _ := s.groupPartitions(s.partitionRows(), nil)
-	s.offsets.clock.forget(rows)
-	s.offsets.clock.sample(s.offsetsAt(), rows)
-	targets := s.offsets.clock.due(now, rows)
+	at, _, _, _ := s.offsets.snapshot()
+	targets := s.offsets.clock.round(now, at, rows)
 	if len(targets) == 0 {
 		return
 	}
@@ -352,13 +313,7 @@ func (s *Source) ageRound(ctx context.Context) {
 		assign[targets[i].p] = kgo.NewOffset().At(targets[i].offset)
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: assign})
-	defer func() {
-		parts := make([]int32, 0, len(targets))
-		for _, t := range targets {
-			parts = append(parts, t.p)
-		}
-		cl.RemoveConsumePartitions(map[string][]int32{s.topic: parts})
-	}()
+	defer cl.RemoveConsumePartitions(map[string][]int32{s.topic: slices.Collect(maps.Keys(assign))})
 	for len(left) > 0 && rctx.Err() == nil {
 		fetches := cl.PollFetches(rctx)
 		fetches.EachRecord(func(rec *kgo.Record) {
@@ -368,29 +323,22 @@ func (s *Source) ageRound(ctx context.Context) {
 			}
 			if rec.Attrs.IsControl() {
 				if rec.Offset+1 >= t.hwm { // only markers up to the end: nothing to consume
-					s.offsets.clock.note(time.Now(), t.p, t.offset, 0)
+					s.offsets.clock.note(time.Now(), t.p, t, 0)
 					delete(left, t.p)
 				}
 				return
 			}
-			s.offsets.clock.note(time.Now(), t.p, t.offset, rec.Timestamp.UnixMilli())
+			s.offsets.clock.note(time.Now(), t.p, t, rec.Timestamp.UnixMilli())
 			delete(left, t.p)
 		})
 	}
 	for p := range left {
-		s.offsets.clock.tried(now, p)
+		s.offsets.clock.note(now, p, nil, 0)
 	}
 }
 
-// offsetsAt is when the offsets were last read.
-func (s *Source) offsetsAt() time.Time {
-	at, _, _, _ := s.offsets.snapshot()
-	return at
-}
-
-// ageReader is the lag loop's direct (group-less) reader of the source
-// topic: it fetches one small batch per lagging partition, at the
-// consumer's isolation.
+// ageReader is the lag loop's group-less reader of the source topic, at
+// the consumer's isolation.
 func (s *Source) ageReader() (*kgo.Client, error) {
 	s.offsets.mu.Lock()
 	defer s.offsets.mu.Unlock()
@@ -430,11 +378,4 @@ func (s *Source) closeAgeReader() {
 	if cl != nil {
 		cl.Close()
 	}
-}
-
-// ageReads is how many oldest-unconsumed records the lag loop has read.
-func (s *Source) ageReads() int64 {
-	s.offsets.clock.mu.Lock()
-	defer s.offsets.clock.mu.Unlock()
-	return s.offsets.clock.reads
 }

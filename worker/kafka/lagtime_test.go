@@ -63,9 +63,9 @@ func TestKafkaLagSeconds(t *testing.T) {
 	}
 	// Many lag rounds (every 100 ms, re-reads allowed every 200 ms) with
 	// the committed offset still: the record is not read again.
-	reads := w.Src.ageReads()
+	reads := w.Src.offsets.clock.reads.Load()
 	time.Sleep(time.Second)
-	if got := w.Src.ageReads(); got != reads || reads != 1 {
+	if got := w.Src.offsets.clock.reads.Load(); got != reads || reads != 1 {
 		t.Errorf("records read for the lag in time: %d, then %d a second later, want 1 and no more while the committed offset stays", reads, got)
 	}
 
@@ -157,9 +157,9 @@ func BenchmarkAgeRound(b *testing.B) {
 			pc.ageKnown = false
 		}
 		w.Src.offsets.clock.mu.Unlock()
-		before := w.Src.ageReads()
+		before := w.Src.offsets.clock.reads.Load()
 		w.Src.ageRound(ctx)
-		if got := w.Src.ageReads() - before; got != 6 {
+		if got := w.Src.offsets.clock.reads.Load() - before; got != 6 {
 			b.Fatalf("a round read %d partitions, want 6", got)
 		}
 	}

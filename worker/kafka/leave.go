@@ -14,14 +14,10 @@ import (
 // leaveTimeout bounds the leave of a static member at shutdown.
 const leaveTimeout = 10 * time.Second
 
-// leaveStatic removes this worker's static member from the group after
-// its consumer closed. A closing static member sends no LeaveGroup (Kafka
-// keeps its partitions for its session, so that a restart of the same
-// name gets them back without a rebalance); with
-// sources.kafka.leave_group_on_shutdown the worker removes it by its
-// instance id (KIP-345) so the others take its partitions at once. A
-// dynamic member left the group when its client closed. The consumer is
-// closed first: a member removed while its client still runs would rejoin.
+// leaveStatic removes this worker's static member from the group by its
+// instance id (KIP-345) after its consumer closed (else it would rejoin),
+// with sources.kafka.leave_group_on_shutdown: a closing static member
+// sends no LeaveGroup itself.
 func (s *Source) leaveStatic() {
 	if !s.cfg.StartupAlignEnabled || !s.cfg.LeaveGroupOnShutdown {
 		return
@@ -35,8 +31,8 @@ func (s *Source) leaveStatic() {
 	s.log.Info("kafka_group_left", "instance_id", s.wcfg.Worker.Name)
 }
 
-// removeInstance asks the group's coordinator to remove the static member
-// of instance id, with a client of its own (the consumer's is closed).
+// removeInstance removes the static member of instance id, with a client
+// of its own.
 func (s *Source) removeInstance(id string) error {
 	copts, err := kconn.Opts(s.wcfg.SourceConn())
 	if err != nil {

@@ -65,10 +65,17 @@ func newSourceMetrics(reg prometheus.Registerer) *sourceMetrics {
 	return m
 }
 
-// partitionCollector exports one series per assigned partition and label
-// value, read at scrape time, so a revoked partition's series disappear
-// with it. The lag series carry the topic and the group (bounded: one of
-// each per worker), so a sum over a fleet can be taken per group.
+// flag is a gauge's value for b.
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// partitionCollector exports one series per assigned partition, read at
+// scrape time, so a revoked partition's series disappear with it. The lag
+// series carry the topic and the group, to sum over a fleet per group.
 type partitionCollector struct {
 	s                                     *Source
 	lag, committed, hwm, running, waiting *prometheus.Desc
@@ -113,12 +120,6 @@ func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, p int32) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, strconv.Itoa(int(p)))
-	}
-	flag := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
 	}
 	now := time.Now()
 	for _, r := range c.s.partitionRows() {

@@ -6,11 +6,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// partState tracks one assigned partition: the offsets handed to the
-// pipeline in poll order and which of them finished, so the commit point is
-// always the highest contiguous finished offset + 1 (at-least-once), and
-// the partition's queues (see queue.go). It is guarded by the source's
-// mutex.
+// partState tracks one assigned partition: the offsets polled, in order,
+// and which finished (the commit point is the highest contiguous finished
+// offset + 1), and its queues. Guarded by the source's mutex.
 type partState struct {
 	id          int32
 	pending     []pendingOffset // ascending offsets, oldest first, from head
@@ -63,9 +61,8 @@ func (p *partState) finish(offset int64) {
 	}
 }
 
-// release forgets a message that will not finish here (dropped before it
-// started, or abandoned by a stall): the commit point stays below it, so
-// whoever reads the partition next processes it.
+// release forgets a message that will not finish here: the commit point
+// stays below it.
 func (p *partState) release() {
 	p.inflight--
 	if p.inflight == 0 && p.drained != nil {
@@ -74,8 +71,7 @@ func (p *partState) release() {
 	}
 }
 
-// abandon drops an offset that will not finish (the partition stalled): the
-// in-flight count goes down, the commit point stays where it is.
+// abandon releases an offset of a partition that stalled.
 func (p *partState) abandon() {
 	p.stalled = true
 	p.release()
@@ -89,8 +85,7 @@ func (p *partState) committable() (kgo.EpochOffset, bool) {
 	return p.commit, true
 }
 
-// waitDrained returns a channel closed once no message of the partition is
-// in flight.
+// waitDrained returns a channel closed once nothing of p is in flight.
 func (p *partState) waitDrained() <-chan struct{} {
 	if p.inflight == 0 {
 		c := make(chan struct{})

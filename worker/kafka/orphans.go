@@ -13,14 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// Orphaned partitions: a partition of the source topic that no live member
-// consumes. Kafka keeps a member's partitions until its session times out
-// (sources.kafka session.timeout.ms, 45 s by default), so after a crash its
-// partitions are held by a dead member for that long, and during a
-// rebalance by nobody. No worker owns them, so no worker's svc_consumer_lag
-// shows them; the group's reporter (the live member with the smallest
-// member id, so one worker answers for the group) exports their lag as
-// svc_consumer_lag_orphaned and every worker lists them in GroupState.
+// Orphaned partitions: no live member consumes them (a dead member holds
+// them until its session times out, or nobody during a rebalance); see
+// docs/operations.md "Consumer group". The live member with the smallest
+// member id exports their lag.
 
 // Held-by values of an orphaned partition.
 const (
@@ -28,17 +24,14 @@ const (
 	HeldByDeadMember = "dead_member" // assigned to a member that is not alive
 )
 
-// Member is a group member as the brokers describe it.
+// Member is a group member as the brokers describe it. Worker is its
+// static instance id, or its client id without "svc-" ("" for a client
+// that is not an svc worker); Partitions as of the last stable group.
 type Member struct {
 	MemberID   string  `json:"member_id"`
 	InstanceID *string `json:"instance_id"`
 	ClientID   string  `json:"client_id"`
-	// Worker is the svc worker the member belongs to: its static instance
-	// id, or its client id without the "svc-" prefix; "" for a client that
-	// is not an svc worker.
-	Worker string `json:"worker"`
-	// Partitions are the source partitions the member was assigned when
-	// the group was last stable.
+	Worker     string  `json:"worker"`
 	Partitions []int32 `json:"partitions"`
 }
 
@@ -63,9 +56,8 @@ type Liveness func() map[string]bool
 func (s *Source) SetLiveness(f Liveness) { s.liveness = f }
 
 // groupMembers is the group's membership as last read. holder is the
-// assignment of the last read that found the group stable: while a
-// rebalance is under way the brokers describe members without assignments,
-// but (cooperative protocol) every member keeps consuming what it had.
+// assignment of the last stable read: during a (cooperative) rebalance
+// members keep consuming what they had.
 type groupMembers struct {
 	members []Member
 	holder  map[int32]Member // partition → its member
@@ -110,10 +102,9 @@ func (s *Source) readMembers(ctx context.Context, adm *kadm.Client) (groupMember
 	return g, nil
 }
 
-// alive tells whether a member is alive: this worker's own member is; a
-// member of this worker's name with another member id is a dead earlier
-// instance of it; otherwise the fleet registry decides, and a member it
-// does not know counts as alive (nothing says otherwise).
+// alive tells whether a member is alive: this worker's own member is,
+// another of its name is a dead earlier instance; otherwise the fleet
+// registry decides, and a member it does not know counts as alive.
 func (s *Source) alive(m Member, self string, fleet map[string]bool) bool {
 	if m.MemberID == self {
 		return true
@@ -139,17 +130,17 @@ func (s *Source) orphans() ([]OrphanedPartition, bool) {
 	if s.liveness != nil {
 		fleet = s.liveness()
 	}
-	reporter, smallest := false, ""
+	smallest := ""
 	for _, m := range g.members {
 		if s.alive(m, self.MemberID, fleet) && (smallest == "" || m.MemberID < smallest) {
 			smallest = m.MemberID
 		}
 	}
-	reporter = self.MemberID != "" && smallest == self.MemberID
-	mine := s.assignedSet()
+	reporter := self.MemberID != "" && smallest == self.MemberID
+	mine := s.assignedPartitions()
 	var out []OrphanedPartition
 	for p, h := range hwm {
-		if mine[p] {
+		if slices.Contains(mine, p) {
 			continue
 		}
 		o := OrphanedPartition{Partition: p, HeldBy: HeldByNobody}
@@ -169,17 +160,6 @@ func (s *Source) orphans() ([]OrphanedPartition, bool) {
 	return out, reporter
 }
 
-// assignedSet is the partitions assigned to this worker now.
-func (s *Source) assignedSet() map[int32]bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[int32]bool, len(s.parts))
-	for p := range s.parts {
-		out[p] = true
-	}
-	return out
-}
-
 // noteOrphans keeps when each partition became orphaned, across reads.
 func (s *Source) noteOrphans(now time.Time) {
 	list, _ := s.orphans()
@@ -196,9 +176,9 @@ func (s *Source) noteOrphans(now time.Time) {
 	s.offsets.orphanSince = since
 }
 
-// offsetsOf is partition p's high watermark h, its committed offset (nil
-// when the group has none) and its lag: from the committed offset, else
-// from where a new member would start (nil when neither is known).
+// offsetsOf is partition p's high watermark h, its committed offset and
+// its lag: from the committed offset, else from the log start (nil when
+// neither is known).
 func offsetsOf(p int32, h int64, committed, start map[int32]int64) (hw, committedOffset, lag *int64) {
 	hw = &h
 	base, ok := committed[p]

@@ -106,6 +106,9 @@ func TestKafkaConsumePauseErrors(t *testing.T) {
 // moves the deadline, resume is idempotent, the deadline resumes
 // consumption where it stopped; gauges, state objects and logs follow.
 func TestKafkaConsumePause(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole pause state table with timed deadlines: runs in the full suite")
+	}
 	t.Parallel()
 	c := ktCluster(t, 4)
 	addrs := c.ListenAddrs()

@@ -7,27 +7,15 @@ import (
 	"svc/worker/config"
 )
 
-// Intake model. A polled message is either running (handed to a message
-// goroutine: its tasks run, then its results are delivered) or waiting
-// (behind an earlier message of its key, or for a free slot). Messages
-// running their tasks are bounded by pipeline.max_in_flight; messages
-// whose results are being delivered by 4 × that and 64 MiB of results
-// (delivering holds no executor, and a sink that lingers to batch its
-// records needs many deliveries under way); waiting ones by per-partition
-// and overall caps. A message leaves its task slot when its tasks end, and
-// the next message of its key starts only once it is finished (delivered),
-// so per-key order holds at the sinks. Free slots go to the partitions in
-// turn, so a partition with a backlog cannot starve the others, and a key
-// with a long queue holds one slot, not the whole budget.
+// Intake model: see the package doc and docs/operations.md "Intake queues
+// and fair dispatch". Per-key lanes keep per-key order at the sinks; free
+// slots go to the partitions in turn.
 
-// Byte caps of waiting work: a few large records pause intake long before
-// the record caps would.
+// Byte caps of waiting work and of the results being delivered.
 const (
 	partWaitBytes  = 32 << 20
 	totalWaitBytes = 64 << 20
-	// deliverBytes caps the results of messages being delivered: past it
-	// no further message starts until deliveries finish.
-	deliverBytes = 64 << 20
+	deliverBytes   = 64 << 20
 )
 
 // limits are the intake bounds derived from the config.
@@ -41,19 +29,11 @@ type limits struct {
 
 // newLimits sizes the waiting caps from W = max(max_in_flight,
 // max_poll_records): a partition's fetching pauses at 2W waiting, all
-// fetching at 6W. A poll (at most max_poll_records ≤ W) can carry a
-// partition past its cap, so one partition holds less than 3W: below half
-// of totalWait, where all fetching resumes. One busy key can therefore
-// never hold intake of the others.
-//
-// Why 2W and 6W rather than W and 4W: pausing a partition makes the client
-// drop what it had fetched for it, and at W the per-partition cap bound
-// whenever a fetch brought one partition half again its share of a 4W
-// budget, dozens of times in a 20,000-record backlog; each pause left the
-// partition to be fetched again. With a partition's cap at twice its
-// share (6 partitions) the Kafka bench ran 10-30 % faster at the same CPU
-// per message (bench/speed.sh, three rounds of each, same run), for about
-// 3 MiB more peak RSS with 1 KiB messages.
+// fetching at 6W. A poll takes at most W, so one partition holds less than
+// 3W, below where all fetching resumes: one busy key never holds intake of
+// the others. At W and 4W partitions paused (and dropped their fetched
+// data) dozens of times a backlog; 2W and 6W ran the Kafka bench 10-30 %
+// faster.
 func newLimits(cfg *config.Config) limits {
 	w := max(cfg.Pipeline.MaxInFlight, cfg.Sources.Kafka.MaxPollRecords, 1)
 	run := max(cfg.Pipeline.MaxInFlight, 1)
@@ -61,8 +41,7 @@ func newLimits(cfg *config.Config) limits {
 }
 
 // queues are a partition's waiting work: per-key lanes (a lane's head is
-// running or ready; the rest wait for it) and the ready FIFO of messages
-// that may start as soon as a slot is free.
+// running or ready; the rest wait for it) and the ready FIFO.
 type queues struct {
 	lanes     map[string][]*msgWork
 	ready     []*msgWork
@@ -104,10 +83,8 @@ func (s *Source) readyLocked(w *msgWork) {
 
 // admitLocked starts waiting messages while slots are free, one partition
 // at a time in turn; it returns the messages to start. Deliveries over
-// their caps hold every start: their sink is slower than the executors.
-// Finished messages at their cap (exactly-once: waiting for their
-// transaction) hold every start but that of a message a partition's
-// commit point waits for (startCommitPointsLocked).
+// their caps hold every start; staged messages at their cap every start
+// but a commit point's (startCommitPointsLocked).
 func (s *Source) admitLocked() []*msgWork {
 	var start []*msgWork
 	var now time.Time
@@ -133,12 +110,9 @@ func (s *Source) admitLocked() []*msgWork {
 	return start
 }
 
-// startCommitPointsLocked starts, while finished messages wait at their
-// cap, each ready message that is its partition's oldest unfinished one:
-// the transaction commits nothing of the partition past it, so holding it
-// would hold the cap for ever. (One of a key waits behind the key's
-// earlier message and joins the ready queue behind every message polled
-// meanwhile: the cap can fill before its turn.)
+// startCommitPointsLocked starts, while staged messages are at their cap,
+// each ready message that is its partition's oldest unfinished one: no
+// transaction commits past it, so holding it would hold the cap for ever.
 func (s *Source) startCommitPointsLocked(start []*msgWork, now time.Time) []*msgWork {
 	for _, p := range slices.Clone(s.ring) {
 		if s.executing >= s.lim.maxRunning || p.head >= len(p.pending) {
@@ -176,8 +150,7 @@ func (s *Source) unwaitLocked(w *msgWork) {
 	s.waitBytes -= w.size
 }
 
-// executedLocked moves a started message whose tasks ended from its task
-// slot to the deliveries, with its results' bytes.
+// executedLocked moves a message whose tasks ended to the deliveries.
 func (s *Source) executedLocked(w *msgWork, resultBytes int64) {
 	s.executing--
 	w.resultBytes = resultBytes
@@ -185,8 +158,7 @@ func (s *Source) executedLocked(w *msgWork, resultBytes int64) {
 }
 
 // doneLocked accounts for a finished message (stalled: its partition
-// stalled instead, quietly for a message the shutdown left unfinished) and
-// readies the next message of its key.
+// stalls instead; quiet: see stallLocked) and readies the next of its key.
 func (s *Source) doneLocked(w *msgWork, stalled, quiet bool) {
 	p := w.part
 	p.running--
@@ -216,7 +188,7 @@ func (s *Source) doneLocked(w *msgWork, stalled, quiet bool) {
 }
 
 // dropWaitingLocked forgets every message of p that has not started: they
-// stay uncommitted, so they are read again by whoever owns p next.
+// stay uncommitted and are read again.
 func (s *Source) dropWaitingLocked(p *partState) {
 	if p.waiting == 0 {
 		return
@@ -256,9 +228,8 @@ func (s *Source) dropAllWaitingLocked() {
 	s.updateFlowLocked()
 }
 
-// settleLocked starts waiting messages while slots are free and
-// re-evaluates intake for the partitions whose queues changed (touched,
-// and those a message started from); it returns the messages to start.
+// settleLocked admits waiting messages and re-evaluates intake for the
+// partitions whose queues changed; it returns the messages to start.
 func (s *Source) settleLocked(touched ...*partState) []*msgWork {
 	start := s.admitLocked()
 	for _, p := range touched {
@@ -272,8 +243,8 @@ func (s *Source) settleLocked(touched ...*partState) []*msgWork {
 }
 
 // updatePartLocked pauses a partition's fetching once too much of its work
-// waits, and resumes it once less than half of that does (the partition's
-// own backpressure). Stalled and departed partitions are left alone.
+// waits, until less than half of that does. Stalled and departed
+// partitions are left alone.
 func (s *Source) updatePartLocked(p *partState) {
 	if p.gone || p.stalled {
 		return
@@ -287,8 +258,7 @@ func (s *Source) updatePartLocked(p *partState) {
 }
 
 // updateFlowLocked pauses all fetching once too much work waits overall
-// (backpressure), until less than half of it does, and publishes the
-// gauges.
+// (backpressure), until less than half of it does; it sets the gauges.
 func (s *Source) updateFlowLocked() {
 	switch {
 	case s.waiting >= s.lim.totalWait || s.waitBytes >= totalWaitBytes:

@@ -13,33 +13,22 @@ import (
 )
 
 // unreachableAfter is how long the consumer may go without an answer from
-// any broker, having seen a failure since the last one, before the worker
-// reports its brokers unreachable. A healthy consumer hears from a broker
-// every fetch wait (100 ms) or heartbeat (3 s by default) and a failure
-// needs a dial or request timeout to show, so a blip of a few seconds
-// never flips readiness.
+// any broker, with a failure since the last one, before the worker reports
+// its brokers unreachable: a healthy consumer hears from one every fetch
+// wait or heartbeat, so a blip of a few seconds never flips readiness.
 const unreachableAfter = 10 * time.Second
 
 // probeAfter is how long a silence without a failure lasts before the
-// worker asks a broker itself (a metadata request, probeTimeout at most):
-// a client whose only request in flight waits by design (a JoinGroup
-// waits for the group's other members, up to the rebalance timeout)
-// sees no failure for a long time even when every packet is dropped,
-// and an idle one sends nothing. The probe's answer refreshes the last
-// answer; its failure counts as one, so a silence of unreachableAfter
-// is reported whatever the client was doing.
+// worker sends a metadata request itself: a client whose only request waits
+// by design (a JoinGroup) or an idle one would see no failure even when
+// every packet is dropped.
 const (
 	probeAfter   = 5 * time.Second
 	probeTimeout = 4 * time.Second
 )
 
-// reach tracks whether the consumer's brokers answer, from the client's
-// hooks: the time of the last response read from any broker, and the last
-// failed read or connection attempt. A loop turns a silence of
-// unreachableAfter with a failure in it into a readiness reason
-// ("kafka_brokers: unreachable since …"), a log line
-// (kafka_brokers_unreachable, then kafka_brokers_reachable) and a state
-// event, and clears them at the next answer.
+// reach tracks from the client's hooks the last response read from any
+// broker and the last failed read or connection attempt.
 type reach struct {
 	lastOK  atomic.Int64 // unix nanoseconds of the last response read
 	lastBad atomic.Int64 // unix nanoseconds of the last failure
@@ -100,13 +89,10 @@ func (r *reach) quiet(now time.Time, d time.Duration) bool {
 	return bad <= ok && now.Sub(time.Unix(0, ok)) >= d
 }
 
-// probe asks a broker for metadata within probeTimeout with the
-// consumer's client: an answer is recorded by the client's hooks, a
-// failure here.
+// probe asks a broker for metadata: an answer is recorded by the client's
+// hooks, a failure here.
 func (s *Source) probe(ctx context.Context) {
-	s.mu.Lock()
-	cl := s.cl
-	s.mu.Unlock()
+	cl := s.client()
 	if cl == nil {
 		return // a transactional session restarting
 	}
@@ -120,8 +106,8 @@ func (s *Source) probe(ctx context.Context) {
 }
 
 // reachLoop checks the brokers' reachability every second until ctx ends,
-// then clears any reason it set. A silence of probeAfter without a
-// failure starts a probe.
+// then clears any reason it set: readiness reason kafka_brokers, logs
+// kafka_brokers_unreachable and kafka_brokers_reachable, state events.
 func (s *Source) reachLoop(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()

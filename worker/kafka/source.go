@@ -21,17 +21,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Source is the consumer-group input: a poll loop that hands batches to the
-// handler's Arrange, queues each message behind its partition and key (see
-// queue.go), runs it, delivers the results and commits offsets once every
-// task of a message reached its sinks or the DLQ (at-least-once: the commit
-// point of a partition is its highest contiguous finished offset + 1). It
-// uses only the App's exported API, like the HTTP ingress.
+// Source is the consumer-group input (see the package doc). It uses only
+// the App's exported API, like the HTTP ingress.
 //
-// Ownership: the poll loop is the only caller of PollRecords and Arrange.
-// parts, their queues and the counts are guarded by mu; message workers
-// and the rebalance callbacks take it briefly. Every pause of fetching goes
-// through flow.
+// Ownership: the poll loop is the only caller of PollRecords and Arrange;
+// parts, their queues and the counts are guarded by mu.
 type Source struct {
 	app   *worker.App
 	wcfg  *config.Config
@@ -42,16 +36,13 @@ type Source struct {
 	m     *sourceMetrics
 	lim   limits
 	sizer *fetchSizer
-	// reach tells from the client's hooks whether any broker answers
-	// (reach.go).
-	reach *reach
+	reach *reach // whether any broker answers (reach.go)
 
-	cl   *kgo.Client
+	cl   *kgo.Client // written under mu, only while no poll loop runs
 	live atomic.Bool
-	// c is the delivery guarantee, chosen once (Delivery).
-	c committer
-	// Exactly-once: staged and stagedBytes count the finished messages
-	// whose results wait in the outboxes for their transaction.
+	c    committer // the delivery guarantee (Delivery)
+	// Exactly-once: the finished messages whose results wait in the
+	// outboxes for their transaction.
 	staged      int
 	stagedBytes int64
 	fenced      atomic.Pointer[error] // set once: consuming stopped for good
@@ -60,20 +51,19 @@ type Source struct {
 	ring        []*partState // partitions with ready messages, served in turn
 	running     int          // messages started and not finished
 	executing   int          // of them, those whose tasks have not ended
-	// deliverBytes is the results' bytes of the running messages whose
-	// tasks ended (their deliveries are under way).
+	// deliverBytes: results of the running messages whose tasks ended.
 	deliverBytes int64
 	waiting      int // messages polled and not started
 	waitBytes    int64
 	held         bool // backpressure: waiting work over its cap until below half
 	heldSet      bool // held as last given to flow
-	// commitMu serialises commits (interval, resume, revoke, shutdown) so a
-	// slower one can never move a partition's committed offset backwards.
+	// commitMu serialises commits so a slower one can never move a
+	// partition's committed offset backwards.
 	commitMu  sync.Mutex
 	commitNow chan struct{} // asks the commit loop for a commit now
 	room      chan struct{} // signalled when a finished message may let the poll loop go on
-	// roomWaits counts the poll loop's waits for room (backpressure held)
-	// and roomWakes the times it was woken during one and found none.
+	// roomWaits counts the poll loop's waits for room, roomWakes the times
+	// it was woken during one and found none.
 	roomWaits, roomWakes atomic.Int64
 	idle                 chan job      // message goroutines waiting for a message to run
 	stopped              chan struct{} // closed when Run returns: idle goroutines exit
@@ -86,11 +76,10 @@ type Source struct {
 
 // msgWork is one polled message and its arranged tasks.
 type msgWork struct {
-	msg   *worker.Message
-	epoch int32
-	size  int64 // key + value bytes, for the waiting-bytes caps
-	// resultBytes is the bytes of its results, for the delivering cap.
-	resultBytes int64
+	msg         *worker.Message
+	epoch       int32
+	size        int64 // key + value bytes, for the waiting-bytes caps
+	resultBytes int64 // its results' bytes, for the delivering cap
 	tasks       []worker.Task
 	part        *partState
 	arrangeErr  error // Arrange failed: the tasks go to the DLQ unrun
@@ -100,36 +89,22 @@ type msgWork struct {
 }
 
 // committer is how finished work becomes committed: at least once
-// (commit.go: results delivered, then offsets committed every
-// commit_interval) or exactly once (txn.go: results and offsets in one
-// Kafka transaction). It is chosen once, where the source is built
-// (Delivery); the rest of the source is the same for both.
+// (commit.go) or exactly once (txn.go).
 type committer interface {
-	// newClient builds the consumer from the source's options.
 	newClient(opts []kgo.Opt) (*kgo.Client, error)
-	// background runs beside the poll loop until ctx ends.
-	background(ctx context.Context)
-	// turn runs at the top of every poll loop turn; false ends the loop.
-	turn(ctx context.Context) bool
-	// again replaces a client whose poll loop ended on its own (false:
-	// Run stops).
-	again(ctx context.Context) bool
-	// pollWait bounds one wait of the poll loop.
-	pollWait() time.Duration
+	background(ctx context.Context) // beside the poll loop until ctx ends
+	turn(ctx context.Context) bool  // top of every poll loop turn; false ends the loop
+	again(ctx context.Context) bool // replaces a client whose poll loop ended on its own
+	pollWait() time.Duration        // bounds one wait of the poll loop
 	// finished sees to the results of j's message, whose tasks ended; it
 	// returns the messages admitted meanwhile, held.
 	finished(j job, taskCtx context.Context, results []worker.TaskResult) []job
-	// last commits what finished, at shutdown.
-	last(ctx context.Context)
-	// onRevoked and onLost take partitions away (the rebalance
-	// callbacks revoked and lost).
+	last(ctx context.Context) // commits what finished, at shutdown
 	onRevoked(ctx context.Context, ps []int32)
 	onLost(ps []int32)
-	// memberFenced stops consuming after the group refused this worker's
-	// static membership.
-	memberFenced(err error)
-	// transactional: a finished message may make a transaction due (it
-	// wakes the poll loop), and only committed records are read.
+	memberFenced(err error) // the group refused this static member
+	// transactional: a finished message may make a transaction due, and
+	// only committed records are read.
 	transactional() bool
 }
 
@@ -165,9 +140,33 @@ func New(app *worker.App, d Delivery, reg prometheus.Registerer, log *slog.Logge
 	return s
 }
 
-// client builds the group consumer: manual commits, rebalance callbacks that
-// drain and commit, static membership when startup alignment is on.
-func (s *Source) client() (*kgo.Client, error) {
+// client is the consumer's client (nil while none runs).
+func (s *Source) client() *kgo.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cl
+}
+
+func (s *Source) setClient(cl *kgo.Client) {
+	s.mu.Lock()
+	s.cl = cl
+	s.mu.Unlock()
+}
+
+// connect builds the group consumer and makes it the source's client.
+func (s *Source) connect() error {
+	cl, err := s.newConsumer()
+	if err != nil {
+		return err
+	}
+	s.sizer.attach(cl)
+	s.setClient(cl)
+	return nil
+}
+
+// newConsumer builds the group consumer: rebalance callbacks, static
+// membership when startup alignment is on, the committer's options.
+func (s *Source) newConsumer() (*kgo.Client, error) {
 	conn := s.wcfg.SourceConn()
 	copts, err := kconn.Opts(conn)
 	if err != nil {
@@ -177,15 +176,10 @@ func (s *Source) client() (*kgo.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Defaults first, so client_config overrides them: the client id, and
-	// Kafka's own 500 ms fetch wait instead of the client library's 5 s. A
-	// partition resumed after backpressure or a consume pause joins the next
-	// fetch, so the long-poll wait is the pause a resume can cost.
+	// Defaults first, so client_config overrides them.
 	opts := append([]kgo.Opt{kgo.ClientID("svc-" + s.wcfg.Worker.Name), kgo.FetchMaxWait(fetchMaxWait)}, copts...)
 	opts = append(opts, gopts...)
-	// After client_config: the first fetch's size is the sizer's, and
-	// fetch.max.bytes, when set, is its ceiling.
-	opts = append(opts, s.sizer.opts()...)
+	opts = append(opts, s.sizer.opts()...) // after client_config: fetch.max.bytes is only its ceiling
 	opts = append(opts,
 		kgo.ConsumerGroup(s.cfg.Group),
 		kgo.ConsumeTopics(s.topic),
@@ -196,10 +190,8 @@ func (s *Source) client() (*kgo.Client, error) {
 		kgo.OnPartitionsLost(s.lost),
 		kgo.WithHooks(s.reach),
 	)
-	// Every batch decompresses within MaxBatchBytes, and one fetch
-	// response within sources.kafka.fetch_buffer_bytes beyond its first
-	// batch, whatever the codec (a batch past that is fetched again, not
-	// decompressed twice): see kconn.Decompressor.
+	// A batch decompresses within MaxBatchBytes, a fetch response within
+	// fetch_buffer_bytes beyond its first batch (kconn.Decompressor).
 	opts = append(opts, kconn.NewDecompressor(MaxBatchBytes, int(min(s.cfg.FetchBufferBytes, MaxBatchBytes))).Opts()...)
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.wcfg.Worker.Name))
@@ -208,21 +200,13 @@ func (s *Source) client() (*kgo.Client, error) {
 }
 
 // fetchMaxWait is the consumer's default long-poll wait (client_config
-// fetch.max.wait.ms). Kafka's own clients wait 500 ms, but a fetch
-// waiting on partitions that have nothing new holds the broker's
-// connection: no other fetch goes to that broker until it returns, so a
-// partition resumed after its queue cap, backpressure or a consume pause
-// waits up to this long for records it could have at once. In a backlog
-// whose partitions run dry at different times that stalled the whole
-// worker about 400 ms at a time (bench/speed.sh, Kafka: 10,100-13,100
-// msgs/s at 500 ms, 14,300-15,900 at 100 ms, same rounds). An idle
-// consumer sends a fetch a broker every 100 ms for it.
+// fetch.max.wait.ms): a resumed partition waits for the fetch already
+// waiting at its broker, and Kafka's 500 ms made a backlog about 30 %
+// slower (docs/operations.md "Intake queues").
 const fetchMaxWait = 100 * time.Millisecond
 
-// alignDelay is how long to wait for the next multiple of align seconds of
-// wall-clock time, so a fleet restarting together joins at one instant.
-// Multiples are counted from the Unix epoch, so workers agree whatever the
-// period.
+// alignDelay is how long to wait for the next multiple of align seconds
+// since the Unix epoch, so a fleet restarting together joins at one instant.
 func alignDelay(now time.Time, align int) time.Duration {
 	period := int64(align) * int64(time.Second)
 	ns := now.UnixNano()
@@ -242,14 +226,9 @@ func (s *Source) Run(ctx context.Context) error {
 			return nil
 		}
 	}
-	cl, err := s.client()
-	if err != nil {
+	if err := s.connect(); err != nil {
 		return fmt.Errorf("kafka source: %w", err)
 	}
-	s.sizer.attach(cl)
-	s.mu.Lock()
-	s.cl = cl
-	s.mu.Unlock()
 	s.live.Store(true)
 	s.flow.attach(s)
 	var bg sync.WaitGroup
@@ -263,12 +242,10 @@ func (s *Source) Run(ctx context.Context) error {
 	for ctx.Err() == nil && s.c.again(ctx) {
 		s.pollLoop(ctx)
 	}
-	s.mu.Lock()
-	cl = s.cl // a restarted session's
-	s.mu.Unlock()
+	cl := s.client() // a restarted session's
 
-	// Intake stopped: what has not started is dropped (it is read again
-	// next time), what runs finishes, then it is committed.
+	// Intake stopped: what has not started is dropped (read again next
+	// time), what runs finishes, then it is committed.
 	s.flow.detach()
 	s.live.Store(false)
 	s.mu.Lock()
@@ -313,9 +290,7 @@ func (s *Source) pollLoop(ctx context.Context) {
 		fetches.EachError(func(_ string, p int32, err error) {
 			tooLarge, isTooLarge := errors.AsType[*kgo.ErrDecompressTooLarge](err)
 			switch {
-			case kconn.IsWindowFull(err):
-				// A batch deferred to the next fetch (the fetch's
-				// decompression budget was spent).
+			case kconn.IsWindowFull(err): // deferred to the next fetch
 			case isTooLarge:
 				s.batchTooLarge(tooLarge)
 			case errors.Is(err, kerr.FencedInstanceID):
@@ -336,12 +311,8 @@ func (s *Source) pollLoop(ctx context.Context) {
 }
 
 // MaxBatchBytes is the most one batch of the source topic may decompress
-// to. A larger batch stalls its partition: the client stops fetching it,
-// the worker logs kafka_batch_too_large once and counts it
-// (svc_kafka_batches_too_large_total), its records are neither processed
-// nor skipped, and the other partitions go on. The partition is fetched
-// again (and refused again) when it is assigned anew: at a restart or a
-// rebalance.
+// to; a larger batch stalls its partition until it is assigned anew
+// (docs/operations.md "Kafka consumer memory").
 const MaxBatchBytes = 64 << 20
 
 // batchTooLarge reports a batch over MaxBatchBytes: its partition stalls.
@@ -353,10 +324,8 @@ func (s *Source) batchTooLarge(e *kgo.ErrDecompressTooLarge) {
 }
 
 // waitRoom waits until backpressure lets intake run and returns how many
-// records the next poll may take (0 when ctx ended or after a tick). It
-// never polls while backpressure holds: a poll of a paused topic makes the
-// client drop what it fetched, which it then fetches again after the
-// resume.
+// records the next poll may take (0 when ctx ended or after a tick). A poll
+// while backpressure holds would make the client drop what it fetched.
 func (s *Source) waitRoom(ctx context.Context) int {
 	for woken := false; ; woken = true {
 		s.mu.Lock()
@@ -394,19 +363,15 @@ func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 		epochs = append(epochs, r.LeaderEpoch)
 	})
 	tasks, arrangeErr := s.app.Arrange(context.WithoutCancel(ctx), batch)
-	if arrangeErr != nil {
-		// A batch the handler cannot arrange goes to the DLQ message by
-		// message, so the partition moves on and nothing is lost.
+	if arrangeErr != nil { // each message goes to the DLQ unrun (process)
 		s.log.Error("arrange_failed", "error", arrangeErr.Error(), "records", n)
 		tasks = nil
 		for i := range batch {
 			tasks = append(tasks, worker.Task{ID: s.app.IDs().Next(), Msg: &batch[i], Input: batch[i].Value})
 		}
 	}
-	// Tasks are matched to messages by partition and offset, not by
-	// pointer: a handler may point a task at its own copy of the message
-	// (for _, m := range batch { ... &m ... }), and such a message must not
-	// be committed unprocessed.
+	// Tasks are matched to messages by partition and offset: a handler may
+	// point a task at its own copy of the message.
 	type msgAt struct {
 		partition int32
 		offset    int64
@@ -442,10 +407,8 @@ func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 	s.start(s.jobs(start))
 }
 
-// SetExecutorHold holds all intake while the executor is unavailable (on)
-// and releases it when the executor is back: nothing more is fetched, the
-// messages in flight wait for the executor, nothing is committed past
-// them. The builder wires it to the executor pool's health.
+// SetExecutorHold pauses all fetching while the executor is unavailable
+// (on); the builder wires it to the executor pool's health.
 func (s *Source) SetExecutorHold(on bool) { s.flow.setExecutorHold(on) }
 
 // PauseState returns the consume pause state object.
@@ -460,11 +423,9 @@ func (s *Source) Pause(seconds int64) (PauseState, error) { return s.flow.Pause(
 func (s *Source) Resume() (PauseState, error) { return s.flow.Resume() }
 
 // copyRecord makes the message of r with its own copy of the key, value
-// and headers (one allocation). A record's bytes point into its whole
-// decompressed batch (or, uncompressed, the whole fetch response): kept,
-// one waiting message would pin the batch, and the waiting messages of a
-// few partitions, polled from a dozen batches, would keep megabytes alive
-// for kilobytes of records. Nil keys, values and header values stay nil.
+// and headers (one allocation): a record's bytes point into its whole
+// decompressed batch, which a waiting message would otherwise pin. Nil
+// stays nil.
 func copyRecord(r *kgo.Record) worker.Message {
 	n := len(r.Key) + len(r.Value)
 	for _, h := range r.Headers {

@@ -18,36 +18,18 @@ import (
 	"svc/worker/sink"
 )
 
-// Exactly-once (sources.kafka.delivery = "exactly_once").
-//
-// The consumer is franz-go's GroupTransactSession: one client that
-// consumes, produces every sink and DLQ record, and commits offsets inside
-// transactions, with transactional.id svc-<worker.name>. A message runs as
-// in at-least-once mode, but its results are not delivered: the sinks
-// stage them (sink.Set.Stage builds the records) and the message is
-// finished at once, so the next message of its key may run. The poll loop
-// closes a transaction every commit_interval, or sooner when txnMessages
-// messages or txnBytes of results are staged: for each partition it takes
-// the staged results below the commit point (the highest contiguous
-// finished offset + 1), produces them in the order their messages finished
-// (per key, offset order), marks the commit points and ends the
-// transaction. A read_committed consumer of the sinks and the DLQ then
-// sees each input message's results exactly once.
-//
-// Anything else aborts: a record the producer refuses, a rebalance (the
-// session aborts on any revoke or loss), a broker that cannot be reached.
-// The session then rewinds the consumer to the committed offsets, and the
-// source forgets every partition's polled, running and staged work
-// (resetAll): all of it is read and run again, and its earlier results
-// were never visible to read_committed consumers. A batch refused as too
-// large after a topic's max.message.bytes changed also restarts the
-// session (sink.Set.Failed's renew): franz-go reads a partition's batch cap
-// once per client. A fenced producer (a
-// newer worker with the same name took the transactional id) stops
-// consuming and reports not ready, committing nothing more.
+// Exactly-once (sources.kafka.delivery = "exactly_once"; behaviour in
+// docs/operations.md "Exactly-once"). The consumer is franz-go's
+// GroupTransactSession: results are staged (sink.Set.Stage) and the message
+// finishes at once; the poll loop closes a transaction every
+// commit_interval, or sooner at txnMessages or txnBytes staged, producing
+// the staged results below each partition's commit point in finishing
+// order with the commit points themselves. Anything else aborts: the
+// consumer rewinds to the committed offsets and all polled, running and
+// staged work is forgotten (resetAll) and read again.
 
-// transactions is the exactly-once committer. sess wraps the source's
-// client; txnAt is when the last transaction closed.
+// transactions is the exactly-once committer. txnAt is when the last
+// transaction closed; all fields but the atomics belong to the poll loop.
 type transactions struct {
 	*Source
 	sinks          *sink.Set // builds the records and accounts for them
@@ -56,7 +38,7 @@ type transactions struct {
 	txnBegan       time.Time // when the last transaction began
 	txnRetryAt     time.Time
 	txnBackoff     time.Duration
-	txnRenew       bool        // the sinks asked for a new session after the transaction aborts (poll loop only)
+	txnRenew       bool        // the sinks asked for a new session after the transaction aborts
 	txnReset       atomic.Bool // a rebalance: abort and start over
 	restart        atomic.Bool // the session failed: Run starts a new one
 	restartedAt    time.Time
@@ -64,10 +46,8 @@ type transactions struct {
 	producer       atomic.Pointer[producerEpoch] // the last transaction's (supplanted)
 }
 
-// newClient builds the one transactional client that consumes, produces
-// every result and commits the offsets it marks inside the transaction.
-// It reads committed records only, so an upstream transaction's aborted
-// records are never processed.
+// newClient builds the transactional client that consumes (read_committed),
+// produces every result and commits offsets inside transactions.
 func (s *transactions) newClient(opts []kgo.Opt) (*kgo.Client, error) {
 	opts = append(opts, s.sinks.TransactionOpts()...)
 	opts = append(opts,
@@ -104,8 +84,8 @@ func (s *transactions) last(ctx context.Context) {
 	}
 }
 
-// onRevoked: the session aborts the open work of every partition on any
-// revoke or loss; the poll loop rewinds and starts over (abortReset).
+// onRevoked: the session aborts on any revoke or loss; the poll loop
+// rewinds and starts over (abortReset).
 func (s *transactions) onRevoked(_ context.Context, ps []int32) { s.onLost(ps) }
 
 func (s *transactions) onLost(ps []int32) {
@@ -115,11 +95,9 @@ func (s *transactions) onLost(ps []int32) {
 }
 
 // finished stages the results of j's message for the next transaction
-// and finishes its offset, which lets the next message of its key in. A
-// message cancelled by the shutdown, left waiting for an unavailable
-// executor or whose results could not be staged stays unfinished (read
-// again); one whose partition left meanwhile (revoked, lost, or reset by
-// an abort) has its results dropped.
+// and finishes its offset. A message not run (notRun) or whose results
+// could not be staged stays unfinished (read again); one whose partition
+// left meanwhile has its results dropped.
 func (s *transactions) finished(j job, taskCtx context.Context, results []worker.TaskResult) []job {
 	defer j.done()
 	unfinished := false
@@ -188,10 +166,9 @@ func (s *transactions) txnWait() time.Duration {
 	return max(time.Millisecond, min(time.Second, s.cfg.CommitInterval.D()-time.Since(s.txnAt), time.Until(s.txnRetryAt)+time.Millisecond))
 }
 
-// maybeTransact runs the transactional side of a poll loop turn: the
-// reset a rebalance asked for, then a transaction when one is due. Only
-// the poll loop calls it (the session must not poll, begin or end
-// concurrently).
+// maybeTransact runs the reset a rebalance asked for, then a transaction
+// when one is due. Only the poll loop calls it: the session must not poll,
+// begin or end concurrently.
 func (s *transactions) maybeTransact(ctx context.Context) {
 	if s.txnReset.Swap(false) {
 		s.abortReset(ctx, "rebalance")
@@ -271,10 +248,8 @@ func (s *transactions) transact(ctx context.Context) {
 	}
 }
 
-// errLimitChanged restarts the session after a sink's or the DLQ's
-// topic limit changed (a batch refused as too large): franz-go caps a
-// partition's batches at the limit it read when the client first
-// produced there, so only a new client batches within the new one.
+// errLimitChanged restarts the session after a batch was refused as too
+// large: franz-go reads a partition's batch cap once per client.
 var errLimitChanged = errors.New("a sink's or the DLQ's max.message.bytes changed: the producer's batch caps are set when its session starts")
 
 // errBrokenSession marks a transaction that could not begin.
@@ -326,12 +301,9 @@ func (s *transactions) commitTxn(ctx context.Context, batch []*sink.Staged, offs
 	return committed, err, produceErr
 }
 
-// commitPoints rewrites the transaction's offset commit to offsets.
-// franz-go's session commits what was polled (its "dirty" offsets), which
-// suits a consumer that finishes each poll before the next; this source
-// polls ahead of what is finished, so the request carries the commit
-// points instead: per partition the highest contiguous finished offset + 1,
-// whose results are in this transaction.
+// commitPoints rewrites the transaction's offset commit to offsets, the
+// commit points: franz-go's session would commit everything polled, and
+// this source polls ahead of what is finished.
 func (s *transactions) commitPoints(offsets map[int32]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRequest) error {
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
 		s.producer.Store(&producerEpoch{req.ProducerID, req.ProducerEpoch})
@@ -354,10 +326,8 @@ func (s *transactions) commitPoints(offsets map[int32]kgo.EpochOffset) func(*kms
 }
 
 // rewind moves the consumer back to the group's committed offsets after
-// an abort. The session rewinds to what it believes committed, which is
-// what was polled at the last commit, not the commit points (commitPoints):
-// the brokers' committed offsets are asked for instead (the log start for
-// a partition without one, the consumer's reset policy).
+// an abort (the log start where none is committed): the session's own
+// rewind would go to what was polled, not to the commit points.
 func (s *transactions) rewind(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, txnTimeout)
 	defer cancel()
@@ -408,19 +378,13 @@ func (s *transactions) committedTxn(parts map[int32]*partState, offsets map[int3
 		if !p.gone {
 			p.sent = eo.Offset
 		}
-		keep := p.outbox[:0]
-		for _, m := range p.outbox {
-			if m.offset < eo.Offset {
-				if !p.gone {
-					s.staged--
-					s.stagedBytes -= m.bytes
-				}
-				continue
+		p.outbox = slices.DeleteFunc(p.outbox, func(m stagedMsg) bool {
+			if m.offset < eo.Offset && !p.gone {
+				s.staged--
+				s.stagedBytes -= m.bytes
 			}
-			keep = append(keep, m)
-		}
-		clear(p.outbox[len(keep):])
-		p.outbox = keep
+			return m.offset < eo.Offset
+		})
 	}
 	start := s.settleLocked()
 	s.mu.Unlock()
@@ -428,9 +392,8 @@ func (s *transactions) committedTxn(parts map[int32]*partState, offsets map[int3
 	s.committed(offsets)
 }
 
-// abortReset ends the session's transaction state after a rebalance: an
-// empty transaction is aborted, which rewinds every partition to its
-// committed offset, and all polled work is forgotten.
+// abortReset aborts an empty transaction after a rebalance, rewinds every
+// partition to its committed offset and forgets all polled work.
 func (s *transactions) abortReset(ctx context.Context, why string) {
 	err := s.sess.Begin()
 	if err == nil {
@@ -447,11 +410,9 @@ func (s *transactions) abortReset(ctx context.Context, why string) {
 	s.resetAll(why)
 }
 
-// resetAll forgets every partition's polled, running and staged work and
-// starts each owned partition afresh: the consumer reads it again from
-// the committed offset. Messages still running finish against the old
-// state and their results are dropped. The staged tasks are marked in the
-// flight recorder with why.
+// resetAll starts every owned partition afresh: its work is read again
+// from the committed offset, messages still running finish against the
+// old state, and the staged tasks are marked aborted with why.
 func (s *transactions) resetAll(why string) {
 	s.mu.Lock()
 	ids := slices.Collect(maps.Keys(s.parts))
@@ -464,9 +425,8 @@ func (s *transactions) resetAll(why string) {
 }
 
 // fence stops consuming for good, committing nothing more: a newer
-// producer holds this worker's transactional id (fenced), or the
-// transactional producer failed in a way franz-go does not recover from.
-// The work in flight is read again by whoever owns the partitions next.
+// producer holds the transactional id, or the producer failed beyond
+// recovery.
 func (s *transactions) fence(err error) {
 	if !s.fenced.CompareAndSwap(nil, &err) {
 		return
@@ -486,10 +446,8 @@ func (s *transactions) fence(err error) {
 	s.resetAll(detail)
 }
 
-// failSession handles an error after which the transactional session
-// cannot go on: fenced, consuming stops for good (fence); otherwise (a
-// broker restarted and forgot the producer, say) the poll loop ends and
-// Run starts a new session (restartSession).
+// failSession handles an error the session cannot go on from: fenced, it
+// fences; otherwise the poll loop ends and Run starts a new session.
 func (s *transactions) failSession(ctx context.Context, err error) {
 	if !isFenced(err) {
 		if ferr := s.supplanted(ctx); ferr != nil {
@@ -516,34 +474,16 @@ type producerEpoch struct {
 }
 
 // noteProducer remembers the producer id and epoch after a transaction
-// ended (an ended transaction bumps the epoch from KIP-890 on). After a
-// successful End franz-go holds them loaded, so this sends nothing.
+// ended (KIP-890 bumps the epoch); franz-go has them loaded, so this sends
+// nothing.
 func (s *transactions) noteProducer(ctx context.Context) {
 	if id, epoch, err := s.cl.ProducerID(ctx); err == nil && id >= 0 {
 		s.producer.Store(&producerEpoch{id, epoch})
 	}
 }
 
-// supplanted tells, before a failed session restarts, whether another
-// producer took this worker's transactional id: the coordinator holds it
-// under another producer id or a higher epoch than this worker's last
-// transaction. A newer worker's InitProducerID bumps the epoch and aborts
-// what this one had open, and the refusal can reach this one as
-// INVALID_TXN_STATE or INVALID_PRODUCER_EPOCH rather than PRODUCER_FENCED;
-// restarting then would fence the newer worker in turn. A transaction the
-// coordinator aborted on its timeout bumps the epoch by one too (a network
-// partition longer than the transaction timeout, 40 s): when this worker's
-// last transaction had been open that long and the id is the same with
-// the epoch one higher, that is the coordinator's timeout, not another
-// worker, and the session restarts (its InitProducerID recovers the id,
-// KIP-588) instead of stopping for good. (The coordinator may show a
-// transaction open under the new epoch: the client's own retried produce
-// after the heal. A newer worker that took the id during such a partition
-// looks the same; its own session then sees the restart's epoch bump.) It answers nil when it cannot tell: no transaction ended in this
-// session yet, or the coordinator is out of reach.
-// txnTimedOut reports whether the last transaction begun had been open
-// for the transaction timeout or longer, long enough for the coordinator
-// to abort it on its own.
+// txnTimedOut reports whether the last transaction had been open for the
+// transaction timeout, long enough for the coordinator to abort it.
 func (s *transactions) txnTimedOut() bool {
 	timeout := 40 * time.Second // franz-go's default
 	if d, ok := s.cl.OptValue(kgo.TransactionTimeout).(time.Duration); ok && d > 0 {
@@ -552,6 +492,13 @@ func (s *transactions) txnTimedOut() bool {
 	return !s.txnBegan.IsZero() && time.Since(s.txnBegan) >= timeout
 }
 
+// supplanted tells, before a failed session restarts, whether another
+// producer took the transactional id (another producer id, or a higher
+// epoch than this worker's last transaction): a newer worker's refusal can
+// arrive as INVALID_TXN_STATE or INVALID_PRODUCER_EPOCH, and restarting
+// would fence it in turn. An epoch one higher after a transaction open for
+// the transaction timeout is the coordinator's own abort (a long network
+// partition): the session restarts (KIP-588). nil when it cannot tell.
 func (s *transactions) supplanted(ctx context.Context) error {
 	known := s.producer.Load()
 	if known == nil || s.cl == nil {
@@ -579,23 +526,16 @@ func (s *transactions) supplanted(ctx context.Context) error {
 }
 
 // restartSession replaces a failed session: the work in flight is
-// forgotten, the old client closed (leaving its partitions), and after a
-// backoff (1 s doubling to 30 s while restarts follow each other) a new
-// one joins the group and rewinds to the committed offsets. It reports
-// false when ctx ended or the new client could not be built (then
-// consuming stops: fence).
+// forgotten, the old client closed, and after a backoff (1 s doubling to
+// 30 s while restarts follow each other) a new one joins. false: ctx
+// ended, or no client could be built (fenced).
 func (s *transactions) restartSession(ctx context.Context) bool {
 	s.restart.Store(false)
 	s.producer.Store(nil) // the new session's producer is learnt anew
 	s.flow.detach()
 	s.resetAll("the transactional session restarts")
-	s.mu.Lock()
-	old := s.cl
-	s.mu.Unlock()
-	old.CloseAllowingRebalance() // its revoke callbacks forget the partitions
-	s.mu.Lock()
-	s.cl = nil // none until the new one exists
-	s.mu.Unlock()
+	s.client().CloseAllowingRebalance() // its revoke callbacks forget the partitions
+	s.setClient(nil)                    // none until the new one exists
 	s.txnReset.Store(false)
 	if time.Since(s.restartedAt) > time.Minute {
 		s.restartBackoff = 0
@@ -606,16 +546,11 @@ func (s *transactions) restartSession(ctx context.Context) bool {
 	case <-ctx.Done():
 		return false
 	}
-	cl, err := s.client()
-	if err != nil {
+	if err := s.connect(); err != nil {
 		s.fence(fmt.Errorf("a new transactional session could not be built: %w", err))
 		return false
 	}
 	s.restartedAt = time.Now()
-	s.sizer.attach(cl)
-	s.mu.Lock()
-	s.cl = cl
-	s.mu.Unlock()
 	s.flow.attach(s.Source)
 	s.log.Info("kafka_transaction_session_restarted", "transactional_id", s.wcfg.TransactionalID())
 	return true
