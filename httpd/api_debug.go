@@ -11,6 +11,7 @@ import (
 
 	"svc/worker"
 	"svc/worker/kafka"
+	"svc/worker/model"
 	"svc/worker/payload"
 )
 
@@ -119,19 +120,19 @@ type ProbeRequest struct {
 
 // ProbeTask is one task result of a probe.
 type ProbeTask struct {
-	TaskID          string              `json:"task_id"`
-	Status          string              `json:"status"`
-	Attempts        int                 `json:"attempts"`
-	DurationMS      int64               `json:"duration_ms"`
-	ExitCode        int                 `json:"exit_code"`
-	Error           string              `json:"error,omitempty"`
-	Output          string              `json:"output"`
-	OutputEncoding  string              `json:"output_encoding"`
-	OutputTruncated bool                `json:"output_truncated"`
-	Stderr          string              `json:"stderr"`
-	StderrEncoding  string              `json:"stderr_encoding"`
-	Labels          map[string]string   `json:"labels"`
-	Annotations     []worker.Annotation `json:"annotations"`
+	TaskID          string             `json:"task_id"`
+	Status          string             `json:"status"`
+	Attempts        int                `json:"attempts"`
+	DurationMS      int64              `json:"duration_ms"`
+	ExitCode        int                `json:"exit_code"`
+	Error           string             `json:"error,omitempty"`
+	Output          string             `json:"output"`
+	OutputEncoding  string             `json:"output_encoding"`
+	OutputTruncated bool               `json:"output_truncated"`
+	Stderr          string             `json:"stderr"`
+	StderrEncoding  string             `json:"stderr_encoding"`
+	Labels          map[string]string  `json:"labels"`
+	Annotations     []model.Annotation `json:"annotations"`
 	// Data is stdout when it parses as JSON: the rows the probe details
 	// render. Absent otherwise.
 	Data json.RawMessage `json:"data,omitempty"`
@@ -157,7 +158,7 @@ func (req *ProbeRequest) decode() (pr worker.ProbeRequest, err error) {
 	pr.Key = field("key", req.Key, req.KeyEncoding)
 	for i, h := range req.Headers {
 		value := field(fmt.Sprintf("headers[%d].value", i), h.Value, h.ValueEncoding)
-		pr.Headers = append(pr.Headers, worker.Header{Key: h.Key, Value: value})
+		pr.Headers = append(pr.Headers, model.Header{Key: h.Key, Value: value})
 	}
 	return pr, err
 }
@@ -184,7 +185,7 @@ func (s *UIServer) probe(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "probe_queue_full", err.Error())
 			return
 		}
-		if errors.Is(err, worker.ErrExecutorUnavailable) { // the reason, as /readyz gives it
+		if errors.Is(err, model.ErrExecutorUnavailable) { // the reason, as /readyz gives it
 			w.Header().Set("Retry-After", executorRetryAfter)
 			writeError(w, http.StatusServiceUnavailable, "executor_unavailable", err.Error())
 			return

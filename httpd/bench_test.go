@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"svc/worker"
+	"svc/worker/model"
 )
 
 // BenchmarkIngressRecorder runs ingress → exec handler → cat → response
@@ -69,8 +70,8 @@ func BenchmarkWriteJSON(b *testing.B) {
 // BenchmarkWriteExecResponse writes the ingress's answer to one 1 KiB
 // task, which encodes itself (worker.ExecResponse.AppendJSON).
 func BenchmarkWriteExecResponse(b *testing.B) {
-	body := worker.ExecResponse{RequestID: "3f1c9a2b7d10-17", Status: worker.StatusOK, Tasks: []worker.ExecTaskResult{{
-		TaskID: "3f1c9a2b7d10-18", Status: worker.StatusOK, Output: strings.Repeat("x", 1024), OutputEncoding: "utf-8", DurationMS: 3, Attempts: 1}}}
+	body := worker.ExecResponse{RequestID: "3f1c9a2b7d10-17", Status: model.StatusOK, Tasks: []worker.ExecTaskResult{{
+		TaskID: "3f1c9a2b7d10-18", Status: model.StatusOK, Output: strings.Repeat("x", 1024), OutputEncoding: "utf-8", DurationMS: 3, Attempts: 1}}}
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {

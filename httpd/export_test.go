@@ -10,6 +10,7 @@ import (
 	"svc/recorder"
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 )
 
 // Built is a whole worker built by the one builder (httpd/root), as
@@ -29,7 +30,7 @@ type Built struct {
 // BuildOptions swap parts of a test worker through the builder.
 type BuildOptions struct {
 	Log    *slog.Logger
-	Runner worker.TaskRunner // nil: the executor pool
+	Runner model.TaskRunner // nil: the executor pool
 }
 
 // BuildWorker builds a worker with httpd/root. It is set by

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // FuzzWSSubscribe: no client frame makes the subscription parser panic,
@@ -34,8 +34,8 @@ func FuzzWSSubscribe(f *testing.F) {
 // the ingress's request handling rather than process start-up.
 type fuzzRunner struct{}
 
-func (fuzzRunner) Run(_ context.Context, t *worker.Task) worker.TaskResult {
-	return worker.TaskResult{Task: t, Status: worker.StatusOK, Output: t.Input, Attempts: 1}
+func (fuzzRunner) Run(_ context.Context, t *model.Task) model.TaskResult {
+	return model.TaskResult{Task: t, Status: model.StatusOK, Output: t.Input, Attempts: 1}
 }
 
 // FuzzIngressRequest: whatever headers and body a client sends, the ingress

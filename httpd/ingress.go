@@ -19,6 +19,7 @@ import (
 
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 )
 
 type ingressClient struct {
@@ -145,7 +146,7 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 		in.reject(w, name, http.StatusServiceUnavailable, "draining", "draining", "the worker is shutting down")
 		return
 	}
-	if in.app.ExecutorHealth().State == worker.ExecutorUnavailable { // answered at once, not held
+	if in.app.ExecutorHealth().State == model.ExecutorUnavailable { // answered at once, not held
 		w.Header().Set("Retry-After", executorRetryAfter)
 		in.reject(w, name, http.StatusServiceUnavailable, "executor_unavailable", "executor_unavailable", executorUnavailableDetail)
 		return
@@ -185,7 +186,7 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	// The request's own header map, not a copy: net/http does not change it
 	// once the handler runs.
-	req := &worker.HTTPRequest{ID: in.app.IDs().Next(), Body: body, Header: r.Header, Labels: labelHeaders(r.Header)}
+	req := &model.HTTPRequest{ID: in.app.IDs().Next(), Body: body, Header: r.Header, Labels: labelHeaders(r.Header)}
 	if client != nil {
 		req.Client = client.name
 	}
@@ -199,10 +200,10 @@ func (in *Ingress) process(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, context.Canceled):
 			status, code = 499, "client_closed"
-		case errors.Is(err, worker.ErrExecutorUnavailable): // while the request waited: nothing ran
+		case errors.Is(err, model.ErrExecutorUnavailable): // while the request waited: nothing ran
 			w.Header().Set("Retry-After", executorRetryAfter)
 			status, code, detail = http.StatusServiceUnavailable, "executor_unavailable", executorUnavailableDetail
-		case errors.Is(err, worker.ErrDeliveryStalled): // nothing kept the failed message
+		case errors.Is(err, model.ErrDeliveryStalled): // nothing kept the failed message
 			w.Header().Set("Retry-After", "5")
 			status, code, detail = http.StatusServiceUnavailable, "dlq_unavailable",
 				"the task failed and the message could not be written to the DLQ within dlq.send_timeout; retry the request"
@@ -230,7 +231,7 @@ const (
 func labelHeaders(h http.Header) map[string]string {
 	var labels map[string]string
 	for k, v := range h {
-		name, ok := strings.CutPrefix(strings.ToLower(k), "x-"+worker.LabelHeaderPrefix)
+		name, ok := strings.CutPrefix(strings.ToLower(k), "x-"+model.LabelHeaderPrefix)
 		if !ok || name == "" || len(v) == 0 {
 			continue
 		}

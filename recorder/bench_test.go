@@ -160,7 +160,7 @@ func BenchmarkSuccessfulTask(b *testing.B) {
 			cfg := baseConfig(b, b.TempDir(), "", "w1", clk)
 			cfg.Now, cfg.FullDetail, cfg.BufferSize = time.Now, full, 4096
 			// The worker encodes an ok attempt's stdout tail only for
-			// history.task_detail = "full" (worker.Events.KeepOKTail).
+			// history.task_detail = "full" (model.Events.KeepOKTail).
 			finPayload := fin
 			if !full {
 				finPayload = json.RawMessage(`{"attempt":1,"status":"ok","exit_code":0,"duration_ms":3,"output_size_bytes":1024}`)
@@ -175,7 +175,7 @@ func BenchmarkSuccessfulTask(b *testing.B) {
 				}
 				id := "task-" + strconv.FormatUint(n, 10)
 				// As the worker emits them: its own payloads are marked valid
-				// (worker.Events), an executor's annotation is checked.
+				// (model.Events), an executor's annotation is checked.
 				received := json.RawMessage(`{"source":"http","input_size_bytes":1024}`)
 				if kafka { // the row below reproduces it, so it folds
 					received = json.RawMessage(fmt.Sprintf(`{"source":"kafka","alias":"source","partition":%d,"offset":%d,"key":"key-%d","key_encoding":"utf-8","input_size_bytes":1024}`, n%6, n, n%1000))

@@ -16,7 +16,7 @@ import (
 	"svc/worker/event"
 )
 
-// emitTask emits what the worker emits for one task (worker/events.go):
+// emitTask emits what the worker emits for one task (worker/model/events.go):
 // task_received, executor_started, executor_finished, an annotation, then
 // the task row. received is task_received's payload; status and stderr
 // shape the attempt.

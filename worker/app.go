@@ -12,17 +12,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/worker/config"
+	"svc/worker/model"
 )
 
 // Deps are the parts an App is built from; only Runner is required.
 type Deps struct {
-	Handler  any        // nil: the built-in exec handler
-	Runner   TaskRunner // the executor pool
-	Sinks    Deliverer  // required when results go to sinks
-	Cache    TaskCache  // nil: no handler cache
-	Events   *Events    // nil drops events
+	Handler  any              // nil: the built-in exec handler
+	Runner   model.TaskRunner // the executor pool
+	Sinks    model.Deliverer  // required when results go to sinks
+	Cache    model.TaskCache  // nil: no handler cache
+	Events   *model.Events    // nil drops events
 	Registry prometheus.Registerer
-	Cost     CostObserver // throughput.cost_label; nil: off
+	Cost     model.CostObserver // throughput.cost_label; nil: off
 	Log      *slog.Logger
 }
 
@@ -36,16 +37,16 @@ type App struct {
 	io      *Threads
 	ids     *IDGen
 	started time.Time
-	events  *Events
+	events  *model.Events
 	running *RunningTasks
 
-	runner   TaskRunner
-	cost     CostObserver
-	kafka    Handler
-	arrange  HTTPArranger
-	complete HTTPCompleter
-	sinks    Deliverer
-	cache    TaskCache
+	runner   model.TaskRunner
+	cost     model.CostObserver
+	kafka    model.Handler
+	arrange  model.HTTPArranger
+	complete model.HTTPCompleter
+	sinks    model.Deliverer
+	cache    model.TaskCache
 	probes   chan struct{}
 
 	// taskCtx outlives intake; it ends when the drain deadline passes.
@@ -59,7 +60,7 @@ type App struct {
 	mu       sync.Mutex
 	notYet   map[string]string // readiness reasons by component
 	closing  bool
-	execHlth ExecutorHealth // the executor's, as last reported
+	execHlth model.ExecutorHealth // the executor's, as last reported
 }
 
 // New builds the App; it starts no goroutines.
@@ -76,11 +77,11 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	a := &App{
 		cfg: cfg, log: d.Log.With("component", "worker"), ids: NewIDGen(), started: time.Now(), events: d.Events, running: newRunningTasks(),
 		runner: d.Runner, cost: d.Cost, sinks: d.Sinks, cache: d.Cache, notYet: map[string]string{}, probes: make(chan struct{}, ProbeQueueSize),
-		drainStarted: make(chan struct{}), execHlth: ExecutorHealth{State: ExecutorAvailable},
+		drainStarted: make(chan struct{}), execHlth: model.ExecutorHealth{State: model.ExecutorAvailable},
 	}
 	a.workDone = a.work.done
 	a.taskCtx, a.cancelTasks = context.WithCancel(context.Background())
-	a.kafkaCtx = WaitForExecutor(a.taskCtx, a.drainStarted)
+	a.kafkaCtx = model.WaitForExecutor(a.taskCtx, a.drainStarted)
 	h := d.Handler
 	if h == nil {
 		h = NewExecHandler(cfg, a.ids)
@@ -88,7 +89,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	if err := a.bindHandler(h); err != nil {
 		return nil, err
 	}
-	stats, _ := d.Runner.(PoolStats)
+	stats, _ := d.Runner.(model.PoolStats)
 	if stats == nil {
 		stats = fixedStats(cfg.Executor.PoolSize)
 	}
@@ -107,24 +108,24 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 func (a *App) bindHandler(h any) error {
 	name := fmt.Sprintf("%T", h)
 	if a.cfg.Sources.Kafka.Enabled {
-		k, ok := h.(Handler)
+		k, ok := h.(model.Handler)
 		if !ok {
-			return &MissingHooksError{Handler: name, Missing: []string{"Arrange"}, Reason: "by sources.kafka.enabled"}
+			return &model.MissingHooksError{Handler: name, Missing: []string{"Arrange"}, Reason: "by sources.kafka.enabled"}
 		}
 		a.kafka = k
 	}
 	if a.cfg.Sources.HTTP.Enabled {
 		var missing []string
-		arr, ok1 := h.(HTTPArranger)
+		arr, ok1 := h.(model.HTTPArranger)
 		if !ok1 {
 			missing = append(missing, "ArrangeHTTPRequest")
 		}
-		comp, ok2 := h.(HTTPCompleter)
+		comp, ok2 := h.(model.HTTPCompleter)
 		if !ok2 {
 			missing = append(missing, "OnHTTPRequestComplete")
 		}
 		if len(missing) > 0 {
-			return &MissingHooksError{Handler: name, Missing: missing, Reason: "by sources.http.enabled (with the HTTPRequest and HTTPResponse models)"}
+			return &model.MissingHooksError{Handler: name, Missing: missing, Reason: "by sources.http.enabled (with the HTTPRequest and HTTPResponse models)"}
 		}
 		a.arrange, a.complete = arr, comp
 	}
@@ -141,7 +142,7 @@ func (f fixedStats) Waiting() int { return 0 }
 func (a *App) Config() *config.Config { return a.cfg }
 
 // Events is the flight-recorder event emitter (possibly nil, which drops).
-func (a *App) Events() *Events { return a.events }
+func (a *App) Events() *model.Events { return a.events }
 
 // IDs makes task and request ids.
 func (a *App) IDs() *IDGen { return a.ids }
@@ -157,9 +158,9 @@ func (a *App) Started() time.Time { return a.started }
 
 // AttachRecorder sends events and the masked config to rec; call it
 // before the sources run.
-func (a *App) AttachRecorder(rec EventRecorder) {
+func (a *App) AttachRecorder(rec model.EventRecorder) {
 	if a.events == nil {
-		a.events = NewEvents(a.cfg.Worker.Name, a.cfg.Executor.Env)
+		a.events = model.NewEvents(a.cfg.Worker.Name, a.cfg.Executor.Env)
 		a.events.KeepOKTail = a.cfg.History.TaskDetail == "full"
 	}
 	a.events.Attach(rec)
@@ -180,7 +181,7 @@ func (a *App) SetReady(component, reason string) {
 
 // SetExecutorHealth records the executor's health (readiness, and a
 // state event on change).
-func (a *App) SetExecutorHealth(h ExecutorHealth) {
+func (a *App) SetExecutorHealth(h model.ExecutorHealth) {
 	a.mu.Lock()
 	prev := a.execHlth
 	a.execHlth = h
@@ -199,7 +200,7 @@ func (a *App) SetExecutorHealth(h ExecutorHealth) {
 }
 
 // ExecutorHealth is the executor's health as last reported.
-func (a *App) ExecutorHealth() ExecutorHealth {
+func (a *App) ExecutorHealth() model.ExecutorHealth {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.execHlth
@@ -207,8 +208,8 @@ func (a *App) ExecutorHealth() ExecutorHealth {
 
 // executorUnavailable is the error of work refused for the executor.
 func (a *App) executorUnavailable() error {
-	if h := a.ExecutorHealth(); h.State == ExecutorUnavailable {
-		return fmt.Errorf("%w: %s", ErrExecutorUnavailable, h.Reason)
+	if h := a.ExecutorHealth(); h.State == model.ExecutorUnavailable {
+		return fmt.Errorf("%w: %s", model.ErrExecutorUnavailable, h.Reason)
 	}
 	return nil
 }
@@ -238,23 +239,23 @@ func (a *App) Hold() (done func()) {
 }
 
 // Arrange runs the Kafka handler's Arrange on the offload pool.
-func (a *App) Arrange(ctx context.Context, batch []Message) ([]Task, error) {
-	tasks, err := Call(ctx, a.offload, func() ([]Task, error) { return a.kafka.Arrange(batch) })
+func (a *App) Arrange(ctx context.Context, batch []model.Message) ([]model.Task, error) {
+	tasks, err := Call(ctx, a.offload, func() ([]model.Task, error) { return a.kafka.Arrange(batch) })
 	if err != nil && ctx.Err() == nil {
-		a.metrics.ArrangeErrors.WithLabelValues(SourceKafka).Inc()
+		a.metrics.ArrangeErrors.WithLabelValues(model.SourceKafka).Inc()
 	}
 	return tasks, err
 }
 
 // RunTasks runs tasks concurrently through the executor pool and returns
 // their results in task order, under the task context (ctx is unused).
-func (a *App) RunTasks(ctx context.Context, source string, tasks []Task) []TaskResult {
+func (a *App) RunTasks(ctx context.Context, source string, tasks []model.Task) []model.TaskResult {
 	if len(tasks) == 1 { // the usual case: no goroutine, closure or group
 		done := a.Hold()
 		defer done()
-		return []TaskResult{a.runOne(source, &tasks[0])}
+		return []model.TaskResult{a.runOne(source, &tasks[0])}
 	}
-	results := make([]TaskResult, len(tasks))
+	results := make([]model.TaskResult, len(tasks))
 	var wg sync.WaitGroup
 	for i := range tasks {
 		done := a.Hold()
@@ -274,16 +275,16 @@ func (a *App) RunTasks(ctx context.Context, source string, tasks []Task) []TaskR
 	return results
 }
 
-func (a *App) runOne(source string, t *Task) TaskResult {
+func (a *App) runOne(source string, t *model.Task) model.TaskResult {
 	var dropped int
-	t.Labels, dropped = limitLabels(t.Labels)
+	t.Labels, dropped = model.LimitLabels(t.Labels)
 	a.events.Received(t)
 	var undo func()
 	if a.cache != nil {
 		undo = a.cache.Prepare(t)
 	}
 	ctx := a.taskCtx
-	if source == SourceKafka {
+	if source == model.SourceKafka {
 		ctx = a.kafkaCtx // waits for an unavailable executor until the drain
 	}
 	a.running.add(t, source, time.Now())
@@ -297,23 +298,23 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 		a.cache.Commit(source, &res)
 	}
 	var late int // added by the executor (fd 3 or its result frame)
-	res.Labels, late = limitLabels(res.Labels)
+	res.Labels, late = model.LimitLabels(res.Labels)
 	if n := dropped + late; n > 0 {
 		a.metrics.LabelsDropped.WithLabelValues(source).Add(float64(n))
-		res.Annotations = append(res.Annotations, Annotation{Kind: LabelsDroppedKind, Payload: AnnotationPayload(map[string]any{
-			"dropped": n, "max_labels": MaxLabels, "max_name_bytes": MaxLabelName, "max_value_bytes": MaxLabelValue,
+		res.Annotations = append(res.Annotations, model.Annotation{Kind: model.LabelsDroppedKind, Payload: model.AnnotationPayload(map[string]any{
+			"dropped": n, "max_labels": model.MaxLabels, "max_name_bytes": model.MaxLabelName, "max_value_bytes": model.MaxLabelValue,
 		})})
 	}
-	if a.cost != nil && res.Status == StatusOK {
+	if a.cost != nil && res.Status == model.StatusOK {
 		if cost, speed, ok := a.cost.Observe(res.Labels, res.Duration); ok {
-			res.Annotations = append(res.Annotations, Annotation{Kind: CostKind, Payload: AnnotationPayload(map[string]any{
+			res.Annotations = append(res.Annotations, model.Annotation{Kind: model.CostKind, Payload: model.AnnotationPayload(map[string]any{
 				"cost": cost, "speed_per_second": speed, "wall_ms": res.Duration.Milliseconds(),
 			})})
 		}
 	}
 	a.events.Finished(source, &res)
 	a.metrics.Attempts.WithLabelValues(source).Add(float64(res.Attempts))
-	if source == SourceProbe { // not traffic: kept out of svc_tasks_total
+	if source == model.SourceProbe { // not traffic: kept out of svc_tasks_total
 		a.metrics.ProbeTasks.WithLabelValues(res.Status).Inc()
 		return res
 	}
@@ -323,7 +324,7 @@ func (a *App) runOne(source string, t *Task) TaskResult {
 }
 
 // Deliver hands a result to the sinks (if any) under the task context.
-func (a *App) Deliver(res *TaskResult) error {
+func (a *App) Deliver(res *model.TaskResult) error {
 	if a.sinks == nil {
 		return nil
 	}
@@ -332,11 +333,11 @@ func (a *App) Deliver(res *TaskResult) error {
 
 // DeliverAsync is Deliver without holding the caller: done gets Deliver's
 // error exactly once (at once, on this goroutine, without sinks).
-func (a *App) DeliverAsync(res *TaskResult, done func(error)) {
+func (a *App) DeliverAsync(res *model.TaskResult, done func(error)) {
 	switch d := a.sinks.(type) {
 	case nil:
 		done(nil)
-	case AsyncDeliverer:
+	case model.AsyncDeliverer:
 		d.DeliverAsync(a.taskCtx, res, done)
 	default:
 		go func() { done(d.Deliver(a.taskCtx, res)) }()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 
@@ -18,24 +19,26 @@ import (
 )
 
 // runnerFunc is a TaskRunner built from a function.
-type runnerFunc func(context.Context, *Task) TaskResult
+type runnerFunc func(context.Context, *model.Task) model.TaskResult
 
-func (f runnerFunc) Run(ctx context.Context, t *Task) TaskResult { return f(ctx, t) }
+func (f runnerFunc) Run(ctx context.Context, t *model.Task) model.TaskResult { return f(ctx, t) }
 
 type kafkaOnly struct{}
 
-func (kafkaOnly) Arrange(batch []Message) ([]Task, error) { return nil, nil }
+func (kafkaOnly) Arrange(batch []model.Message) ([]model.Task, error) { return nil, nil }
 
 type arrangeOnly struct{ kafkaOnly }
 
-func (arrangeOnly) ArrangeHTTPRequest(*HTTPRequest) ([]Task, error) { return nil, nil }
+func (arrangeOnly) ArrangeHTTPRequest(*model.HTTPRequest) ([]model.Task, error) { return nil, nil }
 
 func TestNewRejectsHandlerWithoutHTTPHooks(t *testing.T) {
 	cfg := config.Default()
 	cfg.Executor.BinaryPath = "/bin/cat"
 	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host = true, "127.0.0.1"
 	cfg.Resolve()
-	runner := runnerFunc(func(_ context.Context, t *Task) TaskResult { return TaskResult{Task: t, Status: StatusOK} })
+	runner := runnerFunc(func(_ context.Context, t *model.Task) model.TaskResult {
+		return model.TaskResult{Task: t, Status: model.StatusOK}
+	})
 	cases := []struct {
 		name    string
 		handler any
@@ -47,7 +50,7 @@ func TestNewRejectsHandlerWithoutHTTPHooks(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := New(&cfg, Deps{Handler: c.handler, Runner: runner})
-			var ce *MissingHooksError
+			var ce *model.MissingHooksError
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.missing) || !strings.Contains(err.Error(), "sources.http.enabled") {
 				t.Fatalf("New = %v, want *MissingHooksError naming %q", err, c.missing)
 			}
@@ -104,13 +107,13 @@ func TestProbeDuringShutdown(t *testing.T) {
 	cfg.Resolve()
 	release := make(chan struct{})
 	var ran atomic.Int32
-	runner := runnerFunc(func(ctx context.Context, t *Task) TaskResult {
+	runner := runnerFunc(func(ctx context.Context, t *model.Task) model.TaskResult {
 		ran.Add(1)
 		select {
 		case <-release:
 		case <-ctx.Done():
 		}
-		return TaskResult{Task: t, Status: StatusOK}
+		return model.TaskResult{Task: t, Status: model.StatusOK}
 	})
 	app, err := New(&cfg, Deps{Runner: runner})
 	if err != nil {
@@ -170,28 +173,28 @@ func TestLabelsAreBounded(t *testing.T) {
 	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host = true, "127.0.0.1"
 	cfg.Resolve()
 	var seen map[string]string
-	runner := runnerFunc(func(_ context.Context, t *Task) TaskResult {
+	runner := runnerFunc(func(_ context.Context, t *model.Task) model.TaskResult {
 		seen = t.Labels
-		return TaskResult{Task: t, Status: StatusOK, Labels: t.Labels}
+		return model.TaskResult{Task: t, Status: model.StatusOK, Labels: t.Labels}
 	})
 	reg := prometheus.NewRegistry()
 	app, err := New(&cfg, Deps{Runner: runner, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{strings.Repeat("n", MaxLabelName+1): "long name", "big": strings.Repeat("v", MaxLabelValue+1)}
+	labels := map[string]string{strings.Repeat("n", model.MaxLabelName+1): "long name", "big": strings.Repeat("v", model.MaxLabelValue+1)}
 	for i := range 2600 {
 		labels[fmt.Sprintf("l%04d", i)] = "x"
 	}
-	res := app.RunTasks(t.Context(), SourceHTTP, []Task{{ID: "t1", Labels: labels}})[0]
-	if len(seen) != MaxLabels || seen["l0000"] != "x" || seen["big"] != "" {
-		t.Errorf("executor saw %d labels (l0000=%q, big set %v), want the first %d by name within the bounds", len(seen), seen["l0000"], seen["big"] != "", MaxLabels)
+	res := app.RunTasks(t.Context(), model.SourceHTTP, []model.Task{{ID: "t1", Labels: labels}})[0]
+	if len(seen) != model.MaxLabels || seen["l0000"] != "x" || seen["big"] != "" {
+		t.Errorf("executor saw %d labels (l0000=%q, big set %v), want the first %d by name within the bounds", len(seen), seen["l0000"], seen["big"] != "", model.MaxLabels)
 	}
-	if n := len(res.Annotations); n != 1 || res.Annotations[0].Kind != LabelsDroppedKind || res.Annotations[0].Fields()["dropped"] != float64(len(labels)-MaxLabels) {
-		t.Errorf("annotations = %+v, want one %s with dropped %d", res.Annotations, LabelsDroppedKind, len(labels)-MaxLabels)
+	if n := len(res.Annotations); n != 1 || res.Annotations[0].Kind != model.LabelsDroppedKind || res.Annotations[0].Fields()["dropped"] != float64(len(labels)-model.MaxLabels) {
+		t.Errorf("annotations = %+v, want one %s with dropped %d", res.Annotations, model.LabelsDroppedKind, len(labels)-model.MaxLabels)
 	}
-	if got := workertest.Metric(t, reg, "svc_task_labels_dropped_total", "source", SourceHTTP); got != float64(len(labels)-MaxLabels) {
-		t.Errorf("svc_task_labels_dropped_total = %v, want %d", got, len(labels)-MaxLabels)
+	if got := workertest.Metric(t, reg, "svc_task_labels_dropped_total", "source", model.SourceHTTP); got != float64(len(labels)-model.MaxLabels) {
+		t.Errorf("svc_task_labels_dropped_total = %v, want %d", got, len(labels)-model.MaxLabels)
 	}
 }
 
@@ -209,9 +212,9 @@ func TestAppExecutorHealth(t *testing.T) {
 	var unavailable atomic.Bool
 	waits := map[string]bool{}
 	var mu sync.Mutex
-	runner := runnerFunc(func(ctx context.Context, t *Task) TaskResult {
+	runner := runnerFunc(func(ctx context.Context, t *model.Task) model.TaskResult {
 		ran.Add(1)
-		wait, stop := ExecutorWait(ctx)
+		wait, stop := model.ExecutorWait(ctx)
 		mu.Lock()
 		waits[t.Msg.Source] = wait
 		mu.Unlock()
@@ -219,9 +222,9 @@ func TestAppExecutorHealth(t *testing.T) {
 			<-stop // the drain began
 		}
 		if unavailable.Load() {
-			return TaskResult{Task: t, Status: StatusFailed, Err: fmt.Errorf("%w: gone", ErrExecutorUnavailable)}
+			return model.TaskResult{Task: t, Status: model.StatusFailed, Err: fmt.Errorf("%w: gone", model.ErrExecutorUnavailable)}
 		}
-		return TaskResult{Task: t, Status: StatusOK}
+		return model.TaskResult{Task: t, Status: model.StatusOK}
 	})
 	a, err := New(&cfg, Deps{Runner: runner})
 	if err != nil {
@@ -230,34 +233,34 @@ func TestAppExecutorHealth(t *testing.T) {
 	if ready, reasons := a.Ready(); !ready {
 		t.Fatalf("Ready = false %q before any executor report", reasons)
 	}
-	a.SetExecutorHealth(ExecutorHealth{State: ExecutorUnavailable, Reason: "executor.binary_path cannot be started (no such file or directory)"})
+	a.SetExecutorHealth(model.ExecutorHealth{State: model.ExecutorUnavailable, Reason: "executor.binary_path cannot be started (no such file or directory)"})
 	if ready, reasons := a.Ready(); ready || len(reasons) != 1 || reasons[0] != "executor: executor.binary_path cannot be started (no such file or directory)" {
 		t.Errorf("Ready = %v %q, want not ready naming the executor", ready, reasons)
 	}
-	if _, err := a.HandleHTTP(t.Context(), &HTTPRequest{ID: "r1", Body: []byte("x")}); !errors.Is(err, ErrExecutorUnavailable) || ran.Load() != 0 {
+	if _, err := a.HandleHTTP(t.Context(), &model.HTTPRequest{ID: "r1", Body: []byte("x")}); !errors.Is(err, model.ErrExecutorUnavailable) || ran.Load() != 0 {
 		t.Errorf("HandleHTTP = %v with %d runs, want ErrExecutorUnavailable and none", err, ran.Load())
 	}
-	a.SetExecutorHealth(ExecutorHealth{State: ExecutorAvailable})
+	a.SetExecutorHealth(model.ExecutorHealth{State: model.ExecutorAvailable})
 	if ready, reasons := a.Ready(); !ready {
 		t.Errorf("Ready = false %q once the executor is available", reasons)
 	}
 	unavailable.Store(true) // turns unavailable while the request runs
-	if _, err := a.HandleHTTP(t.Context(), &HTTPRequest{ID: "r2", Body: []byte("x")}); !errors.Is(err, ErrExecutorUnavailable) {
+	if _, err := a.HandleHTTP(t.Context(), &model.HTTPRequest{ID: "r2", Body: []byte("x")}); !errors.Is(err, model.ErrExecutorUnavailable) {
 		t.Errorf("HandleHTTP = %v, want ErrExecutorUnavailable from the unrun result", err)
 	}
 
-	done := make(chan []TaskResult, 1)
+	done := make(chan []model.TaskResult, 1)
 	go func() {
-		done <- a.RunTasks(t.Context(), SourceKafka, []Task{{ID: "k1", Msg: &Message{Source: SourceKafka}}})
+		done <- a.RunTasks(t.Context(), model.SourceKafka, []model.Task{{ID: "k1", Msg: &model.Message{Source: model.SourceKafka}}})
 	}()
 	wait.For(t, wait.Long, "the Kafka task runs", func() (bool, string) { return ran.Load() == 2, fmt.Sprint(ran.Load(), " runs") })
 	a.BeginDrain()
-	if res := <-done; !errors.Is(res[0].Err, ErrExecutorUnavailable) {
+	if res := <-done; !errors.Is(res[0].Err, model.ErrExecutorUnavailable) {
 		t.Errorf("Kafka task at the drain = %v, want ErrExecutorUnavailable", res[0].Err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !waits[SourceKafka] || waits[SourceHTTP] {
+	if !waits[model.SourceKafka] || waits[model.SourceHTTP] {
 		t.Errorf("tasks told to wait for the executor by source: %v, want kafka only", waits)
 	}
 }

@@ -1,6 +1,8 @@
-// Package worker is the core of svc: the task model, the handler
-// interfaces, the built-in exec handler and the App that runs tasks for the
-// input sources. httpd/root assembles the parts (the one composition root).
+// Package worker is the App that runs tasks for the input sources: it
+// arranges a message into tasks through the handler, runs them on the
+// executor pool and delivers their results; with the built-in exec handler,
+// probes and the running-tasks view. The task model it works on is the leaf
+// worker/model. httpd/root assembles the parts (the one composition root).
 //
 // # Map
 //
@@ -8,7 +10,8 @@
 // checks the entries against the tree.
 //
 //	./                   package main: the svc command, flags and exit codes
-//	worker/              App, tasks, handler interfaces, exec handler, events
+//	worker/              App: arrange, run, deliver; exec handler, probes, running
+//	worker/model/        the task model: messages, tasks, results, events (a leaf)
 //	worker/config/       the TOML config: keys, defaults, validation, masking
 //	worker/kconn/        the Kafka connection builder, bounded decompressor
 //	worker/payload/      the UTF-8-or-base64 rule of every JSON surface
@@ -36,7 +39,9 @@
 //	ui/release/          packs, fetches, caches and serves UI releases
 //	ui/browsertest/      the browser tests of the UI (no code of its own)
 //
-// Layering: nothing under worker/ imports httpd; under worker/ only
+// Layering: the parts (executor, sinks, cache) import worker/model, not
+// the App; the sources that drive the App (kafka, redrive) import both;
+// nothing under worker/ imports httpd; under worker/ only
 // worker/redrive imports kafkaread; the recorder imports worker/event and
 // nothing else of worker/; worker/config does not import ui.
 //

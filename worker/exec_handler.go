@@ -12,12 +12,9 @@ import (
 	"unicode/utf8"
 
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/payload"
 )
-
-// LabelHeaderPrefix marks a Kafka record header that becomes a task label
-// (svc-label-<name>); the HTTP ingress uses X-Svc-Label-<name>.
-const LabelHeaderPrefix = "svc-label-"
 
 // ExecHandler is the built-in handler: one task per message, the message
 // bytes as the executor's stdin, labels from svc-label-* headers and from the
@@ -36,29 +33,29 @@ func NewExecHandler(cfg *config.Config, ids *IDGen) *ExecHandler {
 }
 
 // Arrange makes one task per Kafka message.
-func (h *ExecHandler) Arrange(batch []Message) ([]Task, error) {
-	tasks := make([]Task, 0, len(batch))
+func (h *ExecHandler) Arrange(batch []model.Message) ([]model.Task, error) {
+	tasks := make([]model.Task, 0, len(batch))
 	for i := range batch {
 		m := &batch[i]
 		labels := h.jsonLabels(m.Value)
 		for _, hd := range m.Headers {
-			if name, ok := strings.CutPrefix(strings.ToLower(hd.Key), LabelHeaderPrefix); ok && name != "" && utf8.Valid(hd.Value) {
+			if name, ok := strings.CutPrefix(strings.ToLower(hd.Key), model.LabelHeaderPrefix); ok && name != "" && utf8.Valid(hd.Value) {
 				labels = setLabel(labels, name, string(hd.Value))
 			}
 		}
-		tasks = append(tasks, Task{ID: h.ids.Next(), Msg: m, Input: m.Value, Labels: labels})
+		tasks = append(tasks, model.Task{ID: h.ids.Next(), Msg: m, Input: m.Value, Labels: labels})
 	}
 	return tasks, nil
 }
 
 // ArrangeHTTPRequest makes one task from the request body.
-func (h *ExecHandler) ArrangeHTTPRequest(req *HTTPRequest) ([]Task, error) {
+func (h *ExecHandler) ArrangeHTTPRequest(req *model.HTTPRequest) ([]model.Task, error) {
 	labels := h.jsonLabels(req.Body)
 	for k, v := range req.Labels {
 		labels = setLabel(labels, k, v)
 	}
-	msg := &Message{Source: SourceHTTP, Key: req.Key, Value: req.Body, Timestamp: time.Now()}
-	return []Task{{ID: h.ids.Next(), Msg: msg, Input: req.Body, Labels: labels}}, nil
+	msg := &model.Message{Source: model.SourceHTTP, Key: req.Key, Value: req.Body, Timestamp: time.Now()}
+	return []model.Task{{ID: h.ids.Next(), Msg: msg, Input: req.Body, Labels: labels}}, nil
 }
 
 // ExecResponse is the exec handler's ingress response body.
@@ -82,8 +79,8 @@ type ExecTaskResult struct {
 
 // OnHTTPRequestComplete answers 200 when every task is ok, 504 when one
 // timed out, else 502.
-func (h *ExecHandler) OnHTTPRequestComplete(req *HTTPRequest, results []TaskResult) (*HTTPResponse, error) {
-	resp := ExecResponse{RequestID: req.ID, Status: StatusOK, Tasks: make([]ExecTaskResult, 0, len(results))}
+func (h *ExecHandler) OnHTTPRequestComplete(req *model.HTTPRequest, results []model.TaskResult) (*model.HTTPResponse, error) {
+	resp := ExecResponse{RequestID: req.ID, Status: model.StatusOK, Tasks: make([]ExecTaskResult, 0, len(results))}
 	code := http.StatusOK
 	for _, r := range results {
 		out, enc := payload.Encode(r.Output)
@@ -95,17 +92,17 @@ func (h *ExecHandler) OnHTTPRequestComplete(req *HTTPRequest, results []TaskResu
 			tr.Error = r.Err.Error()
 		}
 		switch r.Status {
-		case StatusOK:
-		case StatusTimeout:
-			code, resp.Status, resp.Error = http.StatusGatewayTimeout, StatusTimeout, tr.Error
+		case model.StatusOK:
+		case model.StatusTimeout:
+			code, resp.Status, resp.Error = http.StatusGatewayTimeout, model.StatusTimeout, tr.Error
 		default:
 			if code != http.StatusGatewayTimeout {
-				code, resp.Status, resp.Error = http.StatusBadGateway, StatusFailed, tr.Error
+				code, resp.Status, resp.Error = http.StatusBadGateway, model.StatusFailed, tr.Error
 			}
 		}
 		resp.Tasks = append(resp.Tasks, tr)
 	}
-	return &HTTPResponse{Status: code, Body: resp}, nil
+	return &model.HTTPResponse{Status: code, Body: resp}, nil
 }
 
 // jsonLabels reads handler.label_fields from a JSON object body (numbers

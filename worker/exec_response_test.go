@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"strings"
+	"svc/worker/model"
 	"testing"
 )
 
@@ -39,12 +40,12 @@ func TestExecResponseAppendJSONMatchesEncoder(t *testing.T) {
 		texts = append(texts, string(b))
 	}
 	for i, s := range texts {
-		r := ExecResponse{RequestID: s, Status: StatusOK, Tasks: []ExecTaskResult{
-			{TaskID: "t-1", Status: StatusOK, Output: s, OutputEncoding: "utf-8", DurationMS: int64(i), Attempts: 1},
-			{TaskID: s, Status: StatusFailed, Output: "", OutputEncoding: "base64", DurationMS: -1, Attempts: 3, Error: s + "!"},
+		r := ExecResponse{RequestID: s, Status: model.StatusOK, Tasks: []ExecTaskResult{
+			{TaskID: "t-1", Status: model.StatusOK, Output: s, OutputEncoding: "utf-8", DurationMS: int64(i), Attempts: 1},
+			{TaskID: s, Status: model.StatusFailed, Output: "", OutputEncoding: "base64", DurationMS: -1, Attempts: 3, Error: s + "!"},
 		}}
 		if i%3 == 0 {
-			r.Error, r.Status = "failed: "+s, StatusFailed
+			r.Error, r.Status = "failed: "+s, model.StatusFailed
 		}
 		if got, want := r.AppendJSON(nil), encodeLikeIngress(t, r); !bytes.Equal(got, want) {
 			t.Fatalf("text %q:\nAppendJSON %s\nencoding/json %s", s, got, want)
@@ -60,8 +61,8 @@ func TestExecResponseAppendJSONMatchesEncoder(t *testing.T) {
 // BenchmarkExecResponseJSON encodes the ingress's answer to one 1 KiB
 // task both ways.
 func BenchmarkExecResponseJSON(b *testing.B) {
-	r := ExecResponse{RequestID: "3f1c9a2b7d10-17", Status: StatusOK, Tasks: []ExecTaskResult{{TaskID: "3f1c9a2b7d10-18",
-		Status: StatusOK, Output: strings.Repeat(`{"k":"0123456789abcdef"} `, 40), OutputEncoding: "utf-8", DurationMS: 3, Attempts: 1}}}
+	r := ExecResponse{RequestID: "3f1c9a2b7d10-17", Status: model.StatusOK, Tasks: []ExecTaskResult{{TaskID: "3f1c9a2b7d10-18",
+		Status: model.StatusOK, Output: strings.Repeat(`{"k":"0123456789abcdef"} `, 40), OutputEncoding: "utf-8", DurationMS: 3, Attempts: 1}}}
 	b.Run("reflection", func(b *testing.B) {
 		b.ReportAllocs()
 		var buf bytes.Buffer
@@ -73,7 +74,7 @@ func BenchmarkExecResponseJSON(b *testing.B) {
 		}
 	})
 	plain := r
-	plain.Tasks = []ExecTaskResult{{TaskID: "3f1c9a2b7d10-18", Status: StatusOK, Output: strings.Repeat("x", 1024), OutputEncoding: "utf-8", DurationMS: 3, Attempts: 1}}
+	plain.Tasks = []ExecTaskResult{{TaskID: "3f1c9a2b7d10-18", Status: model.StatusOK, Output: strings.Repeat("x", 1024), OutputEncoding: "utf-8", DurationMS: 3, Attempts: 1}}
 	b.Run("plain", func(b *testing.B) { // bench/load's body, echoed
 		out := make([]byte, 0, 4096)
 		for b.Loop() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"svc/worker/model"
 )
 
 // HandlerError is a handler hook (arrange or complete) that failed; the
@@ -20,29 +21,29 @@ func (e *HandlerError) Unwrap() error { return e.Err }
 // sources.http.sinks_enabled), completion hook; once arranged, its work
 // finishes even if ctx ends. While the executor is unavailable the error
 // wraps ErrExecutorUnavailable and nothing is delivered.
-func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, error) {
+func (a *App) HandleHTTP(ctx context.Context, req *model.HTTPRequest) (*model.HTTPResponse, error) {
 	if err := a.executorUnavailable(); err != nil {
 		return nil, err
 	}
-	tasks, err := Call(ctx, a.offload, func() ([]Task, error) { return a.arrange.ArrangeHTTPRequest(req) })
+	tasks, err := Call(ctx, a.offload, func() ([]model.Task, error) { return a.arrange.ArrangeHTTPRequest(req) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		a.metrics.ArrangeErrors.WithLabelValues(SourceHTTP).Inc()
+		a.metrics.ArrangeErrors.WithLabelValues(model.SourceHTTP).Inc()
 		return nil, &HandlerError{Hook: "ArrangeHTTPRequest", Err: err}
 	}
 	ctx = context.WithoutCancel(ctx)
 	for i := range tasks {
 		if tasks[i].Msg == nil {
-			tasks[i].Msg = &Message{Source: SourceHTTP, Key: req.Key, Value: req.Body}
+			tasks[i].Msg = &model.Message{Source: model.SourceHTTP, Key: req.Key, Value: req.Body}
 		}
 		if tasks[i].ID == "" {
 			tasks[i].ID = a.ids.Next()
 		}
-		tasks[i].requestID = req.ID
+		tasks[i].RequestID = req.ID
 	}
-	results := a.RunTasks(ctx, SourceHTTP, tasks)
+	results := a.RunTasks(ctx, model.SourceHTTP, tasks)
 	if err := unrun(results); err != nil {
 		return nil, err
 	}
@@ -53,9 +54,9 @@ func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, 
 			}
 		}
 	}
-	resp, err := Call(ctx, a.offload, func() (*HTTPResponse, error) { return a.complete.OnHTTPRequestComplete(req, results) })
+	resp, err := Call(ctx, a.offload, func() (*model.HTTPResponse, error) { return a.complete.OnHTTPRequestComplete(req, results) })
 	if err != nil {
-		a.metrics.CompleteErrors.WithLabelValues(SourceHTTP).Inc()
+		a.metrics.CompleteErrors.WithLabelValues(model.SourceHTTP).Inc()
 		return nil, &HandlerError{Hook: "OnHTTPRequestComplete", Err: err}
 	}
 	return resp, nil
@@ -63,9 +64,9 @@ func (a *App) HandleHTTP(ctx context.Context, req *HTTPRequest) (*HTTPResponse, 
 
 // unrun is the error of the first result not run for an unavailable
 // executor, else nil.
-func unrun(results []TaskResult) error {
+func unrun(results []model.TaskResult) error {
 	for i := range results {
-		if errors.Is(results[i].Err, ErrExecutorUnavailable) {
+		if errors.Is(results[i].Err, model.ErrExecutorUnavailable) {
 			return fmt.Errorf("task %s: %w", results[i].Task.ID, results[i].Err)
 		}
 	}

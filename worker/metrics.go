@@ -2,6 +2,7 @@ package worker
 
 import (
 	"runtime/debug"
+	"svc/worker/model"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -44,7 +45,7 @@ type Metrics struct {
 }
 
 // newMetrics registers the pipeline metrics and the executor pool gauges.
-func newMetrics(reg prometheus.Registerer, pool PoolStats) *Metrics {
+func newMetrics(reg prometheus.Registerer, pool model.PoolStats) *Metrics {
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	}
@@ -71,12 +72,12 @@ func newMetrics(reg prometheus.Registerer, pool PoolStats) *Metrics {
 	}
 	reg.MustRegister(m.Tasks, m.ProbeTasks, m.TaskDuration, m.Attempts, m.ArrangeErrors, m.CompleteErrors, m.LabelsDropped, m.OffloadQueueWait)
 	// Every series exists from start-up at 0.
-	for _, source := range []string{SourceKafka, SourceHTTP, SourceProbe} {
+	for _, source := range []string{model.SourceKafka, model.SourceHTTP, model.SourceProbe} {
 		m.ArrangeErrors.WithLabelValues(source)
 		m.LabelsDropped.WithLabelValues(source)
 		m.Attempts.WithLabelValues(source)
 	}
-	m.CompleteErrors.WithLabelValues(SourceHTTP)
+	m.CompleteErrors.WithLabelValues(model.SourceHTTP)
 	gauge := func(name, help string, f func() int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}

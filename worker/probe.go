@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"svc/worker/model"
 	"time"
 )
 
@@ -19,7 +20,7 @@ var (
 type ProbeRequest struct {
 	Key     []byte
 	Value   []byte
-	Headers []Header
+	Headers []model.Header
 	Labels  map[string]string
 }
 
@@ -27,7 +28,7 @@ type ProbeRequest struct {
 // the HTTP hooks) and the executor pool as source "probe": no sink, no
 // offset. While the executor is unavailable the error wraps
 // ErrExecutorUnavailable.
-func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error) {
+func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]model.TaskResult, error) {
 	if a.Closing() {
 		return nil, ErrClosing
 	}
@@ -40,13 +41,13 @@ func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error)
 		return nil, ErrProbeQueueFull
 	}
 	defer func() { <-a.probes }()
-	msg := &Message{Source: SourceProbe, Alias: "probe", Partition: -1, Offset: -1, Key: req.Key, Value: req.Value,
+	msg := &model.Message{Source: model.SourceProbe, Alias: "probe", Partition: -1, Offset: -1, Key: req.Key, Value: req.Value,
 		Headers: req.Headers, Timestamp: time.Now()}
-	tasks, err := Call(ctx, a.offload, func() ([]Task, error) {
+	tasks, err := Call(ctx, a.offload, func() ([]model.Task, error) {
 		if a.kafka != nil {
-			return a.kafka.Arrange([]Message{*msg})
+			return a.kafka.Arrange([]model.Message{*msg})
 		}
-		return a.arrange.ArrangeHTTPRequest(&HTTPRequest{ID: a.ids.Next(), Body: req.Value, Key: req.Key, Labels: req.Labels})
+		return a.arrange.ArrangeHTTPRequest(&model.HTTPRequest{ID: a.ids.Next(), Body: req.Value, Key: req.Key, Labels: req.Labels})
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -68,7 +69,7 @@ func (a *App) Probe(ctx context.Context, req ProbeRequest) ([]TaskResult, error)
 			t.Labels = setLabel(t.Labels, k, v)
 		}
 	}
-	results := a.RunTasks(ctx, SourceProbe, tasks)
+	results := a.RunTasks(ctx, model.SourceProbe, tasks)
 	if err := unrun(results); err != nil {
 		return nil, err
 	}

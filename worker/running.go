@@ -3,8 +3,8 @@ package worker
 import (
 	"cmp"
 	"slices"
+	"svc/worker/model"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -12,7 +12,7 @@ import (
 // every source; the attempt number is stored on the task (Events.Attempt).
 type RunningTasks struct {
 	mu    sync.Mutex
-	tasks map[*Task]runningEntry
+	tasks map[*model.Task]runningEntry
 }
 
 type runningEntry struct {
@@ -44,25 +44,25 @@ type AttemptNow struct {
 	Ended bool
 }
 
-func attemptOf(t *Task) AttemptNow {
-	n := int(atomic.LoadInt32(&t.attempt))
-	return AttemptNow{N: max(n, -n), Ended: n < 0}
+func attemptOf(t *model.Task) AttemptNow {
+	n, ended := t.RunningAttempt()
+	return AttemptNow{N: n, Ended: ended}
 }
 
 // MaxRunningKey bounds the key bytes a running-task snapshot copies.
 const MaxRunningKey = 1024
 
 func newRunningTasks() *RunningTasks {
-	return &RunningTasks{tasks: make(map[*Task]runningEntry, 64)}
+	return &RunningTasks{tasks: make(map[*model.Task]runningEntry, 64)}
 }
 
-func (r *RunningTasks) add(t *Task, source string, now time.Time) {
+func (r *RunningTasks) add(t *model.Task, source string, now time.Time) {
 	r.mu.Lock()
 	r.tasks[t] = runningEntry{source: source, started: now}
 	r.mu.Unlock()
 }
 
-func (r *RunningTasks) remove(t *Task) {
+func (r *RunningTasks) remove(t *model.Task) {
 	r.mu.Lock()
 	delete(r.tasks, t)
 	r.mu.Unlock()
@@ -102,7 +102,7 @@ func (r *RunningTasks) Attempts() map[string]AttemptNow {
 // task id), and how many run in all. limit <= 0 returns none.
 func (r *RunningTasks) Snapshot(limit int) ([]RunningTask, int) {
 	type ent struct {
-		t *Task
+		t *model.Task
 		e runningEntry
 	}
 	r.mu.Lock()
@@ -124,11 +124,11 @@ func (r *RunningTasks) Snapshot(limit int) ([]RunningTask, int) {
 }
 
 // show copies what the API shows of a running task.
-func (r *RunningTasks) show(t *Task, e runningEntry) RunningTask {
+func (r *RunningTasks) show(t *model.Task, e runningEntry) RunningTask {
 	a := attemptOf(t)
-	rt := RunningTask{TaskID: t.ID, Source: e.source, RequestID: t.requestID, Attempt: a.N, AttemptEnded: a.Ended, Started: e.started}
+	rt := RunningTask{TaskID: t.ID, Source: e.source, RequestID: t.RequestID, Attempt: a.N, AttemptEnded: a.Ended, Started: e.started}
 	if m := t.Msg; m != nil {
-		if e.source == SourceKafka {
+		if e.source == model.SourceKafka {
 			rt.Alias, rt.Partition, rt.Offset = m.Alias, m.Partition, m.Offset
 		}
 		key := m.Key

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/workertest/wait"
 )
 
@@ -20,16 +21,16 @@ func TestRunningTasksListsWhatRunsNow(t *testing.T) {
 	cfg.Sources.HTTP.Enabled, cfg.Sources.HTTP.Host = true, "127.0.0.1"
 	cfg.Resolve()
 	release := make(chan struct{})
-	var ev *Events
-	runner := runnerFunc(func(_ context.Context, tk *Task) TaskResult {
-		ev.Attempt(tk, 1, nil)            // what the pool's OnAttempt hook does
-		if tk.Msg.Source == SourceKafka { // attempt 1 failed, 2 runs and ends; a third would wait
-			ev.Attempt(tk, 1, &AttemptResult{Status: StatusFailed})
+	var ev *model.Events
+	runner := runnerFunc(func(_ context.Context, tk *model.Task) model.TaskResult {
+		ev.Attempt(tk, 1, nil)                  // what the pool's OnAttempt hook does
+		if tk.Msg.Source == model.SourceKafka { // attempt 1 failed, 2 runs and ends; a third would wait
+			ev.Attempt(tk, 1, &model.AttemptResult{Status: model.StatusFailed})
 			ev.Attempt(tk, 2, nil)
-			ev.Attempt(tk, 2, &AttemptResult{Status: StatusFailed})
+			ev.Attempt(tk, 2, &model.AttemptResult{Status: model.StatusFailed})
 		}
 		<-release
-		return TaskResult{Task: tk, Status: StatusOK, Attempts: 1}
+		return model.TaskResult{Task: tk, Status: model.StatusOK, Attempts: 1}
 	})
 	app, err := New(&cfg, Deps{Runner: runner})
 	if err != nil {
@@ -38,13 +39,13 @@ func TestRunningTasksListsWhatRunsNow(t *testing.T) {
 	long := bytes.Repeat([]byte("k"), MaxRunningKey+10)
 	done := make(chan struct{}, 2)
 	go func() {
-		app.RunTasks(t.Context(), SourceKafka, []Task{{ID: "t-kafka", Msg: &Message{Source: SourceKafka, Alias: "source", Topic: "raw", Partition: 3, Offset: 41, Key: long}}})
+		app.RunTasks(t.Context(), model.SourceKafka, []model.Task{{ID: "t-kafka", Msg: &model.Message{Source: model.SourceKafka, Alias: "source", Topic: "raw", Partition: 3, Offset: 41, Key: long}}})
 		done <- struct{}{}
 	}()
 	wait.For(t, 5*time.Second, "the Kafka task running", func() (bool, string) { n := app.Running().Len(); return n == 1, fmt.Sprint(n, " running") })
 	time.Sleep(2 * time.Millisecond) // started times differ: the Kafka task is the older
 	go func() {
-		_, _ = app.HandleHTTP(context.Background(), &HTTPRequest{ID: "req-7", Key: []byte("user-1"), Body: []byte("{}")})
+		_, _ = app.HandleHTTP(context.Background(), &model.HTTPRequest{ID: "req-7", Key: []byte("user-1"), Body: []byte("{}")})
 		done <- struct{}{}
 	}()
 	wait.For(t, 5*time.Second, "both tasks running", func() (bool, string) { n := app.Running().Len(); return n == 2, fmt.Sprint(n, " running") })
@@ -54,13 +55,13 @@ func TestRunningTasksListsWhatRunsNow(t *testing.T) {
 		t.Fatalf("Snapshot = %d tasks, total %d; want 2, 2", len(got), total)
 	}
 	k, h := got[0], got[1]
-	if k.TaskID != "t-kafka" || k.Source != SourceKafka || k.Alias != "source" || k.Partition != 3 || k.Offset != 41 || k.Attempt != 2 || !k.AttemptEnded {
+	if k.TaskID != "t-kafka" || k.Source != model.SourceKafka || k.Alias != "source" || k.Partition != 3 || k.Offset != 41 || k.Attempt != 2 || !k.AttemptEnded {
 		t.Errorf("first (oldest) = %+v, want the Kafka task source 3:41 with attempt 2 ended", k)
 	}
 	if len(k.Key) != MaxRunningKey || !k.KeyTruncated {
 		t.Errorf("Kafka key: %d bytes, truncated %v; want %d, true", len(k.Key), k.KeyTruncated, MaxRunningKey)
 	}
-	if h.Source != SourceHTTP || h.RequestID != "req-7" || string(h.Key) != "user-1" || h.Alias != "" || h.Attempt != 1 || h.AttemptEnded || h.TaskID == "" {
+	if h.Source != model.SourceHTTP || h.RequestID != "req-7" || string(h.Key) != "user-1" || h.Alias != "" || h.Attempt != 1 || h.AttemptEnded || h.TaskID == "" {
 		t.Errorf("second = %+v, want the HTTP task of req-7, key user-1, attempt 1 running", h)
 	}
 	if f, ok := app.Running().Find(h.TaskID); !ok || f.RequestID != "req-7" {
@@ -90,14 +91,14 @@ func TestRunningTasksListsWhatRunsNow(t *testing.T) {
 // path: one add and one remove, with 8 other tasks running.
 func BenchmarkRunningAddRemove(b *testing.B) {
 	r := newRunningTasks()
-	others := make([]Task, 8)
+	others := make([]model.Task, 8)
 	for i := range others {
-		r.add(&others[i], SourceKafka, time.Now())
+		r.add(&others[i], model.SourceKafka, time.Now())
 	}
-	tk := &Task{ID: "t"}
+	tk := &model.Task{ID: "t"}
 	b.ReportAllocs()
 	for b.Loop() {
-		r.add(tk, SourceKafka, time.Now())
+		r.add(tk, model.SourceKafka, time.Now())
 		r.remove(tk)
 	}
 }
@@ -108,9 +109,9 @@ func BenchmarkRunningAddRemoveParallel(b *testing.B) {
 	r := newRunningTasks()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		tk := &Task{ID: "t"}
+		tk := &model.Task{ID: "t"}
 		for pb.Next() {
-			r.add(tk, SourceKafka, time.Now())
+			r.add(tk, model.SourceKafka, time.Now())
 			r.remove(tk)
 		}
 	})

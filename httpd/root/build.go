@@ -25,6 +25,7 @@ import (
 	"svc/worker/executor"
 	"svc/worker/fleet"
 	"svc/worker/kafka"
+	"svc/worker/model"
 	"svc/worker/redrive"
 	"svc/worker/runtimehealth"
 	"svc/worker/sink"
@@ -40,7 +41,7 @@ type Options struct {
 	// Handler is the message handler; nil is the built-in exec handler.
 	Handler any
 	// Runner runs tasks instead of the executor pool built from cfg.Executor.
-	Runner worker.TaskRunner
+	Runner model.TaskRunner
 	// GuardBinary is the binary the executor pool starts as the guard that
 	// kills executor trees left by a SIGKILLed worker; "" runs without it.
 	GuardBinary string
@@ -52,7 +53,7 @@ type Worker struct {
 	Config   *config.Config
 	Log      *slog.Logger
 	Registry *prometheus.Registry
-	Events   *worker.Events
+	Events   *model.Events
 	App      *worker.App
 	// Pool is the executor pool (nil when Options.Runner replaced it).
 	Pool       *executor.Pool
@@ -100,7 +101,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 	w.lns.Log(o.Log)
 	own.release(w.lns.Close)
 	log, reg := o.Log, w.Registry
-	w.Events = worker.NewEvents(cfg.Worker.Name, cfg.Executor.Env)
+	w.Events = model.NewEvents(cfg.Worker.Name, cfg.Executor.Env)
 	w.Events.KeepOKTail = cfg.History.TaskDetail == "full"
 
 	runner := o.Runner
@@ -114,7 +115,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 		own.release(w.Pool.Close)
 		runner = w.Pool
 	}
-	stats, _ := runner.(worker.PoolStats)
+	stats, _ := runner.(model.PoolStats)
 	if w.Monitor, w.Throughput, err = newMonitors(cfg, w.Events, stats, reg, log); err != nil {
 		return nil, err
 	}
@@ -200,12 +201,12 @@ func New(ctx context.Context, cfg *config.Config, o Options) (w *Worker, err err
 // watchExecutor wires the executor's health into the App (readiness,
 // ingress, probes) and the Kafka source's intake hold, then starts the
 // pool, so that persistent children start now and /readyz reflects them.
-func (w *Worker) watchExecutor(runner worker.TaskRunner) {
-	if hs, ok := runner.(worker.ExecutorHealthSource); ok {
-		hs.WatchExecutorHealth(func(h worker.ExecutorHealth) {
+func (w *Worker) watchExecutor(runner model.TaskRunner) {
+	if hs, ok := runner.(model.ExecutorHealthSource); ok {
+		hs.WatchExecutorHealth(func(h model.ExecutorHealth) {
 			w.App.SetExecutorHealth(h)
 			if w.Kafka != nil {
-				w.Kafka.SetExecutorHold(h.State == worker.ExecutorUnavailable)
+				w.Kafka.SetExecutorHold(h.State == model.ExecutorUnavailable)
 			}
 		})
 	}
@@ -349,11 +350,11 @@ func (w *Worker) IngressAddr() string {
 
 // deliveries tells the flight recorder how many sink_delivered events
 // follow an ok task of a source (none when its results go to no sink).
-func deliveries(cfg *config.Config, sinks *sink.Set) func(string, *worker.TaskResult) int {
+func deliveries(cfg *config.Config, sinks *sink.Set) func(string, *model.TaskResult) int {
 	kafkaOut := cfg.Sources.Kafka.Enabled
 	httpOut := cfg.Sources.HTTP.Enabled && cfg.Sources.HTTP.SinksEnabled
-	return func(source string, res *worker.TaskResult) int {
-		if source == worker.SourceKafka && kafkaOut || source == worker.SourceHTTP && httpOut {
+	return func(source string, res *model.TaskResult) int {
+		if source == model.SourceKafka && kafkaOut || source == model.SourceHTTP && httpOut {
 			return sinks.TargetCount(res)
 		}
 		return 0

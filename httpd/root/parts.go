@@ -17,6 +17,7 @@ import (
 	"svc/worker/config"
 	"svc/worker/event"
 	"svc/worker/fleet"
+	"svc/worker/model"
 	"svc/worker/runtimehealth"
 	"svc/worker/throughput"
 )
@@ -80,7 +81,7 @@ func newExchange(cfg *config.Config, store *cache.Store, registry *fleet.Registr
 
 // newMonitors builds the runtime health monitor (nil when switched off),
 // whose samples become runtime_health events, and the task cost tracker.
-func newMonitors(cfg *config.Config, events *worker.Events, pool worker.PoolStats, reg prometheus.Registerer, log *slog.Logger) (*runtimehealth.Monitor, *throughput.Tracker, error) {
+func newMonitors(cfg *config.Config, events *model.Events, pool model.PoolStats, reg prometheus.Registerer, log *slog.Logger) (*runtimehealth.Monitor, *throughput.Tracker, error) {
 	tracker, err := throughput.New(throughput.Options{
 		CostLabel: cfg.Throughput.CostLabel, Window: cfg.Throughput.Window.D(),
 		Registerer: reg, Logger: log.With("component", "throughput"),
@@ -149,7 +150,7 @@ func recorderConfig(cfg *config.Config, app *worker.App, log *slog.Logger) recor
 // name is secret. The key encoding entry, on every keyed row, is not.
 func maskEnvOnce(env map[string]string) map[string]string {
 	for k := range env {
-		if k != worker.KeyEncodingEnv && config.IsSecretName(k) {
+		if k != model.KeyEncodingEnv && config.IsSecretName(k) {
 			return config.MaskEnv(env)
 		}
 	}

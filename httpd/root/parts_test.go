@@ -3,8 +3,8 @@ package root
 import (
 	"testing"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 )
 
 // TestMaskEnvOnceRedactsSecretsOnly: a task row's environment with a
@@ -30,11 +30,11 @@ func TestMaskEnvOnceRedactsSecretsOnly(t *testing.T) {
 	}
 	// The key encoding entry skips the name check: the rule must agree,
 	// and a secret beside it is still masked.
-	if config.IsSecretName(worker.KeyEncodingEnv) {
-		t.Errorf("IsSecretName(%q) = true: maskEnvOnce's shortcut would leak it", worker.KeyEncodingEnv)
+	if config.IsSecretName(model.KeyEncodingEnv) {
+		t.Errorf("IsSecretName(%q) = true: maskEnvOnce's shortcut would leak it", model.KeyEncodingEnv)
 	}
-	both := map[string]string{worker.KeyEncodingEnv: "utf-8", "DB_PASSWORD": "pw"}
-	if got := maskEnvOnce(both); got["DB_PASSWORD"] != config.Mask || got[worker.KeyEncodingEnv] != "utf-8" {
+	both := map[string]string{model.KeyEncodingEnv: "utf-8", "DB_PASSWORD": "pw"}
+	if got := maskEnvOnce(both); got["DB_PASSWORD"] != config.Mask || got[model.KeyEncodingEnv] != "utf-8" {
 		t.Errorf("maskEnvOnce(%v) = %v, want DB_PASSWORD masked", both, got)
 	}
 	if got := maskEnvOnce(nil); got != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 func benchStore(b *testing.B, dir string) *Store {
@@ -40,7 +40,7 @@ func BenchmarkPrepare(b *testing.B) {
 		s.Put(context.Background(), ScopeGlobal, k, make([]byte, 100))
 	}
 	tc := NewTasks(s, keys)
-	t := &worker.Task{}
+	t := &model.Task{}
 	for b.Loop() {
 		tc.Prepare(t)()
 	}

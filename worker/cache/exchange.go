@@ -18,8 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/worker"
 	"svc/worker/fleet"
+	"svc/worker/model"
 )
 
 // PeerPath is the peer route every worker serves.
@@ -304,7 +304,7 @@ func (x *Exchange) fetch(ctx context.Context, p fleet.Peer, scopes []string, sin
 		case err != nil:
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: %w", i, err)
 		case r.Origin != p.Name:
-			return checkedPage{}, resultRefused, fmt.Errorf("row %d: origin %q is not the peer %q", i, worker.Truncate(r.Origin, 64), p.Name)
+			return checkedPage{}, resultRefused, fmt.Errorf("row %d: origin %q is not the peer %q", i, model.Truncate(r.Origin, 64), p.Name)
 		case !slices.Contains(scopes, r.Scope):
 			return checkedPage{}, resultRefused, fmt.Errorf("row %d: scope %q was not asked for", i, r.Scope)
 		case r.TSms <= 0:

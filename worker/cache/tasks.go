@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/payload"
 )
 
@@ -25,7 +25,7 @@ const EnvBudget = 1 << 20
 // opTimeout bounds one cache read or write done for a task.
 const opTimeout = 10 * time.Second
 
-// Tasks joins executor runs to a Store (worker.TaskCache): before a run
+// Tasks joins executor runs to a Store (model.TaskCache): before a run
 // the keys of handler.cache_keys become SVC_CACHE_* variables, after it
 // the executor's fd 3 cache writes are stored. Safe for concurrent use.
 type Tasks struct {
@@ -41,7 +41,7 @@ type Tasks struct {
 // envVar is one cache key as executor variables.
 type envVar struct{ name, value, enc string }
 
-var _ worker.TaskCache = (*Tasks)(nil)
+var _ model.TaskCache = (*Tasks)(nil)
 
 // NewTasks returns the task hook of s; keys are handler.cache_keys.
 func NewTasks(s *Store, keys []string) *Tasks { return &Tasks{store: s, keys: keys} }
@@ -50,7 +50,7 @@ func NewTasks(s *Store, keys []string) *Tasks { return &Tasks{store: s, keys: ke
 // base64 for a value that is not UTF-8 or holds a NUL) for each key found
 // in its most specific scope, in a copy of the task's environment that
 // undo swaps back.
-func (c *Tasks) Prepare(t *worker.Task) (undo func()) {
+func (c *Tasks) Prepare(t *model.Task) (undo func()) {
 	if len(c.keys) == 0 {
 		return func() {}
 	}
@@ -109,12 +109,12 @@ func (c *Tasks) read() ([]envVar, int) {
 
 // Commit stores the result's fd 3 cache writes in order, as this worker;
 // one RefusedKind annotation names the writes refused, by reason.
-func (c *Tasks) Commit(source string, res *worker.TaskResult) {
+func (c *Tasks) Commit(source string, res *model.TaskResult) {
 	if len(res.CacheWrites) == 0 {
 		return
 	}
-	if source == worker.SourceProbe {
-		res.Annotations = append(res.Annotations, worker.Annotation{Kind: ProbeSkippedKind, Payload: worker.AnnotationPayload(map[string]any{
+	if source == model.SourceProbe {
+		res.Annotations = append(res.Annotations, model.Annotation{Kind: ProbeSkippedKind, Payload: model.AnnotationPayload(map[string]any{
 			"writes": len(res.CacheWrites),
 		})})
 		return
@@ -134,12 +134,12 @@ func (c *Tasks) Commit(source string, res *worker.TaskResult) {
 		n, _ := reasons[r].(int)
 		reasons[r] = n + 1
 		if len(keys) < 5 {
-			keys = append(keys, worker.Truncate(w.Key, 64))
+			keys = append(keys, model.Truncate(w.Key, 64))
 		}
 	}
 	if refused > 0 {
 		reasons["refused"] = refused
 		reasons["keys"] = keys
-		res.Annotations = append(res.Annotations, worker.Annotation{Kind: RefusedKind, Payload: worker.AnnotationPayload(reasons)})
+		res.Annotations = append(res.Annotations, model.Annotation{Kind: RefusedKind, Payload: model.AnnotationPayload(reasons)})
 	}
 }

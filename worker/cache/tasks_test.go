@@ -8,6 +8,7 @@ import (
 
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/workertest"
 )
 
@@ -39,13 +40,13 @@ func app(t *testing.T, dir, script string, keys []string, tune ...func(*config.C
 	return BuildWorker(t, &cfg)
 }
 
-func runOne(t *testing.T, a *worker.App, source, body string) worker.TaskResult {
+func runOne(t *testing.T, a *worker.App, source, body string) model.TaskResult {
 	t.Helper()
-	tasks := []worker.Task{{ID: "t1", Msg: &worker.Message{Source: source, Value: []byte(body)}, Input: []byte(body)}}
+	tasks := []model.Task{{ID: "t1", Msg: &model.Message{Source: source, Value: []byte(body)}, Input: []byte(body)}}
 	return a.RunTasks(t.Context(), source, tasks)[0]
 }
 
-func annotation(res worker.TaskResult, kind string) map[string]any {
+func annotation(res model.TaskResult, kind string) map[string]any {
 	for _, a := range res.Annotations {
 		if a.Kind == kind {
 			return a.Fields()
@@ -67,7 +68,7 @@ echo '{"cache":{"key":"fx:EURUSD","value":"1.09","scope":"cluster"}}' >&3`,
 	if err := s.Put(t.Context(), ScopeLocal, "bin", []byte{0, 1}); err != nil {
 		t.Fatal(err)
 	}
-	res := runOne(t, a, worker.SourceHTTP, "x")
+	res := runOne(t, a, model.SourceHTTP, "x")
 	if string(res.Output) != "1.08|utf-8|AAE=|base64|unset" {
 		t.Errorf("executor saw %q", res.Output)
 	}
@@ -78,7 +79,7 @@ echo '{"cache":{"key":"fx:EURUSD","value":"1.09","scope":"cluster"}}' >&3`,
 		t.Errorf("fd 3 rewrite = %q, want 1.09", r.Value)
 	}
 	// The next run reads the value the previous one wrote.
-	if res := runOne(t, a, worker.SourceHTTP, "y"); !strings.HasPrefix(string(res.Output), "1.09|") {
+	if res := runOne(t, a, model.SourceHTTP, "y"); !strings.HasPrefix(string(res.Output), "1.09|") {
 		t.Errorf("second run saw %q, want the rewritten 1.09", res.Output)
 	}
 	if res.Task.Env != nil {
@@ -99,8 +100,8 @@ echo '{"cache":{"key":"`+long+`","value":"1"}}' >&3
 echo '{"cache":{"key":"second","value":"1"}}' >&3
 echo done`, nil, func(c *config.Cache) { c.MaxRows = 1 })
 	a := b.App
-	res := runOne(t, a, worker.SourceHTTP, "x")
-	if res.Status != worker.StatusOK {
+	res := runOne(t, a, model.SourceHTTP, "x")
+	if res.Status != model.StatusOK {
 		t.Fatalf("status = %s (%v), want ok", res.Status, res.Err)
 	}
 	p := annotation(res, RefusedKind)
@@ -119,7 +120,7 @@ echo done`, nil, func(c *config.Cache) { c.MaxRows = 1 })
 func TestProbeWritesAreNotStored(t *testing.T) {
 	t.Parallel()
 	b := app(t, "", `echo '{"cache":{"key":"probe","value":"1"}}' >&3`, nil)
-	res := runOne(t, b.App, worker.SourceProbe, "x")
+	res := runOne(t, b.App, model.SourceProbe, "x")
 	if p := annotation(res, ProbeSkippedKind); p == nil || p["writes"] != 1.0 {
 		t.Errorf("annotations = %+v, want %s with writes 1", res.Annotations, ProbeSkippedKind)
 	}
@@ -139,7 +140,7 @@ func TestEnvBudgetLeavesLaterKeysUnset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	task := &worker.Task{Env: map[string]string{"OWN": "1"}}
+	task := &model.Task{Env: map[string]string{"OWN": "1"}}
 	undo := NewTasks(s.Store, ks).Prepare(task)
 	total, set := 0, 0
 	for k, v := range task.Env {

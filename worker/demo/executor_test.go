@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"svc/httpd/root"
-	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/executor"
+	"svc/worker/model"
 )
 
 func TestMain(m *testing.M) {
@@ -54,23 +54,23 @@ func TestDemoExecutorModes(t *testing.T) {
 			}
 			defer w.Close()
 			p := w.Pool
-			task := func(in string) *worker.Task {
-				return &worker.Task{ID: "t1", Input: []byte(in), Msg: &worker.Message{Source: worker.SourceHTTP}}
+			task := func(in string) *model.Task {
+				return &model.Task{ID: "t1", Input: []byte(in), Msg: &model.Message{Source: model.SourceHTTP}}
 			}
 			res := p.Run(t.Context(), task("hello world"))
 			var out map[string]any
-			if res.Status != worker.StatusOK || json.Unmarshal(res.Output, &out) != nil || out["upper"] != "HELLO WORLD" || out["task_id"] != "t1" {
+			if res.Status != model.StatusOK || json.Unmarshal(res.Output, &out) != nil || out["upper"] != "HELLO WORLD" || out["task_id"] != "t1" {
 				t.Errorf("Run(hello) = %s %q (%v), want the JSON summary", res.Status, res.Output, res.Err)
 			}
 			if len(res.Annotations) != 1 || res.Annotations[0].Kind != "demo.summary" {
 				t.Errorf("Run(hello) annotations = %+v, want one demo.summary", res.Annotations)
 			}
 			res = p.Run(t.Context(), task(`{"note":"tempfail"}`))
-			if res.Status != worker.StatusOK || res.Attempts != 2 {
+			if res.Status != model.StatusOK || res.Attempts != 2 {
 				t.Errorf("Run(tempfail) = %s after %d attempts (%v), want ok on the second attempt (a retry that works)", res.Status, res.Attempts, res.Err)
 			}
 			res = p.Run(t.Context(), task("please fail"))
-			if res.Status != worker.StatusFailed || res.Attempts != 2 || !strings.Contains(string(res.Stderr), "asked to fail") {
+			if res.Status != model.StatusFailed || res.Attempts != 2 || !strings.Contains(string(res.Stderr), "asked to fail") {
 				t.Errorf("Run(fail) = %s after %d attempts, stderr %q; want failed after 2 with its reason", res.Status, res.Attempts, res.Stderr)
 			}
 			// The failure class a fix turns into success: an order in
@@ -79,14 +79,14 @@ func TestDemoExecutorModes(t *testing.T) {
 			gbp := `{"order":6,"customer":"wayne","amount":12,"currency":"GBP"}`
 			res = p.Run(t.Context(), task(gbp))
 			wantErr := map[string]string{executor.ModeSpawn: "exited with code 3", executor.ModePersistent: "no exchange rate for GBP"}[mode]
-			if res.Status != worker.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), wantErr) || !strings.Contains(string(res.Stderr), fix) {
+			if res.Status != model.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), wantErr) || !strings.Contains(string(res.Stderr), fix) {
 				t.Errorf("Run(GBP) before the fix = %s (%v), stderr %q; want failed (%s) naming the fix file %s", res.Status, res.Err, res.Stderr, wantErr, fix)
 			}
 			if err := os.WriteFile(fix, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			res = p.Run(t.Context(), task(gbp))
-			if res.Status != worker.StatusOK || res.Attempts != 1 {
+			if res.Status != model.StatusOK || res.Attempts != 1 {
 				t.Errorf("Run(GBP) after the fix = %s after %d attempts (%v), want ok at once", res.Status, res.Attempts, res.Err)
 			}
 		})

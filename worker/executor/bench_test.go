@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // benchParallelism is how many tasks are in flight at once, in both
@@ -31,10 +31,10 @@ func BenchmarkSpawnCat(b *testing.B) {
 	}
 	ctx := context.Background()
 	benchRun(b, func(i int64) error {
-		task := &worker.Task{ID: fmt.Sprint("bench-", i), Input: input, Labels: map[string]string{"tenant": "bench"},
-			Msg: &worker.Message{Source: worker.SourceKafka, Alias: "bench", Partition: 1, Offset: i, Key: []byte("key")}}
+		task := &model.Task{ID: fmt.Sprint("bench-", i), Input: input, Labels: map[string]string{"tenant": "bench"},
+			Msg: &model.Message{Source: model.SourceKafka, Alias: "bench", Partition: 1, Offset: i, Key: []byte("key")}}
 		res := p.Run(ctx, task)
-		if res.Status != worker.StatusOK || len(res.Output) != len(input) {
+		if res.Status != model.StatusOK || len(res.Output) != len(input) {
 			return fmt.Errorf("Run = %s, %d bytes, %v", res.Status, len(res.Output), res.Err)
 		}
 		return nil
@@ -112,14 +112,14 @@ func BenchmarkPersistentEcho(b *testing.B) {
 	}
 	defer p.Close()
 	ctx := context.Background()
-	if res := p.Run(ctx, &worker.Task{ID: "warm", Input: input}); res.Status != worker.StatusOK {
+	if res := p.Run(ctx, &model.Task{ID: "warm", Input: input}); res.Status != model.StatusOK {
 		b.Fatal(res.Err)
 	}
 	benchRun(b, func(i int64) error {
-		task := &worker.Task{ID: fmt.Sprint("bench-", i), Input: input, Labels: map[string]string{"tenant": "bench"},
-			Msg: &worker.Message{Source: worker.SourceKafka, Alias: "bench", Partition: 1, Offset: i, Key: []byte("key")}}
+		task := &model.Task{ID: fmt.Sprint("bench-", i), Input: input, Labels: map[string]string{"tenant": "bench"},
+			Msg: &model.Message{Source: model.SourceKafka, Alias: "bench", Partition: 1, Offset: i, Key: []byte("key")}}
 		res := p.Run(ctx, task)
-		if res.Status != worker.StatusOK || len(res.Output) != len(input) {
+		if res.Status != model.StatusOK || len(res.Output) != len(input) {
 			return fmt.Errorf("Run = %s, %d bytes, %v", res.Status, len(res.Output), res.Err)
 		}
 		return nil
@@ -155,7 +155,7 @@ func BenchmarkBareFrameLoop(b *testing.B) {
 	benchRun(b, func(i int64) error {
 		c := <-children
 		defer func() { children <- c }()
-		frame, _ := encodeTask(nil, &worker.Task{ID: fmt.Sprint("bench-", i), Input: input}, 1)
+		frame, _ := encodeTask(nil, &model.Task{ID: fmt.Sprint("bench-", i), Input: input}, 1)
 		if _, err := c.w.Write(frame); err != nil {
 			return err
 		}
@@ -187,15 +187,15 @@ func BenchmarkPersistentRoundTrip(b *testing.B) {
 	}
 	defer p.Close()
 	ctx := context.Background()
-	task := &worker.Task{ID: "bench", Input: input, Labels: map[string]string{"tenant": "bench"},
-		Msg: &worker.Message{Source: worker.SourceKafka, Alias: "bench", Partition: 1, Offset: 1, Key: []byte("key")}}
-	if res := p.Run(ctx, task); res.Status != worker.StatusOK {
+	task := &model.Task{ID: "bench", Input: input, Labels: map[string]string{"tenant": "bench"},
+		Msg: &model.Message{Source: model.SourceKafka, Alias: "bench", Partition: 1, Offset: 1, Key: []byte("key")}}
+	if res := p.Run(ctx, task); res.Status != model.StatusOK {
 		b.Fatal(res.Err)
 	}
 	b.ReportAllocs()
 	self0 := cpu(syscall.RUSAGE_SELF)
 	for b.Loop() {
-		if res := p.Run(ctx, task); res.Status != worker.StatusOK || len(res.Output) != len(input) {
+		if res := p.Run(ctx, task); res.Status != model.StatusOK || len(res.Output) != len(input) {
 			b.Fatalf("Run = %s, %d bytes, %v", res.Status, len(res.Output), res.Err)
 		}
 	}
@@ -250,14 +250,14 @@ func BenchmarkChildPreTaskLook(b *testing.B) {
 
 // BenchmarkParseResult decodes echo-go's result header (status, task echo,
 // one annotation) as every persistent-mode task does. Annotation payloads
-// stay raw JSON (worker.Annotation.Payload): decoding them into maps and
+// stay raw JSON (model.Annotation.Payload): decoding them into maps and
 // encoding them again for the recorder cost a Kafka task about 10 % of the
 // worker's CPU.
 func BenchmarkParseResult(b *testing.B) {
 	header := []byte(`{"type":"result","task_id":"3f1c9a2b7d10-17","attempt":1,"status":"ok","annotations":[{"kind":"echo.size","payload":{"attempt":1,"bytes":1024}}]}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		var res worker.AttemptResult
+		var res model.AttemptResult
 		if _, err := parseResult(header, &res); err != nil || len(res.Annotations) != 1 {
 			b.Fatal(err)
 		}
@@ -268,8 +268,8 @@ func BenchmarkParseResult(b *testing.B) {
 // into a reused buffer, as every persistent-mode attempt does. Through
 // json.Marshal it took 5 allocations and 360 B per task.
 func BenchmarkEncodeTask(b *testing.B) {
-	t := &worker.Task{ID: "3f1c9a2b7d10-17", Input: bytes.Repeat([]byte("x"), 1024),
-		Msg: &worker.Message{Source: worker.SourceKafka, Alias: "source", Partition: 4, Offset: 123456, Key: []byte("key-0042")}}
+	t := &model.Task{ID: "3f1c9a2b7d10-17", Input: bytes.Repeat([]byte("x"), 1024),
+		Msg: &model.Message{Source: model.SourceKafka, Alias: "source", Partition: 4, Offset: 123456, Key: []byte("key-0042")}}
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {

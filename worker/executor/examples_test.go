@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"svc/worker"
+	"svc/worker/model"
 	"svc/worker/workertest"
 )
 
@@ -25,7 +25,7 @@ func TestExampleExecutors(t *testing.T) {
 		opts.BinaryPath, opts.Args = bin, nil
 		p := newPool(t, opts)
 		res := p.Run(t.Context(), task("bytes \x00\xff\n kept"))
-		if res.Status != worker.StatusOK || res.Output == nil || string(res.Output) != "bytes \x00\xff\n kept" {
+		if res.Status != model.StatusOK || res.Output == nil || string(res.Output) != "bytes \x00\xff\n kept" {
 			t.Errorf("echo-go Run = %s %q (%v), want the payload back", res.Status, res.Output, res.Err)
 		}
 		want := []workertest.Ann{{Kind: "echo.size", Payload: map[string]any{"bytes": 14.0, "attempt": 1.0}}}
@@ -33,7 +33,7 @@ func TestExampleExecutors(t *testing.T) {
 			t.Errorf("echo-go annotations = %+v, want %+v", res.Annotations, want)
 		}
 		res = p.Run(t.Context(), task("fail please"))
-		if res.Status != worker.StatusFailed || !strings.Contains(res.Err.Error(), "the message asked to fail") ||
+		if res.Status != model.StatusFailed || !strings.Contains(res.Err.Error(), "the message asked to fail") ||
 			string(res.Stderr) != "task t-1 asked to fail\n" {
 			t.Errorf("echo-go Run(fail) = %s (%v), stderr %q; want failed with its reason and stderr", res.Status, res.Err, res.Stderr)
 		}
@@ -49,11 +49,11 @@ func TestExampleExecutors(t *testing.T) {
 		opts.BinaryPath, opts.Args, opts.MaxAttempts = bin, nil, 2
 		p := newPool(t, opts)
 		res := p.Run(t.Context(), task("hello"))
-		if res.Status != worker.StatusOK || string(res.Output) != "HELLO" || res.Labels["handled_by"] != "echo.py" {
+		if res.Status != model.StatusOK || string(res.Output) != "HELLO" || res.Labels["handled_by"] != "echo.py" {
 			t.Errorf("echo.py Run = %s %q labels %v (%v), want HELLO with its label", res.Status, res.Output, res.Labels, res.Err)
 		}
 		res = p.Run(t.Context(), task("busy"))
-		if res.Status != worker.StatusFailed || res.Attempts != 2 || string(res.Stderr) != "task t-1: dependency busy\n" {
+		if res.Status != model.StatusFailed || res.Attempts != 2 || string(res.Stderr) != "task t-1: dependency busy\n" {
 			t.Errorf("echo.py Run(busy) = %s after %d attempts, stderr %q (%v); want failed after 2 retries", res.Status, res.Attempts, res.Stderr, res.Err)
 		}
 		wantEchoes(t, p)

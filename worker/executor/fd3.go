@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // Limits on fd 3 (docs/executor.md, "fd 3"); lines past them are ignored
@@ -24,9 +24,9 @@ const InvalidEventsKind = "svc.fd3_invalid"
 
 // events collects an attempt's fd 3 NDJSON lines.
 type events struct {
-	annotations []worker.Annotation
+	annotations []model.Annotation
 	labels      map[string]string
-	cache       []worker.CacheWrite
+	cache       []model.CacheWrite
 	lines       int // non-empty lines seen
 	bytes       int // bytes of accepted lines
 	malformed   int // not JSON, unknown shape or bad field
@@ -36,9 +36,9 @@ type events struct {
 
 // eventLine is one fd 3 line: at least one member set, each well formed.
 type eventLine struct {
-	Annotation *worker.Annotation `json:"annotation"`
-	Labels     map[string]string  `json:"labels"`
-	Cache      *worker.CacheWrite `json:"cache"`
+	Annotation *model.Annotation `json:"annotation"`
+	Labels     map[string]string `json:"labels"`
+	Cache      *model.CacheWrite `json:"cache"`
 }
 
 // readFrom reads NDJSON lines until EOF or a read error (a deadline).
@@ -163,10 +163,10 @@ func (e *events) applyLine(l eventLine) bool {
 
 // result returns what was collected; ignored lines add one
 // InvalidEventsKind annotation.
-func (e *events) result() ([]worker.Annotation, map[string]string, []worker.CacheWrite, int) {
+func (e *events) result() ([]model.Annotation, map[string]string, []model.CacheWrite, int) {
 	invalid := e.malformed + e.tooLong + e.overLimit
 	if invalid > 0 {
-		e.annotations = append(e.annotations, worker.Annotation{Kind: InvalidEventsKind, Payload: worker.AnnotationPayload(map[string]any{
+		e.annotations = append(e.annotations, model.Annotation{Kind: InvalidEventsKind, Payload: model.AnnotationPayload(map[string]any{
 			"ignored_lines": invalid,
 			"malformed":     e.malformed,
 			"too_long":      e.tooLong,

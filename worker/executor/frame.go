@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"io"
 
-	"svc/worker"
 	"svc/worker/fastjson"
+	"svc/worker/model"
 	"svc/worker/payload"
 )
 
@@ -52,7 +52,7 @@ type resultTop struct {
 }
 
 // encodeTask appends the task frame of attempt n of t to dst.
-func encodeTask(dst []byte, t *worker.Task, n int) ([]byte, error) {
+func encodeTask(dst []byte, t *model.Task, n int) ([]byte, error) {
 	h := fastjson.TaskHeader{Type: frameTypeTask, TaskID: t.ID, Attempt: n, Labels: t.Labels, Env: t.Env}
 	if h.Labels == nil {
 		h.Labels = noStrings
@@ -151,7 +151,7 @@ func (e echo) namesOther(id string, n int) bool {
 
 // parseResult decodes a result frame's header into res (bad entries
 // ignored and counted as on fd 3) and returns the task it names.
-func parseResult(header []byte, res *worker.AttemptResult) (echo, error) {
+func parseResult(header []byte, res *model.AttemptResult) (echo, error) {
 	var f fastjson.Result
 	if fastjson.DecodeResult(header, &f) != nil {
 		var err error
@@ -163,7 +163,7 @@ func parseResult(header []byte, res *worker.AttemptResult) (echo, error) {
 }
 
 // applyResult applies a decoded result header to res.
-func applyResult(f *fastjson.Result, res *worker.AttemptResult) (echo, error) {
+func applyResult(f *fastjson.Result, res *model.AttemptResult) (echo, error) {
 	if f.Type != frameTypeResult {
 		return echo{}, fmt.Errorf("%w: frame type %q, want %q", errFrameProtocol, f.Type, frameTypeResult)
 	}
@@ -173,12 +173,12 @@ func applyResult(f *fastjson.Result, res *worker.AttemptResult) (echo, error) {
 	}
 	switch f.Status {
 	case "ok":
-		res.Status, res.ExitCode = worker.StatusOK, 0
+		res.Status, res.ExitCode = model.StatusOK, 0
 	case "retry":
-		res.Status, res.ExitCode = worker.StatusTempFail, 75
+		res.Status, res.ExitCode = model.StatusTempFail, 75
 		res.Err = errors.New("executor answered status retry")
 	case "failed":
-		res.Status, res.ExitCode = worker.StatusFailed, 1
+		res.Status, res.ExitCode = model.StatusFailed, 1
 		res.Err = errors.New("executor answered status failed")
 	default:
 		return echo{}, fmt.Errorf("%w: result status %q is not one of ok, retry, failed", errFrameProtocol, f.Status)
@@ -188,13 +188,13 @@ func applyResult(f *fastjson.Result, res *worker.AttemptResult) (echo, error) {
 	}
 	var e events
 	for i := range f.Annotations {
-		e.entry(func() bool { return e.applyLine(eventLine{Annotation: (*worker.Annotation)(&f.Annotations[i])}) })
+		e.entry(func() bool { return e.applyLine(eventLine{Annotation: (*model.Annotation)(&f.Annotations[i])}) })
 	}
 	for k, v := range f.Labels {
 		e.entry(func() bool { return v != nil && e.applyLine(eventLine{Labels: map[string]string{k: *v}}) })
 	}
 	for i := range f.Cache {
-		e.entry(func() bool { return e.applyLine(eventLine{Cache: (*worker.CacheWrite)(&f.Cache[i])}) })
+		e.entry(func() bool { return e.applyLine(eventLine{Cache: (*model.CacheWrite)(&f.Cache[i])}) })
 	}
 	res.Annotations, res.Labels, res.CacheWrites, res.InvalidEvents = e.result()
 	return echo{taskID: f.TaskID, attempt: f.Attempt}, nil

@@ -12,12 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // Executor health (docs/executor.md, "When the executor is unavailable"):
 // while the executor cannot run anything no attempt is charged; tasks wait
-// (worker.WaitForExecutor) or fail with worker.ErrExecutorUnavailable.
+// (model.WaitForExecutor) or fail with model.ErrExecutorUnavailable.
 
 // Spawn mode's re-check of an unavailable binary after base·2^n, capped.
 const (
@@ -31,7 +31,7 @@ const (
 const probation = time.Second
 
 // waitPolicy is how an attempt behaves while the executor is
-// unavailable (from worker.ExecutorWait).
+// unavailable (from model.ExecutorWait).
 type waitPolicy struct {
 	wait bool            // wait for the executor instead of failing at once
 	stop <-chan struct{} // closed: stop waiting (nil: never)
@@ -41,10 +41,10 @@ type waitPolicy struct {
 // and the watchers, one change at a time, in order.
 type health struct {
 	mu       sync.Mutex // serialises refresh and the watchers
-	status   func() worker.ExecutorHealth
-	cur      worker.ExecutorHealth
+	status   func() model.ExecutorHealth
+	cur      model.ExecutorHealth
 	since    time.Time // start of the current unavailable episode
-	watchers []func(worker.ExecutorHealth)
+	watchers []func(model.ExecutorHealth)
 	gauge    prometheus.Gauge
 	log      *slog.Logger
 	mode     string
@@ -65,7 +65,7 @@ func newExecHealth(reg prometheus.Registerer, log *slog.Logger, mode string) (*h
 }
 
 // bind sets the backend's state function and takes the state now.
-func (h *health) bind(status func() worker.ExecutorHealth) {
+func (h *health) bind(status func() model.ExecutorHealth) {
 	h.status = status
 	h.cur = status()
 }
@@ -81,14 +81,14 @@ func (h *health) refresh() {
 		return
 	}
 	h.cur = next
-	down := next.State == worker.ExecutorUnavailable
+	down := next.State == model.ExecutorUnavailable
 	switch {
-	case down && prev.State != worker.ExecutorUnavailable:
+	case down && prev.State != model.ExecutorUnavailable:
 		h.since = time.Now()
 		h.gauge.Set(0)
 		h.log.Warn("executor_unavailable", "mode", h.mode, "reason", next.Reason, "error", next.Detail,
 			"detail", "the executor cannot run tasks: tasks wait for it uncharged (Kafka intake is held), the HTTP ingress answers 503")
-	case !down && prev.State == worker.ExecutorUnavailable:
+	case !down && prev.State == model.ExecutorUnavailable:
 		h.gauge.Set(1)
 		h.log.Info("executor_available", "mode", h.mode, "unavailable_for", time.Since(h.since).Round(time.Millisecond).String())
 	}
@@ -98,7 +98,7 @@ func (h *health) refresh() {
 }
 
 // watch adds a watcher and calls it with the health now.
-func (h *health) watch(f func(worker.ExecutorHealth)) {
+func (h *health) watch(f func(model.ExecutorHealth)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.watchers = append(h.watchers, f)
@@ -107,7 +107,7 @@ func (h *health) watch(f func(worker.ExecutorHealth)) {
 
 // unavailable is the error of a task that found the executor unavailable.
 func unavailable(cause error) error {
-	return fmt.Errorf("%w: %w", worker.ErrExecutorUnavailable, cause)
+	return fmt.Errorf("%w: %w", model.ErrExecutorUnavailable, cause)
 }
 
 // startCause is a start-up error in short, without the executor's output

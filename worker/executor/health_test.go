@@ -16,7 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/worker"
+	"svc/worker/model"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
@@ -38,7 +38,7 @@ func watchedPool(t *testing.T, opts Options) *watched {
 	opts.Registerer = w.reg
 	opts.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &w.logs, mu: &w.logMu}, nil))
 	w.Pool = newPool(t, opts)
-	w.WatchExecutorHealth(func(h worker.ExecutorHealth) {
+	w.WatchExecutorHealth(func(h model.ExecutorHealth) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.states = append(w.states, h.State)
@@ -77,7 +77,7 @@ func install(t *testing.T, path, body string) {
 }
 
 // await waits for a Run started in the background.
-func await(t *testing.T, done <-chan worker.TaskResult) worker.TaskResult {
+func await(t *testing.T, done <-chan model.TaskResult) model.TaskResult {
 	t.Helper()
 	select {
 	case res := <-done:
@@ -85,7 +85,7 @@ func await(t *testing.T, done <-chan worker.TaskResult) worker.TaskResult {
 	case <-time.After(wait.Long):
 		t.Fatalf("Run did not return within %s", wait.Long)
 	}
-	return worker.TaskResult{}
+	return model.TaskResult{}
 }
 
 // A task that waits for the executor (the Kafka source's tasks do) is not
@@ -104,11 +104,11 @@ func TestPoolWaitsForUnavailableExecutor(t *testing.T) {
 		opts.BinaryPath, opts.Args, opts.MaxAttempts = bin, nil, 1
 		p := watchedPool(t, opts)
 		p.Start()
-		done := make(chan worker.TaskResult, 1)
-		go func() { done <- p.Run(worker.WaitForExecutor(t.Context(), nil), task("payload")) }()
+		done := make(chan model.TaskResult, 1)
+		go func() { done <- p.Run(model.WaitForExecutor(t.Context(), nil), task("payload")) }()
 		wait.For(t, wait.Long, "the executor is reported unavailable with the task waiting", func() (bool, string) {
 			h := p.ExecutorHealth()
-			return h.State == worker.ExecutorUnavailable && p.Waiting() == 1, fmt.Sprintf("%+v, %d waiting", h, p.Waiting())
+			return h.State == model.ExecutorUnavailable && p.Waiting() == 1, fmt.Sprintf("%+v, %d waiting", h, p.Waiting())
 		})
 		select {
 		case res := <-done:
@@ -124,18 +124,18 @@ func TestPoolWaitsForUnavailableExecutor(t *testing.T) {
 
 		install(t, bin, "exec "+self+" exec-helper")
 		res := await(t, done)
-		if res.Status != worker.StatusOK || res.Attempts != 1 || string(res.Output) != "payload" {
+		if res.Status != model.StatusOK || res.Attempts != 1 || string(res.Output) != "payload" {
 			t.Errorf("Run = %s %q after %d attempts (%v), want ok payload after 1", res.Status, res.Output, res.Attempts, res.Err)
 		}
 		wait.For(t, wait.Long, "the executor is reported available", func() (bool, string) {
 			h := p.ExecutorHealth()
-			return h.State == worker.ExecutorAvailable && p.healthy(t) == 1, fmt.Sprintf("%+v", h)
+			return h.State == model.ExecutorAvailable && p.healthy(t) == 1, fmt.Sprintf("%+v", h)
 		})
 		if u, a := p.logged("executor_unavailable"), p.logged("executor_available"); u != 1 || a != 1 {
 			t.Errorf("executor_unavailable logged %d times, executor_available %d; want once each", u, a)
 		}
-		first := map[string]string{ModeSpawn: worker.ExecutorAvailable, ModePersistent: worker.ExecutorStarting}[mode]
-		if got, want := p.seen(), []string{first, worker.ExecutorUnavailable, worker.ExecutorAvailable}; !slices.Equal(got, want) {
+		first := map[string]string{ModeSpawn: model.ExecutorAvailable, ModePersistent: model.ExecutorStarting}[mode]
+		if got, want := p.seen(), []string{first, model.ExecutorUnavailable, model.ExecutorAvailable}; !slices.Equal(got, want) {
 			t.Errorf("the watcher saw %v, want %v", got, want)
 		}
 	})
@@ -149,15 +149,15 @@ func TestPoolWaitEndsAtStop(t *testing.T) {
 		opts.BinaryPath, opts.Args = filepath.Join(t.TempDir(), "missing"), nil
 		p := watchedPool(t, opts)
 		stop := make(chan struct{})
-		done := make(chan worker.TaskResult, 1)
-		go func() { done <- p.Run(worker.WaitForExecutor(t.Context(), stop), task("payload")) }()
+		done := make(chan model.TaskResult, 1)
+		go func() { done <- p.Run(model.WaitForExecutor(t.Context(), stop), task("payload")) }()
 		wait.For(t, wait.Long, "the executor is reported unavailable with the task waiting", func() (bool, string) {
 			h := p.ExecutorHealth()
-			return h.State == worker.ExecutorUnavailable && p.Waiting() == 1, fmt.Sprintf("%+v, %d waiting", h, p.Waiting())
+			return h.State == model.ExecutorUnavailable && p.Waiting() == 1, fmt.Sprintf("%+v, %d waiting", h, p.Waiting())
 		})
 		close(stop)
 		res := await(t, done)
-		if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, worker.ErrExecutorUnavailable) {
+		if res.Status != model.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, model.ErrExecutorUnavailable) {
 			t.Errorf("Run = %s after %d attempts (%v), want failed after 0 with ErrExecutorUnavailable", res.Status, res.Attempts, res.Err)
 		}
 	})
@@ -170,7 +170,7 @@ func TestPersistentStartsChildrenAtStart(t *testing.T) {
 	opts := helperOptions(t, ModePersistent)
 	opts.PoolSize = 2
 	p := watchedPool(t, opts)
-	if h := p.ExecutorHealth(); h.State != worker.ExecutorStarting || h.Reason == "" {
+	if h := p.ExecutorHealth(); h.State != model.ExecutorStarting || h.Reason == "" {
 		t.Errorf("ExecutorHealth before Start = %+v, want starting with a reason", h)
 	}
 	p.Start()
@@ -178,10 +178,10 @@ func TestPersistentStartsChildrenAtStart(t *testing.T) {
 		n := workertest.Metric(t, p.reg, "svc_executor_children_ready")
 		return n == 2, fmt.Sprintf("%v ready", n)
 	})
-	if h := p.ExecutorHealth(); h.State != worker.ExecutorAvailable {
+	if h := p.ExecutorHealth(); h.State != model.ExecutorAvailable {
 		t.Errorf("ExecutorHealth = %+v, want available", h)
 	}
-	if got, want := p.seen(), []string{worker.ExecutorStarting, worker.ExecutorAvailable}; !slices.Equal(got, want) {
+	if got, want := p.seen(), []string{model.ExecutorStarting, model.ExecutorAvailable}; !slices.Equal(got, want) {
 		t.Errorf("the watcher saw %v, want %v", got, want)
 	}
 }
@@ -205,11 +205,11 @@ exit 0`, fixed, self))
 	opts := helperOptions(t, ModePersistent)
 	opts.BinaryPath, opts.Args, opts.PoolSize, opts.MaxAttempts = bin, nil, 2, 1
 	p := watchedPool(t, opts)
-	done := make(chan worker.TaskResult, 1)
-	go func() { done <- p.Run(worker.WaitForExecutor(t.Context(), nil), task("payload")) }()
+	done := make(chan model.TaskResult, 1)
+	go func() { done <- p.Run(model.WaitForExecutor(t.Context(), nil), task("payload")) }()
 	wait.For(t, wait.Long, "the executor is reported unavailable", func() (bool, string) {
 		h := p.ExecutorHealth()
-		return h.State == worker.ExecutorUnavailable, fmt.Sprintf("%+v", h)
+		return h.State == model.ExecutorUnavailable, fmt.Sprintf("%+v", h)
 	})
 	if h := p.ExecutorHealth(); !strings.Contains(h.Reason, "exit right after their ready frame") {
 		t.Errorf("ExecutorHealth = %+v, want a reason saying the children exit after their ready frame", h)
@@ -226,12 +226,12 @@ exit 0`, fixed, self))
 		t.Fatal(err)
 	}
 	res := await(t, done)
-	if res.Status != worker.StatusOK || res.Attempts != 1 || string(res.Output) != "payload" {
+	if res.Status != model.StatusOK || res.Attempts != 1 || string(res.Output) != "payload" {
 		t.Errorf("Run = %s %q after %d attempts (%v), want ok payload after 1", res.Status, res.Output, res.Attempts, res.Err)
 	}
 	wait.For(t, wait.Long, "the executor is reported available", func() (bool, string) {
 		h := p.ExecutorHealth()
-		return h.State == worker.ExecutorAvailable, fmt.Sprintf("%+v", h)
+		return h.State == model.ExecutorAvailable, fmt.Sprintf("%+v", h)
 	})
 	if u, a := p.logged("executor_unavailable"), p.logged("executor_available"); u != 1 || a != 1 {
 		t.Errorf("executor_unavailable logged %d times, executor_available %d; want once each", u, a)
@@ -246,11 +246,11 @@ func TestSpawnClosedPoolUnavailableEndsAtOnce(t *testing.T) {
 	opts.BinaryPath, opts.Args = filepath.Join(t.TempDir(), "missing"), nil
 	p := watchedPool(t, opts)
 	p.Close()
-	for _, ctx := range []context.Context{t.Context(), worker.WaitForExecutor(t.Context(), nil)} {
-		done := make(chan worker.TaskResult, 1)
+	for _, ctx := range []context.Context{t.Context(), model.WaitForExecutor(t.Context(), nil)} {
+		done := make(chan model.TaskResult, 1)
 		go func() { done <- p.Run(ctx, task("x")) }()
 		res := await(t, done)
-		if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, worker.ErrExecutorUnavailable) {
+		if res.Status != model.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, model.ErrExecutorUnavailable) {
 			t.Errorf("Run on a closed pool = %s after %d attempts (%v), want failed after 0 with ErrExecutorUnavailable", res.Status, res.Attempts, res.Err)
 		}
 	}

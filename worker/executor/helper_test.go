@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 	"svc/worker/workertest"
 )
 
@@ -351,12 +351,12 @@ func workerMain(mode, dir string) int {
 	if err != nil {
 		return 2
 	}
-	p.Run(context.Background(), &worker.Task{ID: "t", Input: []byte("!hang " + filepath.Join(dir, "grandchild.pid"))})
+	p.Run(context.Background(), &model.Task{ID: "t", Input: []byte("!hang " + filepath.Join(dir, "grandchild.pid"))})
 	return 0
 }
 
 // anns decodes annotations for comparisons.
-func anns(as []worker.Annotation) []workertest.Ann {
+func anns(as []model.Annotation) []workertest.Ann {
 	var out []workertest.Ann
 	for _, a := range as {
 		out = append(out, workertest.Ann{Kind: a.Kind, Payload: a.Fields()})

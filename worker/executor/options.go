@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 )
 
 // Executor modes (executor.mode).
@@ -42,7 +42,7 @@ type Options struct {
 	// OnAttempt, when set, is called from Run's goroutine when an attempt
 	// starts (res nil) and when it ended (res set). It must be quick and
 	// safe for concurrent use.
-	OnAttempt func(t *worker.Task, attempt int, res *worker.AttemptResult)
+	OnAttempt func(t *model.Task, attempt int, res *model.AttemptResult)
 
 	MaxTasksPerChild int           // executor.max_tasks_per_child: recycle a persistent child after that many (0: never)
 	ReadyTimeout     time.Duration // executor.ready_timeout: a persistent child's start-up (0: 10s)
@@ -68,7 +68,7 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.StopGrace, 2*time.Second)
 	orDefault(&o.Logger, slog.New(slog.DiscardHandler))
 	if o.OnAttempt == nil {
-		o.OnAttempt = func(*worker.Task, int, *worker.AttemptResult) {}
+		o.OnAttempt = func(*model.Task, int, *model.AttemptResult) {}
 	}
 	return o
 }

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // Restart reasons (the reason label of svc_executor_restarts_total).
@@ -147,16 +147,16 @@ func (p *persistent) startLocked() {
 	p.starting, p.fresh = p.opts.PoolSize, p.opts.PoolSize
 }
 
-func (p *persistent) status() worker.ExecutorHealth {
+func (p *persistent) status() model.ExecutorHealth {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.unavailableLocked():
-		return worker.ExecutorHealth{State: worker.ExecutorUnavailable, Reason: p.startCause, Detail: p.startErr.Error()}
+		return model.ExecutorHealth{State: model.ExecutorUnavailable, Reason: p.startCause, Detail: p.startErr.Error()}
 	case p.live == 0 && !p.everReady:
-		return worker.ExecutorHealth{State: worker.ExecutorStarting, Reason: "starting: no executor child is ready yet"}
+		return model.ExecutorHealth{State: model.ExecutorStarting, Reason: "starting: no executor child is ready yet"}
 	}
-	return worker.ExecutorHealth{State: worker.ExecutorAvailable}
+	return model.ExecutorHealth{State: model.ExecutorAvailable}
 }
 
 // unavailableLocked: the last start-up failed, no trusted child is alive,
@@ -215,7 +215,7 @@ var unnamed atomic.Uint64
 // costs no attempt: the task moves to another child, at most PoolSize
 // times (text that may be stray, once; a dead child any number of times
 // under a waiting policy).
-func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started func(), pol waitPolicy) (worker.AttemptResult, error) {
+func (p *persistent) attempt(ctx context.Context, t *model.Task, n int, started func(), pol waitPolicy) (model.AttemptResult, error) {
 	fb := frames.Get().(*[]byte)
 	defer func() {
 		if cap(*fb) <= keptFrameBytes {
@@ -239,7 +239,7 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 	for {
 		c, err := p.acquire(ctx, &pol)
 		if err != nil {
-			return worker.AttemptResult{}, err
+			return model.AttemptResult{}, err
 		}
 		if !begun {
 			started()
@@ -270,7 +270,7 @@ func (p *persistent) attempt(ctx context.Context, t *worker.Task, n int, started
 
 // violation logs and counts a protocol violation of c seen by attempt n
 // of t; rerun: the task moves to another child at no cost.
-func (p *persistent) violation(c *child, t *worker.Task, n int, v violation, rerun bool) {
+func (p *persistent) violation(c *child, t *model.Task, n int, v violation, rerun bool) {
 	p.metrics.violations.WithLabelValues(v.kind).Inc()
 	task := "attempt_failed" // the attempt failed and counts
 	switch {
@@ -450,7 +450,7 @@ func (p *persistent) release(c *child, broken string) {
 // taken only when it is provably the answer: stdout held nothing before the
 // frame was sent, and the result names this task_id and attempt (sent to a
 // child once each). v is the violation seen, if any (c is then replaced).
-func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, frame []byte) (res worker.AttemptResult, end runEnd, v violation) {
+func (p *persistent) run(ctx context.Context, c *child, t *model.Task, n int, frame []byte) (res model.AttemptResult, end runEnd, v violation) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	res.ExitCode = -1
@@ -458,7 +458,7 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 	outWaiting, errWaiting := c.quiet()
 	if sn, text := c.stray(outWaiting); sn > 0 {
 		v = violation{kind: violationUnsolicited, detail: strayText(sn, text) + " on stdout before the task was sent"}
-		res.Status, res.Err = worker.StatusFailed, violationError("wrote to stdout while it had no task")
+		res.Status, res.Err = model.StatusFailed, violationError("wrote to stdout while it had no task")
 		p.markDown(c, reasonProtocol)
 		p.release(c, reasonProtocol)
 		return res, runStray, v
@@ -488,7 +488,7 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 		case echo.namesOther(t.ID, n):
 			v = violation{kind: violationWrongTask, detail: fmt.Sprintf("the result names task_id %q attempt %d; sent attempt %d of task_id %q",
 				capText(echo.taskID), echo.attempt, n, capText(t.ID))}
-			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: violationError("answered another task")}
+			res = model.AttemptResult{Status: model.StatusFailed, ExitCode: -1, Err: violationError("answered another task")}
 			end, broken = runStray, reasonProtocol
 		case echo.taskID == "" || echo.attempt == 0:
 			// Maybe a late frame of an earlier task: never taken. From a
@@ -496,7 +496,7 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 			// does not echo and the attempt fails.
 			v = violation{kind: violationWrongTask, detail: "the result names no " + echo.missing() +
 				"; protocol v2 requires the task frame's task_id and attempt in every result"}
-			res = worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1,
+			res = model.AttemptResult{Status: model.StatusFailed, ExitCode: -1,
 				Err: violationError("answered without the task_id and attempt of its task (protocol v2 requires them in every result)")}
 			broken = reasonProtocol
 			if c.answered > 0 {
@@ -515,16 +515,16 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 		broken = reasonProtocol
 		switch r := why; {
 		case r == reasonTimeout:
-			res.Status, res.Err = worker.StatusTimeout, fmt.Errorf("executor timed out after %s (executor.timeout)", p.opts.Timeout)
+			res.Status, res.Err = model.StatusTimeout, fmt.Errorf("executor timed out after %s (executor.timeout)", p.opts.Timeout)
 			broken = r
 		case r == reasonCanceled:
-			res.Status, res.Err = worker.StatusFailed, fmt.Errorf("run executor: %w", ctx.Err())
+			res.Status, res.Err = model.StatusFailed, fmt.Errorf("run executor: %w", ctx.Err())
 			broken = r
 		case errors.Is(rerr, errFrameTooLarge):
-			res.Status, res.Err = worker.StatusFailed, fmt.Errorf("%w (%d): %w", ErrOutputTooLarge, p.opts.MaxOutputBytes, rerr)
+			res.Status, res.Err = model.StatusFailed, fmt.Errorf("%w (%d): %w", ErrOutputTooLarge, p.opts.MaxOutputBytes, rerr)
 			res.Output, res.OutputTruncated, broken = body, true, reasonOversized
 		case errors.Is(rerr, errFrameProtocol):
-			res.Status, res.Err = worker.StatusFailed, rerr
+			res.Status, res.Err = model.StatusFailed, rerr
 			v = violation{kind: violationMalformed, detail: malformedText(rerr)}
 			if errors.Is(rerr, errFrameText) && c.answered > 0 {
 				// Likely a print after its last result.
@@ -535,7 +535,7 @@ func (p *persistent) run(ctx context.Context, c *child, t *worker.Task, n int, f
 				end = runUnread
 			}
 			c.awaitExit()
-			res.Status, res.ExitCode, broken = worker.StatusFailed, c.exitCode(), reasonExited
+			res.Status, res.ExitCode, broken = model.StatusFailed, c.exitCode(), reasonExited
 			where := "before answering"
 			if errors.Is(rerr, io.ErrUnexpectedEOF) {
 				where = "in the middle of its result frame"

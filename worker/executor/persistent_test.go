@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // persistentPool is a persistent helper pool with its own metrics.
@@ -58,7 +58,7 @@ func pid(t *testing.T, p *Pool) int {
 	t.Helper()
 	res := p.Run(t.Context(), task("!pid"))
 	pid, err := strconv.Atoi(string(res.Output))
-	if res.Status != worker.StatusOK || err != nil {
+	if res.Status != model.StatusOK || err != nil {
 		t.Fatalf("Run(pid) = %s %q (%v)", res.Status, res.Output, res.Err)
 	}
 	return pid
@@ -93,7 +93,7 @@ func TestPersistentFailuresReplaceTheChild(t *testing.T) {
 			p, _ := persistentPool(t, func(o *Options) { o.PoolSize, o.MaxOutputBytes, o.Timeout = 1, 1000, time.Second })
 			before := pid(t, p)
 			res := p.Run(t.Context(), task(tc.input))
-			if res.Status == worker.StatusOK || res.Err == nil || !strings.Contains(res.Err.Error(), tc.errText) {
+			if res.Status == model.StatusOK || res.Err == nil || !strings.Contains(res.Err.Error(), tc.errText) {
 				t.Errorf("Run(%s) = %s (%v), want a failure saying %q", tc.input, res.Status, res.Err, tc.errText)
 			}
 			waitGone(t, before)
@@ -114,7 +114,7 @@ func TestPersistentExitAfterEveryTask(t *testing.T) {
 	})
 	for i := range 10 {
 		res := p.Run(t.Context(), task("!pid"))
-		if res.Status != worker.StatusOK || res.Attempts != 1 {
+		if res.Status != model.StatusOK || res.Attempts != 1 {
 			t.Fatalf("Run %d = %s after %d attempts (%v); want ok at the first attempt", i, res.Status, res.Attempts, res.Err)
 		}
 	}
@@ -135,7 +135,7 @@ func TestPersistentNeverReady(t *testing.T) {
 				}
 			})
 			res := p.Run(t.Context(), task("in"))
-			if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, ErrStart) || !errors.Is(res.Err, worker.ErrExecutorUnavailable) {
+			if res.Status != model.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, ErrStart) || !errors.Is(res.Err, model.ErrExecutorUnavailable) {
 				t.Fatalf("Run = %s after %d attempts (%v); want failed after 0 (none charged) with ErrStart and ErrExecutorUnavailable", res.Status, res.Attempts, res.Err)
 			}
 			want := map[string]string{"never-ready": "executor.ready_timeout", "garbage": "protocol v2",
@@ -196,7 +196,7 @@ func TestPersistentCrashLoopingSeatDoesNotStopOthers(t *testing.T) {
 		o.Env = map[string]string{"DIR": dir, "SELF": self}
 	})
 	for i := range 30 {
-		if res := p.Run(t.Context(), task("ok")); res.Status != worker.StatusOK {
+		if res := p.Run(t.Context(), task("ok")); res.Status != model.StatusOK {
 			t.Fatalf("Run %d = %s (%v), want ok from the healthy children", i, res.Status, res.Err)
 		}
 	}
@@ -230,7 +230,7 @@ func TestPersistentCloseStopsChildren(t *testing.T) {
 	p.Close()
 	waitGone(t, a)
 	waitGone(t, b)
-	if res := p.Run(t.Context(), task("late")); res.Status != worker.StatusFailed || !errors.Is(res.Err, errPoolClosed) {
+	if res := p.Run(t.Context(), task("late")); res.Status != model.StatusFailed || !errors.Is(res.Err, errPoolClosed) {
 		t.Errorf("Run after Close = %s (%v), want failed: pool closed", res.Status, res.Err)
 	}
 }
@@ -250,7 +250,7 @@ func TestPersistentRandomKills(t *testing.T) {
 	var mu sync.Mutex
 	running := map[string]bool{}
 	twice := 0
-	p.opts.OnAttempt = func(task *worker.Task, _ int, res *worker.AttemptResult) {
+	p.opts.OnAttempt = func(task *model.Task, _ int, res *model.AttemptResult) {
 		mu.Lock()
 		defer mu.Unlock()
 		if res == nil {
@@ -298,7 +298,7 @@ func TestPersistentRandomKills(t *testing.T) {
 				task.ID = "t-" + strconv.FormatInt(i, 10)
 				res := p.Run(t.Context(), task)
 				cmu.Lock()
-				if res.Status == worker.StatusOK && string(res.Output) == "payload-"+strconv.FormatInt(i, 10) {
+				if res.Status == model.StatusOK && string(res.Output) == "payload-"+strconv.FormatInt(i, 10) {
 					ok++
 				} else {
 					lost++
@@ -369,7 +369,7 @@ func FuzzParseResult(f *testing.F) {
 	f.Add([]byte(`{"type":"result","status":"retry","annotations":[null,{"kind":"svc.x","payload":1},{"kind":5},"s"],"labels":{"":"x"}}`))
 	f.Add([]byte(`{"type":"result","status":"ok","Labels":{"a":"1","a":"2"},"ANNOTATIONS":[{"Kind":"k","payload":null}]}`))
 	f.Fuzz(func(t *testing.T, header []byte) {
-		var fast, slow worker.AttemptResult
+		var fast, slow model.AttemptResult
 		fe, ferr := parseResult(header, &fast)
 		se, serr := echo{}, error(nil)
 		if h, err := decodeByEntry(header); err != nil {
@@ -398,18 +398,18 @@ func FuzzParseResult(f *testing.F) {
 // env as {}, no key as null), then the input, after whatever the buffer
 // held.
 func TestTaskFrameHeader(t *testing.T) {
-	msg := &worker.Message{Source: worker.SourceKafka, Alias: "source", Partition: 3, Offset: 1 << 40, Key: []byte("k<1>&\"\\")}
+	msg := &model.Message{Source: model.SourceKafka, Alias: "source", Partition: 3, Offset: 1 << 40, Key: []byte("k<1>&\"\\")}
 	for _, c := range []struct {
-		task *worker.Task
+		task *model.Task
 		want string
 	}{
-		{&worker.Task{ID: "t-1", Input: []byte("hello")},
+		{&model.Task{ID: "t-1", Input: []byte("hello")},
 			`{"type":"task","task_id":"t-1","attempt":2,"source":"","topic_alias":"","partition":0,"offset":0,"key":null,"key_encoding":null,"labels":{},"env":{}}`},
-		{&worker.Task{ID: "t-2", Msg: msg, Input: []byte("x\ny"), Labels: map[string]string{"b": "2", "a": "1 <&>"}, Env: map[string]string{"Z": "z", "A": "\u2028\x01"}},
+		{&model.Task{ID: "t-2", Msg: msg, Input: []byte("x\ny"), Labels: map[string]string{"b": "2", "a": "1 <&>"}, Env: map[string]string{"Z": "z", "A": "\u2028\x01"}},
 			`{"type":"task","task_id":"t-2","attempt":2,"source":"kafka","topic_alias":"source","partition":3,"offset":1099511627776,"key":"k\u003c1\u003e\u0026\"\\","key_encoding":"utf-8","labels":{"a":"1 \u003c\u0026\u003e","b":"2"},"env":{"A":"\u2028\u0001","Z":"z"}}`},
-		{&worker.Task{ID: "t-\xff", Msg: &worker.Message{Source: worker.SourceHTTP, Partition: -1, Offset: -1, Key: []byte{0xff, 0}}},
+		{&model.Task{ID: "t-\xff", Msg: &model.Message{Source: model.SourceHTTP, Partition: -1, Offset: -1, Key: []byte{0xff, 0}}},
 			`{"type":"task","task_id":"t-\ufffd","attempt":2,"source":"http","topic_alias":"","partition":-1,"offset":-1,"key":"/wA=","key_encoding":"base64","labels":{},"env":{}}`},
-		{&worker.Task{ID: "", Msg: &worker.Message{Key: []byte{}}},
+		{&model.Task{ID: "", Msg: &model.Message{Key: []byte{}}},
 			`{"type":"task","task_id":"","attempt":2,"source":"","topic_alias":"","partition":0,"offset":0,"key":"","key_encoding":"utf-8","labels":{},"env":{}}`},
 	} {
 		want := binary.BigEndian.AppendUint32([]byte("prefix"), uint32(len(c.want)+1+len(c.task.Input)))

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // Pool runs tasks through executor processes, at most Size at once, in
@@ -34,18 +34,18 @@ type backend interface {
 	// attempt n of t and releases the slot. A non-nil error says nothing
 	// ran: ctx ended, the pool closed, or the executor is unavailable and
 	// pol does not wait.
-	attempt(ctx context.Context, t *worker.Task, n int, started func(), pol waitPolicy) (worker.AttemptResult, error)
+	attempt(ctx context.Context, t *model.Task, n int, started func(), pol waitPolicy) (model.AttemptResult, error)
 	busy() int
 	waiting() int
 	start() // starts what runs ahead of tasks (persistent children)
-	status() worker.ExecutorHealth
+	status() model.ExecutorHealth
 	close()
 }
 
 var (
-	_ worker.TaskRunner           = (*Pool)(nil)
-	_ worker.PoolStats            = (*Pool)(nil)
-	_ worker.ExecutorHealthSource = (*Pool)(nil)
+	_ model.TaskRunner           = (*Pool)(nil)
+	_ model.PoolStats            = (*Pool)(nil)
+	_ model.ExecutorHealthSource = (*Pool)(nil)
 )
 
 // NewPool validates opts and returns a pool of opts.Mode. It starts
@@ -76,11 +76,11 @@ func NewPool(opts Options) (*Pool, error) {
 func (p *Pool) Start() { p.backend.start() }
 
 // ExecutorHealth is the executor's health now.
-func (p *Pool) ExecutorHealth() worker.ExecutorHealth { return p.health.status() }
+func (p *Pool) ExecutorHealth() model.ExecutorHealth { return p.health.status() }
 
 // WatchExecutorHealth calls f with the health now and on every change (see
-// worker.ExecutorHealthSource).
-func (p *Pool) WatchExecutorHealth(f func(worker.ExecutorHealth)) { p.health.watch(f) }
+// model.ExecutorHealthSource).
+func (p *Pool) WatchExecutorHealth(f func(model.ExecutorHealth)) { p.health.watch(f) }
 
 // Size is the number of process slots (executor.pool_size).
 func (p *Pool) Size() int { return p.opts.PoolSize }
@@ -110,32 +110,32 @@ func (p *Pool) Close() {
 // status is failed and Err wraps ctx.Err().
 //
 // An executor that cannot be started costs no attempt: under a ctx marked
-// by worker.WaitForExecutor the task waits for it, else it fails at once
-// with an Err wrapping worker.ErrExecutorUnavailable and the start error.
-func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
+// by model.WaitForExecutor the task waits for it, else it fails at once
+// with an Err wrapping model.ErrExecutorUnavailable and the start error.
+func (p *Pool) Run(ctx context.Context, t *model.Task) model.TaskResult {
 	start := time.Now()
-	res := worker.TaskResult{Task: t, Status: worker.StatusFailed, ExitCode: -1}
-	var last *worker.AttemptResult
+	res := model.TaskResult{Task: t, Status: model.StatusFailed, ExitCode: -1}
+	var last *model.AttemptResult
 	tempfails := 0
 	var stopErr error
 	var pol waitPolicy
-	pol.wait, pol.stop = worker.ExecutorWait(ctx)
+	pol.wait, pol.stop = model.ExecutorWait(ctx)
 	for attempt := 1; attempt <= p.opts.MaxAttempts; attempt++ {
 		if attempt > 1 && !after(p.backoff(attempt-1), ctx.Done()) {
 			stopErr = ctx.Err()
 			break
 		}
 		started := func() { p.opts.OnAttempt(t, attempt, nil) }
-		var a worker.AttemptResult
+		var a model.AttemptResult
 		if a, stopErr = p.backend.attempt(ctx, t, attempt, started, pol); stopErr != nil {
 			break
 		}
 		last, res.Attempts = &a, attempt
 		p.opts.OnAttempt(t, attempt, last)
-		if a.Status == worker.StatusTempFail {
+		if a.Status == model.StatusTempFail {
 			tempfails++
 		}
-		if a.Status == worker.StatusOK || ctx.Err() != nil || errors.Is(a.Err, ErrStart) {
+		if a.Status == model.StatusOK || ctx.Err() != nil || errors.Is(a.Err, ErrStart) {
 			break
 		}
 	}
@@ -149,15 +149,15 @@ func (p *Pool) Run(ctx context.Context, t *worker.Task) worker.TaskResult {
 	}
 	res.Labels = mergeLabels(t.Labels, got)
 	switch {
-	case errors.Is(stopErr, worker.ErrExecutorUnavailable):
-		res.Status, res.Err = worker.StatusFailed, stopErr
+	case errors.Is(stopErr, model.ErrExecutorUnavailable):
+		res.Status, res.Err = model.StatusFailed, stopErr
 	case stopErr != nil:
-		res.Status, res.Err = worker.StatusFailed, fmt.Errorf("wait for executor: %w", stopErr)
-	case res.Status == worker.StatusTempFail && p.opts.Mode == ModePersistent:
-		res.Status = worker.StatusFailed
+		res.Status, res.Err = model.StatusFailed, fmt.Errorf("wait for executor: %w", stopErr)
+	case res.Status == model.StatusTempFail && p.opts.Mode == ModePersistent:
+		res.Status = model.StatusFailed
 		res.Err = fmt.Errorf("executor asked to retry (status retry) %d times", tempfails)
-	case res.Status == worker.StatusTempFail:
-		res.Status = worker.StatusFailed
+	case res.Status == model.StatusTempFail:
+		res.Status = model.StatusFailed
 		res.Err = fmt.Errorf("executor asked to retry (exit 75) %d times", tempfails)
 	}
 	return res
@@ -188,13 +188,13 @@ func newSpawnBackend(s *Spawner, changed func()) *spawnBackend {
 		retry: make(chan struct{}), stop: make(chan struct{})}
 }
 
-func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, n int, started func(), pol waitPolicy) (worker.AttemptResult, error) {
+func (b *spawnBackend) attempt(ctx context.Context, t *model.Task, n int, started func(), pol waitPolicy) (model.AttemptResult, error) {
 	for {
 		if err := b.gate(ctx, &pol); err != nil {
-			return worker.AttemptResult{}, err
+			return model.AttemptResult{}, err
 		}
 		if err := b.acquire(ctx); err != nil {
-			return worker.AttemptResult{}, err
+			return model.AttemptResult{}, err
 		}
 		began, at := false, time.Now()
 		a := b.spawner.spawn(ctx, t, n, func() {
@@ -210,7 +210,7 @@ func (b *spawnBackend) attempt(ctx context.Context, t *worker.Task, n int, start
 		if errors.Is(a.Err, ErrStart) && !messageStartError(a.Err) {
 			// Not an attempt: the gate decides what comes next.
 			if !b.markDown(a.Err) {
-				return worker.AttemptResult{}, unavailable(a.Err) // closed: no re-check runs
+				return model.AttemptResult{}, unavailable(a.Err) // closed: no re-check runs
 			}
 			continue
 		}
@@ -232,13 +232,13 @@ func (b *spawnBackend) close() {
 	}
 }
 
-func (b *spawnBackend) status() worker.ExecutorHealth {
+func (b *spawnBackend) status() model.ExecutorHealth {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.downErr == nil {
-		return worker.ExecutorHealth{State: worker.ExecutorAvailable}
+		return model.ExecutorHealth{State: model.ExecutorAvailable}
 	}
-	return worker.ExecutorHealth{State: worker.ExecutorUnavailable, Reason: startCause(b.downErr), Detail: b.downErr.Error()}
+	return model.ExecutorHealth{State: model.ExecutorUnavailable, Reason: startCause(b.downErr), Detail: b.downErr.Error()}
 }
 
 // gate lets an attempt through while the executor is available; else it

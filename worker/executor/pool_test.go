@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
@@ -116,7 +116,7 @@ func TestPoolEchoesInput(t *testing.T) {
 		p := newPool(t, helperOptions(t, mode))
 		for _, in := range [][]byte{nil, []byte("hello executor\n"), {0, 1, 2, 0xff, '\n', 0}, big} {
 			res := p.Run(t.Context(), task(string(in)))
-			if res.Status != worker.StatusOK || res.Err != nil || res.ExitCode != 0 || res.Attempts != 1 {
+			if res.Status != model.StatusOK || res.Err != nil || res.ExitCode != 0 || res.Attempts != 1 {
 				t.Fatalf("Run(%d bytes) = %s, %v, exit %d, %d attempts; want ok, exit 0, 1 attempt", len(in), res.Status, res.Err, res.ExitCode, res.Attempts)
 			}
 			if !bytes.Equal(res.Output, in) {
@@ -137,7 +137,7 @@ func TestPoolTaskMetadata(t *testing.T) {
 			task.Msg.Key = tc.key
 			res := p.Run(t.Context(), task)
 			var got helperTask
-			if err := json.Unmarshal(res.Output, &got); err != nil || res.Status != worker.StatusOK {
+			if err := json.Unmarshal(res.Output, &got); err != nil || res.Status != model.StatusOK {
 				t.Fatalf("Run(view) = %s %q (%v, %v)", res.Status, res.Output, res.Err, err)
 			}
 			want := helperTask{TaskID: "t-1", Source: "kafka", TopicAlias: "orders", Partition: 2, Offset: 42, Key: tc.wantKey, KeyEncoding: tc.enc}
@@ -155,7 +155,7 @@ func TestPoolTempFailThenSuccess(t *testing.T) {
 		opts.MaxAttempts = 5
 		var mu sync.Mutex
 		var events []string
-		opts.OnAttempt = func(task *worker.Task, attempt int, res *worker.AttemptResult) {
+		opts.OnAttempt = func(task *model.Task, attempt int, res *model.AttemptResult) {
 			mu.Lock()
 			defer mu.Unlock()
 			if res == nil {
@@ -167,7 +167,7 @@ func TestPoolTempFailThenSuccess(t *testing.T) {
 		task := task("!count " + filepath.Join(t.TempDir(), "count"))
 		task.Labels = map[string]string{"tenant": "acme", "region": "from-task"}
 		res := newPool(t, opts).Run(t.Context(), task)
-		if res.Status != worker.StatusOK || res.Attempts != 3 || string(res.Output) != "done\n" || res.Err != nil {
+		if res.Status != model.StatusOK || res.Attempts != 3 || string(res.Output) != "done\n" || res.Err != nil {
 			t.Fatalf("Run = %s after %d attempts, %q, %v; want ok after 3, %q", res.Status, res.Attempts, res.Output, res.Err, "done\n")
 		}
 		if res.Task != task || string(res.Stderr) != "attempt 3\n" || res.ExitCode != 0 {
@@ -181,7 +181,7 @@ func TestPoolTempFailThenSuccess(t *testing.T) {
 		if !reflect.DeepEqual(res.Labels, wantLabels) {
 			t.Errorf("Run labels = %v, want %v", res.Labels, wantLabels)
 		}
-		if want := []worker.CacheWrite{{Key: "seen", Value: "3", Scope: "cluster"}}; !reflect.DeepEqual(res.CacheWrites, want) {
+		if want := []model.CacheWrite{{Key: "seen", Value: "3", Scope: "cluster"}}; !reflect.DeepEqual(res.CacheWrites, want) {
 			t.Errorf("Run cache writes = %+v, want %+v", res.CacheWrites, want)
 		}
 		if len(task.Labels) != 2 {
@@ -201,11 +201,11 @@ func TestPoolRetriesUntilMaxAttempts(t *testing.T) {
 		status      string
 		errText     map[string]string
 	}{
-		{"tempfail", "!retry", worker.StatusFailed, map[string]string{
+		{"tempfail", "!retry", model.StatusFailed, map[string]string{
 			ModeSpawn: "executor asked to retry (exit 75) 3 times", ModePersistent: "executor asked to retry (status retry) 3 times"}},
-		{"failed", "!fail", worker.StatusFailed, map[string]string{
+		{"failed", "!fail", model.StatusFailed, map[string]string{
 			ModeSpawn: "executor exited with code 3", ModePersistent: "executor answered status failed"}},
-		{"timeout", "!sleep 30s", worker.StatusTimeout, map[string]string{
+		{"timeout", "!sleep 30s", model.StatusTimeout, map[string]string{
 			ModeSpawn: "executor timed out after TIMEOUT (executor.timeout)", ModePersistent: "executor timed out after TIMEOUT (executor.timeout)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -223,7 +223,7 @@ func TestPoolRetriesUntilMaxAttempts(t *testing.T) {
 				}
 				want := strings.ReplaceAll(tc.errText[mode], "TIMEOUT", opts.Timeout.String())
 				var attempts atomic.Int32
-				opts.OnAttempt = func(_ *worker.Task, _ int, res *worker.AttemptResult) {
+				opts.OnAttempt = func(_ *model.Task, _ int, res *model.AttemptResult) {
 					if res != nil {
 						attempts.Add(1)
 					}
@@ -268,8 +268,8 @@ func TestPoolBadBinaryFailsAtOnce(t *testing.T) {
 				p := newPool(t, opts)
 				for range 2 { // the second finds the pool already failing
 					res := p.Run(t.Context(), task("in"))
-					if res.Status != worker.StatusFailed || res.Attempts != 0 || res.ExitCode != -1 || !errors.Is(res.Err, ErrStart) ||
-						!errors.Is(res.Err, worker.ErrExecutorUnavailable) {
+					if res.Status != model.StatusFailed || res.Attempts != 0 || res.ExitCode != -1 || !errors.Is(res.Err, ErrStart) ||
+						!errors.Is(res.Err, model.ErrExecutorUnavailable) {
 						t.Fatalf("Run(%s) = %s after %d attempts, exit %d, %v; want failed after 0 (none charged), exit -1, ErrStart and ErrExecutorUnavailable",
 							tc.bin, res.Status, res.Attempts, res.ExitCode, res.Err)
 					}
@@ -277,7 +277,7 @@ func TestPoolBadBinaryFailsAtOnce(t *testing.T) {
 						t.Errorf("Run(%s) error = %q, want it to name executor.binary_path and say %q", tc.bin, msg, tc.want)
 					}
 				}
-				if h := p.ExecutorHealth(); h.State != worker.ExecutorUnavailable || !strings.Contains(h.Reason, "executor.binary_path") {
+				if h := p.ExecutorHealth(); h.State != model.ExecutorUnavailable || !strings.Contains(h.Reason, "executor.binary_path") {
 					t.Errorf("ExecutorHealth = %+v, want unavailable naming executor.binary_path", h)
 				}
 			})
@@ -300,9 +300,9 @@ func TestPoolRecoversOnceBinaryIsFixed(t *testing.T) {
 			fix    func() error
 			status string
 		}{
-			{"missing", func() error { return nil }, worker.StatusFailed},
-			{"not executable", func() error { return os.WriteFile(bin, []byte("#!/bin/sh\nexec "+self+" exec-helper\n"), 0o644) }, worker.StatusFailed},
-			{"fixed", func() error { return os.Chmod(bin, 0o755) }, worker.StatusOK},
+			{"missing", func() error { return nil }, model.StatusFailed},
+			{"not executable", func() error { return os.WriteFile(bin, []byte("#!/bin/sh\nexec "+self+" exec-helper\n"), 0o644) }, model.StatusFailed},
+			{"fixed", func() error { return os.Chmod(bin, 0o755) }, model.StatusOK},
 		}
 		for _, st := range steps {
 			if err := st.fix(); err != nil {
@@ -311,14 +311,14 @@ func TestPoolRecoversOnceBinaryIsFixed(t *testing.T) {
 			res := p.Run(t.Context(), task("payload"))
 			// A persistent seat backs off between failed starts: the fix is
 			// picked up at its next start.
-			for deadline := time.Now().Add(30 * time.Second); st.status == worker.StatusOK && res.Status != worker.StatusOK && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(30 * time.Second); st.status == model.StatusOK && res.Status != model.StatusOK && time.Now().Before(deadline); {
 				time.Sleep(50 * time.Millisecond)
 				res = p.Run(t.Context(), task("payload"))
 			}
 			if res.Status != st.status {
 				t.Errorf("%s: Run = %s (%v), want %s", st.name, res.Status, res.Err, st.status)
 			}
-			if st.status == worker.StatusOK && string(res.Output) != "payload" {
+			if st.status == model.StatusOK && string(res.Output) != "payload" {
 				t.Errorf("%s: Run output = %q, want %q", st.name, res.Output, "payload")
 			}
 		}
@@ -352,7 +352,7 @@ func TestPoolSizeRespected(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range tasks {
 			wg.Go(func() {
-				if res := p.Run(t.Context(), task("!sleep 300ms")); res.Status != worker.StatusOK {
+				if res := p.Run(t.Context(), task("!sleep 300ms")); res.Status != model.StatusOK {
 					t.Errorf("Run(task %d) = %s (%v), want ok", i, res.Status, res.Err)
 				}
 			})
@@ -370,19 +370,19 @@ func TestPoolCancel(t *testing.T) {
 		opts := helperOptions(t, mode)
 		opts.PoolSize, opts.MaxAttempts = 1, 3
 		p := newPool(t, opts)
-		runAsync := func(ctx context.Context) <-chan worker.TaskResult {
-			ch := make(chan worker.TaskResult, 1)
+		runAsync := func(ctx context.Context) <-chan model.TaskResult {
+			ch := make(chan model.TaskResult, 1)
 			go func() { ch <- p.Run(ctx, task("!sleep 30s")) }()
 			return ch
 		}
-		result := func(ch <-chan worker.TaskResult) worker.TaskResult {
+		result := func(ch <-chan model.TaskResult) model.TaskResult {
 			t.Helper()
 			select {
 			case res := <-ch:
 				return res
 			case <-time.After(10 * time.Second):
 				t.Fatal("Run did not return promptly after its context ended")
-				return worker.TaskResult{}
+				return model.TaskResult{}
 			}
 		}
 
@@ -396,20 +396,20 @@ func TestPoolCancel(t *testing.T) {
 		wait.For(t, wait.Long, "a waiter", func() (bool, string) { return p.Waiting() == 1, fmt.Sprintf("%d waiting", p.Waiting()) })
 		stopQueued()
 		res := result(queued)
-		if res.Status != worker.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, context.Canceled) {
+		if res.Status != model.StatusFailed || res.Attempts != 0 || !errors.Is(res.Err, context.Canceled) {
 			t.Errorf("queued Run = %s after %d attempts, %v; want failed after 0, context.Canceled", res.Status, res.Attempts, res.Err)
 		}
 
 		stopBusy()
 		res = result(busy)
-		if res.Status != worker.StatusFailed || res.Attempts != 1 || !errors.Is(res.Err, context.Canceled) {
+		if res.Status != model.StatusFailed || res.Attempts != 1 || !errors.Is(res.Err, context.Canceled) {
 			t.Errorf("running Run = %s after %d attempts, %v; want failed after 1, context.Canceled", res.Status, res.Attempts, res.Err)
 		}
 		if p.Busy() != 0 || p.Waiting() != 0 {
 			t.Errorf("after cancel: busy %d, waiting %d; want 0, 0", p.Busy(), p.Waiting())
 		}
 		// The pool still serves (persistent: a fresh child).
-		if res := p.Run(t.Context(), task("after")); res.Status != worker.StatusOK || string(res.Output) != "after" {
+		if res := p.Run(t.Context(), task("after")); res.Status != model.StatusOK || string(res.Output) != "after" {
 			t.Errorf("Run after cancel = %s %q (%v), want ok", res.Status, res.Output, res.Err)
 		}
 	})
@@ -420,7 +420,7 @@ func TestPoolExecutorEvents(t *testing.T) {
 		task := task("!events")
 		task.Labels = map[string]string{"customer": "from-header", "tier": "gold"}
 		res := newPool(t, helperOptions(t, mode)).Run(t.Context(), task)
-		if res.Status != worker.StatusOK || string(res.Output) != "with events" {
+		if res.Status != model.StatusOK || string(res.Output) != "with events" {
 			t.Fatalf("Run = %s %q (%v), want ok", res.Status, res.Output, res.Err)
 		}
 		want := []workertest.Ann{
@@ -433,7 +433,7 @@ func TestPoolExecutorEvents(t *testing.T) {
 		if want := map[string]string{"customer": "c1", "tier": "gold"}; !reflect.DeepEqual(res.Labels, want) {
 			t.Errorf("Run labels = %v, want %v", res.Labels, want)
 		}
-		if want := []worker.CacheWrite{{Key: "k1", Value: "v1", Scope: "cluster"}}; !reflect.DeepEqual(res.CacheWrites, want) {
+		if want := []model.CacheWrite{{Key: "k1", Value: "v1", Scope: "cluster"}}; !reflect.DeepEqual(res.CacheWrites, want) {
 			t.Errorf("Run cache writes = %+v, want %+v", res.CacheWrites, want)
 		}
 	})
@@ -447,7 +447,7 @@ func TestPoolStderrPerTask(t *testing.T) {
 		for i := range 5 {
 			msg := fmt.Sprintf("task %d says %s", i, strings.Repeat("x", 150))
 			res := p.Run(t.Context(), task("!stderr "+msg))
-			if want := msg[len(msg)-100:]; res.Status != worker.StatusOK || string(res.Stderr) != want {
+			if want := msg[len(msg)-100:]; res.Status != model.StatusOK || string(res.Stderr) != want {
 				t.Errorf("Run %d stderr = %q (%s), want its own last 100 bytes %q", i, res.Stderr, res.Status, want)
 			}
 		}
@@ -462,7 +462,7 @@ func TestPoolOutputCap(t *testing.T) {
 	for _, tc := range []struct {
 		n      int
 		status string
-	}{{1000, worker.StatusOK}, {1001, worker.StatusFailed}, {1 << 20, worker.StatusFailed}} {
+	}{{1000, model.StatusOK}, {1001, model.StatusFailed}, {1 << 20, model.StatusFailed}} {
 		t.Run(strconv.Itoa(tc.n), func(t *testing.T) {
 			eachMode(t, func(t *testing.T, mode string) {
 				opts := helperOptions(t, mode)
@@ -472,7 +472,7 @@ func TestPoolOutputCap(t *testing.T) {
 				if res.Status != tc.status {
 					t.Fatalf("Run = %s (%v), want %s", res.Status, res.Err, tc.status)
 				}
-				if tc.status == worker.StatusOK {
+				if tc.status == model.StatusOK {
 					return
 				}
 				if !res.OutputTruncated || !errors.Is(res.Err, ErrOutputTooLarge) || len(res.Output) > 1000 {
@@ -481,7 +481,7 @@ func TestPoolOutputCap(t *testing.T) {
 				if !strings.Contains(res.Err.Error(), "output exceeds executor.max_output_bytes (1000)") {
 					t.Errorf("Run error = %q, want it to name executor.max_output_bytes (1000)", res.Err)
 				}
-				if res := p.Run(t.Context(), task("next")); res.Status != worker.StatusOK || string(res.Output) != "next" {
+				if res := p.Run(t.Context(), task("next")); res.Status != model.StatusOK || string(res.Output) != "next" {
 					t.Errorf("Run after overflow = %s %q (%v), want ok", res.Status, res.Output, res.Err)
 				}
 			})
@@ -502,7 +502,7 @@ func TestPoolTimeoutKillsProcessGroup(t *testing.T) {
 			opts.Timeout, opts.PoolSize = timeout, 1
 			p = newPool(t, opts)
 			res := p.Run(t.Context(), task("!hang "+pidFile))
-			if res.Status != worker.StatusTimeout || res.ExitCode != -1 || res.Err == nil || !strings.Contains(res.Err.Error(), "executor.timeout") {
+			if res.Status != model.StatusTimeout || res.ExitCode != -1 || res.Err == nil || !strings.Contains(res.Err.Error(), "executor.timeout") {
 				t.Errorf("Run = %s exit %d (%v), want timeout exit -1 naming executor.timeout", res.Status, res.ExitCode, res.Err)
 			}
 			if _, err := os.Stat(pidFile); err == nil || timeout >= 16*time.Second {
@@ -513,7 +513,7 @@ func TestPoolTimeoutKillsProcessGroup(t *testing.T) {
 		if mode == ModeSpawn {
 			return
 		}
-		if res := p.Run(t.Context(), task("next")); res.Status != worker.StatusOK || string(res.Output) != "next" {
+		if res := p.Run(t.Context(), task("next")); res.Status != model.StatusOK || string(res.Output) != "next" {
 			t.Errorf("Run after timeout = %s %q (%v), want ok from a fresh child", res.Status, res.Output, res.Err)
 		}
 	})

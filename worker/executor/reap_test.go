@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // The reaper takes the orphans of executor trees and never the exit
@@ -58,10 +58,10 @@ func reaperMain() int {
 		go func() {
 			defer wg.Done()
 			code := []int{0, 3, 7}[i%3]
-			res := p.Run(context.Background(), &worker.Task{ID: fmt.Sprintf("t-%d", i), Input: []byte(strconv.Itoa(code) + "\n")})
-			want := worker.StatusOK
+			res := p.Run(context.Background(), &model.Task{ID: fmt.Sprintf("t-%d", i), Input: []byte(strconv.Itoa(code) + "\n")})
+			want := model.StatusOK
 			if code != 0 {
-				want = worker.StatusFailed
+				want = model.StatusFailed
 			}
 			if res.ExitCode != code || res.Status != want {
 				errs <- fmt.Sprintf("task %d = %s exit %d (%v), want %s exit %d", i, res.Status, res.ExitCode, res.Err, want, code)

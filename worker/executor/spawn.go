@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 	"svc/worker/payload"
 )
 
@@ -80,7 +80,7 @@ func (s *Spawner) binary() (string, error) {
 // env is a spawned child's environment (docs/executor.md, "Environment").
 // Later entries win (os/exec keeps the last of duplicate keys), so the
 // protocol's SVC_* variables come last.
-func (s *Spawner) env(t *worker.Task, attempt int) []string {
+func (s *Spawner) env(t *model.Task, attempt int) []string {
 	env := make([]string, 0, len(s.baseEnv)+len(t.Env)+len(t.Labels)+10)
 	env = append(env, s.baseEnv...)
 	add := func(k, v string) {
@@ -108,7 +108,7 @@ func (s *Spawner) env(t *worker.Task, attempt int) []string {
 		add("SVC_OFFSET", strconv.FormatInt(m.Offset, 10))
 		if m.Key != nil {
 			key, enc := payload.EncodeEnv(m.Key)
-			add(worker.KeyEncodingEnv, enc)
+			add(model.KeyEncodingEnv, enc)
 			if len(key) > envValueMax {
 				add("SVC_KEY_TRUNCATED", strconv.Itoa(len(key)))
 			}
@@ -142,8 +142,8 @@ func labelVar(name string) string {
 }
 
 // failed is the result of an attempt that never got a process.
-func failed(err error) worker.AttemptResult {
-	return worker.AttemptResult{Status: worker.StatusFailed, ExitCode: -1, Err: err}
+func failed(err error) model.AttemptResult {
+	return model.AttemptResult{Status: model.StatusFailed, ExitCode: -1, Err: err}
 }
 
 // ioGrace bounds how long a descendant that left the process group may
@@ -206,7 +206,7 @@ func kill(cmd *exec.Cmd) {
 // spawn runs the attempt; onStart (optional) is called once the process
 // started. A result whose Err wraps ErrStart means no process started.
 // Executor misbehaviour never panics; every problem ends up in the result.
-func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStart func()) worker.AttemptResult {
+func (s *Spawner) spawn(ctx context.Context, t *model.Task, attempt int, onStart func()) model.AttemptResult {
 	if err := ctx.Err(); err != nil {
 		return failed(fmt.Errorf("run executor: %w", err))
 	}
@@ -267,7 +267,7 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStar
 			"detail", "a descendant outside the process group kept the executor's pipes open")
 	}
 
-	res := worker.AttemptResult{Output: out, OutputTruncated: overflow, Stderr: stderr.bytes(), ExitCode: -1}
+	res := model.AttemptResult{Output: out, OutputTruncated: overflow, Stderr: stderr.bytes(), ExitCode: -1}
 	res.Annotations, res.Labels, res.CacheWrites, res.InvalidEvents = events.result()
 	st := cmd.ProcessState
 	if st != nil {
@@ -279,11 +279,11 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStar
 	}
 	switch reason {
 	case stopTimeout:
-		res.Status, res.Err = worker.StatusTimeout, fmt.Errorf("executor timed out after %s (executor.timeout)", s.opts.Timeout)
+		res.Status, res.Err = model.StatusTimeout, fmt.Errorf("executor timed out after %s (executor.timeout)", s.opts.Timeout)
 	case stopCanceled:
-		res.Status, res.Err = worker.StatusFailed, fmt.Errorf("run executor: %w", ctx.Err())
+		res.Status, res.Err = model.StatusFailed, fmt.Errorf("run executor: %w", ctx.Err())
 	case stopOverflow:
-		res.Status, res.Err = worker.StatusFailed, fmt.Errorf("%w (%d)", ErrOutputTooLarge, s.opts.MaxOutputBytes)
+		res.Status, res.Err = model.StatusFailed, fmt.Errorf("%w (%d)", ErrOutputTooLarge, s.opts.MaxOutputBytes)
 	default:
 		res.Status, res.Err = exitStatus(st, waitErr)
 	}
@@ -294,17 +294,17 @@ func (s *Spawner) spawn(ctx context.Context, t *worker.Task, attempt int, onStar
 // anything else failed.
 func exitStatus(st *os.ProcessState, waitErr error) (string, error) {
 	if st == nil {
-		return worker.StatusFailed, fmt.Errorf("wait for executor: %w", waitErr)
+		return model.StatusFailed, fmt.Errorf("wait for executor: %w", waitErr)
 	}
 	switch code := st.ExitCode(); {
 	case code == 0:
-		return worker.StatusOK, nil
+		return model.StatusOK, nil
 	case code == 75:
-		return worker.StatusTempFail, errors.New("executor exited with code 75 (EX_TEMPFAIL)")
+		return model.StatusTempFail, errors.New("executor exited with code 75 (EX_TEMPFAIL)")
 	case code > 0:
-		return worker.StatusFailed, fmt.Errorf("executor exited with code %d", code)
+		return model.StatusFailed, fmt.Errorf("executor exited with code %d", code)
 	}
-	return worker.StatusFailed, fmt.Errorf("executor terminated: %s", st)
+	return model.StatusFailed, fmt.Errorf("executor terminated: %s", st)
 }
 
 // pipes are a child's stdin, stdout, stderr and fd 3. Only the worker's

@@ -18,7 +18,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // script writes a /bin/sh executor into a fresh temp dir.
@@ -36,13 +36,13 @@ func testOptions(bin string) Options {
 	return Options{BinaryPath: bin, PoolSize: 2, Timeout: 20 * time.Second, MaxAttempts: 1, RetryBackoff: time.Millisecond}
 }
 
-func task(input string) *worker.Task {
-	return &worker.Task{ID: "t-1", Input: []byte(input), Msg: &worker.Message{
-		Source: worker.SourceKafka, Alias: "orders", Partition: 2, Offset: 42, Key: []byte("k1"),
+func task(input string) *model.Task {
+	return &model.Task{ID: "t-1", Input: []byte(input), Msg: &model.Message{
+		Source: model.SourceKafka, Alias: "orders", Partition: 2, Offset: 42, Key: []byte("k1"),
 	}}
 }
 
-func spawn(t *testing.T, opts Options, task *worker.Task) worker.AttemptResult {
+func spawn(t *testing.T, opts Options, task *model.Task) model.AttemptResult {
 	t.Helper()
 	s, err := NewSpawner(opts)
 	if err != nil {
@@ -103,7 +103,7 @@ func TestSpawnCatEchoesInput(t *testing.T) {
 			task := task("")
 			task.Input = tc.input
 			res := spawn(t, testOptions("cat"), task)
-			if res.Status != worker.StatusOK || res.Err != nil || res.ExitCode != 0 {
+			if res.Status != model.StatusOK || res.Err != nil || res.ExitCode != 0 {
 				t.Fatalf("Spawn(cat) = %s, %v, exit %d, want ok", res.Status, res.Err, res.ExitCode)
 			}
 			if !bytes.Equal(res.Output, tc.input) {
@@ -135,7 +135,7 @@ func TestSpawnEnvironment(t *testing.T) {
 			task.Env = map[string]string{"TASK_VAR": "tv", "SVC_TASK_ID": "forged", "BAD=NAME": "x"}
 			task.Labels = map[string]string{"tenant-id": "acme", "Region": "eu", "ünï": "u", "nul": "a\x00b"}
 			res := spawn(t, opts, task)
-			if res.Status != worker.StatusOK {
+			if res.Status != model.StatusOK {
 				t.Fatalf("Spawn(env) = %s, %v, want ok", res.Status, res.Err)
 			}
 			env := map[string]string{}
@@ -176,10 +176,10 @@ func TestSpawnExitStatus(t *testing.T) {
 		errText      string
 		stderr       string
 	}{
-		{"ok", "exit 0", worker.StatusOK, 0, "", ""},
-		{"failed", "echo boom >&2; exit 3", worker.StatusFailed, 3, "executor exited with code 3", "boom\n"},
-		{"tempfail", "exit 75", worker.StatusTempFail, 75, "code 75", ""},
-		{"signal", "kill -9 $$", worker.StatusFailed, -1, "signal: killed", ""},
+		{"ok", "exit 0", model.StatusOK, 0, "", ""},
+		{"failed", "echo boom >&2; exit 3", model.StatusFailed, 3, "executor exited with code 3", "boom\n"},
+		{"tempfail", "exit 75", model.StatusTempFail, 75, "code 75", ""},
+		{"signal", "kill -9 $$", model.StatusFailed, -1, "signal: killed", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := spawn(t, testOptions(script(t, tc.script)), task("in"))
@@ -210,7 +210,7 @@ func TestSpawnStderrKeepsTail(t *testing.T) {
 			opts := testOptions(bin)
 			opts.StderrTail = tc.tail
 			res := spawn(t, opts, task(""))
-			if res.Status != worker.StatusFailed || res.ExitCode != 3 {
+			if res.Status != model.StatusFailed || res.ExitCode != 3 {
 				t.Errorf("Spawn = %s exit %d, want failed exit 3", res.Status, res.ExitCode)
 			}
 			want := strings.Repeat("a", tc.want-3) + "END"
@@ -231,7 +231,7 @@ func TestSpawnIgnoresStdin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := spawn(t, testOptions(script(t, tc.script)), task(input))
-			if res.Status != worker.StatusOK || string(res.Output) != "ok\n" {
+			if res.Status != model.StatusOK || string(res.Output) != "ok\n" {
 				t.Errorf("Spawn = %s %q (%v), want ok %q", res.Status, res.Output, res.Err, "ok\n")
 			}
 		})
@@ -243,10 +243,10 @@ func TestSpawnOutputCap(t *testing.T) {
 		name, script string
 		status       string
 	}{
-		{"at the cap", "head -c 1000 /dev/zero", worker.StatusOK},
-		{"one over", "head -c 1001 /dev/zero", worker.StatusFailed},
-		{"endless", "yes", worker.StatusFailed},
-		{"endless from a grandchild", "yes & wait", worker.StatusFailed},
+		{"at the cap", "head -c 1000 /dev/zero", model.StatusOK},
+		{"one over", "head -c 1001 /dev/zero", model.StatusFailed},
+		{"endless", "yes", model.StatusFailed},
+		{"endless from a grandchild", "yes & wait", model.StatusFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testOptions(script(t, tc.script))
@@ -255,7 +255,7 @@ func TestSpawnOutputCap(t *testing.T) {
 			if res.Status != tc.status || len(res.Output) != 1000 {
 				t.Fatalf("Spawn = %s with %d bytes (%v), want %s with 1000", res.Status, len(res.Output), res.Err, tc.status)
 			}
-			if tc.status == worker.StatusOK {
+			if tc.status == model.StatusOK {
 				return
 			}
 			if !res.OutputTruncated || !errors.Is(res.Err, ErrOutputTooLarge) {
@@ -282,7 +282,7 @@ func TestSpawnTimeoutKillsProcessGroup(t *testing.T) {
 		opts.Env = map[string]string{"PIDFILE": pidFile}
 		opts.Timeout = timeout
 		res := spawn(t, opts, task(""))
-		if res.Status != worker.StatusTimeout || res.ExitCode != -1 {
+		if res.Status != model.StatusTimeout || res.ExitCode != -1 {
 			t.Errorf("Spawn = %s exit %d, want timeout exit -1", res.Status, res.ExitCode)
 		}
 		if res.Err == nil || !strings.Contains(res.Err.Error(), "executor.timeout") {
@@ -303,7 +303,7 @@ func TestSpawnLeftoverGrandchildIsKilled(t *testing.T) {
 	opts := testOptions(script(t, `sleep 300 & echo $! > "$PIDFILE"; echo done`))
 	opts.Env = map[string]string{"PIDFILE": pidFile}
 	res := spawn(t, opts, task(""))
-	if res.Status != worker.StatusOK || string(res.Output) != "done\n" {
+	if res.Status != model.StatusOK || string(res.Output) != "done\n" {
 		t.Errorf("Spawn = %s %q (%v), want ok %q", res.Status, res.Output, res.Err, "done\n")
 	}
 	if res.Duration >= ioGrace {
@@ -323,7 +323,7 @@ func TestSpawnEscapedDescendantDoesNotBlock(t *testing.T) {
 	if pid := readPid(t, pidFile); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	if res.Status != worker.StatusOK || string(res.Output) != "done\n" {
+	if res.Status != model.StatusOK || string(res.Output) != "done\n" {
 		t.Errorf("Spawn = %s %q (%v), want ok %q", res.Status, res.Output, res.Err, "done\n")
 	}
 	if res.Duration > 30*time.Second {
@@ -349,7 +349,7 @@ func TestExecutorEventsParse(t *testing.T) {
 		in          string
 		annotations int
 		labels      map[string]string
-		cache       []worker.CacheWrite
+		cache       []model.CacheWrite
 		malformed   int
 		tooLong     int
 	}{
@@ -360,7 +360,7 @@ func TestExecutorEventsParse(t *testing.T) {
 		{name: "labels merge", in: "{\"labels\":{\"a\":\"1\",\"b\":\"2\"}}\r\n{\"labels\":{\"b\":\"3\"}}\n",
 			labels: map[string]string{"a": "1", "b": "3"}},
 		{name: "cache scopes", in: `{"cache":{"key":"k","value":"v"}}` + "\n" + `{"cache":{"key":"k2","value":"v2","scope":"global"}}`,
-			cache: []worker.CacheWrite{{Key: "k", Value: "v", Scope: "local"}, {Key: "k2", Value: "v2", Scope: "global"}}},
+			cache: []model.CacheWrite{{Key: "k", Value: "v", Scope: "local"}, {Key: "k2", Value: "v2", Scope: "global"}}},
 		{name: "unknown members ignored", in: `{"labels":{"a":"1"},"future":true}`, labels: map[string]string{"a": "1"}},
 		{name: "garbage", in: "not json\n[1]\n\"s\"\nnull\n{}\n{\"unknown\":1}\n{\"labels\":{}} x\n", malformed: 7},
 		{name: "bad members", in: `{"labels":{"n":1}}` + "\n" + `{"annotation":{"payload":{}}}` + "\n" +
@@ -451,7 +451,7 @@ func TestSpawnHugeKeyAndLabels(t *testing.T) {
 	task.Labels = map[string]string{"big": strings.Repeat("v", 150<<10)}
 	task.Env = map[string]string{"HUGE": strings.Repeat("e", 300<<10)}
 	res := spawn(t, testOptions(bin), task)
-	if res.Status != worker.StatusOK {
+	if res.Status != model.StatusOK {
 		t.Fatalf("Spawn(huge key) = %s, %v, want ok", res.Status, res.Err)
 	}
 	if got, want := string(res.Output), fmt.Sprintf("%d %d %d", 32<<10, 200<<10, 32<<10); got != want {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // strayPool is a persistent helper pool of one child whose stdout
@@ -75,7 +75,7 @@ func runInputs(t *testing.T, p *Pool, pause time.Duration, inputs ...string) {
 		task := task(in)
 		task.ID = "t-" + in
 		res := p.Run(t.Context(), task)
-		if res.Status != worker.StatusOK || string(res.Output) != in || res.Attempts != 1 {
+		if res.Status != model.StatusOK || string(res.Output) != in || res.Attempts != 1 {
 			t.Errorf("Run(%s) = %s %q after %d attempts (%v); want ok %q at the first attempt",
 				in, res.Status, res.Output, res.Attempts, res.Err, in)
 		}
@@ -168,7 +168,7 @@ func TestPersistentEveryChildWritesUnasked(t *testing.T) {
 	p, l := strayPool(t, map[string]string{"HELPER_UNSOLICITED": "always"})
 	p.opts.MaxAttempts = 2
 	res := p.Run(t.Context(), task("AAA"))
-	if res.Status != worker.StatusFailed || res.Attempts != 2 || res.Err == nil || !strings.Contains(res.Err.Error(), "protocol violation") {
+	if res.Status != model.StatusFailed || res.Attempts != 2 || res.Err == nil || !strings.Contains(res.Err.Error(), "protocol violation") {
 		t.Errorf("Run = %s %q after %d attempts (%v); want failed after 2 with a protocol violation", res.Status, res.Output, res.Attempts, res.Err)
 	}
 	wantViolations(t, p, l, 4, 4, []string{violationUnsolicited}, []string{"rerun", "attempt_failed"}, "before the task was sent")
@@ -211,7 +211,7 @@ func TestPersistentTextFromAFreshChildIsCharged(t *testing.T) {
 	t.Parallel()
 	p, l := strayPool(t, nil)
 	res := p.Run(t.Context(), task("!garbage"))
-	if res.Status != worker.StatusFailed || res.Attempts != 3 {
+	if res.Status != model.StatusFailed || res.Attempts != 3 {
 		t.Errorf("Run(garbage) = %s after %d attempts (%v); want failed after 3", res.Status, res.Attempts, res.Err)
 	}
 	wantViolations(t, p, l, 3, 3, []string{violationMalformed}, []string{"attempt_failed"}, "text where a frame length prefix should be")
@@ -244,12 +244,12 @@ func TestPersistentStderrBetweenTasksBelongsToNone(t *testing.T) {
 	p, _ := strayPool(t, nil) // one child: the next task goes to it
 	for i := range 3 {
 		res := p.Run(t.Context(), task("!stderr-late LATE"))
-		if res.Status != worker.StatusOK || (len(res.Stderr) != 0 && string(res.Stderr) != "LATE") {
+		if res.Status != model.StatusOK || (len(res.Stderr) != 0 && string(res.Stderr) != "LATE") {
 			t.Fatalf("task %d = %s (%v), stderr %q; want ok, stderr empty or its own late line", i, res.Status, res.Err, res.Stderr)
 		}
 		time.Sleep(100 * time.Millisecond) // the late line reaches the pipe
 		res = p.Run(t.Context(), task("!stderr OWN"))
-		if res.Status != worker.StatusOK || string(res.Stderr) != "OWN" {
+		if res.Status != model.StatusOK || string(res.Stderr) != "OWN" {
 			t.Fatalf("next task %d = %s (%v), stderr %q; want ok with its own stderr \"OWN\" only", i, res.Status, res.Err, res.Stderr)
 		}
 	}
@@ -287,7 +287,7 @@ func TestPersistentNoEchoNeverShiftsResults(t *testing.T) {
 				if res.Output != nil && string(res.Output) != in {
 					t.Errorf("task %s got %q: another task's result", task.ID, res.Output)
 				}
-				if res.Status != worker.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), "protocol v2 requires them") {
+				if res.Status != model.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), "protocol v2 requires them") {
 					t.Errorf("task %s = %s %q (%v); want failed: the executor does not name its tasks", task.ID, res.Status, res.Output, res.Err)
 				}
 			}
@@ -325,7 +325,7 @@ func TestPersistentLateFramesNamingTheirTask(t *testing.T) {
 		if strings.HasPrefix(in, "!sleep") {
 			want = "slept"
 		}
-		if res.Status != worker.StatusOK || string(res.Output) != want || res.Attempts != 1 {
+		if res.Status != model.StatusOK || string(res.Output) != want || res.Attempts != 1 {
 			t.Errorf("task %s = %s %q after %d attempts (%v); want ok %q at the first attempt", task.ID, res.Status, res.Output, res.Attempts, res.Err, want)
 		}
 	}
@@ -342,7 +342,7 @@ func TestPersistentTaskWithoutID(t *testing.T) {
 		task.ID = ""
 		res := p.Run(t.Context(), task)
 		var seen helperTask
-		if res.Status != worker.StatusOK || json.Unmarshal(res.Output, &seen) != nil || !strings.HasPrefix(seen.TaskID, "svc-unnamed-") {
+		if res.Status != model.StatusOK || json.Unmarshal(res.Output, &seen) != nil || !strings.HasPrefix(seen.TaskID, "svc-unnamed-") {
 			t.Errorf("Run(no id) = %s %s (%v); want ok, the task sent as svc-unnamed-N", res.Status, res.Output, res.Err)
 		}
 		if task.ID != "" {

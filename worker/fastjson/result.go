@@ -21,13 +21,13 @@ type Result struct {
 	Cache       []CacheWrite       `json:"cache"`
 }
 
-// Annotation is worker.Annotation (convertible to it).
+// Annotation is model.Annotation (convertible to it).
 type Annotation struct {
 	Kind    string          `json:"kind"`
 	Payload json.RawMessage `json:"payload"`
 }
 
-// CacheWrite is worker.CacheWrite (convertible to it).
+// CacheWrite is model.CacheWrite (convertible to it).
 type CacheWrite struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // atLeastOnce is the at-least-once committer: a message's results are
@@ -88,8 +88,8 @@ func (s atLeastOnce) memberFenced(err error) {
 // asynchronously, several in order on a goroutine of their own. A result
 // not run (notRun) leaves the message uncommitted, with no DLQ. The
 // messages its end admits start from finish: it returns none.
-func (s atLeastOnce) finished(j job, taskCtx context.Context, results []worker.TaskResult) []job {
-	var first [1]*worker.TaskResult // on the stack: the usual one result allocates nothing here
+func (s atLeastOnce) finished(j job, taskCtx context.Context, results []model.TaskResult) []job {
+	var first [1]*model.TaskResult // on the stack: the usual one result allocates nothing here
 	todo := first[:0]
 	unfinished := false
 	for i := range results {

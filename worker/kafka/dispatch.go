@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // Message workers: each started message runs on a goroutine, runs its
@@ -82,14 +82,14 @@ func (s *Source) run(j job) {
 // It returns the messages admitted meanwhile, held, for the caller to run.
 func (s *Source) process(j job) []job {
 	w := j.w
-	var results []worker.TaskResult
+	var results []model.TaskResult
 	taskCtx := s.app.TaskContext()
 	if w.arrangeErr != nil { // every task fails unrun (to the DLQ)
 		for i := range w.tasks {
-			results = append(results, worker.TaskResult{Task: &w.tasks[i], Status: worker.StatusFailed, Err: fmt.Errorf("arrange: %w", w.arrangeErr)})
+			results = append(results, model.TaskResult{Task: &w.tasks[i], Status: model.StatusFailed, Err: fmt.Errorf("arrange: %w", w.arrangeErr)})
 		}
 	} else {
-		results = s.app.RunTasks(taskCtx, worker.SourceKafka, w.tasks) // the message's own tasks: nothing else uses them
+		results = s.app.RunTasks(taskCtx, model.SourceKafka, w.tasks) // the message's own tasks: nothing else uses them
 	}
 	// The tasks ended: the task slot goes to the next message (the next
 	// of its key still waits until this one is finished).
@@ -112,8 +112,8 @@ func (s *Source) process(j job) []job {
 // past the drain deadline, or still waiting for an unavailable executor
 // when the drain began. Its message stays uncommitted (read again), with
 // no DLQ.
-func notRun(taskCtx context.Context, r *worker.TaskResult) bool {
-	return (taskCtx.Err() != nil && errors.Is(r.Err, context.Canceled)) || errors.Is(r.Err, worker.ErrExecutorUnavailable)
+func notRun(taskCtx context.Context, r *model.TaskResult) bool {
+	return (taskCtx.Err() != nil && errors.Is(r.Err, context.Canceled)) || errors.Is(r.Err, model.ErrExecutorUnavailable)
 }
 
 // pollWakeLocked reports whether a finished message should wake the poll

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 
@@ -37,7 +37,7 @@ func TestKafkaDLQUnconfigured(t *testing.T) {
 	}
 
 	for i := range 3 {
-		resp, err := w.App.HandleHTTP(t.Context(), &worker.HTTPRequest{ID: fmt.Sprint("r", i), Body: []byte(fmt.Sprintf("id=%d fail", i))})
+		resp, err := w.App.HandleHTTP(t.Context(), &model.HTTPRequest{ID: fmt.Sprint("r", i), Body: []byte(fmt.Sprintf("id=%d fail", i))})
 		if err != nil || resp.Status != http.StatusBadGateway {
 			t.Fatalf("HandleHTTP(failing body) = %+v, %v, want a 502 response", resp, err)
 		}
@@ -49,7 +49,7 @@ func TestKafkaDLQUnconfigured(t *testing.T) {
 		t.Errorf("%d dlq_unconfigured_drop warnings after 3 drops, want exactly 1", n)
 	}
 	// An ok request still reaches the sink.
-	if resp, err := w.App.HandleHTTP(t.Context(), &worker.HTTPRequest{ID: "ok", Body: []byte("id=7")}); err != nil || resp.Status != http.StatusOK {
+	if resp, err := w.App.HandleHTTP(t.Context(), &model.HTTPRequest{ID: "ok", Body: []byte("id=7")}); err != nil || resp.Status != http.StatusOK {
 		t.Fatalf("HandleHTTP(ok body) = %+v, %v", resp, err)
 	}
 	out, _ := ktCollect(t, addrs, addrs)

@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/event"
+	"svc/worker/model"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
@@ -225,7 +225,7 @@ func TestExactlyOnceSinkOutage(t *testing.T) {
 	aborted, delivered := 0, rec.count(event.TypeSinkDelivered)
 	rec.mu.Lock()
 	for _, e := range rec.events {
-		if e.Type == event.TypeAnnotation && e.Kind == worker.TransactionAbortedKind && strings.Contains(string(e.Payload), "POLICY_VIOLATION") {
+		if e.Type == event.TypeAnnotation && e.Kind == model.TransactionAbortedKind && strings.Contains(string(e.Payload), "POLICY_VIOLATION") {
 			aborted++
 		}
 	}

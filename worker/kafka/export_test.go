@@ -9,6 +9,7 @@ import (
 
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/sink"
 )
 
@@ -18,7 +19,7 @@ type Built struct {
 	App      *worker.App
 	Src      *Source // nil with the Kafka source off
 	Sinks    *sink.Set
-	Events   *worker.Events
+	Events   *model.Events
 	Registry *prometheus.Registry
 	// Run runs the worker under its lifecycle until ctx ends.
 	Run func(ctx context.Context) error

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -75,14 +75,14 @@ type flowControl struct {
 	parts        map[int32]partHold
 	onRelease    func() // called when the operator's pause ends (outside mu)
 	log          *slog.Logger
-	events       *worker.Events
+	events       *model.Events
 	pauseGauge   prometheus.Gauge
 	bpGauge      prometheus.Gauge
 	execGauge    prometheus.Gauge
 	now          func() time.Time
 }
 
-func newFlowControl(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger, events *worker.Events) *flowControl {
+func newFlowControl(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger, events *model.Events) *flowControl {
 	f := &flowControl{
 		enabled: cfg.UI.ConsumePause.Enabled, presets: cfg.UI.ConsumePause.DurationsSeconds, log: log, now: time.Now, events: events,
 		parts: map[int32]partHold{},

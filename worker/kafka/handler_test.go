@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"svc/worker"
+	"svc/worker/model"
 	"svc/worker/sink"
 	"svc/worker/workertest"
 
@@ -14,10 +14,10 @@ import (
 
 // ktHandler is a Kafka handler built from a function.
 type ktHandler struct {
-	arrange func(batch []worker.Message) ([]worker.Task, error)
+	arrange func(batch []model.Message) ([]model.Task, error)
 }
 
-func (h ktHandler) Arrange(batch []worker.Message) ([]worker.Task, error) { return h.arrange(batch) }
+func (h ktHandler) Arrange(batch []model.Message) ([]model.Task, error) { return h.arrange(batch) }
 
 // TestKafkaHandlerArrange covers library handlers: tasks may point at
 // their own copy of a message (the natural `for _, m := range batch`
@@ -29,13 +29,13 @@ func TestKafkaHandlerArrange(t *testing.T) {
 	addrs := c.ListenAddrs()
 	cfg := ktConfig(t, addrs, workertest.EchoScript(t))
 	cfg.Sources.Kafka.MaxPollRecords = 1 // one message per batch: only the bad one fails to arrange
-	h := ktHandler{arrange: func(batch []worker.Message) ([]worker.Task, error) {
-		var tasks []worker.Task
+	h := ktHandler{arrange: func(batch []model.Message) ([]model.Task, error) {
+		var tasks []model.Task
 		for _, m := range batch {
 			if bytes.Contains(m.Value, []byte("unarrangeable")) {
 				return nil, errors.New("cannot arrange this")
 			}
-			tasks = append(tasks, worker.Task{Msg: &m, Input: m.Value})
+			tasks = append(tasks, model.Task{Msg: &m, Input: m.Value})
 		}
 		return tasks, nil
 	}}
@@ -63,7 +63,7 @@ func TestKafkaHandlerArrange(t *testing.T) {
 			t.Errorf("DLQ %s = %q, want the arrange error", sink.HeaderDLQReason, reason)
 		}
 	}
-	if got := w.Metric("svc_arrange_errors_total", "source", worker.SourceKafka); got != 1 {
+	if got := w.Metric("svc_arrange_errors_total", "source", model.SourceKafka); got != 1 {
 		t.Errorf("svc_arrange_errors_total{source=kafka} = %v, want 1", got)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/sink"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
@@ -97,7 +98,7 @@ type ktWorker struct {
 	App    *worker.App
 	Src    *Source // nil when the Kafka source is off
 	Sinks  *sink.Set
-	Events *worker.Events
+	Events *model.Events
 	Reg    *prometheus.Registry
 	Logs   *workertest.Logs
 	built  Built

@@ -15,6 +15,7 @@ import (
 	"svc/worker/config"
 	"svc/worker/demo"
 	"svc/worker/event"
+	"svc/worker/model"
 	"svc/worker/sink"
 	"svc/worker/workertest"
 )
@@ -159,7 +160,7 @@ func checkModePipeline(t *testing.T, cfg *config.Config, failReason string) {
 		if kinds[id] == "fail" {
 			t.Errorf("failing message %d reached the sink", id)
 		}
-		if a.Source != worker.SourceKafka || string(r.Key) != fmt.Sprintf("k%d", id%keys) {
+		if a.Source != model.SourceKafka || string(r.Key) != fmt.Sprintf("k%d", id%keys) {
 			t.Errorf("sink record of %d: source %q key %q, want kafka and k%d", id, a.Source, r.Key, id%keys)
 		}
 		if tid, _ := ktHeader(r, sink.HeaderTaskID); tid != a.TaskID {
@@ -226,7 +227,7 @@ func checkModePipeline(t *testing.T, cfg *config.Config, failReason string) {
 	for _, r := range rec.tasks {
 		kind := "plain"
 		switch {
-		case r.Status == worker.StatusFailed:
+		case r.Status == model.StatusFailed:
 			kind = "fail"
 		case r.Attempts == 2:
 			kind = "tempfail"
@@ -250,9 +251,9 @@ func checkModePipeline(t *testing.T, cfg *config.Config, failReason string) {
 		attempts      int
 		stderr        string
 	}{
-		{"probe plain", worker.StatusOK, 1, ""},
-		{"probe tempfail", worker.StatusOK, 2, ""}, // stderr of the last attempt
-		{"probe fail", worker.StatusFailed, 2, "the message asked to fail"},
+		{"probe plain", model.StatusOK, 1, ""},
+		{"probe tempfail", model.StatusOK, 2, ""}, // stderr of the last attempt
+		{"probe fail", model.StatusFailed, 2, "the message asked to fail"},
 	} {
 		res, err := w.App.Probe(t.Context(), worker.ProbeRequest{Value: []byte(p.value)})
 		if err != nil || len(res) != 1 {
@@ -263,13 +264,13 @@ func checkModePipeline(t *testing.T, cfg *config.Config, failReason string) {
 			t.Errorf("Probe(%q) = status %s after %d attempts, stderr %q; want %s after %d, stderr with %q",
 				p.value, r.Status, r.Attempts, r.Stderr, p.status, p.attempts, p.stderr)
 		}
-		if p.status == worker.StatusOK && !strings.Contains(string(r.Output), strings.ToUpper(p.value)) {
+		if p.status == model.StatusOK && !strings.Contains(string(r.Output), strings.ToUpper(p.value)) {
 			t.Errorf("Probe(%q) output = %q, want the executor's answer", p.value, r.Output)
 		}
 		if len(r.Annotations) != 1 || r.Annotations[0].Kind != "demo.summary" {
 			t.Errorf("Probe(%q) annotations = %+v, want one demo.summary", p.value, r.Annotations)
 		}
-		wantCache := []worker.CacheWrite{{Key: "demo.last_task", Value: r.Task.ID, Scope: "cluster"}}
+		wantCache := []model.CacheWrite{{Key: "demo.last_task", Value: r.Task.ID, Scope: "cluster"}}
 		if !slices.Equal(r.CacheWrites, wantCache) {
 			t.Errorf("Probe(%q) cache writes = %+v, want %+v", p.value, r.CacheWrites, wantCache)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 	"svc/worker/sink"
 	"svc/worker/workertest"
 
@@ -88,7 +88,7 @@ func TestKafkaEndToEnd(t *testing.T) {
 			t.Errorf("sink key of %d = %q, want %q", id, r.Key, s.Key)
 		}
 		for h, want := range map[string]string{
-			sink.HeaderSource: worker.SourceKafka, sink.HeaderWorker: cfg.Worker.Name,
+			sink.HeaderSource: model.SourceKafka, sink.HeaderWorker: cfg.Worker.Name,
 			sink.HeaderSourcePartition: strconv.Itoa(int(s.Partition)), sink.HeaderSourceOffset: strconv.FormatInt(s.Offset, 10),
 		} {
 			if got, _ := ktHeader(r, h); got != want {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"svc/worker"
+	"svc/worker/model"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
@@ -45,24 +46,24 @@ printf 'out:%s' "$in"`)
 	sinkEnds, dlqEnds := ktEnds(t, adm, ktOut), ktEnds(t, adm, ktDLQ)
 
 	res, err := w.App.Probe(t.Context(), worker.ProbeRequest{Key: []byte("pk"), Value: []byte("id=999 probe"),
-		Headers: []worker.Header{{Key: "h", Value: []byte("v")}}, Labels: map[string]string{"tenant": "t1"}})
+		Headers: []model.Header{{Key: "h", Value: []byte("v")}}, Labels: map[string]string{"tenant": "t1"}})
 	if err != nil || len(res) != 1 {
 		t.Fatalf("Probe = %d results, %v; want 1 result", len(res), err)
 	}
 	r := res[0]
-	if r.Status != worker.StatusOK || string(r.Output) != "out:id=999 probe" || string(r.Stderr) != "probe stderr: id=999 probe\n" {
+	if r.Status != model.StatusOK || string(r.Output) != "out:id=999 probe" || string(r.Stderr) != "probe stderr: id=999 probe\n" {
 		t.Errorf("probe result = status %s output %q stderr %q, want ok, %q, %q", r.Status, r.Output, r.Stderr, "out:id=999 probe", "probe stderr: id=999 probe\n")
 	}
-	wantAnn := []workertest.Ann{{Kind: "k", Payload: map[string]any{"len": 12.0, "source": worker.SourceProbe, "tenant": "t1"}}}
+	wantAnn := []workertest.Ann{{Kind: "k", Payload: map[string]any{"len": 12.0, "source": model.SourceProbe, "tenant": "t1"}}}
 	if got := []workertest.Ann{}; len(r.Annotations) != 1 || !reflect.DeepEqual(append(got, workertest.Ann{Kind: r.Annotations[0].Kind, Payload: r.Annotations[0].Fields()}), wantAnn) {
 		t.Errorf("probe annotations = %+v, want %+v", r.Annotations, wantAnn)
 	}
-	if r.Task == nil || r.Task.Msg == nil || r.Task.Msg.Source != worker.SourceProbe || string(r.Task.Msg.Key) != "pk" {
+	if r.Task == nil || r.Task.Msg == nil || r.Task.Msg.Source != model.SourceProbe || string(r.Task.Msg.Key) != "pk" {
 		t.Errorf("probe task message = %+v, want source probe and key pk", r.Task)
 	}
 
 	res, err = w.App.Probe(t.Context(), worker.ProbeRequest{Value: []byte("id=998 fail")})
-	if err != nil || len(res) != 1 || res[0].Status != worker.StatusFailed || res[0].Attempts != cfg.Handler.MaxAttempts {
+	if err != nil || len(res) != 1 || res[0].Status != model.StatusFailed || res[0].Attempts != cfg.Handler.MaxAttempts {
 		t.Errorf("failing probe = %+v, %v; want one failed result after %d attempts", res, err, cfg.Handler.MaxAttempts)
 	}
 
@@ -84,7 +85,7 @@ printf 'out:%s' "$in"`)
 	for i := range worker.ProbeQueueSize {
 		wg.Go(func() {
 			res, err := w.App.Probe(t.Context(), worker.ProbeRequest{Value: fmt.Appendf(nil, "id=%d slow", 500+i)})
-			if err == nil && (len(res) != 1 || res[0].Status != worker.StatusOK) {
+			if err == nil && (len(res) != 1 || res[0].Status != model.StatusOK) {
 				err = fmt.Errorf("slow probe %d = %+v", i, res)
 			}
 			errs <- err

@@ -14,6 +14,7 @@ import (
 	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/kconn"
+	"svc/worker/model"
 	"svc/worker/sink"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,11 +77,11 @@ type Source struct {
 
 // msgWork is one polled message and its arranged tasks.
 type msgWork struct {
-	msg         *worker.Message
+	msg         *model.Message
 	epoch       int32
 	size        int64 // key + value bytes, for the waiting-bytes caps
 	resultBytes int64 // its results' bytes, for the delivering cap
-	tasks       []worker.Task
+	tasks       []model.Task
 	part        *partState
 	arrangeErr  error // Arrange failed: the tasks go to the DLQ unrun
 	started     bool
@@ -98,7 +99,7 @@ type committer interface {
 	pollWait() time.Duration        // bounds one wait of the poll loop
 	// finished sees to the results of j's message, whose tasks ended; it
 	// returns the messages admitted meanwhile, held.
-	finished(j job, taskCtx context.Context, results []worker.TaskResult) []job
+	finished(j job, taskCtx context.Context, results []model.TaskResult) []job
 	last(ctx context.Context) // commits what finished, at shutdown
 	onRevoked(ctx context.Context, ps []int32)
 	onLost(ps []int32)
@@ -356,7 +357,7 @@ func (s *Source) waitRoom(ctx context.Context) int {
 func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 	n := fetches.NumRecords()
 	s.m.polled.Add(float64(n))
-	batch := make([]worker.Message, 0, n)
+	batch := make([]model.Message, 0, n)
 	epochs := make([]int32, 0, n)
 	fetches.EachRecord(func(r *kgo.Record) {
 		batch = append(batch, copyRecord(r))
@@ -367,7 +368,7 @@ func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 		s.log.Error("arrange_failed", "error", arrangeErr.Error(), "records", n)
 		tasks = nil
 		for i := range batch {
-			tasks = append(tasks, worker.Task{ID: s.app.IDs().Next(), Msg: &batch[i], Input: batch[i].Value})
+			tasks = append(tasks, model.Task{ID: s.app.IDs().Next(), Msg: &batch[i], Input: batch[i].Value})
 		}
 	}
 	// Tasks are matched to messages by partition and offset: a handler may
@@ -376,7 +377,7 @@ func (s *Source) dispatch(ctx context.Context, fetches kgo.Fetches) {
 		partition int32
 		offset    int64
 	}
-	byMsg := make(map[msgAt][]worker.Task, n)
+	byMsg := make(map[msgAt][]model.Task, n)
 	for _, t := range tasks {
 		if t.Msg == nil {
 			s.log.Error("arrange_task_without_message", "task_id", t.ID)
@@ -426,7 +427,7 @@ func (s *Source) Resume() (PauseState, error) { return s.flow.Resume() }
 // and headers (one allocation): a record's bytes point into its whole
 // decompressed batch, which a waiting message would otherwise pin. Nil
 // stays nil.
-func copyRecord(r *kgo.Record) worker.Message {
+func copyRecord(r *kgo.Record) model.Message {
 	n := len(r.Key) + len(r.Value)
 	for _, h := range r.Headers {
 		n += len(h.Value)
@@ -440,12 +441,12 @@ func copyRecord(r *kgo.Record) worker.Message {
 		buf = append(buf, b...)
 		return buf[at:len(buf):len(buf)]
 	}
-	m := worker.Message{Source: worker.SourceKafka, Alias: "source", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+	m := model.Message{Source: model.SourceKafka, Alias: "source", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		Key: take(r.Key), Value: take(r.Value), Timestamp: r.Timestamp}
 	if len(r.Headers) > 0 {
-		m.Headers = make([]worker.Header, len(r.Headers))
+		m.Headers = make([]model.Header, len(r.Headers))
 		for i, h := range r.Headers {
-			m.Headers[i] = worker.Header{Key: strings.Clone(h.Key), Value: take(h.Value)}
+			m.Headers[i] = model.Header{Key: strings.Clone(h.Key), Value: take(h.Value)}
 		}
 	}
 	return m

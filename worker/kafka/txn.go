@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"svc/worker"
+	"svc/worker/model"
 	"svc/worker/sink"
 )
 
@@ -98,7 +98,7 @@ func (s *transactions) onLost(ps []int32) {
 // and finishes its offset. A message not run (notRun) or whose results
 // could not be staged stays unfinished (read again); one whose partition
 // left meanwhile has its results dropped.
-func (s *transactions) finished(j job, taskCtx context.Context, results []worker.TaskResult) []job {
+func (s *transactions) finished(j job, taskCtx context.Context, results []model.TaskResult) []job {
 	defer j.done()
 	unfinished := false
 	for i := range results {

@@ -21,6 +21,7 @@ import (
 	"svc/worker"
 	"svc/worker/config"
 	"svc/worker/kconn"
+	"svc/worker/model"
 )
 
 // MaxRecords caps the records of one redrive call.
@@ -121,7 +122,7 @@ type Reader interface {
 
 // Prober runs a message through the live handler; worker.App implements it.
 type Prober interface {
-	Probe(ctx context.Context, req worker.ProbeRequest) ([]worker.TaskResult, error)
+	Probe(ctx context.Context, req worker.ProbeRequest) ([]model.TaskResult, error)
 }
 
 // Redriver runs redrive calls; safe for concurrent use.
@@ -306,7 +307,7 @@ func onePartition(at []At) *int32 {
 func (r *Redriver) probe(ctx context.Context, rec *kgo.Record, line *Line, sum *Summary) {
 	pr := worker.ProbeRequest{Key: rec.Key, Value: rec.Value}
 	for _, h := range original(rec.Headers) {
-		pr.Headers = append(pr.Headers, worker.Header{Key: h.Key, Value: h.Value})
+		pr.Headers = append(pr.Headers, model.Header{Key: h.Key, Value: h.Value})
 	}
 	results, err := r.prober.Probe(ctx, pr)
 	if err != nil {
@@ -320,7 +321,7 @@ func (r *Redriver) probe(ctx context.Context, rec *kgo.Record, line *Line, sum *
 		if res.Err != nil {
 			t.Error = res.Err.Error()
 		}
-		if res.Status != worker.StatusOK {
+		if res.Status != model.StatusOK {
 			line.Outcome = WouldFail
 		}
 		line.Tasks = append(line.Tasks, t)

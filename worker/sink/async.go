@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // DeliverAsync delivers res as Deliver does without holding its caller:
@@ -17,8 +17,8 @@ import (
 // (no goroutine waits per result); everything else goes the synchronous
 // way on a goroutine of its own. Slow produces count as in Deliver (seen
 // by a sweep); when ctx ends, done gets ctx.Err() at once.
-func (ss *Set) DeliverAsync(ctx context.Context, res *worker.TaskResult, done func(error)) {
-	if res.Status == worker.StatusOK && ctx.Err() == nil {
+func (ss *Set) DeliverAsync(ctx context.Context, res *model.TaskResult, done func(error)) {
+	if res.Status == model.StatusOK && ctx.Err() == nil {
 		if targets := ss.targets(res); len(targets) == 1 && targets[0].limit.ready() {
 			var buf [1]sinkRecord
 			recs, large, err := ss.records(ctx, res, targets, buf[:0])
@@ -35,7 +35,7 @@ type asyncProduce struct {
 	ss   *Set
 	s    *kafkaSink
 	ctx  context.Context
-	res  *worker.TaskResult
+	res  *model.TaskResult
 	done func(error)
 
 	at    time.Time    // when it was produced
@@ -47,7 +47,7 @@ type asyncProduce struct {
 
 // produceAsync produces res's record r, or returns false (nothing sent)
 // when the breaker does not let a call out now.
-func (ss *Set) produceAsync(ctx context.Context, r sinkRecord, res *worker.TaskResult, done func(error)) bool {
+func (ss *Set) produceAsync(ctx context.Context, r sinkRecord, res *model.TaskResult, done func(error)) bool {
 	s := r.s
 	if !s.breaker.TryAcquire() {
 		return false

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
@@ -36,7 +36,7 @@ func asyncSet(t *testing.T, addrs []string, timeout time.Duration) *Set {
 }
 
 // deliverAsync calls DeliverAsync and returns the channel done sends to.
-func deliverAsync(ctx context.Context, ss *Set, res *worker.TaskResult) <-chan error {
+func deliverAsync(ctx context.Context, ss *Set, res *model.TaskResult) <-chan error {
 	ch := make(chan error, 2) // 2: a second call of done would be seen
 	ss.DeliverAsync(ctx, res, func(err error) { ch <- err })
 	return ch
@@ -67,7 +67,7 @@ func TestDeliverAsyncDelivers(t *testing.T) {
 	if err := doneWithin(t, ch, 10*time.Second, "ok result"); err != nil {
 		t.Fatalf("done(%v), want nil", err)
 	}
-	failed := &worker.TaskResult{Task: &worker.Task{ID: "t-2"}, Status: worker.StatusFailed, Err: errors.New("exit status 3"), Output: []byte("bad")}
+	failed := &model.TaskResult{Task: &model.Task{ID: "t-2"}, Status: model.StatusFailed, Err: errors.New("exit status 3"), Output: []byte("bad")}
 	if err := doneWithin(t, deliverAsync(ctx, ss, failed), 10*time.Second, "failed result"); err != nil {
 		t.Fatalf("failed result: done(%v), want nil (sent to the DLQ)", err)
 	}

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -39,10 +39,10 @@ type DLQ struct {
 	log     *slog.Logger
 	m       *sinkMetrics
 	warn    sync.Once
-	events  *worker.Events
+	events  *model.Events
 }
 
-func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *worker.Events, log *slog.Logger) (*DLQ, error) {
+func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *model.Events, log *slog.Logger) (*DLQ, error) {
 	d := &DLQ{
 		topic: cfg.DLQTopic(), codec: cfg.DLQ.Compression, worker: cfg.Worker.Name, stall: cfg.DLQ.OnSendFailure == "stall",
 		timeout: cfg.DLQ.SendTimeout.D(), log: log, m: m, events: events,
@@ -61,9 +61,9 @@ func newDLQ(stop context.Context, cfg *config.Config, m *sinkMetrics, events *wo
 
 // Send writes the failed task's original message to the DLQ, cut to fit
 // its topic. It returns nil when the record is acknowledged, dropped by
-// policy or no DLQ exists, and worker.ErrDeliveryStalled when it failed
+// policy or no DLQ exists, and model.ErrDeliveryStalled when it failed
 // under the stall policy.
-func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
+func (d *DLQ) Send(ctx context.Context, res *model.TaskResult) error {
 	reason := dlqReason(res)
 	note := func(outcome string) { d.events.DeadLettered(res, outcome, reason, nil) }
 	if d.cl == nil {
@@ -89,7 +89,7 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 	if d.stall {
 		note("failed_stall")
 		d.log.Error("dlq_send_failed_stall", attrs...)
-		return worker.ErrDeliveryStalled
+		return model.ErrDeliveryStalled
 	}
 	note("failed_drop")
 	d.log.Error("dlq_send_failed_drop", attrs...)
@@ -98,7 +98,7 @@ func (d *DLQ) Send(ctx context.Context, res *worker.TaskResult) error {
 
 // sent counts and records res's DLQ record, acknowledged at at (Send) or
 // committed (Stage), and logs a cut.
-func (d *DLQ) sent(res *worker.TaskResult, at worker.DLQRecordAt, cut *dlqCut) {
+func (d *DLQ) sent(res *model.TaskResult, at model.DLQRecordAt, cut *dlqCut) {
 	d.m.dlq.WithLabelValues("sent").Inc()
 	d.events.DeadLettered(res, "sent", dlqReason(res), &at)
 	if cut == nil {
@@ -113,7 +113,7 @@ func (d *DLQ) sent(res *worker.TaskResult, at worker.DLQRecordAt, cut *dlqCut) {
 }
 
 // msgAttrs are the partition and offset of res's message, for logs.
-func msgAttrs(res *worker.TaskResult) []any {
+func msgAttrs(res *model.TaskResult) []any {
 	if m := res.Task.Msg; m != nil {
 		return []any{"partition", m.Partition, "offset", m.Offset}
 	}
@@ -132,7 +132,7 @@ type dlqCut struct {
 // limit the brokers tell now and sent alone; refused even then, once more
 // with its value, key and original headers dropped. at is where the
 // record landed; cut is nil when nothing was cut.
-func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQRecordAt, cut *dlqCut, err error) {
+func (d *DLQ) write(ctx context.Context, res *model.TaskResult) (at model.DLQRecordAt, cut *dlqCut, err error) {
 	rec, cut, err := d.build(ctx, res)
 	if err != nil {
 		return at, nil, fmt.Errorf("no answer about the DLQ topic's max.message.bytes within dlq.send_timeout %s: %w", d.timeout, err)
@@ -159,14 +159,14 @@ func (d *DLQ) write(ctx context.Context, res *worker.TaskResult) (at worker.DLQR
 		err = d.produceAlone(ctx, rec)
 	}
 	if err == nil {
-		at = worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}
+		at = model.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}
 	}
 	return at, cut, err
 }
 
 // build makes res's DLQ record, cut to the DLQ topic's limit, for Send
 // and Stage alike. err is ctx's, when it ended first.
-func (d *DLQ) build(ctx context.Context, res *worker.TaskResult) (*kgo.Record, *dlqCut, error) {
+func (d *DLQ) build(ctx context.Context, res *model.TaskResult) (*kgo.Record, *dlqCut, error) {
 	if err := d.limit.wait(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -183,7 +183,7 @@ func (d *DLQ) build(ctx context.Context, res *worker.TaskResult) (*kgo.Record, *
 }
 
 // dlqReason is res's svc-dlq-reason: its error, else its status.
-func dlqReason(res *worker.TaskResult) string {
+func dlqReason(res *model.TaskResult) string {
 	if res.Err != nil {
 		return res.Err.Error()
 	}
@@ -212,7 +212,7 @@ func (d *DLQ) produceOn(ctx context.Context, cl *kgo.Client, rec *kgo.Record) er
 
 // originalHeaders is how many headers at the front of res's DLQ record are
 // the message's own.
-func originalHeaders(res *worker.TaskResult) int {
+func originalHeaders(res *model.TaskResult) int {
 	if m := res.Task.Msg; m != nil {
 		return len(m.Headers)
 	}
@@ -255,7 +255,7 @@ func fit(rec *kgo.Record, nOrig, limit int) int {
 	return len(orig)
 }
 
-func (d *DLQ) record(res *worker.TaskResult) *kgo.Record {
+func (d *DLQ) record(res *model.TaskResult) *kgo.Record {
 	rec := &kgo.Record{Topic: d.topic}
 	reason := dlqReason(res)
 	var partition, offset string
@@ -264,7 +264,7 @@ func (d *DLQ) record(res *worker.TaskResult) *kgo.Record {
 		for _, h := range m.Headers {
 			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 		}
-		if m.Source == worker.SourceKafka {
+		if m.Source == model.SourceKafka {
 			partition, offset = strconv.Itoa(int(m.Partition)), strconv.FormatInt(m.Offset, 10)
 		}
 	} else {

@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
@@ -88,9 +88,9 @@ func limitTestSet(t testing.TB, c *kfake.Cluster, logs *workertest.Logs, adjust 
 }
 
 // okResult is an ok HTTP task result with an output of n bytes.
-func okResult(id string, n int) *worker.TaskResult {
-	msg := &worker.Message{Source: worker.SourceHTTP, Value: []byte("in-" + id)}
-	return &worker.TaskResult{Task: &worker.Task{ID: id, Msg: msg}, Status: worker.StatusOK, Output: bytes.Repeat([]byte("o"), n)}
+func okResult(id string, n int) *model.TaskResult {
+	msg := &model.Message{Source: model.SourceHTTP, Value: []byte("in-" + id)}
+	return &model.TaskResult{Task: &model.Task{ID: id, Msg: msg}, Status: model.StatusOK, Output: bytes.Repeat([]byte("o"), n)}
 }
 
 // readTopic reads n records of partition 0 of topic on c.
@@ -232,10 +232,10 @@ func workertestClient(t *testing.T, c *kfake.Cluster) *kgo.Client {
 
 // failedResult is a failed Kafka task result whose message has a value of
 // n bytes, a key and one header of its own.
-func failedResult(id string, n int) *worker.TaskResult {
-	msg := &worker.Message{Source: worker.SourceKafka, Partition: 0, Offset: 7, Key: []byte("key-" + id),
-		Value: bytes.Repeat([]byte("i"), n), Headers: []worker.Header{{Key: "trace", Value: []byte("abc")}}}
-	return &worker.TaskResult{Task: &worker.Task{ID: id, Msg: msg}, Status: worker.StatusFailed, Err: errors.New("exit 1"), Attempts: 2}
+func failedResult(id string, n int) *model.TaskResult {
+	msg := &model.Message{Source: model.SourceKafka, Partition: 0, Offset: 7, Key: []byte("key-" + id),
+		Value: bytes.Repeat([]byte("i"), n), Headers: []model.Header{{Key: "trace", Value: []byte("abc")}}}
+	return &model.TaskResult{Task: &model.Task{ID: id, Msg: msg}, Status: model.StatusFailed, Err: errors.New("exit 1"), Attempts: 2}
 }
 
 // TestFit: a DLQ record over its limit loses the end of its value first
@@ -288,7 +288,7 @@ func TestDLQCutsToTheTopicLimit(t *testing.T) {
 	}
 	// random40k is a failed result whose 40 KB value no codec shrinks
 	// (the broker counts compressed batches).
-	random40k := func(id string) *worker.TaskResult {
+	random40k := func(id string) *model.TaskResult {
 		res := failedResult(id, 0)
 		res.Task.Msg.Value = make([]byte, 40_000)
 		_, _ = rand.Read(res.Task.Msg.Value)

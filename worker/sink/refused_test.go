@@ -16,15 +16,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
 
 // randomResult is an ok HTTP task result whose output is n random bytes:
 // no codec shrinks its batches below what the broker refuses.
-func randomResult(id string, n int) *worker.TaskResult {
+func randomResult(id string, n int) *model.TaskResult {
 	res := okResult(id, 0)
 	res.Output = make([]byte, n)
 	_, _ = rand.Read(res.Output)
@@ -92,8 +92,8 @@ func taskIDs(recs []*kgo.Record) (ids map[string]int, smallReasons []string) {
 
 // mix is small results of about 190 bytes (RecordSize) and large ones of
 // bigBytes, interleaved: small-0, small-1, big-0, small-2, ...
-func mix(small, big, bigBytes int) []*worker.TaskResult {
-	var out []*worker.TaskResult
+func mix(small, big, bigBytes int) []*model.TaskResult {
+	var out []*model.TaskResult
 	for i, j := 0, 0; i < small || j < big; {
 		if i < small {
 			out = append(out, randomResult(fmt.Sprintf("small-%d", i), 100))
@@ -110,7 +110,7 @@ func mix(small, big, bigBytes int) []*worker.TaskResult {
 // deliverAll delivers results at once, all under way together (so the
 // producer batches small results with large ones), by Deliver or by
 // DeliverAsync, and fails the test on an error.
-func deliverAll(t *testing.T, ss *Set, async bool, results []*worker.TaskResult) {
+func deliverAll(t *testing.T, ss *Set, async bool, results []*model.TaskResult) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(results))
@@ -168,7 +168,7 @@ func TestRefusedBatchSmallResultsDelivered(t *testing.T) {
 					cfg.Sinks.Kafka[0].ClientConfig = map[string]string{"metadata.max.age.ms": "500", "linger.ms": "20"}
 				})
 				s := ss.byName["out"]
-				deliverAll(t, ss, async, []*worker.TaskResult{randomResult("first", 100)}) // the limit is resolved
+				deliverAll(t, ss, async, []*model.TaskResult{randomResult("first", 100)}) // the limit is resolved
 				if tc.topicLimit > 0 {
 					setTopicLimit(t, c, "out", tc.topicLimit)
 				}
@@ -314,7 +314,7 @@ func TestStagedRefusedBatch(t *testing.T) {
 			}
 			newSession()
 			defer func() { session.Close() }()
-			if n, _ := stagedTransaction(t, ss, session, []*worker.TaskResult{randomResult("first", 100)}); n != 0 {
+			if n, _ := stagedTransaction(t, ss, session, []*model.TaskResult{randomResult("first", 100)}); n != 0 {
 				t.Fatalf("first transaction: %d records refused", n)
 			}
 			if tc.deniedDescr {
@@ -366,7 +366,7 @@ func TestStagedRefusedBatch(t *testing.T) {
 // on cl, as the Kafka source does: Failed and an abort when a record is
 // refused, else a commit and Committed. It returns the refused records'
 // count and Failed's answer.
-func stagedTransaction(t *testing.T, ss *Set, cl *kgo.Client, results []*worker.TaskResult) (refused int, renew bool) {
+func stagedTransaction(t *testing.T, ss *Set, cl *kgo.Client, results []*model.TaskResult) (refused int, renew bool) {
 	t.Helper()
 	var sts []*Staged
 	for _, res := range results {

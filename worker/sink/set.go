@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 )
 
 // Set delivers results to the named sinks and failures to the DLQ; it is
@@ -26,7 +26,7 @@ type Set struct {
 	dlq     *DLQ
 	log     *slog.Logger
 	m       *sinkMetrics
-	events  *worker.Events
+	events  *model.Events
 	stop    context.CancelFunc // ends stopCtx: the topic limit lookups and the sweep
 	stopCtx context.Context
 	closed  sync.Once
@@ -38,12 +38,12 @@ type Set struct {
 	watched context.Context
 }
 
-var _ worker.Deliverer = (*Set)(nil)
+var _ model.Deliverer = (*Set)(nil)
 
 // New builds a producer and a breaker per [[sinks.kafka]] entry, and the
 // DLQ's when one exists; no broker is contacted until the first delivery.
 // events may be nil.
-func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, log *slog.Logger) (*Set, error) {
+func New(cfg *config.Config, reg prometheus.Registerer, events *model.Events, log *slog.Logger) (*Set, error) {
 	stop, cancel := context.WithCancel(context.Background())
 	ss := &Set{name: cfg.Worker.Name, byName: map[string]*kafkaSink{}, log: log, m: newSinkMetrics(reg), events: events, stop: cancel, stopCtx: stop}
 	for i, sc := range cfg.Sinks.Kafka {
@@ -79,16 +79,16 @@ func New(cfg *config.Config, reg prometheus.Registerer, events *worker.Events, l
 // Deliver sends an ok result to its sinks (every sink, or the task's named
 // ones) and a failed one to the DLQ; an ok result too large for some sink
 // goes to the DLQ too, once the others have it. It returns nil once the
-// result is out, worker.ErrDeliveryStalled (dlq.on_send_failure = "stall"),
+// result is out, model.ErrDeliveryStalled (dlq.on_send_failure = "stall"),
 // or ctx.Err().
-func (ss *Set) Deliver(ctx context.Context, res *worker.TaskResult) error {
+func (ss *Set) Deliver(ctx context.Context, res *model.TaskResult) error {
 	return ss.deliver(ctx, res, nil, nil)
 }
 
 // deliver is Deliver; refused, when not nil, is a broker's refusal of
 // res's record for the sink to (DeliverAsync's fast path).
-func (ss *Set) deliver(ctx context.Context, res *worker.TaskResult, to *kafkaSink, refused *refusal) error {
-	if res.Status != worker.StatusOK {
+func (ss *Set) deliver(ctx context.Context, res *model.TaskResult, to *kafkaSink, refused *refusal) error {
+	if res.Status != model.StatusOK {
 		return ss.dlq.Send(ctx, res)
 	}
 	var buf [1]sinkRecord // on the stack: one sink's record allocates nothing here
@@ -146,7 +146,7 @@ type sinkRecord struct {
 // records appends the records of ok result res for targets to recs, the
 // one step of every delivery path; one over its topic's limit is a
 // *TooLargeError in large instead. err is ctx's, when it ended first.
-func (ss *Set) records(ctx context.Context, res *worker.TaskResult, targets []*kafkaSink, recs []sinkRecord) ([]sinkRecord, []*TooLargeError, error) {
+func (ss *Set) records(ctx context.Context, res *model.TaskResult, targets []*kafkaSink, recs []sinkRecord) ([]sinkRecord, []*TooLargeError, error) {
 	for _, s := range targets {
 		s.limit.ready() // every lookup under way at once
 	}
@@ -172,22 +172,22 @@ func (ss *Set) records(ctx context.Context, res *worker.TaskResult, targets []*k
 
 // tooLargeFailure is ok result res as the failure its message goes to
 // the DLQ with: the reason names each sink it is too large for, sorted.
-func tooLargeFailure(res *worker.TaskResult, large []*TooLargeError) *worker.TaskResult {
+func tooLargeFailure(res *model.TaskResult, large []*TooLargeError) *model.TaskResult {
 	reasons := make([]string, len(large))
 	for i, tl := range large {
 		reasons[i] = tl.Error()
 	}
 	slices.Sort(reasons)
 	failed := *res
-	failed.Status, failed.Err = worker.StatusFailed, errors.New(strings.Join(reasons, "; "))
+	failed.Status, failed.Err = model.StatusFailed, errors.New(strings.Join(reasons, "; "))
 	return &failed
 }
 
 // tooLarge counts and logs a result too large for a sink's topic.
-func (ss *Set) tooLarge(res *worker.TaskResult, tl *TooLargeError) {
+func (ss *Set) tooLarge(res *model.TaskResult, tl *TooLargeError) {
 	ss.m.tooLarge.WithLabelValues(tl.Sink).Inc()
 	attrs := []any{"sink", tl.Sink, "topic", ss.byName[tl.Sink].topic, "task_id", res.Task.ID, "bytes", tl.Size, "limit", tl.Limit}
-	if m := res.Task.Msg; m != nil && m.Source == worker.SourceKafka {
+	if m := res.Task.Msg; m != nil && m.Source == model.SourceKafka {
 		attrs = append(attrs, "partition", m.Partition, "offset", m.Offset)
 	}
 	if tl.Err != nil {

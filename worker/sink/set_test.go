@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
@@ -92,9 +92,9 @@ func TestClientConfigWins(t *testing.T) {
 // input's own headers only with forward_headers, never its svc-* ones.
 func TestRecordHeaders(t *testing.T) {
 	t.Parallel()
-	msg := &worker.Message{Source: worker.SourceKafka, Partition: 3, Offset: 9, Key: []byte("k"), Value: []byte("v"),
-		Headers: []worker.Header{{Key: "trace", Value: []byte("abc")}, {Key: "svc-dlq-reason", Value: []byte("old")}}}
-	res := &worker.TaskResult{Task: &worker.Task{ID: "t-7", Msg: msg}, Status: worker.StatusFailed, Output: []byte("out")}
+	msg := &model.Message{Source: model.SourceKafka, Partition: 3, Offset: 9, Key: []byte("k"), Value: []byte("v"),
+		Headers: []model.Header{{Key: "trace", Value: []byte("abc")}, {Key: "svc-dlq-reason", Value: []byte("old")}}}
+	res := &model.TaskResult{Task: &model.Task{ID: "t-7", Msg: msg}, Status: model.StatusFailed, Output: []byte("out")}
 	headers := func(r *kgo.Record) map[string]string {
 		m := map[string]string{}
 		for _, h := range r.Headers {
@@ -115,9 +115,9 @@ func TestRecordHeaders(t *testing.T) {
 	}
 	// Every svc- header and label of a Kafka result, each value its own
 	// (they share one buffer).
-	ok := &worker.TaskResult{Task: &worker.Task{ID: "task-42", Msg: msg}, Status: worker.StatusOK, Output: []byte("o"),
+	ok := &model.TaskResult{Task: &model.Task{ID: "task-42", Msg: msg}, Status: model.StatusOK, Output: []byte("o"),
 		Labels: map[string]string{"tenant": "acme", "region": "eu-west"}}
-	msg.Source = worker.SourceKafka
+	msg.Source = model.SourceKafka
 	rec := resultRecord("out", "worker-a", false, ok)
 	want := map[string]string{HeaderTaskID: "task-42", HeaderWorker: "worker-a", HeaderSource: "kafka",
 		HeaderSourcePartition: "3", HeaderSourceOffset: "9", "svc-label-tenant": "acme", "svc-label-region": "eu-west"}

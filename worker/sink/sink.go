@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"svc/worker"
 	"svc/worker/config"
+	"svc/worker/model"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -289,14 +289,14 @@ var produceWaits = sync.Pool{New: func() any {
 // resultRecord builds a sink record for one task result: the output as
 // value, the message key, svc-* and svc-label-* headers, and with forward
 // the input message's own headers first (its svc-* ones excepted).
-func resultRecord(topic, workerName string, forward bool, res *worker.TaskResult) *kgo.Record {
+func resultRecord(topic, workerName string, forward bool, res *model.TaskResult) *kgo.Record {
 	// The record and its svc- headers in one allocation, every header
 	// value in a second (BenchmarkDeliver).
 	rb := &resultRecordBuf{}
 	rec := &rb.rec
 	rec.Topic, rec.Value = topic, res.Output
 	t, m := res.Task, res.Task.Msg
-	var own []worker.Header // the message's headers to forward
+	var own []model.Header // the message's headers to forward
 	size := len(t.ID) + len(workerName) + 2*20
 	if m != nil {
 		size += len(m.Source)
@@ -324,7 +324,7 @@ func resultRecord(topic, workerName string, forward bool, res *worker.TaskResult
 		rec.Key = m.Key
 		h.buf = append(h.buf, m.Source...)
 		h.put(HeaderSource)
-		if m.Source == worker.SourceKafka {
+		if m.Source == model.SourceKafka {
 			h.buf = strconv.AppendInt(h.buf, int64(m.Partition), 10)
 			h.put(HeaderSourcePartition)
 			h.buf = strconv.AppendInt(h.buf, m.Offset, 10)
@@ -333,7 +333,7 @@ func resultRecord(topic, workerName string, forward bool, res *worker.TaskResult
 	}
 	for k, v := range res.Labels {
 		h.buf = append(h.buf, v...)
-		h.put(worker.LabelHeaderPrefix + k)
+		h.put(model.LabelHeaderPrefix + k)
 	}
 	rec.Headers = h.hdr
 	return rec

@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/worker"
+	"svc/worker/model"
 )
 
 // Staged is one task result's records for a Kafka transaction
@@ -21,8 +21,8 @@ type Staged struct {
 	Records []*kgo.Record
 	Bytes   int64
 	to      []*kafkaSink // the sink of each record; nil for the DLQ record
-	res     *worker.TaskResult
-	dlq     *worker.TaskResult // the result the DLQ record stands for, if any
+	res     *model.TaskResult
+	dlq     *model.TaskResult // the result the DLQ record stands for, if any
 	cut     *dlqCut
 	large   []*TooLargeError // sinks the result was too large for
 }
@@ -30,9 +30,9 @@ type Staged struct {
 // Stage builds res's records for a transaction, waiting only for the first
 // lookup of a topic's limit; it fails when no DLQ exists for a failed
 // result (exactly-once always has one: the source's <topic>_dlq).
-func (ss *Set) Stage(ctx context.Context, res *worker.TaskResult) (*Staged, error) {
+func (ss *Set) Stage(ctx context.Context, res *model.TaskResult) (*Staged, error) {
 	st := &Staged{res: res}
-	if res.Status != worker.StatusOK {
+	if res.Status != model.StatusOK {
 		return st, ss.stageDLQ(ctx, st, res)
 	}
 	recs, large, err := ss.records(ctx, res, ss.targets(res), nil)
@@ -55,7 +55,7 @@ func (st *Staged) add(rec *kgo.Record, s *kafkaSink) {
 }
 
 // stageDLQ adds res's DLQ record, cut to the DLQ topic's limit.
-func (ss *Set) stageDLQ(ctx context.Context, st *Staged, res *worker.TaskResult) error {
+func (ss *Set) stageDLQ(ctx context.Context, st *Staged, res *model.TaskResult) error {
 	if ss.dlq.cl == nil {
 		return errors.New("no DLQ: exactly-once needs one (dlq.topic or the source's <topic>_dlq)")
 	}
@@ -70,7 +70,7 @@ func (ss *Set) stageDLQ(ctx context.Context, st *Staged, res *worker.TaskResult)
 
 // TargetCount is how many sinks an ok result goes to (unknown names not
 // counted, and not logged: Deliver logs them).
-func (ss *Set) TargetCount(res *worker.TaskResult) int {
+func (ss *Set) TargetCount(res *model.TaskResult) int {
 	names := res.Task.Sinks
 	if names == nil {
 		return len(ss.sinks)
@@ -86,7 +86,7 @@ func (ss *Set) TargetCount(res *worker.TaskResult) int {
 
 // targets are the sinks an ok result goes to: every sink, or the task's
 // named ones (unknown names are logged and skipped).
-func (ss *Set) targets(res *worker.TaskResult) []*kafkaSink {
+func (ss *Set) targets(res *model.TaskResult) []*kafkaSink {
 	names := res.Task.Sinks
 	if names == nil {
 		return ss.sinks
@@ -108,7 +108,7 @@ func (ss *Set) Committed(st *Staged) {
 	for i, rec := range st.Records {
 		s := st.to[i]
 		if s == nil {
-			ss.dlq.sent(st.dlq, worker.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}, st.cut)
+			ss.dlq.sent(st.dlq, model.DLQRecordAt{Partition: rec.Partition, Offset: rec.Offset}, st.cut)
 			continue
 		}
 		s.delivered.Inc()
@@ -234,7 +234,7 @@ func (ss *Set) relimit(lim *topicLimit, fails []Failure, perPartition map[topicP
 }
 
 // Aborted marks the tasks of sts, whose records will never commit, in
-// the flight recorder (worker.TransactionAbortedKind).
+// the flight recorder (model.TransactionAbortedKind).
 func (ss *Set) Aborted(sts []*Staged, reason string) {
 	for _, st := range sts {
 		ss.events.TransactionAborted(st.res, reason)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"svc/worker"
+	"svc/worker/model"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -123,7 +123,7 @@ func (t *Tracker) Observe(labels map[string]string, wall time.Duration) (cost, s
 		t.m.skipped.WithLabelValues(reason).Inc()
 		if first {
 			t.o.Logger.Warn("task_cost_label_skipped", "label", t.o.CostLabel, "reason", reason,
-				"value", worker.Truncate(value, 64))
+				"value", model.Truncate(value, 64))
 		}
 		return 0, 0, false
 	}

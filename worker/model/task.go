@@ -1,10 +1,11 @@
-package worker
+package model
 
 import (
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,7 +54,7 @@ type Task struct {
 	// Sinks names the sinks the result goes to; nil means every sink.
 	Sinks []string
 
-	requestID string // the ingress request's id (HTTP source), for RunningTasks
+	RequestID string // the ingress request's id (HTTP source), for RunningTasks
 	attempt   int32  // the attempt running now, negated once it ended (atomic)
 }
 
@@ -162,4 +163,11 @@ func (a Annotation) Fields() map[string]any {
 		return nil
 	}
 	return m
+}
+
+// RunningAttempt is the executor attempt running now, or the last one with
+// ended true once it ended (until the next one starts).
+func (t *Task) RunningAttempt() (n int, ended bool) {
+	v := int(atomic.LoadInt32(&t.attempt))
+	return max(v, -v), v < 0
 }

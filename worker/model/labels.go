@@ -1,4 +1,4 @@
-package worker
+package model
 
 import (
 	"maps"
@@ -17,9 +17,9 @@ const (
 // LabelsDroppedKind is the annotation kind that reports dropped labels.
 const LabelsDroppedKind = "svc.labels_dropped"
 
-// limitLabels returns labels within the bounds (m itself when nothing is
+// LimitLabels returns labels within the bounds (m itself when nothing is
 // dropped) and how many were dropped.
-func limitLabels(m map[string]string) (map[string]string, int) {
+func LimitLabels(m map[string]string) (map[string]string, int) {
 	over := len(m) > MaxLabels
 	if !over {
 		for k, v := range m {
@@ -54,3 +54,7 @@ func Truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// LabelHeaderPrefix marks a Kafka record header that becomes a task label
+// (svc-label-<name>); the HTTP ingress uses X-Svc-Label-<name>.
+const LabelHeaderPrefix = "svc-label-"
