@@ -105,8 +105,7 @@ type topicLimit struct {
 }
 
 // refreshGap is the least time between the starts of two lookups of a
-// topic's limit, so refusals in a burst share one (a variable for this
-// package's tests).
+// topic's limit, so refusals in a burst share one (a variable for tests).
 var refreshGap = time.Second
 
 // limitMaxAge is how old a looked-up limit may be when a record over it
