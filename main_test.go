@@ -18,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	_ "modernc.org/sqlite"
 
+	"svc/worker/demo"
 	"svc/worker/workertest"
 	"svc/worker/workertest/wait"
 )
@@ -298,7 +300,9 @@ func TestDemoServesIngress(t *testing.T) {
 	}
 	// DLQ redrive is on in the demo, with its curl line printed: once a
 	// sample failed into the DLQ, the printed dry run answers one line per
-	// DLQ record and a summary.
+	// DLQ record and a summary. (A failing sample is fed at once: the
+	// demo's own comes 4 s after the start.)
+	demoFeed(t, p, `{"order":0,"customer":"initech","amount":1,"note":"please fail"}`)
 	if !strings.Contains(p.Output.String(), "/api/v1/debug/dlq/redrive -d '{\"from_ts\":0}'") {
 		t.Errorf("demo did not print the redrive curl line:\n%s", p.Output.String())
 	}
@@ -337,6 +341,8 @@ func TestDemoFoldsDeliveries(t *testing.T) {
 			Type   string `json:"type"`
 		} `json:"events"`
 	}
+	// Two plain successes fed at once: the demo's own come every 2 s.
+	demoFeed(t, p, `{"order":0,"customer":"acme","amount":1}`, `{"order":0,"customer":"globex","amount":2}`)
 	var listed events
 	var stored int
 	wait.For(t, wait.Long, "deliveries listed by the API but not stored as event rows", func() (bool, string) {
@@ -379,6 +385,27 @@ func TestDemoFoldsDeliveries(t *testing.T) {
 	}
 }
 
+// demoFeed produces values to the input topic of the demo p runs, on the
+// brokers its banner names, as its own samples are.
+func demoFeed(t *testing.T, p *workertest.Proc, values ...string) {
+	t.Helper()
+	m := regexp.MustCompile(`brokers (\S+)`).FindStringSubmatch(p.Output.String())
+	if m == nil {
+		t.Fatalf("the demo banner names no brokers:\n%s", p.Output.String())
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(m[1], ",")...), kgo.DefaultProduceTopic(demo.TopicIn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, v := range values {
+		rec := &kgo.Record{Value: []byte(v), Headers: []kgo.RecordHeader{{Key: "svc-label-origin", Value: []byte("demo")}}}
+		if err := cl.ProduceSync(t.Context(), rec).FirstErr(); err != nil {
+			t.Fatalf("produce to the demo's %s: %v", demo.TopicIn, err)
+		}
+	}
+}
+
 // TestDemoExactlyOnce: `svc demo -exactly-once` consumes in exactly-once
 // mode: identity says so and its transactions commit.
 func TestDemoExactlyOnce(t *testing.T) {
@@ -386,6 +413,7 @@ func TestDemoExactlyOnce(t *testing.T) {
 	ui, in, mt := freePort(t), freePort(t), freePort(t)
 	p := start(t, "demo", "-exactly-once", "-ui-port", fmt.Sprint(ui), "-ingress-port", fmt.Sprint(in), "-metrics-port", fmt.Sprint(mt))
 	p.WaitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", ui))
+	demoFeed(t, p, `{"order":0,"customer":"acme","amount":1}`) // the demo's own sample comes 2 s after the start
 	wait.For(t, wait.Long, "exactly-once identity and a committed transaction", func() (bool, string) {
 		var id struct {
 			Delivery string `json:"kafka_delivery"`

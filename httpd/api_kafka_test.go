@@ -46,6 +46,7 @@ func kafkaConfig(t *testing.T, tune func(*config.Config)) (*config.Config, []str
 	cfg.Sources.Kafka.Brokers = brokers
 	cfg.Sources.Kafka.Topic = "orders-raw"
 	cfg.Sources.Kafka.Group = "g"
+	cfg.Sources.Kafka.StartupAlignEnabled = false // join at once, not at the next 10 s mark
 	cfg.Sinks.Kafka = []config.KafkaSink{{Name: "results", Topic: "orders-out"}, {Name: "dlq", Topic: "orders-out"}}
 	if tune != nil {
 		tune(cfg)

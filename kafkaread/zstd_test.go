@@ -37,7 +37,27 @@ func zeroTopic(t testing.TB, c *kfake.Cluster, topic string, parts, batches, per
 				recs = append(recs, &kgo.Record{Partition: int32(p), Timestamp: time.UnixMilli(ts), Value: zeroValue(p, b*perBatch+i, size)})
 			}
 		}
-		produce(t, cl, topic, recs...)
+		produceFlushed(t, cl, topic, recs...)
+	}
+}
+
+// produceFlushed writes recs to topic as produce does, but sends them
+// with Flush at once, not after cl's linger: the linger only makes the
+// records of a partition share one batch.
+func produceFlushed(t testing.TB, cl *kgo.Client, topic string, recs ...*kgo.Record) {
+	t.Helper()
+	errs := make(chan error, len(recs))
+	for _, r := range recs {
+		r.Topic = topic
+		cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) { errs <- err })
+	}
+	if err := cl.Flush(t.Context()); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	for range recs {
+		if err := <-errs; err != nil {
+			t.Fatalf("produce: %v", err)
+		}
 	}
 }
 
@@ -200,9 +220,7 @@ func TestLargeBatchesReadAsStreams(t *testing.T) {
 			{Topic: topicBig, Timestamp: time.UnixMilli(int64(1000 + 2*i)), Value: zeroValue(i, 0, size)},
 			{Topic: topicBig, Timestamp: time.UnixMilli(int64(1001 + 2*i)), Value: zeroValue(i, 1, size)},
 		}
-		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		produceFlushed(t, cl, topicBig, recs...)
 		if err := cl.EndTransaction(t.Context(), end); err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,7 @@ func TestLiveFileSealedAtItsSize(t *testing.T) {
 	dir, shared := t.TempDir(), t.TempDir()
 	cfg := baseConfig(t, dir, shared, "w", clk) // seal interval: an hour
 	cfg.LiveMaxBytes = 256 << 10
+	cfg.FullDetail = true // events written at once, not after the summary hold
 	r := mustOpen(t, cfg)
 	startRun(t, r)
 	payload := json.RawMessage(`{"stdout_tail":"` + strings.Repeat("x", 1000) + `"}`)
@@ -149,6 +150,7 @@ func TestHistoryBudget(t *testing.T) {
 	// an hour); its window also holds an archive already.
 	peerCfg := baseConfig(t, t.TempDir(), shared, "peer", clk)
 	peerCfg.StartedAt = clk.now().Add(-30 * time.Minute)
+	peerCfg.FullDetail = true // its event written at once, not after the summary hold
 	peer := mustOpen(t, peerCfg)
 	startRun(t, peer)
 	peerWindow := peerCfg.StartedAt.UnixMilli() - peerCfg.StartedAt.UnixMilli()%hour
@@ -295,6 +297,7 @@ func TestBudgetNeverDeletesTheLiveFile(t *testing.T) {
 	dir := t.TempDir()
 	cfg := baseConfig(t, dir, dir, "w", clk)
 	cfg.ArchiveEnabled, cfg.MaxBytes = true, 1
+	cfg.FullDetail = true // events written at once, not after the summary hold
 	r := mustOpen(t, cfg)
 	startRun(t, r)
 	r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "old"})
@@ -339,6 +342,7 @@ func TestLiveSizeSealRetriesSlowly(t *testing.T) {
 	cfg := baseConfig(t, dir, shared, "w", clk)
 	// Above a fresh live file with its schema (about 100 KiB of WAL).
 	cfg.LiveMaxBytes, cfg.Logger = 256<<10, slog.New(logs)
+	cfg.FullDetail = true // events written at once, not after the summary hold
 	r := mustOpen(t, cfg)
 	startRun(t, r)
 	payload := json.RawMessage(`{"stdout_tail":"` + strings.Repeat("x", 1000) + `"}`)

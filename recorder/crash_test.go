@@ -109,7 +109,7 @@ func recorderChild(t *testing.T, env, worker, parent string) {
 		t.Skip("helper process for " + parent)
 	}
 	cfg := Config{Dir: dir, SharedDir: os.Getenv(env + "_SHARED"), Worker: worker, Cluster: "c1",
-		WatchdogInterval: 20 * time.Millisecond}
+		WatchdogInterval: 20 * time.Millisecond, FullDetail: true} // its event written at once
 	r, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

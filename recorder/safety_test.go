@@ -153,6 +153,7 @@ func TestSymlinkedHistoryFolder(t *testing.T) {
 
 			cfg := baseConfig(t, t.TempDir(), shared, "w", clk)
 			cfg.ArchiveEnabled = true
+			cfg.FullDetail = true // the event written at once, not after the summary hold
 			r := mustOpen(t, cfg)
 			startRun(t, r)
 			r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t-live"})

@@ -25,7 +25,9 @@ func (w *cancelWriter) Write(p []byte) (int, error) {
 // context ended) stops streaming instead of copying the whole file.
 func TestSnapshotStopsWithContext(t *testing.T) {
 	t.Parallel()
-	r := mustOpen(t, baseConfig(t, t.TempDir(), "", "w", newClock()))
+	cfg := baseConfig(t, t.TempDir(), "", "w", newClock())
+	cfg.FullDetail = true // events written at once, not after the summary hold
+	r := mustOpen(t, cfg)
 	startRun(t, r)
 	for range 2000 {
 		r.Event(event.Event{Type: event.TypeTaskReceived, TaskID: "t", Labels: map[string]string{"pad": strings.Repeat("x", 200)}})

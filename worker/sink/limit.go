@@ -105,8 +105,8 @@ type topicLimit struct {
 }
 
 // refreshGap is the least time between the starts of two lookups of a
-// topic's limit, so refusals in a burst share one.
-const refreshGap = time.Second
+// topic's limit, so refusals in a burst share one (a variable for tests).
+var refreshGap = time.Second
 
 // limitMaxAge is how old a looked-up limit may be when a record over it
 // is about to go to the DLQ (a variable for this package's tests).
