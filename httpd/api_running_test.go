@@ -199,7 +199,9 @@ func TestRunningFleet(t *testing.T) {
 	var got Running
 	wait.For(t, wait.Long, "alpha's fleet list with beta's task and three workers missing", func() (bool, string) {
 		got = get("?scope=fleet")
-		return got.Total == 1 && len(got.Peers) == 1 && got.Peers[0].Total == 1 && len(got.Missing) == 3, fmt.Sprintf("%+v", got)
+		// A task is listed from its arrival: wait for both attempts to start.
+		return got.Total == 1 && len(got.Peers) == 1 && got.Peers[0].Total == 1 && len(got.Missing) == 3 &&
+			len(got.Tasks) == 1 && got.Tasks[0].Attempt == 1 && len(got.Peers[0].Tasks) == 1 && got.Peers[0].Tasks[0].Attempt == 1, fmt.Sprintf("%+v", got)
 	})
 	if got.Worker != "alpha" || got.Scope != "fleet" || got.Tasks[0].Key != "key-a" || got.Tasks[0].Attempt != 1 {
 		t.Errorf("alpha's own part = %+v, want alpha's task of key-a at attempt 1", got)
