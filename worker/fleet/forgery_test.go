@@ -38,9 +38,15 @@ func TestForgedCardNeverEvictsARunningWorker(t *testing.T) {
 			card := forged("a", "forged", c.startedAt, c.heartbeat)
 			card["state"] = c.state
 			forge(t, root, card)
-			wait.For(t, wait.Long, "a to write its card over the forged one", func() (bool, string) {
+			// a reads its card, then writes its own: a forge landing between
+			// the two is replaced unseen. Forge again until a has seen one.
+			wait.For(t, wait.Long, "a to see the forged card and write its own over it", func() (bool, string) {
 				got := readCard(t, root, "a")
-				return got.Instance == mine, "card instance " + got.Instance
+				seen := len(a.logs.Named("fleet_name_conflict")) > 0
+				if got.Instance == mine && !seen {
+					forge(t, root, card)
+				}
+				return got.Instance == mine && seen, fmt.Sprintf("card instance %s, conflict logged %v", got.Instance, seen)
 			})
 			time.Sleep(500 * time.Millisecond) // five heartbeats of a
 			if got := readCard(t, root, "a"); got.Instance != mine {
