@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"svc/worker/config"
 	"svc/worker/event"
@@ -321,6 +322,139 @@ func TestExactlyOnceSessionRestart(t *testing.T) {
 	}
 	w.Stop()
 	eosCheckExactlyOnce(t, 2000, func(int) bool { return false }, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
+}
+
+// TestExactlyOncePauseSurvivesSessionRestart: the operator pauses
+// consumption while a transaction ends, and that end fails so that the
+// transactional session restarts under the pause. The new session's
+// client must come up paused: nothing is polled, run or committed until
+// the operator resumes, the pause is still reported and can be resumed,
+// and then every message is delivered exactly once.
+func TestExactlyOncePauseSurvivesSessionRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a transaction session restarted under a consume pause: runs in the full suite")
+	}
+	t.Parallel()
+	c := ktCluster(t, 2)
+	addrs := c.ListenAddrs()
+	cfg := eosConfig(t, addrs, workertest.EchoScript(t))
+	cfg.UI.ConsumePause = config.ConsumePause{Enabled: true, DurationsSeconds: []int{5, 30}}
+	var (
+		w                *ktWorker
+		ends             atomic.Int32
+		paused           = make(chan PauseState, 1)
+		pauseErr         atomic.Pointer[error]
+		polled, attempts atomic.Pointer[float64]
+	)
+	// The first committing EndTxn: the operator pauses while it is in
+	// flight, the coordinator aborts the transaction (as EndTxn v4 does:
+	// same producer epoch) and refuses the commit, which restarts the
+	// session. The abort leaves no pending offset commit behind, which
+	// would keep the new session's consumer from fetching, paused or not,
+	// until the transaction timeout.
+	aborter := ktClient(t, addrs, kgo.MaxVersions(func() *kversion.Versions {
+		v := kversion.Stable()
+		v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
+		return v
+	}()))
+	c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.EndTxnRequest)
+		if !req.Commit || req.TransactionalID != cfg.TransactionalID() || ends.Add(1) != 1 {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		c.SleepControl(func() { // the broker serves others meanwhile
+			st, err := w.Src.Pause(30)
+			if err != nil {
+				err = fmt.Errorf("ConsumePause(30): %w", err)
+				pauseErr.Store(&err)
+			}
+			// From here on nothing may be polled or run until the resume.
+			p, a := w.Metric("svc_kafka_records_polled_total"), w.Metric("svc_executor_attempts_total")
+			polled.Store(&p)
+			attempts.Store(&a)
+			abort := kmsg.NewPtrEndTxnRequest()
+			abort.TransactionalID, abort.ProducerID, abort.ProducerEpoch = req.TransactionalID, req.ProducerID, req.ProducerEpoch
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r, err := abort.RequestWith(ctx, aborter)
+			if err == nil {
+				err = kerr.ErrorForCode(r.ErrorCode)
+			}
+			if err != nil {
+				err = fmt.Errorf("the coordinator could not abort the transaction: %w", err)
+				pauseErr.Store(&err)
+			}
+			paused <- st
+		})
+		return resp, nil, true
+	})
+	w = ktStart(t, cfg)
+	w.WaitJoined()
+	adm := ktAdmin(t, addrs)
+	group := cfg.Sources.Kafka.Group
+	prod := ktClient(t, addrs)
+	batch := func(from, n int) {
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, ktMsg(i, fmt.Sprintf("k%d", i%5), false))
+		}
+		ktProduce(t, prod, recs)
+	}
+
+	batch(0, 20)
+	var st PauseState
+	select {
+	case st = <-paused:
+	case <-time.After(ktWait):
+		t.Fatal("no transaction ended to pause at: the test proves nothing")
+	}
+	if p := pauseErr.Load(); p != nil {
+		t.Fatalf("during the transaction end: %v", *p)
+	}
+	if !st.Active {
+		t.Fatalf("ConsumePause(30) during the transaction end = %+v, want an active pause", st)
+	}
+	wait.For(t, ktWait, "the transactional session restarts", func() (bool, string) {
+		n := len(w.Logs.Named("kafka_transaction_session_restarted"))
+		return n == 1, fmt.Sprintf("%d kafka_transaction_session_restarted logs", n)
+	})
+	w.WaitJoined() // the new session's client owns the partitions
+	batch(20, 20)
+	committed := ktCommitted(t, adm, group)
+	basePolled, baseAttempts := *polled.Load(), *attempts.Load()
+	for range 8 {
+		time.Sleep(250 * time.Millisecond)
+		if got := w.Metric("svc_kafka_records_polled_total"); got != basePolled {
+			t.Fatalf("%v records polled after the session restarted under the consume pause, want none", got-basePolled)
+		}
+		if got := w.Metric("svc_executor_attempts_total"); got != baseAttempts {
+			t.Fatalf("%v executor attempts after the session restarted under the consume pause, want none", got-baseAttempts)
+		}
+		if got := ktCommitted(t, adm, group); !reflect.DeepEqual(got, committed) {
+			t.Fatalf("committed offsets moved from %v to %v under the consume pause", committed, got)
+		}
+	}
+	if got := w.Src.PauseState(); !reflect.DeepEqual(got, st) {
+		t.Errorf("ConsumePauseState() after the session restart = %+v, want the pause set before it, %+v", got, st)
+	}
+	if got := w.Metric("svc_consume_pause_active"); got != 1 {
+		t.Errorf("svc_consume_pause_active = %v after the session restart, want 1", got)
+	}
+	if !w.IntakePaused() {
+		t.Error("the new session's client fetches the source topic during the consume pause")
+	}
+	if st, err := w.Src.Resume(); err != nil || st.Active {
+		t.Fatalf("ConsumeResume() after the session restart = %+v, %v, want the pause ended", st, err)
+	}
+	ktWaitCommitted(t, adm, group)
+	if ends.Load() < 2 {
+		t.Errorf("%d committing transaction ends, want the broken one and more after the resume", ends.Load())
+	}
+	w.Stop()
+	eosCheckExactlyOnce(t, 40, func(int) bool { return false }, ktReadCommitted(t, addrs, ktOut), ktReadCommitted(t, addrs, ktDLQ))
 }
 
 // TestExactlyOnceSupplantedMidCommit: another producer takes the
