@@ -310,7 +310,14 @@ func TestExactlyOnceSessionRestart(t *testing.T) {
 		ktProduce(t, prod, recs)
 		time.Sleep(20 * time.Millisecond)
 	}
+	sent := time.Now()
 	ktWaitCommitted(t, ktAdmin(t, addrs), cfg.Sources.Kafka.Group)
+	// The new session aborts the broken one's open transaction as it
+	// starts; left open, its pending offset commit would hold the new
+	// consumer until the coordinator's transaction timeout (40 s).
+	if d := time.Since(sent); d > 25*time.Second {
+		t.Errorf("the commits reached the end %s after the last message was sent: the broken session's transaction was left open until the coordinator's timeout", d.Round(time.Second))
+	}
 	if broken.Load() != 1 {
 		t.Fatalf("the broker broke %d transaction ends, want 1: the test proves nothing", broken.Load())
 	}

@@ -552,6 +552,14 @@ func (s *transactions) restartSession(ctx context.Context) bool {
 	}
 	s.restartedAt = time.Now()
 	s.flow.attach(s.Source)
+	// Loading the producer id now (InitProducerId) makes the coordinator
+	// abort the broken session's open transaction at once: until then its
+	// pending offset commit keeps the new consumer from reading committed
+	// offsets, for up to the transaction timeout. A failure here is met
+	// again, and handled, by the session's first transaction.
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, _, _ = s.client().ProducerID(pctx)
+	cancel()
 	s.log.Info("kafka_transaction_session_restarted", "transactional_id", s.wcfg.TransactionalID())
 	return true
 }
