@@ -19,7 +19,7 @@ import (
 // by a sweep); when ctx ends, done gets ctx.Err() at once.
 func (ss *Set) DeliverAsync(ctx context.Context, res *model.TaskResult, done func(error)) {
 	if res.Status == model.StatusOK && ctx.Err() == nil {
-		if targets := ss.targets(res); len(targets) == 1 && targets[0].limit.ready() {
+		if targets, unknown := ss.targets(res, true); unknown == 0 && len(targets) == 1 && targets[0].limit.ready() {
 			var buf [1]sinkRecord
 			recs, large, err := ss.records(ctx, res, targets, buf[:0])
 			if err == nil && len(large) == 0 && ss.produceAsync(ctx, recs[0], res, done) {

@@ -211,3 +211,44 @@ func TestDeliverAsyncRetriesAFailedProduce(t *testing.T) {
 		t.Errorf("topic out holds %d records, want 1", len(recs))
 	}
 }
+
+// TestSinkUnknownLoggedOnce: a task that names a sink that does not exist
+// gets one sink_unknown line per unknown name through DeliverAsync as
+// through Deliver, whichever way the result then goes (before, the async
+// path's look and Deliver's each logged it).
+func TestSinkUnknownLoggedOnce(t *testing.T) {
+	t.Parallel()
+	c := workertest.Cluster(t, 1, []string{"out", "dlq"})
+	logs := &workertest.Logs{}
+	ss := limitTestSet(t, c, logs, nil)
+	wait.For(t, wait.Long, "the sink's topic limit is known", func() (bool, string) {
+		return ss.byName["out"].limit.ready(), "not yet"
+	})
+	ctx := context.Background()
+	for id, sinks := range map[string][]string{"only-unknown": {"nope"}, "known-and-unknown": {"out", "nope"}} {
+		res := okResult(id, 10)
+		res.Task.Sinks = sinks
+		if err := doneWithin(t, deliverAsync(ctx, ss, res), 10*time.Second, id); err != nil {
+			t.Errorf("%s: done(%v), want nil", id, err)
+		}
+	}
+	if err := ss.Deliver(ctx, func() *model.TaskResult {
+		res := okResult("sync", 10)
+		res.Task.Sinks = []string{"nope"}
+		return res
+	}()); err != nil {
+		t.Errorf("Deliver: %v", err)
+	}
+	got := map[string]int{}
+	for _, l := range logs.Named("sink_unknown") {
+		got[fmt.Sprint(l["task_id"])]++
+	}
+	for _, id := range []string{"only-unknown", "known-and-unknown", "sync"} {
+		if got[id] != 1 {
+			t.Errorf("task %s: sink_unknown logged %d times, want once (all: %v)", id, got[id], got)
+		}
+	}
+	if recs := readTopic(t, c, "out", 1); len(recs) != 1 || header(recs[0], HeaderTaskID) != "known-and-unknown" {
+		t.Errorf("topic out holds %v, want the one result that named it", recs)
+	}
+}

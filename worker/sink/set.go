@@ -92,7 +92,8 @@ func (ss *Set) deliver(ctx context.Context, res *model.TaskResult, to *kafkaSink
 		return ss.dlq.Send(ctx, res)
 	}
 	var buf [1]sinkRecord // on the stack: one sink's record allocates nothing here
-	recs, large, err := ss.records(ctx, res, ss.targets(res), buf[:0])
+	targets, _ := ss.targets(res, false)
+	recs, large, err := ss.records(ctx, res, targets, buf[:0])
 	if err != nil {
 		return err
 	}

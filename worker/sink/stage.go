@@ -35,7 +35,8 @@ func (ss *Set) Stage(ctx context.Context, res *model.TaskResult) (*Staged, error
 	if res.Status != model.StatusOK {
 		return st, ss.stageDLQ(ctx, st, res)
 	}
-	recs, large, err := ss.records(ctx, res, ss.targets(res), nil)
+	targets, _ := ss.targets(res, false)
+	recs, large, err := ss.records(ctx, res, targets, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -85,21 +86,26 @@ func (ss *Set) TargetCount(res *model.TaskResult) int {
 }
 
 // targets are the sinks an ok result goes to: every sink, or the task's
-// named ones (unknown names are logged and skipped).
-func (ss *Set) targets(res *model.TaskResult) []*kafkaSink {
+// named ones. Unknown names are skipped and counted, and logged unless
+// quiet (a caller that may hand the result to Deliver looks quietly, so
+// a task's unknown sink is logged once).
+func (ss *Set) targets(res *model.TaskResult, quiet bool) (out []*kafkaSink, unknown int) {
 	names := res.Task.Sinks
 	if names == nil {
-		return ss.sinks
+		return ss.sinks, 0
 	}
-	out := make([]*kafkaSink, 0, len(names))
+	out = make([]*kafkaSink, 0, len(names))
 	for _, n := range names {
 		if s, ok := ss.byName[n]; ok {
 			out = append(out, s)
-		} else {
+			continue
+		}
+		unknown++
+		if !quiet {
 			ss.log.Error("sink_unknown", "sink", n, "task_id", res.Task.ID)
 		}
 	}
-	return out
+	return out, unknown
 }
 
 // Committed accounts for records that committed in a transaction: sink
