@@ -34,8 +34,10 @@ func (w *ktWorker) LocalCommit() map[int32]int64 {
 func ktFinishDuringPause(t *testing.T, w *ktWorker, gate *workertest.Gate, adm *kadm.Client, group string, p int32, from, n int) map[int32]int64 {
 	t.Helper()
 	ktProduce(t, ktManual(t, w.App.Config().Sources.Kafka.Brokers), ktPartitioned(p, from, n, -1))
-	wait.For(t, ktWait, "messages run behind the gate", func() (bool, string) {
-		return w.InFlight() > 0, fmt.Sprintf("%d in flight", w.InFlight())
+	// All n polled before the pause (the producer may send them in more
+	// than one batch): what the pause holds back is then only their commit.
+	wait.For(t, ktWait, "the messages polled, running behind the gate", func() (bool, string) {
+		return w.InFlight() > 0 && w.InFlight()+w.Waiting() >= n, fmt.Sprintf("%d in flight, %d waiting", w.InFlight(), w.Waiting())
 	})
 	before := ktCommitted(t, adm, group)
 	if _, err := w.Src.Pause(600); err != nil {
