@@ -192,8 +192,10 @@ func (s *Source) newConsumer() (*kgo.Client, error) {
 		kgo.WithHooks(s.reach),
 	)
 	// A batch decompresses within MaxBatchBytes, a fetch response within
-	// fetch_buffer_bytes beyond its first batch (kconn.Decompressor).
-	opts = append(opts, kconn.NewDecompressor(MaxBatchBytes, int(min(s.cfg.FetchBufferBytes, MaxBatchBytes))).Opts()...)
+	// fetch_buffer_bytes beyond its first batch, the records' overhead
+	// counted as the sizer counts it (kconn.Decompressor).
+	dec := kconn.NewDecompressor(MaxBatchBytes, int(min(s.cfg.FetchBufferBytes, MaxBatchBytes))).PerRecord(recordOverhead)
+	opts = append(opts, dec.Opts()...)
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.wcfg.Worker.Name))
 	}

@@ -51,6 +51,7 @@ func IsLargeBatch(err error) bool { return errors.Is(err, ErrLargeBatch) }
 type Decompressor struct {
 	maxBatch, window int
 	streamAbove      int // > 0: batches larger than this are refused with ErrLargeBatch
+	perRecord        int // counted against the window for each record decompressed
 
 	mu   sync.Mutex
 	used int // decompressed in the current window
@@ -112,6 +113,16 @@ type zstdDec struct{ *zstd.Decoder }
 // it returns d.
 func (d *Decompressor) StreamAbove(n int) *Decompressor {
 	d.streamAbove = n
+	return d
+}
+
+// PerRecord makes d count n bytes against the window for each record a
+// batch holds, beside its decompressed bytes: what a consumer keeps for a
+// record beyond its bytes (the window then bounds the records' memory).
+// A batch that fits only without them is deferred, unless first of its
+// response. It returns d.
+func (d *Decompressor) PerRecord(n int) *Decompressor {
+	d.perRecord = n
 	return d
 }
 
@@ -223,12 +234,31 @@ func (d *Decompressor) Decompress(src []byte, codec kgo.CompressionCodecType) (o
 	if err != nil {
 		return nil, err
 	}
+	cost := max(len(out), 1)
+	if d.perRecord > 0 {
+		if cost += countRecords(out) * d.perRecord; cost > lim && lim < d.batchCap() {
+			return nil, d.errOver(lim)
+		}
+	}
 	d.mu.Lock()
-	d.used += max(len(out), 1)
+	d.used += cost
 	d.mu.Unlock()
 	d.decompressed.Add(int64(len(out)))
 	d.batches.Add(1)
 	return out, nil
+}
+
+// countRecords counts the records of a decompressed batch: each is its
+// length (a signed varint) and that many bytes.
+func countRecords(b []byte) (n int) {
+	for len(b) > 0 {
+		l, k := binary.Varint(b)
+		if k <= 0 || l < 0 || l > int64(len(b)-k) {
+			break
+		}
+		b, n = b[k+int(l):], n+1
+	}
+	return n
 }
 
 // errOverLimit is a decode that outgrew its limit.

@@ -192,3 +192,38 @@ func TestDecompressorWindow(t *testing.T) {
 		t.Fatalf("first batch over the window: %d bytes, %v", len(out), err)
 	}
 }
+
+// TestDecompressorPerRecord: with PerRecord, a record's overhead counts
+// against the window beside its bytes, so a batch of many small records
+// that fits the window only by its bytes is deferred; the first batch of
+// a response is still read whole.
+func TestDecompressorPerRecord(t *testing.T) {
+	records := func(n int) []byte {
+		var b []byte
+		for range n {
+			b = binary.AppendVarint(b, 100)
+			b = append(b, make([]byte, 100)...)
+		}
+		return b
+	}
+	one, codec := compress(t, kgo.ZstdCompression(), records(1))
+	many, _ := compress(t, kgo.ZstdCompression(), records(1000)) // 101 KB, 357 KB with 256 B a record
+	if got := countRecords(records(1000)); got != 1000 {
+		t.Fatalf("countRecords = %d, want 1000", got)
+	}
+	for _, perRecord := range []int{0, 256} {
+		d := NewDecompressor(1<<20, 200<<10).PerRecord(perRecord)
+		d.OnBrokerRead(kgo.BrokerMetadata{}, int16(kmsg.Fetch), 0, 0, 0, nil)
+		if _, err := d.Decompress(one, codec); err != nil {
+			t.Fatalf("perRecord %d, first batch: %v", perRecord, err)
+		}
+		_, err := d.Decompress(many, codec)
+		if want := perRecord > 0; IsWindowFull(err) != want {
+			t.Errorf("perRecord %d: 1,000 records of 100 B in a 200 KiB window: %v, want deferred %v", perRecord, err, want)
+		}
+		d.OnBrokerRead(kgo.BrokerMetadata{}, int16(kmsg.Fetch), 0, 0, 0, nil)
+		if _, err := d.Decompress(many, codec); err != nil {
+			t.Errorf("perRecord %d: first batch of the next response: %v", perRecord, err)
+		}
+	}
+}
