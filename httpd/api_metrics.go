@@ -3,6 +3,7 @@ package httpd
 import (
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 
 	dto "github.com/prometheus/client_model/go"
@@ -26,7 +27,15 @@ type MetricSample struct {
 	Buckets map[string]float64 `json:"buckets,omitempty"`
 }
 
+// maxMetricNames bounds the name filter of GET /api/v1/debug/metrics.
+const maxMetricNames = 100
+
 func (s *UIServer) debugMetrics(w http.ResponseWriter, r *http.Request) {
+	names := r.URL.Query()["name"]
+	if len(names) > maxMetricNames {
+		writeError(w, http.StatusBadRequest, "bad_request", "at most "+strconv.Itoa(maxMetricNames)+" name parameters")
+		return
+	}
 	fams, err := s.gather.Gather()
 	if err != nil && len(fams) == 0 {
 		writeError(w, http.StatusInternalServerError, "metrics_unavailable", err.Error())
@@ -35,6 +44,9 @@ func (s *UIServer) debugMetrics(w http.ResponseWriter, r *http.Request) {
 	out := make([]MetricFamily, 0, len(fams))
 	aliases := s.topicAliases()
 	for _, f := range fams {
+		if len(names) > 0 && !slices.Contains(names, f.GetName()) {
+			continue
+		}
 		mf := MetricFamily{Name: f.GetName(), Type: typeName(f.GetType()), Help: f.GetHelp(), Samples: make([]MetricSample, 0, len(f.Metric))}
 		for _, m := range f.Metric {
 			sm := sampleOf(f.GetType(), m)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,25 @@ func TestUIIdentityConfigMetrics(t *testing.T) {
 	}
 	if _, ok := found["go_goroutines"]; !ok {
 		t.Error("Go collector missing from /api/v1/debug/metrics")
+	}
+
+	// ?name= answers the named families only (the Dashboard asks for
+	// the ones it shows); a name no family has is left out.
+	r = do(t, "GET", s.uiURL+"/api/v1/debug/metrics?name=svc_tasks_total&name=go_goroutines&name=svc_no_such", "", auth...)
+	m.Families = nil
+	if err := json.Unmarshal([]byte(r.body), &m); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range m.Families {
+		names = append(names, f.Name)
+	}
+	if slices.Sort(names); !slices.Equal(names, []string{"go_goroutines", "svc_tasks_total"}) || len(m.Families[0].Samples) == 0 {
+		t.Errorf("?name= filter answered families %v, want go_goroutines and svc_tasks_total", names)
+	}
+	many := strings.Repeat("name=x&", 101)
+	if r := do(t, "GET", s.uiURL+"/api/v1/debug/metrics?"+many, "", auth...); r.status != 400 || !strings.Contains(r.body, `"bad_request"`) {
+		t.Errorf("101 names = %d %s, want 400 bad_request", r.status, r.body)
 	}
 }
 

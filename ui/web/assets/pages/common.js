@@ -22,9 +22,11 @@ export function coords(ctx, alias, p, o) {
 const statusColors = { ok: "green", failed: "red", timeout: "yellow", tempfail: "yellow", dlq: "purple", "*": "gray" };
 export const statusBadge = (s) => badge(s, statusColors);
 
-// metrics fetches the registry as name → samples.
-export async function metrics() {
-  const data = await get("/api/v1/debug/metrics");
+// metrics fetches the registry as name → samples; only the families named
+// when names are given.
+export async function metrics(names = []) {
+  const q = names.map((n) => "name=" + encodeURIComponent(n)).join("&");
+  const data = await get("/api/v1/debug/metrics" + (q ? "?" + q : ""));
   const out = new Map();
   for (const f of data.families || []) out.set(f.name, f.samples || []);
   return out;

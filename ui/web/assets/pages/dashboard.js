@@ -8,6 +8,12 @@ import { LiveSocket } from "../socket.js";
 import { metrics, sum, statusBadge, coords, intakeCaps, backpressureWords } from "./common.js";
 
 const WINDOW_MS = 5 * 60 * 1000;
+// FAMILIES are the metric families the Dashboard reads: it asks for these
+// alone (the whole registry is over 25 KiB, read again on every refresh).
+const FAMILIES = ["svc_tasks_total", "svc_dlq_records_total", "svc_executor_pool_busy", "svc_executor_pool_size",
+  "svc_executor_pool_waiting", "svc_executor_healthy", "svc_kafka_messages_in_flight", "svc_kafka_messages_delivering",
+  "svc_kafka_messages_staged", "svc_kafka_messages_waiting", "svc_kafka_partitions_stalled", "svc_kafka_transactions_total",
+  "svc_backpressure_active", "svc_consume_pause_active", "svc_consumer_lag", "svc_sink_breaker_state"];
 const BUCKET_MS = 10 * 1000;
 
 export async function mount(root, ctx) {
@@ -20,7 +26,7 @@ export async function mount(root, ctx) {
 
   const [results, m, counts] = await Promise.all([
     get("/api/v1/live/task-results?limit=1000"),
-    metrics(),
+    metrics(FAMILIES),
     get("/api/v1/dashboard/counts"),
   ]);
   const now = Date.now();
@@ -91,7 +97,7 @@ export async function mount(root, ctx) {
 
   const refresh = throttle(async () => {
     try {
-      [latest, latestCounts] = await Promise.all([metrics(), get("/api/v1/dashboard/counts")]);
+      [latest, latestCounts] = await Promise.all([metrics(FAMILIES), get("/api/v1/dashboard/counts")]);
       draw();
     } catch (err) {
       if (err.status !== 401) sections.prepend(banner("error", "Refresh failed: " + err.message));

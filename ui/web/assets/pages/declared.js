@@ -31,7 +31,7 @@ export async function mount(root, ctx) {
     if (w.view === "stat") {
       const poll = async () => {
         try {
-          const m = await metrics();
+          const m = await metrics([src.metric]);
           const v = sum(m, src.metric);
           body.replaceChildren(el("div", { class: "big stat" }, formatted(v, w.format || "number")),
             ...(m.has(src.metric) ? [] : [note(`No metric family ${src.metric} on this worker.`)]));
