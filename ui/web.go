@@ -10,7 +10,7 @@ import (
 // EmbeddedTag is the release tag of the bundle embedded in this binary.
 // Tags are immutable: any change under web/ needs a new one (a test
 // compares the tree with testdata/ui/embedded.sha256).
-const EmbeddedTag = "v1.4.16"
+const EmbeddedTag = "v1.4.17"
 
 //go:embed web
 var webFS embed.FS
