@@ -52,7 +52,7 @@ type UIDeps struct {
 	// Trends feeds the Dashboard's trend charts; nil answers 404.
 	Trends *trends.Sampler
 	// Pages and ProbeDetails are the handler's UI declarations, validated
-	// and normalized (never nil: GET /api/v1/pages answers [] when none).
+	// and normalized (GET /api/v1/pages answers [] when none).
 	Pages        []ui.Page
 	ProbeDetails ui.ProbeDetails
 }
@@ -88,7 +88,7 @@ func NewUIServer(d UIDeps) (*UIServer, error) {
 	s := &UIServer{
 		cfg: d.Config, app: d.App, gather: d.Gatherer, log: d.Log, bundle: d.Bundle, kafka: d.Kafka, rec: d.Recorder, redrive: d.Redrive, pause: d.Pause, runtime: d.Runtime, costs: d.Throughput, started: time.Now(),
 		streams: newStreamSlots(), features: map[string]bool{},
-		fleet: d.Fleet, cache: d.Cache, peers: newPeerClient(), trends: d.Trends, uiPages: d.Pages, details: d.ProbeDetails,
+		fleet: d.Fleet, cache: d.Cache, peers: newPeerClient(), trends: d.Trends, uiPages: nonNil(d.Pages), details: ui.ProbeDetails{Fields: nonNil(d.ProbeDetails.Fields)},
 	}
 	if s.kafka == nil {
 		return nil, errors.New("ui server: the Kafka read API is required (NewKafkaReader)")

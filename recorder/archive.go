@@ -21,7 +21,6 @@ import (
 // window's next sealed files start a new part: a trace inflates one part
 // at a time, and a fold never rewrites more than this (or one larger
 // sealed file).
-
 const archivePartBytes = 128 << 20
 
 // foldRoomStep is how much of a new archive part is written at a time once

@@ -90,7 +90,6 @@ func (cfg Config) withDefaults() (Config, error) {
 		fill("archive_window", &cfg.ArchiveWindow, DefaultArchiveWindow, 0),
 		fill("watchdog_interval", &cfg.WatchdogInterval, DefaultWatchdogInterval, 0),
 		fill("max_age", &cfg.MaxAge, DefaultMaxAge, 0),
-		atLeastMs(cfg.ArchiveWindow),
 		fill("merged_retention_days", &cfg.MergedRetentionDays, DefaultMergedRetentionDays, 0),
 		fill("memory_events", &cfg.MemoryEvents, DefaultMemoryEvents, maxMemoryEvents),
 		fill("buffer_size", &cfg.BufferSize, DefaultBufferSize, maxBufferSize),
@@ -100,6 +99,11 @@ func (cfg Config) withDefaults() (Config, error) {
 		if err != nil {
 			return cfg, err
 		}
+	}
+	// After the fill (Go leaves the order of a field read among the
+	// literal's calls unspecified).
+	if err := atLeastMs(cfg.ArchiveWindow); err != nil {
+		return cfg, err
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -77,7 +77,6 @@ func (r *Recorder) openOwn() error {
 	return mkdirPrivate(r.liveDir)
 }
 
-// openSharedRoot resolves the shared root: shared.dir, else storage.dir.
 // openSharedRoot resolves the shared root: shared.dir, else storage.dir
 // (none when that proved unusable).
 func (r *Recorder) openSharedRoot() error {

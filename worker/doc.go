@@ -55,7 +55,7 @@
 //	httpd.Ingress ─▶ App.HandleHTTP ─▶ ArrangeHTTPRequest ─▶ App.RunTasks
 //	  ─▶ optional App.Deliver ─▶ OnHTTPRequestComplete ─▶ JSON response
 //
-// Probes take the HTTP path as source "probe": no sink, no commit.
+// Probes run through the live handler as source "probe": no sink, no commit.
 // Backpressure and pauses: docs/operations.md "Intake queues and fair
 // dispatch"; start and shutdown order: Lifecycle.
 //

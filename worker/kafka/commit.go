@@ -102,7 +102,7 @@ func (s atLeastOnce) finished(j job, taskCtx context.Context, results []model.Ta
 	switch len(todo) {
 	case 0:
 		s.finish(j, false, unfinished)
-	case 1: // err: a DLQ send failed under "stall"
+	case 1: // err: a DLQ send failed under "stall", or the task context ended past the drain deadline
 		s.app.DeliverAsync(todo[0], func(err error) { s.finish(j, err != nil, unfinished) })
 	default:
 		several := slices.Clone(todo)

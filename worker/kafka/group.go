@@ -118,5 +118,7 @@ func (s *Source) consuming() bool { return s.live.Load() }
 func (s *Source) assignedPartitions() []int32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Sorted(maps.Keys(s.parts))
+	ps := slices.AppendSeq(make([]int32, 0, len(s.parts)), maps.Keys(s.parts)) // [] in logs when none
+	slices.Sort(ps)
+	return ps
 }

@@ -253,7 +253,8 @@ func (d *Decompressor) Decompress(src []byte, codec kgo.CompressionCodecType) (o
 func countRecords(b []byte) (n int) {
 	for len(b) > 0 {
 		l, k := binary.Varint(b)
-		if k <= 0 || l < 0 || l > int64(len(b)-k) {
+		if k <= 0 || l <= 0 || l > int64(len(b)-k) { // a v2 record is never empty
+
 			break
 		}
 		b, n = b[k+int(l):], n+1
