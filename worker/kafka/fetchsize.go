@@ -5,9 +5,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fetchSizer bounds what one fetch response holds once decompressed
@@ -16,8 +18,12 @@ import (
 // held a 20,000-record backlog whole). It watches every batch the client
 // decompresses and asks the next fetches for fetch_buffer_bytes over how
 // much the batches inflated, overhead included: the first ask is small
-// (minFetchAsk), a rise is followed at once, a fall gradually. It also
-// counts what the client holds fetched and not yet polled.
+// (minFetchAsk), a rise is followed at once, a fall gradually.
+//
+// What the client holds fetched and not yet polled is read from the
+// client's own counters, which a poll lowers as it takes records. The
+// client's unbuffered-record hooks would lag: they run once the poll
+// returns, and the broker's next fetch may be buffered before that.
 type fetchSizer struct {
 	budget  int64 // inflated bytes one fetch may hold
 	ceiling int32 // the wire size never asked above (client_config fetch.max.bytes, else budget up to 100 MiB)
@@ -27,8 +33,12 @@ type fetchSizer struct {
 	ratio float64 // inflated bytes per wire byte, smoothed; 0 before the first batch
 	ask   atomic.Int32
 
-	buffered atomic.Int64 // inflated bytes of records fetched and not yet polled or dropped
-	peak     atomic.Int64 // the most buffered ever
+	// What each broker's latest fetch response holds (its records'
+	// recordSize), and the most one response held: the bound the
+	// decompressor keeps, measured on the records the client buffers.
+	leader   map[int32]int32 // partition → broker whose response carried its last batch
+	response map[int32]int64 // broker → bytes of records buffered from its latest response
+	peak     atomic.Int64
 
 	tooLarge prometheus.Counter // batches refused over MaxBatchBytes
 }
@@ -52,7 +62,7 @@ func newFetchSizer(budget int64, clientConfig map[string]string, reg prometheus.
 	if v, err := strconv.ParseInt(strings.TrimSpace(clientConfig["fetch.max.bytes"]), 10, 32); err == nil && v > 0 {
 		ceiling = int32(v)
 	}
-	f := &fetchSizer{budget: budget, ceiling: ceiling, tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
+	f := &fetchSizer{budget: budget, ceiling: ceiling, leader: map[int32]int32{}, response: map[int32]int64{}, tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "svc_kafka_batches_too_large_total",
 		Help: "Batches of the source topic refused because they decompress to more than 64 MiB; each stalls its partition until a restart or a reassignment (log kafka_batch_too_large).",
 	})}
@@ -61,7 +71,7 @@ func newFetchSizer(budget int64, clientConfig map[string]string, reg prometheus.
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "svc_kafka_fetch_buffered_bytes",
 			Help: "Bytes of records the consumer fetched and has not polled yet (decompressed, with their in-memory overhead); about sources.kafka.fetch_buffer_bytes per broker at most.",
-		}, func() float64 { return float64(f.buffered.Load()) }),
+		}, f.buffered),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "svc_kafka_fetch_request_bytes",
 			Help: "Bytes on the wire the consumer's next fetch asks for: sources.kafka.fetch_buffer_bytes over the inflation of the batches read.",
@@ -89,14 +99,39 @@ func (f *fetchSizer) attach(cl *kgo.Client) {
 	f.mu.Unlock()
 }
 
+// buffered is what the client holds fetched and not yet polled:
+// decompressed, with the records' overhead.
+func (f *fetchSizer) buffered() float64 {
+	f.mu.Lock()
+	cl := f.cl
+	f.mu.Unlock()
+	if cl == nil {
+		return 0
+	}
+	return float64(cl.BufferedFetchBytes() + cl.BufferedFetchRecords()*recordOverhead)
+}
+
+// OnBrokerRead implements kgo.HookBrokerRead: a broker's fetch response
+// is read whole before its batches are decoded, and the broker is sent
+// no other fetch before every record of this one is polled.
+func (f *fetchSizer) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key != int16(kmsg.Fetch) || err != nil {
+		return
+	}
+	f.mu.Lock()
+	f.response[meta.NodeID] = 0
+	f.mu.Unlock()
+}
+
 // OnFetchBatchRead implements kgo.HookFetchBatchRead.
-func (f *fetchSizer) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+func (f *fetchSizer) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, partition int32, m kgo.FetchBatchMetrics) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leader[partition] = meta.NodeID
 	if m.CompressedBytes <= 0 {
 		return
 	}
 	r := max(1, float64(m.UncompressedBytes+m.NumRecords*recordOverhead)/float64(m.CompressedBytes))
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if r >= f.ratio {
 		f.ratio = r
 	} else {
@@ -121,18 +156,18 @@ func recordSize(r *kgo.Record) int64 {
 	return int64(n)
 }
 
-// OnFetchRecordBuffered implements kgo.HookFetchRecordBuffered.
+// OnFetchRecordBuffered implements kgo.HookFetchRecordBuffered: the
+// client buffers a response's records after decoding all its batches.
 func (f *fetchSizer) OnFetchRecordBuffered(r *kgo.Record) {
-	n := f.buffered.Add(recordSize(r))
+	f.mu.Lock()
+	node := f.leader[r.Partition]
+	n := f.response[node] + recordSize(r)
+	f.response[node] = n
+	f.mu.Unlock()
 	for {
 		p := f.peak.Load()
 		if n <= p || f.peak.CompareAndSwap(p, n) {
 			return
 		}
 	}
-}
-
-// OnFetchRecordUnbuffered implements kgo.HookFetchRecordUnbuffered.
-func (f *fetchSizer) OnFetchRecordUnbuffered(r *kgo.Record, _ bool) {
-	f.buffered.Add(-recordSize(r))
 }

@@ -37,7 +37,8 @@ type Source struct {
 	m     *sourceMetrics
 	lim   limits
 	sizer *fetchSizer
-	reach *reach // whether any broker answers (reach.go)
+	dec   atomic.Pointer[kconn.Decompressor] // the consumer's, for its counts
+	reach *reach                             // whether any broker answers (reach.go)
 
 	cl   *kgo.Client // written under mu, only while no poll loop runs
 	live atomic.Bool
@@ -196,6 +197,7 @@ func (s *Source) newConsumer() (*kgo.Client, error) {
 	// counted as the sizer counts it (kconn.Decompressor).
 	dec := kconn.NewDecompressor(MaxBatchBytes, int(min(s.cfg.FetchBufferBytes, MaxBatchBytes))).PerRecord(recordOverhead)
 	opts = append(opts, dec.Opts()...)
+	s.dec.Store(dec)
 	if s.cfg.StartupAlignEnabled {
 		opts = append(opts, kgo.InstanceID(s.wcfg.Worker.Name))
 	}

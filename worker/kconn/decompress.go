@@ -44,7 +44,8 @@ func IsLargeBatch(err error) bool { return errors.Is(err, ErrLargeBatch) }
 //     batch (compressed batches inflate without limit). A batch past it
 //     is refused with ErrWindowFull and fetched again later, first of its
 //     response; only one that does not state its size may be decoded up
-//     to Window bytes before it is refused.
+//     to Window bytes before it is refused. Uncompressed batches count
+//     against it too (kgo.HookFetchBatchRead), and are never refused.
 //
 // A new window opens when the client reads a fetch response
 // (kgo.HookBrokerRead, installed by Opts).
@@ -155,6 +156,20 @@ func (d *Decompressor) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _
 	}
 	d.mu.Lock()
 	d.used = 0
+	d.mu.Unlock()
+}
+
+// OnFetchBatchRead implements kgo.HookFetchBatchRead: the client never
+// hands an uncompressed batch to Decompress, yet its records count
+// against the window as a decompressed batch's do (it is not deferred:
+// it is read already), so the compressed batches after it in the same
+// response fit in what is left.
+func (d *Decompressor) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	if m.CompressionType != 0 {
+		return
+	}
+	d.mu.Lock()
+	d.used += max(m.UncompressedBytes, 1) + m.NumRecords*d.perRecord
 	d.mu.Unlock()
 }
 

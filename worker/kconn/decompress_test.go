@@ -227,3 +227,31 @@ func TestDecompressorPerRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestDecompressorCountsUncompressed checks that an uncompressed batch,
+// which the client never hands to Decompress, counts against its
+// response's window: a compressed batch that would fit alone is deferred
+// after it, and the next response reads it first.
+func TestDecompressorCountsUncompressed(t *testing.T) {
+	small, codec := compress(t, kgo.ZstdCompression(), make([]byte, 60<<10))
+	d := NewDecompressor(1<<20, 150<<10).PerRecord(256)
+	fetch := func() { d.OnBrokerRead(kgo.BrokerMetadata{}, int16(kmsg.Fetch), 0, 0, 0, nil) }
+	fetch()
+	if _, err := d.Decompress(small, codec); err != nil {
+		t.Fatalf("first batch: %v", err)
+	}
+	// 100 uncompressed records of 1 KiB: 100 KiB + 25.6 KB of overhead.
+	d.OnFetchBatchRead(kgo.BrokerMetadata{}, "t", 0, kgo.FetchBatchMetrics{NumRecords: 100, UncompressedBytes: 100 << 10, CompressedBytes: 100 << 10})
+	if _, err := d.Decompress(small, codec); !IsWindowFull(err) {
+		t.Errorf("60 KiB after 60 KiB and 125 KiB of uncompressed records in a 150 KiB window: %v, want deferred", err)
+	}
+	// A compressed batch's metrics are not counted twice.
+	fetch()
+	if _, err := d.Decompress(small, codec); err != nil {
+		t.Fatalf("first batch of the next response: %v", err)
+	}
+	d.OnFetchBatchRead(kgo.BrokerMetadata{}, "t", 0, kgo.FetchBatchMetrics{NumRecords: 1, UncompressedBytes: 60 << 10, CompressedBytes: len(small), CompressionType: uint8(codec)})
+	if _, err := d.Decompress(small, codec); err != nil {
+		t.Errorf("60 KiB after 60 KiB in a 150 KiB window (the compressed batch's metrics counted once): %v, want it read", err)
+	}
+}
