@@ -12,6 +12,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,15 +85,70 @@ func UniqueName(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a loopback port for a test to bind later: free when
+// checked, below the kernel's ephemeral range (so no listen on port 0 and
+// no outgoing connection of a parallel test takes it meanwhile), handed
+// out once in this process and locked against the other test processes
+// (a file lock held until this process exits). A port picked by listening
+// on port 0 and closing went back to that range, and under a full
+// parallel run another socket took one before the worker bound it.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	lo, hi := reservedPorts()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := lo + mrand.IntN(hi-lo)
+		if _, taken := portLocks[p]; taken {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(portLockDir(t), strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close() // another test process holds it
+			continue
+		}
+		portLocks[p] = f // kept: the port is never handed out again
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue // in use by something else
+		}
+		ln.Close()
+		return p
+	}
+	t.Fatalf("no free port in %d-%d", lo, hi-1)
+	return 0
+}
+
+var (
+	portsMu   sync.Mutex
+	portLocks = map[int]*os.File{}
+)
+
+// reservedPorts is the range FreePort picks from: the 10,000 ports below
+// the kernel's ephemeral range (Linux: 32768-60999 by default).
+func reservedPorts() (lo, hi int) {
+	hi = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 2048 {
+				hi = n
+			}
+		}
+	}
+	return max(1024, hi-10000), hi
+}
+
+// portLockDir is the folder of FreePort's lock files, shared by the test
+// processes of one user.
+func portLockDir(t testing.TB) string {
+	dir := filepath.Join(os.TempDir(), "svc-test-ports-"+strconv.Itoa(os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return dir
 }
 
 // Logs is a concurrency-safe buffer behind a JSON slog handler.
