@@ -33,11 +33,11 @@ type fetchSizer struct {
 	ratio float64 // inflated bytes per wire byte, smoothed; 0 before the first batch
 	ask   atomic.Int32
 
-	// What each broker's latest fetch response holds (its records'
-	// recordSize), and the most one response held: the bound the
-	// decompressor keeps, measured on the records the client buffers.
-	leader   map[int32]int32 // partition → broker whose response carried its last batch
-	response map[int32]int64 // broker → bytes of records buffered from its latest response
+	// What each broker's latest fetch response holds (its batches'
+	// records decompressed, with their overhead), and the most one
+	// response held: the bound the decompressor keeps, measured on the
+	// client's batch metrics.
+	response map[int32]int64 // broker → bytes of its latest response's batches
 	peak     atomic.Int64
 
 	tooLarge prometheus.Counter // batches refused over MaxBatchBytes
@@ -62,7 +62,7 @@ func newFetchSizer(budget int64, clientConfig map[string]string, reg prometheus.
 	if v, err := strconv.ParseInt(strings.TrimSpace(clientConfig["fetch.max.bytes"]), 10, 32); err == nil && v > 0 {
 		ceiling = int32(v)
 	}
-	f := &fetchSizer{budget: budget, ceiling: ceiling, leader: map[int32]int32{}, response: map[int32]int64{}, tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
+	f := &fetchSizer{budget: budget, ceiling: ceiling, response: map[int32]int64{}, tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "svc_kafka_batches_too_large_total",
 		Help: "Batches of the source topic refused because they decompress to more than 64 MiB; each stalls its partition until a restart or a reassignment (log kafka_batch_too_large).",
 	})}
@@ -124,14 +124,19 @@ func (f *fetchSizer) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, 
 }
 
 // OnFetchBatchRead implements kgo.HookFetchBatchRead.
-func (f *fetchSizer) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, partition int32, m kgo.FetchBatchMetrics) {
+func (f *fetchSizer) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	inflated := m.UncompressedBytes + m.NumRecords*recordOverhead
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.leader[partition] = meta.NodeID
+	n := f.response[meta.NodeID] + int64(inflated)
+	f.response[meta.NodeID] = n
+	if n > f.peak.Load() {
+		f.peak.Store(n)
+	}
 	if m.CompressedBytes <= 0 {
 		return
 	}
-	r := max(1, float64(m.UncompressedBytes+m.NumRecords*recordOverhead)/float64(m.CompressedBytes))
+	r := max(1, float64(inflated)/float64(m.CompressedBytes))
 	if r >= f.ratio {
 		f.ratio = r
 	} else {
@@ -154,20 +159,4 @@ func recordSize(r *kgo.Record) int64 {
 		n += len(h.Key) + len(h.Value)
 	}
 	return int64(n)
-}
-
-// OnFetchRecordBuffered implements kgo.HookFetchRecordBuffered: the
-// client buffers a response's records after decoding all its batches.
-func (f *fetchSizer) OnFetchRecordBuffered(r *kgo.Record) {
-	f.mu.Lock()
-	node := f.leader[r.Partition]
-	n := f.response[node] + recordSize(r)
-	f.response[node] = n
-	f.mu.Unlock()
-	for {
-		p := f.peak.Load()
-		if n <= p || f.peak.CompareAndSwap(p, n) {
-			return
-		}
-	}
 }

@@ -14,7 +14,7 @@ import (
 // 1 KiB records (snappy batches that inflate about 15×), many times
 // sources.kafka.fetch_buffer_bytes once decompressed, and checks that no
 // fetch response held more than the budget plus one producer batch once
-// its records were buffered, however far behind the consumer was. Before
+// its batches were decoded (records and their overhead), however far behind the consumer was. Before
 // the fetch sizer, one fetch (1 MiB a partition on the wire) held the
 // whole backlog. The backlog starts with uncompressed records, so the
 // sizer's ask runs ahead (it sizes the fetch for batches that inflate
